@@ -1,0 +1,137 @@
+"""The service contract: a model with explicit ports and a pure step (after Drake's systems).
+
+A service is a *model* — an object satisfying :class:`ServiceModel` — run by a shell
+that lives in :mod:`protocol` and is the same for every service. The shell owns the
+sockets, simulation time, the lifecycle and the statistics; the model owns physics.
+A model never opens a socket, reads a clock or sleeps.
+
+Ports
+-----
+Every input and output is a :class:`Port`: a topic and a kind.
+
+``state``
+    A value that holds *at* an instant (poses, twists, joint angles). A sample's
+    ``t_ns`` is that instant.
+``flow``
+    A value held constant over the producer's step (wrenches, commanded rates).
+    A sample with ``t_ns = t_k`` and ``h_ns = h_p`` holds over ``[t_k, t_k + h_p)``.
+``event``
+    Discrete happenings (capture, latch, operator commands). A sample's body carries
+    a (possibly empty) list of events that occurred in the producer's step ending at
+    ``t_ns``.
+
+Timing of outputs
+-----------------
+``model.initial(t0)`` returns the output bodies at ``t0``. ``model.step(t, h, u)``
+advances the model from ``t`` to ``t + h`` and returns the output bodies stamped
+``t + h``. Every output port is published after every step (an event port with an
+empty list), so that consumers can tell that the producer has progressed.
+
+The input rule (lockstep) is implemented by :mod:`protocol.stepping` and documented
+there; in brief, for a consumer stepping ``t → t + h`` and a producer of period ``h_p``:
+
+- ``state``: the producer's sample at ``floor(t / h_p) · h_p`` (the latest at or before t);
+- ``flow``: every sample whose interval ``[t_k, t_k + h_p)`` overlaps ``[t, t + h)``,
+  each with its overlap; the time-average over the step is their overlap-weighted sum
+  divided by ``h``. A slower consumer thus receives the exact impulse of every faster
+  sample; a faster consumer holds the latest;
+- ``event``: every event sample with ``t - h < t_ns <= t``.
+
+It depends on timestamps only, never on arrival order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+PortKind = Literal["state", "flow", "event"]
+PORT_KINDS: tuple[str, ...] = ("state", "flow", "event")
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    """One input or output of a service: a bus topic and how its samples are consumed."""
+
+    topic: str
+    kind: PortKind = "state"
+
+    def __post_init__(self) -> None:
+        if self.kind not in PORT_KINDS:
+            raise ValueError(f"Port {self.topic!r}: kind must be one of {PORT_KINDS}, got {self.kind!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One received message as a model sees it.
+
+    Attributes
+    ----------
+    t_ns : int
+        Simulation instant the values hold at (state, event) or the start of the
+        interval they hold over (flow). [ns]
+    h_ns : int
+        The producer's period. [ns]
+    sender : str
+        Producing service name.
+    seq : int
+        Per-topic sequence number.
+    body : Mapping[str, Any]
+        Decoded, validated fields (arrays as ``numpy.ndarray``).
+    """
+
+    t_ns: int
+    h_ns: int
+    sender: str
+    seq: int
+    body: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Inputs(Protocol):
+    """What one step sees, selected by the input rule of :mod:`protocol.stepping`."""
+
+    def state(self, topic: str) -> Sample:
+        """The state sample the rule selects; ``KeyError`` naming the topic if none is held."""
+        ...
+
+    def flow(self, topic: str) -> list[tuple[Sample, int]]:
+        """The flow samples overlapping this step, each with its overlap [ns]; oldest first."""
+        ...
+
+    def mean(self, topic: str, field_name: str) -> Any:
+        """Overlap-weighted time-average of ``body[field_name]`` over the step (impulse / h)."""
+        ...
+
+    def events(self, topic: str) -> list[Sample]:
+        """The event samples of this step, oldest first."""
+        ...
+
+
+@runtime_checkable
+class ServiceModel(Protocol):
+    """What every service's model provides (see the module docstring for timing).
+
+    Attributes
+    ----------
+    name : str
+        Service name, also the ``sender`` of its messages.
+    period_ns : int
+        Step period. [ns]
+    inputs, outputs : tuple[Port, ...]
+        Declared ports. Only declared output topics may be returned from ``step``.
+    """
+
+    name: str
+    period_ns: int
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """Output bodies at ``t0_ns``, one per output topic."""
+        ...
+
+    def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
+        """Advance from ``t_ns`` to ``t_ns + h_ns``; return output bodies stamped ``t_ns + h_ns``."""
+        ...
