@@ -78,7 +78,9 @@ class Sample:
     seq : int
         Per-topic sequence number.
     body : Mapping[str, Any]
-        Decoded, validated fields (arrays as ``numpy.ndarray``).
+        Decoded, validated fields (arrays as read-only ``numpy.ndarray``).
+    wall_ns : int
+        Wall-clock send time (``time.time_ns()`` of the sender); 0 if unknown. [ns]
     """
 
     t_ns: int
@@ -86,6 +88,7 @@ class Sample:
     sender: str
     seq: int
     body: Mapping[str, Any] = field(default_factory=dict)
+    wall_ns: int = 0
 
 
 @runtime_checkable

@@ -1,0 +1,357 @@
+"""msgpack codec of the envelope and topic fields described in :mod:`protocol.messages`.
+
+:func:`encode` turns a topic's field dict into a msgpack body (the part of a bus
+frame after ``topic\\0``); :func:`decode` turns a body back into a
+:class:`protocol.service.Sample`, validating everything on the way: envelope shape,
+schema version, every field's presence, type, shape and finiteness, no unknown
+field, and the size limit. Any failure raises :class:`errors.MessageError` whose
+message names the topic, the field and the offending value. Encoding validates the
+same rules, so a model that produces a NaN fails loudly at its source.
+
+Arrays travel as msgpack *bin* (little-endian float64 bytes, C order); decoded
+arrays are read-only views of the received buffer (copy before mutating).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from errors import MessageError
+from protocol.messages import MAX_PAYLOAD_BYTES, TopicSchema, schema_for
+from protocol.service import Sample
+
+__all__ = ["encode", "decode", "envelope"]
+
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
+_F8 = np.dtype("<f8")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bad(topic: str, field: str, why: str, value: Any) -> MessageError:
+    return MessageError(f"topic {topic!r}, field {field!r}: {why}, got {_short(value)}")
+
+
+# ---------------------------------------------------------------- scalar checks
+def _is_int(v: Any) -> bool:
+    return type(v) is int and _I64_MIN <= v <= _I64_MAX
+
+
+def _scalar_ok(v: Any) -> bool:
+    t = type(v)
+    if t is float:
+        return math.isfinite(v)
+    return t is str or t is bool or v is None or (t is int and _I64_MIN <= v <= _I64_MAX)
+
+
+def _free_ok(v: Any, depth: int = 0) -> bool:
+    """Free event fields: scalars, or lists/maps of them (bounded depth)."""
+    if _scalar_ok(v):
+        return True
+    if depth >= 4:
+        return False
+    if type(v) is list:
+        return all(_free_ok(x, depth + 1) for x in v)
+    if type(v) is dict:
+        return all(type(k) is str and _free_ok(x, depth + 1) for k, x in v.items())
+    return False
+
+
+# ---------------------------------------------------------------- compiled schemas
+Decoder = Callable[[str, str, Any], Any]
+Encoder = Callable[[str, str, Any], Any]
+
+
+def _array_codec(shape: tuple[int, ...]) -> tuple[Decoder, Encoder]:
+    n = int(np.prod(shape, dtype=np.int64))
+    nbytes = 8 * n
+
+    def dec(topic: str, name: str, v: Any) -> Any:
+        if type(v) is not bytes or len(v) != nbytes:
+            raise _bad(topic, name, f"expected {nbytes} bytes of float64 {shape}", v)
+        a = np.frombuffer(v, dtype=_F8).reshape(shape)
+        if not np.isfinite(a).all():
+            raise _bad(topic, name, "not finite", a.tolist())
+        return a
+
+    def enc(topic: str, name: str, v: Any) -> Any:
+        try:
+            a = np.asarray(v, dtype=_F8)
+        except (TypeError, ValueError) as err:
+            raise _bad(topic, name, "not a float array", v) from err
+        if a.shape != shape:
+            raise _bad(topic, name, f"expected shape {shape}, shape {a.shape}", v)
+        if not np.isfinite(a).all():
+            raise _bad(topic, name, "not finite", a.tolist())
+        return a.tobytes(order="C")
+
+    return dec, enc
+
+
+def _float_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is int and _I64_MIN <= v <= _I64_MAX:
+        v = float(v)
+    if type(v) is not float or not math.isfinite(v):
+        raise _bad(topic, name, "expected a finite float", v)
+    return v
+
+
+def _float_enc(topic: str, name: str, v: Any) -> Any:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise _bad(topic, name, "expected a finite float", v)
+    return _float_dec(topic, name, float(v))
+
+
+def _int_dec(topic: str, name: str, v: Any) -> Any:
+    if not _is_int(v):
+        raise _bad(topic, name, "expected an int64", v)
+    return v
+
+
+def _int_enc(topic: str, name: str, v: Any) -> Any:
+    if isinstance(v, np.integer) and not isinstance(v, np.bool_):
+        v = int(v)
+    return _int_dec(topic, name, v)
+
+
+def _bool_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is not bool:
+        raise _bad(topic, name, "expected a bool", v)
+    return v
+
+
+def _bool_enc(topic: str, name: str, v: Any) -> Any:
+    if isinstance(v, np.bool_):
+        v = bool(v)
+    return _bool_dec(topic, name, v)
+
+
+def _str_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is not str:
+        raise _bad(topic, name, "expected a str", v)
+    return v
+
+
+def _strlist_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is list:
+        v = tuple(v)
+    if type(v) is not tuple or not all(type(x) is str for x in v):
+        raise _bad(topic, name, "expected a list of str", v)
+    return list(v)
+
+
+def _map_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is not dict:
+        raise _bad(topic, name, "expected a map str -> scalar", v)
+    for k, x in v.items():
+        if type(k) is not str or not (_scalar_ok(x) and x is not None):
+            raise _bad(topic, f"{name}.{k}", "expected a str key and a finite scalar value", x)
+    return v
+
+
+def _events_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is tuple:
+        v = list(v)
+    if type(v) is not list:
+        raise _bad(topic, name, "expected a list of event maps", v)
+    for i, ev in enumerate(v):
+        if type(ev) is not dict or type(ev.get("kind")) is not str:
+            raise _bad(topic, f"{name}[{i}]", "expected a map with a str 'kind'", ev)
+        if not _free_ok(ev):
+            raise _bad(topic, f"{name}[{i}]", "values must be None/bool/int/finite float/str or lists/maps of them", ev)
+    return v
+
+
+_SIMPLE: dict[str, tuple[Decoder, Encoder]] = {
+    "int": (_int_dec, _int_enc),
+    "bool": (_bool_dec, _bool_enc),
+    "str": (_str_dec, _str_dec),
+    "list[str]": (_strlist_dec, _strlist_dec),
+    "map": (_map_dec, _map_dec),
+    "events": (_events_dec, _events_dec),
+}
+
+
+class _Compiled:
+    __slots__ = ("schema", "names", "decoders", "encoders", "nfields")
+
+    def __init__(self, schema: TopicSchema) -> None:
+        self.schema = schema
+        self.names = tuple(schema.fields)
+        self.nfields = len(self.names)
+        decs, encs = [], []
+        for ftype, shape in schema.fields.values():
+            if ftype == "f8":
+                d, e = (_float_dec, _float_enc) if shape == () else _array_codec(shape)
+            else:
+                d, e = _SIMPLE[ftype]
+            decs.append(d)
+            encs.append(e)
+        self.decoders = tuple(decs)
+        self.encoders = tuple(encs)
+
+
+_CACHE: dict[str, _Compiled] = {}
+
+
+def _compiled(topic: str) -> _Compiled:
+    c = _CACHE.get(topic)
+    schema = schema_for(topic)
+    if c is None or c.schema is not schema:
+        c = _CACHE[topic] = _Compiled(schema)
+    return c
+
+
+def _missing_or_extra(topic: str, c: _Compiled, fields: Mapping[str, Any]) -> MessageError:
+    missing = [n for n in c.names if n not in fields]
+    if missing:
+        return MessageError(f"topic {topic!r}, field {missing[0]!r}: missing (schema {c.schema.name} "
+                            f"needs {list(c.names)}), got fields {sorted(map(str, fields))}")
+    extra = [k for k in fields if k not in c.schema.fields]
+    return MessageError(f"topic {topic!r}, field {_short(extra[0])}: not in schema {c.schema.name}, "
+                        f"value {_short(fields[extra[0]])}")
+
+
+# ---------------------------------------------------------------- public API
+def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns: int, h_ns: int,
+           wall_ns: int | None = None) -> bytes:
+    """Encode one message body (the bytes after ``topic\\0`` in a frame).
+
+    Parameters
+    ----------
+    topic : str
+        A topic with a schema in :data:`protocol.messages.SCHEMAS`.
+    fields : Mapping[str, Any]
+        Every field of the schema, no other; arrays of the schema's shape, finite.
+    sender : str
+        Producing service name.
+    seq : int
+        Per-topic sequence number.
+    t_ns, h_ns : int
+        Simulation instant and producer period. [ns]
+    wall_ns : int, optional
+        Send time; ``time.time_ns()`` if omitted. [ns]
+
+    Returns
+    -------
+    bytes
+        The msgpack envelope ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]``.
+
+    Raises
+    ------
+    MessageError
+        Unknown topic, missing or unknown field, wrong type or shape, non-finite value,
+        or an envelope value out of range; the message names topic, field and value.
+    """
+    c = _compiled(topic)
+    if not isinstance(fields, Mapping) or len(fields) != c.nfields:
+        if not isinstance(fields, Mapping):
+            raise _bad(topic, "<fields>", "expected a mapping", fields)
+        raise _missing_or_extra(topic, c, fields)
+    out = {}
+    try:
+        for name, enc in zip(c.names, c.encoders):
+            out[name] = enc(topic, name, fields[name])
+    except KeyError:
+        raise _missing_or_extra(topic, c, fields) from None
+    for name, v in (("seq", seq), ("t_ns", t_ns), ("h_ns", h_ns)):
+        if not _is_int(v) or (name != "t_ns" and v < (1 if name == "h_ns" else 0)):
+            raise _bad(topic, name, "envelope value out of range", v)
+    if type(sender) is not str or not sender:
+        raise _bad(topic, "sender", "expected a non-empty str", sender)
+    env = [c.schema.version, sender, seq, t_ns, h_ns, time.time_ns() if wall_ns is None else wall_ns, out]
+    try:
+        return msgpack.packb(env, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise _bad(topic, "<fields>", f"not msgpack-serialisable ({err})", fields) from err
+
+
+def _unpack(topic: str, payload: bytes) -> tuple[list[Any], _Compiled]:
+    if type(payload) is not bytes:
+        payload = bytes(payload)
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise _bad(topic, "<payload>", f"larger than {MAX_PAYLOAD_BYTES} bytes", f"{len(payload)} bytes")
+    c = _compiled(topic)
+    try:
+        env = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=False)
+    except Exception as err:  # msgpack raises several unrelated types on garbage
+        raise _bad(topic, "<payload>", f"not msgpack ({type(err).__name__})", payload[:32]) from err
+    if type(env) is not list or len(env) != 7:
+        raise _bad(topic, "<envelope>", "expected a 7-element array", env)
+    version, sender, seq, t_ns, h_ns, wall_ns, fields = env
+    if version != c.schema.version or type(version) is not int:
+        raise _bad(topic, "version", f"expected schema version {c.schema.version}", version)
+    if type(sender) is not str or not sender:
+        raise _bad(topic, "sender", "expected a non-empty str", sender)
+    if not _is_int(seq) or seq < 0:
+        raise _bad(topic, "seq", "expected an int64 >= 0", seq)
+    if not _is_int(t_ns):
+        raise _bad(topic, "t_ns", "expected an int64", t_ns)
+    if not _is_int(h_ns) or h_ns <= 0:
+        raise _bad(topic, "h_ns", "expected an int64 > 0", h_ns)
+    if not _is_int(wall_ns):
+        raise _bad(topic, "wall_ns", "expected an int64", wall_ns)
+    if type(fields) is not dict:
+        raise _bad(topic, "<fields>", "expected a map", fields)
+    return env, c
+
+
+def envelope(topic: str, payload: bytes) -> tuple[int, str, int, int, int, int]:
+    """The checked envelope header ``(version, sender, seq, t_ns, h_ns, wall_ns)`` of a body.
+
+    For sinks (the logger) that keep the wire bytes and need only the header; the
+    fields are not validated.
+
+    Raises
+    ------
+    MessageError
+        As :func:`decode`, for the envelope part.
+    """
+    env, _ = _unpack(topic, payload)
+    return env[0], env[1], env[2], env[3], env[4], env[5]
+
+
+def decode(topic: str, payload: bytes) -> Sample:
+    """Decode and validate one message body into a :class:`protocol.service.Sample`.
+
+    Parameters
+    ----------
+    topic : str
+        The frame's topic (selects the schema).
+    payload : bytes
+        The msgpack body (frame bytes after ``topic\\0``).
+
+    Returns
+    -------
+    Sample
+        ``body`` holds every schema field; f8 arrays as read-only ndarrays of the
+        schema's shape.
+
+    Raises
+    ------
+    MessageError
+        Oversize body, not msgpack, bad envelope, wrong version, unknown topic,
+        missing/unknown field, wrong type or shape, non-finite value. The message
+        names topic, field and value.
+    """
+    env, c = _unpack(topic, payload)
+    fields = env[6]
+    if len(fields) != c.nfields:
+        raise _missing_or_extra(topic, c, fields)
+    body = {}
+    try:
+        for name, dec in zip(c.names, c.decoders):
+            body[name] = dec(topic, name, fields[name])
+    except KeyError:
+        raise _missing_or_extra(topic, c, fields) from None
+    return Sample(env[3], env[4], env[1], env[2], body, env[5])

@@ -1,0 +1,227 @@
+"""Message envelope and the topic schema table (DESIGN §2–3).
+
+Every message on the bus is one ZeroMQ frame::
+
+    topic (UTF-8) | b"\\0" | msgpack body
+
+The NUL separator makes a subscription to ``topic + b"\\0"`` an *exact* topic match
+(ZeroMQ filters by prefix). The msgpack body is the envelope, a 7-element array::
+
+    [version, sender, seq, t_ns, h_ns, wall_ns, fields]
+
+``version`` (int)
+    Schema version of the topic (:attr:`TopicSchema.version`); a mismatch is refused.
+``sender`` (str)
+    Producing service name.
+``seq`` (int)
+    Per (sender, topic) sequence number, 0 for the first message; gaps are counted.
+``t_ns`` (int64)
+    Simulation instant the values hold at (state, event), or the start of the
+    interval they hold over (flow). [ns]
+``h_ns`` (int64)
+    The producer's period. [ns]
+``wall_ns`` (int64)
+    Wall-clock send time, ``time.time_ns()``. [ns]
+``fields`` (map)
+    The topic's fields, as its schema lists them: every field required, no other.
+
+Field types (the schema vocabulary)
+-----------------------------------
+``("f8", shape)``
+    float64. ``shape == ()`` is a scalar travelling as a msgpack float. Any other
+    shape travels as msgpack *bin*: the C-ordered little-endian float64 bytes
+    (``8 * prod(shape)`` bytes); decoded to a read-only ``numpy.ndarray`` of that
+    shape. Always finite.
+``("int", ())``   a signed 64-bit integer.
+``("bool", ())``  true/false.
+``("str", ())``   a UTF-8 string.
+``("list[str]", ())``  a list of strings.
+``("map", ())``   a map str -> (int | finite float | str | bool).
+``("events", ())``  a list of maps, each with ``"kind": str`` plus free fields
+(str keys; values None, bool, int, finite float, str, or lists/maps of those).
+
+Extending a topic
+-----------------
+Schemas are data: a service owner adds a field by editing the ``fields`` dict of
+their topic's entry in :data:`SCHEMAS` (and bumps ``version`` if the change is not
+backward compatible). Test or plug-in topics are added with :func:`register_schema`.
+The ``name`` (e.g. ``"berthsim.OrbiterState"``) is what the logger writes into MCAP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from errors import MessageError
+
+__all__ = [
+    "SEPARATOR",
+    "MAX_PAYLOAD_BYTES",
+    "FIELD_TYPES",
+    "TopicSchema",
+    "SCHEMAS",
+    "register_schema",
+    "schema_for",
+]
+
+SEPARATOR = b"\0"
+"""Separates the topic from the msgpack body in a frame."""
+
+MAX_PAYLOAD_BYTES = 1 << 20
+"""Largest msgpack body accepted by the decoder. [bytes]"""
+
+FIELD_TYPES: tuple[str, ...] = ("f8", "int", "bool", "str", "list[str]", "map", "events")
+
+FieldSpec = tuple[str, tuple[int, ...]]
+
+_V3 = ("f8", (3,))
+_V4 = ("f8", (4,))
+_V6 = ("f8", (6,))
+_M44 = ("f8", (4, 4))
+_BOOL = ("bool", ())
+_STR = ("str", ())
+_INT = ("int", ())
+_F = ("f8", ())
+_MAP = ("map", ())
+_EVENTS = ("events", ())
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSchema:
+    """The schema of one topic.
+
+    Attributes
+    ----------
+    name : str
+        Schema name written into logs (``"berthsim.OrbiterState"``).
+    version : int
+        Envelope ``version`` a message of this topic must carry.
+    kind : str
+        Port kind its producer declares: ``"state"``, ``"flow"`` or ``"event"``.
+    fields : Mapping[str, tuple[str, tuple[int, ...]]]
+        Field name -> (type, shape); type one of :data:`FIELD_TYPES`.
+    """
+
+    name: str
+    version: int
+    kind: str
+    fields: Mapping[str, FieldSpec]
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("state", "flow", "event"):
+            raise MessageError(f"schema {self.name!r}: kind must be state/flow/event, got {self.kind!r}")
+        for fname, spec in self.fields.items():
+            if (not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in FIELD_TYPES
+                    or not isinstance(spec[1], tuple)):
+                raise MessageError(f"schema {self.name!r}: field {fname!r}: bad spec {spec!r}")
+            if spec[0] != "f8" and spec[1] != ():
+                raise MessageError(f"schema {self.name!r}: field {fname!r}: only f8 may have a shape")
+
+
+_TABLE: dict[str, TopicSchema] = {
+    # Orbiter CoM Oo in LVLH W; body rates in O.
+    "orbiter/state": TopicSchema("berthsim.OrbiterState", 1, "state", {
+        "p_WoOo_W": _V3,      # m
+        "quat_WO": _V4,       # wxyz
+        "w_WO_O": _V3,        # rad/s
+        "v_WOo_W": _V3,       # m/s
+        "a_WOo_W": _V3,       # m/s²
+        "wdot_WO_O": _V3,     # rad/s²
+    }),
+    # Payload (target) CoM To in W; body rates in T.
+    "payload/state": TopicSchema("berthsim.PayloadState", 1, "state", {
+        "p_WoTo_W": _V3,
+        "quat_WT": _V4,
+        "w_WT_T": _V3,
+        "v_WTo_W": _V3,
+        "a_WTo_W": _V3,
+        "wdot_WT_T": _V3,
+        "grappled": _BOOL,
+        "berthed": _BOOL,
+    }),
+    "arm/state": TopicSchema("berthsim.ArmState", 1, "state", {
+        "q": _V6,             # rad
+        "qd": _V6,            # rad/s
+        "tau": _V6,           # N·m
+        "mode": _STR,
+        "brakes": _BOOL,
+        "X_OE": _M44,
+        "warnings": ("list[str]", ()),
+    }),
+    # Wrench the arm applies to the payload at Eo and, at the shoulder So, to the orbiter.
+    "arm/wrench": TopicSchema("berthsim.ArmWrench", 1, "flow", {
+        "F_Eo_W": _V6,        # [τ; f] N·m, N
+        "p_WoEo_W": _V3,
+        "F_So_W": _V6,
+        "p_WoSo_W": _V3,
+        "grappled": _BOOL,
+    }),
+    # Contact wrench on the orbiter at Lo (the payload receives the opposite).
+    "contact/wrench": TopicSchema("berthsim.ContactWrench", 1, "flow", {
+        "F_Lo_W": _V6,
+        "p_WoLo_W": _V3,
+        "active": _BOOL,
+    }),
+    "contact/event": TopicSchema("berthsim.ContactEvent", 1, "event", {"events": _EVENTS}),
+    "operator/command": TopicSchema("berthsim.OperatorCommand", 1, "event", {"events": _EVENTS}),
+    "hil/command": TopicSchema("berthsim.HilCommand", 1, "state", {
+        "X_LB": _M44,
+        "V_LB_L": _V6,
+    }),
+    "hil/feedback": TopicSchema("berthsim.HilFeedback", 1, "state", {
+        "F_Bo_B": _V6,
+        "legs": _V6,          # m
+        "delay_s": _F,
+        "valid": _BOOL,
+    }),
+    "hil/status": TopicSchema("berthsim.HilStatus", 1, "state", {
+        "state": _STR,
+        "faults": _INT,
+        "link": _MAP,
+    }),
+    # The runtime's own topics.
+    "sim/control": TopicSchema("berthsim.SimControl", 1, "event", {
+        "cmd": _STR,          # probe | start | freeze | resume | stop
+        "info": _MAP,
+    }),
+    "sim/stats": TopicSchema("berthsim.SimStats", 1, "state", {
+        "state": _STR,        # lifecycle state of the sender
+        "mode": _STR,         # lockstep | realtime
+        "steps": _INT,
+        "overruns": _INT,
+        "jitter_p50_ns": _INT,
+        "jitter_p99_ns": _INT,
+        "input_age_ns": _INT,  # max over inputs of (receive wall time - send wall time), last window
+        "msgs_received": _INT,
+        "msgs_dropped": _INT,  # sequence gaps
+        "msgs_invalid": _INT,  # failed to decode / validate
+    }),
+}
+
+SCHEMAS: Mapping[str, TopicSchema] = MappingProxyType(_TABLE)
+"""Topic -> schema; read-only view (add topics with :func:`register_schema`)."""
+
+
+def register_schema(topic: str, schema: TopicSchema) -> None:
+    """Add or replace the schema of ``topic`` (test toys, plug-in services).
+
+    Raises
+    ------
+    MessageError
+        If ``topic`` is empty, contains NUL, or ``schema`` is not a TopicSchema.
+    """
+    if not isinstance(topic, str) or not topic or "\0" in topic:
+        raise MessageError(f"topic {topic!r}: must be a non-empty string without NUL")
+    if not isinstance(schema, TopicSchema):
+        raise MessageError(f"topic {topic!r}: schema must be a TopicSchema, got {type(schema).__name__}")
+    _TABLE[topic] = schema
+
+
+def schema_for(topic: str) -> TopicSchema:
+    """The schema of ``topic``; MessageError naming the topic if it has none."""
+    try:
+        return _TABLE[topic]
+    except KeyError:
+        raise MessageError(f"topic {topic!r}: no schema (known: {sorted(_TABLE)})") from None
