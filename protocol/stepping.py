@@ -1,0 +1,333 @@
+"""The input rule: which received samples one step of a service sees (DESIGN §3).
+
+This module is pure (no sockets, no clock): an :class:`InputBuffer` stores the samples
+a service has received, by topic and ``t_ns``; it decides from timestamps alone
+whether the step ``t → t + h`` may run, selects that step's inputs as a
+:class:`StepInputs` (which implements :class:`protocol.service.Inputs`) and prunes
+what no later step can need.
+
+Timing conventions (see :mod:`protocol.service`)
+------------------------------------------------
+A producer of period ``h_p`` publishes every output port at ``t0`` (``initial``) and
+after every step, stamped with the step's *end* ``t_k + h_p``. A ``flow`` sample
+stamped ``t_k`` holds over ``[t_k, t_k + h_p)``: it was computed from the state at
+``t_k`` and is applied over the producer's next step. Consumers therefore need only
+samples stamped at or before the instants they reach; lockstep cannot deadlock.
+
+The multi-rate input rule (lockstep)
+------------------------------------
+For a consumer stepping ``t → t + h`` and an input topic whose producer has period
+``h_p`` (announced at start; ``h_ns`` in every sample):
+
+state — hold
+    The sample stamped ``t_s = floor(t / h_p) · h_p``, i.e. the latest at or before
+    ``t`` (a sample with ``t_s <= t < t_s + h_p``). A faster consumer of a slower
+    state stream holds that sample over all its steps inside ``[t_s, t_s + h_p)``;
+    it may *propagate* it itself (e.g. ``p + v·(t - t_s)``; ``t_s`` is in the sample).
+    A slower consumer of a faster state stream sees the sample at its own step start.
+flow — exact impulse
+    Every sample whose interval ``[t_k, t_k + h_p)`` overlaps ``[t, t + h)``, each
+    with its overlap ``o_k`` [ns], oldest first. The step runs only when these
+    intervals cover ``[t, t + h)`` without a gap. The step's time-average is
+    ``mean = Σ_k value_k · o_k / h`` (summed oldest first, so bit-reproducible):
+    a slower consumer of a faster wrench stream receives the impulse of every sample
+    in its step, ``∫ F dt = mean · h`` exactly; a faster consumer of a slower stream
+    holds the covering sample (one sample, ``o = h``). Applying the same held value
+    over the same interval on both sides of an equal-and-opposite force pair makes
+    the exchanged impulses cancel, so total momentum is conserved to round-off
+    across processes whatever the rates.
+event — all of them, once
+    Every event sample with ``t - h < t_ns <= t``; the step runs once a sample of
+    the topic with ``t_ns + h_p > t`` is held (the producer has passed ``t``;
+    per-producer order is kept by the bus, so none earlier is missing).
+
+An input topic that no service of the run produces is *absent*: it is not waited for;
+``state`` raises ``KeyError``, ``flow``/``events`` return ``[]``, ``mean`` returns 0.
+
+The rule depends on timestamps only, never on arrival order or process layout, so
+lockstep results are bit-identical across runs, layouts and transports.
+
+Realtime selection
+------------------
+In realtime mode a step never waits: state → the latest sample held; flow → the
+latest sample held, applied over the whole step (overlap ``h``); events → every event
+sample received since the previous step, oldest first.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from protocol.service import Port, Sample
+
+__all__ = ["StepInputs", "InputBuffer"]
+
+
+class StepInputs:
+    """The inputs of one step ``t → t + h``, as selected by :class:`InputBuffer`.
+
+    Implements :class:`protocol.service.Inputs`.
+    """
+
+    __slots__ = ("t_ns", "h_ns", "_state", "_flow", "_events")
+
+    def __init__(self, t_ns: int, h_ns: int, state: dict[str, Sample],
+                 flow: dict[str, list[tuple[Sample, int]]], events: dict[str, list[Sample]]) -> None:
+        self.t_ns = t_ns
+        self.h_ns = h_ns
+        self._state = state
+        self._flow = flow
+        self._events = events
+
+    def state(self, topic: str) -> Sample:
+        """The state sample the rule selects; ``KeyError`` naming the topic if none is held."""
+        try:
+            return self._state[topic]
+        except KeyError:
+            raise KeyError(f"no state sample of {topic!r} for step t={self.t_ns} ns "
+                           f"(absent producer or not an input port)") from None
+
+    def has(self, topic: str) -> bool:
+        """Whether a state or flow sample of ``topic`` is held for this step."""
+        return topic in self._state or bool(self._flow.get(topic))
+
+    def flow(self, topic: str) -> list[tuple[Sample, int]]:
+        """The flow samples overlapping this step, each with its overlap [ns]; oldest first."""
+        return self._flow.get(topic, [])
+
+    def mean(self, topic: str, field_name: str) -> Any:
+        """Overlap-weighted time-average of ``body[field_name]`` over the step (impulse / h).
+
+        Returns 0.0 if the topic is absent. ``KeyError`` names the field if a sample lacks it.
+        """
+        parts = self._flow.get(topic)
+        if not parts:
+            return 0.0
+        if len(parts) == 1 and parts[0][1] == self.h_ns:
+            return parts[0][0].body[field_name]
+        acc: Any = 0.0
+        for s, o in parts:
+            acc = acc + s.body[field_name] * o
+        return acc / self.h_ns
+
+    def events(self, topic: str) -> list[Sample]:
+        """The event samples of this step, oldest first."""
+        return self._events.get(topic, [])
+
+    def oldest_wall_ns(self) -> int | None:
+        """Smallest ``wall_ns`` among the selected state and flow samples (None if none)."""
+        walls = [s.wall_ns for s in self._state.values()]
+        walls += [parts[-1][0].wall_ns for parts in self._flow.values() if parts]
+        return min(walls) if walls else None
+
+
+class InputBuffer:
+    """Samples received by one service, by topic, sorted by ``t_ns``; the lockstep rule.
+
+    Parameters
+    ----------
+    ports : Iterable[Port]
+        The service's input ports.
+    producers : Mapping[str, int], optional
+        Topic -> producer period [ns] of every topic produced in this run. Input
+        topics missing from it are absent (not waited for). ``None`` (default) treats
+        every input as present until :meth:`set_producers` says otherwise.
+    """
+
+    def __init__(self, ports: Iterable[Port], producers: Mapping[str, int] | None = None) -> None:
+        self.ports: tuple[Port, ...] = tuple(ports)
+        self._kind: dict[str, str] = {p.topic: p.kind for p in self.ports}
+        self._samples: dict[str, list[Sample]] = {p.topic: [] for p in self.ports}
+        self._times: dict[str, list[int]] = {p.topic: [] for p in self.ports}
+        self._hi: dict[str, int] = {}            # event topics: max t_ns + h_ns seen
+        self._present: set[str] = set(self._kind)
+        self._pending: list[Port] = []
+        self._step: tuple[int, int] | None = None
+        if producers is not None:
+            self.set_producers(producers)
+
+    # ------------------------------------------------------------ storing
+    def set_producers(self, producers: Mapping[str, int]) -> None:
+        """Declare which input topics have a producer in this run (others are absent)."""
+        self._present = {t for t in self._kind if t in producers}
+        self._step = None
+
+    def absent(self) -> list[str]:
+        """Input topics with no producer in this run."""
+        return [p.topic for p in self.ports if p.topic not in self._present]
+
+    def add(self, topic: str, sample: Sample) -> bool:
+        """Store a sample; False (and nothing stored) if ``topic`` is not an input port.
+
+        A second sample of a topic with the same ``t_ns`` replaces the first.
+        """
+        times = self._times.get(topic)
+        if times is None:
+            return False
+        t = sample.t_ns
+        samples = self._samples[topic]
+        if not times or t > times[-1]:
+            times.append(t)
+            samples.append(sample)
+        else:
+            i = bisect.bisect_left(times, t)
+            if i < len(times) and times[i] == t:
+                samples[i] = sample
+            else:
+                times.insert(i, t)
+                samples.insert(i, sample)
+        if self._kind[topic] == "event":
+            hi = t + sample.h_ns
+            if hi > self._hi.get(topic, -(1 << 62)):
+                self._hi[topic] = hi
+        return True
+
+    def count(self, topic: str) -> int:
+        """Number of samples of ``topic`` held."""
+        return len(self._times.get(topic, ()))
+
+    # ------------------------------------------------------------ lockstep rule
+    def _state_index(self, topic: str, t: int) -> int:
+        """Index of the sample with t_k <= t < t_k + h_k, or -1."""
+        times = self._times[topic]
+        i = bisect.bisect_right(times, t) - 1
+        if i >= 0:
+            s = self._samples[topic][i]
+            if t < s.t_ns + s.h_ns:
+                return i
+        return -1
+
+    def _flow_parts(self, topic: str, t: int, h: int) -> list[tuple[Sample, int]] | None:
+        """Samples overlapping [t, t+h) with overlaps, or None if they leave a gap."""
+        times = self._times[topic]
+        samples = self._samples[topic]
+        end = t + h
+        i = bisect.bisect_right(times, t) - 1
+        if i < 0:
+            return None
+        cur = t
+        parts: list[tuple[Sample, int]] = []
+        n = len(times)
+        while i < n and cur < end:
+            s = samples[i]
+            lo, hi = s.t_ns, s.t_ns + s.h_ns
+            if hi > cur:
+                if lo > cur:
+                    return None
+                parts.append((s, min(hi, end) - max(lo, t)))
+                cur = hi
+            i += 1
+        return parts if cur >= end else None
+
+    def _port_ready(self, port: Port, t: int, h: int) -> bool:
+        topic = port.topic
+        if topic not in self._present:
+            return True
+        kind = port.kind
+        if kind == "state":
+            return self._state_index(topic, t) >= 0
+        if kind == "flow":
+            return self._flow_parts(topic, t, h) is not None
+        return self._hi.get(topic, -(1 << 62)) > t
+
+    def ready(self, t_ns: int, h_ns: int) -> bool:
+        """Whether the buffer holds every input the rule needs for the step ``t → t + h``."""
+        if self._step != (t_ns, h_ns):
+            self._step = (t_ns, h_ns)
+            self._pending = list(self.ports)
+        if self._pending:
+            self._pending = [p for p in self._pending if not self._port_ready(p, t_ns, h_ns)]
+        return not self._pending
+
+    def missing(self, t_ns: int, h_ns: int) -> list[str]:
+        """Input topics not yet ready for the step ``t → t + h`` (diagnostics)."""
+        return [p.topic for p in self.ports if not self._port_ready(p, t_ns, h_ns)]
+
+    def select(self, t_ns: int, h_ns: int) -> StepInputs:
+        """The inputs of the step ``t → t + h`` by the lockstep rule.
+
+        Raises
+        ------
+        KeyError
+            Naming the first topic that is not ready (call :meth:`ready` first).
+        """
+        state: dict[str, Sample] = {}
+        flow: dict[str, list[tuple[Sample, int]]] = {}
+        events: dict[str, list[Sample]] = {}
+        for port in self.ports:
+            topic = port.topic
+            if topic not in self._present:
+                continue
+            if port.kind == "state":
+                i = self._state_index(topic, t_ns)
+                if i < 0:
+                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns")
+                state[topic] = self._samples[topic][i]
+            elif port.kind == "flow":
+                parts = self._flow_parts(topic, t_ns, h_ns)
+                if parts is None:
+                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns, h={h_ns} ns")
+                flow[topic] = parts
+            else:
+                if self._hi.get(topic, -(1 << 62)) <= t_ns:
+                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns")
+                times = self._times[topic]
+                lo = bisect.bisect_right(times, t_ns - h_ns)
+                hi = bisect.bisect_right(times, t_ns)
+                events[topic] = self._samples[topic][lo:hi]
+        return StepInputs(t_ns, h_ns, state, flow, events)
+
+    def prune(self, t_next_ns: int, h_next_ns: int | None = None) -> None:
+        """Drop samples no step starting at or after ``t_next_ns`` can select.
+
+        State keeps the sample covering ``t_next_ns`` and later ones; flow keeps samples
+        ending after ``t_next_ns``; events keep those stamped after ``t_next_ns - h_next_ns``
+        (the next step's window; ``h_next_ns`` None keeps those after ``t_next_ns``).
+        """
+        for port in self.ports:
+            topic = port.topic
+            times = self._times[topic]
+            if not times:
+                continue
+            if port.kind == "state":
+                k = bisect.bisect_right(times, t_next_ns) - 1
+            elif port.kind == "flow":
+                k = bisect.bisect_right(times, t_next_ns) - 1
+                if k >= 0:
+                    s = self._samples[topic][k]
+                    if s.t_ns + s.h_ns <= t_next_ns:
+                        k += 1
+            else:
+                k = bisect.bisect_right(times, t_next_ns - (h_next_ns or 0))
+            if k > 0:
+                del times[:k]
+                del self._samples[topic][:k]
+
+    # ------------------------------------------------------------ realtime selection
+    def latest(self, t_ns: int, h_ns: int) -> StepInputs:
+        """Realtime inputs: latest state and flow held (flow over the whole step), events since last call.
+
+        Consumes the events it returns and keeps only the latest state/flow sample.
+        """
+        state: dict[str, Sample] = {}
+        flow: dict[str, list[tuple[Sample, int]]] = {}
+        events: dict[str, list[Sample]] = {}
+        for port in self.ports:
+            topic = port.topic
+            samples = self._samples[topic]
+            if port.kind == "event":
+                events[topic] = samples[:]
+                samples.clear()
+                self._times[topic].clear()
+            elif samples:
+                s = samples[-1]
+                if len(samples) > 1:
+                    del samples[:-1]
+                    del self._times[topic][:-1]
+                if port.kind == "state":
+                    state[topic] = s
+                else:
+                    flow[topic] = [(s, h_ns)]
+        return StepInputs(t_ns, h_ns, state, flow, events)

@@ -1,0 +1,140 @@
+"""Codec round trips for every topic and every kind of bad input."""
+
+import math
+
+import msgpack
+import numpy as np
+import pytest
+
+from errors import MessageError
+from protocol import codec
+from protocol.messages import MAX_PAYLOAD_BYTES, SCHEMAS, TopicSchema, register_schema, schema_for
+
+rng = np.random.default_rng(3)
+
+
+def _value(ftype, shape):
+    if ftype == "f8":
+        return float(rng.normal()) if shape == () else rng.normal(size=shape)
+    return {"int": -(1 << 40), "bool": True, "str": "auto sequence", "list[str]": ["a", "b"],
+            "map": {"tx": 3, "rate": 0.5, "port": "/dev/ttyUSB0", "ok": False},
+            "events": [{"kind": "capture", "t": 1.5, "who": ["arm"]}, {"kind": "latch"}]}[ftype]
+
+
+def _fields(topic):
+    return {k: _value(*spec) for k, spec in SCHEMAS[topic].fields.items()}
+
+
+def _enc(topic, fields, **kw):
+    env = dict(sender="svc", seq=7, t_ns=-5, h_ns=1_000_000, wall_ns=123)
+    env.update(kw)
+    return codec.encode(topic, fields, **env)
+
+
+@pytest.mark.parametrize("topic", sorted(SCHEMAS))
+def test_round_trip_every_topic(topic):
+    fields = _fields(topic)
+    s = codec.decode(topic, _enc(topic, fields))
+    assert (s.t_ns, s.h_ns, s.sender, s.seq, s.wall_ns) == (-5, 1_000_000, "svc", 7, 123)
+    assert set(s.body) == set(fields)
+    for k, v in fields.items():
+        if isinstance(v, np.ndarray):
+            assert s.body[k].shape == v.shape and np.array_equal(s.body[k], v)  # bit exact
+            assert not s.body[k].flags.writeable
+        else:
+            assert s.body[k] == v
+    assert codec.envelope(topic, _enc(topic, fields)) == (SCHEMAS[topic].version, "svc", 7, -5, 1_000_000, 123)
+
+
+def test_schema_names_are_distinct_and_dotted():
+    names = [s.name for s in SCHEMAS.values()]
+    assert len(set(names)) == len(names) and all(n.startswith("berthsim.") for n in names)
+
+
+def _raw(topic, fields, version=None, env=None):
+    body = {}
+    c = SCHEMAS[topic]
+    for k, v in fields.items():
+        body[k] = v.astype("<f8").tobytes() if isinstance(v, np.ndarray) else v
+    e = [c.version if version is None else version, "svc", 1, 0, 10, 0, body]
+    if env:
+        e = env(e)
+    return msgpack.packb(e, use_bin_type=True)
+
+
+BAD = {
+    "random bytes": lambda: bytes(rng.integers(0, 256, 64, dtype=np.uint8)),
+    "empty": lambda: b"",
+    "not an array": lambda: msgpack.packb({"a": 1}),
+    "short envelope": lambda: msgpack.packb([1, "svc", 1]),
+    "wrong version": lambda: _raw("arm/wrench", _fields("arm/wrench"), version=99),
+    "empty sender": lambda: _raw("arm/wrench", _fields("arm/wrench"), env=lambda e: e[:1] + [""] + e[2:]),
+    "negative seq": lambda: _raw("arm/wrench", _fields("arm/wrench"), env=lambda e: e[:2] + [-1] + e[3:]),
+    "zero period": lambda: _raw("arm/wrench", _fields("arm/wrench"), env=lambda e: e[:4] + [0] + e[5:]),
+    "float t_ns": lambda: _raw("arm/wrench", _fields("arm/wrench"), env=lambda e: e[:3] + [1.0] + e[4:]),
+    "missing field": lambda: _raw("arm/wrench", {k: v for k, v in _fields("arm/wrench").items() if k != "grappled"}),
+    "unknown field": lambda: _raw("arm/wrench", {**_fields("arm/wrench"), "extra": 1}),
+    "wrong shape": lambda: _raw("arm/wrench", {**_fields("arm/wrench"), "F_Eo_W": np.zeros(5)}),
+    "NaN": lambda: _raw("arm/wrench", {**_fields("arm/wrench"), "F_Eo_W": np.array([0, 0, math.nan, 0, 0, 0.0])}),
+    "inf": lambda: _raw("arm/wrench", {**_fields("arm/wrench"), "p_WoEo_W": np.array([0, math.inf, 0.0])}),
+    "list not bin": lambda: _raw("arm/wrench", {**_fields("arm/wrench"), "F_Eo_W": [0.0] * 6}),
+    "int for bool": lambda: _raw("arm/wrench", {**_fields("arm/wrench"), "grappled": 1}),
+    "NaN scalar": lambda: _raw("hil/feedback", {**_fields("hil/feedback"), "delay_s": math.nan}),
+    "event without kind": lambda: _raw("contact/event", {"events": [{"what": "x"}]}),
+    "oversize": lambda: b"\x00" * (MAX_PAYLOAD_BYTES + 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_raises_message_error_naming_topic(case):
+    topic = "hil/feedback" if "scalar" in case else "contact/event" if "event" in case else "arm/wrench"
+    with pytest.raises(MessageError, match=topic):
+        codec.decode(topic, BAD[case]())
+
+
+def test_error_names_field_and_value():
+    with pytest.raises(MessageError, match=r"F_Eo_W.*not finite.*nan"):
+        codec.decode("arm/wrench", BAD["NaN"]())
+    with pytest.raises(MessageError, match=r"version.*99"):
+        codec.decode("arm/wrench", BAD["wrong version"]())
+
+
+def test_unknown_topic():
+    with pytest.raises(MessageError, match="no/such"):
+        codec.decode("no/such", b"")
+    with pytest.raises(MessageError, match="no/such"):
+        schema_for("no/such")
+
+
+def test_encode_validates():
+    f = _fields("arm/wrench")
+    with pytest.raises(MessageError, match="F_Eo_W"):
+        _enc("arm/wrench", {**f, "F_Eo_W": [1.0, math.nan, 0, 0, 0, 0]})
+    with pytest.raises(MessageError, match="F_Eo_W"):
+        _enc("arm/wrench", {**f, "F_Eo_W": np.zeros((2, 3))})
+    with pytest.raises(MessageError, match="grappled"):
+        _enc("arm/wrench", {k: v for k, v in f.items() if k != "grappled"})
+    with pytest.raises(MessageError, match="bogus"):
+        _enc("arm/wrench", {**f, "bogus": 1.0})
+    with pytest.raises(MessageError, match="h_ns"):
+        _enc("arm/wrench", f, h_ns=0)
+
+
+def test_numpy_scalars_accepted_on_encode():
+    f = {**_fields("hil/status"), "faults": np.int64(3)}
+    assert codec.decode("hil/status", _enc("hil/status", f)).body["faults"] == 3
+    f = {**_fields("payload/state"), "grappled": np.bool_(True)}
+    assert codec.decode("payload/state", _enc("payload/state", f)).body["grappled"] is True
+
+
+def test_register_schema_extends_table():
+    register_schema("test/x", TopicSchema("berthsim.TestX", 2, "flow", {"f": ("f8", (2,)), "n": ("int", ())}))
+    s = codec.decode("test/x", _enc("test/x", {"f": [1.0, 2.0], "n": 4}))
+    assert s.body["n"] == 4 and s.body["f"].tolist() == [1.0, 2.0]
+    register_schema("test/x", TopicSchema("berthsim.TestX", 3, "flow", {"f": ("f8", (2,)), "n": ("int", ())}))
+    with pytest.raises(MessageError, match="version"):
+        codec.decode("test/x", msgpack.packb([2, "a", 0, 0, 1, 0, {"f": b"\0" * 16, "n": 1}]))
+    with pytest.raises(MessageError):
+        TopicSchema("x", 1, "bogus", {})
+    with pytest.raises(MessageError):
+        TopicSchema("x", 1, "state", {"a": ("int", (3,))})
