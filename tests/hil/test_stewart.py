@@ -1,0 +1,136 @@
+"""Stewart and servo rig kinematics, workspace clamping and the pose map."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dynamics.spatial import pose, quat_to_rotation
+from errors import ConfigError
+from hil.stewart import PoseMap, RigLimits, ServoRig, StewartRig, axis_map_matrix, pose_from_vector, pose_vector
+
+LIM = RigLimits.uniform(6, 0.40, 0.70, 0.5, 5.0, 100.0)
+
+
+def make_rig() -> StewartRig:
+    return StewartRig(0.3, 0.2, math.radians(20), math.radians(20), 0.5, LIM)
+
+
+def random_reachable(rig, rng, n):
+    out = []
+    while len(out) < n:
+        x = np.concatenate([rng.uniform(-0.06, 0.06, 3), rng.uniform(-0.2, 0.2, 3)])
+        X = rig.neutral @ pose_from_vector(x)
+        if not rig.workspace_problems(X):
+            out.append(X)
+    return out
+
+
+def test_neutral_leg_length_closed_form():
+    rig = make_rig()
+    # leg 0: base joint at −10°, platform joint at −50° (pair spacing 20°, offset 60°)
+    b = 0.3 * np.array([math.cos(math.radians(-10)), math.sin(math.radians(-10)), 0])
+    p = 0.2 * np.array([math.cos(math.radians(-50)), math.sin(math.radians(-50)), 0])
+    expect = math.sqrt(0.5**2 + np.sum((p - b) ** 2))
+    np.testing.assert_allclose(rig.inverse(rig.neutral), expect, rtol=0, atol=1e-15)
+
+
+def test_pure_yaw_keeps_legs_equal_and_heave_is_pythagorean():
+    rig = make_rig()
+    def yaw(a):
+        return rig.inverse(rig.neutral @ pose(quat_to_rotation([math.cos(a / 2), 0, 0, math.sin(a / 2)]), [0, 0, 0]))
+
+    L, Lm = yaw(0.1), yaw(-0.1)
+    # three-fold symmetry: even legs equal, odd legs equal; mirror symmetry swaps them
+    assert np.ptp(L[0::2]) < 1e-15 and np.ptp(L[1::2]) < 1e-15
+    np.testing.assert_allclose(L[0::2], Lm[1::2], atol=1e-15)
+    L2 = rig.inverse(pose(np.eye(3), [0, 0, 0.55]))
+    h_plane = np.linalg.norm((rig.p_P - rig.b_R)[0])
+    np.testing.assert_allclose(L2, math.hypot(0.55, h_plane), atol=1e-15)
+
+
+def test_jacobian_matches_finite_differences():
+    rig = make_rig()
+    X = random_reachable(rig, np.random.default_rng(3), 1)[0]
+    J = rig.jacobian(X)
+    eps = 1e-7
+    for j in range(6):
+        d = np.zeros(6)
+        d[j] = eps
+        w, v = d[:3], d[3:]
+        Xp = pose(pose_from_vector(np.r_[0, 0, 0, w])[:3, :3] @ X[:3, :3], X[:3, 3] + v)
+        Xm = pose(pose_from_vector(np.r_[0, 0, 0, -w])[:3, :3] @ X[:3, :3], X[:3, 3] - v)
+        np.testing.assert_allclose((rig.inverse(Xp) - rig.inverse(Xm)) / (2 * eps), J[:, j], atol=1e-7)
+
+
+def test_ik_fk_round_trip_and_warm_start_iterations():
+    rig = make_rig()
+    rng = np.random.default_rng(11)
+    worst = 0.0
+    for X in random_reachable(rig, rng, 40):
+        L = rig.inverse(X)
+        Xc, _ = rig.forward(L)  # cold start from neutral
+        worst = max(worst, float(np.max(np.abs(Xc[:3, 3] - X[:3, 3]))), float(np.max(np.abs(Xc - X))))
+        # warm start from the previous sample of a fast motion (0.5 m/s, 1 rad/s at 250 Hz)
+        step = rng.normal(size=6)
+        step = np.r_[step[:3] / np.linalg.norm(step[:3]) * 0.004, step[3:] / np.linalg.norm(step[3:]) * 0.004]
+        Xw, it = rig.forward(L, X @ pose_from_vector(step))
+        assert it <= 5
+        worst = max(worst, float(np.max(np.abs(Xw - X))))
+    assert worst < 1e-9
+
+
+def test_workspace_check_and_clamp_toward_neutral():
+    rig = make_rig()
+    pm = PoseMap(rig, rig.neutral)
+    far = pose(np.eye(3), [0.0, 0.0, 0.4])  # 0.4 m heave: far beyond the stroke
+    res = pm.to_rig(far)
+    assert res.clamped and 0 < res.fraction < 1
+    assert not rig.workspace_problems(res.X_RP)
+    assert np.all(res.axes <= LIM.hi + 1e-12)
+    # bisection finds the boundary: a bit further is infeasible
+    assert rig.workspace_problems(pose(np.eye(3), [0, 0, res.X_RP[2, 3] + 1e-6]))
+    ok = pm.to_rig(pose(np.eye(3), [0.01, 0, 0]))
+    assert not ok.clamped and ok.fraction == 1.0
+
+
+def test_pose_map_axis_map_and_scale():
+    rig = make_rig()
+    M = axis_map_matrix(["y", "-x", "z"])  # rig x = sim y, rig y = −sim x
+    pm = PoseMap(rig, rig.neutral, scale=0.5, M=M)
+    X = pm.rig_pose(pose(np.eye(3), [0.02, 0.04, 0.0]))
+    np.testing.assert_allclose(X[:3, 3], [0.02, -0.01, 0.5], atol=1e-15)
+    Xr = pm.rig_pose(pose(quat_to_rotation([math.cos(0.05), math.sin(0.05), 0, 0]), [0, 0, 0]))
+    np.testing.assert_allclose(pose_vector(Xr)[3:], [0.0, -0.1, 0.0], atol=1e-12)  # roll about x → about −y
+
+
+@pytest.mark.parametrize("bad", [["x", "y"], ["x", "x", "z"], ["x", "y", "-z"], ["x", "y", "w"]])
+def test_axis_map_refuses_non_rotations(bad):
+    with pytest.raises(ConfigError, match="axis_map"):
+        axis_map_matrix(bad)
+
+
+def test_inconsistent_limits_refused_naming_field():
+    with pytest.raises(ConfigError, match="limits.hi"):
+        RigLimits.uniform(6, 0.7, 0.4, 0.5, 5.0, 100.0)
+    with pytest.raises(ConfigError, match="limits.v_max"):
+        RigLimits.uniform(6, 0.4, 0.7, -1.0, 5.0, 100.0)
+    with pytest.raises(ConfigError, match="neutral pose outside"):
+        StewartRig(0.3, 0.2, 0.3, 0.3, 0.9, LIM)
+    with pytest.raises(ConfigError, match="r_base"):
+        StewartRig(-0.3, 0.2, 0.3, 0.3, 0.5, LIM)
+
+
+def test_servo_rig_round_trip():
+    lim = RigLimits.uniform(3, -1.0, 1.0, 2.0, 10.0, 100.0)
+    rig = ServoRig((2, 3, 4), (10.0, 2.0, -2.0), (0.0, 0.1, 0.0), lim)
+    X = pose_from_vector([0, 0, 0.03, 0.1, -0.2, 0])
+    a = rig.inverse(X)
+    np.testing.assert_allclose(a, [0.3, 0.3, 0.4], atol=1e-12)
+    Xb, _ = rig.forward(a)
+    np.testing.assert_allclose(Xb, X, atol=1e-12)
+    assert rig.workspace_problems(pose_from_vector([0, 0, 0.2, 0, 0, 0]))
+    with pytest.raises(ConfigError, match="servo.component"):
+        ServoRig((2, 2), (1.0, 1.0), (0.0, 0.0), RigLimits.uniform(2, -1, 1, 1, 1, 1))
