@@ -1,0 +1,259 @@
+"""Saha's UDU^T decomposition of the generalized inertia matrix and the O(n) solve.
+
+Saha, "A Decomposition of the Manipulator Inertia Matrix", IEEE T-RA 13(2) 1997
+(seed 001). The GIM is factored ``M = U D Uᵀ`` (U unit upper triangular, D diagonal)
+by reverse Gaussian elimination (RGE, seed 001 Appendix eqs. 20–24), starting from the
+last link. Done symbolically the RGE becomes a recursion over the links (eqs. 24–27):
+
+- ``Î_b = M_b + Σ_children Ī_c`` (articulated-body inertia of b, eq. 27),
+- ``ψ̂_k = Î_b p_k``, ``m̂_k = p_kᵀ ψ̂_k`` (= ``D_kk``), ``ψ̄_k = ψ̂_k / m̂_k`` (eq. 25),
+- ``Ī_b = Î_b − ψ̂_k ψ̄_kᵀ`` (eq. 26),
+- ``U_jk = p_jᵀ ψ̄_k`` for every column j on the path from k to the base (eq. 24).
+
+The OCR of eqs. (16)–(27) is garbled (the symbols are lost); the recursion above is
+re-derived from the RGE definition in the text: the reduced matrix after eliminating
+the columns beyond k is the GIM of the chain whose outboard part is replaced by its
+articulated inertia. Here all spatial quantities (``p_k`` = joint motion columns,
+``M_b`` = body spatial inertias) are referred to one point in one frame (the base
+origin in W, see :mod:`dynamics.chain`), so Saha's twist-propagation matrices
+``A_ij`` are the identity. A free base has six columns ``p = I₆`` on body 0; its 6×6
+block ``Î_0`` is factored by the dense RGE (:func:`udu_decompose`).
+
+The solve of ``M x = φ`` (eqs. 15–19) is three recursions: ``U ŷ = φ`` from the tip
+(with ``η_b = Σ_{descendants k} ψ̄_k ŷ_k``, eq. 17), ``y = D⁻¹ ŷ``, and ``Uᵀ x = y``
+from the base (with ``μ_b = Σ_{ancestors j} p_j x_j``, eqs. 18–19): O(n).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import ArrayLike, NDArray
+
+from errors import ShapeError, SingularityError
+
+__all__ = ["SahaFactor", "saha_factor", "saha_solve", "saha_udu", "udu_decompose", "spd_solve"]
+
+Array = NDArray[np.float64]
+
+_PIVOT_RTOL = 1e-13
+
+
+@dataclass(slots=True)
+class SahaFactor:
+    """The recursive UDU^T factors of one configuration.
+
+    Attributes
+    ----------
+    psi_bar : ndarray, shape (nb, 6)
+        ``ψ̄_k`` of the joint of each body (row 0 unused). [1/(kg·m²)·kg·m², ...]
+    d : ndarray, shape (nv,)
+        Diagonal of D (``m̂_k``; the first six from the base block).
+    U0 : ndarray, shape (6, 6) or (0, 0)
+        Unit upper triangular factor of the free base's articulated inertia ``Î_0``.
+    I_hat0 : ndarray, shape (6, 6)
+        Articulated inertia of the base (the whole system seen at the base).
+    floating : bool
+    """
+
+    psi_bar: Array
+    d: Array
+    U0: Array
+    I_hat0: Array
+    floating: bool
+
+
+def udu_decompose(A: ArrayLike, name: str = "M") -> tuple[Array, Array]:
+    """``A = U diag(d) Uᵀ`` by reverse Gaussian elimination (seed 001 Appendix, eqs. 20–24).
+
+    Annihilates from the last column (the elementary upper triangular matrices of
+    eq. 20), which yields a unit *upper* triangular U, the same factorization as
+    ``pinocchio.cholesky.decompose``.
+
+    Parameters
+    ----------
+    A : array_like, shape (m, m)
+        Symmetric positive definite.
+    name : str
+        Name of the matrix, for messages.
+
+    Returns
+    -------
+    U : ndarray, shape (m, m)
+        Unit upper triangular.
+    d : ndarray, shape (m,)
+        Positive diagonal of D.
+
+    Raises
+    ------
+    ShapeError
+        If ``A`` is not square and finite.
+    SingularityError
+        If a pivot is not positive (A not positive definite).
+    """
+    W = np.array(A, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != W.shape[1] or not np.all(np.isfinite(W)):
+        raise ShapeError(f"{name}: expected a finite square matrix, got shape {W.shape}")
+    m = W.shape[0]
+    U = np.eye(m)
+    d = np.empty(m)
+    scale = max(float(np.abs(np.diag(W)).max()) if m else 1.0, 1e-300)
+    for k in range(m - 1, -1, -1):
+        piv = W[k, k]
+        if not piv > _PIVOT_RTOL * scale:
+            raise SingularityError(f"{name}: pivot {k} is {piv} (not positive definite)")
+        d[k] = piv
+        col = W[:k, k] / piv
+        U[:k, k] = col
+        W[:k, :k] -= np.outer(W[:k, k], col)
+    return U, d
+
+
+def spd_solve(A: ArrayLike, b: ArrayLike, name: str = "M") -> Array:
+    """Solve ``A x = b`` for symmetric positive definite A by Cholesky (scipy).
+
+    Raises
+    ------
+    SingularityError
+        If ``A`` is not (numerically) positive definite.
+    """
+    try:
+        c = scipy.linalg.cho_factor(A, check_finite=True)
+    except np.linalg.LinAlgError as err:
+        raise SingularityError(f"{name}: not positive definite ({err})") from err
+    return scipy.linalg.cho_solve(c, b)
+
+
+def saha_factor(
+    parent: Sequence[int],
+    v_index: NDArray[np.int64],
+    S: Array,
+    I_ref: Array,
+    floating: bool,
+    names: Sequence[str] = (),
+) -> SahaFactor:
+    """Recursive UDU^T factorization of the GIM (seed 001 eqs. 24–27, re-derived).
+
+    Parameters
+    ----------
+    parent : sequence of int, (nb,)
+        Parent body, ``parent[b] < b``, -1 for the base.
+    v_index : ndarray of int, (nb,)
+        Column of each body's joint in v (-1 for the base).
+    S : ndarray, shape (6, nv)
+        Motion columns referred to one point in one frame (base block = I₆ if floating).
+    I_ref : ndarray, shape (nb, 6, 6)
+        Body spatial inertias referred to the same point and frame.
+    floating : bool
+        Whether the base has the six columns 0..5.
+    names : sequence of str
+        Body names, for messages.
+
+    Returns
+    -------
+    SahaFactor
+
+    Raises
+    ------
+    SingularityError
+        If an articulated pivot ``m̂_k`` is not positive (a degenerate body or axis).
+    """
+    nb = len(parent)
+    nv = S.shape[1]
+    Ihat = I_ref.copy()
+    psi_bar = np.zeros((nb, 6))
+    d = np.empty(nv)
+    for b in range(nb - 1, 0, -1):
+        k = v_index[b]
+        s = S[:, k]
+        psi = Ihat[b] @ s
+        m_hat = float(s @ psi)
+        scale = float(np.abs(Ihat[b]).max())
+        if not m_hat > _PIVOT_RTOL * scale:
+            who = names[b] if names else str(b)
+            raise SingularityError(f"body {who!r}: articulated pivot m_hat = {m_hat} is not positive")
+        d[k] = m_hat
+        pb = psi / m_hat
+        psi_bar[b] = pb
+        Ihat[parent[b]] += Ihat[b] - np.outer(psi, pb)
+    if floating:
+        U0, d0 = udu_decompose(Ihat[0], "articulated inertia of the base")
+        d[:6] = d0
+    else:
+        U0 = np.zeros((0, 0))
+    return SahaFactor(psi_bar=psi_bar, d=d, U0=U0, I_hat0=Ihat[0], floating=floating)
+
+
+def saha_solve(
+    factor: SahaFactor, parent: Sequence[int], v_index: NDArray[np.int64], S: Array, phi: ArrayLike
+) -> Array:
+    """Solve ``M x = φ`` with the recursive factors, O(n) (seed 001 eqs. 15–19).
+
+    Parameters
+    ----------
+    factor : SahaFactor
+        From :func:`saha_factor` for the same configuration.
+    parent, v_index, S
+        As for :func:`saha_factor`.
+    phi : array_like, shape (nv,)
+
+    Returns
+    -------
+    x : ndarray, shape (nv,)
+    """
+    nb = len(parent)
+    phi = np.asarray(phi, dtype=np.float64)
+    nv = phi.shape[0]
+    x = np.empty(nv)
+    yhat = np.empty(nv)
+    eta = np.zeros((nb, 6))
+    pbar = factor.psi_bar
+    # 1) U ŷ = φ from the tip (eqs. 16–17).
+    for b in range(nb - 1, 0, -1):
+        k = v_index[b]
+        yk = phi[k] - S[:, k] @ eta[b]
+        yhat[k] = yk
+        eta[parent[b]] += eta[b] + pbar[b] * yk
+    mu = np.zeros((nb, 6))
+    if factor.floating:
+        U0 = factor.U0
+        r = phi[:6] - eta[0]
+        for i in range(5, -1, -1):
+            yhat[i] = r[i] - U0[i, i + 1 :] @ yhat[i + 1 : 6]
+        # 2) y = D⁻¹ ŷ; 3) Uᵀ x = y from the base (eqs. 18–19).
+        y0 = yhat[:6] / factor.d[:6]
+        for i in range(6):
+            x[i] = y0[i] - U0[:i, i] @ x[:i]
+        mu[0] = x[:6]
+    for b in range(1, nb):
+        k = v_index[b]
+        xk = yhat[k] / factor.d[k] - pbar[b] @ mu[parent[b]]
+        x[k] = xk
+        mu[b] = mu[parent[b]] + S[:, k] * xk
+    return x
+
+
+def saha_udu(factor: SahaFactor, parent: Sequence[int], v_index: NDArray[np.int64], S: Array) -> tuple[Array, Array]:
+    """The explicit factors ``U`` (nv, nv) and ``d`` (nv,) with ``M = U diag(d) Uᵀ``.
+
+    ``U_jk = p_jᵀ ψ̄_k`` for j on the path from k to the base (seed 001 eq. 24); the
+    base block from :func:`udu_decompose`. O(n²) to fill; for checking and analysis.
+    """
+    nb = len(parent)
+    nv = S.shape[1]
+    U = np.eye(nv)
+    if factor.floating:
+        U[:6, :6] = factor.U0
+    for b in range(1, nb):
+        k = v_index[b]
+        a = parent[b]
+        while a > 0:
+            j = v_index[a]
+            U[j, k] = S[:, j] @ factor.psi_bar[b]
+            a = parent[a]
+        if factor.floating:
+            U[:6, k] = factor.psi_bar[b]  # base columns are the unit vectors
+    return U, factor.d.copy()

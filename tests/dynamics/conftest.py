@@ -1,0 +1,143 @@
+"""Pinocchio oracle helpers for the chain tests (Pinocchio is a test-only dependency).
+
+Conventions (../shared/reference/README.md): Pinocchio's free-flyer q is
+[xyz, quat x,y,z,w], its v is [v, ω] of the base origin in the *base body* frame, and
+its acceleration is spatial (add ω×v for the classical one). Ours: q = [xyz, quat
+w,x,y,z, θ], v = [ω_W, v_Bo_W, θ̇], v̇ classical. Gravity is zeroed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from dynamics import chain as ch
+from dynamics import spatial as sp
+
+
+def random_chain(rng: np.random.Generator, n: int, *, floating: bool = True, prismatic: bool = True,
+                 tree: bool = False) -> ch.ChainModel:
+    """A random chain of n joints: random axes, offsets, masses, CoMs and inertias."""
+    nb = n + 1
+    names = [f"b{i}" for i in range(nb)]
+    parent = [-1]
+    for b in range(1, nb):
+        if tree:  # depth-first order (as Pinocchio requires): the parent is on the path to b - 1
+            path = [b - 1]
+            while parent[path[-1]] >= 0:
+                path.append(parent[path[-1]])
+            parent.append(int(rng.choice(path)))
+        else:
+            parent.append(b - 1)
+    jt = ["free" if floating else "fixed_base"]
+    for _ in range(n):
+        jt.append("prismatic" if prismatic and rng.random() < 0.3 else "revolute")
+    X = np.zeros((nb, 4, 4))
+    for b in range(nb):
+        R = sp.quat_to_rotation(sp.quat_normalize(rng.normal(size=4)))
+        X[b] = sp.pose(R, rng.uniform(-1.0, 1.0, 3))
+    if floating:
+        X[0] = np.eye(4)
+    axes = rng.normal(size=(nb, 3))
+    mass = rng.uniform(0.5, 20.0, nb)
+    com = rng.uniform(-0.5, 0.5, (nb, 3))
+    inertia = np.zeros((nb, 3, 3))
+    for b in range(nb):
+        R = sp.quat_to_rotation(sp.quat_normalize(rng.normal(size=4)))
+        lam = np.sort(rng.uniform(0.1, 2.0, 3))
+        lam[2] = min(lam[2], lam[0] + lam[1])
+        inertia[b] = R @ np.diag(lam) @ R.T
+        inertia[b] = 0.5 * (inertia[b] + inertia[b].T)
+    return ch.chain_from_table(names, parent, jt, X, axes, mass, com, inertia)
+
+
+def random_state(rng: np.random.Generator, model: ch.ChainModel, scale: float = 1.0):
+    q = ch.neutral(model)
+    if model.floating:
+        q[:3] = rng.uniform(-2, 2, 3)
+        q[3:7] = sp.quat_normalize(rng.normal(size=4))
+        q[7:] = rng.uniform(-np.pi, np.pi, model.n)
+    else:
+        q[:] = rng.uniform(-np.pi, np.pi, model.n)
+    v = scale * rng.normal(size=model.nv)
+    return q, v
+
+
+def pin_from_chain(model: ch.ChainModel) -> pin.Model:
+    """Build a Pinocchio model from the same table (independent kinematics and dynamics)."""
+    pm = pin.Model()
+    pm.gravity = pin.Motion.Zero()
+    jid = [0] * model.nb
+
+    def inertia(b: int) -> pin.Inertia:
+        return pin.Inertia(float(model.mass[b]), np.array(model.p_BoBcm_B[b]), np.array(model.I_Bcm_B[b]))
+
+    if model.floating:
+        jid[0] = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "base")
+        pm.appendBodyToJoint(jid[0], inertia(0), pin.SE3.Identity())
+    for b in range(1, model.nb):
+        p = model.parent[b]
+        X = np.array(model.X_PJ[b])
+        if p == 0 and not model.floating:
+            X = np.array(model.X_PJ[0]) @ X
+        a = np.array(model.axis_J[b])
+        jm = pin.JointModelRevoluteUnaligned(a) if model.joint_type[b] == "revolute" else pin.JointModelPrismaticUnaligned(a)
+        jid[b] = pm.addJoint(jid[p], jm, pin.SE3(X[:3, :3], X[:3, 3]), model.names[b])
+        pm.appendBodyToJoint(jid[b], inertia(b), pin.SE3.Identity())
+    return pm
+
+
+def pin_q(pm: pin.Model, model: ch.ChainModel, q: np.ndarray) -> np.ndarray:
+    """Our q → Pinocchio's q (quaternion order; cos/sin for continuous joints)."""
+    out = []
+    off = 0
+    if model.floating:
+        w, x, y, z = q[3:7]
+        out += list(q[:3]) + [x, y, z, w]
+        off = 7
+    th = q[off:]
+    j = 0
+    for jm in pm.joints[1:]:
+        if jm.shortname() == "JointModelFreeFlyer":
+            continue
+        if jm.nq == 2:
+            out += [np.cos(th[j]), np.sin(th[j])]
+        else:
+            out.append(th[j])
+        j += 1
+    return np.array(out)
+
+
+def base_T(model: ch.ChainModel, q: np.ndarray) -> np.ndarray:
+    """T with v_ours = T @ v_pin: blockdiag([[0, R], [R, 0]], I)."""
+    T = np.eye(model.nv)
+    if model.floating:
+        R = sp.quat_to_rotation(q[3:7])
+        T[:6, :6] = 0.0
+        T[:3, 3:6] = R
+        T[3:6, :3] = R
+    return T
+
+
+def pin_vdot_to_ours(model: ch.ChainModel, q: np.ndarray, v: np.ndarray, a_pin: np.ndarray) -> np.ndarray:
+    """Pinocchio's (spatial, body-frame) base acceleration → ours (classical, W)."""
+    out = np.array(a_pin, dtype=float)
+    if model.floating:
+        R = sp.quat_to_rotation(q[3:7])
+        w_B = R.T @ v[:3]
+        v_B = R.T @ v[3:6]
+        out[:3] = R @ a_pin[3:6]
+        out[3:6] = R @ (a_pin[:3] + np.cross(w_B, v_B))
+    return out
+
+
+def rel_err(a, b) -> float:
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20260521)
