@@ -1,0 +1,168 @@
+"""dynamics.rigid_body against conservation laws, closed forms and the integrator's order."""
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from dynamics import rigid_body as rb
+from dynamics.spatial import quat_angle, quat_normalize
+from errors import ModelError, ShapeError
+
+rng = np.random.default_rng(11)
+
+
+def _random_inertia(rng):
+    lam = np.sort(rng.uniform(1.0, 10.0, size=3))
+    lam[2] = min(lam[2], lam[0] + lam[1])
+    Rm = Rotation.random(random_state=rng.integers(1 << 31)).as_matrix()
+    return Rm @ np.diag(lam) @ Rm.T
+
+
+def _run(model, state, F, h, T, orbit=None):
+    for _ in range(int(round(T / h))):
+        state = rb.step(model, state, F, h, orbit=orbit)
+    return state
+
+
+def test_torque_free_conserves_momentum_and_energy_20s():
+    # Tumbling near the intermediate axis (the hard case) plus translation off the origin.
+    model = rb.RigidBodyModel("tumbler", 250.0, _random_inertia(rng))
+    s0 = rb.RigidBodyState([3.0, -1.0, 2.0], quat_normalize(rng.normal(size=4)), [0.2, 0.1, -0.3], [0.3, -0.5, 0.4])
+    P0, L0 = rb.momentum(model, s0)
+    E0 = rb.kinetic_energy(model, s0)
+    s1 = _run(model, s0, np.zeros(6), 0.01, 20.0)
+    P1, L1 = rb.momentum(model, s1)
+    np.testing.assert_allclose(P1, P0, rtol=0, atol=1e-12 * np.linalg.norm(P0))
+    # bounds reached: |ΔL|/|L| ~ 1e-12, |ΔE|/E ~ 1e-12 at h = 10 ms
+    assert np.linalg.norm(L1 - L0) <= 1e-9 * np.linalg.norm(L0)
+    assert abs(rb.kinetic_energy(model, s1) - E0) <= 1e-9 * E0
+    assert abs(np.linalg.norm(s1.quat_WB) - 1.0) < 1e-14
+
+
+def test_constant_wrench_closed_form():
+    # Force: exact parabola (RK4 is exact on it). Torque about a principal axis: θ = ½ τ/I t².
+    model = rb.RigidBodyModel("box", 4.0, np.diag([2.0, 3.0, 4.0]))
+    p0, v0 = np.array([1.0, 2.0, 3.0]), np.array([0.1, -0.2, 0.3])
+    f, tau_z, T = np.array([0.4, 0.0, -0.8]), 0.02, 5.0
+    s = _run(model, rb.RigidBodyState(p0, [1, 0, 0, 0], v0, np.zeros(3)), np.r_[0, 0, tau_z, f], 0.05, T)
+    np.testing.assert_allclose(s.p_WoBo_W, p0 + v0 * T + 0.5 * f / model.mass * T**2, atol=1e-12)
+    np.testing.assert_allclose(s.v_WBo_W, v0 + f / model.mass * T, atol=1e-12)
+    theta = 0.5 * tau_z / 4.0 * T**2
+    np.testing.assert_allclose(s.w_WB_B, [0, 0, tau_z / 4.0 * T], atol=1e-12)
+    assert quat_angle(s.quat_WB, [np.cos(theta / 2), 0, 0, np.sin(theta / 2)]) < 1e-10
+
+
+def test_wrench_held_constant_in_W():
+    # A torque fixed in W on a spinning body: angular momentum grows as L0 + τ t whatever the rotation.
+    model = rb.RigidBodyModel("spinner", 10.0, _random_inertia(rng))
+    s0 = rb.RigidBodyState(np.zeros(3), quat_normalize(rng.normal(size=4)), np.zeros(3), [1.0, -0.4, 0.7])
+    tau = np.array([0.3, -0.1, 0.2])
+    _, L0 = rb.momentum(model, s0)
+    s1 = _run(model, s0, np.r_[tau, 0, 0, 0], 0.01, 3.0)
+    np.testing.assert_allclose(rb.momentum(model, s1)[1], L0 + 3.0 * tau, atol=1e-9)
+
+
+def test_rk4_order():
+    model = rb.RigidBodyModel("b", 10.0, _random_inertia(rng))
+    s0 = rb.RigidBodyState([0, 0, 1.0], quat_normalize(rng.normal(size=4)), [0.1, 0, 0], [0.4, 1.0, -0.3])
+    F = np.array([0.05, -0.02, 0.01, 0.3, 0.1, -0.2])
+    ref = _run(model, s0, F, 0.002, 4.0)
+
+    def err(h):
+        s = _run(model, s0, F, h, 4.0)
+        return np.linalg.norm(s.w_WB_B - ref.w_WB_B) + quat_angle(s.quat_WB, ref.quat_WB)
+
+    e1, e2 = err(0.1), err(0.05)
+    assert 12.0 < e1 / e2 < 20.0, (e1, e2)
+
+
+def test_substeps_equal_repeated_steps():
+    model = rb.RigidBodyModel("b", 3.0, np.diag([1.0, 1.5, 2.0]))
+    s0 = rb.RigidBodyState(np.zeros(3), [1, 0, 0, 0], [0.1, 0, 0], [0.2, 0.5, -0.1])
+    F = np.array([0.0, 0.1, 0.0, 1.0, 0.0, 0.0])
+    a = rb.step(model, s0, F, 0.2, substeps=4)
+    b = _run(model, s0, F, 0.05, 0.2)
+    np.testing.assert_allclose(a.to_vector(), b.to_vector(), atol=1e-15)
+
+
+def test_derivative_matches_step():
+    model = rb.RigidBodyModel("b", 3.0, _random_inertia(rng))
+    s0 = rb.RigidBodyState([1, 2, 3], quat_normalize(rng.normal(size=4)), [0.1, 0, 0], [0.2, 0.5, -0.1])
+    F = np.array([0.1, 0.1, -0.3, 1.0, 0.0, 2.0])
+    h = 1e-5
+    fd = (rb.step(model, s0, F, h).to_vector() - s0.to_vector()) / h
+    np.testing.assert_allclose(fd, rb.derivative(model, s0, F), atol=1e-4)
+
+
+def test_wrench_at_com_and_point_kinematics():
+    s = rb.RigidBodyState([1.0, 2.0, 3.0], quat_normalize(rng.normal(size=4)), [0.3, -0.1, 0.2], [0.5, -0.2, 0.9])
+    p_P = np.array([2.0, 0.5, -1.0])
+    F_P = np.array([0.1, 0.2, 0.3, 4.0, -5.0, 6.0])
+    F_B = rb.wrench_at_com(F_P, p_P, s)
+    np.testing.assert_allclose(F_B[:3], F_P[:3] + np.cross(p_P - s.p_WoBo_W, F_P[3:]), atol=1e-13)
+    np.testing.assert_allclose(F_B[3:], F_P[3:])
+    # velocity of a body-fixed point = time derivative of its position (free drift, tiny step)
+    model = rb.RigidBodyModel("b", 1.0, np.eye(3))
+    r_B = np.array([0.3, -0.7, 1.1])
+    h = 1e-6
+    s2 = rb.step(model, s, np.zeros(6), h)
+    fd = (rb.point_position(s2, r_B) - rb.point_position(s, r_B)) / h
+    np.testing.assert_allclose(rb.point_velocity(s, r_B), fd, atol=1e-6)
+    V = rb.spatial_velocity(s)
+    np.testing.assert_allclose(V[:3], s.R_WB @ s.w_WB_B)
+
+
+def test_point_mobility_matches_apply_impulse():
+    model = rb.RigidBodyModel("b", 7.0, _random_inertia(rng))
+    s = rb.RigidBodyState([0.5, 0, 0], quat_normalize(rng.normal(size=4)), [0.1, 0.2, 0.3], [0.3, 0.0, -0.2])
+    r_W = np.array([0.4, -1.2, 0.8])
+    r_B = s.R_WB.T @ r_W
+    P = np.array([1.0, -2.0, 0.5])
+    s2 = rb.apply_impulse(model, s, np.r_[np.cross(r_W, P), P])
+    dv = rb.point_velocity(s2, r_B) - rb.point_velocity(s, r_B)
+    K = rb.point_mobility(model, s, r_W)
+    np.testing.assert_allclose(dv, K @ P, atol=1e-13)
+    assert np.all(np.linalg.eigvalsh(K) > 0)
+
+
+def test_state_vector_round_trip():
+    s = rb.RigidBodyState([1, 2, 3], [2.0, 0, 0, 0], [4, 5, 6], [7, 8, 9])
+    np.testing.assert_allclose(s.quat_WB, [1, 0, 0, 0])
+    np.testing.assert_array_equal(rb.RigidBodyState.from_vector(s.to_vector()).to_vector(), s.to_vector())
+    with pytest.raises(ValueError):
+        s.p_WoBo_W[0] = 1.0  # read-only
+
+
+@pytest.mark.parametrize(
+    ("mass", "I", "what"),
+    [
+        (0.0, np.eye(3), "mass"),
+        (-5.0, np.eye(3), "mass"),
+        (float("nan"), np.eye(3), "mass"),
+        (1.0, [[1, 0.5, 0], [0, 1, 0], [0, 0, 1]], "symmetric"),
+        (1.0, np.diag([1.0, 2.0, -3.0]), "positive definite"),
+        (1.0, np.diag([1.0, 1.0, 3.0]), "triangle"),
+    ],
+)
+def test_bad_model_refused_naming_body(mass, I, what):
+    with pytest.raises(ModelError, match=f"orbiter.*{what}"):
+        rb.RigidBodyModel("orbiter", mass, np.asarray(I, dtype=float))
+
+
+def test_bad_shapes_refused():
+    with pytest.raises(ShapeError, match="I_Bcm_B"):
+        rb.RigidBodyModel("p", 1.0, np.eye(2))
+    with pytest.raises(ShapeError, match="p_WoBo_W"):
+        rb.RigidBodyState([0, 0], [1, 0, 0, 0], [0, 0, 0], [0, 0, 0])
+    with pytest.raises(ShapeError, match="quat_wxyz"):
+        rb.RigidBodyState([0, 0, 0], [0, 0, 0, 0], [0, 0, 0], [0, 0, 0])
+    model = rb.RigidBodyModel("p", 1.0, np.eye(3))
+    s = rb.RigidBodyState.at_rest()
+    with pytest.raises(ShapeError, match="F_Bo_W"):
+        rb.step(model, s, np.zeros(3), 0.1)
+    with pytest.raises(ShapeError, match="F_Bo_W"):
+        rb.step(model, s, [np.nan] * 6, 0.1)
+    with pytest.raises(ValueError, match="h must be"):
+        rb.step(model, s, np.zeros(6), 0.0)
+    with pytest.raises(ValueError, match="substeps"):
+        rb.step(model, s, np.zeros(6), 0.1, substeps=0)
