@@ -111,8 +111,13 @@ def check_inertia(I: Array, body: str, *, rtol: float = 1e-9) -> None:
     Raises
     ------
     ModelError
-        If ``I`` is not finite, not symmetric, has a negative principal moment, or its
-        principal moments violate the triangle inequality ``I1 + I2 ≥ I3``.
+        If ``I`` is not finite, not symmetric, or has a negative principal moment.
+
+    Notes
+    -----
+    The triangle inequality of principal moments (``I1 + I2 ≥ I3``) is *not* enforced:
+    the published ETS-VII data (``../shared/reference/ETSVII.urdf``, Link_1: 0.25,
+    0.25, 1.69 kg·m²) violate it, and the dynamics stay well defined without it.
     """
     if not np.all(np.isfinite(I)):
         raise ModelError(f"body {body!r}: inertia not finite: {I.tolist()}")
@@ -124,10 +129,6 @@ def check_inertia(I: Array, body: str, *, rtol: float = 1e-9) -> None:
     if lam[0] < -tol:
         raise ModelError(
             f"body {body!r}: inertia indefinite (principal moments {lam.tolist()} kg m^2): {I.tolist()}"
-        )
-    if lam[0] + lam[1] < lam[2] - tol:
-        raise ModelError(
-            f"body {body!r}: principal moments {lam.tolist()} kg m^2 violate I1 + I2 >= I3"
         )
 
 

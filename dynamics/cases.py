@@ -1,0 +1,249 @@
+"""Builders for the seed and reference systems: Yoshida's 3 rods, Cyril's 5 bodies, SRMS, ETS-VII.
+
+Reference data are read from ``../shared/reference/`` relative to the repository root
+(a missing file raises :class:`errors.ConfigError` naming the path). Every value not
+given by a source is marked **assumed** here and in the case description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynamics import chain as ch
+from dynamics.spatial import pose
+from dynamics.urdf import chain_from_urdf
+from errors import ConfigError
+
+__all__ = [
+    "ChainCase",
+    "RigidPayload",
+    "reference_path",
+    "yoshida_three_rod",
+    "yoshida_direction",
+    "cyril_1998_system",
+    "srms_on_orbiter",
+    "etsvii",
+    "ORBITER_MASS",
+    "ORBITER_INERTIA",
+    "SRMS_BASE_TO_ORBITER_COM",
+]
+
+Array = NDArray[np.float64]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REFERENCE_DIR = REPO_ROOT / ".." / "shared" / "reference"
+
+#: Orbiter mass [kg] — **assumed** (../shared/reference/README.md).
+ORBITER_MASS = 1.0e5
+#: Orbiter inertia about its CoM, orbiter body axes [kg·m²] — **assumed** (same README).
+ORBITER_INERTIA = np.diag([1.2e6, 8.0e6, 8.5e6])
+#: Orbiter CoM from the SRMS base frame origin, in that frame [m] — **assumed**: shoulder
+#: on the port sill about 10.7 m forward of, 2.74 m to port of and 1.70 m above the
+#: orbiter CoM, base frame axes aligned with the orbiter body axes (x fwd, y stbd, z down).
+SRMS_BASE_TO_ORBITER_COM = np.array([-10.7, 2.74, 1.70])
+
+
+@dataclass(frozen=True)
+class ChainCase:
+    """A chain model with an initial state and a hand (point of contact).
+
+    Attributes
+    ----------
+    model : ChainModel
+    q : ndarray, shape (nq,)
+    v : ndarray, shape (nv,)
+    hand_body : int
+        Body the hand point is fixed in.
+    p_BoHo_B : ndarray, shape (3,)
+        Hand point in that body frame. [m]
+    description : str
+        Sources and assumptions.
+    """
+
+    model: ch.ChainModel
+    q: Array
+    v: Array
+    hand_body: int
+    p_BoHo_B: Array
+    description: str
+
+
+@dataclass(frozen=True)
+class RigidPayload:
+    """A rigid target body B (Cyril's payload).
+
+    Attributes
+    ----------
+    mass : float
+        [kg]
+    I_Bcm_W : ndarray, shape (3, 3)
+        Inertia about its CoM, in W. [kg·m²]
+    p_BcmC_W : ndarray, shape (3,)
+        From its CoM to the contact point, in W. [m]
+    V_WBcm_W : ndarray, shape (6,)
+        Twist [ω; v_Bcm] in W. [rad/s, m/s]
+    """
+
+    mass: float
+    I_Bcm_W: Array
+    p_BcmC_W: Array
+    V_WBcm_W: Array
+
+
+def reference_path(name: str) -> Path:
+    """Path of a file in ``../shared/reference/`` (relative to the repository root).
+
+    Raises
+    ------
+    ConfigError
+        If the file does not exist (the path is named).
+    """
+    p = (REFERENCE_DIR / name).resolve()
+    if not p.is_file():
+        raise ConfigError(f"reference file {name!r} not found at {p} (expected ../shared/reference/ beside the repo)")
+    return p
+
+
+def _rod_inertia(m: float, L: float) -> Array:
+    """Thin uniform rod along x, about its CoM."""
+    return np.diag([0.0, m * L * L / 12.0, m * L * L / 12.0])
+
+
+def _planar_chain(names, base_mass, base_I, lengths, masses, I_cm, mount_x: float) -> ch.ChainModel:
+    nb = len(names)
+    X = np.zeros((nb, 4, 4))
+    X[0] = np.eye(4)
+    X[1] = pose(np.eye(3), [mount_x, 0.0, 0.0])
+    for b in range(2, nb):
+        X[b] = pose(np.eye(3), [lengths[b - 2], 0.0, 0.0])
+    axes = np.zeros((nb, 3))
+    axes[1:, 2] = 1.0
+    com = np.zeros((nb, 3))
+    com[0] = base_mass[1]
+    for b in range(1, nb):
+        com[b, 0] = 0.5 * lengths[b - 1]
+    mass = np.array([base_mass[0]] + list(masses))
+    inertia = np.array([base_I] + list(I_cm))
+    return ch.chain_from_table(names, [-1] + list(range(nb - 1)), ["free"] + ["revolute"] * (nb - 1),
+                               X, axes, mass, com, inertia)
+
+
+def yoshida_three_rod() -> ChainCase:
+    """Yoshida 1992 (seed 000) section 6: three uniform rods, 1.0 m and 1.0 kg, two revolute joints.
+
+    Rod 1 is the free base (frame at its start end, rod along x), the joints (about z)
+    at the rod ends, the hand at the end of rod 3; motion in the xy plane. The rods are
+    thin: inertia about their own axis is zero. The posture of Fig. 5 is not in the OCR
+    text; the joint angles (90°, 105°) are **chosen** so that the paper's stated
+    geometry holds: the line from the hand through the total CoM makes 39° with the end
+    link, i.e. θ = 51° with θ = 90° along the end link (see :func:`yoshida_direction`).
+    The chain is at rest.
+    """
+    rod = _rod_inertia(1.0, 1.0)
+    model = _planar_chain(["rod1", "rod2", "rod3"], (1.0, [0.5, 0.0, 0.0]), rod,
+                          [1.0, 1.0, 1.0], [1.0, 1.0], [rod, rod], 1.0)
+    q = ch.neutral(model)
+    q[7:] = np.radians([90.0, 105.0])
+    return ChainCase(model, q, np.zeros(model.nv), 2, np.array([1.0, 0.0, 0.0]),
+                     "Yoshida 1992 sec. 6 three-rod chain; posture (90°, 105°) chosen (Fig. 5 not in OCR)")
+
+
+def yoshida_direction(case: ChainCase, theta: float) -> Array:
+    """Impulse direction n(θ) (3,) in W for the three-rod case, θ in radians.
+
+    ``n = cos θ e_⊥ + sin θ e_link``: ``e_link`` along the end link from the hand toward
+    the last joint (θ = 90°), ``e_⊥`` perpendicular to it in the plane, on the side of the
+    total CoM. With :func:`yoshida_three_rod`'s posture the CoM line is θ = 51°.
+    """
+    model, q = case.model, case.q
+    data = ch.make_data(model)
+    X = ch.forward_kinematics(model, data, q)
+    hb = case.hand_body
+    p_hand = X[hb, :3, 3] + X[hb, :3, :3] @ case.p_BoHo_B
+    e_link = X[hb, :3, 3] - p_hand
+    e_link /= np.linalg.norm(e_link)
+    w = ch.center_of_mass(model, data, q) - p_hand
+    e_perp = w - (w @ e_link) * e_link
+    e_perp /= np.linalg.norm(e_perp)
+    return np.cos(theta) * e_perp + np.sin(theta) * e_link
+
+
+def cyril_1998_system() -> tuple[ChainCase, RigidPayload]:
+    """Cyril et al. 1998 (seed 002) Tables 1–2: spacecraft, two links, hand; and the payload.
+
+    Links are rigid (flexibility deferred). Table 1's ``I_zz`` of the links and the hand
+    equal ``m L²/3`` (about the joint); the CoM inertia used is ``m L²/12`` about z (thin
+    rods). Table 2's angles are taken as relative joint angles, degrees → radians, all
+    other initial values zero. **Assumed** (not in the seed): manipulator mounted at the
+    spacecraft CoM; out-of-plane inertias (spacecraft diag(20000, 20000, 40000),
+    payload diag(250, 250, 500)); the contact point at the hand tip, 1.0 m from the
+    payload CoM along the hand axis; motion in the xy plane.
+    """
+    L, m_l = 8.13, 20.0
+    model = _planar_chain(
+        ["spacecraft", "link1", "link2", "hand"],
+        (10000.0, [0.0, 0.0, 0.0]),
+        np.diag([20000.0, 20000.0, 40000.0]),
+        [L, L, 0.2],
+        [m_l, m_l, 0.2],
+        [_rod_inertia(m_l, L), _rod_inertia(m_l, L), _rod_inertia(0.2, 0.2)],
+        0.0,
+    )
+    q = ch.neutral(model)
+    q[7:] = np.radians([67.3, 45.4, 0.0])
+    v = np.zeros(model.nv)
+    v[6:] = np.radians([8.36e-1, -1.81, 9.03e-1])
+    case = ChainCase(model, q, v, 3, np.array([0.2, 0.0, 0.0]),
+                     "Cyril et al. 1998 Tables 1-2, rigid links; mount at spacecraft CoM assumed")
+    data = ch.make_data(model)
+    X = ch.forward_kinematics(model, data, q)
+    e_hand = X[3, :3, 0]
+    payload = RigidPayload(
+        mass=1000.0,
+        I_Bcm_W=np.diag([250.0, 250.0, 500.0]),
+        p_BcmC_W=-1.0 * e_hand,
+        V_WBcm_W=np.array([0.0, 0.0, np.radians(-3.00), 0.0, 0.0, 0.0]),
+    )
+    return case, payload
+
+
+def srms_on_orbiter(
+    *, orbiter_mass: float = ORBITER_MASS, orbiter_inertia: NDArray | None = None,
+    p_BoOcm_B: NDArray | None = None,
+) -> ChainCase:
+    """The Shuttle RMS (``SRMS_Canadarm.urdf``) on a free-floating orbiter base (6 + 6 DOF).
+
+    The URDF's placeholder base link gets the orbiter's mass properties (all
+    **assumed**: :data:`ORBITER_MASS`, :data:`ORBITER_INERTIA`, CoM at
+    :data:`SRMS_BASE_TO_ORBITER_COM` from the SRMS base frame). Body 0's frame is the
+    SRMS base frame; the shoulder mount B1 is welded to it. Hand: the end-effector
+    point, 0.6604 m along x of B7. Posture (rad): shoulder yaw 0, shoulder pitch 0.5,
+    elbow −1.0, wrist pitch 0.5, wrist yaw 0, wrist roll 0; at rest.
+    """
+    model = chain_from_urdf(
+        reference_path("SRMS_Canadarm.urdf"),
+        floating_base=True,
+        base_mass=orbiter_mass,
+        base_inertia=ORBITER_INERTIA if orbiter_inertia is None else orbiter_inertia,
+        base_com=SRMS_BASE_TO_ORBITER_COM if p_BoOcm_B is None else p_BoOcm_B,
+    )
+    q = ch.neutral(model)
+    q[7:] = [0.0, 0.5, -1.0, 0.5, 0.0, 0.0]
+    return ChainCase(model, q, np.zeros(model.nv), model.nb - 1, np.array([0.6604, 0.0, 0.0]),
+                     "SRMS (Nguyen & Hughes 1994) on an orbiter base; orbiter properties assumed")
+
+
+def etsvii() -> ChainCase:
+    """ETS-VII (``ETSVII.urdf``): 2550 kg base and a six-link arm, free-floating.
+
+    Hand: 0.53 m along z of Link_6. Posture (rad): (0, 0.5, −1.0, 0.5, 0.3, 0.0); at rest.
+    """
+    model = chain_from_urdf(reference_path("ETSVII.urdf"), floating_base=True)
+    q = ch.neutral(model)
+    q[7:] = [0.0, 0.5, -1.0, 0.5, 0.3, 0.0]
+    return ChainCase(model, q, np.zeros(model.nv), model.nb - 1, np.array([0.0, 0.0, 0.53]),
+                     "ETS-VII (Yoshida 2003; Yoshida & Abiko 2002)")
