@@ -1,0 +1,285 @@
+"""Delay measurement and compensation on the HIL loop, and impact restitution.
+
+- :class:`DelayEstimator`: round-trip delay from the host time the rig echoes in
+  telemetry (``rtt = now − echo_time − hold``); one-way = rtt / 2 (symmetric line).
+- :func:`predict_pose`: the command advanced by the measured delay at constant twist.
+- :class:`PassivityController`: a time-domain passivity observer on the contact port
+  with a passivity controller that adds damping when the port would create energy
+  (Hannaford & Ryu 2002), generalised to a restitution budget.
+- :class:`ImpactMonitor`: the restitution of every rig impact (separation over
+  approach normal speed).
+
+Pure: no I/O, no clock (time stamps are arguments).
+
+References
+----------
+Hannaford, B. and Ryu, J.-H., "Time-domain passivity control of haptic interfaces",
+IEEE Trans. Robotics and Automation 18(1), 2002: passivity observer eq. (6)
+``E_obs(n) = ΔT Σ f(k) v(k)``, passivity controller eqs. (8)–(10): when the observed
+energy shows the port generating energy, a series/parallel damper ``α(n) =
+−E_obs(n) / (ΔT v(n)²)`` dissipates exactly the excess.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dynamics.spatial import as_vector, pose, quat_integrate, quat_to_rotation, rotation_to_quat
+from errors import ConfigError
+
+__all__ = ["DelayEstimator", "predict_pose", "PassivityController", "Impact", "ImpactMonitor", "restitution"]
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class DelayEstimator:
+    """Online round-trip and one-way delay from echoed host time stamps.
+
+    Attributes
+    ----------
+    window : int
+        Samples kept for the percentiles.
+    median_of : int
+        The estimate is the median of this many latest samples (robust to one late frame).
+    """
+
+    window: int = 1000
+    median_of: int = 15
+    samples_us: deque = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or not 1 <= self.median_of <= self.window:
+            raise ConfigError(f"delay: window {self.window} and median_of {self.median_of} must satisfy 1 <= median_of <= window")
+        self.samples_us = deque(maxlen=self.window)
+
+    def update(self, now_us: int, echo_time_us: int, hold_us: int = 0) -> float:
+        """Add one telemetry sample; returns its round-trip delay [s].
+
+        ``now_us`` and ``echo_time_us`` are u32 host times (modular); ``hold_us`` the
+        rig's holding time between receipt of the echoed frame and the reply.
+        """
+        rtt = ((int(now_us) - int(echo_time_us)) & 0xFFFFFFFF) - int(hold_us)
+        self.samples_us.append(rtt)
+        return rtt * 1e-6
+
+    @property
+    def rtt_s(self) -> float:
+        """Current round-trip estimate [s] (median of the latest ``median_of``); nan if none."""
+        if not self.samples_us:
+            return math.nan
+        recent = list(self.samples_us)[-self.median_of :]
+        return float(np.median(recent)) * 1e-6
+
+    @property
+    def one_way_s(self) -> float:
+        """One-way delay estimate [s]: half the round trip."""
+        return 0.5 * self.rtt_s
+
+    def percentile_s(self, q: float) -> float:
+        """Percentile ``q`` (0…100) of the round-trip samples in the window [s]; nan if none."""
+        if not self.samples_us:
+            return math.nan
+        return float(np.percentile(np.asarray(self.samples_us), q)) * 1e-6
+
+
+def predict_pose(X_LB: ArrayLike, V_LB_L: ArrayLike, horizon_s: float) -> Array:
+    """Pose ``X_LB`` advanced by ``horizon_s`` at constant relative twist.
+
+    Parameters
+    ----------
+    X_LB : array_like, shape (4, 4)
+        Pose of B in L.
+    V_LB_L : array_like, shape (6,)
+        [ω; v]: angular velocity of B in L and velocity of Bo in L, both expressed in L.
+        [rad/s, m/s]
+    horizon_s : float
+        Prediction horizon [s] (the measured delay; ≤ 0 or nan returns ``X_LB``).
+
+    Returns
+    -------
+    ndarray, shape (4, 4)
+    """
+    X = np.asarray(X_LB, dtype=np.float64)
+    V = as_vector(V_LB_L, 6, "V_LB_L")
+    if not horizon_s > 0:
+        return X.copy()
+    R = X[:3, :3]
+    q = quat_integrate(rotation_to_quat(R), R.T @ V[:3], horizon_s)
+    return pose(quat_to_rotation(q), X[:3, 3] + V[3:] * horizon_s)
+
+
+@dataclass
+class PassivityController:
+    """Passivity observer and controller on one 6-DOF contact port.
+
+    The port is the simulated body's side: ``F`` is the wrench the rig (environment)
+    applies on the body, ``V`` the body's twist at the same point, same frame, so
+    ``F·V`` is the power flowing *into* the simulation. A passive environment with
+    restitution at most ``e_max`` can give back at most ``e_max²`` of the energy it
+    absorbed:
+
+        E_net(n) ≤ −(1 − e_max²) · E_abs(n)
+
+    with ``E_net`` the net energy into the body and ``E_abs`` the energy the body gave
+    to the port. For ``e_max = 1`` this is Hannaford & Ryu's condition ``E_obs ≥ 0``
+    (their sign: energy into the environment). When a step would break it, a damper
+    ``F ← F − α W V`` removes exactly the excess (H&R eqs. 8–10), with ``W =
+    diag(ℓ², ℓ², ℓ², 1, 1, 1)`` making the angular and linear parts commensurate.
+
+    The energy of each step is booked with the trapezoid ``F(n−1)·(V(n−1) + V(n))/2 ΔT``
+    once ``V(n)`` is known — exact for a body integrated with constant force over the
+    step — and the current step is bounded with ``F(n)·V(n) ΔT``.
+
+    Attributes
+    ----------
+    dt : float
+        Step [s].
+    e_max : float
+        Restitution budget, 0 ≤ e_max ≤ 1.
+    length : float
+        ℓ, the characteristic length weighting rotation against translation [m].
+    enabled : bool
+        If False the observer still runs and reports, the controller adds no damping.
+    """
+
+    dt: float
+    e_max: float = 1.0
+    length: float = 1.0
+    enabled: bool = True
+    e_net: float = 0.0
+    e_abs: float = 0.0
+    e_dissipated: float = 0.0
+    alpha: float = 0.0
+    _prev: tuple[Array, Array] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.dt > 0 or not 0.0 <= self.e_max <= 1.0 or not self.length > 0:
+            raise ConfigError(f"passivity: dt {self.dt}, e_max {self.e_max} (0..1) and length {self.length} out of range")
+
+    def _book(self, energy: float) -> None:
+        self.e_net += energy
+        if energy < 0:
+            self.e_abs -= energy
+
+    def step(self, F: ArrayLike, V: ArrayLike) -> Array:
+        """Observe one step and return the wrench to apply (damped if needed).
+
+        Parameters
+        ----------
+        F : array_like, shape (6,)
+            Wrench on the body [τ; f] from the rig. [N·m, N]
+        V : array_like, shape (6,)
+            The body's twist [ω; v] now, same point and frame. [rad/s, m/s]
+
+        Returns
+        -------
+        ndarray, shape (6,)
+            The wrench to apply over the coming step.
+        """
+        F = as_vector(F, 6, "F")
+        V = as_vector(V, 6, "V")
+        if self._prev is not None:
+            Fp, Vp = self._prev
+            self._book(float(Fp @ (0.5 * (Vp + V))) * self.dt)
+        power = float(F @ V)
+        tentative = self.e_net + power * self.dt
+        absorbed = self.e_abs + max(-power, 0.0) * self.dt
+        excess = tentative + (1.0 - self.e_max**2) * absorbed
+        self.alpha = 0.0
+        w = np.array([self.length**2] * 3 + [1.0] * 3)
+        vwv = float(V @ (w * V))
+        if self.enabled and excess > 0.0 and vwv > 1e-18:
+            self.alpha = excess / (self.dt * vwv)
+            F = F - self.alpha * w * V
+            self.e_dissipated += excess
+        self._prev = (F, V)
+        return F
+
+
+@dataclass(frozen=True)
+class Impact:
+    """One rig impact.
+
+    Attributes
+    ----------
+    t_start, t_end : float
+        Contact start and end [s].
+    v_approach, v_separation : float
+        Normal speed toward the surface before, away from it after [m/s].
+    restitution : float
+        ``v_separation / v_approach`` [-].
+    peak_force : float
+        Largest contact force magnitude [N].
+    """
+
+    t_start: float
+    t_end: float
+    v_approach: float
+    v_separation: float
+    restitution: float
+    peak_force: float
+
+
+def restitution(v_approach: float, v_separation: float) -> float:
+    """``v_separation / v_approach`` (Newton's coefficient); nan if the approach speed is 0."""
+    return v_separation / v_approach if v_approach > 0 else math.nan
+
+
+@dataclass
+class ImpactMonitor:
+    """Finds impacts in a stream of (time, contact wrench, body twist) and reports each one.
+
+    Contact is on while the contact force exceeds ``threshold``. The normal is the
+    direction of the peak contact force (it pushes the body away from the surface);
+    approach speed is the body's speed into the surface at the last sample before
+    contact, separation speed its speed away at the first sample after.
+
+    Attributes
+    ----------
+    threshold : float
+        Force magnitude that counts as contact [N].
+    impacts : list of Impact
+    """
+
+    threshold: float = 1.0
+    impacts: list[Impact] = field(default_factory=list)
+    _prev_v: Array | None = None
+    _start: tuple[float, Array] | None = None
+    _peak: Array | None = None
+
+    def update(self, t: float, F: ArrayLike, V: ArrayLike) -> Impact | None:
+        """Feed one sample; returns the impact that ended with it, else None.
+
+        Parameters
+        ----------
+        t : float
+            Time [s].
+        F : array_like, shape (6,)
+            Contact wrench on the body [τ; f]. [N·m, N]
+        V : array_like, shape (6,)
+            Body twist [ω; v]. [rad/s, m/s]
+        """
+        f = as_vector(F, 6, "F")[3:]
+        v = as_vector(V, 6, "V")[3:]
+        done = None
+        touching = float(np.linalg.norm(f)) > self.threshold
+        if touching and self._start is None:
+            self._start = (t, self._prev_v if self._prev_v is not None else v)
+            self._peak = f.copy()
+        elif touching and self._peak is not None and np.linalg.norm(f) > np.linalg.norm(self._peak):
+            self._peak = f.copy()
+        elif not touching and self._start is not None and self._peak is not None:
+            t0, v0 = self._start
+            n = self._peak / np.linalg.norm(self._peak)
+            v_app, v_sep = float(-v0 @ n), float(v @ n)
+            done = Impact(t0, t, v_app, v_sep, restitution(v_app, v_sep), float(np.linalg.norm(self._peak)))
+            self.impacts.append(done)
+            self._start = self._peak = None
+        self._prev_v = v.copy()
+        return done

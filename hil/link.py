@@ -1,0 +1,248 @@
+"""The serial link to a rig: any pyserial URL, native frames, link statistics.
+
+:class:`SerialLink` wraps anything with ``read``, ``write``, ``close`` and ``timeout``
+(:class:`SerialPort`); tests pass ``serial.serial_for_url("loop://")`` or a pty, the
+bridge gets one from :func:`open_port`. Nothing here subclasses ``serial.Serial``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import serial
+
+from errors import ConfigError, RigFault
+from hil.delay import DelayEstimator
+from hil.framing import CRC_SIZE, HEADER_SIZE, Frame, FrameDecoder, Message, SeqTracker, Telemetry, encode_frame, wire_size
+
+__all__ = ["SerialPort", "SerialLink", "LinkStats", "open_port", "check_line_budget", "URL_SCHEMES", "bits_per_byte"]
+
+#: pyserial URL schemes accepted (a URL without ``://`` is a device or pty path).
+URL_SCHEMES = ("loop", "socket", "rfc2217", "spy", "alt", "hwgrep")
+
+
+@runtime_checkable
+class SerialPort(Protocol):
+    """What :class:`SerialLink` needs of a port (``serial.Serial`` and its URL handlers fit)."""
+
+    timeout: float | None
+
+    def read(self, size: int = 1) -> bytes:
+        """Up to ``size`` bytes; fewer after ``timeout`` s."""
+        ...
+
+    def write(self, data: bytes) -> int | None:
+        """Write all of ``data``."""
+        ...
+
+    def close(self) -> None:
+        """Release the port."""
+        ...
+
+
+def bits_per_byte(bytesize: int = 8, parity: str = "N", stopbits: float = 1) -> float:
+    """Bit times per byte on an asynchronous line: start + data + parity + stop."""
+    return 1 + bytesize + (0 if parity.upper() == "N" else 1) + stopbits
+
+
+def check_line_budget(
+    rate_hz: float, raw_frame_bytes: int, baud: int, *, bits: float = 10.0, max_fraction: float = 0.7, field: str = "hil"
+) -> float:
+    """Fraction of the line a stream of frames uses; refuse more than ``max_fraction``.
+
+    Parameters
+    ----------
+    rate_hz : float
+        Frames per second.
+    raw_frame_bytes : int
+        Frame size before COBS [bytes]; COBS overhead and the delimiter are added.
+    baud : int
+        Line rate [bit/s].
+    bits : float
+        Bit times per byte (10 for 8N1), see :func:`bits_per_byte`.
+
+    Returns
+    -------
+    float
+        The used fraction of the line.
+
+    Raises
+    ------
+    ConfigError
+        Naming the rate, the frame size and the baud, if the fraction exceeds the limit
+        or an argument is not positive.
+    """
+    if not (rate_hz > 0 and raw_frame_bytes > 0 and baud > 0):
+        raise ConfigError(f"{field}: rate {rate_hz} Hz, frame {raw_frame_bytes} B and baud {baud} must be > 0")
+    wire = wire_size(raw_frame_bytes)
+    frac = rate_hz * wire * bits / baud
+    if frac > max_fraction:
+        raise ConfigError(
+            f"{field}: rate {rate_hz:g} Hz × frame {wire} B on the wire ({raw_frame_bytes} B + COBS) × {bits:g} bits"
+            f" = {rate_hz * wire * bits:.0f} bit/s exceeds {max_fraction:.0%} of baud {baud}"
+        )
+    return frac
+
+
+def open_port(url: str, baud: int, timeout: float = 0.005, **kwargs: Any) -> SerialPort:
+    """Open a pyserial URL (``/dev/tty…``, a pty path, ``loop://``, ``socket://host:port``…).
+
+    Raises
+    ------
+    ConfigError
+        If the URL scheme is unknown or the baud is not a positive integer.
+    RigFault
+        If the port cannot be opened.
+    """
+    if "://" in url and url.split("://", 1)[0] not in URL_SCHEMES:
+        raise ConfigError(f"hil.url: unknown scheme {url.split('://', 1)[0]!r} in {url!r}; expected one of {URL_SCHEMES}")
+    if not isinstance(baud, int) or baud <= 0:
+        raise ConfigError(f"hil.baud: must be a positive integer, got {baud!r}")
+    try:
+        return serial.serial_for_url(url, baudrate=baud, timeout=timeout, **kwargs)
+    except (serial.SerialException, OSError, ValueError) as err:
+        raise RigFault(f"hil.url: cannot open {url!r}: {err}") from err
+
+
+@dataclass
+class LinkStats:
+    """Counters and windows of one link; ``as_map()`` is what ``hil/status`` carries."""
+
+    tx_frames: int = 0
+    tx_bytes: int = 0
+    rx_frames: int = 0
+    rx_bytes: int = 0
+    rx_times: deque = field(default_factory=lambda: deque(maxlen=1000))
+
+    def as_map(self, decoder: FrameDecoder, seq: SeqTracker, delay: DelayEstimator) -> dict[str, float | int]:
+        """Flat map: frames/s, counts, seq gaps, delay p50/p99 [s]."""
+        t = self.rx_times
+        fps = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 and t[-1] > t[0] else 0.0
+        out: dict[str, float | int] = {
+            "tx_frames": self.tx_frames,
+            "rx_frames": self.rx_frames,
+            "rx_fps": float(fps),
+            "bad_frames": decoder.bad,
+            "crc_errors": decoder.counts.get("crc", 0),
+            "seq_gaps": seq.gaps,
+            "seq_lost": seq.lost,
+            "seq_stale": seq.stale,
+        }
+        p50, p99 = delay.percentile_s(50), delay.percentile_s(99)
+        out["rtt_p50_s"] = p50 if np.isfinite(p50) else -1.0
+        out["rtt_p99_s"] = p99 if np.isfinite(p99) else -1.0
+        return out
+
+
+class SerialLink:
+    """Native-protocol endpoint on an injected port.
+
+    Parameters
+    ----------
+    port : SerialPort
+        An open port (``serial.serial_for_url(...)`` or any object with the same four members).
+    clock : callable, optional
+        Seconds, monotonic; host time stamps are ``clock()`` in µs modulo 2**32. Lockstep
+        runs pass the simulation time instead.
+
+    Notes
+    -----
+    ``send`` stamps each frame with the next seq and the host time; ``receive`` returns
+    valid frames and, for telemetry, records the round-trip delay
+    ``now − echo_time − hold`` into the statistics.
+    """
+
+    def __init__(self, port: SerialPort, clock: Callable[[], float] = time.monotonic) -> None:
+        for member in ("read", "write", "close"):
+            if not callable(getattr(port, member, None)):
+                raise ConfigError(f"hil.port: {type(port).__name__} has no {member}()")
+        self.port = port
+        self.clock = clock
+        self.decoder = FrameDecoder()
+        self.rx_seq = SeqTracker()
+        self.stats = LinkStats()
+        self.delay = DelayEstimator()
+        self._seq = 0
+        self._closed = False
+
+    def now_us(self) -> int:
+        """Host time [µs] modulo 2**32."""
+        return int(round(self.clock() * 1e6)) & 0xFFFFFFFF
+
+    def send(self, msg: Message, time_us: int | None = None) -> bytes:
+        """Encode, stamp and write one message; returns the frame written.
+
+        Raises
+        ------
+        FrameError
+            If the message does not encode (non-finite value, out-of-range field).
+        RigFault
+            If the port fails.
+        """
+        frame = encode_frame(msg, self._seq, self.now_us() if time_us is None else time_us)
+        try:
+            self.port.write(frame)
+        except (serial.SerialException, OSError) as err:
+            raise RigFault(f"hil link: write failed: {err}") from err
+        self._seq = (self._seq + 1) & 0xFFFF
+        self.stats.tx_frames += 1
+        self.stats.tx_bytes += len(frame)
+        return frame
+
+    def receive(self, max_bytes: int = 4096) -> list[Frame]:
+        """Read what has arrived (waits up to the port's timeout for the first byte).
+
+        Returns
+        -------
+        list of Frame
+            Valid frames, oldest first. Stale or duplicate frames (reordered) are dropped
+            here; gaps are counted in ``rx_seq``.
+        """
+        try:
+            n = getattr(self.port, "in_waiting", 0)
+            data = self.port.read(min(max(n, 1), max_bytes))
+            n = getattr(self.port, "in_waiting", 0)
+            if n:
+                data += self.port.read(min(n, max_bytes))
+        except (serial.SerialException, OSError) as err:
+            raise RigFault(f"hil link: read failed: {err}") from err
+        if not data:
+            return []
+        self.stats.rx_bytes += len(data)
+        out = []
+        now_us = self.now_us()
+        for f in self.decoder.feed(data):
+            if self.rx_seq.check(f.seq) in ("stale", "dup"):
+                continue
+            out.append(f)
+            self.stats.rx_frames += 1
+            self.stats.rx_times.append(self.clock())
+            if isinstance(f.msg, Telemetry):
+                self.delay.update(now_us, f.msg.echo_time_us, f.msg.hold_us)
+        return out
+
+    def status(self) -> dict[str, float | int]:
+        """Link statistics as a flat map (see :meth:`LinkStats.as_map`)."""
+        return self.stats.as_map(self.decoder, self.rx_seq, self.delay)
+
+    def close(self) -> None:
+        """Close the port; safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self.port.close()
+
+    def __enter__(self) -> "SerialLink":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: Raw size of a native setpoint frame (pose) and of a 6-axis telemetry frame [bytes].
+SETPOINT_POSE_RAW = HEADER_SIZE + 28 + CRC_SIZE
+TELEMETRY6_RAW = HEADER_SIZE + 38 + 4 * 6 + CRC_SIZE

@@ -1,0 +1,321 @@
+"""Safety: the rig state machine, watchdogs, the NaN guard, soft limits, the ramp to neutral.
+
+The same state machine runs at both ends of the link (host: :class:`SafetySupervisor`;
+rig: the emulator's controller), with the states of :class:`hil.framing.RigState`::
+
+    IDLE ──arm(handshake ok)──▶ ARMED ──engage──▶ ENGAGED ──park──▶ PARKING ──at neutral──▶ ARMED
+    any ──fault──▶ FAULT (ramp to neutral)     any ──estop──▶ ESTOP (latched)
+    FAULT, ESTOP ──reset──▶ IDLE
+
+IDLE is motion-gated: nothing moves until a successful arming handshake (protocol
+version and rig fingerprint) and an explicit engage. A fault — watchdog, loss of the
+simulation, a stale or non-finite input, N consecutive bad frames, a fault reported
+by the rig — ramps the command to neutral with :func:`ramp_step`, a jerk-bounded
+profile that never exceeds the rig's velocity and acceleration limits.
+
+Pure: times are arguments, no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from errors import ConfigError, LifecycleError
+from hil.framing import PROTOCOL_VERSION, Fault, Hello, RigState, Telemetry
+from hil.stewart import RigLimits
+
+__all__ = ["watchdog_timeout", "stop_speed", "ramp_step", "ramp_to", "rate_limit", "transition", "SafetySupervisor"]
+
+Array = NDArray[np.float64]
+
+#: (state, event) → next state; an event absent for a state is not allowed there.
+_TRANSITIONS: dict[tuple[RigState, str], RigState] = {
+    (RigState.IDLE, "arm"): RigState.ARMED,
+    (RigState.ARMED, "engage"): RigState.ENGAGED,
+    (RigState.ENGAGED, "park"): RigState.PARKING,
+    (RigState.PARKING, "parked"): RigState.ARMED,
+    (RigState.ARMED, "park"): RigState.ARMED,
+    (RigState.FAULT, "reset"): RigState.IDLE,
+    (RigState.ESTOP, "reset"): RigState.IDLE,
+}
+
+
+def transition(state: RigState, event: str) -> RigState:
+    """Next state of the rig state machine.
+
+    ``fault`` goes to FAULT from any state but ESTOP (which stays latched); ``estop``
+    goes to ESTOP from any state.
+
+    Raises
+    ------
+    LifecycleError
+        If ``event`` is not allowed in ``state`` (the message names both).
+    """
+    if event == "estop":
+        return RigState.ESTOP
+    if event == "fault":
+        return RigState.ESTOP if state == RigState.ESTOP else RigState.FAULT
+    try:
+        return _TRANSITIONS[(state, event)]
+    except KeyError:
+        raise LifecycleError(f"hil safety: event {event!r} not allowed in state {state.name}") from None
+
+
+def watchdog_timeout(period_s: float) -> float:
+    """Watchdog timeout for a stream of the given period: ``max(3 periods, 20 ms)`` [s]."""
+    return max(3.0 * period_s, 0.020)
+
+
+def stop_speed(d: Array, a_max: Array, j_max: Array) -> Array:
+    """Largest speed from which a jerk-limited stop fits in the distance ``d ≥ 0``.
+
+    The stopping distance from speed v at zero acceleration, ramping the deceleration
+    up at ``j`` to ``a`` and holding it, is ``v²/(2a) + v a/(2j)``; this returns its
+    inverse ``v = (−a²/j + √(a⁴/j² + 8 a d)) / 2`` (conservative for short stops).
+    """
+    a, j = a_max, j_max
+    return 0.5 * (-(a * a) / j + np.sqrt((a * a / j) ** 2 + 8.0 * a * np.maximum(d, 0.0)))
+
+
+def ramp_step(
+    x: ArrayLike, v: ArrayLike, a: ArrayLike, target: ArrayLike, limits: RigLimits, dt: float
+) -> tuple[Array, Array, Array]:
+    """One step of the jerk-bounded ramp of every axis toward ``target``.
+
+    Per axis: the desired speed is the jerk-limited stopping speed of the remaining
+    distance (:func:`stop_speed`, capped at ``v_max``); the desired acceleration closes
+    the gap between it and the speed the axis would reach if its acceleration were
+    brought to zero at full jerk (``v + a|a|/(2j)``); the acceleration moves toward it
+    by at most ``j_max dt``. Acceleration and speed are then clipped to their limits,
+    which take precedence over the jerk bound. Position integrates with the trapezoid.
+
+    Parameters
+    ----------
+    x, v, a : array_like, shape (n,)
+        Axis position, speed, acceleration now. [m, m/s, m/s²] (or rad)
+    target : array_like, shape (n,)
+        Where to go (neutral).
+    limits : RigLimits
+        ``v_max``, ``a_max``, ``j_max`` per axis.
+    dt : float
+        Step [s].
+
+    Returns
+    -------
+    x, v, a : ndarray, shape (n,)
+        The state one step later; ``|v| ≤ v_max`` and ``|a| ≤ a_max`` always.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64)
+    vm, am, jm = limits.v_max, limits.a_max, limits.j_max
+    d = np.asarray(target, dtype=np.float64) - x
+    # the stop needs room for the speed lost while the deceleration builds up
+    v_des = np.sign(d) * np.minimum(vm, stop_speed(np.abs(d), am, jm))
+    v_lead = v + a * np.abs(a) / (2.0 * jm)
+    a_des = np.clip((v_des - v_lead) * jm / am, -am, am)
+    a_new = a + np.clip(a_des - a, -jm * dt, jm * dt)
+    a_new = np.clip(a_new, -am, am)
+    v_new = np.clip(v + a_new * dt, -vm, vm)
+    a_new = (v_new - v) / dt
+    x_new = x + 0.5 * (v + v_new) * dt
+    return x_new, v_new, a_new
+
+
+def ramp_to(
+    x0: ArrayLike, v0: ArrayLike, a0: ArrayLike, target: ArrayLike, limits: RigLimits, dt: float, *, tol: float = 1e-6,
+    max_steps: int = 100_000,
+) -> tuple[Array, Array, Array]:
+    """The whole ramp as arrays (steps, n) of position, speed, acceleration (for tests and plots).
+
+    Stops when every axis is within ``tol`` of the target with speed below ``tol``/s.
+    """
+    x, v, a = (np.asarray(z, dtype=np.float64).copy() for z in (x0, v0, a0))
+    xs, vs, as_ = [x], [v], [a]
+    tgt = np.asarray(target, dtype=np.float64)
+    for _ in range(max_steps):
+        x, v, a = ramp_step(x, v, a, tgt, limits, dt)
+        xs.append(x)
+        vs.append(v)
+        as_.append(a)
+        if np.all(np.abs(tgt - x) < tol) and np.all(np.abs(v) < tol):
+            break
+    return np.array(xs), np.array(vs), np.array(as_)
+
+
+def rate_limit(x_cmd: Array, x: Array, v: Array, limits: RigLimits, dt: float) -> tuple[Array, Array, Array, bool]:
+    """Soft limits on a command stream: follow ``x_cmd`` within the speed and acceleration limits.
+
+    A feasible command is followed exactly (no lag); otherwise the speed is clipped to
+    ``v_max`` and to the jerk-limited stopping speed of the distance left to either
+    stroke end (so that the ramp to neutral can always brake), and the acceleration to
+    ``a_max``. Returns the next (x, v, a) and whether a limit was active.
+    """
+    v_des = np.clip((x_cmd - x) / dt, -limits.v_max, limits.v_max)
+    margin = 2.0 * limits.v_max * dt  # the ramp reacts one step late and integrates by trapezoid
+    v_des = np.clip(v_des, -stop_speed(x - limits.lo - margin, limits.a_max, limits.j_max),
+                    stop_speed(limits.hi - x - margin, limits.a_max, limits.j_max))
+    a = np.clip((v_des - v) / dt, -limits.a_max, limits.a_max)
+    v_new = np.clip(v + a * dt, -limits.v_max, limits.v_max)
+    x_new = np.clip(x + v_new * dt, limits.lo, limits.hi)
+    hit = bool(np.any(np.abs(x_new - x_cmd) > 1e-9))
+    return x_new, v_new, (v_new - v) / dt, hit
+
+
+@dataclass
+class SafetySupervisor:
+    """The host end of the safety chain: state machine, watchdogs, guards and the ramp.
+
+    Call :meth:`tick` once per bridge period with the latest simulation command; it
+    returns the axis setpoint to send, or None (motion-gated: send a heartbeat).
+
+    Attributes
+    ----------
+    limits : RigLimits
+    neutral : ndarray, shape (n,)
+        Neutral axis values.
+    period_s : float
+        Bridge period [s].
+    fingerprint : int
+        Rig fingerprint the arming handshake expects.
+    bad_frames_max : int
+        Consecutive bad frames that fault the link.
+    watchdog_s : float
+        Defaults to :func:`watchdog_timeout` of the period.
+    """
+
+    limits: RigLimits
+    neutral: Array
+    period_s: float
+    fingerprint: int
+    bad_frames_max: int = 5
+    watchdog_s: float = 0.0
+    state: RigState = RigState.IDLE
+    faults: Fault = Fault.NONE
+    x: Array = field(init=False)
+    v: Array = field(init=False)
+    a: Array = field(init=False)
+    limit_hits: int = 0
+    _arm_sent: bool = False
+    _bad_run: int = 0
+
+    def __post_init__(self) -> None:
+        self.neutral = np.asarray(self.neutral, dtype=np.float64)
+        if not self.period_s > 0 or self.bad_frames_max < 1:
+            raise ConfigError(f"hil safety: period {self.period_s} s and bad_frames_max {self.bad_frames_max} must be > 0")
+        if self.limits.violations(self.neutral):
+            raise ConfigError(f"hil.neutral: axes {self.neutral.tolist()} outside the stroke: {self.limits.violations(self.neutral)}")
+        if self.watchdog_s <= 0:
+            self.watchdog_s = watchdog_timeout(self.period_s)
+        self.x = self.neutral.copy()
+        self.v = np.zeros_like(self.x)
+        self.a = np.zeros_like(self.x)
+
+    # ------------------------------------------------------------------ events
+    def request_arm(self) -> None:
+        """Start the handshake (the bridge then sends ARM); only from IDLE."""
+        transition(self.state, "arm")  # raises if not allowed
+        self._arm_sent = True
+
+    def on_hello(self, hello: Hello, version: int = PROTOCOL_VERSION) -> None:
+        """The rig's answer to ARM: armed if the fingerprint and version match, else fault."""
+        if not self._arm_sent or self.state != RigState.IDLE:
+            return
+        self._arm_sent = False
+        if version != PROTOCOL_VERSION:
+            self.fault(Fault.VERSION)
+        elif hello.fingerprint != self.fingerprint:
+            self.fault(Fault.FINGERPRINT)
+        else:
+            self.state = transition(self.state, "arm")
+
+    def engage(self) -> None:
+        """ARMED → ENGAGED; the command starts from neutral at rest."""
+        self.state = transition(self.state, "engage")
+        self.x, self.v, self.a = self.neutral.copy(), np.zeros_like(self.x), np.zeros_like(self.x)
+
+    def park(self) -> None:
+        """ENGAGED → PARKING (ramp to neutral, then ARMED)."""
+        self.state = transition(self.state, "park")
+
+    def estop(self) -> None:
+        """Latched emergency stop: motion stops at once (no more setpoints) until :meth:`reset`."""
+        self.state = transition(self.state, "estop")
+        self.faults |= Fault.ESTOP
+        self.v = np.zeros_like(self.x)
+        self.a = np.zeros_like(self.x)
+
+    def reset(self) -> None:
+        """FAULT or ESTOP → IDLE, clearing the fault bits (the rig must be re-armed)."""
+        self.state = transition(self.state, "reset")
+        self.faults = Fault.NONE
+        self._bad_run = 0
+
+    def fault(self, bits: Fault) -> None:
+        """Enter FAULT (ESTOP stays latched) and record the fault bits; the ramp starts."""
+        self.faults |= bits
+        self.state = transition(self.state, "fault")
+
+    def on_frames(self, good: int, bad: int) -> None:
+        """Count link health: ``bad`` rejected then ``good`` valid frames since the last call."""
+        if good:
+            self._bad_run = 0
+        self._bad_run += bad if not good else 0
+        if self._bad_run >= self.bad_frames_max and self.state not in (RigState.FAULT, RigState.ESTOP):
+            self.fault(Fault.BAD_FRAMES)
+
+    def on_telemetry(self, tel: Telemetry) -> None:
+        """A fault or e-stop reported by the rig faults the host too."""
+        if tel.state in (RigState.FAULT, RigState.ESTOP) and self.state not in (RigState.FAULT, RigState.ESTOP):
+            self.fault(Fault(int(tel.faults)))
+
+    # ------------------------------------------------------------------ tick
+    def tick(self, t: float, command: ArrayLike | None, command_t: float | None, rx_t: float | None) -> Array | None:
+        """One bridge period.
+
+        Parameters
+        ----------
+        t : float
+            Now [s].
+        command : array_like, shape (n,), or None
+            The axis command from the simulation (None if none held).
+        command_t : float or None
+            When that command was received [s] (for the stale-input watchdog).
+        rx_t : float or None
+            When the last valid rig frame was received [s] (the host-side watchdog).
+
+        Returns
+        -------
+        ndarray, shape (n,), or None
+            The setpoint to send, or None (send a heartbeat only).
+        """
+        if self.state in (RigState.ENGAGED, RigState.PARKING) and (rx_t is None or t - rx_t > self.watchdog_s):
+            self.fault(Fault.WATCHDOG)
+        if self.state == RigState.ENGAGED:
+            if command is None or command_t is None or t - command_t > self.watchdog_s:
+                self.fault(Fault.HOST)
+            else:
+                cmd = np.asarray(command, dtype=np.float64)
+                if cmd.shape != self.x.shape or not np.all(np.isfinite(cmd)):
+                    self.fault(Fault.NAN)
+                else:
+                    self.x, self.v, self.a, hit = rate_limit(cmd, self.x, self.v, self.limits, self.period_s)
+                    self.limit_hits += int(hit)
+                    return self.x.copy()
+        if self.state in (RigState.PARKING, RigState.FAULT):
+            if self.at_neutral:
+                if self.state == RigState.PARKING:
+                    self.state = transition(self.state, "parked")
+                    return None
+                return self.x.copy()
+            self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral, self.limits, self.period_s)
+            return self.x.copy()
+        return None
+
+    @property
+    def at_neutral(self) -> bool:
+        """True once the command is at neutral (within 1 µm) and at rest."""
+        return bool(np.all(np.abs(self.x - self.neutral) < 1e-6) and np.all(np.abs(self.v) < 1e-6))
