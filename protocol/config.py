@@ -1,0 +1,347 @@
+"""Run configuration: TOML layout, service modules, and validation before anything starts.
+
+Layout
+------
+::
+
+    [sim]                       # the runtime's own settings (all optional)
+    mode = "lockstep"           # "lockstep" | "realtime"
+    duration = 10.0             # s of simulation time; 0 = until stopped
+    speed = 0.0                 # lockstep pacing, real-time factor (1.0 = wall pace, 0 = max)
+    transport = "ipc"           # "ipc" | "tcp" | "inproc" (inproc = every service a thread)
+    bus = "tcp://10.0.0.1:5550" # broker base URL; required for tcp; ipc default: a temp dir
+    seed = 0                    # for models that draw random numbers
+    base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
+    overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
+    overrun_limit = 10          # realtime, policy "stop": stop after this many overruns
+    ready_timeout = 20.0        # s to wait for every service to be ready
+    stats_period = 1.0          # s (wall) between sim/stats messages
+    heartbeat_timeout = 5.0     # s without the launcher before a service gives up
+    log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
+
+    [security]                  # CurveZMQ, required for tcp on a non-loopback address
+    keys_dir = "keys"           # see protocol.security
+    server = "server"
+    client = "client"
+    allowed = ["client"]
+
+    [services.NAME]             # one per service process
+    kind = "orbiter"            # services/orbiter.py, or a dotted module path ("tests.protocol.toys")
+    rate_hz = 100               # step rate [Hz]; periods must share a base tick and divide the longest
+    host = "a"                  # optional label of the machine it runs on (informative)
+    # ... plus the keys the service module lists in OPTIONS
+
+    [<table>]                   # model parameters, owned by a service module ([orbiter], [arm], ...)
+
+Service modules
+---------------
+``kind = "X"`` imports ``services.X``; a kind with a dot is imported as written. The
+module provides::
+
+    TABLES: tuple[str, ...]                       # top-level tables it owns / reads
+    def validate(config: dict, name: str) -> list[str]   # problems, [] if fine
+    def build(config: dict, name: str, period_ns: int) -> ServiceModel | Sink | Source
+
+and optionally ``OPTIONS: dict[str, type | tuple[type, ...]]``, the extra keys it
+accepts in ``[services.NAME]``. ``validate`` must not start anything. ``build`` runs
+in the service's own process (or thread with ``--inprocess``); what it returns is
+run by :mod:`protocol.shell` (a :class:`protocol.service.ServiceModel`, or a sink /
+source as documented there).
+
+Validation (:func:`validate`) collects *every* problem — unknown keys, wrong types,
+bad enum values, rates that do not divide, missing endpoints or keys, tables no
+service claims, problems reported by the service modules — and raises one
+:class:`errors.ConfigError` whose ``problems`` lists them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from errors import ConfigError
+from protocol.bus import endpoints
+from protocol.security import SECURITY_KEYS, Security, is_loopback
+from protocol.timebase import check_rates, period_ns, seconds_to_ns
+
+__all__ = ["SIM_KEYS", "SERVICE_KEYS", "ServiceSpec", "RunPlan", "load", "service_module", "with_overrides",
+           "validate"]
+
+Num = (int, float)
+
+SIM_KEYS: dict[str, tuple[Any, Any]] = {
+    # key: (types, default)
+    "mode": (str, "lockstep"),
+    "duration": (Num, 0.0),
+    "speed": (Num, 0.0),
+    "transport": (str, "ipc"),
+    "bus": (str, None),
+    "seed": (int, 0),
+    "base_tick_ns": (int, None),
+    "overrun_policy": (str, "continue"),
+    "overrun_limit": (int, 10),
+    "ready_timeout": (Num, 20.0),
+    "stats_period": (Num, 1.0),
+    "heartbeat_timeout": (Num, 5.0),
+    "log": (str, None),
+}
+MODES = ("lockstep", "realtime")
+TRANSPORTS = ("ipc", "tcp", "inproc")
+POLICIES = ("continue", "freeze", "stop")
+
+SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str}
+RUNTIME_TABLES = ("sim", "services", "security")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One configured service."""
+
+    name: str
+    kind: str
+    module: str
+    period_ns: int
+    host: str | None = None
+
+
+@dataclass
+class RunPlan:
+    """A validated configuration, ready to launch."""
+
+    config: dict[str, Any]
+    path: Path | None
+    sim: dict[str, Any]
+    services: dict[str, ServiceSpec]
+    base_tick_ns: int
+    security: Security | None = None
+    only: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def longest_period_ns(self) -> int:
+        """The longest service period (every period divides it). [ns]"""
+        return max(s.period_ns for s in self.services.values())
+
+    @property
+    def duration_ns(self) -> int:
+        """``sim.duration`` in ns (0 = until stopped)."""
+        return seconds_to_ns(self.sim["duration"], "sim.duration")
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config; ConfigError naming the file (and the TOML error) if unreadable."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as err:
+        raise ConfigError(f"config {str(p)!r}: cannot read: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config {str(p)!r}: not valid TOML: {err}") from err
+
+
+def service_module(kind: str) -> ModuleType:
+    """Import the module of a service kind (``services.<kind>`` or a dotted path).
+
+    Raises
+    ------
+    ConfigError
+        If it cannot be imported or lacks ``validate``/``build``/``TABLES``.
+    """
+    modname = kind if "." in kind else f"services.{kind}"
+    try:
+        mod = importlib.import_module(modname)
+    except Exception as err:  # noqa: BLE001 - any import failure is a config problem
+        raise ConfigError(f"kind {kind!r}: cannot import {modname!r}: {type(err).__name__}: {err}") from err
+    missing = [a for a in ("validate", "build", "TABLES") if not hasattr(mod, a)]
+    if missing:
+        raise ConfigError(f"kind {kind!r}: module {modname!r} lacks {', '.join(missing)}")
+    return mod
+
+
+def _type_name(types: Any) -> str:
+    if isinstance(types, tuple):
+        return " or ".join(t.__name__ for t in types)
+    return types.__name__
+
+
+def _check_type(where: str, value: Any, types: Any) -> str | None:
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        return f"{where}: expected {_type_name(types)}, got {value!r}"
+    if not isinstance(value, types):
+        return f"{where}: expected {_type_name(types)}, got {type(value).__name__} {value!r}"
+    return None
+
+
+def with_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """``config`` with ``[sim]`` values replaced by the non-None ``overrides`` (a new dict)."""
+    if not overrides:
+        return config
+    sim = config.get("sim", {})
+    if not isinstance(sim, dict):
+        return config
+    return {**config, "sim": {**sim, **{k: v for k, v in overrides.items() if v is not None}}}
+
+
+def validate(config: dict[str, Any], *, path: str | Path | None = None,
+             only: tuple[str, ...] | list[str] = (), overrides: dict[str, Any] | None = None) -> RunPlan:
+    """Check a whole configuration and return the run plan.
+
+    Parameters
+    ----------
+    config : dict
+        The parsed TOML.
+    path : str or Path, optional
+        Its file (relative ``keys_dir`` resolves against its directory).
+    only : sequence of str
+        Services to run on this host (``--only``); all if empty.
+    overrides : dict, optional
+        ``[sim]`` values from the command line (mode, duration, speed, transport, log).
+
+    Returns
+    -------
+    RunPlan
+
+    Raises
+    ------
+    ConfigError
+        With ``problems`` listing every problem found.
+    """
+    problems: list[str] = []
+    config = with_overrides(config, overrides)
+    sim_in = config.get("sim", {})
+    if not isinstance(sim_in, dict):
+        problems.append(f"[sim]: expected a table, got {sim_in!r}")
+        sim_in = {}
+    sim: dict[str, Any] = {}
+    for key, value in sim_in.items():
+        if key not in SIM_KEYS:
+            problems.append(f"sim.{key}: unknown key (known: {', '.join(SIM_KEYS)})")
+            continue
+        bad = _check_type(f"sim.{key}", value, SIM_KEYS[key][0])
+        if bad:
+            problems.append(bad)
+    for key, (_, default) in SIM_KEYS.items():
+        v = sim_in.get(key, default)
+        sim[key] = v if _check_type("", v, SIM_KEYS[key][0]) is None or v is None else default
+    for key, allowed in (("mode", MODES), ("transport", TRANSPORTS), ("overrun_policy", POLICIES)):
+        if sim[key] not in allowed:
+            problems.append(f"sim.{key}: expected one of {', '.join(allowed)}, got {sim[key]!r}")
+    for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout"):
+        if sim[key] < 0 or sim[key] != sim[key]:
+            problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
+    if sim["overrun_limit"] < 1:
+        problems.append(f"sim.overrun_limit: expected >= 1, got {sim['overrun_limit']!r}")
+    try:
+        seconds_to_ns(max(sim["duration"], 0), "sim.duration")
+    except ConfigError as err:
+        problems.extend(err.problems)
+
+    # endpoints and security
+    security = None
+    base_dir = Path(path).parent if path else Path(".")
+    if sim["transport"] == "tcp" and not sim["bus"]:
+        problems.append("sim.bus: missing endpoint; transport 'tcp' needs bus = \"tcp://HOST:PORT\"")
+    if sim["bus"]:
+        scheme = sim["bus"].split("://", 1)[0]
+        if scheme != sim["transport"]:
+            problems.append(f"sim.bus: {sim['bus']!r} does not match transport {sim['transport']!r}")
+        else:
+            try:
+                endpoints(sim["bus"])
+            except ValueError as err:
+                problems.append(f"sim.bus: {err}")
+    sec_in = config.get("security")
+    if sec_in is not None:
+        if not isinstance(sec_in, dict):
+            problems.append(f"[security]: expected a table, got {sec_in!r}")
+        else:
+            sec_ok = True
+            for key, value in sec_in.items():
+                if key not in SECURITY_KEYS:
+                    problems.append(f"security.{key}: unknown key (known: {', '.join(SECURITY_KEYS)})")
+                    sec_ok = False
+                elif (bad := _check_type(f"security.{key}", value, SECURITY_KEYS[key])):
+                    problems.append(bad)
+                    sec_ok = False
+            if sec_ok:
+                security = Security.from_table(sec_in, base_dir)
+    if sim["transport"] == "tcp" and sim["bus"] and not is_loopback(sim["bus"]) and security is None:
+        problems.append(f"sim.bus: {sim['bus']!r} is not loopback: a [security] table with CurveZMQ keys is required")
+    if security is not None and sim["transport"] == "tcp":
+        problems.extend(security.problems(server_side=False))
+
+    # services
+    services_in = config.get("services")
+    specs: dict[str, ServiceSpec] = {}
+    claimed: set[str] = set(RUNTIME_TABLES)
+    rates: dict[str, Any] = {}
+    if not isinstance(services_in, dict) or not services_in:
+        problems.append("[services]: at least one [services.NAME] table is required")
+        services_in = {}
+    modules: dict[str, ModuleType] = {}
+    for name, svc in services_in.items():
+        where = f"services.{name}"
+        if not isinstance(svc, dict):
+            problems.append(f"{where}: expected a table, got {svc!r}")
+            continue
+        kind = svc.get("kind")
+        if not isinstance(kind, str) or not kind:
+            problems.append(f"{where}.kind: missing or not a string, got {kind!r}")
+            continue
+        try:
+            mod = service_module(kind)
+        except ConfigError as err:
+            problems.append(f"{where}.kind: {err}")
+            continue
+        modules[name] = mod
+        claimed.update(getattr(mod, "TABLES", ()))
+        allowed = {**SERVICE_KEYS, **getattr(mod, "OPTIONS", {})}
+        for key, value in svc.items():
+            if key not in allowed:
+                problems.append(f"{where}.{key}: unknown key (known: {', '.join(allowed)})")
+            elif (bad := _check_type(f"{where}.{key}", value, allowed[key])):
+                problems.append(bad)
+        if "rate_hz" not in svc:
+            problems.append(f"{where}.rate_hz: missing")
+        elif _check_type("", svc["rate_hz"], Num) is None:
+            rates[name] = svc["rate_hz"]
+    periods: dict[str, int] = {}
+    tick = 0
+    if rates:
+        try:
+            periods = check_rates(rates, sim["base_tick_ns"])
+        except ConfigError as err:
+            problems.extend(f"services: {p}" for p in err.problems)
+            periods = {}
+            for n, r in rates.items():
+                try:
+                    periods[n] = period_ns(r, f"services.{n}.rate_hz")
+                except ConfigError:
+                    pass
+        if periods:
+            tick = sim["base_tick_ns"] or math.gcd(*periods.values())
+    for name, mod in modules.items():
+        try:
+            found = mod.validate(config, name)
+        except Exception as err:  # noqa: BLE001 - a module's crash is reported, not raised
+            found = [f"validate raised {type(err).__name__}: {err}"]
+        problems.extend(f"services.{name}: {p}" for p in found or [])
+        if name in periods:
+            svc = services_in[name]
+            specs[name] = ServiceSpec(name, svc["kind"], mod.__name__, periods[name], svc.get("host"))
+    for key, value in config.items():
+        if key not in claimed:
+            what = "table" if isinstance(value, dict) else "key"
+            problems.append(f"[{key}]: unclaimed top-level {what} (no configured service lists it in TABLES)")
+    only = tuple(only)
+    unknown = [n for n in only if n not in services_in]
+    if unknown:
+        problems.append(f"--only: unknown services {', '.join(unknown)} (configured: {', '.join(services_in)})")
+    if problems:
+        raise ConfigError(f"{len(problems)} problem(s) in the configuration:\n  " + "\n  ".join(problems), problems)
+    return RunPlan(config, Path(path) if path else None, sim, specs, tick, security, only)

@@ -1,0 +1,439 @@
+"""The launcher: starts, supervises and stops the services of a run (DESIGN §3–4).
+
+The launcher is the DCP master. It binds the broker (:class:`protocol.bus.Broker`)
+and the control ROUTER, starts one OS process per local service (or one thread each
+over ``inproc://`` with ``inprocess=True``), runs the ready handshake of
+:mod:`protocol.shell`, broadcasts start / freeze / resume / stop, pings every
+service, and stops everything when one fails.
+
+Several machines: every host runs ``launch.py run CONFIG --only …`` with the same
+config. The launcher that can bind the broker address (``sim.bus``) is the master;
+one on a host that does not own that address (bind fails with EADDRNOTAVAIL) is a
+*follower*: it starts and watches its local services, which connect to the master
+directly, reports a local death to the master, and leaves when the master says stop
+or falls silent.
+
+Stop order: models and sources first, sinks (the logger) last so they record
+everything. A service that dies (non-zero exit, signal, error report, or a thread
+that ends) makes the launcher print which one and why, stop the others (within 1 s)
+and return 1. SIGINT/SIGTERM stop everything in order and return 130 / 143;
+SIGUSR1 freezes, SIGUSR2 resumes. The last stdout line of a run is a JSON summary
+(``{"event": "summary", ...}``, with every service's final statistics).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import zmq
+
+from errors import BusError, LifecycleError, MessageError
+from protocol.bus import Broker, ControlClient, ControlServer, ZmqBus
+from protocol.codec import decode, encode
+from protocol.config import RunPlan, service_module
+from protocol.shell import run_service
+from protocol.timebase import align_up
+
+__all__ = ["Launcher", "ServiceRecord", "worker_command"]
+
+_S = 1_000_000_000
+
+
+def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[str], name: str, url: str,
+                   overrides: dict[str, Any]) -> list[str]:
+    """The command line of one service process (``launch.py _worker ...``)."""
+    return [sys.executable, str(launch_py), "_worker", str(config), name, "--bus", url,
+            "--overrides", json.dumps(overrides)]
+
+
+@dataclass
+class ServiceRecord:
+    """What the launcher knows of one service."""
+
+    name: str
+    local: bool
+    role: str = "model"
+    hello: dict[str, Any] | None = None
+    probed: bool = False
+    acked: bool = False
+    state: str = "configured"
+    done: bool = False
+    stopped: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    thread: threading.Thread | None = None
+    result: list[int] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        """Whether the local process or thread still runs (True for remote services)."""
+        if self.proc is not None:
+            return self.proc.poll() is None
+        if self.thread is not None:
+            return self.thread.is_alive()
+        return not self.local
+
+    def exit_reason(self) -> str:
+        """How a local process or thread ended."""
+        if self.proc is not None and self.proc.returncode is not None:
+            rc = self.proc.returncode
+            if rc < 0:
+                try:
+                    return f"killed by {signal.Signals(-rc).name} (pid {self.proc.pid})"
+                except ValueError:
+                    return f"killed by signal {-rc} (pid {self.proc.pid})"
+            return f"exited with code {rc} (pid {self.proc.pid})"
+        if self.thread is not None:
+            return f"thread ended with code {self.result[0] if self.result else 'unknown (raised)'}"
+        return "unknown"
+
+
+class _Failed(Exception):
+    pass
+
+
+class Launcher:
+    """Run a validated plan (see the module docstring).
+
+    Parameters
+    ----------
+    plan : RunPlan
+        From :func:`protocol.config.validate`; ``plan.sim`` already holds command-line overrides.
+    inprocess : bool
+        Every service as a thread of this process over ``inproc://``.
+    launch_py : path
+        The ``launch.py`` that starts worker processes.
+    overrides : dict
+        ``[sim]`` overrides passed on to the workers.
+    out, err : text streams
+        Where the summary and the diagnostics go.
+    """
+
+    def __init__(self, plan: RunPlan, *, inprocess: bool = False, launch_py: str | os.PathLike[str] = "launch.py",
+                 overrides: dict[str, Any] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.plan = plan
+        self.inprocess = inprocess
+        self.launch_py = launch_py
+        self.overrides = overrides or {}
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        local = plan.only or tuple(plan.services)
+        self.records = {n: ServiceRecord(n, n in local) for n in plan.services}
+        self._signal: int | None = None
+        self._tmpdir: str | None = None
+        self.exit_code = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _say(self, text: str) -> None:
+        print(f"berthsim: {text}", file=self.err, flush=True)
+
+    def _url(self) -> str:
+        if self.inprocess:
+            return f"inproc://berthsim-{os.getpid()}-{id(self)}"
+        if self.plan.sim.get("bus"):
+            return self.plan.sim["bus"]
+        self._tmpdir = tempfile.mkdtemp(prefix="berthsim-")
+        return f"ipc://{self._tmpdir}/bus"
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signal = signum
+
+    def _install_signals(self) -> dict[int, Any]:
+        old = {}
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+                old[s] = signal.signal(s, self._on_signal)
+        return old
+
+    # ------------------------------------------------------------------ entry
+    def run(self) -> int:
+        """Run to the end; the exit code (0 ok, 1 a service failed, 130/143 interrupted)."""
+        old = self._install_signals()
+        self.url = self._url()
+        sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
+        self.ctx = zmq.Context.instance()
+        self.auth = None
+        self.broker = self.server = self.bus = None
+        try:
+            if sec is not None:
+                missing = sec.problems(server_side=True)
+                if not missing:
+                    self.auth = sec.start_authenticator(self.ctx)
+            try:
+                self.broker = Broker(self.url, security=sec, context=self.ctx)
+            except BusError as e:
+                cause = e.__cause__
+                if isinstance(cause, zmq.ZMQError) and cause.errno == errno.EADDRNOTAVAIL and self.plan.only:
+                    return self._run_follower(sec)
+                raise
+            self.server = ControlServer(self.url, security=sec, context=self.ctx)
+            self.bus = ZmqBus(self.url, ["sim/stats"], security=sec, context=self.ctx)
+            return self._run_master()
+        except (BusError, LifecycleError) as e:
+            self._say(f"error: {e}")
+            self._stop_all(fast=True)
+            return 1
+        finally:
+            for s in (self.bus, self.server, self.broker):
+                if s is not None:
+                    s.close()
+            if self.auth is not None:
+                self.auth.stop()
+            if self._tmpdir:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    # ------------------------------------------------------------------ starting
+    def _start_local(self) -> None:
+        for rec in self.records.values():
+            if not rec.local:
+                continue
+            if self.inprocess:
+                rec.thread = threading.Thread(target=self._thread_main, args=(rec,), name=f"svc-{rec.name}",
+                                              daemon=True)
+                rec.thread.start()
+            else:
+                cmd = worker_command(self.launch_py, self.plan.path, rec.name, self.url, self.overrides)
+                rec.proc = subprocess.Popen(cmd, start_new_session=True)
+
+    def _thread_main(self, rec: ServiceRecord) -> None:
+        spec = self.plan.services[rec.name]
+        try:
+            obj = service_module(spec.kind).build(self.plan.config, rec.name, spec.period_ns)
+        except Exception as e:  # noqa: BLE001 - reported to the launcher like a process death
+            with ControlClient(self.url, rec.name, context=self.ctx) as c:
+                c.send({"op": "error", "reason": f"build failed: {type(e).__name__}: {e}"})
+                time.sleep(0.05)
+            rec.result.append(1)
+            return
+        rec.result.append(run_service(obj, self.url, context=self.ctx))
+
+    # ------------------------------------------------------------------ master
+    def _handle(self, ident: str, msg: dict[str, Any]) -> None:
+        op = msg.get("op")
+        rec = self.records.get(ident)
+        if ident.startswith("follower:"):
+            self._followers.add(ident)
+            if op == "died":
+                raise _Failed(f"service {msg.get('name')!r} died on {ident[9:]}: {msg.get('reason')}")
+            return
+        if rec is None:
+            return
+        if op == "hello":
+            rec.hello = msg
+            rec.role = msg.get("role", "model")
+        elif op == "probed":
+            rec.probed = True
+        elif op == "state":
+            rec.state = msg.get("state", rec.state)
+        elif op == "done":
+            rec.done = True
+            rec.stats = msg.get("stats", {})
+        elif op == "frozen":
+            self._say(f"service {ident!r} froze itself ({msg.get('reason')}) at t={msg.get('t_ns')} ns; freezing all")
+            self._broadcast({"op": "freeze"})
+        elif op == "error":
+            raise _Failed(f"service {ident!r} failed: {msg.get('reason')}")
+
+    def _broadcast(self, msg: dict[str, Any], names: list[str] | None = None) -> None:
+        for n in names if names is not None else list(self.records):
+            self.server.send(n, msg)
+        for f in self._followers:
+            if msg.get("op") in ("stop", "ping"):
+                self.server.send(f, msg)
+
+    def _poll(self, timeout: float) -> None:
+        """Handle control messages, deaths, signals, pings for up to ``timeout`` s."""
+        end = time.monotonic() + timeout
+        while True:
+            got = self.server.recv(max(0.0, min(0.02, end - time.monotonic())))
+            if got is not None:
+                self._handle(*got)
+            for rec in self.records.values():
+                if rec.local and not rec.stopped and (rec.proc or rec.thread) and not rec.alive():
+                    raise _Failed(f"service {rec.name!r} died: {rec.exit_reason()}")
+            if self._signal is not None:
+                s, self._signal = self._signal, None
+                if s in (signal.SIGINT, signal.SIGTERM):
+                    raise KeyboardInterrupt(s)
+                self._broadcast({"op": "freeze" if s == signal.SIGUSR1 else "resume", "wall_ns": time.time_ns()})
+            now = time.monotonic()
+            if now >= self._next_ping:
+                self._next_ping = now + 0.5
+                self._broadcast({"op": "ping"})
+            if got is None and now >= end:
+                return
+
+    def _control_pub(self, cmd: str, seq: int, info: dict[str, Any] | None = None) -> None:
+        self.bus.send("sim/control", encode("sim/control", {"cmd": cmd, "info": info or {}}, sender="launcher",
+                                            seq=seq, t_ns=0, h_ns=self.plan.base_tick_ns or 1))
+
+    def _handshake(self) -> None:
+        deadline = time.monotonic() + float(self.plan.sim["ready_timeout"])
+        seq = 0
+        while not all(r.acked for r in self.records.values()):
+            if time.monotonic() > deadline:
+                missing = [f"{r.name} ({'no hello' if not r.hello else 'not probed' if not r.probed else 'no stats'})"
+                           for r in self.records.values() if not r.acked]
+                raise _Failed(f"not ready within {self.plan.sim['ready_timeout']} s: {', '.join(missing)}")
+            self._control_pub("probe", seq)
+            seq += 1
+            self._poll(0.01)
+            while True:
+                m = self.bus.recv(0.0)
+                if m is None:
+                    break
+                try:
+                    s = decode(m.topic, m.payload)
+                except MessageError:
+                    continue
+                rec = self.records.get(s.sender)
+                if rec is not None and rec.probed and not rec.acked and rec.hello is not None:
+                    rec.acked = self.server.send(rec.name, {"op": "ack"})
+        self._ctl_seq = seq
+
+    def _producers(self) -> dict[str, int]:
+        producers: dict[str, int] = {}
+        owner: dict[str, str] = {}
+        for rec in self.records.values():
+            for topic, _kind in rec.hello.get("outputs", []):
+                if topic in owner:
+                    raise _Failed(f"topic {topic!r} is produced by both {owner[topic]!r} and {rec.name!r}")
+                owner[topic] = rec.name
+                producers[topic] = int(rec.hello["period_ns"])
+        for rec in self.records.values():
+            absent = [t for t, _ in rec.hello.get("inputs", []) if t not in producers]
+            if absent:
+                self._say(f"note: {rec.name!r} inputs with no producer in this run: {', '.join(absent)}")
+        return producers
+
+    def _run_master(self) -> int:
+        self._followers: set[str] = set()
+        self._next_ping = 0.0
+        sim = self.plan.sim
+        try:
+            self._start_local()
+            self._handshake()
+            producers = self._producers()
+            t0 = 0
+            dur = self.plan.duration_ns
+            t_end = t0 + align_up(dur, self.plan.longest_period_ns) if dur else 0
+            start = {"op": "start", "t0_ns": t0, "t_end_ns": t_end, "mode": sim["mode"],
+                     "speed": float(sim["speed"]), "start_wall_ns": time.time_ns() + 300_000_000,
+                     "producers": producers, "overrun_policy": sim["overrun_policy"],
+                     "overrun_limit": sim["overrun_limit"], "stats_period_ns": int(sim["stats_period"] * _S),
+                     "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"]}
+            self._control_pub("start", self._ctl_seq, {"t_end_ns": t_end, "mode": sim["mode"]})
+            wall0 = time.monotonic()
+            self._broadcast(start)
+            steppers = [r for r in self.records.values() if r.role != "sink"]
+            while not (t_end and all(r.done for r in steppers)):
+                self._poll(0.05)
+            wall = time.monotonic() - wall0
+            self._stop_all()
+            self._summary(t_end, wall)
+            return 0
+        except _Failed as e:
+            self._say(f"{e}; stopping the others")
+            self._stop_all(fast=True)
+            self._summary(None, None)
+            return 1
+        except KeyboardInterrupt as e:
+            s = e.args[0] if e.args else signal.SIGINT
+            self._say(f"{signal.Signals(s).name}: stopping every service")
+            self._stop_all()
+            self._summary(None, None)
+            return 128 + int(s)
+
+    def _stop_all(self, fast: bool = False) -> None:
+        """Stop models/sources, then sinks; terminate, then kill, stragglers. Bounded (< 1 s when fast)."""
+        groups = [[r for r in self.records.values() if r.role != "sink"],
+                  [r for r in self.records.values() if r.role == "sink"]]
+        for group in groups:
+            names = [r.name for r in group]
+            if self.server is not None:
+                for n in names:
+                    self.server.send(n, {"op": "stop"})
+                for f in getattr(self, "_followers", ()):
+                    self.server.send(f, {"op": "stop"})
+            self._reap(group, 0.4 if fast else 3.0)
+        self._reap(list(self.records.values()), 0.2)
+
+    def _reap(self, group: list[ServiceRecord], grace: float) -> None:
+        end = time.monotonic() + grace
+        while time.monotonic() < end and any(r.alive() and r.local for r in group):
+            if self.server is not None:
+                got = self.server.recv(0.01)
+                if got is not None:
+                    try:
+                        self._handle(*got)
+                    except _Failed:
+                        pass
+            else:
+                time.sleep(0.01)
+        for r in group:
+            r.stopped = True
+            if r.proc is not None and r.proc.poll() is None:
+                r.proc.terminate()
+                try:
+                    r.proc.wait(0.2)
+                except subprocess.TimeoutExpired:
+                    r.proc.kill()
+                    r.proc.wait(1.0)
+            elif r.thread is not None:
+                r.thread.join(0.5)
+
+    def _summary(self, t_end: int | None, wall: float | None) -> None:
+        out = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,
+               "services": {n: r.stats for n, r in self.records.items()}}
+        print(json.dumps(out), file=self.out, flush=True)
+
+    # ------------------------------------------------------------------ follower
+    def _run_follower(self, sec: Any) -> int:
+        self._say(f"{self.url} is not on this host: following its launcher with {', '.join(self.plan.only)}")
+        ident = f"follower:{os.uname().nodename}-{os.getpid()}"
+        self.server = None
+        with ControlClient(self.url, ident, security=sec, context=self.ctx) as ctl:
+            ctl.send({"op": "hello"})
+            self._start_local()
+            last = time.monotonic()
+            hb = float(self.plan.sim["heartbeat_timeout"]) + float(self.plan.sim["ready_timeout"])
+            code = 0
+            while True:
+                msg = ctl.recv(0.05)
+                if msg is not None:
+                    last = time.monotonic()
+                    if msg.get("op") == "stop":
+                        break
+                dead = [r for r in self.records.values() if r.local and r.proc is not None and not r.alive()
+                        and r.proc.returncode != 0]
+                if dead:
+                    r = dead[0]
+                    ctl.send({"op": "died", "name": r.name, "reason": r.exit_reason()})
+                    self._say(f"service {r.name!r} died: {r.exit_reason()}; told the master")
+                    code = 1
+                    time.sleep(0.05)
+                    break
+                if self._signal in (signal.SIGINT, signal.SIGTERM):
+                    code = 128 + int(self._signal)
+                    break
+                if time.monotonic() - last > hb:
+                    self._say("the master launcher fell silent; stopping local services")
+                    code = 1
+                    break
+                if all(r.proc is not None and r.proc.poll() == 0 for r in self.records.values() if r.local):
+                    break
+            self._reap([r for r in self.records.values() if r.local], 1.0)
+        return code

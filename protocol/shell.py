@@ -1,0 +1,553 @@
+"""The service shell: runs one model (or sink, or source) on the bus under the launcher.
+
+The shell owns the sockets, simulation time, the lifecycle and the statistics; what
+it runs owns the physics. It is the same for every service.
+
+What it runs
+------------
+*model* — a :class:`protocol.service.ServiceModel`: ``initial(t0)`` and
+``step(t, h, u)`` with inputs chosen by the rule of :mod:`protocol.stepping`.
+*sink* — an object with ``name``, ``topics`` (``()`` = every topic) and
+``on_message(topic: str, payload: bytes) -> None``: it sees every message of those
+topics, undecoded (the wire bytes; :func:`protocol.codec.envelope` reads the
+header), and never steps. The logger is a sink.
+*source* — an object with ``name``, ``period_ns``, ``outputs`` (ports) and
+``read() -> tuple[t_ns, topic, payload] | None`` giving already-encoded messages in
+time order (``None`` at the end): the shell publishes each when its time comes
+(lockstep: as fast as possible, or paced by ``speed``; realtime: on the wall clock).
+Replay is a source.
+Any of them may have ``close()``, called once when the service stops.
+
+Lifecycle (after DCP)
+---------------------
+``configured`` → ``ready`` → ``running`` ⇄ ``frozen`` → ``stopped``; ``error`` from
+anywhere. The control plane (DEALER to the launcher's ROUTER) carries msgpack maps
+with an ``op``:
+
+=========  =========================  ===============================================
+direction  op                          meaning
+=========  =========================  ===============================================
+→ L        hello                       name, role, period_ns, inputs, outputs, pid
+L → bus    sim/control ``probe``       published until every service has seen one
+→ L        probed                      this service's SUB sees the bus
+→ bus      sim/stats ``ready``         published until acked: its PUB reaches the bus
+L →        ack                         both directions confirmed: state ready
+L →        start                       t0_ns, t_end_ns, mode, speed, start_wall_ns, producers, ...
+L →        freeze / resume / stop      resume carries wall_ns and t_ns (the new time anchor)
+L →        ping                        heartbeat; none for heartbeat_timeout: the service errors
+→ L        done                        reached t_end_ns (stats attached); waits for stop
+→ L        frozen                      froze itself (realtime overrun policy "freeze")
+→ L        error                       reason; the process then exits non-zero
+=========  =========================  ===============================================
+
+No subscriber misses the first sample: nobody starts before every service's SUB and
+PUB are confirmed. Malformed or invalid messages are counted (``msgs_invalid``) and
+dropped; sequence gaps are counted (``msgs_dropped``); neither stops a service.
+
+Stepping
+--------
+*lockstep* — step ``t → t + h`` only once :meth:`protocol.stepping.InputBuffer.ready`;
+with ``speed > 0`` a step also waits for the wall instant ``start + (t - t0) / speed``.
+A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
+*realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
+(the same for every service) with the latest inputs; step-start jitter, overruns
+(a step ending after the next one's start) and input age (wall time since the
+newest input was sent) are measured and published on ``sim/stats`` every
+``stats_period``; overrun policy continue / freeze / stop-after-N.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+from array import array
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import zmq
+
+from errors import LifecycleError, MessageError
+from protocol.bus import ControlClient, ZmqBus, open_bus
+from protocol.codec import decode, encode
+from protocol.messages import SEPARATOR, schema_for
+from protocol.security import Security
+from protocol.service import Port, ServiceModel
+from protocol.stepping import InputBuffer
+
+__all__ = ["Sink", "Source", "role_of", "ServiceShell", "run_service", "STATES"]
+
+STATES = ("configured", "ready", "running", "frozen", "stopped", "error")
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Sees every message of ``topics`` (``()`` = all), undecoded; never steps."""
+
+    name: str
+    topics: tuple[str, ...]
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        """Handle one message (the msgpack body, as on the wire)."""
+        ...
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Publishes already-encoded messages in time order (replay)."""
+
+    name: str
+    period_ns: int
+    outputs: tuple[Port, ...]
+
+    def read(self) -> tuple[int, str, bytes] | None:
+        """The next ``(t_ns, topic, payload)``, or None at the end."""
+        ...
+
+
+def role_of(obj: Any) -> str:
+    """``"model"``, ``"sink"`` or ``"source"``; LifecycleError naming the type otherwise."""
+    if hasattr(obj, "step") and hasattr(obj, "initial"):
+        return "model"
+    if hasattr(obj, "on_message"):
+        return "sink"
+    if hasattr(obj, "read"):
+        return "source"
+    raise LifecycleError(f"{type(obj).__name__}: neither a ServiceModel (initial/step), a sink (on_message) "
+                         "nor a source (read)")
+
+
+class _Stop(Exception):
+    """Internal: leave the run loop (stop requested)."""
+
+
+class _Fail(Exception):
+    """Internal: leave the run loop with an error reason."""
+
+
+_MS = 1_000_000
+
+
+class ServiceShell:
+    """Runs one model, sink or source on the bus (see the module docstring).
+
+    Parameters
+    ----------
+    obj : ServiceModel | Sink | Source
+        What to run; its ``name`` is the control identity and the ``sender``.
+    url : str
+        Broker base URL (:func:`protocol.bus.endpoints`).
+    security : Security, optional
+        CurveZMQ client keys.
+    context : zmq.Context, optional
+        Shared context (needed for ``inproc://``).
+    stop_event : threading.Event, optional
+        Set by a signal handler (SIGTERM) or a supervisor to stop the service.
+    """
+
+    def __init__(self, obj: Any, url: str, *, security: Security | None = None,
+                 context: zmq.Context | None = None, stop_event: threading.Event | None = None) -> None:
+        self.obj = obj
+        self.role = role_of(obj)
+        self.name: str = obj.name
+        self.url = url
+        self.security = security
+        self.context = context
+        self.stop_event = stop_event or threading.Event()
+        self.state = "configured"
+        self.period_ns: int = int(getattr(obj, "period_ns", 0) or 0)
+        self.inputs: tuple[Port, ...] = tuple(getattr(obj, "inputs", ()))
+        self.outputs: tuple[Port, ...] = tuple(getattr(obj, "outputs", ()))
+        self.buf = InputBuffer(self.inputs)
+        self._input_kind = {p.topic: p.kind for p in self.inputs}
+        self._out_seq = {p.topic: 0 for p in self.outputs}
+        self._empty_event = {p.topic: {"events": []} for p in self.outputs
+                             if tuple(schema_for(p.topic).fields) == ("events",)}
+        self._stats_seq = 0
+        # statistics
+        self.steps = 0
+        self.overruns = 0
+        self.received = 0
+        self.invalid = 0
+        self.dropped = 0
+        self._last_seq: dict[tuple[str, str], int] = {}
+        self._jitter = array("q")
+        self._age = array("q")
+        self._win = 0
+        self.t_ns = 0
+        self.start: dict[str, Any] = {}
+        self._last_ctl = time.monotonic_ns()
+        self.bus: ZmqBus | None = None
+        self.ctl: ControlClient | None = None
+
+    # ------------------------------------------------------------------ entry
+    def run(self) -> int:
+        """Run to the end; 0 after a clean stop, 1 after an error (reported to the launcher)."""
+        try:
+            self.bus = open_bus(self.url, security=self.security, context=self.context)
+            self.ctl = ControlClient(self.url, self.name, security=self.security, context=self.context)
+            self._poller = zmq.Poller()
+            self._poller.register(self.bus.sub, zmq.POLLIN)
+            self._poller.register(self.ctl.sock, zmq.POLLIN)
+            self._handshake()
+            self._wait_start()
+            self._set_state("running")
+            if self.role == "model":
+                if self.start["mode"] == "realtime":
+                    self._run_realtime()
+                else:
+                    self._run_lockstep()
+            elif self.role == "source":
+                self._run_source()
+            else:
+                self._run_sink()
+            self._finish()
+            return 0
+        except _Stop:
+            if self.role == "sink":
+                self._drain_quiet()
+            self._set_state("stopped")
+            self._publish_stats()
+            return 0
+        except (_Fail, Exception) as err:  # noqa: BLE001 - every failure is reported, never hidden
+            reason = str(err) if isinstance(err, _Fail) else f"{type(err).__name__}: {err}"
+            if not isinstance(err, _Fail):
+                traceback.print_exc(file=sys.stderr)
+            self.state = "error"
+            if self.ctl is not None:
+                try:
+                    self.ctl.send({"op": "error", "reason": reason, "t_ns": self.t_ns})
+                    time.sleep(0.05)  # let the DEALER flush (linger is 0)
+                except zmq.ZMQError:
+                    pass
+            print(f"[{self.name}] error: {reason}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            closer = getattr(self.obj, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:  # noqa: BLE001
+                    traceback.print_exc(file=sys.stderr)
+            for s in (self.bus, self.ctl):
+                if s is not None:
+                    s.close()
+
+    # ------------------------------------------------------------------ messages in
+    def _ingest(self, frame: bytes) -> None:
+        i = frame.find(SEPARATOR)
+        topic = frame[:i].decode(errors="replace") if i > 0 else ""
+        payload = frame[i + 1:]
+        self.received += 1
+        if topic == "sim/control":
+            try:
+                s = decode(topic, payload)
+            except MessageError:
+                self.invalid += 1
+                return
+            if s.body["cmd"] == "probe" and not self._probed:
+                self._probed = True
+                self.ctl.send({"op": "probed"})
+            if self.role == "sink":
+                self.obj.on_message(topic, payload)
+            return
+        if self.role == "sink":
+            self.obj.on_message(topic, payload)
+            return
+        if topic not in self._input_kind:
+            self.invalid += 1
+            return
+        try:
+            s = decode(topic, payload)
+        except MessageError:
+            self.invalid += 1
+            return
+        key = (s.sender, topic)
+        last = self._last_seq.get(key)
+        if last is not None and s.seq != last + 1 and s.seq > last:
+            self.dropped += s.seq - last - 1
+        self._last_seq[key] = s.seq
+        self.buf.add(topic, s)
+
+    def _drain(self) -> None:
+        sub = self.bus.sub
+        while sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._ingest(sub.recv())
+
+    def _wait(self, timeout_ms: int) -> None:
+        """Wait up to ``timeout_ms`` for data or control; ingest data, handle control."""
+        events = dict(self._poller.poll(timeout_ms))
+        if self.bus.sub in events:
+            self._drain()
+        self._control()
+
+    # ------------------------------------------------------------------ control
+    def _control(self) -> None:
+        while True:
+            msg = self.ctl.recv(0.0)
+            if msg is None:
+                break
+            self._last_ctl = time.monotonic_ns()
+            op = msg.get("op")
+            if op == "stop":
+                raise _Stop()
+            if op == "freeze" and self.state == "running":
+                self._freeze(msg)
+            elif op == "resume" and self.state == "frozen":
+                self._resume(msg)
+            elif op in ("ack", "start"):
+                self._pending_ops.append(msg)
+        if self.stop_event.is_set():
+            raise _Stop()
+        hb = self.start.get("heartbeat_timeout_ns", 0)
+        if hb and time.monotonic_ns() - self._last_ctl > hb:
+            raise _Fail(f"no word from the launcher for {hb / 1e9:.1f} s")
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self.ctl.send({"op": "state", "state": state, "t_ns": self.t_ns})
+
+    def _freeze(self, msg: dict[str, Any]) -> None:
+        self._set_state("frozen")
+        self._frozen_since = time.monotonic_ns()
+        while self.state == "frozen":
+            self._wait(50)
+
+    def _resume(self, msg: dict[str, Any]) -> None:
+        self._set_state("running")
+        self._resume_msg = msg
+
+    # ------------------------------------------------------------------ handshake
+    def _hello(self) -> dict[str, Any]:
+        return {"op": "hello", "name": self.name, "role": self.role, "period_ns": self.period_ns,
+                "inputs": [[p.topic, p.kind] for p in self.inputs],
+                "outputs": [[p.topic, p.kind] for p in self.outputs], "pid": os.getpid()}
+
+    def _handshake(self) -> None:
+        self._probed = False
+        self._pending_ops: list[dict[str, Any]] = []
+        self.ctl.send(self._hello())
+        topics = list(getattr(self.obj, "topics", ())) if self.role == "sink" else [p.topic for p in self.inputs]
+        if self.role == "sink" and not topics:
+            topics = [""]
+        for t in topics:
+            self.bus.subscribe(t)
+        self.bus.subscribe("sim/control")  # last: seeing a probe confirms every earlier subscription
+        deadline = time.monotonic_ns() + 120 * 1_000_000_000
+        while not any(m["op"] == "ack" for m in self._pending_ops):
+            if time.monotonic_ns() > deadline:
+                raise _Fail("handshake: no ack from the launcher within 120 s")
+            self._wait(10)
+            if self._probed:
+                self._publish_stats(state="ready")
+        self._pending_ops = [m for m in self._pending_ops if m["op"] != "ack"]
+        self.state = "ready"
+        self.ctl.send({"op": "state", "state": "ready", "t_ns": 0})
+
+    def _wait_start(self) -> None:
+        while not self._pending_ops:
+            self._wait(50)
+        msg = self._pending_ops.pop(0)
+        self.start = msg
+        self.t_ns = int(msg["t0_ns"])
+        self.buf.set_producers({k: int(v) for k, v in msg["producers"].items()})
+        self._last_ctl = time.monotonic_ns()
+        self._stats_every = int(msg.get("stats_period_ns", 1_000_000_000)) or 1_000_000_000
+        self._next_stats = time.monotonic_ns() + self._stats_every
+
+    # ------------------------------------------------------------------ messages out
+    def _publish(self, outs: dict[str, Any], t: int) -> None:
+        if len(outs) != len(self.outputs) and any(k not in self._out_seq for k in outs):
+            bad = [k for k in outs if k not in self._out_seq]
+            raise LifecycleError(f"{self.name}: output topic {bad[0]!r} is not a declared output port")
+        bus, h, now = self.bus, self.period_ns, time.time_ns()
+        for port in self.outputs:
+            topic = port.topic
+            fields = outs.get(topic)
+            if fields is None:
+                fields = self._empty_event.get(topic)
+                if fields is None:
+                    raise LifecycleError(f"{self.name}: step returned no body for output {topic!r} at t={t} ns")
+            seq = self._out_seq[topic]
+            self._out_seq[topic] = seq + 1
+            bus.send(topic, encode(topic, fields, sender=self.name, seq=seq, t_ns=t, h_ns=h, wall_ns=now))
+
+    def stats(self) -> dict[str, Any]:
+        """The ``sim/stats`` fields now (jitter and input age over the current window)."""
+        jit = np.frombuffer(self._jitter, dtype=np.int64)[self._win:] if len(self._jitter) else np.zeros(0)
+        age = np.frombuffer(self._age, dtype=np.int64)[self._win:] if len(self._age) else np.zeros(0)
+        p50, p99 = (np.percentile(jit, [50, 99]) if jit.size else (0, 0))
+        return {"state": self.state, "mode": self.start.get("mode", "lockstep"), "steps": self.steps,
+                "overruns": self.overruns, "jitter_p50_ns": int(p50), "jitter_p99_ns": int(p99),
+                "input_age_ns": int(age.max()) if age.size else 0, "msgs_received": self.received,
+                "msgs_dropped": self.dropped, "msgs_invalid": self.invalid}
+
+    def final_stats(self) -> dict[str, Any]:
+        """Totals over the whole run (jitter percentiles over every step)."""
+        jit = np.frombuffer(self._jitter, dtype=np.int64) if len(self._jitter) else np.zeros(0)
+        age = np.frombuffer(self._age, dtype=np.int64) if len(self._age) else np.zeros(0)
+        p50, p99 = (np.percentile(jit, [50, 99]) if jit.size else (0, 0))
+        out = self.stats()
+        out.update({"jitter_p50_ns": int(p50), "jitter_p99_ns": int(p99),
+                    "jitter_max_ns": int(jit.max()) if jit.size else 0,
+                    "input_age_p99_ns": int(np.percentile(age, 99)) if age.size else 0, "t_ns": self.t_ns})
+        return out
+
+    def _publish_stats(self, state: str | None = None) -> None:
+        if self.bus is None:
+            return
+        body = self.stats()
+        if state is not None:
+            body["state"] = state
+        try:
+            self.bus.send("sim/stats", encode("sim/stats", body, sender=self.name, seq=self._stats_seq,
+                                              t_ns=self.t_ns, h_ns=self.period_ns or 1))
+        except zmq.ZMQError:
+            return
+        self._stats_seq += 1
+        self._win = len(self._jitter)
+
+    def _tick_stats(self) -> None:
+        if time.monotonic_ns() >= self._next_stats:
+            self._next_stats += self._stats_every
+            self._publish_stats()
+            self._control()
+
+    # ------------------------------------------------------------------ lockstep
+    def _run_lockstep(self) -> None:
+        m: ServiceModel = self.obj
+        h = self.period_ns
+        t0 = t = self.t_ns
+        t_end = int(self.start.get("t_end_ns") or 0)
+        speed = float(self.start.get("speed") or 0.0)
+        anchor = time.monotonic_ns()
+        self._resume_msg = None
+        buf, ctl_sock, sub = self.buf, self.ctl.sock, self.bus.sub
+        self._publish(m.initial(t0), t0)
+        while not t_end or t < t_end:
+            if not buf.ready(t, h):
+                self._drain()
+                while not buf.ready(t, h):
+                    self._wait(100)
+            if speed > 0:
+                if self._resume_msg is not None:  # frozen meanwhile: shift the pace anchor
+                    anchor = time.monotonic_ns() - int((t - t0) / speed)
+                    self._resume_msg = None
+                self._wait_until(anchor + int((t - t0) / speed))
+            u = buf.select(t, h)
+            outs = m.step(t, h, u)
+            t += h
+            self.t_ns = t
+            self._publish(outs, t)
+            buf.prune(t, h)
+            self.steps += 1
+            if ctl_sock.getsockopt(zmq.EVENTS) & zmq.POLLIN or self.stop_event.is_set():
+                self._control()
+            if sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                self._drain()
+            self._tick_stats()
+
+    # ------------------------------------------------------------------ realtime
+    def _wait_until(self, deadline: int) -> None:
+        """Wait for a monotonic instant, ingesting data and control meanwhile; spin the last 0.2 ms."""
+        while True:
+            self._drain()
+            self._control()
+            rem = deadline - time.monotonic_ns()
+            if rem <= 0:
+                return
+            if rem > 2 * _MS:
+                self._wait((rem - _MS) // _MS)
+            elif rem > 300_000:
+                time.sleep((rem - 200_000) / 1e9)
+
+    def _mono_from_wall(self, wall_ns: int) -> int:
+        return time.monotonic_ns() + (wall_ns - time.time_ns())
+
+    def _run_realtime(self) -> None:
+        m: ServiceModel = self.obj
+        h = self.period_ns
+        t0 = t = self.t_ns
+        t_end = int(self.start.get("t_end_ns") or 0)
+        policy = self.start.get("overrun_policy", "continue")
+        limit = int(self.start.get("overrun_limit", 10))
+        anchor = self._mono_from_wall(int(self.start["start_wall_ns"]))
+        self._resume_msg = None
+        buf = self.buf
+        self._publish(m.initial(t0), t0)  # before the start instant, so first steps see it
+        while not t_end or t < t_end:
+            due = anchor + (t - t0)
+            self._wait_until(due)
+            if self._resume_msg is not None:   # re-anchor after a freeze
+                msg, self._resume_msg = self._resume_msg, None
+                anchor = self._mono_from_wall(int(msg["wall_ns"])) - (int(msg.get("t_ns", t)) - t0)
+                continue
+            start = time.monotonic_ns()
+            self._jitter.append(start - due)
+            u = buf.latest(t, h)
+            oldest = u.oldest_wall_ns()
+            if oldest is not None:
+                self._age.append(time.time_ns() - oldest)
+            outs = m.step(t, h, u)
+            t += h
+            self.t_ns = t
+            self._publish(outs, t)
+            self.steps += 1
+            if time.monotonic_ns() > anchor + (t - t0):
+                self.overruns += 1
+                if policy == "stop" and self.overruns >= limit:
+                    raise _Fail(f"{self.overruns} overruns (limit {limit}, policy stop) at t={t} ns")
+                if policy == "freeze":
+                    self.ctl.send({"op": "frozen", "reason": "overrun", "t_ns": t})
+                    self._freeze({})
+            self._tick_stats()
+
+    # ------------------------------------------------------------------ source and sink
+    def _run_source(self) -> None:
+        src: Source = self.obj
+        t0 = self.t_ns
+        t_end = int(self.start.get("t_end_ns") or 0)
+        realtime = self.start["mode"] == "realtime"
+        speed = 1.0 if realtime else float(self.start.get("speed") or 0.0)
+        anchor = (self._mono_from_wall(int(self.start["start_wall_ns"])) if realtime else time.monotonic_ns())
+        while True:
+            item = src.read()
+            if item is None:
+                break
+            t, topic, payload = item
+            if t_end and t > t_end:
+                break
+            if speed > 0:
+                self._wait_until(anchor + int((t - t0) / speed))
+            self.bus.send(topic, payload)
+            self.t_ns = t
+            self.steps += 1
+            self._control()
+            self._tick_stats()
+
+    def _drain_quiet(self, quiet_ns: int = 100 * _MS, limit_ns: int = 2_000 * _MS) -> None:
+        """Sink at stop: keep receiving until the bus has been quiet for ``quiet_ns`` (bounded)."""
+        end = time.monotonic_ns() + limit_ns
+        sub = self.bus.sub
+        while time.monotonic_ns() < end and sub.poll(quiet_ns // _MS):
+            self._drain()
+
+    def _run_sink(self) -> None:
+        while True:
+            self._wait(100)
+            self._tick_stats()
+
+    def _finish(self) -> None:
+        """Report done, then serve until stop (sockets stay open so nothing is lost)."""
+        self._publish_stats(state="done")
+        self.ctl.send({"op": "done", "t_ns": self.t_ns, "stats": self.final_stats()})
+        while True:
+            self._wait(100)
+
+
+def run_service(obj: Any, url: str, *, security: Security | None = None, context: zmq.Context | None = None,
+                stop_event: threading.Event | None = None) -> int:
+    """Run ``obj`` under a :class:`ServiceShell`; the process exit code (0 clean, 1 error)."""
+    return ServiceShell(obj, url, security=security, context=context, stop_event=stop_event).run()

@@ -1,0 +1,148 @@
+"""Toy services for the runtime tests: a chain of point masses joined by springs, one mass per service.
+
+Service ``i`` integrates mass ``i`` (position ``x``, velocity ``v`` on a line) at its own
+rate. The spring between masses ``i`` and ``i+1`` is computed once, by service ``i``,
+and travels as the flow ``toy/spring{i}``: the force on mass ``i`` (mass ``i+1`` gets the
+opposite). Service ``i`` applies over its step ``[t, t+h)`` exactly the value it
+published stamped ``t`` (which holds over ``[t, t+h)``); service ``i+1`` applies the
+overlap-weighted mean of the same samples over its own step (``Inputs.mean``). The
+impulses therefore cancel and total momentum ``Σ m_i v_i`` is conserved to round-off
+whatever the rates.
+
+The force published at the end of a step, for the next interval, uses the
+neighbour's latest state sample propagated linearly to the step end
+(``x + v·(t - t_s)``): a first-order hold, so the coupled run is a discretization of the
+continuous system with an error that shrinks with the slower period.
+
+Config::
+
+    [services.a]
+    kind = "tests.protocol.toys"
+    rate_hz = 1000
+    index = 0                  # which mass
+    [toy]
+    mass = [1.0, 4.0]          # kg, one per mass (the chain length)
+    k = [400.0]                # N/m, springs between neighbours
+    rest = [1.0]               # m, rest lengths
+    x0 = [0.0, 1.1]            # m
+    v0 = [0.0, 0.0]            # m/s
+    out_dir = ""               # if set: each service writes NAME.npy, rows [t_s, x, v] per step
+    fail_at = -1.0             # s; a service with index == fail_index raises at this time (tests)
+    fail_index = -1
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from protocol.messages import TopicSchema, register_schema
+from protocol.service import Port
+
+MAX_MASSES = 8
+for _i in range(MAX_MASSES):
+    register_schema(f"toy/state{_i}", TopicSchema(f"berthsim.ToyState{_i}", 1, "state",
+                                                  {"x": ("f8", ()), "v": ("f8", ())}))
+    register_schema(f"toy/spring{_i}", TopicSchema(f"berthsim.ToySpring{_i}", 1, "flow",
+                                                   {"F": ("f8", ()), "x": ("f8", (1,))}))
+
+TABLES = ("toy",)
+OPTIONS = {"index": int}
+_KEYS = {"mass": list, "k": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
+         "fail_index": int}
+
+
+def validate(config: dict[str, Any], name: str) -> list[str]:
+    """Problems of ``[toy]`` and ``[services.NAME].index``."""
+    toy = config.get("toy", {})
+    out = [f"toy.{k}: unknown key" for k in toy if k not in _KEYS]
+    out += [f"toy.{k}: expected {v}" for k, v in _KEYS.items() if k in toy and not isinstance(toy[k], v)]
+    n = len(toy.get("mass", []))
+    if not 2 <= n <= MAX_MASSES:
+        out.append(f"toy.mass: expected 2..{MAX_MASSES} masses, got {n}")
+    for key, size in (("k", n - 1), ("rest", n - 1), ("x0", n), ("v0", n)):
+        if len(toy.get(key, [])) != size:
+            out.append(f"toy.{key}: expected {size} values")
+    idx = config["services"][name].get("index")
+    if not isinstance(idx, int) or not 0 <= idx < max(n, 1):
+        out.append(f"index: expected an int in 0..{n - 1}, got {idx!r}")
+    return out
+
+
+class ChainMass:
+    """Mass ``index`` of the chain (a :class:`protocol.service.ServiceModel`)."""
+
+    def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+        toy = config["toy"]
+        self.name = name
+        self.period_ns = period_ns
+        self.i = i = int(config["services"][name]["index"])
+        self.n = n = len(toy["mass"])
+        self.m = float(toy["mass"][i])
+        self.x = float(toy["x0"][i])
+        self.v = float(toy["v0"][i])
+        self.right = i < n - 1
+        self.left = i > 0
+        if self.right:
+            self.k = float(toy["k"][i])
+            self.rest = float(toy["rest"][i])
+            self.x_r0 = float(toy["x0"][i + 1])
+            self.v_r0 = float(toy["v0"][i + 1])
+        self.F_next = 0.0
+        self.out_dir = toy.get("out_dir", "")
+        self.fail_ns = int(float(toy.get("fail_at", -1.0)) * 1e9) if toy.get("fail_index", -1) == i else -1
+        ins = []
+        if self.right:
+            ins.append(Port(f"toy/state{i + 1}", "state"))
+        if self.left:
+            ins.append(Port(f"toy/spring{i - 1}", "flow"))
+        self.inputs = tuple(ins)
+        outs = [Port(f"toy/state{i}", "state")]
+        if self.right:
+            outs.append(Port(f"toy/spring{i}", "flow"))
+        self.outputs = tuple(outs)
+        self.rows: list[tuple[float, float, float]] = []
+
+    def _outputs(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {f"toy/state{self.i}": {"x": self.x, "v": self.v}}
+        if self.right:
+            out[f"toy/spring{self.i}"] = {"F": self.F_next, "x": np.array([self.x])}
+        return out
+
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """Outputs at t0; the first spring force from the configured initial positions."""
+        if self.right:
+            self.F_next = self.k * (self.x_r0 - self.x - self.rest)
+        self.rows.append((t0_ns * 1e-9, self.x, self.v))
+        return self._outputs()
+
+    def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
+        """Constant force over the step: own spring (as published) minus the left one (its mean)."""
+        if 0 <= self.fail_ns <= t_ns:
+            raise RuntimeError(f"toy {self.name}: injected failure at t={t_ns} ns")
+        h = h_ns * 1e-9
+        F = self.F_next if self.right else 0.0
+        if self.left:
+            F -= u.mean(f"toy/spring{self.i - 1}", "F")
+        a = F / self.m
+        self.x += self.v * h + 0.5 * a * h * h
+        self.v += a * h
+        if self.right:
+            s = u.state(f"toy/state{self.i + 1}")
+            dt = (t_ns + h_ns - s.t_ns) * 1e-9
+            x_r = s.body["x"] + s.body["v"] * dt
+            self.F_next = self.k * (x_r - self.x - self.rest)
+        self.rows.append(((t_ns + h_ns) * 1e-9, self.x, self.v))
+        return self._outputs()
+
+    def close(self) -> None:
+        """Write the trajectory if ``toy.out_dir`` is set."""
+        if self.out_dir:
+            np.save(Path(self.out_dir) / f"{self.name}.npy", np.array(self.rows, dtype=np.float64))
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass:
+    """The model of service ``name``."""
+    return ChainMass(config, name, period_ns)
