@@ -1,0 +1,110 @@
+"""services.analysis: the seed reproductions against the seeds' stated results, and the CLI."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from dynamics import chain as ch
+from dynamics import cases
+from services import analysis
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return analysis.yoshida1992(theta_deg=np.arange(0.0, 180.01, 0.25))
+
+
+def test_yoshida_locked_joints_peak_is_total_mass_through_com(sweep):
+    # Seed 000 sec. 6: mu = I, the largest virtual mass equals the total mass (3.0 kg) at the
+    # direction through the total mass centre (51 deg for this posture), with psi = 0 there.
+    i = sweep.mu.index(1.0)
+    theta, m_a, psi = sweep.peak(i)
+    assert sweep.total_mass == pytest.approx(3.0)
+    assert m_a == pytest.approx(3.0, rel=1e-5)
+    assert theta == pytest.approx(51.0, abs=0.5)
+    assert abs(psi) < 0.5
+    assert sweep.psi_zero(i) == pytest.approx(theta, abs=0.5)
+    assert np.all(sweep.m_a[i] <= 3.0 * (1 + 1e-9))
+
+
+def test_yoshida_half_resistance_lies_between(sweep):
+    i0, ih, i1 = (sweep.mu.index(x) for x in (0.0, 0.5, 1.0))
+    lo = np.minimum(sweep.m_p[i0], sweep.m_p[i1])
+    hi = np.maximum(sweep.m_p[i0], sweep.m_p[i1])
+    assert np.all(sweep.m_p[ih] >= lo - 1e-12) and np.all(sweep.m_p[ih] <= hi + 1e-12)
+    # the mu = 0.5 I peak (and psi zero-cross) lies between the locked and the free one
+    t0, t1, th = sweep.peak(i0)[0], sweep.peak(i1)[0], sweep.peak(ih)[0]
+    assert min(t0, t1) < th < max(t0, t1)
+    # free joints: the peak is near the end-link direction (90 deg), and lighter than the total mass
+    assert t0 == pytest.approx(90.0, abs=3.0)
+    assert sweep.peak(i0)[1] < 0.5 * sweep.total_mass
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return analysis.cyril1998()
+
+
+def test_cyril_cases_conserve_momentum_and_scale_energy_loss(rows):
+    pre = rows[0]
+    assert pre.name == "pre-impact"
+    assert len(rows) == 1 + 2 * len(analysis.CYRIL_CASES)
+    L_scale = np.linalg.norm(pre.L_Wo_W)
+    for r in rows[1:]:
+        np.testing.assert_allclose(r.P_W, pre.P_W, atol=1e-12 * np.linalg.norm(pre.P_W))
+        np.testing.assert_allclose(r.L_Wo_W, pre.L_Wo_W, atol=1e-12 * L_scale)
+    for ee in ("free", "locked"):
+        sub = {r.name: r for r in rows if r.end_effector == ee}
+        loss_p = sub["plastic"].KE - pre.KE
+        assert loss_p < 0
+        for name, r_E, _ in analysis.CYRIL_CASES[1:]:
+            assert sub[name].KE - pre.KE == pytest.approx(r_E * loss_p, rel=1e-9, abs=1e-12 * pre.KE)
+
+
+def test_cyril_plastic_contact_points_move_together_and_lock_holds(rows):
+    case, pl = cases.cyril_1998_system()
+    data = ch.make_data(case.model)
+    J = ch.frame_jacobian(case.model, data, case.q, case.hand_body, case.p_BoHo_B)[3:]
+    for r in rows:
+        if r.name == "plastic":
+            v_hand = J @ r.v
+            v_b = r.v_p + np.cross(r.w_p, pl.p_BcmC_W)
+            np.testing.assert_allclose(v_hand, v_b, atol=1e-12)
+        if r.end_effector == "locked":
+            assert r.v[-1] == case.v[-1]
+
+
+def test_main_prints_and_writes_only_with_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert analysis.main(["cyril1998"]) == 0
+    out = capsys.readouterr().out
+    assert "rE=0.5 rf=0.8" in out and "locked" in out and "momentum conservation" in out
+    assert list(tmp_path.iterdir()) == []
+    d = tmp_path / "res"
+    assert analysis.main(["cyril1998", "--out", str(d)]) == 0
+    assert (d / "cyril1998.png").stat().st_size > 1000
+    with open(d / "cyril1998.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == 1 + 2 * len(analysis.CYRIL_CASES)
+    assert {r["end_effector"] for r in table} == {"-", "free", "locked"}
+
+
+def test_main_yoshida_writes_plot(tmp_path, capsys):
+    assert analysis.main(["yoshida1992", "--out", str(tmp_path)]) == 0
+    assert "max m_a*" in capsys.readouterr().out
+    assert (tmp_path / "yoshida1992.png").stat().st_size > 1000
+    with open(tmp_path / "yoshida1992.csv", newline="") as fh:
+        head = next(csv.reader(fh))
+    assert head[0] == "theta_deg" and "m_a_mu0.5_kg" in head
+
+
+def test_main_refuses_unknown_case_and_bad_out(tmp_path, capsys):
+    assert analysis.main(["yoshida1993"]) == 2
+    err = capsys.readouterr().err
+    assert "yoshida1993" in err and "yoshida1992" in err and "cyril1998" in err
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert analysis.main(["cyril1998", "--out", str(f)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert analysis.main([]) == 2
