@@ -73,13 +73,13 @@ class MultibodyImpact:
         Chaser generalized velocity after the impact.
     psid_pf : ndarray, shape (n_p,)
         Target generalized velocity after the impact.
-    impulse : ndarray, shape (m,)
-        Impulse on the chaser at its contact point, in W (the target receives −impulse). [N·s]
+    impulse_W : ndarray, shape (m,)
+        Impulse on the chaser at its contact point, in W (the target receives −impulse_W). [N·s]
     """
 
     psid_f: Array
     psid_pf: Array
-    impulse: Array
+    impulse_W: Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -588,6 +588,7 @@ def point_impact(
     r_A = c - state_A.p_WoBo_W
     u = point_velocity(state_A, state_A.R_WB.T @ r_A)
     K = point_mobility(model_A, state_A, r_A)
+    r_B = np.zeros(3)
     if model_B is not None and state_B is not None:
         r_B = c - state_B.p_WoBo_W
         u = u - point_velocity(state_B, state_B.R_WB.T @ r_B)

@@ -109,7 +109,8 @@ def test_inertial_angular_momentum_conserved_in_rotating_frame():
 
 
 def test_pitch_libration_frequency():
-    # Hill axes: pitch is about z (orbit normal); small-angle libration at n sqrt(3 (Iy - Ix) / Iz).
+    # Hill axes: pitch is about z (orbit normal), zenith x; small-angle libration at n sqrt(3 (Iy - Ix) / Iz).
+    # (In the Shuttle's LVLH axes, pitch about y and nadir z, this is the familiar n sqrt(3 (Ix - Iz) / Iy).)
     Ix, Iy, Iz = 4000.0, 9000.0, 10000.0
     n = N_LEO
     orbit = ob.CircularOrbit(n)
