@@ -75,6 +75,7 @@ __all__ = [
 Array = NDArray[np.float64]
 
 BASE_TYPES = ("free", "fixed_base")
+_I3 = np.eye(3)
 JOINT_TYPES = ("revolute", "prismatic")
 
 
@@ -87,6 +88,18 @@ def _skew_rows(a: Array) -> Array:
     out[..., 1, 2] = -a[..., 0]
     out[..., 2, 0] = -a[..., 1]
     out[..., 2, 1] = a[..., 0]
+    return out
+
+
+def _cross_cols(a: Array, b: Array) -> Array:
+    """Cross products of column stacks, (3, k) × (3, k) → (3, k) (np.cross without its overhead).
+
+    ``a`` may be (3, 1) (broadcast); ``b`` must be (3, k).
+    """
+    out = np.empty_like(b)
+    out[0] = a[1] * b[2] - a[2] * b[1]
+    out[1] = a[2] * b[0] - a[0] * b[2]
+    out[2] = a[0] * b[1] - a[1] * b[0]
     return out
 
 
@@ -192,6 +205,8 @@ class ChainModel:
     anc_v: NDArray[np.bool_] = field(init=False, repr=False)
     body_anc_v: NDArray[np.bool_] = field(init=False, repr=False)
     revolute: NDArray[np.bool_] = field(init=False, repr=False)
+    rev_f: Array = field(init=False, repr=False)
+    pri_f: Array = field(init=False, repr=False)
     K_J: Array = field(init=False, repr=False)
     K2_J: Array = field(init=False, repr=False)
 
@@ -285,6 +300,8 @@ class ChainModel:
             ("anc_v", anc_v),
             ("body_anc_v", body_anc_v),
             ("revolute", revolute),
+            ("rev_f", revolute[1:].astype(np.float64)),
+            ("pri_f", (~revolute[1:]).astype(np.float64)),
             ("K_J", K),
             ("K2_J", K2),
         ):
@@ -314,8 +331,8 @@ class ChainModel:
 
     @property
     def total_mass(self) -> float:
-        """Sum of the body masses [kg] (the fixed base of a ground-based arm included)."""
-        return float(self.mass.sum())
+        """Sum of the masses of the moving bodies [kg] (a ground-based arm's base excluded)."""
+        return float(self.mass.sum() if self.floating else self.mass[1:].sum())
 
 
 class ChainData:
@@ -333,6 +350,7 @@ class ChainData:
         "R_WB",
         "p_WoBo_W",
         "X_WB",
+        "X_JB",
         "com_W",
         "p_ref",
         "S",
@@ -345,16 +363,19 @@ class ChainData:
     def __init__(self, model: ChainModel) -> None:
         nb, nv = model.nb, model.nv
         self.q_key: bytes | None = None
-        self.R_WB = np.zeros((nb, 3, 3))
-        self.p_WoBo_W = np.zeros((nb, 3))
         self.X_WB = np.zeros((nb, 4, 4))
         self.X_WB[:, 3, 3] = 1.0
+        self.R_WB = self.X_WB[:, :3, :3]  # views into X_WB
+        self.p_WoBo_W = self.X_WB[:, :3, 3]
+        self.X_JB = np.zeros((nb - 1, 4, 4))
+        self.X_JB[:, 3, 3] = 1.0
         self.com_W = np.zeros((nb, 3))
         self.p_ref = np.zeros(3)
         self.S = np.zeros((6, nv))
         if model.floating:
             self.S[:, :6] = np.eye(6)
         self.I_ref = np.zeros((nb, 6, 6))
+        self.I_ref[:, 3:, 3:] = model.mass[:, None, None] * _I3
         self.M = np.zeros((nv, nv))
         self.vdot = np.zeros(nv)
         self.factor: udu.SahaFactor | None = None
@@ -491,34 +512,27 @@ def _kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
     if data.q_key == key:
         return
     nb = model.nb
-    R = data.R_WB
-    p = data.p_WoBo_W
-    X_PJ = model.X_PJ
+    X = data.X_WB
     if model.floating:
-        R[0] = sp.quat_to_rotation(q[3:7])
-        p[0] = q[:3]
+        X[0, :3, :3] = sp.quat_to_rotation(q[3:7])
+        X[0, :3, 3] = q[:3]
         th = q[7:]
     else:
-        R[0] = X_PJ[0, :3, :3]
-        p[0] = X_PJ[0, :3, 3]
+        X[0] = model.X_PJ[0]
         th = q
     if nb > 1:
-        s = np.sin(th)
-        c = np.cos(th)
-        rev = model.revolute[1:]
-        s = np.where(rev, s, 0.0)
-        omc = np.where(rev, 1.0 - c, 0.0)
-        R_JB = np.eye(3) + s[:, None, None] * model.K_J[1:] + omc[:, None, None] * model.K2_J[1:]
-        R_PB = X_PJ[1:, :3, :3] @ R_JB
-        p_PB = X_PJ[1:, :3, 3] + np.where(rev[:, None], 0.0, np.einsum("bij,bj->bi", X_PJ[1:, :3, :3], model.axis_J[1:]) * th[:, None])
+        s = np.sin(th) * model.rev_f
+        omc = (1.0 - np.cos(th)) * model.rev_f
+        XJ = data.X_JB
+        XJ[:, :3, :3] = _I3 + s[:, None, None] * model.K_J[1:] + omc[:, None, None] * model.K2_J[1:]
+        XJ[:, :3, 3] = model.axis_J[1:] * (th * model.pri_f)[:, None]
+        X_PB = model.X_PJ[1:] @ XJ
         parent = model.parent
         for b in range(1, nb):
-            pb = parent[b]
-            R[b] = R[pb] @ R_PB[b - 1]
-            p[b] = p[pb] + R[pb] @ p_PB[b - 1]
-    data.X_WB[:, :3, :3] = R
-    data.X_WB[:, :3, 3] = p
-    com = p + np.einsum("bij,bj->bi", R, model.p_BoBcm_B)
+            np.matmul(X[parent[b]], X_PB[b - 1], out=X[b])
+    R = data.R_WB
+    p = data.p_WoBo_W
+    com = p + (R @ model.p_BoBcm_B[:, :, None])[:, :, 0]
     data.com_W[:] = com
     p_ref = p[0]
     data.p_ref[:] = p_ref
@@ -529,16 +543,15 @@ def _kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
         rev = model.revolute[1:, None]
         cols = slice(6 if model.floating else 0, None)
         data.S[:3, cols] = np.where(rev, a_W, 0.0).T
-        data.S[3:, cols] = np.where(rev, np.cross(r, a_W), a_W).T
+        data.S[3:, cols] = np.where(rev.T, _cross_cols(r.T, a_W.T), a_W.T)
     # Body spatial inertias at Bo, in W.
-    m = model.mass
-    Ic = R @ model.I_Bcm_B @ R.transpose(0, 2, 1)
+    m3 = model.mass[:, None, None]
     cx = _skew_rows(com - p_ref)
+    mcx = m3 * cx
     I_ref = data.I_ref
-    I_ref[:, :3, :3] = Ic - m[:, None, None] * (cx @ cx)
-    I_ref[:, :3, 3:] = m[:, None, None] * cx
-    I_ref[:, 3:, :3] = -m[:, None, None] * cx
-    I_ref[:, 3:, 3:] = m[:, None, None] * np.eye(3)
+    I_ref[:, :3, :3] = R @ model.I_Bcm_B @ R.transpose(0, 2, 1) - mcx @ cx
+    I_ref[:, :3, 3:] = mcx
+    I_ref[:, 3:, :3] = -mcx  # lower-right block m·E is constant, set in ChainData
     data.factor = None
     data.q_key = key
 
@@ -600,7 +613,7 @@ def frame_jacobian(
     _kinematics(model, data, _check_q(model, q))
     r = data.p_WoBo_W[b] + data.R_WB[b] @ pP - data.p_ref
     J = np.where(model.body_anc_v[b][None, :], data.S, 0.0)
-    J[3:] += np.cross(J[:3].T, r).T
+    J[3:] -= sp.skew(r) @ J[:3]  # v_P = v + ω × r
     return J
 
 
@@ -694,7 +707,7 @@ def generalized_forces(model: ChainModel, data: ChainData, q: ArrayLike, F_ext: 
 def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
     r = data.p_WoBo_W - data.p_ref
     W = np.empty((6, model.nb))
-    W[:3] = (F[:, :3] + np.cross(r, F[:, 3:])).T  # shifted to Bo
+    W[:3] = F[:, :3].T + _cross_cols(r.T, F[:, 3:].T)  # shifted to Bo
     W[3:] = F[:, 3:].T
     Wsub = W @ model.anc_b  # (6, nb): sum over each body's subtree
     return np.einsum("ik,ik->k", data.S, Wsub[:, model.body_of_v])
@@ -706,16 +719,16 @@ def _rnea_bias(model: ChainModel, data: ChainData, v: Array) -> Array:
     Vk = V[:, model.body_of_v]
     w, u = Vk[:3], Vk[3:]
     c = np.empty_like(Sv)  # V_body(k) × (S_k v_k); zero for the base columns
-    c[:3] = np.cross(w.T, Sv[:3].T).T
-    c[3:] = (np.cross(w.T, Sv[3:].T) + np.cross(u.T, Sv[:3].T)).T
+    c[:3] = _cross_cols(w, Sv[:3])
+    c[3:] = _cross_cols(w, Sv[3:]) + _cross_cols(u, Sv[:3])
     a = c @ model.body_anc_v.T  # (6, nb)
     if model.floating:
-        a[3:] -= np.cross(v[:3], v[3:6])[:, None]  # spatial vs classical base acceleration
+        a[3:] -= _cross_cols(v[:3, None], v[3:6, None])  # spatial vs classical base acceleration
     I = data.I_ref
     h = np.einsum("bij,jb->ib", I, V)  # momenta
     f = np.einsum("bij,jb->ib", I, a)
-    f[:3] += np.cross(V[:3].T, h[:3].T).T + np.cross(V[3:].T, h[3:].T).T
-    f[3:] += np.cross(V[:3].T, h[3:].T).T
+    f[:3] += _cross_cols(V[:3], h[:3]) + _cross_cols(V[3:], h[3:])
+    f[3:] += _cross_cols(V[:3], h[3:])
     fsub = f @ model.anc_b
     return np.einsum("ik,ik->k", data.S, fsub[:, model.body_of_v])
 
@@ -776,10 +789,11 @@ def momentum(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> 
 
 
 def center_of_mass(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
-    """Total CoM ``p_WoG_W`` (3,) [m] (for a ground-based arm, base mass included)."""
+    """Total CoM ``p_WoG_W`` (3,) of the moving bodies [m] (a ground-based arm's base excluded)."""
     _kinematics(model, data, _check_q(model, q))
-    m = model.mass
-    return (m @ data.com_W) / m.sum()
+    if model.floating:
+        return (model.mass @ data.com_W) / model.mass.sum()
+    return (model.mass[1:] @ data.com_W[1:]) / model.mass[1:].sum()
 
 
 def kinetic_energy(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> float:

@@ -51,18 +51,19 @@ class SahaFactor:
     psi_bar : ndarray, shape (nb, 6)
         ``ψ̄_k`` of the joint of each body (row 0 unused). [1/(kg·m²)·kg·m², ...]
     d : ndarray, shape (nv,)
-        Diagonal of D (``m̂_k``; the first six from the base block).
-    U0 : ndarray, shape (6, 6) or (0, 0)
-        Unit upper triangular factor of the free base's articulated inertia ``Î_0``.
+        Diagonal of D for the joint columns (``m̂_k``); the first six (free base) are
+        filled by :func:`saha_udu`.
     I_hat0 : ndarray, shape (6, 6)
         Articulated inertia of the base (the whole system seen at the base).
+    I_hat0_inv : ndarray, shape (6, 6) or (0, 0)
+        Its inverse: the base block's substitutions ``U0 D0 U0ᵀ x0 = r`` in one product.
     floating : bool
     """
 
     psi_bar: Array
     d: Array
-    U0: Array
     I_hat0: Array
+    I_hat0_inv: Array
     floating: bool
 
 
@@ -97,19 +98,20 @@ def udu_decompose(A: ArrayLike, name: str = "M") -> tuple[Array, Array]:
     W = np.array(A, dtype=np.float64)
     if W.ndim != 2 or W.shape[0] != W.shape[1] or not np.all(np.isfinite(W)):
         raise ShapeError(f"{name}: expected a finite square matrix, got shape {W.shape}")
-    m = W.shape[0]
-    U = np.eye(m)
-    d = np.empty(m)
-    scale = max(float(np.abs(np.diag(W)).max()) if m else 1.0, 1e-300)
-    for k in range(m - 1, -1, -1):
-        piv = W[k, k]
-        if not piv > _PIVOT_RTOL * scale:
-            raise SingularityError(f"{name}: pivot {k} is {piv} (not positive definite)")
-        d[k] = piv
-        col = W[:k, k] / piv
-        U[:k, k] = col
-        W[:k, :k] -= np.outer(W[:k, k], col)
-    return U, d
+    # The RGE of A is the ordinary (forward) elimination of the index-reversed matrix:
+    # reverse(A) = L D Lᵀ  ⇔  A = U D' Uᵀ with U = reverse(L), D' = reverse(D).
+    # LAPACK's Cholesky does that elimination: C = L √D.
+    try:
+        C = np.linalg.cholesky(W[::-1, ::-1])
+    except np.linalg.LinAlgError as err:
+        raise SingularityError(f"{name}: not positive definite ({err})") from err
+    c = np.diag(C)
+    scale = float(np.abs(np.diag(W)).max()) if W.size else 1.0
+    if W.size and not c.min() ** 2 > _PIVOT_RTOL * scale:
+        k = W.shape[0] - 1 - int(np.argmin(c))
+        raise SingularityError(f"{name}: pivot {k} is {c.min() ** 2} (not positive definite)")
+    L = C / c[None, :]
+    return np.ascontiguousarray(L[::-1, ::-1]), (c * c)[::-1].copy()
 
 
 def spd_solve(A: ArrayLike, b: ArrayLike, name: str = "M") -> Array:
@@ -165,26 +167,29 @@ def saha_factor(
     nv = S.shape[1]
     Ihat = I_ref.copy()
     psi_bar = np.zeros((nb, 6))
-    d = np.empty(nv)
+    d = np.zeros(nv)
+    scales = np.einsum("bii->b", I_ref)
     for b in range(nb - 1, 0, -1):
         k = v_index[b]
         s = S[:, k]
         psi = Ihat[b] @ s
         m_hat = float(s @ psi)
-        scale = float(np.abs(Ihat[b]).max())
-        if not m_hat > _PIVOT_RTOL * scale:
+        if not m_hat > _PIVOT_RTOL * scales[b]:
             who = names[b] if names else str(b)
             raise SingularityError(f"body {who!r}: articulated pivot m_hat = {m_hat} is not positive")
         d[k] = m_hat
         pb = psi / m_hat
         psi_bar[b] = pb
-        Ihat[parent[b]] += Ihat[b] - np.outer(psi, pb)
+        Ihat[parent[b]] += Ihat[b] - psi[:, None] * pb[None, :]
     if floating:
-        U0, d0 = udu_decompose(Ihat[0], "articulated inertia of the base")
-        d[:6] = d0
+        try:
+            np.linalg.cholesky(Ihat[0])
+        except np.linalg.LinAlgError as err:
+            raise SingularityError(f"articulated inertia of the base: not positive definite ({err})") from err
+        I_hat0_inv = np.linalg.inv(Ihat[0])
     else:
-        U0 = np.zeros((0, 0))
-    return SahaFactor(psi_bar=psi_bar, d=d, U0=U0, I_hat0=Ihat[0], floating=floating)
+        I_hat0_inv = np.zeros((0, 0))
+    return SahaFactor(psi_bar=psi_bar, d=d, I_hat0=Ihat[0], I_hat0_inv=I_hat0_inv, floating=floating)
 
 
 def saha_solve(
@@ -219,15 +224,10 @@ def saha_solve(
         eta[parent[b]] += eta[b] + pbar[b] * yk
     mu = np.zeros((nb, 6))
     if factor.floating:
-        U0 = factor.U0
-        r = phi[:6] - eta[0]
-        for i in range(5, -1, -1):
-            yhat[i] = r[i] - U0[i, i + 1 :] @ yhat[i + 1 : 6]
-        # 2) y = D⁻¹ ŷ; 3) Uᵀ x = y from the base (eqs. 18–19).
-        y0 = yhat[:6] / factor.d[:6]
-        for i in range(6):
-            x[i] = y0[i] - U0[:i, i] @ x[:i]
+        # Base block: U0 ŷ0 = φ0 − η0, y0 = D0⁻¹ ŷ0, U0ᵀ x0 = y0, as one product.
+        x[:6] = factor.I_hat0_inv @ (phi[:6] - eta[0])
         mu[0] = x[:6]
+    # 2) y = D⁻¹ ŷ and 3) Uᵀ x = y from the base (eqs. 18–19).
     for b in range(1, nb):
         k = v_index[b]
         xk = yhat[k] / factor.d[k] - pbar[b] @ mu[parent[b]]
@@ -245,8 +245,9 @@ def saha_udu(factor: SahaFactor, parent: Sequence[int], v_index: NDArray[np.int6
     nb = len(parent)
     nv = S.shape[1]
     U = np.eye(nv)
+    d = factor.d.copy()
     if factor.floating:
-        U[:6, :6] = factor.U0
+        U[:6, :6], d[:6] = udu_decompose(factor.I_hat0, "articulated inertia of the base")
     for b in range(1, nb):
         k = v_index[b]
         a = parent[b]
@@ -256,4 +257,4 @@ def saha_udu(factor: SahaFactor, parent: Sequence[int], v_index: NDArray[np.int6
             a = parent[a]
         if factor.floating:
             U[:6, k] = factor.psi_bar[b]  # base columns are the unit vectors
-    return U, factor.d.copy()
+    return U, d

@@ -132,12 +132,60 @@ def pin_vdot_to_ours(model: ch.ChainModel, q: np.ndarray, v: np.ndarray, a_pin: 
     return out
 
 
-def rel_err(a, b) -> float:
+def rel_err(a, b, floor: float = 1e-300) -> float:
+    """max|a − b| / max(max|b|, floor): relative error, with a scale floor where b may vanish."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), floor))
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20260521)
+
+
+def pin_from_urdf(path, *, base_mass=None, base_com=None, base_inertia=None) -> pin.Model:
+    """Pinocchio's own URDF reader on the file, the root link's inertial replaced as given."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()
+    child_links = {j.find("child").get("link") for j in root.findall("joint")}
+    base = next(lk for lk in root.findall("link") if lk.get("name") not in child_links)
+    inert = base.find("inertial")
+    if base_mass is not None:
+        inert.find("mass").set("value", repr(float(base_mass)))
+    if base_com is not None:
+        inert.find("origin").set("xyz", " ".join(repr(float(x)) for x in base_com))
+        inert.find("origin").set("rpy", "0 0 0")
+    if base_inertia is not None:
+        I = np.asarray(base_inertia, dtype=float)
+        el = inert.find("inertia")
+        for k, (i, j) in {"ixx": (0, 0), "ixy": (0, 1), "ixz": (0, 2), "iyy": (1, 1), "iyz": (1, 2),
+                          "izz": (2, 2)}.items():
+            el.set(k, repr(float(I[i, j])))
+    pm = pin.buildModelFromXML(ET.tostring(root, encoding="unicode"), pin.JointModelFreeFlyer())
+    pm.gravity = pin.Motion.Zero()
+    return pm
+
+
+def swap_wv() -> np.ndarray:
+    """P with [ω; v] = P @ [v; ω] (its own inverse)."""
+    P = np.zeros((6, 6))
+    P[:3, 3:] = np.eye(3)
+    P[3:, :3] = np.eye(3)
+    return P
+
+
+def pin_point_jacobian(pm, pd, model: ch.ChainModel, q, joint_id: int, p_JoPo_J) -> np.ndarray:
+    """Pinocchio's Jacobian of a point on a joint's body, in OUR coordinates and [ω; v] order.
+
+    Requires pin.computeJointJacobians / forwardKinematics to have been run at q.
+    """
+    Jp = pin.getJointJacobian(pm, pd, joint_id, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)  # [v_o; ω]
+    R = pd.oMi[joint_id].rotation
+    r = R @ np.asarray(p_JoPo_J, dtype=float)
+    Jp = np.array(Jp).reshape(6, -1)
+    Jp[:3] += -sp.skew(r) @ Jp[3:]
+    Jp = Jp[:, : pm.nv]
+    T = base_T(model, q)
+    return swap_wv() @ Jp @ np.linalg.inv(T)
