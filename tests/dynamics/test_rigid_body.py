@@ -8,8 +8,6 @@ from dynamics import rigid_body as rb
 from dynamics.spatial import quat_angle, quat_normalize
 from errors import ModelError, ShapeError
 
-rng = np.random.default_rng(11)
-
 
 def _random_inertia(rng):
     lam = np.sort(rng.uniform(1.0, 10.0, size=3))
@@ -24,18 +22,19 @@ def _run(model, state, F, h, T, orbit=None):
     return state
 
 
-def test_torque_free_conserves_momentum_and_energy_20s():
+def test_torque_free_conserves_momentum_and_energy():
+    rng = np.random.default_rng(11)
     # Tumbling near the intermediate axis (the hard case) plus translation off the origin.
     model = rb.RigidBodyModel("tumbler", 250.0, _random_inertia(rng))
-    s0 = rb.RigidBodyState([3.0, -1.0, 2.0], quat_normalize(rng.normal(size=4)), [0.2, 0.1, -0.3], [0.3, -0.5, 0.4])
+    s0 = rb.RigidBodyState([3.0, -1.0, 2.0], quat_normalize(rng.normal(size=4)), [0.2, 0.1, -0.3], [0.9, -1.5, 1.2])
     P0, L0 = rb.momentum(model, s0)
     E0 = rb.kinetic_energy(model, s0)
-    s1 = _run(model, s0, np.zeros(6), 0.01, 20.0)
+    s1 = _run(model, s0, np.zeros(6), 0.01, 10.0)
     P1, L1 = rb.momentum(model, s1)
     np.testing.assert_allclose(P1, P0, rtol=0, atol=1e-12 * np.linalg.norm(P0))
-    # bounds reached: |ΔL|/|L| ~ 1e-12, |ΔE|/E ~ 1e-12 at h = 10 ms
-    assert np.linalg.norm(L1 - L0) <= 1e-9 * np.linalg.norm(L0)
-    assert abs(rb.kinetic_energy(model, s1) - E0) <= 1e-9 * E0
+    # bounds reached over 10 s at h = 10 ms, |ω| ≈ 2 rad/s: |ΔL|/|L| = 1.9e-11, |ΔE|/E = 2.3e-12
+    assert np.linalg.norm(L1 - L0) <= 1e-10 * np.linalg.norm(L0)
+    assert abs(rb.kinetic_energy(model, s1) - E0) <= 1e-10 * E0
     assert abs(np.linalg.norm(s1.quat_WB) - 1.0) < 1e-14
 
 
@@ -53,6 +52,7 @@ def test_constant_wrench_closed_form():
 
 
 def test_wrench_held_constant_in_W():
+    rng = np.random.default_rng(12)
     # A torque fixed in W on a spinning body: angular momentum grows as L0 + τ t whatever the rotation.
     model = rb.RigidBodyModel("spinner", 10.0, _random_inertia(rng))
     s0 = rb.RigidBodyState(np.zeros(3), quat_normalize(rng.normal(size=4)), np.zeros(3), [1.0, -0.4, 0.7])
@@ -63,17 +63,18 @@ def test_wrench_held_constant_in_W():
 
 
 def test_rk4_order():
+    # Richardson: with x_h the state after T at step h, |x_h − x_h/2| / |x_h/2 − x_h/4| → 2⁴ = 16.
+    rng = np.random.default_rng(14)
     model = rb.RigidBodyModel("b", 10.0, _random_inertia(rng))
     s0 = rb.RigidBodyState([0, 0, 1.0], quat_normalize(rng.normal(size=4)), [0.1, 0, 0], [0.4, 1.0, -0.3])
     F = np.array([0.05, -0.02, 0.01, 0.3, 0.1, -0.2])
-    ref = _run(model, s0, F, 0.002, 4.0)
+    x = [_run(model, s0, F, h, 4.0) for h in (0.2, 0.1, 0.05)]
 
-    def err(h):
-        s = _run(model, s0, F, h, 4.0)
-        return np.linalg.norm(s.w_WB_B - ref.w_WB_B) + quat_angle(s.quat_WB, ref.quat_WB)
+    def diff(a, b):
+        return np.linalg.norm(a.w_WB_B - b.w_WB_B) + quat_angle(a.quat_WB, b.quat_WB)
 
-    e1, e2 = err(0.1), err(0.05)
-    assert 12.0 < e1 / e2 < 20.0, (e1, e2)
+    ratio = diff(x[0], x[1]) / diff(x[1], x[2])
+    assert 14.0 < ratio < 18.0, ratio
 
 
 def test_substeps_equal_repeated_steps():
@@ -86,6 +87,7 @@ def test_substeps_equal_repeated_steps():
 
 
 def test_derivative_matches_step():
+    rng = np.random.default_rng(14)
     model = rb.RigidBodyModel("b", 3.0, _random_inertia(rng))
     s0 = rb.RigidBodyState([1, 2, 3], quat_normalize(rng.normal(size=4)), [0.1, 0, 0], [0.2, 0.5, -0.1])
     F = np.array([0.1, 0.1, -0.3, 1.0, 0.0, 2.0])
@@ -95,6 +97,7 @@ def test_derivative_matches_step():
 
 
 def test_wrench_at_com_and_point_kinematics():
+    rng = np.random.default_rng(15)
     s = rb.RigidBodyState([1.0, 2.0, 3.0], quat_normalize(rng.normal(size=4)), [0.3, -0.1, 0.2], [0.5, -0.2, 0.9])
     p_P = np.array([2.0, 0.5, -1.0])
     F_P = np.array([0.1, 0.2, 0.3, 4.0, -5.0, 6.0])
@@ -113,6 +116,7 @@ def test_wrench_at_com_and_point_kinematics():
 
 
 def test_point_mobility_matches_apply_impulse():
+    rng = np.random.default_rng(16)
     model = rb.RigidBodyModel("b", 7.0, _random_inertia(rng))
     s = rb.RigidBodyState([0.5, 0, 0], quat_normalize(rng.normal(size=4)), [0.1, 0.2, 0.3], [0.3, 0.0, -0.2])
     r_W = np.array([0.4, -1.2, 0.8])
