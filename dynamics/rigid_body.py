@@ -49,6 +49,7 @@ from errors import ModelError, ShapeError
 __all__ = [
     "RigidBodyModel",
     "RigidBodyState",
+    "accelerations",
     "derivative",
     "step",
     "wrench_at_com",
@@ -199,6 +200,32 @@ def _accelerations(
     return vdot, wdot_N + skew(w) @ w_NW_B
 
 
+def accelerations(
+    model: RigidBodyModel, state: RigidBodyState, F_Bo_W: ArrayLike, orbit: CircularOrbit | None = None
+) -> tuple[Array, Array]:
+    """Linear and angular acceleration of the body relative to W (what state messages carry).
+
+    Parameters
+    ----------
+    model, state, F_Bo_W, orbit
+        As in :func:`derivative`.
+
+    Returns
+    -------
+    a_WBo_W : ndarray, shape (3,)
+        CoM acceleration relative to W, in W (SVDS seed 003 eq. 2-4 plus CW terms). [m/s²]
+    wdot_WB_B : ndarray, shape (3,)
+        Rate of change of ``w_WB_B`` (eq. 2-5 with the LVLH rotation). [rad/s²]
+
+    Raises
+    ------
+    ShapeError
+        If ``F_Bo_W`` is not a finite (6,) array.
+    """
+    F = _as_wrench(F_Bo_W, "F_Bo_W")
+    return _accelerations(model, state.p_WoBo_W, state.v_WBo_W, state.R_WB, state.quat_WB, state.w_WB_B, F, orbit)
+
+
 def derivative(
     model: RigidBodyModel, state: RigidBodyState, F_Bo_W: ArrayLike, orbit: CircularOrbit | None = None
 ) -> Array:
@@ -225,10 +252,7 @@ def derivative(
     ShapeError
         If ``F_Bo_W`` is not a finite (6,) array.
     """
-    F = _as_wrench(F_Bo_W, "F_Bo_W")
-    vdot, wdot = _accelerations(
-        model, state.p_WoBo_W, state.v_WBo_W, state.R_WB, state.quat_WB, state.w_WB_B, F, orbit
-    )
+    vdot, wdot = accelerations(model, state, F_Bo_W, orbit)
     return np.concatenate([state.v_WBo_W, quat_rate(state.quat_WB, state.w_WB_B), vdot, wdot])
 
 
@@ -376,7 +400,10 @@ def spatial_velocity(state: RigidBodyState) -> Array:
 
 
 def point_position(state: RigidBodyState, p_BoQo_B: ArrayLike) -> Array:
-    """Position ``p_WoQo_W`` (3,) of a body-fixed point Q given ``p_BoQo_B`` (3,). [m]"""
+    """Position ``p_WoQo_W`` (3,) of a body-fixed point Q given ``p_BoQo_B`` (3,). [m]
+
+    Raises ShapeError if ``p_BoQo_B`` is not a finite (3,) array (as do the other point helpers).
+    """
     return state.p_WoBo_W + state.R_WB @ as_vector(p_BoQo_B, 3, "p_BoQo_B")
 
 

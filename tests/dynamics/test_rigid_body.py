@@ -94,6 +94,11 @@ def test_derivative_matches_step():
     h = 1e-5
     fd = (rb.step(model, s0, F, h).to_vector() - s0.to_vector()) / h
     np.testing.assert_allclose(fd, rb.derivative(model, s0, F), atol=1e-4)
+    a, wdot = rb.accelerations(model, s0, F)
+    np.testing.assert_allclose(a, F[3:] / model.mass, atol=1e-15)
+    # Euler's equations, written out independently
+    w, I = s0.w_WB_B, model.I_Bcm_B
+    np.testing.assert_allclose(I @ wdot + np.cross(w, I @ w), s0.R_WB.T @ F[:3], atol=1e-12)
 
 
 def test_wrench_at_com_and_point_kinematics():
