@@ -98,11 +98,11 @@ class PayloadImpact:
         Impulse on the chaser at the contact point, in W; the payload receives its
         opposite at its contact point b. [N·s]
     e : float
-        Seed 002's ``e = −v_pf·n`` (eq. 28); NaN-free; for plastic impact computed
-        with the ``n`` given, else 0. [m/s]
+        Seed 002's ``e = −v_pf·n`` (eq. 28), n from payload to end effector. For a
+        plastic impact it is computed only if ``n_W`` is given, else 0. [m/s]
     roots : tuple[float, float]
         Both roots of the energy equation (49) as normal impulses ``e* = m_p (e + x)``
-        [N·s], smaller first; ``(e*, e*)`` for a plastic impact.
+        [N·s], smaller first; for a plastic impact ``(f·n, f·n)`` (0 without ``n_W``).
     """
 
     psid_f: Array
