@@ -421,6 +421,9 @@ def nonplastic_impact_payload(
        receding, ``x < 0``, while the hand catches up) the physical, separating root
        is kept; ``e`` is reported either way.
 
+    If the contact is not closing along n (``n·(v_h − v_b) ≥ 0`` before impact) there is
+    no impact: the pre-impact velocities are returned with a zero impulse.
+
     A double root within rounding is accepted (``r_E = r_f = 1`` reproduces the plastic
     result in the plane of the motion). Parameters with no real root, or whose only
     roots leave the contact closing, raise :class:`NoSolutionError` naming ``r_E``
@@ -462,6 +465,9 @@ def nonplastic_impact_payload(
             raise ValueError(f"{name} must be finite and >= 0, got {val}")
     Mc, Jc, v, mp, Ip, r, vp, wp = _payload_inputs(M, J, psid_i, m_p, I_p_W, r_pb_W, v_pi, w_pi)
     n = _unit(n_W, "n_W")
+    slip = Jc @ v - (vp + np.cross(wp, r))  # hand point relative to payload point, before impact
+    if slip @ n >= 0.0:  # not closing: no impact
+        return PayloadImpact(v.copy(), vp.copy(), wp.copy(), np.zeros(3), float(-vp @ n), (0.0, 0.0))
     plastic = plastic_impact_payload(Mc, Jc, v, mp, Ip, r, vp, wp, locked=locked)
 
     def ke(psid: Array, v_p: Array, w_p: Array) -> float:
@@ -472,7 +478,6 @@ def nonplastic_impact_payload(
     target = KE_i - r_E * abs(dKE_p)  # (45)
 
     # friction direction t (26) and plastic friction impulse p_t,p (23)-(25)
-    slip = Jc @ v - (vp + np.cross(wp, r))
     slip_t = slip - (slip @ n) * n
     f_t = plastic.impulse_W - (plastic.impulse_W @ n) * n
     ref = slip_t if np.linalg.norm(slip_t) > 1e-12 * max(np.linalg.norm(slip), 1e-300) else f_t

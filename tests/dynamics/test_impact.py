@@ -313,6 +313,14 @@ def test_nonplastic_3d_energy_ratio_and_root_ordering():
         assert res.e + x == pytest.approx(res.roots[1] / args[3])
 
 
+def test_nonplastic_no_impact_when_not_closing():
+    s, args, n = _setup(31, planar=False)
+    res = im.nonplastic_impact_payload(*args, -n, 0.5, 0.5)  # the hand recedes along -n
+    np.testing.assert_array_equal(res.impulse_W, 0.0)
+    np.testing.assert_array_equal(res.psid_f, args[2])
+    np.testing.assert_array_equal(res.w_pf, args[7])
+
+
 def test_no_real_root_raises_naming_parameters():
     # r_E = 1 with r_f = 0: the plastic loss needs the friction impulse (seed 002, §3.2).
     s, args, n = _setup(9, planar=True)
