@@ -41,6 +41,7 @@ from errors import ModelError, ShapeError
 __all__ = [
     "MU_EARTH",
     "R_EARTH",
+    "SHUTTLE_LVLH_IN_HILL",
     "CircularOrbit",
     "mean_motion",
     "lvlh_rate_W",
@@ -55,6 +56,13 @@ MU_EARTH: float = 3.986004418e14
 """Earth's gravitational parameter. [m³/s²] (WGS-84 / IERS)"""
 R_EARTH: float = 6.378137e6
 """Earth's equatorial radius. [m] (WGS-84)"""
+
+SHUTTLE_LVLH_IN_HILL: NDArray[np.float64] = np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+"""Rotation (3, 3) mapping vectors in the Shuttle's LVLH axes (x along-track, y opposite the
+orbit normal, z nadir) into W (Hill axes). An orbiter whose body axes (x forward, y
+starboard, z down) are aligned with the Shuttle LVLH — nose along-track, payload bay to
+zenith — has ``R_WO = SHUTTLE_LVLH_IN_HILL``."""
+SHUTTLE_LVLH_IN_HILL.setflags(write=False)
 
 
 def mean_motion(altitude_m: float, mu: float = MU_EARTH, R: float = R_EARTH) -> float:

@@ -131,3 +131,17 @@ def test_pitch_libration_frequency():
     period = tc[1] - tc[0]
     assert period == pytest.approx(2 * np.pi / w_lib, rel=1e-3)
     assert np.max(np.abs(theta)) == pytest.approx(0.01, rel=1e-3)
+
+
+def test_shuttle_lvlh_axes_in_hill():
+    R = ob.SHUTTLE_LVLH_IN_HILL
+    np.testing.assert_allclose(R @ R.T, np.eye(3), atol=0)
+    assert np.linalg.det(R) == pytest.approx(1.0)
+    np.testing.assert_array_equal(R @ [1, 0, 0], [0, 1, 0])  # along-track
+    np.testing.assert_array_equal(R @ [0, 1, 0], [0, 0, -1])  # opposite the orbit normal
+    np.testing.assert_array_equal(R @ [0, 0, 1], [-1, 0, 0])  # nadir
+    # LVLH hold of a Shuttle-like orbiter is a gravity-gradient equilibrium
+    from dynamics.spatial import rotation_to_quat
+
+    I = np.diag([1.2e6, 8.0e6, 8.5e6])
+    np.testing.assert_allclose(ob.gravity_gradient_torque(N_LEO, I, rotation_to_quat(R)), 0.0, atol=1e-6)
