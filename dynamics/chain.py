@@ -69,6 +69,7 @@ __all__ = [
     "kinetic_energy",
     "forward_dynamics",
     "forward_dynamics_dense",
+    "mass_matrix_udu",
     "step_rk4",
 ]
 
@@ -858,6 +859,30 @@ def forward_dynamics(
         data.factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
     data.vdot[:] = udu.saha_solve(data.factor, model.parent, model.v_index, data.S, phi)
     return data.vdot
+
+
+def mass_matrix_udu(model: ChainModel, data: ChainData, q: ArrayLike) -> tuple[Array, Array]:
+    """Saha's factors of the mass matrix, ``M = U diag(d) Uᵀ`` (seed 001 eqs. 9–13, 24–27).
+
+    Computed by the O(n) recursion of :func:`dynamics.udu.saha_factor` (the free base's
+    6×6 block by the dense reverse elimination) and filled into explicit matrices.
+
+    Returns
+    -------
+    U : ndarray, shape (nv, nv)
+        Unit upper triangular, in the coordinates of ``v``.
+    d : ndarray, shape (nv,)
+        Positive diagonal of D.
+
+    Raises
+    ------
+    SingularityError
+        If an articulated pivot is not positive.
+    """
+    _kinematics(model, data, _check_q(model, q))
+    if data.factor is None:
+        data.factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
+    return udu.saha_udu(data.factor, model.parent, model.v_index, data.S)
 
 
 def forward_dynamics_dense(
