@@ -131,6 +131,7 @@ class Launcher:
         local = plan.only or tuple(plan.services)
         self.records = {n: ServiceRecord(n, n in local) for n in plan.services}
         self._signal: int | None = None
+        self.frozen = False
         self._tmpdir: str | None = None
         self.exit_code = 0
 
@@ -268,7 +269,9 @@ class Launcher:
                 s, self._signal = self._signal, None
                 if s in (signal.SIGINT, signal.SIGTERM):
                     raise KeyboardInterrupt(s)
-                self._broadcast({"op": "freeze" if s == signal.SIGUSR1 else "resume", "wall_ns": time.time_ns()})
+                self.frozen = s == signal.SIGUSR1
+                if self._started:
+                    self._broadcast({"op": "freeze" if self.frozen else "resume", "wall_ns": time.time_ns()})
             now = time.monotonic()
             if now >= self._next_ping:
                 self._next_ping = now + 0.5
@@ -322,6 +325,7 @@ class Launcher:
     def _run_master(self) -> int:
         self._followers: set[str] = set()
         self._next_ping = 0.0
+        self._started = False
         sim = self.plan.sim
         try:
             self._start_local()
@@ -338,6 +342,9 @@ class Launcher:
             self._control_pub("start", self._ctl_seq, {"t_end_ns": t_end, "mode": sim["mode"]})
             wall0 = time.monotonic()
             self._broadcast(start)
+            self._started = True
+            if self.frozen:  # SIGUSR1 before the start: start frozen
+                self._broadcast({"op": "freeze"})
             steppers = [r for r in self.records.values() if r.role != "sink"]
             while not (t_end and all(r.done for r in steppers)):
                 self._poll(0.05)

@@ -194,6 +194,9 @@ class ServiceShell:
             self._handshake()
             self._wait_start()
             self._set_state("running")
+            if any(m["op"] == "freeze" for m in self._pending_ops):  # frozen before the start
+                self._pending_ops.clear()
+                self._freeze({})
             if self.role == "model":
                 if self.start["mode"] == "realtime":
                     self._run_realtime()
@@ -297,7 +300,7 @@ class ServiceShell:
                 self._freeze(msg)
             elif op == "resume" and self.state == "frozen":
                 self._resume(msg)
-            elif op in ("ack", "start"):
+            elif op in ("ack", "start") or (op == "freeze" and self.state == "ready"):
                 self._pending_ops.append(msg)
         if self.stop_event.is_set():
             raise _Stop()

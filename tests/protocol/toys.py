@@ -29,6 +29,17 @@ Config::
     out_dir = ""               # if set: each service writes NAME.npy, rows [t_s, x, v] per step
     fail_at = -1.0             # s; a service with index == fail_index raises at this time (tests)
     fail_index = -1
+
+    [services.rec]             # role = "sink": records every message (or ``topics``) to out_dir/rec.rec
+    kind = "tests.protocol.toys"
+    rate_hz = 1000
+    role = "sink"
+    [services.replay]          # role = "source": replays ``topics`` of a record in lockstep
+    kind = "tests.protocol.toys"
+    rate_hz = 1000
+    role = "source"
+    replay = "out/rec.rec"
+    topics = ["toy/state0", "toy/spring0"]
 """
 
 from __future__ import annotations
@@ -36,9 +47,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
 
-from protocol.messages import TopicSchema, register_schema
+from protocol.codec import envelope
+from protocol.messages import SCHEMAS, TopicSchema, register_schema
 from protocol.service import Port
 
 MAX_MASSES = 8
@@ -49,7 +62,7 @@ for _i in range(MAX_MASSES):
                                                    {"F": ("f8", ()), "x": ("f8", (1,))}))
 
 TABLES = ("toy",)
-OPTIONS = {"index": int}
+OPTIONS = {"index": int, "role": str, "replay": str, "topics": list}
 _KEYS = {"mass": list, "k": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
          "fail_index": int}
 
@@ -65,7 +78,10 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     for key, size in (("k", n - 1), ("rest", n - 1), ("x0", n), ("v0", n)):
         if len(toy.get(key, [])) != size:
             out.append(f"toy.{key}: expected {size} values")
-    idx = config["services"][name].get("index")
+    svc = config["services"][name]
+    if svc.get("role", "model") != "model":
+        return out if svc["role"] in ("sink", "source") else out + [f"role: expected model/sink/source, got {svc['role']!r}"]
+    idx = svc.get("index")
     if not isinstance(idx, int) or not 0 <= idx < max(n, 1):
         out.append(f"index: expected an int in 0..{n - 1}, got {idx!r}")
     return out
@@ -143,6 +159,49 @@ class ChainMass:
             np.save(Path(self.out_dir) / f"{self.name}.npy", np.array(self.rows, dtype=np.float64))
 
 
-def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass:
-    """The model of service ``name``."""
+class Recorder:
+    """A sink: keeps every (topic, payload) it sees; writes them to ``out_dir/NAME.rec`` (msgpack) at close."""
+
+    def __init__(self, config: dict[str, Any], name: str) -> None:
+        self.name = name
+        self.topics = tuple(config["services"][name].get("topics", ()))
+        self.out_dir = config["toy"].get("out_dir", "")
+        self.seen: list[tuple[str, bytes]] = []
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        """Record one message."""
+        self.seen.append((topic, payload))
+
+    def close(self) -> None:
+        """Write the record."""
+        if self.out_dir:
+            (Path(self.out_dir) / f"{self.name}.rec").write_bytes(msgpack.packb(self.seen, use_bin_type=True))
+
+
+class Replayer:
+    """A source: replays the ``topics`` of a recorder file in time order (re-simulation of the others)."""
+
+    def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+        svc = config["services"][name]
+        self.name = name
+        self.period_ns = period_ns
+        topics = tuple(svc["topics"])
+        self.outputs = tuple(Port(t, SCHEMAS[t].kind) for t in topics)
+        rec = msgpack.unpackb(Path(svc["replay"]).read_bytes(), raw=False)
+        items = [(envelope(t, p)[3], t, p) for t, p in rec if t in topics]
+        items.sort(key=lambda x: x[0])  # stable: per-topic order kept
+        self._items = iter(items)
+
+    def read(self) -> tuple[int, str, bytes] | None:
+        """Next logged message, or None."""
+        return next(self._items, None)
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer:
+    """The model (or the recorder sink / replay source) of service ``name``."""
+    role = config["services"][name].get("role", "model")
+    if role == "sink":
+        return Recorder(config, name)
+    if role == "source":
+        return Replayer(config, name, period_ns)
     return ChainMass(config, name, period_ns)

@@ -1,0 +1,363 @@
+"""The runtime end to end: launcher, worker processes, lockstep, faults, bad input.
+
+Every test starts ``launch.py`` as a subprocess with a bounded timeout and checks that
+no worker process is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from protocol.bus import open_bus
+from protocol.codec import encode
+from protocol.messages import MAX_PAYLOAD_BYTES
+import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+from tests.protocol.conftest import free_base_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCH = ROOT / "launch.py"
+
+M = (1.0, 4.0)
+K, REST = 40.0, 1.0
+X0, V0 = (0.0, 1.1), (0.3, -0.2)
+
+
+def make_cfg(tmp: Path, *, rates=(1000, 100), duration=2.0, sim: str = "", toy: str = "", extra: str = "",
+             name="c.toml") -> Path:
+    out = tmp / "out"
+    out.mkdir(exist_ok=True)
+    text = f"""
+[sim]
+duration = {duration}
+{sim}
+[services.a]
+kind = "tests.protocol.toys"
+rate_hz = {rates[0]}
+index = 0
+[services.b]
+kind = "tests.protocol.toys"
+rate_hz = {rates[1]}
+index = 1
+{extra}
+[toy]
+mass = {list(M)}
+k = [{K}]
+rest = [{REST}]
+x0 = {list(X0)}
+v0 = {list(V0)}
+out_dir = "{out}"
+{toy}
+"""
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def workers(cfg: Path) -> list[int]:
+    """Pids of live (non-zombie) worker processes started for ``cfg``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"_worker" in cmd and str(cfg).encode() in cmd and state != "Z":
+            pids.append(int(d.name))
+    return pids
+
+
+def run(cfg: Path, *args: str, timeout: float = 60) -> tuple[int, str, str, dict | None]:
+    p = subprocess.run([sys.executable, str(LAUNCH), "run", str(cfg), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd=ROOT)
+    summary = None
+    lines = p.stdout.strip().splitlines()
+    if lines:
+        try:
+            summary = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            pass
+    assert workers(cfg) == [], "orphan worker processes"
+    return p.returncode, p.stdout, p.stderr, summary
+
+
+def trajectories(tmp: Path) -> tuple[np.ndarray, np.ndarray]:
+    return np.load(tmp / "out" / "a.npy"), np.load(tmp / "out" / "b.npy")
+
+
+def closed_form(t):
+    """Two free masses and a spring: relative coordinate harmonic, centre of mass uniform."""
+    Mt = M[0] + M[1]
+    w = np.sqrt(K * Mt / (M[0] * M[1]))
+    r0, rd0 = X0[1] - X0[0] - REST, V0[1] - V0[0]
+    r = r0 * np.cos(w * t) + rd0 / w * np.sin(w * t)
+    xc = (M[0] * X0[0] + M[1] * X0[1]) / Mt + (M[0] * V0[0] + M[1] * V0[1]) / Mt * t
+    return xc - M[1] / Mt * (r + REST), xc + M[0] / Mt * (r + REST), w, np.hypot(r0, rd0 / w)
+
+
+def test_two_mass_spring_matches_closed_form_and_conserves_momentum(tmp_path):
+    cfg = make_cfg(tmp_path)
+    rc, _, err, summary = run(cfg)
+    assert rc == 0, err
+    a, b = trajectories(tmp_path)
+    assert a[-1, 0] == b[-1, 0] == 2.0 and len(a) == 2001 and len(b) == 201
+    x1, _, w, R = closed_form(a[:, 0])
+    _, x2, _, _ = closed_form(b[:, 0])
+    # The spring force is held constant over service a's step h: an effective delay h/2 in
+    # the spring, i.e. negative damping with growth rate w²h/4, so the relative amplitude
+    # R drifts by R·w²·h·T/4 over T; each mass carries its share (m_other / M) of it.
+    h, T, Mt = 1e-3, 2.0, M[0] + M[1]
+    drift = R * w**2 * h * T / 4
+    assert np.abs(a[:, 1] - x1).max() < 1.2 * drift * M[1] / Mt
+    assert np.abs(b[:, 1] - x2).max() < 1.2 * drift * M[0] / Mt
+    # total momentum across the process boundary: conserved to round-off
+    p = M[0] * a[::10, 2] + M[1] * b[:, 2]
+    assert np.abs(p - p[0]).max() < 8 * np.finfo(float).eps * (M[0] * abs(a[:, 2]).max() + M[1] * abs(b[:, 2]).max())
+    assert summary["t_end_ns"] == 2_000_000_000
+    assert summary["services"]["a"]["steps"] == 2000 and summary["services"]["b"]["steps"] == 200
+    assert all(s["msgs_dropped"] == 0 and s["msgs_invalid"] == 0 for s in summary["services"].values())
+
+
+@pytest.mark.slow
+def test_bit_identical_across_runs_layouts_and_transports(tmp_path):
+    results = {}
+    port = free_base_port()
+    variants = {
+        "ipc-1": ("", ()),
+        "ipc-2": ("", ()),
+        "inprocess": ("", ("--inprocess",)),
+        "tcp": (f'transport = "tcp"\nbus = "tcp://127.0.0.1:{port}"', ()),
+    }
+    for label, (sim, args) in variants.items():
+        d = tmp_path / label
+        d.mkdir()
+        cfg = make_cfg(d, duration=1.0, sim=sim)
+        rc, _, err, _ = run(cfg, *args)
+        assert rc == 0, f"{label}: {err}"
+        a, b = trajectories(d)
+        results[label] = a.tobytes() + b.tobytes()
+    assert len(set(results.values())) == 1, {k: hash(v) for k, v in results.items()}
+
+
+def _garbage(rng: np.random.Generator) -> list[tuple[str, bytes]]:
+    good = {"F": 1.0, "x": np.zeros(1)}
+    nan = msgpack.packb([1, "a", 10**6, 0, 10**6, 0, {"F": float("nan"), "x": np.zeros(1).tobytes()}])
+    return [
+        ("toy/spring0", bytes(rng.integers(0, 256, 40, dtype=np.uint8))),                      # random bytes
+        ("toy/spring0", encode("toy/state1", {"x": 0.0, "v": 0.0}, sender="a", seq=10**6, t_ns=0,
+                               h_ns=10**6)),                                                   # wrong schema
+        ("toy/spring0", nan),                                                                  # NaN
+        ("toy/state1", msgpack.packb([7, "b", 10**6, 0, 10**7, 0, {"x": 0.0, "v": 0.0}])),     # wrong version
+        ("toy/spring0", b"\x92" * (MAX_PAYLOAD_BYTES + 10)),                                   # oversize
+        ("toy/spring0", encode("toy/spring0", good, sender="a", seq=0, t_ns=0, h_ns=10**6)[:-3]),  # truncated
+    ]
+
+
+def test_injected_bad_messages_counted_and_dropped_same_result(tmp_path):
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    rc, _, err, _ = run(make_cfg(ref, duration=0.6))
+    assert rc == 0, err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    url = f"ipc://{bad}/bus"
+    cfg = make_cfg(bad, duration=0.6, sim=f'bus = "{url}"\nspeed = 1.0')
+    stop = threading.Event()
+    sent = [0]
+
+    def inject():
+        rng = np.random.default_rng(5)
+        with open_bus(url) as bus:
+            while not stop.is_set():
+                for topic, payload in _garbage(rng):
+                    bus.send(topic, payload)
+                    sent[0] += 1
+                bus.send_frame(b"no separator at all")
+                time.sleep(0.01)
+
+    th = threading.Thread(target=inject, daemon=True)
+    th.start()
+    try:
+        rc, _, err, summary = run(cfg)
+    finally:
+        stop.set()
+        th.join(5)
+    assert rc == 0, err
+    assert sent[0] > 0
+    assert summary["services"]["b"]["msgs_invalid"] > 0 and summary["services"]["a"]["msgs_invalid"] > 0
+    ra, rb = trajectories(ref)
+    ba, bb = trajectories(bad)
+    assert ra.tobytes() == ba.tobytes() and rb.tobytes() == bb.tobytes()
+
+
+def test_bad_config_exits_2_listing_every_problem_and_starts_nothing(tmp_path):
+    cfg = make_cfg(tmp_path, rates=(1000, 300), sim='bogus = 1\nspeed = "fast"\ntransport = "tcp"',
+                   extra='[services.c]\nkind = "tests.protocol.toys"\nrate_hz = 400\nindex = 1\ncolour = "red"\n'
+                         '[stray]\nx = 1')
+    t = time.monotonic()
+    rc, out, err, _ = run(cfg)
+    assert rc == 2 and "summary" not in out
+    for needle in ("sim.bogus: unknown key", "sim.speed: expected", "sim.bus: missing endpoint",
+                   "b.rate_hz: 300 Hz has no whole-nanosecond period", "divide the longest, c (400 Hz",
+                   "a (1000 Hz)", "services.c.colour: unknown key", "[stray]: unclaimed"):
+        assert needle in err, (needle, err)
+    assert time.monotonic() - t < 10
+    rc, _, err, _ = run(make_cfg(tmp_path, name="d.toml"), "--only", "a,zz")
+    assert rc == 2 and "zz" in err
+
+
+def _start(cfg: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(LAUNCH), "run", str(cfg), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def _wait_workers(cfg: Path, n: int, timeout: float = 20.0) -> list[int]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        w = workers(cfg)
+        if len(w) == n:
+            return w
+        time.sleep(0.05)
+    raise AssertionError(f"expected {n} workers, have {workers(cfg)}")
+
+
+def _finish(p: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise
+    return p.returncode, out, err
+
+
+def test_sigkill_of_a_service_stops_the_rest_within_1s(tmp_path):
+    cfg = make_cfg(tmp_path, duration=30.0, sim="speed = 1.0")
+    p = _start(cfg)
+    try:
+        pids = _wait_workers(cfg, 2)
+        time.sleep(0.5)
+        victim = next(pid for pid in pids if f"_worker {cfg} b " in _cmd(pid))
+        t = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        rc, _, err = _finish(p, 10)
+        assert time.monotonic() - t < 1.5
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc == 1
+    assert "service 'b' died: killed by SIGKILL" in err
+    assert workers(cfg) == []
+
+
+def _cmd(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_service_error_is_reported_and_run_fails(tmp_path):
+    cfg = make_cfg(tmp_path, duration=2.0, toy="fail_at = 0.5\nfail_index = 1")
+    rc, _, err, _ = run(cfg)
+    assert rc == 1
+    assert "service 'b' failed: RuntimeError: toy b: injected failure" in err
+
+
+def test_sigint_stops_everything_in_order(tmp_path):
+    cfg = make_cfg(tmp_path, duration=30.0, sim="speed = 1.0")
+    p = _start(cfg)
+    try:
+        _wait_workers(cfg, 2)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        rc, out, err = _finish(p, 10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc == 128 + signal.SIGINT and "SIGINT" in err
+    assert workers(cfg) == []
+
+
+def test_freeze_and_resume_keep_results(tmp_path):
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    assert run(make_cfg(ref, duration=0.5), "--inprocess")[0] == 0
+    cfg = make_cfg(tmp_path, duration=0.5, sim="speed = 1.0")
+    t = time.monotonic()
+    p = _start(cfg)
+    try:
+        _wait_workers(cfg, 2)
+        time.sleep(0.2)
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(0.8)
+        p.send_signal(signal.SIGUSR2)
+        rc, _, err = _finish(p, 20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc == 0, err
+    assert time.monotonic() - t > 1.3  # 0.5 s paced + 0.8 s frozen
+    ra, rb = trajectories(ref)
+    a, b = trajectories(tmp_path)
+    assert ra.tobytes() == a.tobytes() and rb.tobytes() == b.tobytes()
+
+
+def test_realtime_paced_and_measured(tmp_path):
+    cfg = make_cfg(tmp_path, duration=1.0, sim='mode = "realtime"\nstats_period = 0.2')
+    t = time.monotonic()
+    rc, _, err, summary = run(cfg)
+    assert rc == 0, err
+    assert time.monotonic() - t > 1.0  # paced by the wall clock
+    for name, steps in (("a", 1000), ("b", 100)):
+        s = summary["services"][name]
+        assert s["steps"] == steps and s["t_ns"] == 1_000_000_000 and s["mode"] == "realtime"
+        assert 0 <= s["jitter_p50_ns"] <= s["jitter_p99_ns"] <= s["jitter_max_ns"]
+        assert s["input_age_p99_ns"] > 0
+    a, b = trajectories(tmp_path)
+    p = M[0] * a[::10, 2] + M[1] * b[:, 2]
+    assert np.isfinite(p).all()
+
+
+def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
+    rec = 'role = "sink"\n'
+    cfg = make_cfg(tmp_path, duration=0.5, extra=f'[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\n{rec}')
+    rc, _, err, _ = run(cfg)
+    assert rc == 0, err
+    seen = msgpack.unpackb((tmp_path / "out" / "rec.rec").read_bytes(), raw=False)
+    from protocol.codec import envelope
+    seqs: dict[str, list[int]] = {}
+    for topic, payload in seen:
+        if topic.startswith("toy/"):
+            seqs.setdefault(topic, []).append(envelope(topic, payload)[2])
+    assert set(seqs) == {"toy/state0", "toy/spring0", "toy/state1"}
+    for topic, s in seqs.items():  # no slow joiner: from seq 0, no gap, to the end
+        assert s == list(range(len(s))), topic
+    assert len(seqs["toy/state0"]) == 501 and len(seqs["toy/state1"]) == 51
+    # re-simulate b alone against a's logged outputs: bit-identical to the full run
+    full_b = np.load(tmp_path / "out" / "b.npy")
+    d = tmp_path / "re"
+    d.mkdir()
+    src = (f'[services.rep]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "source"\n'
+           f'replay = "{tmp_path / "out" / "rec.rec"}"\ntopics = ["toy/state0", "toy/spring0"]\n')
+    cfg2 = make_cfg(d, duration=0.5, extra=src)
+    text = cfg2.read_text().replace('[services.a]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nindex = 0\n', "")
+    cfg2.write_text(text)
+    rc, _, err, _ = run(cfg2)
+    assert rc == 0, err
+    assert np.load(d / "out" / "b.npy").tobytes() == full_b.tobytes()
