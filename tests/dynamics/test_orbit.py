@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 from dynamics import orbit as ob
 from dynamics import rigid_body as rb
-from dynamics.spatial import quat_angle, quat_to_rotation
+from dynamics.spatial import quat_angle, quat_to_rotation, rotation_to_quat
 from errors import ModelError, ShapeError
 
 N_LEO = ob.mean_motion(400e3)
@@ -66,8 +67,6 @@ def _rz(a):
 def test_gravity_gradient_equilibria_give_zero_torque():
     I = np.diag([3000.0, 5000.0, 6000.0])
     # principal axes along LVLH axes, in every one of the 24 axis-aligned orientations
-    from scipy.spatial.transform import Rotation
-
     for R in Rotation.create_group("O").as_matrix():
         x, y, z, w = Rotation.from_matrix(R).as_quat()
         np.testing.assert_allclose(ob.gravity_gradient_torque(N_LEO, I, [w, x, y, z]), 0.0, atol=1e-12)
@@ -141,7 +140,5 @@ def test_shuttle_lvlh_axes_in_hill():
     np.testing.assert_array_equal(R @ [0, 1, 0], [0, 0, -1])  # opposite the orbit normal
     np.testing.assert_array_equal(R @ [0, 0, 1], [-1, 0, 0])  # nadir
     # LVLH hold of a Shuttle-like orbiter is a gravity-gradient equilibrium
-    from dynamics.spatial import rotation_to_quat
-
     I = np.diag([1.2e6, 8.0e6, 8.5e6])
     np.testing.assert_allclose(ob.gravity_gradient_torque(N_LEO, I, rotation_to_quat(R)), 0.0, atol=1e-6)
