@@ -1,0 +1,167 @@
+"""Per-call microseconds of the chain dynamics beside Pinocchio's, printed as JSON.
+
+Models: the SRMS on an orbiter base (6 + 6 DOF, ``dynamics.cases.srms_on_orbiter``) and a
+12-joint free-floating chain (6 + 12 DOF, written here as URDF so both libraries read
+the same file). Functions: forward dynamics, mass matrix, J*, G*. Pinocchio's figures:
+``aba``, ``crba``, and for J*/G* the same formulas composed from Pinocchio's
+``crba``, joint Jacobian and ``computeCentroidalMap`` / ``computeMinverse`` in Python.
+Every call sees a new configuration (ours caches kinematics per q).
+
+Run from the repository root: ``python bench/bench_dynamics.py [--repeat N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pinocchio as pin  # noqa: E402
+
+from dynamics import cases, exgit  # noqa: E402
+from dynamics import chain as ch  # noqa: E402
+from dynamics.urdf import chain_from_urdf_string  # noqa: E402
+from tests.dynamics.conftest import pin_from_urdf, pin_q  # noqa: E402
+
+
+def chain12_urdf(seed: int = 12) -> str:
+    """A 12-joint serial chain with random axes, offsets and inertias (deterministic)."""
+    rng = np.random.default_rng(seed)
+    parts = ['<robot name="chain12">']
+
+    def link(name: str, mass: float) -> str:
+        d = rng.uniform(0.05, 0.5, 3)
+        xyz = " ".join(f"{x:.6f}" for x in rng.uniform(-0.3, 0.3, 3))
+        return (f'<link name="{name}"><inertial><origin xyz="{xyz}" rpy="0 0 0"/><mass value="{mass:.4f}"/>'
+                f'<inertia ixx="{d[0]:.6f}" iyy="{d[1]:.6f}" izz="{d[2]:.6f}" ixy="0" ixz="0" iyz="0"/>'
+                f"</inertial></link>")
+
+    parts.append(link("base", 500.0))
+    prev = "base"
+    for j in range(12):
+        name = f"l{j + 1}"
+        parts.append(link(name, float(rng.uniform(2.0, 30.0))))
+        xyz = " ".join(f"{x:.6f}" for x in rng.uniform(-0.8, 0.8, 3))
+        rpy = " ".join(f"{x:.6f}" for x in rng.uniform(-np.pi, np.pi, 3))
+        ax = rng.normal(size=3)
+        ax /= np.linalg.norm(ax)
+        jt = "prismatic" if j % 5 == 4 else "revolute"
+        parts.append(f'<joint name="j{j + 1}" type="{jt}"><parent link="{prev}"/><child link="{name}"/>'
+                     f'<origin xyz="{xyz}" rpy="{rpy}"/><axis xyz="{ax[0]:.6f} {ax[1]:.6f} {ax[2]:.6f}"/>'
+                     f'<limit lower="-3" upper="3" effort="100" velocity="1"/></joint>')
+        prev = name
+    parts.append("</robot>")
+    return "\n".join(parts)
+
+
+def _per_call_us(fn, repeat: int, number: int) -> float:
+    return min(timeit.repeat(fn, repeat=repeat, number=number)) / number * 1e6
+
+
+def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int, p_hand: np.ndarray,
+                q0: np.ndarray, repeat: int, number: int) -> list[dict]:
+    rng = np.random.default_rng(1)
+    data = ch.make_data(model)
+    pd = pm.createData()
+    qs = []
+    for _ in range(16):
+        q = q0.copy()
+        q[7:] += rng.normal(scale=0.2, size=model.n)
+        qs.append(q)
+    qps = [pin_q(pm, model, q) for q in qs]
+    v = rng.normal(scale=0.05, size=model.nv)
+    tau = np.concatenate([np.zeros(6), rng.normal(size=model.n)])
+    jid = pm.getJointId(model.joint_names[hand_body - 1])
+    p_hand = np.asarray(p_hand, dtype=float)
+    k = [0]
+
+    def nxt() -> int:
+        k[0] = (k[0] + 1) % len(qs)
+        return k[0]
+
+    def ours_fd():
+        ch.forward_dynamics(model, data, qs[nxt()], v, tau)
+
+    def ours_M():
+        ch.mass_matrix(model, data, qs[nxt()])
+
+    def ours_Js():
+        exgit.generalized_jacobian(model, data, qs[nxt()], hand_body, p_hand)
+
+    def ours_G():
+        exgit.exgit(model, data, qs[nxt()], hand_body, p_hand, mu=0.5)
+
+    def pin_fd():
+        pin.aba(pm, pd, qps[nxt()], v, tau)
+
+    def pin_M():
+        pin.crba(pm, pd, qps[nxt()])
+
+    def _pin_parts(qp):
+        M = pin.crba(pm, pd, qp)
+        M = np.triu(M) + np.triu(M, 1).T
+        pin.computeJointJacobians(pm, pd, qp)
+        J = pin.getJointJacobian(pm, pd, jid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        r = pd.oMi[jid].rotation @ p_hand
+        J[:3] += np.cross(J[3:].T, r).T
+        X = np.linalg.solve(M[:6, :6], M[:6, 6:])
+        return M, J, X
+
+    def pin_Js():
+        qp = qps[nxt()]
+        _, J, X = _pin_parts(qp)
+        return J[:, 6:] - J[:, :6] @ X
+
+    def pin_G():
+        qp = qps[nxt()]
+        M, J, X = _pin_parts(qp)
+        Js = J[:, 6:] - J[:, :6] @ X
+        Hs = M[6:, 6:] - M[:6, 6:].T @ X
+        return Js @ np.linalg.solve(Hs, 0.5 * Js.T) + J[:, :6] @ np.linalg.solve(M[:6, :6], J[:, :6].T)
+
+    rows = []
+    for name, ours, theirs, note in (
+        ("forward_dynamics", ours_fd, pin_fd, "pin.aba"),
+        ("mass_matrix", ours_M, pin_M, "pin.crba"),
+        ("J*", ours_Js, pin_Js, "pin.crba + getJointJacobian + numpy"),
+        ("G*", ours_G, pin_G, "pin.crba + getJointJacobian + numpy"),
+    ):
+        t_ours = _per_call_us(ours, repeat, number)
+        t_pin = _per_call_us(theirs, repeat, number)
+        rows.append({"model": label, "nv": model.nv, "function": name, "berthsim_us": round(t_ours, 2),
+                     "pinocchio_us": round(t_pin, 2), "ratio": round(t_ours / t_pin, 1), "pinocchio_call": note})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--number", type=int, default=200)
+    args = ap.parse_args(argv)
+
+    srms = cases.srms_on_orbiter()
+    pm_srms = pin_from_urdf(cases.reference_path("SRMS_Canadarm.urdf"), base_mass=cases.ORBITER_MASS,
+                            base_com=cases.SRMS_BASE_TO_ORBITER_COM, base_inertia=cases.ORBITER_INERTIA)
+    text = chain12_urdf()
+    m12 = chain_from_urdf_string(text)
+    pm12 = pin.buildModelFromXML(text, pin.JointModelFreeFlyer())
+    pm12.gravity = pin.Motion.Zero()
+    q12 = ch.neutral(m12)
+
+    rows = bench_model("SRMS on orbiter (6+6)", srms.model, pm_srms, srms.hand_body, srms.p_BoHo_B, srms.q,
+                       args.repeat, args.number)
+    rows += bench_model("12-joint chain (6+12)", m12, pm12, m12.nb - 1, np.zeros(3), q12, args.repeat, args.number)
+    print(json.dumps({"python": platform.python_version(), "numpy": np.__version__, "pinocchio": pin.__version__,
+                      "results": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
