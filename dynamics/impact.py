@@ -294,7 +294,8 @@ def _solve_locked(G: Array, H: Array, psid_i: Array, locked: Sequence[int]) -> A
     free = np.setdiff1d(np.arange(n), lk)
     x = psid_i.copy()
     if free.size:
-        rhs = H[free] - G[np.ix_(free, lk)] @ psid_i[lk] if lk else H[free]
+        lk_a = np.asarray(lk, dtype=np.intp)
+        rhs = H[free] - G[np.ix_(free, lk_a)] @ psid_i[lk_a] if lk else H[free]
         x[free] = sla.solve(G[np.ix_(free, free)], rhs, assume_a="pos")
     return x
 
@@ -480,7 +481,7 @@ def nonplastic_impact_payload(
     # friction direction t (26) and plastic friction impulse p_t,p (23)-(25)
     slip_t = slip - (slip @ n) * n
     f_t = plastic.impulse_W - (plastic.impulse_W @ n) * n
-    ref = slip_t if np.linalg.norm(slip_t) > 1e-12 * max(np.linalg.norm(slip), 1e-300) else f_t
+    ref = slip_t if float(np.linalg.norm(slip_t)) > 1e-12 * float(np.linalg.norm(slip)) else f_t
     nt = float(np.linalg.norm(ref))
     p_tp = np.zeros(3) if nt == 0.0 else (plastic.impulse_W @ (ref / nt)) * (ref / nt)
 
@@ -492,8 +493,8 @@ def nonplastic_impact_payload(
     z = wp - r_f * (Ip_inv @ np.cross(r, p_tp))  # (37)
     v0 = vp - r_f * p_tp / mp  # payload CoM velocity at e* = 0, (32)
     # KE(e*) = a e*² + b e* + ke(u*, v0, z)
-    a = 0.5 * (1.0 / mp + s @ Ip @ s + u @ Mc @ u)
-    b = -(n @ v0) - s @ Ip @ z + u @ Mc @ u_star
+    a = float(0.5 * (1.0 / mp + s @ Ip @ s + u @ Mc @ u))
+    b = float(-(n @ v0) - s @ Ip @ z + u @ Mc @ u_star)
     c = ke(u_star, v0, z) - target
     disc = b * b - 4.0 * a * c
     if disc < 0.0:

@@ -153,7 +153,9 @@ class RigidBodyState:
         object.__setattr__(self, "w_WB_B", _readonly(as_vector(self.w_WB_B, 3, "w_WB_B")))
 
     @classmethod
-    def at_rest(cls, p_WoBo_W: ArrayLike = (0.0, 0.0, 0.0), quat_WB: ArrayLike = (1.0, 0.0, 0.0, 0.0)) -> RigidBodyState:
+    def at_rest(
+        cls, p_WoBo_W: ArrayLike = (0.0, 0.0, 0.0), quat_WB: ArrayLike = (1.0, 0.0, 0.0, 0.0)
+    ) -> RigidBodyState:
         """A body at rest relative to W at the given pose."""
         return cls(np.asarray(p_WoBo_W, dtype=float), np.asarray(quat_WB, dtype=float), np.zeros(3), np.zeros(3))
 

@@ -360,8 +360,10 @@ def test_bad_input_refused():
 def _two_bodies(rng):
     A = rb.RigidBodyModel("A", 30.0, np.diag([2.0, 3.0, 4.0]))
     B = rb.RigidBodyModel("B", 80.0, np.diag([10.0, 12.0, 15.0]))
-    sA = rb.RigidBodyState([0.5, 0.2, 1.0], quat_normalize(rng.normal(size=4)), [-0.3, 0.1, 0.05], rng.normal(size=3) * 0.2)
-    sB = rb.RigidBodyState([-0.8, 0.1, -0.6], quat_normalize(rng.normal(size=4)), [0.1, 0.0, -0.02], rng.normal(size=3) * 0.2)
+    sA = rb.RigidBodyState([0.5, 0.2, 1.0], quat_normalize(rng.normal(size=4)), [-0.3, 0.1, 0.05],
+                           rng.normal(size=3) * 0.2)
+    sB = rb.RigidBodyState([-0.8, 0.1, -0.6], quat_normalize(rng.normal(size=4)), [0.1, 0.0, -0.02],
+                           rng.normal(size=3) * 0.2)
     return A, sA, B, sB
 
 
@@ -396,9 +398,9 @@ def _pin_two_bodies(A, sA, B, sB, c):
     return m, d, q, v, Jr
 
 
-def _rb_from_pin_v(A, sA, B, sB, v):
+def _rb_from_pin_v(sA, sB, v):
     out = []
-    for (mod, st), vv in zip(((A, sA), (B, sB)), (v[:6], v[6:]), strict=True):
+    for st, vv in zip((sA, sB), (v[:6], v[6:]), strict=True):
         out.append(rb.RigidBodyState(st.p_WoBo_W, st.quat_WB, st.R_WB @ vv[:3], vv[3:]))
     return out
 
@@ -413,13 +415,13 @@ def test_point_impact_limits_match_pinocchio():
     model, data, q, v, Jr = _pin_two_bodies(A, sA, B, sB, c)
     # plastic sticking capture: e = 0, no slip
     res = im.point_impact(A, sA, B, sB, c, n, 0.0, np.inf)
-    ref = _rb_from_pin_v(A, sA, B, sB, pin.impulseDynamics(model, data, q, v, Jr, 0.0, 0.0))
+    ref = _rb_from_pin_v(sA, sB, pin.impulseDynamics(model, data, q, v, Jr, 0.0, 0.0))
     for got, exp in zip((res.state_A, res.state_B), ref, strict=True):
         np.testing.assert_allclose(got.v_WBo_W, exp.v_WBo_W, atol=1e-12)
         np.testing.assert_allclose(got.w_WB_B, exp.w_WB_B, atol=1e-12)
     # elastic frictionless: e = 1, mu = 0 is Pinocchio's restitution 1 on the normal row
     res = im.point_impact(A, sA, B, sB, c, n, 1.0, 0.0)
-    ref = _rb_from_pin_v(A, sA, B, sB, pin.impulseDynamics(model, data, q, v, (n @ Jr)[None, :], 1.0, 0.0))
+    ref = _rb_from_pin_v(sA, sB, pin.impulseDynamics(model, data, q, v, (n @ Jr)[None, :], 1.0, 0.0))
     for got, exp in zip((res.state_A, res.state_B), ref, strict=True):
         np.testing.assert_allclose(got.v_WBo_W, exp.v_WBo_W, atol=1e-12)
         np.testing.assert_allclose(got.w_WB_B, exp.w_WB_B, atol=1e-12)

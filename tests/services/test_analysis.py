@@ -5,8 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from dynamics import chain as ch
 from dynamics import cases
+from dynamics import chain as ch
 from services import analysis
 
 
