@@ -221,15 +221,26 @@ class StewartRig:
         """Leg lengths (6,) [m] of the platform pose ``X_RP``."""
         return np.linalg.norm(self.leg_vectors(X_RP), axis=1)
 
+    def lengths_jacobian(self, R: Array, T: Array) -> tuple[Array, Array]:
+        """Leg lengths (6,) and inverse Jacobian (6, 6) at rotation R, translation T."""
+        Rp = self.p_P @ R.T
+        legs = T + Rp - self.b_R
+        n = np.sqrt(np.einsum("ij,ij->i", legs, legs))
+        u = legs / n[:, None]
+        J = np.empty((6, 6))
+        J[:, 0] = Rp[:, 1] * u[:, 2] - Rp[:, 2] * u[:, 1]  # (R p_k) × u_k, written out: np.cross is slow
+        J[:, 1] = Rp[:, 2] * u[:, 0] - Rp[:, 0] * u[:, 2]
+        J[:, 2] = Rp[:, 0] * u[:, 1] - Rp[:, 1] * u[:, 0]
+        J[:, 3:] = u
+        return n, J
+
     def jacobian(self, X_RP: ArrayLike) -> Array:
         """Inverse Jacobian (6, 6): leg rates ``l̇ = J V_RP_R``, ``V`` = [ω; v] of P at Po in R.
 
         Row k is ``[(R p_k × u_k)ᵀ, u_kᵀ]`` with ``u_k`` the unit leg vector (Merlet §6.1).
         """
         X = _as_pose(X_RP, "X_RP")
-        legs = self.leg_vectors(X)
-        u = legs / np.linalg.norm(legs, axis=1, keepdims=True)
-        return np.hstack([np.cross(self.p_P @ X[:3, :3].T, u), u])
+        return self.lengths_jacobian(X[:3, :3], X[:3, 3])[1]
 
     def forward(
         self, legs: ArrayLike, guess: ArrayLike | None = None, *, tol: float = 1e-12, max_iter: int = 20
@@ -259,21 +270,33 @@ class StewartRig:
             If Newton does not converge within ``max_iter`` (no assembly near the guess).
         """
         L = as_vector(legs, 6, "legs")
-        X = self.neutral if guess is None else _as_pose(guess, "guess").copy()
-        q = rotation_to_quat(X[:3, :3])
-        T = X[:3, 3].copy()
+        X = self.neutral if guess is None else _as_pose(guess, "guess")
+        q, T, it = self.forward_quat(L, rotation_to_quat(X[:3, :3]), X[:3, 3], tol=tol, max_iter=max_iter)
+        return pose(quat_to_rotation(q), T), it
+
+    def forward_quat(
+        self, legs: Array, q_RP: Array, p_RoPo_R: Array, *, tol: float = 1e-12, max_iter: int = 20
+    ) -> tuple[Array, Array, int]:
+        """:meth:`forward` on a (``quat_wxyz``, position) guess, without matrix conversions.
+
+        The fast path for a caller that keeps the pose as a quaternion (the emulator
+        steps it at kHz rates). Returns ``(q_RP, p_RoPo_R, iterations)``; raises as
+        :meth:`forward`.
+        """
+        q, T = np.asarray(q_RP, dtype=np.float64), np.array(p_RoPo_R, dtype=np.float64)
+        R = quat_to_rotation(q)
         for it in range(1, max_iter + 1):
-            X = pose(quat_to_rotation(q), T)
-            r = self.inverse(X) - L
+            n, J = self.lengths_jacobian(R, T)
             try:
-                dx = np.linalg.solve(self.jacobian(X), -r)
+                dx = np.linalg.solve(J, legs - n)
             except np.linalg.LinAlgError as err:
                 raise NoSolutionError(f"stewart.forward: singular Jacobian at iteration {it}") from err
-            T = T + dx[3:]
-            q = quat_integrate(q, X[:3, :3].T @ dx[:3], 1.0)  # δθ is in R; quat_integrate wants P
+            T += dx[3:]
+            q = quat_integrate(q, R.T @ dx[:3], 1.0)  # δθ is expressed in R; quat_integrate wants P
+            R = quat_to_rotation(q)
             if float(np.max(np.abs(dx))) < tol:
-                return pose(quat_to_rotation(q), T), it
-        raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs {L.tolist()}")
+                return q, T, it
+        raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs {np.asarray(legs).tolist()}")
 
     def workspace_problems(self, X_RP: ArrayLike) -> list[str]:
         """Why ``X_RP`` is outside the workspace: stroke and conditioning; empty if inside."""

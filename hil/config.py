@@ -1,0 +1,283 @@
+"""The ``[hil]`` table: one parser shared by the bridge and the emulator.
+
+Both ends are built from the same table, so they agree on the geometry, the limits
+and hence the rig fingerprint. Every key is optional; the defaults describe a small
+electric Stewart platform (assumed, not a particular product)::
+
+    [hil]
+    url = "emulator"              # pyserial URL or path; "emulator" starts the built-in one on a pty
+    baud = 921600
+    format = "native"             # native | binary6 | ascii
+    setpoint = "legs"             # native only: legs | pose
+    ascii_bits = 10
+    rig = "stewart"               # stewart | servo
+    fingerprint = 0               # 0: computed from the geometry
+    bad_frames_max = 5
+    watchdog = 0.0                # s; 0: max(3 periods, 20 ms)
+    reply_timeout = 0.1           # s; lockstep: wait this long for the rig's reply
+    X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad)
+    X_TB = [0, 0, 0, 0, 0, 0]     # berthing interface B in payload body T
+
+    [hil.stewart]
+    r_base = 0.30                 # m
+    r_platform = 0.20             # m
+    base_pair_angle = 0.349       # rad (20°)
+    platform_pair_angle = 0.349   # rad
+    neutral_height = 0.50         # m
+    cond_max = 50.0
+
+    [hil.servo]                   # rig = "servo"
+    component = [0, 1, 2]         # pose component per axis (x, y, z, θx, θy, θz)
+    scale = [1.0, 1.0, 1.0]
+    offset = [0.0, 0.0, 0.0]
+
+    [hil.limits]                  # per axis, scalars or lists
+    lo = 0.40                     # m (leg stroke) or axis unit
+    hi = 0.70
+    v_max = 0.5                   # m/s
+    a_max = 5.0                   # m/s²
+    j_max = 100.0                 # m/s³
+
+    [hil.map]
+    neutral = [0, 0, 0, 0, 0, 0]  # rig pose offset from the rig's neutral when X_LB = I
+    scale = 1.0
+    rot_scale = 1.0
+    axis_map = ["x", "y", "z"]
+
+    [hil.compensation]
+    predict = true                # predict the command ahead by the measured round trip
+    passivity = true              # passivity observer + controller on the contact port
+    restitution_max = 1.0         # budget of the passivity controller
+    length = 1.0                  # m, weights rotation against translation
+
+    [hil.emulator]                # the built-in rig emulator
+    delay = 0.0                   # s, one-way transport delay (each direction)
+    drop = 0.0                    # probability a byte is dropped (host → rig)
+    bit_error = 0.0               # probability a byte gets one bit flipped (host → rig)
+    stiffness = 2.0e5             # N/m, contact spring between the docking halves
+    damping = 0.0                 # N·s/m
+    plane_normal = [0, 0, 1]      # in R, pointing into the fixed half
+    plane_offset = 0.51           # m: the fixed half's face is n·y = offset (in R)
+    probe_radius = 0.0            # m: contact points on the platform (0: its origin only)
+    bandwidth = 0.0               # Hz actuator servo bandwidth; 0: ideal within the limits
+    rate = 500.0                  # Hz internal step
+    seed = 0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from errors import BerthsimError, ConfigError
+from hil.encoders import ENCODERS
+from hil.stewart import PoseMap, RigLimits, ServoRig, StewartRig, axis_map_matrix, pose_from_vector
+
+__all__ = ["HilConfig", "DEFAULTS", "parse"]
+
+DEFAULTS: dict[str, Any] = {
+    "url": "emulator",
+    "baud": 921600,
+    "format": "native",
+    "setpoint": "legs",
+    "ascii_bits": 10,
+    "rig": "stewart",
+    "fingerprint": 0,
+    "bad_frames_max": 5,
+    "watchdog": 0.0,
+    "reply_timeout": 0.1,
+    "X_OL": [0.0] * 6,
+    "X_TB": [0.0] * 6,
+    "stewart": {
+        "r_base": 0.30,
+        "r_platform": 0.20,
+        "base_pair_angle": math.radians(20.0),
+        "platform_pair_angle": math.radians(20.0),
+        "neutral_height": 0.50,
+        "cond_max": 50.0,
+    },
+    "servo": {"component": [0, 1, 2], "scale": [1.0, 1.0, 1.0], "offset": [0.0, 0.0, 0.0]},
+    "limits": {"lo": 0.40, "hi": 0.70, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
+    "map": {"neutral": [0.0] * 6, "scale": 1.0, "rot_scale": 1.0, "axis_map": ["x", "y", "z"]},
+    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0, "length": 1.0},
+    "emulator": {
+        "delay": 0.0,
+        "drop": 0.0,
+        "bit_error": 0.0,
+        "stiffness": 2.0e5,
+        "damping": 0.0,
+        "plane_normal": [0.0, 0.0, 1.0],
+        "plane_offset": 0.51,
+        "probe_radius": 0.0,
+        "bandwidth": 0.0,
+        "rate": 500.0,
+        "seed": 0,
+    },
+}
+
+
+@dataclass(frozen=True)
+class HilConfig:
+    """The parsed ``[hil]`` table.
+
+    Attributes
+    ----------
+    table : dict
+        The table with defaults filled in (nested dicts).
+    rig : StewartRig or ServoRig
+    pose_map : PoseMap
+    X_OL, X_TB : ndarray, shape (4, 4)
+        Latch L in the orbiter body, berthing interface B in the payload body.
+    fingerprint : int
+        The configured fingerprint, else the rig's.
+    """
+
+    table: dict[str, Any]
+    rig: StewartRig | ServoRig
+    pose_map: PoseMap
+    X_OL: np.ndarray
+    X_TB: np.ndarray
+    fingerprint: int
+
+    @property
+    def limits(self) -> RigLimits:
+        """The rig's axis limits."""
+        return self.rig.limits
+
+    @property
+    def emulator(self) -> dict[str, Any]:
+        """The ``[hil.emulator]`` table."""
+        return self.table["emulator"]
+
+    @property
+    def compensation(self) -> dict[str, Any]:
+        """The ``[hil.compensation]`` table."""
+        return self.table["compensation"]
+
+
+def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    out = {}
+    for key, value in given.items():
+        if key not in defaults:
+            problems.append(f"{where}.{key}: unknown key (known: {', '.join(defaults)})")
+    for key, default in defaults.items():
+        value = given.get(key, default)
+        if isinstance(default, dict):
+            if not isinstance(value, Mapping):
+                problems.append(f"{where}.{key}: expected a table, got {value!r}")
+                value = {}
+            out[key] = _merge(default, value, f"{where}.{key}", problems)
+            continue
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
+        else:
+            ok = isinstance(value, (list, tuple, int, float)) and not isinstance(value, bool)
+        if not ok:
+            problems.append(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
+            value = default
+        out[key] = value
+    return out
+
+
+def _axes(value: Any, n: int, name: str, problems: list[str]) -> np.ndarray:
+    a = np.asarray(value, dtype=np.float64)
+    if a.shape == ():
+        a = np.full(n, float(a))
+    if a.shape != (n,) or not np.all(np.isfinite(a)):
+        problems.append(f"{name}: expected a number or {n} numbers, got {value!r}")
+        return np.zeros(n)
+    return a
+
+
+def _pose6(value: Any, name: str, problems: list[str]) -> np.ndarray:
+    try:
+        return pose_from_vector(value)
+    except (BerthsimError, ValueError, TypeError):
+        problems.append(f"{name}: expected [x, y, z, θx, θy, θz] (m, rad), got {value!r}")
+        return np.eye(4)
+
+
+def parse(table: Mapping[str, Any] | None) -> HilConfig:
+    """Parse and check a ``[hil]`` table (missing keys take :data:`DEFAULTS`).
+
+    Raises
+    ------
+    ConfigError
+        With ``problems`` listing every problem found, each naming the key and value.
+    """
+    problems: list[str] = []
+    t = _merge(DEFAULTS, table or {}, "hil", problems)
+    if t["format"] not in ENCODERS:
+        problems.append(f"hil.format: expected one of {ENCODERS}, got {t['format']!r}")
+    if t["setpoint"] not in ("legs", "pose"):
+        problems.append(f"hil.setpoint: expected 'legs' or 'pose', got {t['setpoint']!r}")
+    if t["rig"] not in ("stewart", "servo"):
+        problems.append(f"hil.rig: expected 'stewart' or 'servo', got {t['rig']!r}")
+    if t["baud"] <= 0:
+        problems.append(f"hil.baud: must be > 0, got {t['baud']!r}")
+    if t["bad_frames_max"] < 1:
+        problems.append(f"hil.bad_frames_max: must be >= 1, got {t['bad_frames_max']!r}")
+    if not 0 <= t["fingerprint"] <= 0xFFFFFFFF:
+        problems.append(f"hil.fingerprint: must be a u32, got {t['fingerprint']!r}")
+    if t["watchdog"] < 0 or t["reply_timeout"] <= 0:
+        problems.append(f"hil.watchdog / hil.reply_timeout: must be >= 0 / > 0, got {t['watchdog']!r} / {t['reply_timeout']!r}")
+    em = t["emulator"]
+    for key in ("drop", "bit_error"):
+        if not 0.0 <= em[key] < 1.0:
+            problems.append(f"hil.emulator.{key}: probability must be in [0, 1), got {em[key]!r}")
+    for key in ("delay", "damping", "probe_radius", "bandwidth"):
+        if em[key] < 0:
+            problems.append(f"hil.emulator.{key}: must be >= 0, got {em[key]!r}")
+    for key in ("stiffness", "rate"):
+        if em[key] <= 0:
+            problems.append(f"hil.emulator.{key}: must be > 0, got {em[key]!r}")
+    n_plane = np.asarray(em["plane_normal"], dtype=np.float64)
+    if n_plane.shape != (3,) or not np.isclose(np.linalg.norm(n_plane), 1.0, atol=1e-6):
+        problems.append(f"hil.emulator.plane_normal: expected a unit 3-vector, got {em['plane_normal']!r}")
+    comp = t["compensation"]
+    if not 0.0 <= comp["restitution_max"] <= 1.0:
+        problems.append(f"hil.compensation.restitution_max: must be in [0, 1], got {comp['restitution_max']!r}")
+    if comp["length"] <= 0:
+        problems.append(f"hil.compensation.length: must be > 0, got {comp['length']!r}")
+
+    n = 6 if t["rig"] != "servo" else len(t["servo"]["component"])
+    lim_t = t["limits"]
+    rig: StewartRig | ServoRig | None = None
+    try:
+        limits = RigLimits(*(_axes(lim_t[k], n, f"hil.limits.{k}", problems) for k in ("lo", "hi", "v_max", "a_max", "j_max")))
+        if t["rig"] == "servo":
+            s = t["servo"]
+            rig = ServoRig(tuple(int(c) for c in s["component"]), tuple(map(float, s["scale"])), tuple(map(float, s["offset"])), limits)
+        else:
+            s = t["stewart"]
+            rig = StewartRig(s["r_base"], s["r_platform"], s["base_pair_angle"], s["platform_pair_angle"],
+                             s["neutral_height"], limits, s["cond_max"])
+    except ConfigError as err:
+        problems.extend(q if q.startswith("hil.") else f"hil.{q}" for q in err.problems)
+    except (TypeError, ValueError) as err:
+        problems.append(f"hil.{t['rig']}: {err}")
+    pm = None
+    if rig is not None:
+        m = t["map"]
+        try:
+            M = axis_map_matrix(m["axis_map"])
+            pm = PoseMap(rig, rig.neutral @ _pose6(m["neutral"], "hil.map.neutral", problems), float(m["scale"]),
+                         float(m["rot_scale"]), M)
+        except ConfigError as err:
+            problems.extend(err.problems)
+    X_OL = _pose6(t["X_OL"], "hil.X_OL", problems)
+    X_TB = _pose6(t["X_TB"], "hil.X_TB", problems)
+    if problems or rig is None or pm is None:
+        raise ConfigError(f"[hil]: {len(problems)} problem(s): " + "; ".join(problems), problems)
+    fp = int(t["fingerprint"]) or rig.fingerprint
+    return HilConfig(t, rig, pm, X_OL, X_TB, fp)
