@@ -208,6 +208,11 @@ class CyrilRow:
         Seed 002's e (eq. 28), NaN for the pre-impact row. [m/s]
     impulse_W : ndarray, shape (3,)
         Impulse on the hand. [N·s]
+    roots : tuple[float, float]
+        Both roots of eq. (49) as normal impulses e* = m_p (e + x), ascending (the larger is
+        taken); NaN for the pre-impact row. [N·s]
+    x : float
+        Pre-impact normal velocity of the payload CoM, ``v_pi·n`` (eq. 28). [m/s]
     """
 
     name: str
@@ -220,6 +225,8 @@ class CyrilRow:
     KE: float
     e: float
     impulse_W: Array
+    roots: tuple[float, float]
+    x: float
 
 
 def cyril1998() -> list[CyrilRow]:
@@ -252,12 +259,15 @@ def cyril1998() -> list[CyrilRow]:
     n = pl.p_BcmC_W / np.linalg.norm(pl.p_BcmC_W)
     hand_joint = model.nv - 1
 
-    def row(name: str, ee: str, v: Array, v_p: Array, w_p: Array, e: float, imp: Array) -> CyrilRow:
+    x = float(v_pi @ n)
+
+    def row(name: str, ee: str, v: Array, v_p: Array, w_p: Array, e: float, imp: Array,
+            roots: tuple[float, float] = (float("nan"), float("nan"))) -> CyrilRow:
         P, L = ch.momentum(model, data, q, v)
         P_p = pl.mass * v_p
         L_p = np.cross(p_cm, P_p) + pl.I_Bcm_W @ w_p
         KE = ch.kinetic_energy(model, data, q, v) + 0.5 * pl.mass * v_p @ v_p + 0.5 * w_p @ pl.I_Bcm_W @ w_p
-        return CyrilRow(name, ee, v.copy(), v_p.copy(), w_p.copy(), P + P_p, L + L_p, float(KE), e, imp)
+        return CyrilRow(name, ee, v.copy(), v_p.copy(), w_p.copy(), P + P_p, L + L_p, float(KE), e, imp, roots, x)
 
     rows = [row("pre-impact", "-", v0, v_pi, w_pi, float("nan"), np.zeros(3))]
     args = (M, J, v0, pl.mass, pl.I_Bcm_W, pl.p_BcmC_W, v_pi, w_pi)
@@ -267,7 +277,7 @@ def cyril1998() -> list[CyrilRow]:
                 res = impact.plastic_impact_payload(*args, n_W=n, locked=locked)
             else:
                 res = impact.nonplastic_impact_payload(*args, n, r_E, r_f, locked=locked)
-            rows.append(row(name, ee, res.psid_f, res.v_pf, res.w_pf, res.e, res.impulse_W))
+            rows.append(row(name, ee, res.psid_f, res.v_pf, res.w_pf, res.e, res.impulse_W, res.roots))
     return rows
 
 
@@ -303,6 +313,24 @@ def _cyril_report(rows: list[CyrilRow], out: Path | None) -> str:
         loss_p = sub["plastic"].KE - pre.KE
         parts = [f"{k}: {(r.KE - pre.KE) / loss_p:.6f}" for k, r in sub.items() if k != "plastic"]
         lines.append(f"energy loss / plastic loss ({ee} EE): " + ", ".join(parts))
+    lines.append("")
+    lines.append(f"root choice (eqs. 49-53): x = v_pi.n = {pre.x:+.4f} m/s; e* = m_p (e + x) [N s], larger root taken")
+    m_p = cases.cyril_1998_system()[1].mass
+    for ee in ("free", "locked"):
+        sub = {r.name: r for r in rows if r.end_effector == ee}
+        for name, _, _ in CYRIL_CASES[1:]:
+            r = sub[name]
+            ok50 = (r.e + r.x >= 0.0) if r.x >= 0.0 else (r.e + r.x < 0.0)
+            lines.append(f"  {ee:6s} {name:13s} roots ({r.roots[0]:.5f}, {r.roots[1]:.5f}); "
+                         f"e + x = {r.roots[1] / m_p:+.6f} m/s; (50)/(51) {'holds' if ok50 else 'VIOLATED'}")
+
+        def ex(name: str, sub: dict[str, CyrilRow] = sub) -> float:
+            return abs(sub[name].roots[1]) / m_p
+
+        c52 = ex("rE=0.2 rf=0.5") > ex("rE=0.5 rf=0.5")
+        c53 = ex("rE=0.5 rf=0.8") > ex("rE=0.5 rf=0.5")
+        lines.append(f"  {ee:6s} (52) |e+x| falls as r_E rises (0.2 -> 0.5): {'holds' if c52 else 'does NOT hold'}; "
+                     f"(53) |e+x| rises with r_f (0.5 -> 0.8): {'holds' if c53 else 'does NOT hold'}")
     if out is not None:
         _cyril_files(rows, out)
         lines.append(f"wrote {out / 'cyril1998.csv'} and {out / 'cyril1998.png'}")
@@ -314,12 +342,13 @@ def _cyril_files(rows: list[CyrilRow], out: Path) -> None:
         w = csv.writer(fh)
         w.writerow(["case", "end_effector", "w_sc_x", "w_sc_y", "w_sc_z", "v_sc_x", "v_sc_y", "v_sc_z",
                     "th2_dot", "th3_dot", "th4_dot", "v_p_x", "v_p_y", "v_p_z", "w_p_x", "w_p_y", "w_p_z",
-                    "P_x", "P_y", "P_z", "L_x", "L_y", "L_z", "KE_J", "e", "impulse_x", "impulse_y", "impulse_z"])
+                    "P_x", "P_y", "P_z", "L_x", "L_y", "L_z", "KE_J", "e", "impulse_x", "impulse_y", "impulse_z",
+                    "root1_Ns", "root2_Ns"])
         for r in rows:
             w.writerow([r.name, r.end_effector, *(f"{x:.12g}" for x in r.v), *(f"{x:.12g}" for x in r.v_p),
                         *(f"{x:.12g}" for x in r.w_p), *(f"{x:.12g}" for x in r.P_W),
                         *(f"{x:.12g}" for x in r.L_Wo_W), f"{r.KE:.12g}", "" if np.isnan(r.e) else f"{r.e:.12g}",
-                        *(f"{x:.12g}" for x in r.impulse_W)])
+                        *(f"{x:.12g}" for x in r.impulse_W), *(f"{x:.12g}" for x in r.roots)])
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9.0, 6.0))

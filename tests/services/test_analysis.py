@@ -108,3 +108,19 @@ def test_main_refuses_unknown_case_and_bad_out(tmp_path, capsys):
     assert analysis.main(["cyril1998", "--out", str(f)]) == 2
     assert "not a directory" in capsys.readouterr().err
     assert analysis.main([]) == 2
+
+
+def test_cyril_root_choice_follows_seed_rules(rows):
+    m_p = cases.cyril_1998_system()[1].mass
+    for ee in ("free", "locked"):
+        sub = {r.name: r for r in rows if r.end_effector == ee}
+        # elastic: one root is "no impact" (zero impulse), the other the rebound that is taken
+        assert sub["elastic"].roots[0] == pytest.approx(0.0, abs=1e-12)
+        for name, _, _ in analysis.CYRIL_CASES[1:]:
+            r = sub[name]
+            assert r.roots[0] <= r.roots[1]
+            assert r.e + r.x == pytest.approx(r.roots[1] / m_p, rel=1e-12)
+            assert r.x >= 0 and r.e + r.x >= 0  # seed eq. (50)
+        # seed eq. (52): the larger the energy loss, the smaller |e + x|
+        lo_loss, hi_loss = sub["rE=0.2 rf=0.5"], sub["rE=0.5 rf=0.5"]
+        assert abs(lo_loss.e + lo_loss.x) > abs(hi_loss.e + hi_loss.x)
