@@ -165,6 +165,8 @@ _TABLE: dict[str, TopicSchema] = {
         "active": _BOOL,
     }),
     "contact/event": TopicSchema("berthsim.ContactEvent", 1, "event", {"events": _EVENTS}),
+    # Orbiter reaction-control jet firings (rcs_on / rcs_off with axis and torque).
+    "orbiter/event": TopicSchema("berthsim.OrbiterEvent", 1, "event", {"events": _EVENTS}),
     "operator/command": TopicSchema("berthsim.OperatorCommand", 1, "event", {"events": _EVENTS}),
     "hil/command": TopicSchema("berthsim.HilCommand", 1, "state", {
         "X_LB": _M44,
