@@ -42,10 +42,23 @@ _P = np.block([[np.zeros((3, 3)), np.eye(3)], [np.eye(3), np.zeros((3, 3))]])
 _COND_MAX = 1e12
 
 
-def _blocks(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, body: int, p_BoHo_B: ArrayLike):
+def _parts(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, body: int, p_BoHo_B: ArrayLike):
+    """Hand Jacobian J (6, nv), mass matrix M, and X = H_b⁻¹ H_bm (6, n) (None for a fixed base)."""
     J = ch.frame_jacobian(model, data, q, body, p_BoHo_B)
     M = ch.mass_matrix(model, data, q)
-    return J, M
+    X = spd_solve(M[:6, :6], M[:6, 6:], "H_b") if model.floating else None
+    return J, M, X
+
+
+def _j_star(model: ch.ChainModel, J: Array, X: Array | None) -> Array:
+    return J.copy() if X is None else J[:, 6:] - J[:, :6] @ X
+
+
+def _h_star(model: ch.ChainModel, M: Array, X: Array | None) -> Array:
+    if X is None:
+        return M.copy()
+    H = M[6:, 6:] - M[:6, 6:].T @ X
+    return 0.5 * (H + H.T)
 
 
 def generalized_jacobian(
@@ -76,11 +89,8 @@ def generalized_jacobian(
     ShapeError
         On wrong shapes.
     """
-    J, M = _blocks(model, data, q, body, p_BoHo_B)
-    if not model.floating:
-        return J.copy()
-    X = spd_solve(M[:6, :6], M[:6, 6:], "H_b")
-    return J[:, 6:] - J[:, :6] @ X
+    J, _, X = _parts(model, data, q, body, p_BoHo_B)
+    return _j_star(model, J, X)
 
 
 def generalized_inertia(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike) -> Array:
@@ -96,11 +106,8 @@ def generalized_inertia(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike) 
         [kg·m², kg·m, kg]
     """
     M = ch.mass_matrix(model, data, q)
-    if not model.floating:
-        return M.copy()
-    X = spd_solve(M[:6, :6], M[:6, 6:], "H_b")
-    H = M[6:, 6:] - M[:6, 6:].T @ X
-    return 0.5 * (H + H.T)
+    X = spd_solve(M[:6, :6], M[:6, 6:], "H_b") if model.floating else None
+    return _h_star(model, M, X)
 
 
 def rigid_mobility(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, body: int,
@@ -127,14 +134,14 @@ def rigid_mobility(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, body:
     p_H = X[body, :3, 3] + X[body, :3, :3] @ sp.as_vector(p_BoHo_B, 3, "p_BoHo_B")
     w = model.total_mass
     G = ch.center_of_mass(model, data, q)
-    m = model.mass
-    Ig = np.zeros((3, 3))
-    Rb = data.R_WB
-    for b in range(model.nb):  # eq. (2): I_g = Σ (I_i − m_i r̃_gi r̃_gi)
-        r = sp.skew(data.com_W[b] - G)
-        Ig += Rb[b] @ model.I_Bcm_B[b] @ Rb[b].T - m[b] * r @ r
-    if np.linalg.cond(Ig) > _COND_MAX:
-        raise SingularityError(f"I_g: inertia about the total CoM is singular: {Ig.tolist()}")
+    # Eq. (2), I_g = Σ (I_i − m_i r̃_gi r̃_gi), by the parallel-axis theorem from the
+    # bodies' inertias about the base origin (rotational blocks of data.I_ref).
+    g = sp.skew(G - data.p_ref)
+    Ig = data.I_ref[:, :3, :3].sum(axis=0) + w * (g @ g)
+    try:
+        np.linalg.cholesky(Ig)
+    except np.linalg.LinAlgError as err:
+        raise SingularityError(f"I_g: inertia about the total CoM is singular: {Ig.tolist()}") from err
     Rh = np.eye(6)
     Rh[:3, 3:] = -sp.skew(p_H - G)
     Minv = np.zeros((6, 6))
@@ -198,8 +205,9 @@ def exgit(
     SingularityError
         If H* or I_g is singular.
     """
-    Js = generalized_jacobian(model, data, q, body, p_BoHo_B)
-    Hs = generalized_inertia(model, data, q)
+    J, M, X = _parts(model, data, q, body, p_BoHo_B)
+    Js = _j_star(model, J, X)
+    Hs = _h_star(model, M, X)
     mu_m = _mu_matrix(mu, model.n)
     X = spd_solve(Hs, (np.eye(model.n) - mu_m) @ Js.T, "H*")
     return Js @ X + rigid_mobility(model, data, q, body, p_BoHo_B)
@@ -378,5 +386,5 @@ def velocity_jump(
     -------
     ndarray, shape (nv,)
     """
-    J, M = _blocks(model, data, q, body, p_BoHo_B)
+    J, M, _ = _parts(model, data, q, body, p_BoHo_B)
     return spd_solve(M, J.T @ sp.as_vector(impulse_W, 6, "impulse_W"), "M")

@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
 from errors import ShapeError, SingularityError
@@ -115,7 +114,7 @@ def udu_decompose(A: ArrayLike, name: str = "M") -> tuple[Array, Array]:
 
 
 def spd_solve(A: ArrayLike, b: ArrayLike, name: str = "M") -> Array:
-    """Solve ``A x = b`` for symmetric positive definite A by Cholesky (scipy).
+    """Solve ``A x = b`` for symmetric positive definite A (Cholesky test, then LAPACK solve).
 
     Raises
     ------
@@ -123,10 +122,10 @@ def spd_solve(A: ArrayLike, b: ArrayLike, name: str = "M") -> Array:
         If ``A`` is not (numerically) positive definite.
     """
     try:
-        c = scipy.linalg.cho_factor(A, check_finite=True)
+        np.linalg.cholesky(A)  # the positive-definiteness test
     except np.linalg.LinAlgError as err:
         raise SingularityError(f"{name}: not positive definite ({err})") from err
-    return scipy.linalg.cho_solve(c, b)
+    return np.linalg.solve(A, b)  # LAPACK gesv: cheaper from Python than two triangular solves
 
 
 def saha_factor(
