@@ -25,9 +25,10 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -116,7 +117,7 @@ def yoshida1992(theta_deg: Sequence[float] | None = None, mu: Sequence[float] = 
     return YoshidaSweep(th, tuple(float(x) for x in mu), m_a, m_p, psi, float(case.model.total_mass))
 
 
-def _yoshida_report(sw: YoshidaSweep, out: Path | None) -> str:
+def _yoshida_report(sw: YoshidaSweep) -> str:
     lines = ["Yoshida et al. 1992 (seed 000) sec. 6: three rods 1.0 m / 1.0 kg, hand at the end of rod 3",
              f"total mass {sw.total_mass:.3f} kg; mu = level x I; psi signed about +z", ""]
     head = ["theta [deg]"]
@@ -138,13 +139,10 @@ def _yoshida_report(sw: YoshidaSweep, out: Path | None) -> str:
         t, m, p = sw.peak(i)
         lines.append(f"  mu={level:g}: max m_a* = {m:.4f} kg at theta = {t:.1f} deg (psi there {p:+.2f} deg); "
                      f"psi = 0 at theta = {sw.psi_zero(i):.2f} deg")
-    if out is not None:
-        _yoshida_files(sw, out)
-        lines.append(f"wrote {out / 'yoshida1992.csv'} and {out / 'yoshida1992.png'}")
     return "\n".join(lines)
 
 
-def _yoshida_files(sw: YoshidaSweep, out: Path) -> None:
+def _yoshida_files(sw: YoshidaSweep, out: Path) -> list[Path]:
     with open(out / "yoshida1992.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         head = ["theta_deg"]
@@ -173,6 +171,7 @@ def _yoshida_files(sw: YoshidaSweep, out: Path) -> None:
     ax1.legend()
     ax1.set_title("Yoshida 1992, three-rod chain: virtual mass vs impulse direction")
     fig.savefig(out / "yoshida1992.png", dpi=120)
+    return [out / "yoshida1992.csv", out / "yoshida1992.png"]
 
 
 # ---------------------------------------------------------------- cyril1998
@@ -281,7 +280,7 @@ def cyril1998() -> list[CyrilRow]:
     return rows
 
 
-def _cyril_report(rows: list[CyrilRow], out: Path | None) -> str:
+def _cyril_report(rows: list[CyrilRow]) -> str:
     def d(x: float) -> float:  # degrees, with rounding noise shown as 0
         return 0.0 if abs(x) < 1e-12 else float(np.degrees(x))
 
@@ -331,13 +330,10 @@ def _cyril_report(rows: list[CyrilRow], out: Path | None) -> str:
         c53 = ex("rE=0.5 rf=0.8") > ex("rE=0.5 rf=0.5")
         lines.append(f"  {ee:6s} (52) |e+x| falls as r_E rises (0.2 -> 0.5): {'holds' if c52 else 'does NOT hold'}; "
                      f"(53) |e+x| rises with r_f (0.5 -> 0.8): {'holds' if c53 else 'does NOT hold'}")
-    if out is not None:
-        _cyril_files(rows, out)
-        lines.append(f"wrote {out / 'cyril1998.csv'} and {out / 'cyril1998.png'}")
     return "\n".join(lines)
 
 
-def _cyril_files(rows: list[CyrilRow], out: Path) -> None:
+def _cyril_files(rows: list[CyrilRow], out: Path) -> list[Path]:
     with open(out / "cyril1998.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["case", "end_effector", "w_sc_x", "w_sc_y", "w_sc_z", "v_sc_x", "v_sc_y", "v_sc_z",
@@ -368,6 +364,7 @@ def _cyril_files(rows: list[CyrilRow], out: Path) -> None:
     fig.suptitle("Cyril et al. 1998, rigid links: post-impact state")
     fig.tight_layout()
     fig.savefig(out / "cyril1998.png", dpi=120)
+    return [out / "cyril1998.csv", out / "cyril1998.png"]
 
 
 # ---------------------------------------------------------------- common
@@ -380,9 +377,10 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt.format(*head), sep] + [fmt.format(*r) for r in rows])
 
 
-CASES = {
-    "yoshida1992": lambda out: _yoshida_report(yoshida1992(), out),
-    "cyril1998": lambda out: _cyril_report(cyril1998(), out),
+# case name -> (compute, report text, write files into a directory and return their paths)
+CASES: dict[str, tuple[Callable[[], Any], Callable[[Any], str], Callable[[Any, Path], list[Path]]]] = {
+    "yoshida1992": (yoshida1992, _yoshida_report, _yoshida_files),
+    "cyril1998": (cyril1998, _cyril_report, _cyril_files),
 }
 
 
@@ -404,8 +402,12 @@ def main(argv: list[str]) -> int:
             print(f"analyze: --out {str(a.out)!r} exists and is not a directory", file=sys.stderr)
             return 2
         a.out.mkdir(parents=True, exist_ok=True)
+    compute, report, files = CASES[a.case]
     try:
-        print(CASES[a.case](a.out))
+        result = compute()
+        print(report(result))
+        if a.out is not None:
+            print("wrote " + ", ".join(str(p) for p in files(result, a.out)))
     except BerthsimError as err:
         print(f"analyze {a.case}: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
