@@ -28,7 +28,7 @@ import pinocchio as pin  # noqa: E402
 from dynamics import cases, exgit  # noqa: E402
 from dynamics import chain as ch  # noqa: E402
 from dynamics.urdf import chain_from_urdf_string  # noqa: E402
-from tests.dynamics.conftest import pin_from_urdf, pin_q  # noqa: E402
+from tests.dynamics.conftest import pin_from_urdf, pin_q, sym_upper  # noqa: E402
 
 
 def chain12_urdf(seed: int = 12) -> str:
@@ -105,8 +105,7 @@ def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int,
         pin.crba(pm, pd, qps[nxt()])
 
     def _pin_parts(qp):
-        M = pin.crba(pm, pd, qp)
-        M = np.triu(M) + np.triu(M, 1).T
+        M = sym_upper(pin.crba(pm, pd, qp))
         pin.computeJointJacobians(pm, pd, qp)
         J = pin.getJointJacobian(pm, pd, jid, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
         r = pd.oMi[jid].rotation @ p_hand

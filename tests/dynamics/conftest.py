@@ -82,10 +82,19 @@ def pin_from_chain(model: ch.ChainModel) -> pin.Model:
         if p == 0 and not model.floating:
             X = np.array(model.X_PJ[0]) @ X
         a = np.array(model.axis_J[b])
-        jm = pin.JointModelRevoluteUnaligned(a) if model.joint_type[b] == "revolute" else pin.JointModelPrismaticUnaligned(a)
+        if model.joint_type[b] == "revolute":
+            jm = pin.JointModelRevoluteUnaligned(a)
+        else:
+            jm = pin.JointModelPrismaticUnaligned(a)
         jid[b] = pm.addJoint(jid[p], jm, pin.SE3(X[:3, :3], X[:3, 3]), model.names[b])
         pm.appendBodyToJoint(jid[b], inertia(b), pin.SE3.Identity())
     return pm
+
+
+def sym_upper(A) -> np.ndarray:
+    """Pinocchio fills only the upper triangle of M (crba) and M⁻¹ (computeMinverse): symmetrize."""
+    A = np.asarray(A)
+    return np.triu(A) + np.triu(A, 1).T
 
 
 def pin_q(pm: pin.Model, model: ch.ChainModel, q: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ base rows, D's joint entries are equal, and the base blocks agree once mapped.
 import numpy as np
 import pinocchio as pin
 import pytest
-from conftest import base_T, pin_from_chain, pin_q, random_chain, random_state, rel_err
+from conftest import base_T, pin_from_chain, pin_q, random_chain, random_state, rel_err, sym_upper
 
 from dynamics import chain as ch
 from dynamics import udu
@@ -23,7 +23,7 @@ def _pin_factors(pm, model, q):
     pd = pm.createData()
     pin.crba(pm, pd, pin_q(pm, model, q))
     pin.cholesky.decompose(pm, pd)
-    M = np.triu(pd.M) + np.triu(pd.M, 1).T
+    M = sym_upper(pd.M)
     return np.array(pd.U), np.array(pd.D), M
 
 

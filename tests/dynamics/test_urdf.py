@@ -3,7 +3,7 @@
 import numpy as np
 import pinocchio as pin
 import pytest
-from conftest import base_T, pin_from_urdf, pin_q, pin_vdot_to_ours, random_state, rel_err
+from conftest import base_T, pin_from_urdf, pin_q, pin_vdot_to_ours, random_state, rel_err, sym_upper
 
 from dynamics import cases
 from dynamics import chain as ch
@@ -52,8 +52,7 @@ def test_against_pinocchio_urdf_reader(rng, path, floating):
         qp = pin_q(pm, model, q)
         T = base_T(model, q)
         Ti = np.linalg.inv(T)
-        M = pin.crba(pm, pd, qp)
-        M = np.triu(M) + np.triu(M, 1).T
+        M = sym_upper(pin.crba(pm, pd, qp))
         assert rel_err(ch.mass_matrix(model, data, q), Ti.T @ M @ Ti) <= 1e-9
         pin.forwardKinematics(pm, pd, qp)
         X = ch.forward_kinematics(model, data, q)
@@ -76,7 +75,8 @@ def test_base_replacement_is_applied():
 
 URDF_BAD = """<robot name="r">
   <link name="a"><inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
-  <link name="b"><inertial><mass value="{mass}"/><inertia ixx="{ixx}" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="b"><inertial><mass value="{mass}"/>
+    <inertia ixx="{ixx}" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>
   <joint name="j" type="{jtype}"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/></joint>
 </robot>"""
 
