@@ -23,7 +23,7 @@ import msgpack
 import numpy as np
 
 from errors import MessageError
-from protocol.messages import MAX_PAYLOAD_BYTES, TopicSchema, schema_for
+from protocol.messages import MAX_PAYLOAD_BYTES, SCHEMAS, TopicSchema, schema_for
 from protocol.service import Sample
 
 __all__ = ["encode", "decode", "envelope"]
@@ -75,20 +75,27 @@ Encoder = Callable[[str, str, Any], Any]
 def _array_codec(shape: tuple[int, ...]) -> tuple[Decoder, Encoder]:
     n = int(np.prod(shape, dtype=np.int64))
     nbytes = 8 * n
+    reshape = len(shape) != 1
+    isfinite = np.isfinite
 
     def dec(topic: str, name: str, v: Any) -> Any:
         if type(v) is not bytes or len(v) != nbytes:
             raise _bad(topic, name, f"expected {nbytes} bytes of float64 {shape}", v)
-        a = np.frombuffer(v, dtype=_F8).reshape(shape)
-        if not np.isfinite(a).all():
+        a = np.frombuffer(v, dtype=_F8)
+        if reshape:
+            a = a.reshape(shape)
+        if not isfinite(a).all():
             raise _bad(topic, name, "not finite", a.tolist())
         return a
 
     def enc(topic: str, name: str, v: Any) -> Any:
-        try:
-            a = np.asarray(v, dtype=_F8)
-        except (TypeError, ValueError) as err:
-            raise _bad(topic, name, "not a float array", v) from err
+        if type(v) is np.ndarray and v.dtype == _F8:
+            a = v
+        else:
+            try:
+                a = np.asarray(v, dtype=_F8)
+            except (TypeError, ValueError) as err:
+                raise _bad(topic, name, "not a float array", v) from err
         if a.shape != shape:
             raise _bad(topic, name, f"expected shape {shape}, shape {a.shape}", v)
         if not np.isfinite(a).all():
@@ -99,6 +106,8 @@ def _array_codec(shape: tuple[int, ...]) -> tuple[Decoder, Encoder]:
 
 
 def _float_dec(topic: str, name: str, v: Any) -> Any:
+    if type(v) is float and math.isfinite(v):
+        return v
     if type(v) is int and _I64_MIN <= v <= _I64_MAX:
         v = float(v)
     if type(v) is not float or not math.isfinite(v):
@@ -107,6 +116,8 @@ def _float_dec(topic: str, name: str, v: Any) -> Any:
 
 
 def _float_enc(topic: str, name: str, v: Any) -> Any:
+    if type(v) is float and math.isfinite(v):
+        return v
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise _bad(topic, name, "expected a finite float", v)
     return _float_dec(topic, name, float(v))
@@ -206,9 +217,9 @@ _CACHE: dict[str, _Compiled] = {}
 
 def _compiled(topic: str) -> _Compiled:
     c = _CACHE.get(topic)
-    schema = schema_for(topic)
-    if c is None or c.schema is not schema:
-        c = _CACHE[topic] = _Compiled(schema)
+    if c is not None and c.schema is SCHEMAS.get(topic):
+        return c
+    c = _CACHE[topic] = _Compiled(schema_for(topic))
     return c
 
 
@@ -254,9 +265,9 @@ def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns
         or an envelope value out of range; the message names topic, field and value.
     """
     c = _compiled(topic)
-    if not isinstance(fields, Mapping) or len(fields) != c.nfields:
-        if not isinstance(fields, Mapping):
-            raise _bad(topic, "<fields>", "expected a mapping", fields)
+    if type(fields) is not dict and not isinstance(fields, Mapping):
+        raise _bad(topic, "<fields>", "expected a mapping", fields)
+    if len(fields) != c.nfields:
         raise _missing_or_extra(topic, c, fields)
     out = {}
     try:
@@ -264,9 +275,11 @@ def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns
             out[name] = enc(topic, name, fields[name])
     except KeyError:
         raise _missing_or_extra(topic, c, fields) from None
-    for name, v in (("seq", seq), ("t_ns", t_ns), ("h_ns", h_ns)):
-        if not _is_int(v) or (name != "t_ns" and v < (1 if name == "h_ns" else 0)):
-            raise _bad(topic, name, "envelope value out of range", v)
+    if not (type(seq) is int and type(t_ns) is int and type(h_ns) is int and 0 <= seq <= _I64_MAX
+            and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX):
+        for name, v in (("seq", seq), ("t_ns", t_ns), ("h_ns", h_ns)):
+            if not _is_int(v) or (name != "t_ns" and v < (1 if name == "h_ns" else 0)):
+                raise _bad(topic, name, "envelope value out of range", v)
     if type(sender) is not str or not sender:
         raise _bad(topic, "sender", "expected a non-empty str", sender)
     env = [c.schema.version, sender, seq, t_ns, h_ns, time.time_ns() if wall_ns is None else wall_ns, out]
@@ -289,6 +302,11 @@ def _unpack(topic: str, payload: bytes) -> tuple[list[Any], _Compiled]:
     if type(env) is not list or len(env) != 7:
         raise _bad(topic, "<envelope>", "expected a 7-element array", env)
     version, sender, seq, t_ns, h_ns, wall_ns, fields = env
+    if (type(version) is int and version == c.schema.version and type(sender) is str and sender
+            and type(seq) is int and type(t_ns) is int and type(h_ns) is int and type(wall_ns) is int
+            and 0 <= seq <= _I64_MAX and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX
+            and _I64_MIN <= wall_ns <= _I64_MAX and type(fields) is dict):
+        return env, c
     if version != c.schema.version or type(version) is not int:
         raise _bad(topic, "version", f"expected schema version {c.schema.version}", version)
     if type(sender) is not str or not sender:
@@ -301,9 +319,7 @@ def _unpack(topic: str, payload: bytes) -> tuple[list[Any], _Compiled]:
         raise _bad(topic, "h_ns", "expected an int64 > 0", h_ns)
     if not _is_int(wall_ns):
         raise _bad(topic, "wall_ns", "expected an int64", wall_ns)
-    if type(fields) is not dict:
-        raise _bad(topic, "<fields>", "expected a map", fields)
-    return env, c
+    raise _bad(topic, "<fields>", "expected a map", fields)
 
 
 def envelope(topic: str, payload: bytes) -> tuple[int, str, int, int, int, int]:

@@ -71,6 +71,7 @@ class ServiceRecord:
     state: str = "configured"
     done: bool = False
     stopped: bool = False
+    t_ns: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     thread: threading.Thread | None = None
@@ -239,6 +240,7 @@ class Launcher:
             rec.probed = True
         elif op == "state":
             rec.state = msg.get("state", rec.state)
+            rec.t_ns = int(msg.get("t_ns", rec.t_ns))
         elif op == "done":
             rec.done = True
             rec.stats = msg.get("stats", {})
@@ -270,8 +272,11 @@ class Launcher:
                 if s in (signal.SIGINT, signal.SIGTERM):
                     raise KeyboardInterrupt(s)
                 self.frozen = s == signal.SIGUSR1
-                if self._started:
-                    self._broadcast({"op": "freeze" if self.frozen else "resume", "wall_ns": time.time_ns()})
+                if self._started and self.frozen:
+                    self._broadcast({"op": "freeze"})
+                elif self._started:  # realtime re-anchors: sim time t_ns at wall_ns, the same for all
+                    t_common = max([r.t_ns for r in self.records.values()] or [0])
+                    self._broadcast({"op": "resume", "wall_ns": time.time_ns() + 50_000_000, "t_ns": t_common})
             now = time.monotonic()
             if now >= self._next_ping:
                 self._next_ping = now + 0.5

@@ -128,6 +128,7 @@ class _Fail(Exception):
 
 
 _MS = 1_000_000
+_CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
 
 
 class ServiceShell:
@@ -162,7 +163,10 @@ class ServiceShell:
         self.outputs: tuple[Port, ...] = tuple(getattr(obj, "outputs", ()))
         self.buf = InputBuffer(self.inputs)
         self._input_kind = {p.topic: p.kind for p in self.inputs}
+        self._topics = {p.topic.encode(): p.topic for p in self.inputs}
+        self._topics[b"sim/control"] = "sim/control"
         self._out_seq = {p.topic: 0 for p in self.outputs}
+        self._out_prefix = tuple((p.topic, p.topic.encode() + SEPARATOR) for p in self.outputs)
         self._empty_event = {p.topic: {"events": []} for p in self.outputs
                              if tuple(schema_for(p.topic).fields) == ("events",)}
         self._stats_seq = 0
@@ -241,7 +245,10 @@ class ServiceShell:
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
         i = frame.find(SEPARATOR)
-        topic = frame[:i].decode(errors="replace") if i > 0 else ""
+        raw = frame[:i] if i > 0 else b""
+        topic = self._topics.get(raw)
+        if topic is None:
+            topic = raw.decode(errors="replace")
         payload = frame[i + 1:]
         self.received += 1
         if topic == "sim/control":
@@ -275,9 +282,12 @@ class ServiceShell:
         self.buf.add(topic, s)
 
     def _drain(self) -> None:
-        sub = self.bus.sub
-        while sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            self._ingest(sub.recv())
+        recv = self.bus.sub.recv
+        try:
+            while True:
+                self._ingest(recv(zmq.NOBLOCK))
+        except zmq.Again:
+            pass
 
     def _wait(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for data or control; ingest data, handle control."""
@@ -359,23 +369,23 @@ class ServiceShell:
         self._last_ctl = time.monotonic_ns()
         self._stats_every = int(msg.get("stats_period_ns", 1_000_000_000)) or 1_000_000_000
         self._next_stats = time.monotonic_ns() + self._stats_every
+        self._next_ctl = 0
 
     # ------------------------------------------------------------------ messages out
     def _publish(self, outs: dict[str, Any], t: int) -> None:
         if len(outs) != len(self.outputs) and any(k not in self._out_seq for k in outs):
             bad = [k for k in outs if k not in self._out_seq]
             raise LifecycleError(f"{self.name}: output topic {bad[0]!r} is not a declared output port")
-        bus, h, now = self.bus, self.period_ns, time.time_ns()
-        for port in self.outputs:
-            topic = port.topic
+        send, h, now, name, seqs = self.bus.pub.send, self.period_ns, time.time_ns(), self.name, self._out_seq
+        for topic, prefix in self._out_prefix:
             fields = outs.get(topic)
             if fields is None:
                 fields = self._empty_event.get(topic)
                 if fields is None:
                     raise LifecycleError(f"{self.name}: step returned no body for output {topic!r} at t={t} ns")
-            seq = self._out_seq[topic]
-            self._out_seq[topic] = seq + 1
-            bus.send(topic, encode(topic, fields, sender=self.name, seq=seq, t_ns=t, h_ns=h, wall_ns=now))
+            seq = seqs[topic]
+            seqs[topic] = seq + 1
+            send(prefix + encode(topic, fields, sender=name, seq=seq, t_ns=t, h_ns=h, wall_ns=now))
 
     def stats(self) -> dict[str, Any]:
         """The ``sim/stats`` fields now (jitter and input age over the current window)."""
@@ -413,10 +423,13 @@ class ServiceShell:
         self._win = len(self._jitter)
 
     def _tick_stats(self) -> None:
-        if time.monotonic_ns() >= self._next_stats:
-            self._next_stats += self._stats_every
-            self._publish_stats()
+        now = time.monotonic_ns()
+        if now >= self._next_ctl:
+            self._next_ctl = now + _CTL_EVERY_NS
             self._control()
+            if now >= self._next_stats:
+                self._next_stats = now + self._stats_every
+                self._publish_stats()
 
     # ------------------------------------------------------------------ lockstep
     def _run_lockstep(self) -> None:
@@ -427,13 +440,16 @@ class ServiceShell:
         speed = float(self.start.get("speed") or 0.0)
         anchor = time.monotonic_ns()
         self._resume_msg = None
-        buf, ctl_sock, sub = self.buf, self.ctl.sock, self.bus.sub
+        buf, ingest, recv, tick = self.buf, self._ingest, self.bus.sub.recv, self._tick_stats
+        self.bus.sub.rcvtimeo = 50  # ms: a blocking receive that still wakes for control
         self._publish(m.initial(t0), t0)
         while not t_end or t < t_end:
-            if not buf.ready(t, h):
-                self._drain()
-                while not buf.ready(t, h):
-                    self._wait(100)
+            while not buf.ready(t, h):
+                try:
+                    ingest(recv())
+                except zmq.Again:
+                    self._control()
+                tick()
             if speed > 0:
                 if self._resume_msg is not None:  # frozen meanwhile: shift the pace anchor
                     anchor = time.monotonic_ns() - int((t - t0) / speed)
@@ -446,11 +462,7 @@ class ServiceShell:
             self._publish(outs, t)
             buf.prune(t, h)
             self.steps += 1
-            if ctl_sock.getsockopt(zmq.EVENTS) & zmq.POLLIN or self.stop_event.is_set():
-                self._control()
-            if sub.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                self._drain()
-            self._tick_stats()
+            tick()
 
     # ------------------------------------------------------------------ realtime
     def _wait_until(self, deadline: int) -> None:
