@@ -32,6 +32,7 @@ __all__ = [
     "contact_inertia",
     "collision",
     "velocity_jump",
+    "resolved_rates",
 ]
 
 Array = NDArray[np.float64]
@@ -388,3 +389,56 @@ def velocity_jump(
     """
     J, M, _ = _parts(model, data, q, body, p_BoHo_B)
     return spd_solve(M, J.T @ sp.as_vector(impulse_W, 6, "impulse_W"), "M")
+
+
+def resolved_rates(
+    model: ch.ChainModel,
+    data: ch.ChainData,
+    q: ArrayLike,
+    body: int,
+    p_BoHo_B: ArrayLike,
+    V_WH_W: ArrayLike,
+    *,
+    cond_max: float = 1e5,
+) -> Array:
+    """Joint rates giving a hand twist, through the generalized Jacobian (resolved-rate control).
+
+    Solves ``J* θ̇ = V_WH_W`` (Umetani & Yoshida 1989, cited as [4] in seed 000; eq. 3 with
+    zero momentum). For a ground-based arm J* is the ordinary Jacobian.
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    body : int
+    p_BoHo_B : array_like, shape (3,)
+        Hand point (the point of resolution). [m]
+    V_WH_W : array_like, shape (6,)
+        Desired hand twist [ω; v_Ho] in W. [rad/s, m/s]
+    cond_max : float
+        Largest admissible condition number of J* (default 1e5: with the orbiter base the
+        SRMS wrist singularity, wrist yaw 90°, gives ~4e5, a ground-based arm's ~1e17).
+
+    Returns
+    -------
+    theta_dot : ndarray, shape (n,)
+        [rad/s or m/s]
+
+    Raises
+    ------
+    ModelError
+        If the chain does not have exactly six joints.
+    SingularityError
+        If J* is singular (kinematic or, with a free base, dynamic singularity): its
+        condition number, the body and the joint values are named.
+    """
+    if model.n != 6:
+        raise ModelError(f"resolved_rates: needs exactly 6 joints, the chain has n = {model.n}")
+    Js = generalized_jacobian(model, data, q, body, p_BoHo_B)
+    c = float(np.linalg.cond(Js))
+    if not np.isfinite(c) or c > cond_max:
+        theta = np.asarray(q, dtype=np.float64)[-model.n:]
+        raise SingularityError(
+            f"J* at body {model.names[body]!r} is singular (condition number {c:.3g} > {cond_max:.3g}) "
+            f"at joint values {theta.tolist()} rad"
+        )
+    return np.linalg.solve(Js, sp.as_vector(V_WH_W, 6, "V_WH_W"))

@@ -262,6 +262,29 @@ def test_singular_ground_based_posture_refused():
         exgit.collision(G, K, np.zeros(6), np.ones(6))
 
 
+def test_resolved_rates_and_their_singularity(rng):
+    """SRMS on the orbiter: J* θ̇ reproduces the twist (zero momentum, checked with Pinocchio's
+    centroidal map), and the wrist-yaw-90° posture is refused as singular."""
+    case = cases.srms_on_orbiter()
+    model, data = case.model, ch.make_data(case.model)
+    V = np.array([0.001, -0.002, 0.0015, 0.01, 0.02, -0.005])
+    th_dot = exgit.resolved_rates(model, data, case.q, case.hand_body, case.p_BoHo_B, V)
+    pm = pin_from_urdf(cases.reference_path("SRMS_Canadarm.urdf"), base_mass=cases.ORBITER_MASS,
+                       base_com=cases.SRMS_BASE_TO_ORBITER_COM, base_inertia=cases.ORBITER_INERTIA)
+    Js_pin = _pin_exgit_parts(pm, model, case.q, pm.getJointId(model.joint_names[-1]), case.p_BoHo_B)[0]
+    assert rel_err(Js_pin @ th_dot, V) <= TOL
+    q = case.q.copy()
+    q[7:] = [0.0, 0.5, -1.0, 0.5, np.pi / 2, 0.0]
+    with pytest.raises(SingularityError, match=r"'B7'.*condition number"):
+        exgit.resolved_rates(model, data, q, case.hand_body, case.p_BoHo_B, V)
+    ground = chain_from_urdf(cases.reference_path("SRMS_Canadarm.urdf"), floating_base=False)
+    with pytest.raises(SingularityError, match=r"'B7'.*condition number"):
+        exgit.resolved_rates(ground, ch.make_data(ground), q[7:], case.hand_body, case.p_BoHo_B, V)
+    three = cases.yoshida_three_rod()
+    with pytest.raises(ModelError, match="n = 2"):
+        exgit.resolved_rates(three.model, ch.make_data(three.model), three.q, 2, three.p_BoHo_B, V)
+
+
 def test_bad_parameters_refused(rng):
     case = cases.yoshida_three_rod()
     data = ch.make_data(case.model)
