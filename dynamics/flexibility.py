@@ -1,0 +1,381 @@
+"""Arm flexibility (SVDS seed 003 section 3, App. B; routine RMSFLX) and linearized modes.
+
+Deflections and loads are spatial 6-vectors in the SVDS order: a load ``P = [M; F]``
+(moment, force) at a point and the deflection ``δ = [δψ; δ]`` (small rotation,
+translation) of that point, both expressed in one frame (O for the arm quantities).
+
+- :func:`beam_compliance` — the compliance of one cantilevered beam at its tip with the
+  sparsity of B-7 (seven independent terms; γ26 = γ62 < 0).
+- :func:`arm_flexibility` — ``γ = Σ_i L_in γ_i L_inᵀ`` (B-6): the beams' (and joints')
+  compliances carried to the arm tip.
+- :func:`joint_flexibility` — ``γ_J = J^-1 γ J^-T`` (3-4); :func:`passive_torques`
+  ``τ_F = −γ_J^-1 δθ`` (3-6); :func:`servo_flexibility_terms` the active per-servo terms
+  ``γ_i^e = γ_J,ii − γ21ᵀ (γ22)^-1 γ21`` (3-7).
+- :func:`first_mode_two_body` and :func:`first_mode_chain` — the first elastic mode of
+  the linearized orbiter–arm–payload system (massless arm) and of the multibody arm
+  with joint springs, for the checks against the published bands
+  (``../shared/reference/README.md``).
+
+The SRMS beam and joint stiffnesses are not published: the defaults here are
+**ASSUMED** (see :data:`ASSUMED_BEAMS`, :data:`ASSUMED_JOINT_STIFFNESS`) and were chosen
+so that the first modes fall inside the published bands (tests/dynamics/test_flexibility.py).
+
+No I/O, clock or globals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import ArrayLike, NDArray
+
+from dynamics import spatial as sp
+from errors import ModelError, ShapeError
+
+__all__ = [
+    "Beam",
+    "ASSUMED_BEAMS",
+    "ASSUMED_JOINT_STIFFNESS",
+    "beam_compliance",
+    "shift_matrix",
+    "beam_frame",
+    "arm_flexibility",
+    "joint_flexibility",
+    "passive_torques",
+    "servo_flexibility_terms",
+    "first_mode_two_body",
+    "first_mode_chain",
+]
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Beam:
+    """One of the SVDS's five arm beams (section 1), a uniform cantilever.
+
+    Attributes
+    ----------
+    name : str
+    root, tip : int
+        Stations of the beam: index into the points ``[joint 1..6, Eo]`` (0..6) of
+        :class:`dynamics.rms.RmsPose` (joint points, then the point of resolution).
+    EI : float
+        Bending stiffness (both axes). [N·m²]
+    GJ : float
+        Torsional stiffness. [N·m²]
+    """
+
+    name: str
+    root: int
+    tip: int
+    EI: float
+    GJ: float
+
+
+#: The five beams of SVDS section 1 with **ASSUMED** stiffnesses: (1) longeron and
+#: shoulder to the shoulder pitch joint, (2) upper arm, (3) lower arm (graphite-epoxy
+#: booms of 0.33 m diameter, EI of order 1e7 N·m²), (4) wrist, (5) hand to the point of
+#: resolution. Stations: 0 shoulder yaw joint, 1 shoulder pitch, 2 elbow, 3 wrist
+#: pitch, 4 wrist yaw, 5 wrist roll, 6 point of resolution.
+ASSUMED_BEAMS: tuple[Beam, ...] = (
+    Beam("longeron_shoulder", 0, 1, 2.0e7, 2.0e7),
+    Beam("upper_arm", 1, 2, 1.2e7, 1.0e7),
+    Beam("lower_arm", 2, 3, 1.2e7, 1.0e7),
+    Beam("wrist", 3, 4, 5.0e6, 5.0e6),
+    Beam("hand", 4, 6, 5.0e6, 5.0e6),
+)
+
+#: Joint (gearbox) stiffnesses, SVDS order. [N·m/rad] — **ASSUMED** (not published);
+#: chosen so that the unloaded multibody arm (joint flexibility, rigid links) has its first
+#: mode in 0.35–0.71 Hz and the massless arm with the ~29,500 kg design payload in
+#: 0.027–0.047 Hz (tests/dynamics/test_flexibility.py).
+ASSUMED_JOINT_STIFFNESS = np.array([3.0e5, 3.0e5, 2.0e5, 1.0e5, 1.0e5, 1.0e5])
+
+
+def beam_compliance(L: float, EI: float, GJ: float) -> Array:
+    """Tip compliance of a uniform cantilever along its x axis, the form of SVDS B-7.
+
+    Euler–Bernoulli: ``γ11 = L/GJ`` (torsion), ``γ22 = γ33 = L/EI``, ``γ55 = γ66 = L³/3EI``,
+    ``γ35 = γ53 = L²/2EI``, ``γ26 = γ62 = −L²/2EI``; axial (row/column 4) rigid. In the
+    order ``[δψ; δ] = γ [M; F]``.
+
+    Parameters
+    ----------
+    L : float
+        Length. [m]
+    EI, GJ : float
+        Bending and torsional stiffness. [N·m²]
+
+    Returns
+    -------
+    gamma_i : ndarray, shape (6, 6)
+        [rad/(N·m), rad/N, m/(N·m), m/N]
+
+    Raises
+    ------
+    ModelError
+        If a value is not positive and finite.
+    """
+    for name, val in (("L", L), ("EI", EI), ("GJ", GJ)):
+        if not (np.isfinite(val) and val > 0.0):
+            raise ModelError(f"beam {name}: must be positive, got {val!r}")
+    g = np.zeros((6, 6))
+    g[0, 0] = L / GJ
+    g[1, 1] = g[2, 2] = L / EI
+    g[4, 4] = g[5, 5] = L ** 3 / (3.0 * EI)
+    g[2, 4] = g[4, 2] = L ** 2 / (2.0 * EI)
+    g[1, 5] = g[5, 1] = -(L ** 2) / (2.0 * EI)
+    return g
+
+
+def shift_matrix(r: ArrayLike) -> Array:
+    """``L = [[I, 0], [−[r×], I]]`` (A-6): a small deflection ``[δψ; δ]`` at a point carried to
+    the point ``r`` away; ``Lᵀ`` carries a load back (A-20).
+
+    Parameters
+    ----------
+    r : array_like, shape (3,)
+        From the point to the far point. [m]
+    """
+    L = np.eye(6)
+    L[3:, :3] = -sp.skew(sp.as_vector(r, 3, "r"))
+    return L
+
+
+def beam_frame(x_dir: ArrayLike, R_ref: ArrayLike) -> Array:
+    """Rotation ``R_OK`` of a beam frame K: x along ``x_dir``, z the reference z made orthogonal.
+
+    Parameters
+    ----------
+    x_dir : array_like, shape (3,)
+        Beam axis (root to tip), in O.
+    R_ref : array_like, shape (3, 3)
+        Reference frame in O (the link the beam belongs to).
+    """
+    x = sp.as_vector(x_dir, 3, "x_dir")
+    x = x / np.linalg.norm(x)
+    R = np.asarray(R_ref, dtype=np.float64)
+    z = R[:, 2] - (R[:, 2] @ x) * x
+    if np.linalg.norm(z) < 1e-6:
+        z = R[:, 1] - (R[:, 1] @ x) * x
+        z = np.cross(x, z)
+    z /= np.linalg.norm(z)
+    return np.column_stack([x, np.cross(z, x), z])
+
+
+def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
+                    beams: Sequence[Beam] = ASSUMED_BEAMS,
+                    joint_stiffness: ArrayLike | None = ASSUMED_JOINT_STIFFNESS) -> Array:
+    """Arm flexibility matrix at the point of resolution, SVDS B-6 with B-7 beams.
+
+    ``γ = Σ_i L_in γ_i L_inᵀ``: each beam's tip compliance (:func:`beam_compliance`,
+    rotated from its beam frame to O) carried from the beam tip to the arm tip; each
+    joint's compliance ``u uᵀ / k`` (rotation about its axis) carried from the joint
+    point. The arm is cantilevered at the shoulder (orbiter side).
+
+    Parameters
+    ----------
+    points_O : array_like, shape (7, 3)
+        Joint points 1..6 then the point of resolution, in O. [m]
+    u_O : array_like, shape (6, 3)
+        Joint axes in O.
+    R_links_O : array_like, shape (7, 3, 3)
+        Link frames in O (index 0 the shoulder frame), for the beam cross-section axes.
+    beams : sequence of Beam
+    joint_stiffness : array_like, shape (6,), optional
+        [N·m/rad]; None: rigid joints.
+
+    Returns
+    -------
+    gamma : ndarray, shape (6, 6)
+        Maps a tip load ``[M; F]`` in O about the point of resolution to the tip
+        deflection ``[δψ; δ]`` in O. Symmetric positive semi-definite.
+    """
+    pts = np.asarray(points_O, dtype=np.float64)
+    u = np.asarray(u_O, dtype=np.float64)
+    Rl = np.asarray(R_links_O, dtype=np.float64)
+    if pts.shape != (7, 3) or u.shape != (6, 3) or Rl.shape != (7, 3, 3):
+        raise ShapeError(f"points_O, u_O, R_links_O: expected (7, 3), (6, 3), (7, 3, 3), got "
+                         f"{pts.shape}, {u.shape}, {Rl.shape}")
+    tip = pts[6]
+    gamma = np.zeros((6, 6))
+    for b in beams:
+        d = pts[b.tip] - pts[b.root]
+        Lb = float(np.linalg.norm(d))
+        if Lb < 1e-9:
+            continue
+        R = beam_frame(d, Rl[b.root + 1 if b.root < 6 else 6])
+        R6 = np.zeros((6, 6))
+        R6[:3, :3] = R6[3:, 3:] = R
+        g = R6 @ beam_compliance(Lb, b.EI, b.GJ) @ R6.T
+        Ls = shift_matrix(tip - pts[b.tip])
+        gamma += Ls @ g @ Ls.T
+    if joint_stiffness is not None:
+        k = sp.as_vector(joint_stiffness, 6, "joint_stiffness")
+        if np.any(k <= 0.0):
+            raise ModelError(f"joint_stiffness: must be positive, got {k.tolist()}")
+        for i in range(6):
+            gj = np.zeros((6, 6))
+            gj[:3, :3] = np.outer(u[i], u[i]) / k[i]
+            Ls = shift_matrix(tip - pts[i])
+            gamma += Ls @ gj @ Ls.T
+    return 0.5 * (gamma + gamma.T)
+
+
+def joint_flexibility(J: ArrayLike, gamma: ArrayLike) -> Array:
+    """Joint flexibility matrix ``γ_J = J^-1 γ J^-T`` (SVDS 3-4, 3-5).
+
+    Parameters
+    ----------
+    J : array_like, shape (6, 6)
+        The RMS Jacobian (:func:`dynamics.rms.rms_jacobian`), same frame and point as γ.
+    gamma : array_like, shape (6, 6)
+        :func:`arm_flexibility`.
+
+    Returns
+    -------
+    gamma_J : ndarray, shape (6, 6)
+        ``δθ = −γ_J τ_F``. [rad/(N·m)]
+
+    Raises
+    ------
+    SingularityError
+        Not raised; a singular J gives non-finite values, refused as ShapeError.
+    ShapeError
+        On bad shapes or a singular J.
+    """
+    Ja = np.asarray(J, dtype=np.float64)
+    g = np.asarray(gamma, dtype=np.float64)
+    if Ja.shape != (6, 6) or g.shape != (6, 6):
+        raise ShapeError(f"J, gamma: expected (6, 6), got {Ja.shape}, {g.shape}")
+    lu = scipy.linalg.lu_factor(Ja)
+    X = scipy.linalg.lu_solve(lu, g)                  # J^-1 γ
+    GJ = scipy.linalg.lu_solve(lu, X.T).T             # (J^-1 (J^-1 γ)ᵀ)ᵀ = J^-1 γ J^-T (γ symmetric)
+    if not np.all(np.isfinite(GJ)):
+        raise ShapeError("J: singular, the joint flexibility matrix is not finite")
+    return 0.5 * (GJ + GJ.T)
+
+
+def passive_torques(gamma_J: ArrayLike, dtheta: ArrayLike) -> Array:
+    """Passive joint torques from elastic joint rotations, ``τ_F = −γ_J^-1 δθ`` (SVDS 3-6).
+
+    Parameters
+    ----------
+    gamma_J : array_like, shape (6, 6)
+    dtheta : array_like, shape (6,)
+        Current minus neutral (locked) joint angles. [rad]
+
+    Returns
+    -------
+    tau_F : ndarray, shape (6,)
+        [N·m]
+    """
+    return -np.linalg.solve(np.asarray(gamma_J, dtype=np.float64), sp.as_vector(dtheta, 6, "dtheta"))
+
+
+def servo_flexibility_terms(gamma_J: ArrayLike) -> Array:
+    """Active per-servo flexibility terms, SVDS 3-7, by the formula as written.
+
+    ``γ_i^e = γ_J,ii − (γ21_i)ᵀ (γ22_i)^-1 γ21_i`` with ``γ22_i`` the 5×5 matrix of γ_J
+    without row and column i and ``γ21_i`` the i-th column without its i-th element
+    (the 3-7 text says "row"; γ_J is symmetric). It equals ``1/[(γ_J)^-1]_ii``: the
+    compliance of joint i with the other five joints held.
+
+    Parameters
+    ----------
+    gamma_J : array_like, shape (6, 6)
+
+    Returns
+    -------
+    gamma_e : ndarray, shape (6,)
+        [rad/(N·m)]
+    """
+    G = np.asarray(gamma_J, dtype=np.float64)
+    if G.shape != (6, 6):
+        raise ShapeError(f"gamma_J: expected (6, 6), got {G.shape}")
+    out = np.empty(6)
+    for i in range(6):
+        keep = [j for j in range(6) if j != i]
+        g21 = G[keep, i]
+        g22 = G[np.ix_(keep, keep)]
+        out[i] = G[i, i] - g21 @ np.linalg.solve(g22, g21)
+    return out
+
+
+def _rigid_body_mass(m: float, I: Array) -> Array:
+    M = np.zeros((6, 6))
+    M[:3, :3] = I
+    M[3:, 3:] = m * np.eye(3)
+    return M
+
+
+def _elastic_frequencies(M: Array, K: Array, n_rigid: int) -> Array:
+    lam = scipy.linalg.eigh(K, M, eigvals_only=True)
+    lam = np.sort(lam)[n_rigid:]
+    return np.sqrt(np.maximum(lam, 0.0)) / (2.0 * np.pi)
+
+
+def first_mode_two_body(m1: float, I1: ArrayLike, p_1cmEo: ArrayLike, m2: float, I2: ArrayLike,
+                        p_2cmEo: ArrayLike, gamma: ArrayLike) -> float:
+    """First elastic frequency of two rigid bodies joined at Eo by a massless flexible arm.
+
+    Small motions ``x_k = [δψ_k; δr_k]`` (rotation, CoM translation, k = 1 orbiter,
+    2 payload); the point Eo of each body moves by ``D_k x_k`` with
+    ``D_k = [[I, 0], [−[p_kcmEo×], I]]``; the arm (cantilevered on body 1) stores
+    ``½ (D2x2 − D1x1)ᵀ γ^-1 (D2x2 − D1x1)``. The generalized eigenproblem
+    ``K φ = ω² M φ`` has six rigid-body modes; the seventh is returned. All in one frame.
+
+    Parameters
+    ----------
+    m1, m2 : float
+        [kg]
+    I1, I2 : array_like, shape (3, 3)
+        Inertias about the CoMs. [kg·m²]
+    p_1cmEo, p_2cmEo : array_like, shape (3,)
+        From each CoM to Eo. [m]
+    gamma : array_like, shape (6, 6)
+        Arm flexibility at Eo (:func:`arm_flexibility`), positive definite.
+
+    Returns
+    -------
+    f1 : float
+        [Hz]
+    """
+    Ke = np.linalg.inv(np.asarray(gamma, dtype=np.float64))
+    D1 = shift_matrix(p_1cmEo)
+    D2 = shift_matrix(p_2cmEo)
+    B = np.hstack([-D1, D2])
+    K = B.T @ Ke @ B
+    M = scipy.linalg.block_diag(_rigid_body_mass(m1, np.asarray(I1, float)), _rigid_body_mass(m2, np.asarray(I2, float)))
+    return float(_elastic_frequencies(M, 0.5 * (K + K.T), 6)[0])
+
+
+def first_mode_chain(M: ArrayLike, joint_stiffness: ArrayLike, n_free: int = 6) -> float:
+    """First elastic frequency of a chain with joint springs (motors held), ``K = diag(0, k)``.
+
+    Parameters
+    ----------
+    M : array_like, shape (nv, nv)
+        Mass matrix of the chain (:func:`dynamics.chain.mass_matrix`), free base first.
+    joint_stiffness : array_like, shape (nv - n_free,)
+        [N·m/rad]
+    n_free : int
+        Number of unconstrained (rigid-body) coordinates: 6 for a free base.
+
+    Returns
+    -------
+    f1 : float
+        [Hz]
+    """
+    Ma = np.asarray(M, dtype=np.float64)
+    k = np.asarray(joint_stiffness, dtype=np.float64)
+    nv = Ma.shape[0]
+    if Ma.shape != (nv, nv) or k.shape != (nv - n_free,):
+        raise ShapeError(f"M, joint_stiffness: expected (nv, nv), (nv - {n_free},), got {Ma.shape}, {k.shape}")
+    K = np.zeros((nv, nv))
+    K[n_free:, n_free:] = np.diag(k)
+    return float(_elastic_frequencies(Ma, K, n_free)[0])
