@@ -47,14 +47,18 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from scipy.spatial.transform import Rotation
+
 from dynamics import spatial as sp
 from dynamics import udu
-from errors import ModelError, ShapeError
+from errors import ConfigError, ModelError, ShapeError
 
 __all__ = [
     "ChainModel",
     "ChainData",
     "chain_from_table",
+    "chain_from_rows",
+    "pose_xyz_rpy",
     "check_inertia",
     "make_data",
     "neutral",
@@ -447,6 +451,86 @@ def chain_from_table(
         tau_max=lim(tau_max, np.inf, "tau_max"),
         joint_names=tuple(joint_names) if joint_names is not None else (),
     )
+
+
+def pose_xyz_rpy(xyz: ArrayLike, rpy: ArrayLike) -> Array:
+    """Pose (4, 4) from a translation [m] and roll-pitch-yaw about fixed axes [rad].
+
+    ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (the URDF ``<origin>`` convention).
+    """
+    R = Rotation.from_euler("xyz", sp.as_vector(rpy, 3, "rpy")).as_matrix()
+    return sp.pose(R, sp.as_vector(xyz, 3, "xyz"))
+
+
+def _inertia_from_row(val: object, where: str) -> Array:
+    a = np.asarray(val, dtype=np.float64)
+    if a.shape == (6,):  # [ixx, iyy, izz, ixy, ixz, iyz]
+        ixx, iyy, izz, ixy, ixz, iyz = a
+        return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    if a.shape == (3, 3):
+        return a
+    raise ConfigError(f"{where}.inertia: expected [ixx, iyy, izz, ixy, ixz, iyz] or 3x3, got shape {a.shape}")
+
+
+def chain_from_rows(rows: Sequence[dict]) -> ChainModel:
+    """Build a :class:`ChainModel` from a config table: one mapping per body, base first.
+
+    Keys (TOML ``[[arm.body]]`` entries): ``name``; ``joint`` (``"free"`` or
+    ``"fixed_base"`` for the first row, ``"revolute"`` or ``"prismatic"`` after);
+    ``parent`` (a body name; default the previous row); ``xyz``, ``rpy`` (joint frame in
+    the parent frame at zero joint value, or the fixed base pose in W) [m, rad];
+    ``axis`` (joint axis in the joint frame); ``mass`` [kg]; ``com`` (CoM in the body
+    frame) [m]; ``inertia`` about the CoM in the body frame, ``[ixx, iyy, izz, ixy, ixz,
+    iyz]`` or 3×3 [kg·m²]; optional ``lower``, ``upper``, ``velocity``, ``effort`` limits.
+
+    Raises
+    ------
+    ConfigError
+        Listing every missing or malformed key (``problems``).
+    ModelError
+        On inadmissible physical data (as :class:`ChainModel`).
+    """
+    problems: list[str] = []
+    names = [str(r.get("name", f"body{i}")) for i, r in enumerate(rows)]
+    index = {n: i for i, n in enumerate(names)}
+    if len(index) != len(names):
+        problems.append(f"name: body names are not unique: {names}")
+    nb = len(rows)
+    parent, jt, axes = [-1] * nb, [""] * nb, np.zeros((nb, 3))
+    X, mass = np.tile(np.eye(4), (nb, 1, 1)), np.zeros(nb)
+    com, inertia = np.zeros((nb, 3)), np.zeros((nb, 3, 3))
+    lim = {k: np.full(max(nb - 1, 0), np.inf) for k in ("upper", "velocity", "effort")}
+    lim["lower"] = np.full(max(nb - 1, 0), -np.inf)
+    for i, r in enumerate(rows):
+        where = f"body[{i}] {names[i]!r}"
+        missing = [k for k in ("joint", "mass", "inertia") + (("axis",) if i else ()) if k not in r]
+        problems += [f"{where}: missing key {k!r}" for k in missing]
+        if missing:
+            continue
+        try:
+            jt[i] = str(r["joint"])
+            if i:
+                p = r.get("parent", names[i - 1])
+                if p not in index or index[p] >= i:
+                    problems.append(f"{where}.parent: {p!r} is not an earlier body")
+                    continue
+                parent[i] = index[p]
+                axes[i] = np.asarray(r["axis"], dtype=np.float64)
+                for k in lim:
+                    if k in r:
+                        lim[k][i - 1] = float(r[k])
+            X[i] = pose_xyz_rpy(r.get("xyz", (0.0, 0.0, 0.0)), r.get("rpy", (0.0, 0.0, 0.0)))
+            mass[i] = float(r["mass"])
+            com[i] = sp.as_vector(r.get("com", (0.0, 0.0, 0.0)), 3, f"{where}.com")
+            inertia[i] = _inertia_from_row(r["inertia"], where)
+        except (TypeError, ValueError) as err:
+            problems.append(f"{where}: {err}")
+    if problems:
+        raise ConfigError(f"chain table: {len(problems)} problem(s): {problems[0]}", problems)
+    if jt and jt[0] == "free":
+        X[0] = np.eye(4)
+    return chain_from_table(names, parent, jt, X, axes, mass, com, inertia, q_lower=lim["lower"],
+                            q_upper=lim["upper"], qd_max=lim["velocity"], tau_max=lim["effort"])
 
 
 # --------------------------------------------------------------------------- state

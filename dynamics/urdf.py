@@ -19,10 +19,7 @@ from os import PathLike
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial.transform import Rotation
-
-from dynamics.chain import ChainModel, chain_from_table
-from dynamics.spatial import pose
+from dynamics.chain import ChainModel, chain_from_table, pose_xyz_rpy
 from errors import ModelError
 
 __all__ = ["chain_from_urdf", "chain_from_urdf_string"]
@@ -47,7 +44,7 @@ def _origin(elem: ET.Element | None, what: str) -> Array:
         return np.eye(4)
     xyz = _floats(elem.get("xyz"), 3, (0.0, 0.0, 0.0), f"{what} origin xyz")
     rpy = _floats(elem.get("rpy"), 3, (0.0, 0.0, 0.0), f"{what} origin rpy")
-    return pose(Rotation.from_euler("xyz", rpy).as_matrix(), xyz)
+    return pose_xyz_rpy(xyz, rpy)
 
 
 def _inertial(link: ET.Element) -> tuple[float, Array, Array]:

@@ -300,3 +300,44 @@ def test_bad_state_shapes_refused():
         ch.forward_dynamics(model, data, q, np.zeros(8), np.zeros(8), F_ext=np.zeros((2, 6)))
     with pytest.raises(ShapeError, match="body"):
         ch.frame_jacobian(model, data, q, 7)
+
+
+def test_config_rows_build_the_same_model_as_urdf():
+    """The ETS-VII written as a config table (values from ../shared/reference/ETSVII.urdf)."""
+    from dynamics.urdf import chain_from_urdf
+
+    rows = [
+        {"name": "Base_SC", "joint": "free", "mass": 2550.0,
+         "inertia": [6200.0, 3540.0, 7090.0, 48.2, 78.5, -29.2]},
+        {"name": "Link_1", "joint": "revolute", "xyz": [-0.79, -0.29, 1.0], "rpy": [0, 0, 3.1416],
+         "axis": [0, 0, 1], "mass": 35.0, "com": [0, 0, 0.175], "inertia": [0.25, 0.25, 1.69, 0, 0, 0]},
+        {"name": "Link_2", "joint": "revolute", "xyz": [0, -0.275, 0.35], "rpy": [-1.570796, 0, 0],
+         "axis": [0, 0, 1], "mass": 22.5, "com": [0, -0.435, 0], "inertia": [0.1, 1.31, 3.75, 0, 0, 0]},
+        {"name": "Link_3", "joint": "revolute", "xyz": [0, -0.87, 0.0], "axis": [0, 0, 1], "mass": 21.9,
+         "com": [-0.275, 0, 0], "inertia": [0.1, 0.71, 2.53, 0, 0, 0]},
+        {"name": "Link_4", "joint": "revolute", "xyz": [-0.63, 0, 0], "axis": [0, 0, 1], "mass": 16.5,
+         "com": [0, 0, 0.1335], "inertia": [0.15, 0.15, 0.073, 0, 0, 0]},
+        {"name": "Link_5", "joint": "revolute", "xyz": [0, 0, 0.26], "rpy": [1.5708, 0, 0], "axis": [0, 0, 1],
+         "mass": 26.0, "com": [0, 0, 0.1385], "inertia": [0.15, 0.15, 0.13, 0, 0, 0]},
+        {"name": "Link_6", "joint": "revolute", "xyz": [0, 0, 0.28], "rpy": [0, -1.5708, 0], "axis": [0, 0, 1],
+         "mass": 18.5, "com": [0, 0, 0.133], "inertia": [0.97, 0.97, 0.26, 0, 0, 0]},
+    ]
+    a = ch.chain_from_rows(rows)
+    b = chain_from_urdf(cases.reference_path("ETSVII.urdf"))
+    assert a.names == b.names and a.parent == b.parent and a.joint_type == b.joint_type
+    for f in ("X_PJ", "axis_J", "mass", "p_BoBcm_B", "I_Bcm_B"):
+        np.testing.assert_allclose(getattr(a, f), getattr(b, f), atol=1e-15)
+
+
+def test_config_rows_problems_are_listed():
+    from errors import ConfigError
+
+    rows = [
+        {"name": "base", "joint": "free", "mass": 1.0},
+        {"name": "l1", "joint": "revolute", "parent": "nope", "axis": [0, 0, 1], "mass": 1.0,
+         "inertia": [1, 1, 1, 0, 0, 0]},
+    ]
+    with pytest.raises(ConfigError, match="inertia") as err:
+        ch.chain_from_rows(rows)
+    assert len(err.value.problems) == 2
+    assert "'base'" in err.value.problems[0] and "'nope'" in err.value.problems[1]
