@@ -35,6 +35,15 @@ the projection matrices ``P_n`` of eq. (19) referred to ``Bo``, and eq. (21) mak
 body's motion the sum of its ancestors' columns. The base block of the motion
 subspace is the 6×6 identity.
 
+External wrenches ``F_ext`` (nb, 6) are ``F_Bo_W`` per body: [τ; f] about the body
+frame origin, expressed in W. There is no gravity (orbit; gravity gradient and the
+LVLH terms belong to :mod:`dynamics.orbit`). :func:`step_rk4` advances (q, v) by one
+fixed step with inputs held.
+
+Functions returning arrays of ``data`` (``forward_kinematics`` → ``data.X_WB``,
+``mass_matrix`` → ``data.M``, ``forward_dynamics`` → ``data.vdot``) return views that
+the next call overwrites: copy to keep. Kinematics are cached per ``q`` in ``data``.
+
 No I/O, clock or globals. Shapes are checked on entry (:class:`errors.ShapeError`);
 inadmissible model data raise :class:`errors.ModelError` naming the body and value.
 """
@@ -46,7 +55,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-
 from scipy.spatial.transform import Rotation
 
 from dynamics import spatial as sp
@@ -730,8 +738,8 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     Returns
     -------
     M : ndarray, shape (nv, nv)
-        Symmetric positive definite, in the coordinates of ``v`` (module docstring).
-        [kg, kg·m, kg·m²]
+        Symmetric positive definite, in the coordinates of ``v`` (module docstring);
+        a view of ``data.M``. [kg, kg·m, kg·m²]
 
     Raises
     ------
