@@ -196,6 +196,8 @@ _SIMPLE: dict[str, tuple[Decoder, Encoder]] = {
 class _Compiled:
     __slots__ = ("schema", "names", "decoders", "encoders", "nfields")
 
+    # decoders / encoders: tuples of (field name, function), in schema order
+
     def __init__(self, schema: TopicSchema) -> None:
         self.schema = schema
         self.names = tuple(schema.fields)
@@ -208,8 +210,8 @@ class _Compiled:
                 d, e = _SIMPLE[ftype]
             decs.append(d)
             encs.append(e)
-        self.decoders = tuple(decs)
-        self.encoders = tuple(encs)
+        self.decoders = tuple(zip(self.names, decs, strict=True))
+        self.encoders = tuple(zip(self.names, encs, strict=True))
 
 
 _CACHE: dict[str, _Compiled] = {}
@@ -271,7 +273,7 @@ def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns
         raise _missing_or_extra(topic, c, fields)
     out = {}
     try:
-        for name, enc in zip(c.names, c.encoders):
+        for name, enc in c.encoders:
             out[name] = enc(topic, name, fields[name])
     except KeyError:
         raise _missing_or_extra(topic, c, fields) from None
@@ -366,7 +368,7 @@ def decode(topic: str, payload: bytes) -> Sample:
         raise _missing_or_extra(topic, c, fields)
     body = {}
     try:
-        for name, dec in zip(c.names, c.decoders):
+        for name, dec in c.decoders:
             body[name] = dec(topic, name, fields[name])
     except KeyError:
         raise _missing_or_extra(topic, c, fields) from None

@@ -28,14 +28,15 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import zmq
 
@@ -148,6 +149,18 @@ class Launcher:
         self._tmpdir = tempfile.mkdtemp(prefix="berthsim-")
         return f"ipc://{self._tmpdir}/bus"
 
+    def _owns_bus(self) -> bool:
+        """Whether this host has the bus address (tcp: a local interface; else always)."""
+        parts = urlsplit(self.url)
+        if parts.scheme != "tcp":
+            return True
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in (parts.hostname or "") else socket.AF_INET) as s:
+                s.bind((parts.hostname, 0))
+            return True
+        except OSError:
+            return False
+
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signal = signum
 
@@ -169,9 +182,11 @@ class Launcher:
         self.broker = self.server = self.bus = None
         try:
             if sec is not None:
-                missing = sec.problems(server_side=True)
-                if not missing:
-                    self.auth = sec.start_authenticator(self.ctx)
+                missing = sec.problems(server_side=not self.plan.only or self._owns_bus())
+                if missing:
+                    self._say("error: " + "; ".join(missing))
+                    return 2
+                self.auth = sec.start_authenticator(self.ctx) if self._owns_bus() else None
             try:
                 self.broker = Broker(self.url, security=sec, context=self.ctx)
             except BusError as e:

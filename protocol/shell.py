@@ -129,6 +129,16 @@ class _Fail(Exception):
 
 _MS = 1_000_000
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
+_SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin (timer slack set to 1 ns)
+
+
+def _fine_timer_slack() -> None:
+    """Linux: let sleeps end within microseconds of their deadline (PR_SET_TIMERSLACK = 1 ns)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(29, 1)
+    except (OSError, AttributeError):
+        pass
 
 
 class ServiceShell:
@@ -475,8 +485,8 @@ class ServiceShell:
                 return
             if rem > 2 * _MS:
                 self._wait((rem - _MS) // _MS)
-            elif rem > 300_000:
-                time.sleep((rem - 200_000) / 1e9)
+            elif rem > _SPIN_NS:
+                time.sleep((rem - _SPIN_NS) / 1e9)
 
     def _mono_from_wall(self, wall_ns: int) -> int:
         return time.monotonic_ns() + (wall_ns - time.time_ns())
@@ -491,6 +501,7 @@ class ServiceShell:
         anchor = self._mono_from_wall(int(self.start["start_wall_ns"]))
         self._resume_msg = None
         buf = self.buf
+        _fine_timer_slack()
         self._publish(m.initial(t0), t0)  # before the start instant, so first steps see it
         while not t_end or t < t_end:
             due = anchor + (t - t0)

@@ -145,6 +145,7 @@ class InputBuffer:
         self._present: set[str] = set(self._kind)
         self._pending: list[Port] = []
         self._step: tuple[int, int] | None = None
+        self._dirty = True
         if producers is not None:
             self.set_producers(producers)
 
@@ -153,6 +154,7 @@ class InputBuffer:
         """Declare which input topics have a producer in this run (others are absent)."""
         self._present = {t for t in self._kind if t in producers}
         self._step = None
+        self._dirty = True
 
     def absent(self) -> list[str]:
         """Input topics with no producer in this run."""
@@ -182,6 +184,7 @@ class InputBuffer:
             hi = t + sample.h_ns
             if hi > self._hi.get(topic, -(1 << 62)):
                 self._hi[topic] = hi
+        self._dirty = True
         return True
 
     def count(self, topic: str) -> int:
@@ -237,7 +240,9 @@ class InputBuffer:
         if self._step != (t_ns, h_ns):
             self._step = (t_ns, h_ns)
             self._pending = list(self.ports)
-        if self._pending:
+            self._dirty = True
+        if self._pending and self._dirty:  # re-check only after something arrived
+            self._dirty = False
             self._pending = [p for p in self._pending if not self._port_ready(p, t_ns, h_ns)]
         return not self._pending
 

@@ -6,8 +6,16 @@ import pytest
 import zmq
 
 from errors import BusError
-from protocol.bus import (Broker, ControlClient, ControlServer, Message, SequenceTracker, endpoints, open_bus,
-                          split_frame)
+from protocol.bus import (
+    Broker,
+    ControlClient,
+    ControlServer,
+    Message,
+    SequenceTracker,
+    endpoints,
+    open_bus,
+    split_frame,
+)
 
 pytestmark = pytest.mark.contract
 

@@ -19,10 +19,10 @@ import msgpack
 import numpy as np
 import pytest
 
+import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from protocol.bus import open_bus
 from protocol.codec import encode
 from protocol.messages import MAX_PAYLOAD_BYTES
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from tests.protocol.conftest import free_base_port
 
 pytestmark = pytest.mark.integration

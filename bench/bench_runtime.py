@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Runtime figures (printed as JSON; not a test).
+
+- one-way bus latency p50/p99 (publisher process → broker → subscriber process), ipc and tcp;
+- lockstep throughput of four services at a 1 kHz base tick (``configs/toy_chain4.toml``),
+  multi-process and ``--inprocess``: simulated base ticks per wall second, and CPU time
+  (all processes) per tick;
+- realtime 1 kHz: step-start jitter p50/p99/max and overrun rate per service.
+
+    python bench/bench_runtime.py [--seconds 60] [--lockstep-seconds 5] [--messages 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHAIN = ROOT / "configs" / "toy_chain4.toml"
+
+
+def _receiver(url: str, n: int) -> None:
+    """Child process: receive ``n`` timestamped messages, print one-way latencies [ns] as JSON."""
+    from protocol.bus import open_bus
+    with open_bus(url, ["lat", "probe"]) as bus:
+        print("ready", flush=True)
+        lat = []
+        while len(lat) < n:
+            m = bus.recv(5.0)
+            if m is None:
+                break
+            if m.topic == "lat":
+                lat.append(time.monotonic_ns() - int.from_bytes(m.payload[:8], "little"))
+        print(json.dumps(lat), flush=True)
+
+
+def latency(scheme: str, n: int) -> dict[str, float]:
+    """One-way latency through the broker between two processes, sent at 1 kHz."""
+    import numpy as np
+
+    from protocol.bus import Broker, open_bus
+    from tests.protocol.conftest import bus_url
+    url = bus_url(scheme)
+    with Broker(url), open_bus(url) as pub:
+        child = subprocess.Popen([sys.executable, __file__, "--receiver", url, str(n)], stdout=subprocess.PIPE,
+                                 text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        for _ in range(50):  # until the subscription is through (no slow joiner)
+            pub.send("probe", b"")
+            time.sleep(0.01)
+        pad = bytes(200)  # a typical state message is ~250 bytes
+        t_next = time.monotonic_ns()
+        for _ in range(n):
+            t_next += 1_000_000
+            while time.monotonic_ns() < t_next:
+                pass
+            pub.send("lat", time.monotonic_ns().to_bytes(8, "little") + pad)
+        out, _ = child.communicate(timeout=60)
+    lat = np.array(json.loads(out.strip().splitlines()[-1]), dtype=float)
+    return {"n": int(lat.size), "p50_us": round(float(np.percentile(lat, 50)) / 1e3, 1),
+            "p99_us": round(float(np.percentile(lat, 99)) / 1e3, 1)}
+
+
+def _run(args: list[str]) -> tuple[dict, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(CHAIN), *args], capture_output=True,
+                       text=True, timeout=600, cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f"launch.py run failed ({p.returncode}): {p.stderr[-2000:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return json.loads(p.stdout.strip().splitlines()[-1]), cpu
+
+
+def lockstep(seconds: float, inprocess: bool) -> dict[str, float]:
+    """Four services at 1 kHz, as fast as possible."""
+    summary, cpu = _run(["--duration", str(seconds), "--mode", "lockstep", "--speed", "0"]
+                        + (["--inprocess"] if inprocess else []))
+    ticks = summary["t_end_ns"] // 1_000_000
+    return {"ticks": ticks, "wall_s": round(summary["wall_s"], 3),
+            "steps_per_s": round(ticks / summary["wall_s"]),
+            "cpu_us_per_tick_incl_startup": round(cpu / ticks * 1e6, 1)}
+
+
+def realtime(seconds: float) -> dict[str, dict[str, float]]:
+    """Four services at 1 kHz paced by the wall clock."""
+    summary, _ = _run(["--duration", str(seconds), "--mode", "realtime"])
+    out = {}
+    for name, s in summary["services"].items():
+        out[name] = {"steps": s["steps"], "jitter_p50_us": round(s["jitter_p50_ns"] / 1e3, 1),
+                     "jitter_p99_us": round(s["jitter_p99_ns"] / 1e3, 1),
+                     "jitter_max_us": round(s["jitter_max_ns"] / 1e3, 1),
+                     "overrun_pct": round(100.0 * s["overruns"] / max(1, s["steps"]), 3),
+                     "input_age_p99_us": round(s["input_age_p99_ns"] / 1e3, 1)}
+    return out
+
+
+def main() -> None:
+    """Parse options, measure, print JSON."""
+    if len(sys.argv) == 4 and sys.argv[1] == "--receiver":
+        _receiver(sys.argv[2], int(sys.argv[3]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0, help="realtime run length [s]")
+    ap.add_argument("--lockstep-seconds", type=float, default=5.0, help="simulated seconds per lockstep run")
+    ap.add_argument("--messages", type=int, default=5000, help="latency samples per transport")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory():
+        fig = {
+            "cpus": __import__("os").cpu_count(),
+            "load_avg_1min": round(__import__("os").getloadavg()[0], 2),
+            "latency_one_way": {s: latency(s, a.messages) for s in ("ipc", "tcp")},
+            "lockstep_4x1kHz_multiprocess": lockstep(a.lockstep_seconds, False),
+            "lockstep_4x1kHz_inprocess": lockstep(a.lockstep_seconds, True),
+            "realtime_4x1kHz": realtime(a.seconds),
+        }
+    print(json.dumps(fig, indent=1))
+
+
+if __name__ == "__main__":
+    main()
