@@ -158,7 +158,7 @@ def check_inertia(I: Array, body: str, *, rtol: float = 1e-9) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ChainModel:
     """A tree of rigid bodies, base first; built once, immutable (arrays read-only).
 
@@ -194,6 +194,10 @@ class ChainModel:
         axes, non-rigid ``X_PJ`` or inadmissible inertias (the body and value are named).
     ShapeError
         On arrays of the wrong shape.
+
+    Notes
+    -----
+    Compared and hashed by identity (``eq=False``): it holds arrays.
     """
 
     names: tuple[str, ...]
