@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import timeit
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                        args.repeat, args.number)
     rows += bench_model("12-joint chain (6+12)", m12, pm12, m12.nb - 1, np.zeros(3), q12, args.repeat, args.number)
     print(json.dumps({"python": platform.python_version(), "numpy": np.__version__, "pinocchio": pin.__version__,
-                      "results": rows}, indent=2))
+                      "load_average_1min": round(os.getloadavg()[0], 2), "results": rows}, indent=2))
     return 0
 
 
