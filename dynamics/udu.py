@@ -17,7 +17,9 @@ articulated inertia. Here all spatial quantities (``p_k`` = joint motion columns
 ``M_b`` = body spatial inertias) are referred to one point in one frame (the base
 origin in W, see :mod:`dynamics.chain`), so Saha's twist-propagation matrices
 ``A_ij`` are the identity. A free base has six columns ``p = I₆`` on body 0; its 6×6
-block ``Î_0`` is factored by the dense RGE (:func:`udu_decompose`).
+block ``Î_0`` (the articulated inertia of the whole system at the base) is solved
+densely in :func:`saha_solve` and factored by the dense RGE (:func:`udu_decompose`)
+when explicit factors are asked for (:func:`saha_udu`).
 
 The solve of ``M x = φ`` (eqs. 15–19) is three recursions: ``U ŷ = φ`` from the tip
 (with ``η_b = Σ_{descendants k} ψ̄_k ŷ_k``, eq. 17), ``y = D⁻¹ ŷ``, and ``Uᵀ x = y``
@@ -48,7 +50,7 @@ class SahaFactor:
     Attributes
     ----------
     psi_bar : ndarray, shape (nb, 6)
-        ``ψ̄_k`` of the joint of each body (row 0 unused). [1/(kg·m²)·kg·m², ...]
+        ``ψ̄_k`` of the joint of each body (row 0 unused); ``U_jk = p_jᵀ ψ̄_k``.
     d : ndarray, shape (nv,)
         Diagonal of D for the joint columns (``m̂_k``); the first six (free base) are
         filled by :func:`saha_udu`.
