@@ -2,7 +2,8 @@
 
 Models: the SRMS on an orbiter base (6 + 6 DOF, ``dynamics.cases.srms_on_orbiter``) and a
 12-joint free-floating chain (6 + 12 DOF, written here as URDF so both libraries read
-the same file). Functions: forward dynamics, mass matrix, J*, G*. Pinocchio's figures:
+the same file). Functions: forward dynamics (Saha UDU^T, and the dense Cholesky path),
+mass matrix, J*, G*. Pinocchio's figures:
 ``aba``, ``crba``, and for J*/G* the same formulas composed from Pinocchio's
 ``crba``, joint Jacobian and ``computeCentroidalMap`` / ``computeMinverse`` in Python.
 Every call sees a new configuration (ours caches kinematics per q).
@@ -90,6 +91,9 @@ def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int,
     def ours_fd():
         ch.forward_dynamics(model, data, qs[nxt()], v, tau)
 
+    def ours_fd_dense():
+        ch.forward_dynamics_dense(model, data, qs[nxt()], v, tau)
+
     def ours_M():
         ch.mass_matrix(model, data, qs[nxt()])
 
@@ -129,6 +133,7 @@ def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int,
     rows = []
     for name, ours, theirs, note in (
         ("forward_dynamics", ours_fd, pin_fd, "pin.aba"),
+        ("forward_dynamics_dense", ours_fd_dense, pin_fd, "pin.aba"),
         ("mass_matrix", ours_M, pin_M, "pin.crba"),
         ("J*", ours_Js, pin_Js, "pin.crba + getJointJacobian + numpy"),
         ("G*", ours_G, pin_G, "pin.crba + getJointJacobian + numpy"),
