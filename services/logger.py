@@ -1,0 +1,818 @@
+"""The logger: every bus message into one MCAP file, reading logs back, and ``recover`` (DESIGN §6).
+
+Recording
+---------
+The logger is a *sink* (:mod:`protocol.shell`): the shell hands it every message's
+msgpack body undecoded, and :meth:`McapLogger.on_message` only enqueues it; a writer
+thread reads the envelope header (:func:`protocol.codec.envelope`) and writes the
+message into MCAP. So writing never sits on a service's critical path.
+
+File layout (MCAP, ``mcap`` package):
+
+- one *schema* per message type, named as in :mod:`protocol.messages`
+  (``"berthsim.OrbiterState"``), encoding ``"jsonschema"``: a JSON Schema of the
+  msgpack envelope array ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]``
+  with every field's type and shape (ids start at 1);
+- one *channel* per topic, ``message_encoding="msgpack"``, channel metadata
+  ``schema_version`` and ``kind``;
+- one *message* per bus message: ``data`` is the msgpack **body**, byte for byte as on
+  the wire (the frame without its ``topic\\0`` prefix; the topic is the channel's),
+  ``log_time`` = ``t_ns`` (simulation time), ``publish_time`` = ``wall_ns`` (the
+  sender's wall clock), ``sequence`` = ``seq`` (uint32 in MCAP: the low 32 bits);
+- attachments ``config.json`` (the run's configuration, canonical JSON; replay
+  ``--resim`` reads it), ``config.toml`` (the config file as written, when the logger
+  can find it) and ``command_line.txt``;
+- metadata ``berthsim.run`` at the start (package versions, git commit, seed, host
+  names, mode, start wall time) and ``berthsim.close`` at the end: messages received
+  and written, invalid ones, and the lost messages (sequence gaps) per topic.
+
+Messages whose envelope is invalid or whose topic has no schema are counted
+(``invalid`` in ``berthsim.close``) and not written. A negative ``t_ns`` cannot be an
+MCAP ``log_time`` (unsigned): it is written with ``log_time`` 0 and counted.
+
+Crash safety
+------------
+zstd chunks of at most ``chunk_size`` bytes, closed also every ``flush_interval`` s
+of wall time, each flushed to the OS as soon as it is written, with message indexes.
+A logger killed with SIGKILL leaves every complete chunk readable;
+:func:`recover` (``launch.py recover LOG``) rebuilds a valid file with its summary.
+
+Reading
+-------
+:func:`open_log` checks a file and returns a :class:`LogFile`: topics, time range,
+attachments, metadata, and :meth:`LogFile.messages` by topic and time window in
+``log_time`` order (indexed: a seek reads only the chunks it needs). A missing,
+truncated or non-MCAP file raises :class:`errors.LogError` with a one-line message
+naming the file.
+
+Service configuration::
+
+    [sim]
+    log = "run.mcap"               # launch.py run --log PATH; default berthsim-YYYYmmdd-HHMMSS.mcap
+    [services.logger]
+    kind = "logger"
+    rate_hz = 1000                 # required by the runtime; a sink never steps
+    path = "other.mcap"            # optional, overrides sim.log
+    topics = ["orbiter/state"]     # optional, default every topic
+    chunk_size = 262144            # optional, bytes of uncompressed chunk
+    schemas_from = "old.mcap"      # optional: register the schemas of this log's topics (replay runs)
+    flush_interval = 1.0           # optional, s of wall time between chunk closes
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import queue
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from mcap._chunk_builder import ChunkBuilder
+from mcap.exceptions import McapError
+from mcap.reader import make_reader
+from mcap.opcode import Opcode
+from mcap.records import Attachment, Channel, Chunk, DataEnd, Footer, Message, MessageIndex, Metadata, Schema
+from mcap.stream_reader import StreamReader, breakup_chunk
+from mcap.writer import CompressionType, Writer
+
+from errors import ConfigError, LogError, MessageError
+from protocol.bus import SequenceTracker
+from protocol.codec import envelope
+from protocol.messages import SCHEMAS, TopicSchema, register_schema, schema_for
+
+__all__ = ["McapLogger", "LogFile", "LogMessage", "RecoverResult", "open_log", "recover", "json_schema",
+           "schema_from_json",
+           "TABLES", "OPTIONS", "validate", "build", "MAGIC"]
+
+MAGIC = b"\x89MCAP0\r\n"
+"""The 8 bytes an MCAP file starts and ends with."""
+
+TABLES: tuple[str, ...] = ()
+OPTIONS: dict[str, Any] = {"path": str, "topics": list, "chunk_size": int, "flush_interval": (int, float),
+                           "schemas_from": str}
+
+_PACKAGES = ("berthsim", "numpy", "scipy", "pyzmq", "msgpack", "mcap", "zstandard", "pyserial", "matplotlib")
+_U64 = (1 << 64) - 1
+
+
+# ---------------------------------------------------------------- schemas
+def _field_schema(ftype: str, shape: tuple[int, ...]) -> dict[str, Any]:
+    if ftype == "f8" and shape == ():
+        return {"type": "number"}
+    if ftype == "f8":
+        return {"type": "string", "contentEncoding": "binary", "contentMediaType": "application/x-float64le",
+                "description": f"float64 little-endian, C order, shape {list(shape)}", "x-shape": list(shape)}
+    if ftype == "int":
+        return {"type": "integer"}
+    if ftype == "bool":
+        return {"type": "boolean"}
+    if ftype == "str":
+        return {"type": "string"}
+    if ftype == "list[str]":
+        return {"type": "array", "items": {"type": "string"}}
+    if ftype == "map":
+        return {"type": "object", "additionalProperties": {"type": ["integer", "number", "string", "boolean"]}}
+    return {"type": "array", "items": {"type": "object", "properties": {"kind": {"type": "string"}},
+                                       "required": ["kind"]}}
+
+
+def json_schema(schema: TopicSchema) -> bytes:
+    """JSON Schema (draft 2020-12) of one topic's msgpack envelope, as written into MCAP.
+
+    Parameters
+    ----------
+    schema : TopicSchema
+        From :data:`protocol.messages.SCHEMAS`.
+
+    Returns
+    -------
+    bytes
+        UTF-8 JSON: an array ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]``
+        (``prefixItems``); ``fields`` an object with every schema field required.
+    """
+    props = {name: {**_field_schema(ftype, shape), "x-berthsim-type": ftype, "x-shape": list(shape)}
+             for name, (ftype, shape) in schema.fields.items()}
+    doc = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": schema.name,
+        "description": f"berthsim message envelope (msgpack), schema version {schema.version}, kind {schema.kind}",
+        "type": "array",
+        "prefixItems": [
+            {"title": "version", "const": schema.version},
+            {"title": "sender", "type": "string"},
+            {"title": "seq", "type": "integer"},
+            {"title": "t_ns", "type": "integer", "description": "simulation time [ns]"},
+            {"title": "h_ns", "type": "integer", "description": "producer period [ns]"},
+            {"title": "wall_ns", "type": "integer", "description": "wall-clock send time [ns]"},
+            {"title": "fields", "type": "object", "properties": props, "required": list(props),
+             "additionalProperties": False},
+        ],
+        "minItems": 7,
+        "maxItems": 7,
+        "x-berthsim-kind": schema.kind,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def schema_from_json(data: bytes) -> TopicSchema:
+    """The :class:`TopicSchema` a :func:`json_schema` document describes (logs are self-describing).
+
+    Raises
+    ------
+    LogError
+        If the document is not one :func:`json_schema` wrote.
+    """
+    try:
+        doc = json.loads(data)
+        items = doc["prefixItems"]
+        props = items[6]["properties"]
+        fields = {k: (v["x-berthsim-type"], tuple(v["x-shape"])) for k, v in props.items()}
+        return TopicSchema(doc["title"], int(items[0]["const"]), doc["x-berthsim-kind"], fields)
+    except (ValueError, KeyError, IndexError, TypeError, MessageError) as err:
+        raise LogError(f"schema: not a berthsim JSON schema ({type(err).__name__}: {err})") from err
+
+
+# ---------------------------------------------------------------- provenance
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in _PACKAGES:
+        try:
+            out[pkg] = importlib_metadata.version(pkg)
+        except importlib_metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _git_commit() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5)
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _run_metadata(config: Mapping[str, Any] | None) -> dict[str, str]:
+    sim = dict((config or {}).get("sim", {}) or {})
+    services = (config or {}).get("services", {}) or {}
+    hosts = sorted({str(s.get("host")) for s in services.values() if isinstance(s, dict) and s.get("host")})
+    meta = {f"version.{k}": v for k, v in _versions().items()}
+    meta.update({
+        "git_commit": _git_commit(),
+        "seed": str(sim.get("seed", 0)),
+        "mode": str(sim.get("mode", "lockstep")),
+        "logger_host": socket.gethostname(),
+        "hosts": ",".join(hosts),
+        "services": ",".join(f"{n}:{s.get('kind')}@{s.get('rate_hz')}Hz" for n, s in services.items()
+                             if isinstance(s, dict)),
+        "start_wall_ns": str(time.time_ns()),
+    })
+    return meta
+
+
+# ---------------------------------------------------------------- writer
+_MSG_HEAD = struct.Struct("<BQHIQQ")
+
+
+class _FastMessageIndex(MessageIndex):
+    """A MessageIndex record written with one ``struct.pack`` (same bytes as mcap's)."""
+
+    def write(self, stream: Any) -> None:
+        flat = [v for rec in self.records for v in rec]
+        n = len(self.records)
+        stream.write(struct.pack(f"<BQHI{2 * n}Q", Opcode.MESSAGE_INDEX, 6 + 16 * n, self.channel_id, 16 * n, *flat))
+
+
+class _FastChunkBuilder(ChunkBuilder):
+    """mcap's chunk builder with a one-``struct.pack`` message path (same bytes, ~3x faster).
+
+    The record layout is the MCAP spec's Message record: opcode, length, channel id
+    (u16), sequence (u32), log time (u64), publish time (u64), data.
+    """
+
+    def add_message(self, message: Message) -> None:
+        t = message.log_time
+        if self.num_messages == 0:
+            self.message_start_time = self.message_end_time = t
+        elif t < self.message_start_time:
+            self.message_start_time = t
+        elif t > self.message_end_time:
+            self.message_end_time = t
+        index = self.message_indices.get(message.channel_id)
+        if index is None:
+            index = self.message_indices[message.channel_id] = _FastMessageIndex(message.channel_id, [])
+        rw = self.record_writer
+        index.records.append((t, rw.count))
+        self.num_messages += 1
+        data = message.data
+        rw.write(_MSG_HEAD.pack(Opcode.MESSAGE, 22 + len(data), message.channel_id, message.sequence, t,
+                                message.publish_time) + data)
+
+
+def _install_fast_builder(writer: Writer) -> None:
+    """Swap the writer's chunk builder for :class:`_FastChunkBuilder` if this mcap has the expected one."""
+    attr = "_Writer__chunk_builder"
+    if type(getattr(writer, attr, None)) is ChunkBuilder:
+        setattr(writer, attr, _FastChunkBuilder())
+
+
+class McapLogger:
+    """The recording sink: every message it is handed goes into one MCAP file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The MCAP file to write (created or overwritten; its directory must exist).
+    name : str
+        Service name (the sink's control identity).
+    topics : iterable of str
+        Topics to record; empty = every topic.
+    config : Mapping, optional
+        The run configuration: attached as ``config.json``; seed, mode and hosts go
+        into the ``berthsim.run`` metadata.
+    config_text : str, optional
+        The config file as written, attached as ``config.toml``.
+    command_line : str, optional
+        Attached as ``command_line.txt``.
+    chunk_size : int
+        Uncompressed chunk size that closes a chunk. [bytes]
+    flush_interval : float
+        Wall time after which a non-empty chunk is closed anyway (0: size only). [s]
+
+    Raises
+    ------
+    LogError
+        If the file cannot be created (the message names it).
+
+    Notes
+    -----
+    :meth:`on_message` only enqueues; a writer thread writes. :meth:`close` drains the
+    queue, writes the ``berthsim.close`` metadata and the summary. Counters
+    (``received``, ``written``, ``invalid``, ``lost``) are final after ``close``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, name: str = "logger", topics: Iterable[str] = (),
+                 config: Mapping[str, Any] | None = None, config_text: str | None = None,
+                 command_line: str | None = None, chunk_size: int = 1 << 18, flush_interval: float = 1.0) -> None:
+        self.name = name
+        self.topics: tuple[str, ...] = tuple(topics)
+        self.path = Path(path)
+        self.received = 0
+        self.written = 0
+        self.invalid: dict[str, int] = {}
+        self.negative_t = 0
+        self.lost: dict[str, int] = {}
+        self._tracker = SequenceTracker()
+        self._channels: dict[str, int] = {}
+        self._schemas: dict[str, int] = {}
+        self._flush_ns = int(flush_interval * 1e9)
+        try:
+            self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        except OSError as err:
+            raise LogError(f"log {str(self.path)!r}: cannot create: {err.strerror or err}") from err
+        self._writer = Writer(self._file, chunk_size=chunk_size, compression=CompressionType.ZSTD)
+        _install_fast_builder(self._writer)
+        self._writer.start(profile="", library="berthsim")
+        if config is not None:
+            self._writer.add_attachment(time.time_ns(), 0, "config.json", "application/json",
+                                        json.dumps(config, sort_keys=True, default=str).encode())
+        if config_text is not None:
+            self._writer.add_attachment(time.time_ns(), 0, "config.toml", "application/toml", config_text.encode())
+        if command_line is not None:
+            self._writer.add_attachment(time.time_ns(), 0, "command_line.txt", "text/plain", command_line.encode())
+        self._writer.add_metadata("berthsim.run", _run_metadata(config))
+        self._file.flush()
+        self._queue: queue.SimpleQueue[tuple[str, bytes] | None] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._write_loop, name=f"{name}-writer", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- sink
+    def on_message(self, topic: str, payload: bytes) -> None:
+        """Enqueue one message (``payload``: the msgpack body as on the wire); never blocks."""
+        self._queue.put((topic, payload))
+
+    # ---------------------------------------------------------------- writer thread
+    def _channel(self, topic: str) -> int:
+        schema = schema_for(topic)
+        sid = self._schemas.get(schema.name)
+        if sid is None:
+            sid = self._schemas[schema.name] = self._writer.register_schema(schema.name, "jsonschema",
+                                                                            json_schema(schema))
+        cid = self._channels[topic] = self._writer.register_channel(
+            topic, "msgpack", sid, {"schema_version": str(schema.version), "kind": schema.kind})
+        return cid
+
+    def _write_one(self, topic: str, payload: bytes) -> None:
+        self.received += 1
+        try:
+            _, sender, seq, t_ns, _, wall_ns = envelope(topic, payload)
+            cid = self._channels.get(topic)
+            if cid is None:
+                cid = self._channel(topic)
+        except MessageError:
+            self.invalid[topic] = self.invalid.get(topic, 0) + 1
+            return
+        missed = self._tracker.see(sender, topic, seq)
+        if missed:
+            self.lost[topic] = self.lost.get(topic, 0) + missed
+        if t_ns < 0:
+            self.negative_t += 1
+            t_ns = 0
+        self._writer.add_message(cid, t_ns, payload, wall_ns & _U64 if wall_ns >= 0 else 0, seq & 0xFFFFFFFF)
+        self.written += 1
+
+    def _write_loop(self) -> None:
+        q, f = self._queue, self._file
+        next_close = time.monotonic_ns() + self._flush_ns
+        try:
+            while True:
+                try:
+                    item = q.get(timeout=0.1)
+                except queue.Empty:
+                    item = False
+                while item:
+                    self._write_one(*item)
+                    try:
+                        item = q.get_nowait()
+                    except queue.Empty:
+                        item = False
+                if item is None:
+                    return
+                if self._flush_ns and time.monotonic_ns() >= next_close:
+                    self._writer.flush()  # closes the chunk in progress and flushes the file
+                    next_close = time.monotonic_ns() + self._flush_ns
+                else:
+                    f.flush()
+        except BaseException as err:  # noqa: BLE001 - reported by close()
+            self._error = err
+
+    # ---------------------------------------------------------------- close
+    def close(self) -> None:
+        """Write everything queued, the ``berthsim.close`` metadata and the summary; idempotent.
+
+        Raises
+        ------
+        LogError
+            If the writer thread failed (the message names the file and the cause).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+        try:
+            if self._error is None:
+                self._writer.add_metadata("berthsim.close", self.close_metadata())
+                self._writer.finish()
+        finally:
+            self._file.close()
+        if self._error is not None:
+            raise LogError(f"log {str(self.path)!r}: writer failed: {type(self._error).__name__}: "
+                           f"{self._error}") from self._error
+
+    def close_metadata(self) -> dict[str, str]:
+        """The ``berthsim.close`` metadata: counts, and lost messages (sequence gaps) per topic."""
+        meta = {"end_wall_ns": str(time.time_ns()), "received": str(self.received), "written": str(self.written),
+                "invalid": str(sum(self.invalid.values())), "lost": str(sum(self.lost.values())),
+                "negative_t_ns": str(self.negative_t)}
+        meta.update({f"lost.{t}": str(n) for t, n in sorted(self.lost.items())})
+        meta.update({f"invalid.{t or '<none>'}": str(n) for t, n in sorted(self.invalid.items())})
+        return meta
+
+
+# ---------------------------------------------------------------- service module
+def _default_log_name() -> str:
+    return time.strftime("berthsim-%Y%m%d-%H%M%S.mcap")
+
+
+def validate(config: dict[str, Any], name: str) -> list[str]:
+    """Problems of ``[services.NAME]`` of a logger (path, topics, chunk_size, flush_interval)."""
+    svc = config["services"][name]
+    out = []
+    topics = svc.get("topics", [])
+    if not all(isinstance(t, str) and t for t in topics):
+        out.append(f"topics: expected a list of non-empty str, got {topics!r}")
+    else:
+        unknown = [t for t in topics if t not in SCHEMAS]
+        if unknown:
+            out.append(f"topics: no schema for {unknown} (known: {sorted(SCHEMAS)})")
+    if svc.get("chunk_size", 1 << 20) < 1024:
+        out.append(f"chunk_size: expected >= 1024 bytes, got {svc['chunk_size']!r}")
+    if svc.get("flush_interval", 1.0) < 0:
+        out.append(f"flush_interval: expected >= 0 s, got {svc['flush_interval']!r}")
+    path = Path(svc.get("path") or config.get("sim", {}).get("log") or _default_log_name())
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        out.append(f"path: directory {str(parent)!r} of log {str(path)!r} does not exist")
+    return out
+
+
+def _command_line() -> tuple[str, str | None]:
+    """The user's command line (the launcher's, seen from a worker) and the config file path, if known."""
+    argv = list(sys.argv)
+    if len(argv) > 2 and argv[1] == "_worker":
+        config_path = argv[2]
+        try:
+            raw = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+            parent = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+            if parent:
+                argv = parent
+        except OSError:
+            pass
+        return " ".join(argv), config_path
+    if len(argv) > 2 and argv[1] in ("run", "replay"):
+        return " ".join(argv), argv[2] if argv[1] == "run" else None
+    return " ".join(argv), None
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
+    """The logger sink of service ``name`` (see the module docstring for its keys)."""
+    from protocol.config import service_module
+    for other in config.get("services", {}).values():  # their modules register their topics' schemas
+        kind = other.get("kind") if isinstance(other, dict) else None
+        if isinstance(kind, str) and kind not in ("logger", "replay"):
+            try:
+                service_module(kind)
+            except ConfigError:
+                pass
+    svc = config["services"][name]
+    if svc.get("schemas_from"):  # a replay run: the replayed topics' schemas come from the log
+        with open_log(svc["schemas_from"]) as log:
+            log.register_schemas()
+    path = svc.get("path") or config.get("sim", {}).get("log") or _default_log_name()
+    cmd, config_path = _command_line()
+    text = None
+    if config_path:
+        try:
+            text = Path(config_path).read_text()
+        except (OSError, UnicodeDecodeError):
+            text = None
+    return McapLogger(path, name=name, topics=svc.get("topics", ()), config=config, config_text=text,
+                      command_line=cmd, chunk_size=int(svc.get("chunk_size", 1 << 18)),
+                      flush_interval=float(svc.get("flush_interval", 1.0)))
+
+
+# ---------------------------------------------------------------- reading
+@dataclass(frozen=True, slots=True)
+class LogMessage:
+    """One logged message.
+
+    Attributes
+    ----------
+    t_ns : int
+        ``log_time``: the simulation instant. [ns]
+    topic : str
+        The channel's topic.
+    payload : bytes
+        The msgpack body, as it was on the wire.
+    wall_ns : int
+        ``publish_time``: the sender's wall clock. [ns]
+    seq : int
+        ``sequence`` (the low 32 bits of the message's seq).
+    """
+
+    t_ns: int
+    topic: str
+    payload: bytes
+    wall_ns: int
+    seq: int
+
+
+def _check_head(path: Path) -> None:
+    if not path.exists():
+        raise LogError(f"log {str(path)!r}: no such file")
+    if not path.is_file():
+        raise LogError(f"log {str(path)!r}: not a regular file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except OSError as err:
+        raise LogError(f"log {str(path)!r}: cannot read: {err.strerror or err}") from err
+    if head != MAGIC:
+        raise LogError(f"log {str(path)!r}: not an MCAP file (starts with {head[:8]!r})")
+
+
+@dataclass
+class LogFile:
+    """A finished MCAP log opened for reading (use :func:`open_log`).
+
+    Attributes
+    ----------
+    path : Path
+    topics : dict[str, int]
+        Topic -> message count.
+    schema_names : dict[str, str]
+        Topic -> schema name.
+    start_ns, end_ns : int
+        First and last ``log_time``. [ns]
+    message_count : int
+    chunk_count : int
+    """
+
+    path: Path
+    _file: Any = field(repr=False)
+    _reader: Any = field(repr=False)
+    topics: dict[str, int]
+    schema_names: dict[str, str]
+    start_ns: int
+    end_ns: int
+    message_count: int
+    chunk_count: int
+    schema_data: dict[str, bytes] = field(default_factory=dict)
+
+    def register_schemas(self) -> list[str]:
+        """Register the logged schemas of topics this process has no schema for; the topics registered."""
+        done = []
+        for topic, data in self.schema_data.items():
+            if topic not in SCHEMAS:
+                try:
+                    register_schema(topic, schema_from_json(data))
+                except (LogError, MessageError):
+                    continue
+                done.append(topic)
+        return done
+
+    def messages(self, topics: Iterable[str] | None = None, start_ns: int | None = None,
+                 end_ns: int | None = None) -> Iterator[LogMessage]:
+        """Messages in ``log_time`` order (ties: file order), optionally by topic and time window.
+
+        Parameters
+        ----------
+        topics : iterable of str, optional
+            Only these topics (default all).
+        start_ns, end_ns : int, optional
+            Inclusive window of ``log_time``. [ns]
+
+        Raises
+        ------
+        LogError
+            If a chunk cannot be read (the message names the file).
+        """
+        sel = None if topics is None else list(topics)
+        end = None if end_ns is None else end_ns + 1
+        try:
+            for _, channel, msg in self._reader.iter_messages(topics=sel, start_time=start_ns, end_time=end,
+                                                              log_time_order=True):
+                yield LogMessage(msg.log_time, channel.topic, msg.data, msg.publish_time, msg.sequence)
+        except (McapError, EOFError, ValueError, OSError, KeyError) as err:
+            raise LogError(f"log {str(self.path)!r}: unreadable data: {type(err).__name__}: {err}") from err
+
+    def attachments(self) -> dict[str, bytes]:
+        """Attachment name -> data."""
+        return {a.name: a.data for a in self._reader.iter_attachments()}
+
+    def metadata(self) -> dict[str, dict[str, str]]:
+        """Metadata record name -> key/value map."""
+        return {m.name: dict(m.metadata) for m in self._reader.iter_metadata()}
+
+    def config(self) -> dict[str, Any] | None:
+        """The run configuration (``config.json`` attachment), or None if the log has none."""
+        data = self.attachments().get("config.json")
+        return None if data is None else json.loads(data)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        self._file.close()
+
+    def __enter__(self) -> LogFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_log(path: str | os.PathLike[str]) -> LogFile:
+    """Open a finished MCAP log for reading.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    LogFile
+
+    Raises
+    ------
+    LogError
+        Missing file, not MCAP, or truncated / unfinished (no footer or summary:
+        ``launch.py recover`` repairs it); a one-line message naming the file.
+    """
+    p = Path(path)
+    _check_head(p)
+    f = p.open("rb")
+    try:
+        f.seek(-8, io.SEEK_END)
+        tail = f.read(8)
+        if tail != MAGIC:
+            raise LogError(f"log {str(p)!r}: truncated or unfinished (no MCAP footer); "
+                           f"'launch.py recover {p}' rebuilds it")
+        f.seek(0)
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        if summary is None or summary.statistics is None:
+            raise LogError(f"log {str(p)!r}: has no summary; 'launch.py recover {p}' rebuilds it")
+        st = summary.statistics
+        counts = {summary.channels[cid].topic: n for cid, n in st.channel_message_counts.items()}
+        names = {c.topic: (summary.schemas[c.schema_id].name if c.schema_id in summary.schemas else "")
+                 for c in summary.channels.values()}
+        data = {c.topic: summary.schemas[c.schema_id].data for c in summary.channels.values()
+                if c.schema_id in summary.schemas}
+        return LogFile(p, f, reader, counts, names, st.message_start_time, st.message_end_time,
+                       st.message_count, st.chunk_count, data)
+    except LogError:
+        f.close()
+        raise
+    except (McapError, EOFError, ValueError, OSError, KeyError, IndexError) as err:
+        f.close()
+        raise LogError(f"log {str(p)!r}: corrupt MCAP ({type(err).__name__}: {err})") from err
+
+
+# ---------------------------------------------------------------- recover
+@dataclass(frozen=True)
+class RecoverResult:
+    """What :func:`recover` kept.
+
+    Attributes
+    ----------
+    out : Path
+        The rebuilt file.
+    messages, chunks : int
+        Messages and complete chunks recovered.
+    dropped_bytes : int
+        Bytes at the end of the input that did not form a complete record. [bytes]
+    complete : bool
+        Whether the input already had a footer (was finished).
+    """
+
+    out: Path
+    messages: int
+    chunks: int
+    dropped_bytes: int
+    complete: bool
+
+
+def recover(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> RecoverResult:
+    """Rebuild a valid, indexed MCAP file from a log whose writer died (SIGKILL, power loss).
+
+    Every complete record (schema, channel, complete chunk, attachment, metadata) is
+    copied; the incomplete tail is dropped; chunks are re-written with indexes and the
+    summary. The result is written to a temporary file next to ``out`` and then
+    renamed over it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The damaged log.
+    out : str or Path, optional
+        Where to write; default: replace ``path`` in place.
+
+    Returns
+    -------
+    RecoverResult
+
+    Raises
+    ------
+    LogError
+        Missing or non-MCAP input, or nothing recoverable; the message names the file.
+    """
+    src = Path(path)
+    _check_head(src)
+    dst = Path(out) if out is not None else src
+    tmp = dst.with_name(dst.name + ".recovering")
+    schemas: dict[int, Schema] = {}
+    channels: dict[int, Channel] = {}
+    new_schema: dict[int, int] = {}
+    new_channel: dict[int, int] = {}
+    n_msg = n_chunk = 0
+    complete = False
+    size = src.stat().st_size
+    good_end = 8
+    with src.open("rb") as f, tmp.open("wb") as g:
+        w = Writer(g, compression=CompressionType.ZSTD)
+        w.start(profile="", library="berthsim recover")
+
+        def put(rec: Any) -> None:
+            nonlocal n_msg
+            if isinstance(rec, Schema):
+                if rec.id not in schemas:
+                    schemas[rec.id] = rec
+                    new_schema[rec.id] = w.register_schema(rec.name, rec.encoding, rec.data)
+            elif isinstance(rec, Channel):
+                if rec.id not in channels:
+                    channels[rec.id] = rec
+                    new_channel[rec.id] = w.register_channel(rec.topic, rec.message_encoding,
+                                                             new_schema.get(rec.schema_id, 0), dict(rec.metadata))
+            elif isinstance(rec, Message):
+                cid = new_channel.get(rec.channel_id)
+                if cid is not None:
+                    w.add_message(cid, rec.log_time, rec.data, rec.publish_time, rec.sequence)
+                    n_msg += 1
+            elif isinstance(rec, Attachment):
+                w.add_attachment(rec.create_time, rec.log_time, rec.name, rec.media_type, rec.data)
+            elif isinstance(rec, Metadata):
+                w.add_metadata(rec.name, dict(rec.metadata))
+
+        reader = StreamReader(f, emit_chunks=True)
+        try:
+            for rec in reader.records:
+                if isinstance(rec, Chunk):
+                    inner = breakup_chunk(rec, validate_crc=True)
+                    n_chunk += 1
+                    for r in inner:
+                        put(r)
+                elif isinstance(rec, (DataEnd, Footer)):
+                    complete = complete or isinstance(rec, Footer)
+                    if isinstance(rec, DataEnd):
+                        good_end = f.tell()
+                        break
+                else:
+                    put(rec)
+                good_end = f.tell()
+        except Exception:  # noqa: BLE001 - the truncated tail: keep what came before it
+            pass
+        if n_msg == 0 and not channels:
+            g.close()
+            tmp.unlink(missing_ok=True)
+            raise LogError(f"log {str(src)!r}: nothing recoverable (no complete chunk)")
+        w.add_metadata("berthsim.recover", {"source_bytes": str(size), "kept_bytes": str(good_end),
+                                            "messages": str(n_msg), "chunks": str(n_chunk)})
+        w.finish()
+    os.replace(tmp, dst)
+    return RecoverResult(dst, n_msg, n_chunk, max(0, size - good_end), complete)
+
+
+# ---------------------------------------------------------------- command line
+def add_recover_arguments(p: Any) -> None:
+    """The options of ``launch.py recover``."""
+    p.add_argument("log", help="MCAP log whose writer died")
+    p.add_argument("--out", help="write the rebuilt log here (default: replace LOG)")
+
+
+def recover_main(a: Any) -> int:
+    """``launch.py recover LOG [--out PATH]``: 0 rebuilt, 2 bad input (one line naming the file)."""
+    try:
+        r = recover(a.log, a.out)
+    except LogError as err:
+        print(f"berthsim recover: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({"event": "recover", "out": str(r.out), "messages": r.messages, "chunks": r.chunks,
+                      "dropped_bytes": r.dropped_bytes, "was_complete": r.complete}))
+    return 0
