@@ -141,14 +141,20 @@ _TABLE: dict[str, TopicSchema] = {
         "grappled": _BOOL,
         "berthed": _BOOL,
     }),
-    "arm/state": TopicSchema("berthsim.ArmState", 1, "state", {
+    "arm/state": TopicSchema("berthsim.ArmState", 2, "state", {
         "q": _V6,             # rad
         "qd": _V6,            # rad/s
         "tau": _V6,           # N·m
         "mode": _STR,
         "brakes": _BOOL,
         "X_OE": _M44,
-        "warnings": ("list[str]", ()),
+        "X_WE": _M44,         # end effector (point of resolution) in W
+        "V_WE_W": _V6,        # [ω; v] of E in W
+        "grappled": _BOOL,
+        "loads": ("f8", (9, 6)),  # SVDS section 4 stations, rows [M; V] in the station frames
+        "sigma_min": _F,      # smallest singular value of the RMS Jacobian
+        "qd_cmd": _V6,        # commanded joint rates, rad/s
+        "warnings": ("list[str]", ()),  # "clipped: ...", "refused: ...", "singular: ..."
     }),
     # Wrench the arm applies to the payload at Eo and, at the shoulder So, to the orbiter.
     "arm/wrench": TopicSchema("berthsim.ArmWrench", 1, "flow", {
