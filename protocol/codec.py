@@ -23,7 +23,7 @@ import msgpack
 import numpy as np
 
 from errors import MessageError
-from protocol.messages import MAX_PAYLOAD_BYTES, SCHEMAS, TopicSchema, schema_for
+from protocol.messages import _TABLE, MAX_PAYLOAD_BYTES, TopicSchema, schema_for
 from protocol.service import Sample
 
 __all__ = ["encode", "decode", "envelope"]
@@ -219,7 +219,7 @@ _CACHE: dict[str, _Compiled] = {}
 
 def _compiled(topic: str) -> _Compiled:
     c = _CACHE.get(topic)
-    if c is not None and c.schema is SCHEMAS.get(topic):
+    if c is not None and c.schema is _TABLE.get(topic):  # re-registered schemas recompile
         return c
     c = _CACHE[topic] = _Compiled(schema_for(topic))
     return c

@@ -145,7 +145,7 @@ class InputBuffer:
         self._present: set[str] = set(self._kind)
         self._pending: list[Port] = []
         self._step: tuple[int, int] | None = None
-        self._dirty = True
+        self._dirty: set[str] = set()        # topics that received samples since the last ready()
         if producers is not None:
             self.set_producers(producers)
 
@@ -154,7 +154,6 @@ class InputBuffer:
         """Declare which input topics have a producer in this run (others are absent)."""
         self._present = {t for t in self._kind if t in producers}
         self._step = None
-        self._dirty = True
 
     def absent(self) -> list[str]:
         """Input topics with no producer in this run."""
@@ -184,7 +183,7 @@ class InputBuffer:
             hi = t + sample.h_ns
             if hi > self._hi.get(topic, -(1 << 62)):
                 self._hi[topic] = hi
-        self._dirty = True
+        self._dirty.add(topic)
         return True
 
     def count(self, topic: str) -> int:
@@ -239,11 +238,12 @@ class InputBuffer:
         """Whether the buffer holds every input the rule needs for the step ``t → t + h``."""
         if self._step != (t_ns, h_ns):
             self._step = (t_ns, h_ns)
-            self._pending = list(self.ports)
-            self._dirty = True
-        if self._pending and self._dirty:  # re-check only after something arrived
-            self._dirty = False
-            self._pending = [p for p in self._pending if not self._port_ready(p, t_ns, h_ns)]
+            self._pending = [p for p in self.ports if not self._port_ready(p, t_ns, h_ns)]
+            self._dirty.clear()
+        elif self._pending and self._dirty:  # re-check only topics that received something
+            dirty = self._dirty
+            self._pending = [p for p in self._pending if p.topic not in dirty or not self._port_ready(p, t_ns, h_ns)]
+            dirty.clear()
         return not self._pending
 
     def missing(self, t_ns: int, h_ns: int) -> list[str]:

@@ -29,6 +29,7 @@ Config::
     out_dir = ""               # if set: each service writes NAME.npy, rows [t_s, x, v] per step
     fail_at = -1.0             # s; a service with index == fail_index raises at this time (tests)
     fail_index = -1
+    busy = 0.0                 # s of wall time each step busy-waits (realtime overrun tests)
 
     [services.rec]             # role = "sink": records every message (or ``topics``) to out_dir/rec.rec
     kind = "tests.protocol.toys"
@@ -44,6 +45,7 @@ Config::
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +66,7 @@ for _i in range(MAX_MASSES):
 TABLES = ("toy",)
 OPTIONS = {"index": int, "role": str, "replay": str, "topics": list}
 _KEYS = {"mass": list, "k": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
-         "fail_index": int}
+         "fail_index": int, "busy": (int, float)}
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -109,6 +111,7 @@ class ChainMass:
         self.F_next = 0.0
         self.out_dir = toy.get("out_dir", "")
         self.fail_ns = int(float(toy.get("fail_at", -1.0)) * 1e9) if toy.get("fail_index", -1) == i else -1
+        self.busy_ns = int(float(toy.get("busy", 0.0)) * 1e9)
         ins = []
         if self.right:
             ins.append(Port(f"toy/state{i + 1}", "state"))
@@ -138,6 +141,10 @@ class ChainMass:
         """Constant force over the step: own spring (as published) minus the left one (its mean)."""
         if 0 <= self.fail_ns <= t_ns:
             raise RuntimeError(f"toy {self.name}: injected failure at t={t_ns} ns")
+        if self.busy_ns:
+            end = time.perf_counter_ns() + self.busy_ns
+            while time.perf_counter_ns() < end:
+                pass
         h = h_ns * 1e-9
         F = self.F_next if self.right else 0.0
         if self.left:
