@@ -132,9 +132,17 @@ class PassivityController:
     ``F ← F − α W V`` removes exactly the excess (H&R eqs. 8–10), with ``W =
     diag(ℓ², ℓ², ℓ², 1, 1, 1)`` making the angular and linear parts commensurate.
 
+    The damper is limited to cancelling the power of the step (``F·V`` → 0, the force
+    is scaled back, never reversed): an unlimited α (H&R eq. 10) with a sampled body
+    of unknown mass can exceed ``m/ΔT`` and diverge. As generated energy is possible
+    only while ``F·V > 0``, removing it then keeps the budget; an excess left over
+    carries to the next steps.
+
     The energy of each step is booked with the trapezoid ``F(n−1)·(V(n−1) + V(n))/2 ΔT``
     once ``V(n)`` is known — exact for a body integrated with constant force over the
-    step — and the current step is bounded with ``F(n)·V(n) ΔT``.
+    step — and the current step is bounded with ``F(n)·V̂ ΔT``, ``V̂ = 1.5 V(n) − 0.5 V(n−1)``
+    the twist extrapolated to mid-step (so that the step in which the velocity reverses
+    is not mistaken for an absorbing one).
 
     Attributes
     ----------
@@ -162,10 +170,14 @@ class PassivityController:
         if not self.dt > 0 or not 0.0 <= self.e_max <= 1.0 or not self.length > 0:
             raise ConfigError(f"passivity: dt {self.dt}, e_max {self.e_max} (0..1) and length {self.length} out of range")
 
-    def _book(self, energy: float) -> None:
-        self.e_net += energy
-        if energy < 0:
-            self.e_abs -= energy
+    def _book(self, p0: float, p1: float) -> None:
+        """Book a step whose power went linearly from p0 to p1 (constant F, linear V)."""
+        self.e_net += 0.5 * (p0 + p1) * self.dt
+        if p0 < 0.0 and p1 < 0.0:
+            self.e_abs -= 0.5 * (p0 + p1) * self.dt
+        elif p0 * p1 < 0.0:  # the power changed sign: only the negative triangle was absorbed
+            neg = p0 if p0 < 0.0 else p1
+            self.e_abs += 0.5 * neg * neg / abs(p1 - p0) * self.dt
 
     def step(self, F: ArrayLike, V: ArrayLike) -> Array:
         """Observe one step and return the wrench to apply (damped if needed).
@@ -184,20 +196,24 @@ class PassivityController:
         """
         F = as_vector(F, 6, "F")
         V = as_vector(V, 6, "V")
+        V_mid = V
         if self._prev is not None:
             Fp, Vp = self._prev
-            self._book(float(Fp @ (0.5 * (Vp + V))) * self.dt)
-        power = float(F @ V)
+            self._book(float(Fp @ Vp), float(Fp @ V))
+            V_mid = 1.5 * V - 0.5 * Vp  # Adams–Bashforth: the twist at mid-step
+        power = float(F @ V_mid)
         tentative = self.e_net + power * self.dt
         absorbed = self.e_abs + max(-power, 0.0) * self.dt
         excess = tentative + (1.0 - self.e_max**2) * absorbed
         self.alpha = 0.0
         w = np.array([self.length**2] * 3 + [1.0] * 3)
-        vwv = float(V @ (w * V))
-        if self.enabled and excess > 0.0 and vwv > 1e-18:
-            self.alpha = excess / (self.dt * vwv)
-            F = F - self.alpha * w * V
-            self.e_dissipated += excess
+        vwv = float(V_mid @ (w * V_mid))
+        if self.enabled and excess > 0.0 and vwv > 1e-18 and power > 0.0:
+            # at most cancel this step's power (F·V → 0): a larger α reverses the force and,
+            # on a sampled body, can destabilise it; an unpaid excess carries to later steps
+            self.alpha = min(excess / self.dt, power) / vwv
+            F = F - self.alpha * w * V_mid
+            self.e_dissipated += self.alpha * vwv * self.dt
         self._prev = (F, V)
         return F
 

@@ -300,9 +300,10 @@ class StewartRig:
 
     def workspace_problems(self, X_RP: ArrayLike) -> list[str]:
         """Why ``X_RP`` is outside the workspace: stroke and conditioning; empty if inside."""
-        legs = self.inverse(X_RP)
+        X = _as_pose(X_RP, "X_RP")
+        legs, J = self.lengths_jacobian(X[:3, :3], X[:3, 3])
         out = self.limits.violations(legs)
-        c = float(np.linalg.cond(self.jacobian(X_RP)))
+        c = float(np.linalg.cond(J))
         if not c <= self.cond_max:
             out.append(f"condition number {c:.3g} above cond_max {self.cond_max:.3g}")
         return out
@@ -465,10 +466,10 @@ class PoseMap:
     def rig_pose(self, X_LB: ArrayLike) -> Array:
         """Unclamped rig pose ``X_RP`` (4, 4) of the relative pose ``X_LB``."""
         X = _as_pose(X_LB, "X_LB")
-        x = pose_vector(pose(self.M @ X[:3, :3] @ self.M.T, self.M @ X[:3, 3]))
-        x[:3] *= self.scale
-        x[3:] *= self.rot_scale
-        return self.X_RP0 @ pose_from_vector(x)
+        R, p = self.M @ X[:3, :3] @ self.M.T, self.scale * (self.M @ X[:3, 3])
+        if self.rot_scale != 1.0:
+            R = pose_from_vector(np.r_[0.0, 0.0, 0.0, self.rot_scale * pose_vector(pose(R, p))[3:]])[:3, :3]
+        return self.X_RP0 @ pose(R, p)
 
     def twist_to_rig(self, V_LB_L: ArrayLike) -> Array:
         """Relative twist [ω; v] expressed in L → rig twist expressed in P at neutral (6,)."""
@@ -494,20 +495,19 @@ class PoseMap:
         problems = self.rig.workspace_problems(target)
         if not problems:
             return ClampResult(target, self.rig.inverse(target), 1.0, [])
+        q0 = rotation_to_quat(self.X_RP0[:3, :3])
+        w = _rotvec(quat_multiply(quat_conjugate(q0), rotation_to_quat(target[:3, :3])))
+        p0, p1 = self.X_RP0[:3, 3], target[:3, 3]
+
+        def between(s: float) -> Array:  # translation linear, rotation along the geodesic
+            return pose(quat_to_rotation(quat_integrate(q0, s * w, 1.0)), (1 - s) * p0 + s * p1)
+
         lo, hi = 0.0, 1.0
-        for _ in range(30):
+        for _ in range(24):  # 6e-8 of the way
             mid = 0.5 * (lo + hi)
-            if self.rig.workspace_problems(_interpolate(self.X_RP0, target, mid)):
+            if self.rig.workspace_problems(between(mid)):
                 hi = mid
             else:
                 lo = mid
-        X = _interpolate(self.X_RP0, target, lo)
+        X = between(lo)
         return ClampResult(X, self.rig.inverse(X), lo, problems)
-
-
-def _interpolate(X0: Array, X1: Array, s: float) -> Array:
-    """Pose a fraction s from X0 to X1 (translation linear, rotation geodesic)."""
-    q0 = rotation_to_quat(X0[:3, :3])
-    dq = quat_multiply(quat_conjugate(q0), rotation_to_quat(X1[:3, :3]))
-    q = quat_integrate(q0, s * _rotvec(dq), 1.0)
-    return pose(quat_to_rotation(q), (1 - s) * X0[:3, 3] + s * X1[:3, 3])

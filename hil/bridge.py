@@ -1,0 +1,351 @@
+"""The ``hil`` service: streams the relative pose of two simulated frames to a rig, and back.
+
+Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
+
+1. forms ``X_LB = X_LW X_WB`` — the payload berthing interface B (``X_TB`` in the
+   payload body T) relative to the orbiter latch L (``X_OL`` in the orbiter body O) —
+   and the relative twist ``V_LB_L``;
+2. predicts it ahead by the measured round-trip delay (``[hil.compensation] predict``);
+3. maps it to a rig pose, clamped to the workspace (:class:`hil.stewart.PoseMap`);
+4. passes it through the safety supervisor (handshake, watchdogs, NaN guard, soft
+   limits, ramp to neutral) and sends a setpoint, or a heartbeat while motion-gated;
+5. reads the rig's telemetry (in lockstep it waits, bounded, for the one reply), maps
+   the force/torque back to a wrench on B, runs the passivity controller and the
+   impact monitor.
+
+Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrench on B
+at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
+link statistics). Unlike other models this one does I/O — a serial link is its purpose
+— but the link is injected: :func:`build` opens it from ``[hil] url``, tests pass a
+:class:`hil.link.SerialLink` on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`.
+
+Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
+``validate(config, name)``, ``build(config, name, period_ns)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynamics.spatial import pose, pose_inverse, quat_to_rotation, rotation_to_quat
+from errors import ConfigError, FrameError, RigFault, ShapeError
+from hil.config import HilConfig, parse
+from hil.delay import ImpactMonitor, PassivityController, predict_pose
+from hil.encoders import make_encoder
+from hil.framing import (
+    CRC_SIZE,
+    HEADER_SIZE,
+    Arm,
+    Engage,
+    Fault,
+    Heartbeat,
+    Hello,
+    RigState,
+    SetpointAxes,
+    SetpointPose,
+    Telemetry,
+)
+from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
+from hil.safety import SafetySupervisor
+from protocol.service import Inputs, Port
+
+__all__ = ["TABLES", "OPTIONS", "validate", "build", "HilBridge", "relative_motion"]
+
+TABLES = ("hil",)
+OPTIONS: dict[str, Any] = {}
+
+Array = NDArray[np.float64]
+
+
+def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Array, X_TB: Array) -> tuple[Array, Array]:
+    """Pose ``X_LB`` (4, 4) and twist ``V_LB_L`` (6,) of B relative to L, from the two body states.
+
+    Parameters
+    ----------
+    orbiter : mapping
+        ``p_WoOo_W`` (3,), ``quat_WO`` (4,), ``w_WO_O`` (3,), ``v_WOo_W`` (3,).
+    payload : mapping
+        ``p_WoTo_W``, ``quat_WT``, ``w_WT_T``, ``v_WTo_W``.
+    X_OL, X_TB : ndarray, shape (4, 4)
+        Latch L in the orbiter body, interface B in the payload body.
+
+    Returns
+    -------
+    X_LB : ndarray, shape (4, 4)
+    V_LB_L : ndarray, shape (6,)
+        [ω_LB; d/dt p_LoBo] expressed in L. [rad/s, m/s]
+    """
+    R_WO = quat_to_rotation(orbiter["quat_WO"])
+    R_WT = quat_to_rotation(payload["quat_WT"])
+    X_WL = pose(R_WO, orbiter["p_WoOo_W"]) @ X_OL
+    X_WB = pose(R_WT, payload["p_WoTo_W"]) @ X_TB
+    X_LB = pose_inverse(X_WL) @ X_WB
+    w_WO_W = R_WO @ np.asarray(orbiter["w_WO_O"])
+    w_WT_W = R_WT @ np.asarray(payload["w_WT_T"])
+    p_WLo, p_WBo = X_WL[:3, 3], X_WB[:3, 3]
+    v_WLo = np.asarray(orbiter["v_WOo_W"]) + np.cross(w_WO_W, p_WLo - np.asarray(orbiter["p_WoOo_W"]))
+    v_WBo = np.asarray(payload["v_WTo_W"]) + np.cross(w_WT_W, p_WBo - np.asarray(payload["p_WoTo_W"]))
+    R_LW = X_WL[:3, :3].T
+    w_LB_L = R_LW @ (w_WT_W - w_WO_W)
+    v_LB_L = R_LW @ (v_WBo - v_WLo - np.cross(w_WO_W, p_WBo - p_WLo))
+    return X_LB, np.concatenate([w_LB_L, v_LB_L])
+
+
+def _frame_sizes(cfg: HilConfig) -> tuple[int, int, bool]:
+    """(raw command frame bytes, raw reply frame bytes, COBS framed)."""
+    t = cfg.table
+    n = cfg.rig.n_axes
+    if t["format"] == "native":
+        payload = 28 if t["setpoint"] == "pose" else 1 + 4 * n
+        return HEADER_SIZE + payload + CRC_SIZE, HEADER_SIZE + 38 + 4 * n + CRC_SIZE, True
+    enc = make_encoder(t["format"], cfg.limits.lo, cfg.limits.hi, bits=t["ascii_bits"])
+    return enc.frame_size, 0, False
+
+
+def validate(config: dict[str, Any], name: str) -> list[str]:
+    """Problems of ``[hil]`` and of its line budget at the service's rate; [] if fine."""
+    try:
+        cfg = parse(config.get("hil", {}))
+    except ConfigError as err:
+        return list(err.problems)
+    out = []
+    t = cfg.table
+    url = t["url"]
+    if url != "emulator" and "://" in url and url.split("://", 1)[0] not in URL_SCHEMES:
+        out.append(f"hil.url: unknown scheme {url.split('://', 1)[0]!r} in {url!r}; expected one of {URL_SCHEMES}")
+    rate = config.get("services", {}).get(name, {}).get("rate_hz")
+    if isinstance(rate, (int, float)) and rate > 0:
+        cmd, reply, cobs = _frame_sizes(cfg)
+        for what, size in (("command", cmd), ("telemetry", reply)):
+            if not size:
+                continue
+            try:
+                if cobs:
+                    check_line_budget(float(rate), size, t["baud"], bits=bits_per_byte(), field=f"hil ({what})")
+                elif rate * size * bits_per_byte() > 0.7 * t["baud"]:
+                    out.append(f"hil ({what}): rate {rate:g} Hz × frame {size} B × 10 bits exceeds 70% of baud {t['baud']}")
+            except ConfigError as err:
+                out.append(str(err))
+    return out
+
+
+class HilBridge:
+    """The ``hil`` service model (see the module docstring).
+
+    Parameters
+    ----------
+    cfg : HilConfig
+    name : str
+    period_ns : int
+    link : SerialLink or None
+        The rig link (None: outputs are computed, nothing is sent — a dry run).
+    realtime : bool
+        Realtime: frames are stamped with the link's (wall) clock and nothing waits.
+        Lockstep (False): frames are stamped with the simulation time and each step
+        waits (up to ``reply_timeout``) for the rig's reply, so runs are deterministic.
+        The safety watchdogs run on the simulation time in both modes (in realtime it
+        follows the wall clock).
+    on_close : list of callables
+        Run by :meth:`close` after the link is closed (e.g. stop the emulator).
+    """
+
+    def __init__(self, cfg: HilConfig, name: str, period_ns: int, link: SerialLink | None, *,
+                 realtime: bool = False, on_close: list[Callable[[], object]] | None = None) -> None:
+        if period_ns <= 0:
+            raise ConfigError(f"services.{name}.rate_hz: period {period_ns} ns must be > 0")
+        self.cfg = cfg
+        self.name = name
+        self.period_ns = int(period_ns)
+        self.h = period_ns * 1e-9
+        self.inputs = (Port("orbiter/state", "state"), Port("payload/state", "state"))
+        self.outputs = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hil/status", "state"))
+        self.link = link
+        self.realtime = realtime
+        t = cfg.table
+        self.native = t["format"] == "native"
+        self.encoder = None if self.native else make_encoder(t["format"], cfg.limits.lo, cfg.limits.hi, bits=t["ascii_bits"])
+        self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
+        self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
+                                       bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]))
+        comp = cfg.compensation
+        self.passivity = PassivityController(self.h, float(comp["restitution_max"]), float(comp["length"]),
+                                             enabled=bool(comp["passivity"]))
+        self.impacts = ImpactMonitor()
+        self._sim_t = 0.0
+        if link is not None and not realtime:
+            link.clock = lambda: self._sim_t
+        self._axes = self.neutral_axes.copy()
+        self._F_P = np.zeros(6)
+        self._rx_t: float | None = None
+        self._bad_seen = 0
+        self._clamped = 0
+        self._sent_arm = False
+        self._on_close = list(on_close or [])
+
+    # ------------------------------------------------------------------ helpers
+    def _read(self, wait: bool) -> None:
+        if self.link is None or not self.native:
+            return
+        deadline = time.monotonic() + float(self.cfg.table["reply_timeout"])
+        got_telemetry = False
+        while True:
+            frames = self.link.receive()
+            for f in frames:
+                if isinstance(f.msg, Telemetry):
+                    got_telemetry = True
+                    self._rx_t = self._sim_t
+                    self._axes = np.asarray(f.msg.axes, dtype=np.float64)
+                    self._F_P = np.asarray(f.msg.F_Po_P, dtype=np.float64)
+                    self.safety.on_telemetry(f.msg)
+                elif isinstance(f.msg, Hello):
+                    self._rx_t = self._sim_t
+                    self.safety.on_hello(f.msg, f.version)
+            bad = self.link.decoder.bad - self._bad_seen
+            self._bad_seen = self.link.decoder.bad
+            if frames or bad:
+                self.safety.on_frames(len(frames), bad)
+            if not wait or got_telemetry or time.monotonic() > deadline:
+                return
+
+    def _send_native(self, link: SerialLink, setpoint: Array | None, X_RP: Array) -> None:
+        s = self.safety
+        t_us = None if self.realtime else int(round(self._sim_t * 1e6))
+        if s.state == RigState.IDLE and not self._sent_arm and not s.faults:
+            s.request_arm()
+            self._sent_arm = True
+            wd = int(math.ceil(s.watchdog_s * 1e3))
+            link.send(Arm(self.cfg.fingerprint, wd), t_us)
+            return
+        if s.state == RigState.ARMED:  # auto-engage once armed
+            s.engage()
+            link.send(Engage(), t_us)
+            return
+        if setpoint is None:
+            link.send(Heartbeat(), t_us)
+        elif self.cfg.table["setpoint"] == "pose":
+            q = rotation_to_quat(X_RP[:3, :3])
+            link.send(SetpointPose(tuple(X_RP[:3, 3]), tuple(q)), t_us)  # type: ignore[arg-type]
+        else:
+            link.send(SetpointAxes(tuple(float(v) for v in setpoint)), t_us)
+
+    # ------------------------------------------------------------------ model
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """Outputs at ``t0``: rest at neutral, motion-gated."""
+        self._sim_t = t0_ns * 1e-9
+        return self._outputs(np.eye(4), np.zeros(6), np.zeros(6), valid=False)
+
+    def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
+        """One bridge period (see the module docstring); outputs stamped ``t + h``."""
+        self._sim_t = t_ns * 1e-9
+        orb, pay = u.state("orbiter/state"), u.state("payload/state")
+        try:
+            X_LB, V_LB_L = relative_motion(orb.body, pay.body, self.cfg.X_OL, self.cfg.X_TB)
+        except ShapeError:  # a non-finite input: the NaN guard below faults
+            X_LB, V_LB_L = np.full((4, 4), np.nan), np.full(6, np.nan)
+        self._read(wait=False)
+        rtt = self.link.delay.rtt_s if (self.link is not None and self.native) else math.nan
+        horizon = rtt if (self.cfg.compensation["predict"] and math.isfinite(rtt)) else 0.0
+        finite = bool(np.all(np.isfinite(X_LB)) and np.all(np.isfinite(V_LB_L)))
+        X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite else X_LB
+        cmd_axes: Array | None = None
+        X_RP = self.cfg.pose_map.X_RP0
+        if finite:
+            res = self.cfg.pose_map.to_rig(X_cmd)
+            self._clamped += int(res.clamped)
+            cmd_axes, X_RP = res.axes, res.X_RP
+        else:
+            cmd_axes = np.full(self.cfg.rig.n_axes, np.nan)
+        now = self._sim_t
+        cmd_t = min(orb.t_ns, pay.t_ns) * 1e-9  # a stale input (a lost producer) trips the watchdog
+        rx_t = now if not self.native else self._rx_t
+        if not self.native and self.safety.state == RigState.IDLE:  # no handshake exists: arm and engage
+            self.safety.request_arm()
+            self.safety.on_hello(Hello(self.cfg.fingerprint, self.cfg.rig.n_axes, 0))
+            self.safety.engage()
+        setpoint = self.safety.tick(now, cmd_axes, cmd_t, rx_t)
+        if self.link is not None:
+            try:
+                if self.native:
+                    self._send_native(self.link, setpoint, X_RP)
+                elif setpoint is not None:
+                    self.link.port.write(self.encoder.encode(setpoint))  # type: ignore[union-attr]
+            except (FrameError, RigFault):
+                self.safety.fault(Fault.HOST)
+            self._read(wait=not self.realtime)
+        # feedback: F/T in P → wrench on B at Bo, in B (the axis map; torques un-scaled)
+        M, s = self.cfg.pose_map.M, self.cfg.pose_map.scale
+        F_B = np.concatenate([M.T @ self._F_P[:3] / s, M.T @ self._F_P[3:]])
+        R_BL = X_LB[:3, :3].T if finite else np.eye(3)
+        V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)
+        F_out = self.passivity.step(F_B, V_B)
+        self.impacts.update(self._sim_t + self.h, F_B, V_B)
+        valid = self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
+        return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid=valid)
+
+    def _outputs(self, X_cmd: Array, V: Array, F_B: Array, valid: bool) -> dict[str, dict[str, Any]]:
+        legs = np.zeros(6)
+        n = min(6, self._axes.size)
+        legs[:n] = self._axes[:n]
+        one_way = self.link.delay.one_way_s if self.link is not None else math.nan
+        link = self.link.status() if self.link is not None else {}
+        last = self.impacts.impacts[-1].restitution if self.impacts.impacts else -1.0
+        link.update({
+            "clamped": self._clamped,
+            "limit_hits": self.safety.limit_hits,
+            "impacts": len(self.impacts.impacts),
+            "restitution_last": float(last) if math.isfinite(last) else -1.0,
+            "energy_dissipated": float(self.passivity.e_dissipated),
+            "energy_net": float(self.passivity.e_net),
+        })
+        X = np.where(np.isfinite(X_cmd), X_cmd, 0.0)
+        return {
+            "hil/command": {"X_LB": X, "V_LB_L": np.asarray(V, dtype=np.float64)},
+            "hil/feedback": {"F_Bo_B": F_B, "legs": legs,
+                             "delay_s": float(one_way) if math.isfinite(one_way) else -1.0, "valid": bool(valid)},
+            "hil/status": {"state": self.safety.state.name, "faults": int(self.safety.faults), "link": link},
+        }
+
+    def close(self) -> None:
+        """Close the link (the rig's watchdog then parks it) and run the ``on_close`` hooks."""
+        if self.link is not None:
+            self.link.close()
+        for hook in self._on_close:
+            hook()
+        self._on_close = []
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
+    """The bridge of service ``name``: parses ``[hil]``, opens the link (or the emulator).
+
+    Raises
+    ------
+    ConfigError
+        If the configuration is invalid.
+    RigFault
+        If the port cannot be opened.
+    """
+    problems = validate(config, name)
+    if problems:
+        raise ConfigError("; ".join(problems), problems)
+    cfg = parse(config.get("hil", {}))
+    realtime = config.get("sim", {}).get("mode", "lockstep") == "realtime"
+    url = cfg.table["url"]
+    emu = None
+    if url == "emulator":
+        from hil.emulator import spawn_emulator
+
+        emu = spawn_emulator(config.get("hil", {}), lockstep=not realtime)
+        url = emu.host_path
+    try:
+        link = SerialLink(open_port(url, int(cfg.table["baud"]), timeout=0.0005))
+    except RigFault:
+        if emu is not None:
+            emu.close()
+        raise
+    return HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])

@@ -1,0 +1,170 @@
+"""The hil service model: relative motion, config checks, guards, and the delayed-contact loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dynamics.spatial import pose, quat_integrate, quat_to_rotation
+from errors import ConfigError
+from hil.bridge import HilBridge, build, relative_motion, validate
+from hil.config import parse
+from hil.emulator import LockstepPort, LockstepRig
+from hil.framing import Fault
+from hil.link import SerialLink
+from hil.stewart import pose_from_vector
+from protocol.service import Sample
+
+
+class Inputs:
+    """Fixed inputs for one step (what the shell's input rule would select)."""
+
+    def __init__(self, states: dict[str, Sample]) -> None:
+        self.s = states
+
+    def state(self, topic: str) -> Sample:
+        return self.s[topic]
+
+
+def orbiter(p, v, q=(1.0, 0, 0, 0), w=(0, 0, 0)):
+    return {"p_WoOo_W": np.asarray(p, float), "quat_WO": np.asarray(q, float), "w_WO_O": np.asarray(w, float),
+            "v_WOo_W": np.asarray(v, float)}
+
+
+def payload(p, v, q=(1.0, 0, 0, 0), w=(0, 0, 0)):
+    return {"p_WoTo_W": np.asarray(p, float), "quat_WT": np.asarray(q, float), "w_WT_T": np.asarray(w, float),
+            "v_WTo_W": np.asarray(v, float)}
+
+
+def test_relative_twist_matches_finite_difference_of_relative_pose():
+    rng = np.random.default_rng(2)
+    X_OL = pose_from_vector(rng.normal(size=6) * 0.5)
+    X_TB = pose_from_vector(rng.normal(size=6) * 0.5)
+    pO, vO, wO = rng.normal(size=3), rng.normal(size=3), rng.normal(size=3) * 0.2
+    pT, vT, wT = rng.normal(size=3), rng.normal(size=3), rng.normal(size=3) * 0.2
+    qO = quat_integrate([1.0, 0, 0, 0], rng.normal(size=3), 1.0)
+    qT = quat_integrate([1.0, 0, 0, 0], rng.normal(size=3), 1.0)
+
+    def at(t):  # constant body rates and velocities: exact motion
+        o = orbiter(pO + vO * t, vO, quat_integrate(qO, wO, t), wO)
+        p = payload(pT + vT * t, vT, quat_integrate(qT, wT, t), wT)
+        return relative_motion(o, p, X_OL, X_TB)
+
+    X0, V0 = at(0.0)
+    eps = 1e-6
+    Xp, _ = at(eps)
+    Xm, _ = at(-eps)
+    v_fd = (Xp[:3, 3] - Xm[:3, 3]) / (2 * eps)
+    Rdot = (Xp[:3, :3] - Xm[:3, :3]) / (2 * eps)
+    W = Rdot @ X0[:3, :3].T  # skew(ω_LB_L)
+    np.testing.assert_allclose(V0[3:], v_fd, atol=1e-7)
+    np.testing.assert_allclose(V0[:3], [W[2, 1], W[0, 2], W[1, 0]], atol=1e-7)
+
+
+def run_contact(compensate: bool, delay: float, e_max: float = 0.8, h_ns: int = 2_000_000, m: float = 20.0,
+                v0: float = 0.05):
+    """A 20 kg payload approaches the rig's stiff contact plane at v0; the rig's F/T is fed back.
+
+    The whole loop runs in lockstep (deterministic): bridge → native frames → emulated rig with
+    a transport delay each way and a 2e5 N/m contact spring → telemetry → wrench on the payload.
+    """
+    table = {"compensation": {"predict": compensate, "passivity": compensate, "restitution_max": e_max},
+             "emulator": {"delay": delay, "stiffness": 2.0e5, "plane_offset": 0.505, "rate": 1000.0}}
+    cfg = parse(table)
+    bridge = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    bridge.initial(0)
+    z, v, h = 0.0, 0.0, h_ns * 1e-9
+    for n in range(400):
+        t_ns = n * h_ns
+        if n == 25:
+            v = v0  # engaged by now; 5 mm gap to the plane
+        u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, v]))})
+        out = bridge.step(t_ns, h_ns, u)
+        F = out["hil/feedback"]["F_Bo_B"]
+        v += F[5] / m * h  # the payload (semi-implicit Euler; the force holds over the step)
+        z += v * h
+        if bridge.impacts.impacts and n > bridge.impacts.impacts[-1].t_end / h + 5:
+            break
+    return bridge, out
+
+
+@pytest.mark.parametrize("delay", [0.010, 0.020])
+def test_delayed_stiff_contact_creates_energy_without_compensation(delay):
+    bridge, out = run_contact(False, delay)
+    (imp,) = bridge.impacts.impacts
+    assert imp.v_approach == pytest.approx(0.05, rel=1e-6)
+    assert imp.restitution > 1.0  # a lossless spring would give exactly 1: the delay created energy
+    assert out["hil/status"]["link"]["rtt_p50_s"] >= 2 * delay
+
+
+@pytest.mark.parametrize("delay", [0.010, 0.020])
+@pytest.mark.parametrize("e_max", [1.0, 0.5])
+def test_compensation_keeps_restitution_within_the_configured_value(delay, e_max):
+    bridge, out = run_contact(True, delay, e_max=e_max)
+    (imp,) = bridge.impacts.impacts
+    assert 0.0 < imp.restitution <= e_max + 1e-9
+    assert out["hil/status"]["link"]["restitution_last"] == pytest.approx(imp.restitution)
+    assert out["hil/status"]["state"] == "ENGAGED"
+
+
+def test_stale_input_faults_and_nan_input_faults():
+    cfg = parse({})
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    b.initial(0)
+    for n in range(20):
+        t_ns = n * h_ns
+        u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(min(t_ns, 40_000_000), h_ns, "payload", n, payload([0, 0, 0], [0, 0, 0]))})
+        out = b.step(t_ns, h_ns, u)
+    assert out["hil/status"]["state"] == "FAULT" and out["hil/status"]["faults"] & Fault.HOST
+    b2 = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    b2.initial(0)
+    for n in range(8):
+        t_ns = n * h_ns
+        z = float("nan") if n == 7 else 0.0
+        u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, 0]))})
+        out = b2.step(t_ns, h_ns, u)
+    assert out["hil/status"]["faults"] & Fault.NAN
+
+
+def _config(rate_hz=250, **hil):
+    return {"services": {"hil": {"kind": "hil.bridge", "rate_hz": rate_hz}}, "hil": hil}
+
+
+def test_line_budget_refused_naming_rate_frame_and_baud():
+    problems = validate(_config(250, baud=115200, setpoint="pose"), "hil")
+    assert any("250 Hz" in p and "40 B" in p and "115200" in p for p in problems), problems
+    assert validate(_config(250, baud=921600, setpoint="pose"), "hil") == []
+
+
+def test_unknown_url_scheme_and_inconsistent_limits_refused():
+    problems = validate(_config(url="ftp://rig:21"), "hil")
+    assert any("hil.url" in p and "'ftp'" in p for p in problems)
+    problems = validate(_config(limits={"lo": 0.7, "hi": 0.4}), "hil")
+    assert any("hil.limits.hi" in p for p in problems), problems
+    problems = validate(_config(limits={"v_max": [0.5, 0.5]}), "hil")
+    assert any("hil.limits.v_max" in p and "[0.5, 0.5]" in p for p in problems), problems
+    with pytest.raises(ConfigError, match="hil.url"):
+        build(_config(url="ftp://rig:21"), "hil", 4_000_000)
+
+
+def test_build_on_loop_url_and_dry_outputs():
+    b = build(_config(url="loop://"), "hil", 4_000_000)
+    try:
+        out = b.initial(0)
+        assert set(out) == {"hil/command", "hil/feedback", "hil/status"}
+        assert out["hil/status"]["state"] == "IDLE" and not out["hil/feedback"]["valid"]
+    finally:
+        b.close()
+        b.close()
+
+
+def test_pose_setpoints_and_servo_rig_config():
+    cfg = parse({"setpoint": "pose", "rig": "servo", "servo": {"component": [2, 3, 4], "scale": [1, 1, 1],
+                 "offset": [0, 0, 0]}, "limits": {"lo": -0.1, "hi": 0.1}})
+    assert cfg.rig.n_axes == 3
+    X = cfg.pose_map.rig_pose(pose(quat_to_rotation([1.0, 0, 0, 0]), [0, 0, 0.02]))
+    np.testing.assert_allclose(cfg.rig.inverse(X), [0.02, 0, 0], atol=1e-15)
