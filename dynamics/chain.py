@@ -226,6 +226,7 @@ class ChainModel:
     pri_f: Array = field(init=False, repr=False)
     K_J: Array = field(init=False, repr=False)
     K2_J: Array = field(init=False, repr=False)
+    T_PB: Array = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         nb = len(self.names)
@@ -308,6 +309,11 @@ class ChainModel:
         revolute = np.array([False] + [t == "revolute" for t in self.joint_type[1:]])
         K = _skew_rows(np.asarray(self.axis_J))
         K2 = K @ K
+        T_PB = np.zeros((n, 4, 4, 4))  # X_PB(θ) = Σ_k coef_k(θ) T_PB[:, k] (see _kinematics)
+        T_PB[:, 0] = self.X_PJ[1:]
+        T_PB[:, 1, :, :3] = self.X_PJ[1:, :, :3] @ K[1:]
+        T_PB[:, 2, :, :3] = self.X_PJ[1:, :, :3] @ K2[1:]
+        T_PB[:, 3, :, 3] = (self.X_PJ[1:, :, :3] @ self.axis_J[1:, :, None])[..., 0]
         for name, val in (
             ("floating", floating),
             ("serial", all(self.parent[b] == b - 1 for b in range(1, nb))),
@@ -321,6 +327,7 @@ class ChainModel:
             ("pri_f", (~revolute[1:]).astype(np.float64)),
             ("K_J", K),
             ("K2_J", K2),
+            ("T_PB", T_PB),
         ):
             if isinstance(val, np.ndarray):
                 val.setflags(write=False)
@@ -367,7 +374,7 @@ class ChainData:
         "R_WB",
         "p_WoBo_W",
         "X_WB",
-        "X_JB",
+        "coef",
         "com_W",
         "p_ref",
         "S",
@@ -384,8 +391,8 @@ class ChainData:
         self.X_WB[:, 3, 3] = 1.0
         self.R_WB = self.X_WB[:, :3, :3]  # views into X_WB
         self.p_WoBo_W = self.X_WB[:, :3, 3]
-        self.X_JB = np.zeros((nb - 1, 4, 4))
-        self.X_JB[:, 3, 3] = 1.0
+        self.coef = np.zeros((nb - 1, 4))
+        self.coef[:, 0] = 1.0
         self.com_W = np.zeros((nb, 3))
         self.p_ref = np.zeros(3)
         self.S = np.zeros((6, nv))
@@ -618,12 +625,13 @@ def _kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
         X[0] = model.X_PJ[0]
         th = q
     if nb > 1:
-        s = np.sin(th) * model.rev_f
-        omc = (1.0 - np.cos(th)) * model.rev_f
-        XJ = data.X_JB
-        XJ[:, :3, :3] = _I3 + s[:, None, None] * model.K_J[1:] + omc[:, None, None] * model.K2_J[1:]
-        XJ[:, :3, 3] = model.axis_J[1:] * (th * model.pri_f)[:, None]
-        X_PB = model.X_PJ[1:] @ XJ
+        # X_PB(θ) = X_PJ X_JB(θ) = T0 + sin θ T1 + (1 − cos θ) T2 (revolute, Rodrigues)
+        #                       or T0 + θ T3 (prismatic): one contraction over precomputed T.
+        coef = data.coef
+        coef[:, 1] = np.sin(th) * model.rev_f
+        coef[:, 2] = (1.0 - np.cos(th)) * model.rev_f
+        coef[:, 3] = th * model.pri_f
+        X_PB = np.einsum("nk,nkij->nij", coef, model.T_PB)
         parent = model.parent
         for b in range(1, nb):
             np.matmul(X[parent[b]], X_PB[b - 1], out=X[b])
@@ -813,19 +821,19 @@ def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
 def _rnea_bias(model: ChainModel, data: ChainData, v: Array) -> Array:
     """C(q, v) v by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
     V, Sv = _body_twists(model, data, v)
-    Vk = V[:, model.body_of_v]
-    w, u = Vk[:3], Vk[3:]
-    c = np.empty_like(Sv)  # V_body(k) × (S_k v_k); zero for the base columns
-    c[:3] = _cross_cols(w, Sv[:3])
-    c[3:] = _cross_cols(w, Sv[3:]) + _cross_cols(u, Sv[:3])
+    # Spatial cross-product matrices crm(V_b) = [[ω̃, 0], [ṽ, ω̃]] of every body, (nb, 6, 6).
+    wx = _skew_rows(V[:3].T)
+    X = np.zeros((model.nb, 6, 6))
+    X[:, :3, :3] = wx
+    X[:, 3:, 3:] = wx
+    X[:, 3:, :3] = _skew_rows(V[3:].T)
+    c = np.einsum("kij,jk->ik", X[model.body_of_v], Sv)  # V_body(k) × S_k v_k; zero for the base
     a = c @ model.body_anc_v.T  # (6, nb)
     if model.floating:
         a[3:] -= _cross_cols(v[:3, None], v[3:6, None])  # spatial vs classical base acceleration
     I = data.I_ref
     h = np.einsum("bij,jb->ib", I, V)  # momenta
-    f = np.einsum("bij,jb->ib", I, a)
-    f[:3] += _cross_cols(V[:3], h[:3]) + _cross_cols(V[3:], h[3:])
-    f[3:] += _cross_cols(V[:3], h[3:])
+    f = np.einsum("bij,jb->ib", I, a) - np.einsum("bji,jb->ib", X, h)  # I a + V ×* I V
     fsub = f @ model.anc_b
     return np.einsum("ik,ik->k", data.S, fsub[:, model.body_of_v])
 
