@@ -6,7 +6,8 @@ the same file). Functions: forward dynamics (Saha UDU^T, and the dense Cholesky 
 mass matrix, J*, G*. Pinocchio's figures:
 ``aba``, ``crba``, and for J*/G* the same formulas composed from Pinocchio's
 ``crba``, joint Jacobian and ``computeCentroidalMap`` / ``computeMinverse`` in Python.
-Every call sees a new configuration (ours caches kinematics per q).
+Every call sees a new configuration (ours caches kinematics per q). Figures are CPU
+time per call (``time.process_time``), best of the repeats.
 
 Run from the repository root: ``python bench/bench_dynamics.py [--repeat N]``.
 """
@@ -18,6 +19,7 @@ import json
 import os
 import platform
 import sys
+import time
 import timeit
 from pathlib import Path
 
@@ -64,7 +66,8 @@ def chain12_urdf(seed: int = 12) -> str:
 
 
 def _per_call_us(fn, repeat: int, number: int) -> float:
-    return min(timeit.repeat(fn, repeat=repeat, number=number)) / number * 1e6
+    """CPU time per call [µs], best of ``repeat`` (process time: robust on a shared machine)."""
+    return min(timeit.repeat(fn, repeat=repeat, number=number, timer=time.process_time)) / number * 1e6
 
 
 def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int, p_hand: np.ndarray,
