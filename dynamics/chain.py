@@ -75,6 +75,7 @@ __all__ = [
     "frame_jacobian",
     "mass_matrix",
     "bias_forces",
+    "inverse_dynamics",
     "generalized_forces",
     "momentum",
     "center_of_mass",
@@ -818,8 +819,8 @@ def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
     return np.einsum("ik,ik->k", data.S, Wsub[:, model.body_of_v])
 
 
-def _rnea_bias(model: ChainModel, data: ChainData, v: Array) -> Array:
-    """C(q, v) v by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
+def _rnea_bias(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
+    """C(q, v) v (+ M v̇ if given) by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
     V, Sv = _body_twists(model, data, v)
     # Spatial cross-product matrices crm(V_b) = [[ω̃, 0], [ṽ, ω̃]] of every body, (nb, 6, 6).
     wx = _skew_rows(V[:3].T)
@@ -828,6 +829,8 @@ def _rnea_bias(model: ChainModel, data: ChainData, v: Array) -> Array:
     X[:, 3:, 3:] = wx
     X[:, 3:, :3] = _skew_rows(V[3:].T)
     c = np.einsum("kij,jk->ik", X[model.body_of_v], Sv)  # V_body(k) × S_k v_k; zero for the base
+    if vdot is not None:
+        c += data.S * vdot[None, :]
     a = c @ model.body_anc_v.T  # (6, nb)
     if model.floating:
         a[3:] -= _cross_cols(v[:3, None], v[3:6, None])  # spatial vs classical base acceleration
@@ -861,6 +864,47 @@ def bias_forces(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) 
     """
     _kinematics(model, data, _check_q(model, q))
     return _rnea_bias(model, data, sp.as_vector(v, model.nv, "v"))
+
+
+def inverse_dynamics(
+    model: ChainModel,
+    data: ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    vdot: ArrayLike,
+    F_ext: ArrayLike | None = None,
+) -> Array:
+    """Generalized forces for given accelerations, ``τ = M v̇ + C v − Σ J_bᵀ F_b`` (Newton–Euler).
+
+    For a free base the first six entries are the wrench [τ; f] about ``Bo`` in W that
+    must act on the base (zero for a free-floating system whose v̇ came from
+    :func:`forward_dynamics`); the rest are the joint torques/forces.
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    v : array_like, shape (nv,)
+    vdot : array_like, shape (nv,)
+        ``[ω̇_WB_W, a_WBo_W, θ̈]`` (classical base acceleration).
+    F_ext : array_like, shape (nb, 6), optional
+        ``F_Bo_W`` per body.
+
+    Returns
+    -------
+    tau : ndarray, shape (nv,)
+        [N·m, N]
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes or non-finite values.
+    """
+    _kinematics(model, data, _check_q(model, q))
+    va = sp.as_vector(v, model.nv, "v")
+    tau = _rnea_bias(model, data, va, sp.as_vector(vdot, model.nv, "vdot"))
+    if F_ext is not None:
+        tau = tau - _gen_forces(model, data, _check_F_ext(model, F_ext))
+    return tau
 
 
 def momentum(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> tuple[Array, Array]:

@@ -52,6 +52,11 @@ def _compare_all(model, pm, q, v, tau, joint_of_body, hand_body, p_hand):
     b_pin = Ti.T @ pin.rnea(pm, pd, qp, vp, np.zeros(pm.nv)) - M @ c
     floor = np.abs(M).max() * np.abs(v).max() ** 2  # the bias may vanish (one joint)
     assert rel_err(ch.bias_forces(model, data, q, v), b_pin, floor) <= TOL
+    # inverse dynamics: pin.rnea at pin's (spatial) acceleration of our v̇
+    tau_id = ch.inverse_dynamics(model, data, q, v, a_pin)
+    a_sp = np.linalg.solve(T, a_pin - c)  # our v̇ → Pinocchio's spatial acceleration
+    assert rel_err(tau_id, Ti.T @ pin.rnea(pm, pd, qp, vp, a_sp)) <= TOL
+    assert rel_err(tau_id, tau) <= TOL
     # kinematics
     pin.forwardKinematics(pm, pd, qp, vp)
     pin.computeJointJacobians(pm, pd, qp)
@@ -132,6 +137,8 @@ def test_external_wrench_equals_jacobian_transpose(rng):
     T = base_T(model, q)
     a_pin = pin_vdot_to_ours(model, q, v, pin.aba(pm, pd, qp, np.linalg.inv(T) @ v, np.zeros(pm.nv), fext))
     assert rel_err(a, a_pin) <= TOL
+    scale = np.abs(ch.generalized_forces(model, data, q, F)).max()
+    assert np.abs(ch.inverse_dynamics(model, data, q, v, a, F_ext=F)).max() <= TOL * scale
     gen = sum(ch.frame_jacobian(model, data, q, b).T @ F[b] for b in range(model.nb))
     assert rel_err(ch.generalized_forces(model, data, q, F), gen) <= 1e-12
 
