@@ -54,7 +54,7 @@ Service configuration::
     rate_hz = 1000                 # required by the runtime; a sink never steps
     path = "other.mcap"            # optional, overrides sim.log
     topics = ["orbiter/state"]     # optional, default every topic
-    chunk_size = 262144            # optional, bytes of uncompressed chunk
+    chunk_size = 65536             # optional, bytes of uncompressed chunk
     schemas_from = "old.mcap"      # optional: register the schemas of this log's topics (replay runs)
     flush_interval = 1.0           # optional, s of wall time between chunk closes
 """
@@ -308,7 +308,7 @@ class McapLogger:
 
     def __init__(self, path: str | os.PathLike[str], *, name: str = "logger", topics: Iterable[str] = (),
                  config: Mapping[str, Any] | None = None, config_text: str | None = None,
-                 command_line: str | None = None, chunk_size: int = 1 << 18, flush_interval: float = 1.0) -> None:
+                 command_line: str | None = None, chunk_size: int = 1 << 16, flush_interval: float = 1.0) -> None:
         self.name = name
         self.topics: tuple[str, ...] = tuple(topics)
         self.path = Path(path)
@@ -505,7 +505,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
         except (OSError, UnicodeDecodeError):
             text = None
     return McapLogger(path, name=name, topics=svc.get("topics", ()), config=config, config_text=text,
-                      command_line=cmd, chunk_size=int(svc.get("chunk_size", 1 << 18)),
+                      command_line=cmd, chunk_size=int(svc.get("chunk_size", 1 << 16)),
                       flush_interval=float(svc.get("flush_interval", 1.0)))
 
 
@@ -606,9 +606,8 @@ class LogFile:
             If a chunk cannot be read (the message names the file).
         """
         sel = None if topics is None else list(topics)
-        end = None if end_ns is None else end_ns + 1
         try:
-            for _, channel, msg in self._reader.iter_messages(topics=sel, start_time=start_ns, end_time=end,
+            for _, channel, msg in self._reader.iter_messages(topics=sel, starting_at=start_ns, ending_at=end_ns,
                                                               log_time_order=True):
                 yield LogMessage(msg.log_time, channel.topic, msg.data, msg.publish_time, msg.sequence)
         except (McapError, EOFError, ValueError, OSError, KeyError) as err:
@@ -697,9 +696,10 @@ class RecoverResult:
     messages, chunks : int
         Messages and complete chunks recovered.
     dropped_bytes : int
-        Bytes at the end of the input that did not form a complete record. [bytes]
+        Bytes at the end of the input not copied: the torn tail, or the old summary of
+        a finished file (rebuilt). [bytes]
     complete : bool
-        Whether the input already had a footer (was finished).
+        Whether the input's data section was finished (it needed no repair).
     """
 
     out: Path
@@ -779,10 +779,9 @@ def recover(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = N
                     for r in inner:
                         put(r)
                 elif isinstance(rec, (DataEnd, Footer)):
-                    complete = complete or isinstance(rec, Footer)
-                    if isinstance(rec, DataEnd):
-                        good_end = f.tell()
-                        break
+                    complete = True  # the writer finished its data section
+                    good_end = f.tell()
+                    break
                 else:
                     put(rec)
                 good_end = f.tell()
