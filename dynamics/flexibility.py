@@ -33,7 +33,7 @@ import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics import spatial as sp
-from errors import ModelError, ShapeError
+from errors import ModelError, ShapeError, SingularityError
 
 __all__ = [
     "Beam",
@@ -243,20 +243,22 @@ def joint_flexibility(J: ArrayLike, gamma: ArrayLike) -> Array:
 
     Raises
     ------
-    SingularityError
-        Not raised; a singular J gives non-finite values, refused as ShapeError.
     ShapeError
-        On bad shapes or a singular J.
+        On bad shapes.
+    SingularityError
+        If J is singular.
     """
     Ja = np.asarray(J, dtype=np.float64)
     g = np.asarray(gamma, dtype=np.float64)
     if Ja.shape != (6, 6) or g.shape != (6, 6):
         raise ShapeError(f"J, gamma: expected (6, 6), got {Ja.shape}, {g.shape}")
-    lu = scipy.linalg.lu_factor(Ja)
-    X = scipy.linalg.lu_solve(lu, g)                  # J^-1 γ
-    GJ = scipy.linalg.lu_solve(lu, X.T).T             # (J^-1 (J^-1 γ)ᵀ)ᵀ = J^-1 γ J^-T (γ symmetric)
+    try:
+        X = np.linalg.solve(Ja, g)                    # J^-1 γ
+        GJ = np.linalg.solve(Ja, X.T).T               # (J^-1 (J^-1 γ)ᵀ)ᵀ = J^-1 γ J^-T (γ symmetric)
+    except np.linalg.LinAlgError as err:
+        raise SingularityError("J: singular, no joint flexibility matrix (3-4)") from err
     if not np.all(np.isfinite(GJ)):
-        raise ShapeError("J: singular, the joint flexibility matrix is not finite")
+        raise SingularityError("J: singular, the joint flexibility matrix is not finite")
     return 0.5 * (GJ + GJ.T)
 
 

@@ -28,7 +28,7 @@ No I/O, clock or globals. Shapes are checked (:class:`errors.ShapeError`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -91,6 +91,13 @@ class RmsGeometry:
     q_upper: Array
     qd_max: Array
     tau_max: Array
+    K_J: Array = field(init=False, repr=False)
+    K2_J: Array = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        K = np.array([sp.skew(a) for a in self.axis_J])
+        object.__setattr__(self, "K_J", K)
+        object.__setattr__(self, "K2_J", K @ K)
 
 
 @dataclass(frozen=True)
@@ -153,10 +160,13 @@ def rms_geometry(model: ch.ChainModel, X_OS: ArrayLike, p_B6oEo_B6: ArrayLike = 
     )
 
 
-def _rot(axis: Array, angle: float) -> Array:
-    """Rotation matrix by ``angle`` about the unit ``axis`` (Rodrigues; A-21 transposed)."""
-    K = sp.skew(axis)
-    return np.eye(3) + np.sin(angle) * K + (1.0 - np.cos(angle)) * (K @ K)
+def _cross(a: Array, b: Array) -> Array:
+    """Row-wise cross product of (..., 3) arrays (np.cross without its overhead)."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
 
 
 def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
@@ -173,6 +183,10 @@ def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
         If ``theta`` is not a finite (6,) vector.
     """
     th = sp.as_vector(theta, N_JOINTS, "theta")
+    # joint rotations by Rodrigues' formula (A-21 is its transpose, body-to-parent)
+    K = geom.K_J
+    s, c = np.sin(th), 1.0 - np.cos(th)
+    R_J = np.eye(3) + s[:, None, None] * K + c[:, None, None] * geom.K2_J
     X_OB = np.empty((N_JOINTS + 1, 4, 4))
     X_OB[0] = geom.X_OS
     p = np.empty((N_JOINTS, 3))
@@ -182,7 +196,7 @@ def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
         p[i] = X_OJ[:3, 3]
         u[i] = X_OJ[:3, :3] @ geom.axis_J[i]
         X_OB[i + 1] = X_OJ
-        X_OB[i + 1, :3, :3] = X_OJ[:3, :3] @ _rot(geom.axis_J[i], th[i])
+        X_OB[i + 1, :3, :3] = X_OJ[:3, :3] @ R_J[i]
     X_OE = X_OB[N_JOINTS].copy()
     X_OE[:3, 3] = X_OB[N_JOINTS, :3, 3] + X_OB[N_JOINTS, :3, :3] @ geom.p_B6oEo_B6
     return RmsPose(X_OB, p, u, X_OE)
@@ -206,11 +220,12 @@ def rms_jacobian(pose: RmsPose) -> Array:
     r_sum = np.cumsum(r[::-1], axis=0)[::-1]       # Σ_{j≥i} r_j
     J = np.empty((6, N_JOINTS))
     J[:3] = pose.u_O.T
-    J[3:] = -np.cross(r_sum, pose.u_O).T
+    J[3:] = -_cross(r_sum, pose.u_O).T
     return J
 
 
-def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float) -> tuple[Array, float, bool]:
+def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float,
+              svd: tuple[Array, Array, Array] | None = None) -> tuple[Array, float, bool]:
     """Solve ``A x = b`` exactly, or by damped least squares near a singularity.
 
     With ``σ`` the singular values of A: if ``σ_6 ≥ sigma_min`` the exact solution;
@@ -226,6 +241,8 @@ def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float) 
         Threshold on the smallest singular value (same units as A).
     damping_max : float
         Damping at the singularity.
+    svd : tuple (U, s, Vt), optional
+        ``numpy.linalg.svd(A)`` if already computed.
 
     Returns
     -------
@@ -244,7 +261,7 @@ def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float) 
     if A.shape != (6, 6) or not np.all(np.isfinite(A)):
         raise ShapeError(f"A: expected a finite (6, 6) matrix, got shape {A.shape}")
     bb = sp.as_vector(b, 6, "b")
-    U, s, Vt = np.linalg.svd(A)
+    U, s, Vt = np.linalg.svd(A) if svd is None else svd
     smin = float(s[-1])
     if smin >= sigma_min:
         return Vt.T @ ((U.T @ bb) / s), smin, False
@@ -252,7 +269,8 @@ def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float) 
     return Vt.T @ ((s / (s * s + lam2)) * (U.T @ bb)), smin, True
 
 
-def tip_wrench(J: ArrayLike, tau: ArrayLike, sigma_min: float = 0.0, damping_max: float = 0.0) -> tuple[Array, float, bool]:
+def tip_wrench(J: ArrayLike, tau: ArrayLike, sigma_min: float = 0.0, damping_max: float = 0.0,
+               svd: tuple[Array, Array, Array] | None = None) -> tuple[Array, float, bool]:
     """End-effector wrench from the joint torques, ``[M_e; F_e] = J^-T τ`` (SVDS 2-3).
 
     Parameters
@@ -263,6 +281,8 @@ def tip_wrench(J: ArrayLike, tau: ArrayLike, sigma_min: float = 0.0, damping_max
         Joint (servo output) torques. [N·m]
     sigma_min, damping_max : float
         Singularity handling, as :func:`dls_solve` (0: exact).
+    svd : tuple (U, s, Vt), optional
+        ``numpy.linalg.svd(J)`` if already computed.
 
     Returns
     -------
@@ -273,10 +293,12 @@ def tip_wrench(J: ArrayLike, tau: ArrayLike, sigma_min: float = 0.0, damping_max
     damped : bool
     """
     Ja = np.asarray(J, dtype=np.float64)
-    return dls_solve(Ja.T, tau, sigma_min, damping_max)
+    svd_T = None if svd is None else (svd[2].T, svd[1], svd[0].T)   # Jᵀ = V Σ Uᵀ
+    return dls_solve(Ja.T, tau, sigma_min, damping_max, svd_T)
 
 
-def joint_rates(J: ArrayLike, V_R_O: ArrayLike, sigma_min: float = 0.0, damping_max: float = 0.0) -> tuple[Array, float, bool]:
+def joint_rates(J: ArrayLike, V_R_O: ArrayLike, sigma_min: float = 0.0, damping_max: float = 0.0,
+                svd: tuple[Array, Array, Array] | None = None) -> tuple[Array, float, bool]:
     """Joint rates from the relative motion, ``θ̇ = J^-1 [ω_R; v_R]`` (SVDS 2-12).
 
     Parameters
@@ -286,6 +308,8 @@ def joint_rates(J: ArrayLike, V_R_O: ArrayLike, sigma_min: float = 0.0, damping_
         Relative spatial velocity of E in O (:func:`relative_twist`). [rad/s, m/s]
     sigma_min, damping_max : float
         Singularity handling, as :func:`dls_solve`.
+    svd : tuple (U, s, Vt), optional
+        ``numpy.linalg.svd(J)`` if already computed.
 
     Returns
     -------
@@ -294,7 +318,7 @@ def joint_rates(J: ArrayLike, V_R_O: ArrayLike, sigma_min: float = 0.0, damping_
     sigma : float
     damped : bool
     """
-    return dls_solve(J, V_R_O, sigma_min, damping_max)
+    return dls_solve(J, V_R_O, sigma_min, damping_max, svd)
 
 
 def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoEo_O: ArrayLike,

@@ -1,0 +1,685 @@
+"""The arm service: the Shuttle RMS as the SVDS massless arm (seed 003), or a multibody arm.
+
+Ports
+-----
+Inputs: ``orbiter/state`` (state), ``payload/state`` (state), ``operator/command``
+(event, vocabulary in :mod:`services.operator`), ``contact/event`` (event: ``capture`` and
+``rigidize`` grapple the payload — the end-effector pose in the payload frame, X_TE, is
+frozen at that instant — and ``release`` frees it).
+Outputs: ``arm/state`` (state: q, qd, tau, mode, brakes, X_OE, X_WE, V_WE_W, grappled,
+loads, sigma_min, qd_cmd, warnings) and ``arm/wrench`` (flow: ``F_Eo_W`` on the payload at
+Eo and ``F_So_W`` on the orbiter at the shoulder So).
+
+Routines and rates (SVDS section 5)
+-----------------------------------
+RMSFM every step: joint rates from the relative motion of orbiter and payload while
+grappled (2-10…2-12), servo torques, end-effector wrench ``J^-T τ`` (2-3) on the payload
+and its opposite, shifted to So, on the orbiter (2-4…2-9). A free massless arm follows its
+servos and exerts nothing. RMSFLX every ``flex_every`` steps, before the servos: the arm
+flexibility γ (B-6/B-7), γ_J (3-4) and the per-servo springs ``1/γ_i^e`` (3-7). RMLOAD
+every ``loads_every`` steps: the nine station loads (section 4).
+
+The published wrench is computed from the state at the step end and holds over the
+next step (flow convention of :mod:`protocol.service`).
+
+Modes
+-----
+``manual`` (manual augmented: point-of-resolution rates in the orbiter or end-effector
+frame, resolved through J^-1, damped least squares near a singularity), ``auto``
+(waypoints of the point of resolution with per-leg rates), ``single`` (one joint),
+``brakes`` (servos off, brakes on), ``hold`` (servos hold). Point-of-resolution rates are
+clipped to ``v_max``/``w_max`` (``v_max_loaded``/``w_max_loaded`` while grappled), joint
+rates scaled into their limits and stopped at the angle limits; each clip is reported in
+``warnings`` (``"clipped: ..."``), each refused command as ``"refused: ..."``, a damped
+singular solve as ``"singular: ..."``. Warnings stay on ``arm/state`` for ``warn_hold`` s.
+
+Flexibility options: ``"active"`` (3-7 per-servo springs from beams and joints),
+``"passive"`` (as active, but with every brake on and grappled the joint torques are
+the passive 3-6 torques ``−γ_J^-1 (θ − θ_n)``, the brakes slipping beyond their slip
+torque), ``"joints"`` (gearbox springs only, no beam flexibility).
+
+``model = "multibody"``: the links have mass (dynamics core, seed 004) on the moving
+orbiter. Free: servo → joint spring (assumed gearbox stiffness) → link, the link
+accelerations from :func:`dynamics.rms.prescribed_base_dynamics` with the orbiter's
+motion as input, and the reaction at the shoulder published as ``F_So_W``. Grappled:
+the joint motion follows the two bodies (2-10…2-12) and
+:func:`dynamics.rms.grappled_inverse_dynamics` gives both wrenches; with the link masses
+scaled to zero (``link_mass_scale``) it reproduces the massless arm.
+
+Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` and are
+**ASSUMED**)::
+
+    model = "massless"              # "massless" | "multibody"
+    q0 = [0.0, 0.5, -1.0, 0.5, 0.0, 0.0]   # initial joint angles [rad], SVDS order
+    p_OoSo_O = [10.7, -2.74, -1.70] # shoulder (SRMS base frame origin) in O [m]
+    rpy_OS = [0.0, 0.0, 0.0]        # its attitude, URDF roll-pitch-yaw [rad]
+    por = [0.6604, 0.0, 0.0]        # point of resolution in the last link frame [m]
+    v_max = 0.6                     # point-of-resolution rate limits, unloaded [m/s]
+    w_max = 0.0785                  # [rad/s]
+    v_max_loaded = 0.06             # while grappled [m/s]
+    w_max_loaded = 0.0087           # [rad/s]
+    flexibility = "active"          # "active" | "passive" | "joints"
+    flex_every = 10                 # RMSFLX every N steps
+    loads_every = 50                # RMLOAD every N steps
+    sigma_min = 0.05                # DLS threshold on the smallest singular value of J
+    damping_max = 0.05              # DLS damping at the singularity
+    auto_gain = 0.5                 # auto sequence: rate per unit error [1/s]
+    auto_tol = [0.01, 0.0087]       # waypoint reached within [m, rad]
+    limit_margin = 0.0017           # stop a joint this close to its angle limit [rad]
+    limit_gain = 2.0                # rate toward a limit ≤ limit_gain × distance [1/s]
+    warn_hold = 1.0                 # s a warning stays on arm/state
+    servo_substeps = 2              # servo integration substeps per step
+    link_mass_scale = 1.0           # multibody: scale of the link masses and inertias
+    [arm.assumed]                   # ASSUMED values (not in public sources)
+    gear_ratio = [1842, 1842, 1260, 739, 739, 739]
+    motor_inertia = [1e-4, ...]     # kg·m², motor side
+    torque_constant = [0.1, ...]    # N·m/A, motor side
+    bandwidth = 20.0                # rate loop [rad/s]
+    coulomb_fraction = 0.02         # friction / torque limit
+    viscous_fraction = 0.05
+    slip_fraction = 1.2             # brake slip torque / torque limit
+    joint_stiffness = [3e5, 3e5, 2e5, 1e5, 1e5, 1e5]   # gearbox [N·m/rad]
+    joint_damping_ratio = 0.3
+    beam_EI = [2e7, 1.2e7, 1.2e7, 5e6, 5e6]            # SVDS's five beams [N·m²]
+    beam_GJ = [2e7, 1e7, 1e7, 5e6, 5e6]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from dynamics import chain as ch
+from dynamics import flexibility as fx
+from dynamics import loads as ld
+from dynamics import rms
+from dynamics import servo as sv
+from dynamics import spatial as sp
+from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, SRMS_BASE_TO_ORBITER_COM, reference_path, srms_on_orbiter
+from dynamics.urdf import chain_from_urdf
+from errors import SingularityError
+from protocol.service import Port
+from services.operator import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
+
+TABLES = ("arm",)
+
+Num = (int, float)
+DEFAULTS: dict[str, Any] = {
+    "model": "massless",
+    "q0": [0.0, 0.5, -1.0, 0.5, 0.0, 0.0],
+    "p_OoSo_O": (-SRMS_BASE_TO_ORBITER_COM).tolist(),
+    "rpy_OS": [0.0, 0.0, 0.0],
+    "por": rms.EE_TIP_B6.tolist(),
+    "v_max": 0.6,
+    "w_max": 0.0785,
+    "v_max_loaded": 0.06,
+    "w_max_loaded": 0.0087,
+    "flexibility": "active",
+    "flex_every": 10,
+    "loads_every": 50,
+    "sigma_min": 0.05,
+    "damping_max": 0.05,
+    "auto_gain": 0.5,
+    "auto_tol": [0.01, 0.0087],
+    "limit_margin": 0.0017,
+    "limit_gain": 2.0,
+    "warn_hold": 1.0,
+    "servo_substeps": 2,
+    "link_mass_scale": 1.0,
+}
+ASSUMED: dict[str, Any] = {
+    "gear_ratio": sv.ASSUMED_GEAR_RATIO.tolist(),
+    "motor_inertia": sv.ASSUMED_MOTOR_INERTIA.tolist(),
+    "torque_constant": sv.ASSUMED_TORQUE_CONSTANT.tolist(),
+    "bandwidth": 20.0,
+    "coulomb_fraction": 0.02,
+    "viscous_fraction": 0.05,
+    "slip_fraction": 1.2,
+    "joint_stiffness": fx.ASSUMED_JOINT_STIFFNESS.tolist(),
+    "joint_damping_ratio": 0.3,
+    "beam_EI": [b.EI for b in fx.ASSUMED_BEAMS],
+    "beam_GJ": [b.GJ for b in fx.ASSUMED_BEAMS],
+}
+_VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "gear_ratio": 6, "motor_inertia": 6,
+        "torque_constant": 6, "joint_stiffness": 6, "beam_EI": 5, "beam_GJ": 5}
+_ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints")}
+_INT = ("flex_every", "loads_every", "servo_substeps")
+_POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "sigma_min", "auto_gain", "warn_hold",
+             "link_mass_scale", "bandwidth", "joint_damping_ratio", "gear_ratio", "motor_inertia",
+             "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction")
+
+STATE, WRENCH = "arm/state", "arm/wrench"
+
+
+def _fixed_chain() -> ch.ChainModel:
+    return chain_from_urdf(reference_path("SRMS_Canadarm.urdf"), floating_base=False)
+
+
+def _check_value(where: str, key: str, value: Any) -> list[str]:
+    if key in _VEC:
+        n = _VEC[key]
+        if (not isinstance(value, list) or len(value) != n
+                or not all(isinstance(x, Num) and not isinstance(x, bool) and math.isfinite(x) for x in value)):
+            return [f"{where}.{key}: expected a list of {n} finite numbers, got {value!r}"]
+        if key in _POSITIVE and any(x <= 0 for x in value):
+            return [f"{where}.{key}: expected positive values, got {value!r}"]
+        return []
+    if key in _ENUM:
+        return [] if value in _ENUM[key] else [f"{where}.{key}: expected one of {', '.join(_ENUM[key])}, got {value!r}"]
+    if key in _INT:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return [f"{where}.{key}: expected an integer >= 1, got {value!r}"]
+        return []
+    if not isinstance(value, Num) or isinstance(value, bool) or not math.isfinite(value):
+        return [f"{where}.{key}: expected a finite number, got {value!r}"]
+    if key in _POSITIVE and value <= 0:
+        return [f"{where}.{key}: expected > 0, got {value!r}"]
+    if value < 0:
+        return [f"{where}.{key}: expected >= 0, got {value!r}"]
+    return []
+
+
+def validate(config: dict[str, Any], name: str) -> list[str]:
+    """Problems of the ``[arm]`` table (every one listed); a joint outside its range at start included."""
+    table = config.get("arm", {})
+    if not isinstance(table, dict):
+        return [f"[arm]: expected a table, got {table!r}"]
+    problems: list[str] = []
+    for key, value in table.items():
+        if key == "assumed":
+            if not isinstance(value, dict):
+                problems.append(f"arm.assumed: expected a table, got {value!r}")
+                continue
+            for k, v in value.items():
+                if k not in ASSUMED:
+                    problems.append(f"arm.assumed.{k}: unknown key (known: {', '.join(ASSUMED)})")
+                else:
+                    problems.extend(_check_value("arm.assumed", k, v))
+        elif key not in DEFAULTS:
+            problems.append(f"arm.{key}: unknown key (known: {', '.join([*DEFAULTS, 'assumed'])})")
+        else:
+            problems.extend(_check_value("arm", key, value))
+    q0 = table.get("q0", DEFAULTS["q0"])
+    if not any(p.startswith("arm.q0") for p in problems):
+        model = _fixed_chain()
+        for i, (q, lo, hi) in enumerate(zip(q0, model.q_lower, model.q_upper)):
+            if not lo <= q <= hi:
+                problems.append(f"arm.q0[{i}]: {JOINT_NAMES[i]} = {q} rad is outside its range [{lo}, {hi}] rad")
+    return problems
+
+
+def _settings(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    table = config.get("arm", {})
+    s = {**DEFAULTS, **{k: v for k, v in table.items() if k != "assumed"}}
+    a = {**ASSUMED, **table.get("assumed", {})}
+    return s, a
+
+
+def _rot_between(R_target: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Rotation vector (in the frame of the columns) taking R to R_target: log(R_target Rᵀ)."""
+    return Rotation.from_matrix(R_target @ R.T).as_rotvec()
+
+
+class ArmModel:
+    """The arm service's model (a :class:`protocol.service.ServiceModel`).
+
+    Public attributes for tests: ``theta``, ``theta_dot``, ``servo`` (ServoState),
+    ``mode``, ``grappled``, ``tau``, ``F_Eo_O`` (last ``[M_e; F_e]`` in O), ``V_R_O``,
+    ``pose`` (RmsPose), ``J``, ``k_servo`` (3-7 springs), ``gamma_J``.
+    """
+
+    def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+        s, a = _settings(config)
+        self.name = name
+        self.period_ns = period_ns
+        self.h = period_ns * 1e-9
+        self.s = s
+        self.inputs = (Port("orbiter/state", "state"), Port("payload/state", "state"),
+                       Port("operator/command", "event"), Port("contact/event", "event"))
+        self.outputs = (Port(STATE, "state"), Port(WRENCH, "flow"))
+        fixed = _fixed_chain()
+        R_OS = Rotation.from_euler("xyz", s["rpy_OS"]).as_matrix()    # URDF: R = Rz(y) Ry(p) Rx(r)
+        self.geom = rms.rms_geometry(fixed, sp.pose(R_OS, s["p_OoSo_O"]), s["por"])
+        self.servo_p = sv.srms_servo_params(
+            self.geom.tau_max, self.geom.qd_max, bandwidth=a["bandwidth"], gear_ratio=a["gear_ratio"],
+            motor_inertia=a["motor_inertia"], torque_constant=a["torque_constant"],
+            coulomb_fraction=a["coulomb_fraction"], viscous_fraction=a["viscous_fraction"],
+            slip_fraction=a["slip_fraction"])
+        self.joint_stiffness = np.array(a["joint_stiffness"], dtype=float)
+        self.zeta = float(a["joint_damping_ratio"])
+        self.beams = tuple(replace(b, EI=float(ei), GJ=float(gj))
+                           for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"]))
+        self.multibody = s["model"] == "multibody"
+        if self.multibody:
+            case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
+            m = case.model
+            scale = float(s["link_mass_scale"])
+            mass = m.mass.copy()
+            inertia = m.I_Bcm_B.copy()
+            mass[1:] *= scale
+            inertia[1:] *= scale
+            self.chain = ch.chain_from_table(m.names, m.parent, m.joint_type, m.X_PJ, m.axis_J, mass, m.p_BoBcm_B,
+                                             inertia, q_lower=m.q_lower, q_upper=m.q_upper, qd_max=m.qd_max,
+                                             tau_max=m.tau_max)
+            self.chain_data = ch.make_data(self.chain)
+        self.theta = np.array(s["q0"], dtype=float)
+        self.theta_dot = np.zeros(6)
+        self.servo = sv.servo_initial(self.theta)
+        self.mode = "hold"
+        self.frame = "orbiter"
+        self.brakes = False
+        self.grappled = False
+        self.rate_cmd_frame = np.zeros(6)      # manual [w; v] in self.frame
+        self.single = (0, 0.0)
+        self.waypoints: list[dict[str, Any]] = []
+        self.qd_cmd = np.zeros(6)
+        self.tau = np.zeros(6)
+        self.F_Eo_O = np.zeros(6)
+        self.F_Eo_W = np.zeros(6)
+        self.F_So_W = np.zeros(6)
+        self.V_R_O = np.zeros(6)
+        self.p_ToEo_T = np.zeros(3)
+        self.R_TE = np.eye(3)
+        self.theta_n = self.theta.copy()          # neutral angles for passive flexibility
+        self.loads = np.zeros((ld.N_STATIONS, 6))
+        self.sigma = 0.0
+        self._warn: dict[str, int] = {}
+        self._now = 0
+        self._step_count = 0
+        self._orb = self._default_orbiter()
+        self._kin()
+        self._flex()
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _default_orbiter() -> dict[str, Any]:
+        z = np.zeros(3)
+        return {"p_WoOo_W": z, "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": z, "v_WOo_W": z, "a_WOo_W": z,
+                "wdot_WO_O": z, "t_ns": 0}
+
+    def warn(self, text: str) -> None:
+        """Put a warning on arm/state for ``warn_hold`` seconds."""
+        self._warn[text] = self._now + round(self.s["warn_hold"] * 1e9)
+
+    def _kin(self) -> None:
+        self.pose = rms.rms_kinematics(self.geom, self.theta)
+        self.J = rms.rms_jacobian(self.pose)
+        self.svd = np.linalg.svd(self.J)
+        self.sigma = float(self.svd[1][-1])
+
+    def _points(self) -> np.ndarray:
+        return np.vstack([self.pose.p_OoJo_O, self.pose.X_OE[:3, 3]])
+
+    def _flex(self) -> None:
+        """RMSFLX: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7) and their damping."""
+        beams = () if self.s["flexibility"] == "joints" else self.beams
+        g = fx.arm_flexibility(self._points(), self.pose.u_O, self.pose.X_OB[:, :3, :3], beams, self.joint_stiffness)
+        try:
+            self.gamma_J = fx.joint_flexibility(self.J, g)
+            self.k_servo = 1.0 / fx.servo_flexibility_terms(self.gamma_J)
+        except SingularityError:  # at a singularity keep the previous terms
+            self.warn("singular: flexibility terms kept from the last regular configuration")
+            if not hasattr(self, "k_servo"):
+                self.gamma_J = np.diag(1.0 / self.joint_stiffness)
+                self.k_servo = self.joint_stiffness.copy()
+        self.c_servo = 2.0 * self.zeta * np.sqrt(self.k_servo * self.servo_p.reflected_inertia)
+
+    def _orbiter(self, u: Any, t_ns: int) -> dict[str, Any]:
+        try:
+            smp = u.state("orbiter/state")
+        except KeyError:
+            return self._orb
+        b = dict(smp.body)
+        dt = (t_ns - smp.t_ns) * 1e-9                  # propagate the held sample to t
+        if dt > 0.0:
+            b["p_WoOo_W"] = np.asarray(b["p_WoOo_W"]) + np.asarray(b["v_WOo_W"]) * dt
+            b["quat_WO"] = sp.quat_integrate(b["quat_WO"], b["w_WO_O"], dt)
+        b["t_ns"] = t_ns
+        self._orb = b
+        return b
+
+    @staticmethod
+    def _payload(u: Any, t_ns: int) -> dict[str, Any] | None:
+        try:
+            smp = u.state("payload/state")
+        except KeyError:
+            return None
+        b = dict(smp.body)
+        dt = (t_ns - smp.t_ns) * 1e-9
+        if dt > 0.0:
+            b["p_WoTo_W"] = np.asarray(b["p_WoTo_W"]) + np.asarray(b["v_WTo_W"]) * dt
+            b["quat_WT"] = sp.quat_integrate(b["quat_WT"], b["w_WT_T"], dt)
+        return b
+
+    # ------------------------------------------------------------------ commands
+    def command(self, ev: dict[str, Any]) -> None:
+        """Apply one operator command, or refuse it with a reason on arm/state."""
+        kind = ev.get("kind", ev.get("cmd"))
+        if kind in CONTACT_COMMANDS:
+            return                                         # for the contact service
+        if kind not in ARM_COMMANDS:
+            self.warn(f"refused: unknown command {kind!r}")
+            return
+        problems = check_command({k: v for k, v in ev.items() if k != "t"})
+        if problems:
+            self.warn(f"refused: {kind}: {'; '.join(problems)}")
+            return
+        if kind == "mode":
+            self.mode = ev["mode"]
+            self.frame = ev.get("frame", self.frame)
+            self.brakes = self.mode == "brakes"
+            self.rate_cmd_frame = np.zeros(6)
+            self.single = (0, 0.0)
+            if self.mode == "auto" and not self.waypoints:
+                self.warn("auto: no waypoints loaded, holding")
+        elif kind == "rate":
+            if self.mode != "manual":
+                self.warn(f"refused: rate: the arm is in {self.mode!r} mode, not 'manual'")
+                return
+            self.frame = ev.get("frame", self.frame)
+            self.rate_cmd_frame = np.concatenate([np.asarray(ev.get("w", [0.0] * 3), float),
+                                                  np.asarray(ev.get("v", [0.0] * 3), float)])
+        elif kind == "auto":
+            self.waypoints = [dict(wp) for wp in ev["waypoints"]]
+            self.mode, self.brakes = "auto", False
+        elif kind == "joint":
+            j = ev["joint"]
+            idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
+            self.mode, self.brakes = "single", False
+            self.single = (idx, float(ev["rate"]))
+        elif kind == "brakes":
+            self.brakes = bool(ev["on"])
+            if self.brakes:
+                self.mode = "brakes"
+            elif self.mode == "brakes":
+                self.mode = "hold"
+        elif kind == "stop":
+            self.rate_cmd_frame = np.zeros(6)
+            self.single = (self.single[0], 0.0)
+            self.waypoints = []
+        elif kind == "por":
+            self.geom = replace(self.geom, p_B6oEo_B6=np.asarray(ev["p"], float))
+            self._kin()
+        if self.brakes:
+            self.theta_n = self.theta.copy()
+
+    def _contact(self, ev: dict[str, Any], orb: dict[str, Any], pay: dict[str, Any] | None) -> None:
+        kind = ev.get("kind")
+        if kind in ("capture", "rigidize"):
+            if pay is None:
+                self.warn(f"refused: {kind}: no payload state to grapple")
+                return
+            R_WO = sp.quat_to_rotation(orb["quat_WO"])
+            X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
+            X_WT = sp.pose(sp.quat_to_rotation(pay["quat_WT"]), pay["p_WoTo_W"])
+            X_TE = sp.pose_inverse(X_WT) @ X_WO @ self.pose.X_OE
+            self.p_ToEo_T, self.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
+            if not self.grappled:
+                self.theta_n = self.theta.copy()
+                self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
+                                           self.servo.current.copy())
+            self.grappled = True
+        elif kind == "release":
+            self.grappled = False
+            self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
+                                       self.servo.current.copy())
+
+    # ------------------------------------------------------------------ commanded joint rates
+    def _commanded_rates(self) -> np.ndarray:
+        if self.brakes or self.mode in ("brakes", "hold"):
+            return np.zeros(6)
+        vmax = self.s["v_max_loaded"] if self.grappled else self.s["v_max"]
+        wmax = self.s["w_max_loaded"] if self.grappled else self.s["w_max"]
+        if self.mode == "single":
+            j, r = self.single
+            qd = np.zeros(6)
+            qd[j] = r
+        else:
+            if self.mode == "manual":
+                V = self.rate_cmd_frame.copy()
+                if self.frame == "end_effector":
+                    R = self.pose.X_OE[:3, :3]
+                    V = np.concatenate([R @ V[:3], R @ V[3:]])
+            else:
+                V = self._auto_rates(vmax, wmax)
+            nv, nw = np.linalg.norm(V[3:]), np.linalg.norm(V[:3])
+            if nv > vmax * (1 + 1e-12):
+                self.warn(f"clipped: point-of-resolution speed {nv:.4g} m/s to {vmax:.4g} m/s")
+                V[3:] *= vmax / nv
+            if nw > wmax * (1 + 1e-12):
+                self.warn(f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
+                V[:3] *= wmax / nw
+            qd, sigma, damped = rms.joint_rates(self.J, V, self.s["sigma_min"], self.s["damping_max"], self.svd)
+            if damped:
+                self.warn(f"singular: damped least squares (smallest singular value {sigma:.3g} "
+                          f"< {self.s['sigma_min']:.3g})")
+        ratio = np.abs(qd) / self.geom.qd_max
+        if ratio.max() > 1.0 + 1e-12:
+            j = int(np.argmax(ratio))
+            self.warn(f"clipped: joint rates scaled by {1.0 / ratio.max():.4g} ({JOINT_NAMES[j]} "
+                      f"{qd[j]:.4g} rad/s beyond {self.geom.qd_max[j]:.4g} rad/s)")
+            qd = qd / ratio.max()
+        # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
+        m, k = self.s["limit_margin"], self.s["limit_gain"]
+        up = np.maximum(k * (self.geom.q_upper - m - self.theta), 0.0)
+        lo = np.minimum(k * (self.geom.q_lower + m - self.theta), 0.0)
+        clipped = np.clip(qd, lo, up)
+        for i in np.flatnonzero(np.abs(clipped - qd) > 1e-12):
+            self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
+                      f"({self.theta[i]:.4f} rad, range [{self.geom.q_lower[i]:.4f}, {self.geom.q_upper[i]:.4f}])")
+        return clipped
+
+    def _auto_rates(self, vmax: float, wmax: float) -> np.ndarray:
+        while self.waypoints:
+            wp = self.waypoints[0]
+            e_p = np.asarray(wp["p"], float) - self.pose.X_OE[:3, 3]
+            R_OE = self.pose.X_OE[:3, :3]
+            e_r = _rot_between(sp.quat_to_rotation(wp["quat"]), R_OE) if "quat" in wp else np.zeros(3)
+            tol_p, tol_r = self.s["auto_tol"]
+            if np.linalg.norm(e_p) <= tol_p and np.linalg.norm(e_r) <= tol_r:
+                self.waypoints.pop(0)
+                self.warn(f"auto: waypoint reached, {len(self.waypoints)} left")
+                continue
+            k = self.s["auto_gain"]
+            v, w = k * e_p, k * e_r
+            lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
+            if np.linalg.norm(v) > lv:
+                v *= lv / np.linalg.norm(v)
+            if np.linalg.norm(w) > lw:
+                w *= lw / np.linalg.norm(w)
+            return np.concatenate([w, v])
+        return np.zeros(6)
+
+    # ------------------------------------------------------------------ dynamics
+    def _massless(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+        n_sub = int(self.s["servo_substeps"])
+        brakes = np.full(6, self.brakes)
+        if not self.grappled:
+            self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, n_sub=n_sub)
+            self.theta_dot = self.servo.omega.copy()
+            self.theta = self.servo.theta_m.copy()
+            self.tau = np.zeros(6)
+            self._kin()
+            self.V_R_O = self.J @ self.theta_dot
+            return
+        self.theta_dot = self._grappled_rates(orb, pay)
+        passive = self.s["flexibility"] == "passive" and self.brakes
+        if not passive:
+            self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, k=self.k_servo,
+                                             c=self.c_servo, theta=self.theta, theta_dot=self.theta_dot, n_sub=n_sub)
+        self.theta = self.theta + h * self.theta_dot
+        # at the step end: 2-12 at the new configuration, then the torques the springs transmit
+        self._kin()
+        self.theta_dot, _, _ = rms.joint_rates(self.J, self.V_R_O, self.s["sigma_min"], self.s["damping_max"],
+                                               self.svd)
+        if passive:
+            self.tau = self._passive_torques()
+        else:
+            self.tau = self.k_servo * (self.servo.theta_m - self.theta) + self.c_servo * (self.servo.omega - self.theta_dot)
+
+    def _grappled_rates(self, orb: dict[str, Any], pay: dict[str, Any] | None) -> np.ndarray:
+        """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""
+        if pay is None:
+            self.warn("grappled without payload/state: joint rates held at zero")
+            self.V_R_O = np.zeros(6)
+            return np.zeros(6)
+        R_WO = sp.quat_to_rotation(orb["quat_WO"])
+        R_WT = sp.quat_to_rotation(pay["quat_WT"])
+        # the point of resolution as seen from the orbiter through the (frozen) grasp
+        p_OoEo_O = R_WO.T @ (np.asarray(pay["p_WoTo_W"]) + R_WT @ self.p_ToEo_T - np.asarray(orb["p_WoOo_W"]))
+        self.V_R_O = rms.relative_twist(R_WO, orb["w_WO_O"], orb["v_WOo_W"], p_OoEo_O, R_WT, pay["w_WT_T"],
+                                        pay["v_WTo_W"], self.p_ToEo_T)
+        qd, sigma, damped = rms.joint_rates(self.J, self.V_R_O, self.s["sigma_min"], self.s["damping_max"], self.svd)
+        if damped:
+            self.warn(f"singular: joint rates from relative motion damped (sigma {sigma:.3g})")
+        return qd
+
+    def _passive_torques(self) -> np.ndarray:
+        """3-6 with locked joints; a joint whose torque exceeds the brake slip torque slips (its neutral moves)."""
+        K = np.linalg.inv(self.gamma_J)
+        slip = self.servo_p.slip_torque
+        for _ in range(3):
+            tau = -K @ (self.theta - self.theta_n)
+            over = np.abs(tau) > slip
+            if not over.any():
+                return tau
+            S = np.flatnonzero(over)
+            N = np.flatnonzero(~over)
+            target = np.sign(tau[S]) * slip[S]
+            # −K_SS (θ_S − θn_S) − K_SN (θ_N − θn_N) = target  →  θn_S
+            rhs = target + K[np.ix_(S, N)] @ (self.theta[N] - self.theta_n[N])
+            self.theta_n[S] = self.theta[S] + np.linalg.solve(K[np.ix_(S, S)], rhs)
+            self.warn(f"brakes slipping: {', '.join(JOINT_NAMES[i] for i in S)}")
+        return -K @ (self.theta - self.theta_n)
+
+    def _base_motion(self, orb: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Chain base (shoulder S) pose, twist and classical acceleration in W from the orbiter state."""
+        R_WO = sp.quat_to_rotation(orb["quat_WO"])
+        X_WS = sp.pose(R_WO, orb["p_WoOo_W"]) @ self.geom.X_OS
+        r = X_WS[:3, 3] - np.asarray(orb["p_WoOo_W"])
+        w = R_WO @ np.asarray(orb["w_WO_O"])
+        wd = R_WO @ np.asarray(orb["wdot_WO_O"])
+        v = np.asarray(orb["v_WOo_W"]) + np.cross(w, r)
+        a = np.asarray(orb["a_WOo_W"]) + np.cross(wd, r) + np.cross(w, np.cross(w, r))
+        return X_WS, np.concatenate([w, v]), np.concatenate([wd, a]), r
+
+    def _chain_q(self, X_WS: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), theta])
+
+    def _multibody(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+        X_WS, V_S, A_S, _ = self._base_motion(orb)
+        brakes = np.full(6, self.brakes)
+        if self.grappled:
+            thd_old = self.theta_dot.copy()
+            self._massless(qd_cmd, orb, pay, h)          # joint motion and servo torques as the massless arm
+            thdd = (self.theta_dot - thd_old) / h
+            q = self._chain_q(X_WS, self.theta)
+            v = np.concatenate([V_S, self.theta_dot])
+            vd = np.concatenate([A_S, thdd])
+            F_E_W, F_B_W = rms.grappled_inverse_dynamics(self.chain, self.chain_data, q, v, vd, self.tau,
+                                                         self.geom.p_B6oEo_B6)
+            self._mb_wrench = (F_E_W, F_B_W)
+            return
+        n_sub = int(self.s["servo_substeps"])
+        hs = h / n_sub
+        k = self.joint_stiffness
+        c = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
+        F_B = np.zeros(6)
+        for _ in range(n_sub):
+            self.servo, tau, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, hs, k=k, c=c,
+                                               theta=self.theta, theta_dot=self.theta_dot)
+            q = self._chain_q(X_WS, self.theta)
+            v = np.concatenate([V_S, self.theta_dot])
+            thdd, F_B = rms.prescribed_base_dynamics(self.chain, self.chain_data, q, v, A_S, tau)
+            self.theta_dot = self.theta_dot + hs * thdd
+            self.theta = self.theta + hs * self.theta_dot
+        self.tau = k * (self.servo.theta_m - self.theta) + c * (self.servo.omega - self.theta_dot)
+        self._kin()
+        self.V_R_O = self.J @ self.theta_dot
+        self._mb_wrench = (np.zeros(6), F_B)
+
+    # ------------------------------------------------------------------ outputs
+    def _outputs(self, orb: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        R_WO = sp.quat_to_rotation(orb["quat_WO"])
+        X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
+        X_WE = X_WO @ self.pose.X_OE
+        X_WS = X_WO @ self.geom.X_OS
+        p_OoEo_W = R_WO @ self.pose.X_OE[:3, 3]
+        w_O_W = R_WO @ np.asarray(orb["w_WO_O"])
+        V_WE_W = np.concatenate([w_O_W + R_WO @ self.V_R_O[:3],
+                                 np.asarray(orb["v_WOo_W"]) + np.cross(w_O_W, p_OoEo_W) + R_WO @ self.V_R_O[3:]])
+        if self.multibody and hasattr(self, "_mb_wrench"):
+            self.F_Eo_W, F_B = self._mb_wrench
+            self.F_So_W = F_B                            # the chain base origin is So
+            self.F_Eo_O = np.concatenate([R_WO.T @ self.F_Eo_W[:3], R_WO.T @ self.F_Eo_W[3:]])
+        else:
+            self.F_Eo_W = np.concatenate([R_WO @ self.F_Eo_O[:3], R_WO @ self.F_Eo_O[3:]])
+            self.F_So_W = sp.shift_wrench(-self.F_Eo_W, X_WS[:3, 3] - X_WE[:3, 3])
+        warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
+        self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
+        return {
+            STATE: {"q": self.theta.copy(), "qd": self.theta_dot.copy(), "tau": self.tau.copy(), "mode": self.mode,
+                    "brakes": bool(self.brakes), "X_OE": self.pose.X_OE.copy(), "X_WE": X_WE, "V_WE_W": V_WE_W,
+                    "grappled": bool(self.grappled), "loads": self.loads.copy(), "sigma_min": float(self.sigma),
+                    "qd_cmd": self.qd_cmd.copy(), "warnings": warnings},
+            WRENCH: {"F_Eo_W": self.F_Eo_W.copy(), "p_WoEo_W": X_WE[:3, 3].copy(), "F_So_W": self.F_So_W.copy(),
+                     "p_WoSo_W": X_WS[:3, 3].copy(), "grappled": bool(self.grappled)},
+        }
+
+    def _wrench_and_loads(self) -> None:
+        if self.grappled and not self.multibody:
+            self.F_Eo_O, _, damped = rms.tip_wrench(self.J, self.tau, self.s["sigma_min"], self.s["damping_max"],
+                                                    self.svd)
+            if damped:
+                self.warn(f"singular: end-effector wrench by damped least squares (sigma {self.sigma:.3g})")
+        elif not self.multibody:
+            self.F_Eo_O = np.zeros(6)
+
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """Outputs at t0: the arm at rest at ``q0``, no wrench."""
+        self._now = t0_ns
+        self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
+        return self._outputs(self._orb)
+
+    def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
+        """RMSFLX (every ``flex_every``), commands, servos, RMSFM, RMLOAD (every ``loads_every``)."""
+        self._now = t_ns
+        h = h_ns * 1e-9
+        orb = self._orbiter(u, t_ns)
+        pay = self._payload(u, t_ns)
+        for smp in u.events("contact/event"):
+            for ev in smp.body.get("events", []):
+                self._contact(ev, orb, pay)
+        for smp in u.events("operator/command"):
+            for ev in smp.body.get("events", []):
+                self.command(dict(ev))
+        if self._step_count % int(self.s["flex_every"]) == 0:
+            self._flex()
+        self.qd_cmd = self._commanded_rates()
+        if self.multibody:
+            self._multibody(self.qd_cmd, orb, pay, h)
+        else:
+            self._massless(self.qd_cmd, orb, pay, h)
+        self._now = t_ns + h_ns
+        self._wrench_and_loads()
+        self._step_count += 1
+        if self._step_count % int(self.s["loads_every"]) == 0:
+            self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
+        return self._outputs(self._orbiter_at(orb, h))
+
+    @staticmethod
+    def _orbiter_at(orb: dict[str, Any], h: float) -> dict[str, Any]:
+        """The orbiter state propagated by h (the outputs are stamped at the step end)."""
+        b = dict(orb)
+        b["p_WoOo_W"] = np.asarray(orb["p_WoOo_W"]) + np.asarray(orb["v_WOo_W"]) * h
+        b["quat_WO"] = sp.quat_integrate(orb["quat_WO"], orb["w_WO_O"], h)
+        return b
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:
+    """The arm model of service ``name``."""
+    return ArmModel(config, name, period_ns)
