@@ -1,0 +1,568 @@
+"""Compliant and impulsive contact between the orbiter and the payload (pure functions).
+
+Frames (STYLE): W inertial/LVLH; O orbiter body (origin at its CoM Oo); T payload body
+(origin at its CoM To); E end effector, G grapple fixture; L orbiter latch frame, B
+payload berthing interface. Spatial vectors are ``[ω; v]`` and ``[τ; f]``; every
+vector here is expressed in W unless its name says otherwise.
+
+Contents
+--------
+- :func:`hunt_crossley` — normal force ``F_n = k δⁿ (1 + 3/2 α δ̇)`` (Hunt & Crossley,
+  J. Appl. Mech. 42 (1975); the ``λ = 3/2 α k`` form of Marhefka & Orin, IEEE SMC-A 29(6)
+  1999, eq. 4), never pulling (clamped at 0);
+- :func:`friction_coefficient` — regularized Coulomb stick–slip ``μ(|u_t|)``;
+- :func:`point_plane` — a payload point against a bounded plane on the orbiter: force,
+  penetration, rates and the power dissipated (damping + friction);
+- :class:`CaptureEnvelope`, :func:`capture_check` — end effector vs grapple fixture;
+- :func:`plastic_lock` — impulsive 6-DOF plastic capture of two rigid bodies at a point
+  (Yoshida seed 000 eqs. 26–28 with the orbiter's mobility as G*, i.e. mu = I);
+- :func:`latch_check`, :func:`latch_wrench` — latch criteria and the stiff 6-DOF latch
+  spring–damper that holds a berthed payload;
+- :func:`orbiter_chaser` — the orbiter as a 6-coordinate "chaser" (M, J, ψ̇) for Cyril's
+  impact laws (:mod:`dynamics.impact`, seed 002).
+
+Energy bookkeeping of a compliant contact
+-----------------------------------------
+With ``u = v_P − v_O(P)`` the velocity of the payload point relative to the coincident
+orbiter point and ``n`` the surface normal (out of the orbiter), ``δ = −(p_P − p_S)·n``
+and ``δ̇ = −u·n``. The force on the payload ``f = F_n n + f_t`` does power ``f·u`` on
+the pair; with ``U = k δⁿ⁺¹ / (n+1)`` the elastic energy,
+``d(KE + U)/dt = −P_d``, ``P_d = (F_n − k δⁿ) δ̇ + μ F_n |u_t| ≥ 0``
+(:attr:`PointContact.power_dissipated`). Integrating ``P_d`` gives the loss a test can
+compare against the kinetic-energy change.
+
+No I/O, no globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dynamics.exgit import collision, contact_inertia
+from dynamics.spatial import as_vector, rotation_to_quat, skew
+from errors import ModelError, ShapeError
+
+__all__ = [
+    "cross3",
+    "ContactLaw",
+    "PointContact",
+    "hunt_crossley",
+    "friction_coefficient",
+    "point_plane",
+    "CaptureEnvelope",
+    "capture_check",
+    "LockResult",
+    "plastic_lock",
+    "LatchCriteria",
+    "latch_check",
+    "latch_wrench",
+    "rotation_error",
+    "orbiter_chaser",
+]
+
+Array = NDArray[np.float64]
+
+
+def cross3(a: ArrayLike, b: ArrayLike) -> Array:
+    """``a × b`` for two (3,) vectors, without ``numpy.cross``'s ~25 µs of generic overhead.
+
+    The contact step runs at ≥ 1 kHz and needs a dozen cross products per step.
+    """
+    a0, a1, a2 = a
+    b0, b1, b2 = b
+    return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
+
+
+def _vec3(x: ArrayLike, name: str) -> Array:
+    """``x`` as a float (3,) array; shape checked only (NaN propagates into the result)."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.shape != (3,):
+        raise ShapeError(f"{name}: expected shape (3,), got {a.shape}")
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class ContactLaw:
+    """Parameters of one compliant contact (normal Hunt–Crossley, regularized Coulomb).
+
+    Attributes
+    ----------
+    k : float
+        Stiffness, ``F_n = k δⁿ`` for a slow contact, > 0. [N/mⁿ]
+    exponent : float
+        ``n``: 1 linear spring, 1.5 Hertzian, ≥ 1.
+    alpha : float
+        Hunt–Crossley damping factor α ≥ 0, ``λ = 3/2 α k``; for small α the coefficient
+        of restitution is ``e ≈ 1 − α v_in`` (Hunt & Crossley 1975). [s/m]
+    mu_s, mu_k : float
+        Static (peak) and kinetic Coulomb coefficients, ``mu_s ≥ mu_k ≥ 0``.
+    v_stick : float
+        Regularization velocity: below it the friction is a stiff viscous "stick"
+        ``μ = mu_s |u_t| / v_stick``, > 0. [m/s]
+
+    Raises
+    ------
+    ModelError
+        Naming the parameter and value if one is inadmissible.
+    """
+
+    k: float
+    exponent: float = 1.0
+    alpha: float = 0.0
+    mu_s: float = 0.0
+    mu_k: float = 0.0
+    v_stick: float = 1e-3
+
+    def __post_init__(self) -> None:
+        checks = (("k", self.k > 0.0), ("exponent", self.exponent >= 1.0), ("alpha", self.alpha >= 0.0),
+                  ("mu_k", self.mu_k >= 0.0), ("mu_s", self.mu_s >= self.mu_k), ("v_stick", self.v_stick > 0.0))
+        for name, ok in checks:
+            value = getattr(self, name)
+            if not (np.isfinite(value) and ok):
+                raise ModelError(f"ContactLaw.{name}: inadmissible value {value!r}")
+
+
+def hunt_crossley(delta: float, delta_dot: float, law: ContactLaw) -> tuple[float, float]:
+    """Normal contact force of the Hunt–Crossley model, never pulling.
+
+    ``F_n = max(0, k δⁿ + λ δⁿ δ̇)``, ``λ = 3/2 α k`` (Marhefka & Orin 1999, eq. 4; Hunt &
+    Crossley 1975). The damping vanishes with the penetration, so the force is continuous
+    at first contact and the energy loss per impact grows with the approach speed.
+
+    Parameters
+    ----------
+    delta : float
+        Penetration δ (> 0 in contact). [m]
+    delta_dot : float
+        Its rate (> 0 approaching). [m/s]
+    law : ContactLaw
+
+    Returns
+    -------
+    F_n : float
+        Normal force magnitude, ≥ 0 (0 when δ ≤ 0). [N]
+    F_elastic : float
+        Its elastic part ``k δⁿ`` (0 when δ ≤ 0); ``F_n − F_elastic`` is the damping
+        force including the no-pull clamp. [N]
+    """
+    if delta <= 0.0:
+        return 0.0, 0.0
+    dn = delta ** law.exponent
+    fe = law.k * dn
+    return max(0.0, fe * (1.0 + 1.5 * law.alpha * delta_dot)), fe
+
+
+def friction_coefficient(speed: float, law: ContactLaw) -> float:
+    """Regularized Coulomb coefficient for a tangential slip speed ``|u_t|``.
+
+    ``μ = mu_s s/v_s`` for ``s ≤ v_s`` (stick: a stiff viscous law that stops slip without
+    a discontinuity), ``μ = mu_k + (mu_s − mu_k) exp(−(s − v_s)/v_s)`` above it (slip, a
+    Stribeck-like decay from the static peak to the kinetic value). Continuous in s.
+
+    Parameters
+    ----------
+    speed : float
+        Tangential slip speed ``|u_t|`` ≥ 0. [m/s]
+    law : ContactLaw
+
+    Returns
+    -------
+    float
+        μ ≥ 0.
+    """
+    vs = law.v_stick
+    if speed <= vs:
+        return law.mu_s * speed / vs
+    return law.mu_k + (law.mu_s - law.mu_k) * float(np.exp(-(speed - vs) / vs))
+
+
+@dataclass(frozen=True, slots=True)
+class PointContact:
+    """Result of :func:`point_plane`.
+
+    Attributes
+    ----------
+    active : bool
+        The point is inside the surface's footprint and penetrating.
+    delta, delta_dot : float
+        Penetration [m] and its rate [m/s] (positive approaching).
+    f_W : ndarray, shape (3,)
+        Force on the payload at the point P, in W (the orbiter receives −f_W at P). [N]
+    power_dissipated : float
+        ``P_d = (F_n − k δⁿ) δ̇ + μ F_n |u_t|`` ≥ 0 (module docstring). [W]
+    u_W : ndarray, shape (3,)
+        Velocity of P relative to the coincident orbiter point, in W. [m/s]
+    """
+
+    active: bool
+    delta: float
+    delta_dot: float
+    f_W: Array
+    power_dissipated: float
+    u_W: Array
+
+
+_ZERO3 = np.zeros(3)
+_ZERO3.setflags(write=False)
+
+
+def point_plane(p_WoPo_W: ArrayLike, v_WPo_W: ArrayLike, p_WoSo_W: ArrayLike, n_W: ArrayLike,
+                v_WS_W: ArrayLike, law: ContactLaw, radius: float = np.inf, depth: float = np.inf) -> PointContact:
+    """A payload point P against a bounded plane (a disc) on the orbiter.
+
+    The plane passes through S with unit normal n pointing out of the orbiter; it acts
+    only on points within ``radius`` of S laterally and at most ``depth`` behind it
+    (so a latch face does not catch a point that went around it).
+
+    Parameters
+    ----------
+    p_WoPo_W, v_WPo_W : array_like, shape (3,)
+        Position and velocity of the payload point P. [m, m/s]
+    p_WoSo_W : array_like, shape (3,)
+        A point S of the plane. [m]
+    n_W : array_like, shape (3,)
+        Outward normal (normalised here).
+    v_WS_W : array_like, shape (3,)
+        Velocity of the orbiter's material point that coincides with P. [m/s]
+    law : ContactLaw
+    radius, depth : float
+        Footprint radius and catch depth. [m]
+
+    Returns
+    -------
+    PointContact
+
+    Raises
+    ------
+    ShapeError
+        On a wrong shape or a zero normal (non-finite values are not checked here, for
+        speed: they propagate into the result).
+    """
+    p = _vec3(p_WoPo_W, "p_WoPo_W")
+    s = _vec3(p_WoSo_W, "p_WoSo_W")
+    n = _vec3(n_W, "n_W")
+    nn = float(np.sqrt(n @ n))
+    if not nn > 1e-12:
+        raise ShapeError(f"n_W: zero normal {n.tolist()}")
+    n = n / nn
+    u = _vec3(v_WPo_W, "v_WPo_W") - _vec3(v_WS_W, "v_WS_W")
+    d = p - s
+    dn = float(d @ n)
+    delta = -dn
+    delta_dot = -float(u @ n)
+    lat = d - dn * n
+    lateral = float(np.sqrt(lat @ lat))
+    if delta <= 0.0 or delta > depth or lateral > radius:
+        return PointContact(False, delta, delta_dot, _ZERO3, 0.0, u)
+    F_n, F_e = hunt_crossley(delta, delta_dot, law)
+    u_t = u + delta_dot * n
+    st = float(np.sqrt(u_t @ u_t))
+    f = F_n * n
+    P_f = 0.0
+    if st > 0.0 and F_n > 0.0 and law.mu_s > 0.0:
+        mu = friction_coefficient(st, law)
+        f = f - (mu * F_n / st) * u_t
+        P_f = mu * F_n * st
+    return PointContact(True, delta, delta_dot, f, (F_n - F_e) * delta_dot + P_f, u)
+
+
+# ---------------------------------------------------------------- capture
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureEnvelope:
+    """Capture envelope of the end effector around the grapple fixture.
+
+    The approach axis is E's x axis (the wrist roll axis of the SRMS); at nominal capture
+    E and G coincide. Defaults: ±0.10 m lateral, ±10° tilt (reference README, assumed),
+    ±15° roll, 0.15 m along the axis, 0.03 m/s and 0.5 °/s relative rates (assumed).
+
+    Attributes
+    ----------
+    lateral : float
+        Largest offset of Go from E's x axis. [m]
+    axial : float
+        Largest ``|x|`` of Go in E (snare depth). [m]
+    tilt : float
+        Largest angle between E's and G's x axes (pitch/yaw misalignment). [rad]
+    roll : float
+        Largest roll misalignment about the axis. [rad]
+    rate_lin, rate_ang : float
+        Largest relative translational [m/s] and angular [rad/s] rate of G with respect to E.
+    """
+
+    lateral: float = 0.10
+    axial: float = 0.15
+    tilt: float = float(np.radians(10.0))
+    roll: float = float(np.radians(15.0))
+    rate_lin: float = 0.03
+    rate_ang: float = float(np.radians(0.5))
+
+
+def _as_pose(X: ArrayLike, name: str) -> Array:
+    a = np.asarray(X, dtype=np.float64)
+    if a.shape != (4, 4) or not np.all(np.isfinite(a)):
+        raise ShapeError(f"{name}: expected a finite (4, 4) pose, got shape {a.shape}")
+    return a
+
+
+def capture_check(X_WE: ArrayLike, X_WG: ArrayLike, V_WE_W: ArrayLike, V_WG_W: ArrayLike,
+                  env: CaptureEnvelope) -> tuple[bool, str, dict[str, float]]:
+    """Is the grapple fixture G inside the end effector's capture envelope?
+
+    Parameters
+    ----------
+    X_WE, X_WG : array_like, shape (4, 4)
+        Poses of the end effector and the grapple fixture.
+    V_WE_W : array_like, shape (6,)
+        Spatial velocity of E at Eo, [ω; v]. [rad/s, m/s]
+    V_WG_W : array_like, shape (6,)
+        Spatial velocity of the payload at the point Eo (the material point of the
+        payload that coincides with Eo), [ω; v]. [rad/s, m/s]
+    env : CaptureEnvelope
+
+    Returns
+    -------
+    ok : bool
+    reason : str
+        "" when inside; otherwise every violated limit, "; "-joined, with value and limit.
+    metrics : dict[str, float]
+        lateral, axial [m], tilt, roll [rad], rate_lin [m/s], rate_ang [rad/s].
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes.
+    """
+    XE = _as_pose(X_WE, "X_WE")
+    XG = _as_pose(X_WG, "X_WG")
+    R_EG = XE[:3, :3].T @ XG[:3, :3]
+    p = XE[:3, :3].T @ (XG[:3, 3] - XE[:3, 3])
+    xg = R_EG[:, 0]
+    tilt = float(np.arctan2(np.linalg.norm(np.cross([1.0, 0.0, 0.0], xg)), xg[0]))
+    # roll: rotation about x left after removing the tilt (swing-twist decomposition)
+    q = rotation_to_quat(R_EG)
+    roll = float(2.0 * np.arctan2(abs(q[1]), abs(q[0])))
+    dV = as_vector(V_WG_W, 6, "V_WG_W") - as_vector(V_WE_W, 6, "V_WE_W")
+    m = {"lateral": float(np.hypot(p[1], p[2])), "axial": float(abs(p[0])), "tilt": tilt, "roll": roll,
+         "rate_lin": float(np.linalg.norm(dV[3:])), "rate_ang": float(np.linalg.norm(dV[:3]))}
+    units = {"lateral": "m", "axial": "m", "tilt": "rad", "roll": "rad", "rate_lin": "m/s", "rate_ang": "rad/s"}
+    bad = [f"{k} {m[k]:.4g} {units[k]} > {getattr(env, k):.4g}" for k in units if m[k] > getattr(env, k)]
+    return not bad, "; ".join(bad), m
+
+
+@dataclass(frozen=True, slots=True)
+class LockResult:
+    """Result of :func:`plastic_lock`.
+
+    Attributes
+    ----------
+    V_O_post, V_T_post : ndarray, shape (6,)
+        Twists of the orbiter and the payload at the lock point C after the lock, equal.
+    impulse_O : ndarray, shape (6,)
+        Impulse on the orbiter about C, ``[∫τ; ∫f]``; the payload receives its opposite. [N·m·s, N·s]
+    energy_loss : float
+        Kinetic energy lost, ``½ ΔVᵀ (K_O⁻¹ + K_T⁻¹)⁻¹ ΔV`` ≥ 0 with ΔV the pre-lock relative twist. [J]
+    """
+
+    V_O_post: Array
+    V_T_post: Array
+    impulse_O: Array
+    energy_loss: float
+
+
+def plastic_lock(m_O: float, I_O_W: ArrayLike, p_OoC_W: ArrayLike, V_O_C: ArrayLike,
+                 m_T: float, I_T_W: ArrayLike, p_ToC_W: ArrayLike, V_T_C: ArrayLike) -> LockResult:
+    """Plastic 6-DOF lock of two rigid bodies at point C (snare closed on a braked arm).
+
+    With the arm massless and its brakes on (joint resistance mu = I) the end effector is
+    rigid with the orbiter, so the Ex-GIT of the chaser at the hand is the orbiter's
+    rigid-body mobility at C, ``G* = K_O⁻¹`` (Yoshida seed 000 eq. 14 with eq. 15's
+    massless arm), and the payload's inertia at C is ``K_T`` (eqs. 21–23,
+    :func:`dynamics.exgit.contact_inertia`). The plastic collision (eqs. 26–28,
+    :func:`dynamics.exgit.collision`) then gives the common post-impact twist.
+    With the brakes off a massless arm transmits no impulse (``G* → ∞``); the caller
+    skips the lock then.
+
+    Parameters
+    ----------
+    m_O, m_T : float
+        Masses. [kg]
+    I_O_W, I_T_W : array_like, shape (3, 3)
+        Inertias about the CoMs, in W. [kg·m²]
+    p_OoC_W, p_ToC_W : array_like, shape (3,)
+        From each CoM to C. [m]
+    V_O_C, V_T_C : array_like, shape (6,)
+        Twists of each body at C, [ω; v_C]. [rad/s, m/s]
+
+    Returns
+    -------
+    LockResult
+
+    Raises
+    ------
+    ModelError, ShapeError, SingularityError
+        On inadmissible masses or inertias, wrong shapes.
+    """
+    K_O = contact_inertia(m_O, I_O_W, p_OoC_W)
+    K_T = contact_inertia(m_T, I_T_W, p_ToC_W)
+    Vo = as_vector(V_O_C, 6, "V_O_C")
+    Vt = as_vector(V_T_C, 6, "V_T_C")
+    G_star = np.linalg.inv(K_O)
+    Vo1, Vt1, imp = collision(G_star, K_T, Vo, Vt, "plastic")
+    dV = Vt - Vo
+    Mred = np.linalg.inv(np.linalg.inv(K_O) + np.linalg.inv(K_T))
+    return LockResult(Vo1, Vt1, imp, float(0.5 * dV @ Mred @ dV))
+
+
+# ---------------------------------------------------------------- latches
+
+
+@dataclass(frozen=True, slots=True)
+class LatchCriteria:
+    """When the latches may close: B close to its berthed pose in L and slow.
+
+    Attributes
+    ----------
+    position : float
+        Largest distance of Bo from its berthed position. [m]
+    angle : float
+        Largest rotation of B from its berthed attitude. [rad]
+    rate_lin, rate_ang : float
+        Largest relative rates of B with respect to L. [m/s, rad/s]
+    """
+
+    position: float = 0.02
+    angle: float = float(np.radians(1.0))
+    rate_lin: float = 0.01
+    rate_ang: float = float(np.radians(0.2))
+
+
+def latch_check(X_LB: ArrayLike, V_LB_L: ArrayLike, X_LB_berthed: ArrayLike,
+                crit: LatchCriteria) -> tuple[bool, str]:
+    """Latch criteria: pose error and relative rates within :class:`LatchCriteria`.
+
+    Parameters
+    ----------
+    X_LB : array_like, shape (4, 4)
+        Pose of the berthing interface B in the latch frame L.
+    V_LB_L : array_like, shape (6,)
+        Twist of B relative to L at Bo, in L, [ω; v]. [rad/s, m/s]
+    X_LB_berthed : array_like, shape (4, 4)
+        Berthed pose of B in L.
+    crit : LatchCriteria
+
+    Returns
+    -------
+    ok : bool
+    reason : str
+        The violated criteria with values, "" if none.
+    """
+    X = _as_pose(X_LB, "X_LB")
+    Xb = _as_pose(X_LB_berthed, "X_LB_berthed")
+    V = as_vector(V_LB_L, 6, "V_LB_L")
+    vals = {"position": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),
+            "angle": float(np.linalg.norm(rotation_error(Xb[:3, :3], X[:3, :3]))),
+            "rate_lin": float(np.linalg.norm(V[3:])), "rate_ang": float(np.linalg.norm(V[:3]))}
+    bad = [f"{k} {v:.4g} > {getattr(crit, k):.4g}" for k, v in vals.items() if v > getattr(crit, k)]
+    return not bad, "; ".join(bad)
+
+
+def rotation_error(R_WA: ArrayLike, R_WB: ArrayLike) -> Array:
+    """Rotation vector θ (in W) that takes A's attitude to B's: ``R_WB = exp([θ×]) R_WA``. [rad]
+
+    The SO(3) log map of ``R = R_WB R_WAᵀ``: ``θ = φ/(2 sin φ) vee(R − Rᵀ)`` with
+    ``cos φ = (tr R − 1)/2``; near φ = π through the quaternion.
+    """
+    R = np.asarray(R_WB, dtype=np.float64) @ np.asarray(R_WA, dtype=np.float64).T
+    c = min(1.0, max(-1.0, 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)))
+    vee = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    phi = float(np.arccos(c))
+    if phi < 1e-6:
+        return 0.5 * vee
+    if phi < np.pi - 1e-3:
+        return (phi / (2.0 * np.sin(phi))) * vee
+    q = rotation_to_quat(R)
+    s = float(np.linalg.norm(q[1:]))
+    return (2.0 * np.arctan2(s, q[0]) / s) * q[1:]
+
+
+def latch_wrench(X_WL: ArrayLike, V_WL_B: ArrayLike, X_WB: ArrayLike, V_WB_W: ArrayLike, X_LB_ref: ArrayLike,
+                 k_lin: float, k_rot: float, c_lin: float, c_rot: float) -> Array:
+    """Wrench of the closed latches on the payload: a stiff 6-DOF spring–damper about a frozen X_LB.
+
+    ``f = −k_lin (p_B − p_B,ref) − c_lin (v_B − v_L(Bo))``, ``τ = −k_rot θ − c_rot (ω_B − ω_L)``
+    with θ the rotation vector from the reference attitude of B to its actual attitude
+    (:func:`rotation_error`). The orbiter receives the opposite wrench about Bo.
+
+    Parameters
+    ----------
+    X_WL : array_like, shape (4, 4)
+        Latch frame pose.
+    V_WL_B : array_like, shape (6,)
+        Twist of the orbiter at the point Bo, [ω_O; v_O(Bo)]. [rad/s, m/s]
+    X_WB : array_like, shape (4, 4)
+        Berthing interface pose.
+    V_WB_W : array_like, shape (6,)
+        Twist of the payload at Bo. [rad/s, m/s]
+    X_LB_ref : array_like, shape (4, 4)
+        Frozen pose of B in L held by the latches.
+    k_lin, k_rot, c_lin, c_rot : float
+        Stiffness [N/m, N·m/rad] and damping [N·s/m, N·m·s/rad].
+
+    Returns
+    -------
+    F_Bo_W : ndarray, shape (6,)
+        Wrench on the payload about Bo, [τ; f]. [N·m, N]
+    """
+    XL = _as_pose(X_WL, "X_WL")
+    XB = _as_pose(X_WB, "X_WB")
+    Xr = XL @ _as_pose(X_LB_ref, "X_LB_ref")
+    dV = as_vector(V_WB_W, 6, "V_WB_W") - as_vector(V_WL_B, 6, "V_WL_B")
+    theta = rotation_error(Xr[:3, :3], XB[:3, :3])
+    f = -k_lin * (XB[:3, 3] - Xr[:3, 3]) - c_lin * dV[3:]
+    tau = -k_rot * theta - c_rot * dV[:3]
+    return np.concatenate([tau, f])
+
+
+# ---------------------------------------------------------------- Cyril's chaser
+
+
+def orbiter_chaser(m_O: float, I_O_W: ArrayLike, p_OoC_W: ArrayLike) -> tuple[Array, Array]:
+    """The orbiter as a chaser for :mod:`dynamics.impact`: generalized mass and contact Jacobian.
+
+    Generalized velocity ``ψ̇ = [ω_O_W; v_Oo_W]`` (6,), so ``M = diag(I_O_W, m_O I₃)`` and the
+    contact-point velocity ``v_C = v_Oo + ω × r = J ψ̇`` with ``J = [−[r×], I₃]``.
+
+    Parameters
+    ----------
+    m_O : float
+        [kg], > 0.
+    I_O_W : array_like, shape (3, 3)
+        [kg·m²], about the CoM, in W.
+    p_OoC_W : array_like, shape (3,)
+        r, from the CoM to the contact point. [m]
+
+    Returns
+    -------
+    M : ndarray, shape (6, 6)
+    J : ndarray, shape (3, 6)
+
+    Raises
+    ------
+    ModelError
+        If the mass is not positive.
+    """
+    if not (np.isfinite(m_O) and m_O > 0.0):
+        raise ModelError(f"m_O: mass must be > 0, got {m_O}")
+    I = np.asarray(I_O_W, dtype=np.float64)
+    if I.shape != (3, 3):
+        raise ShapeError(f"I_O_W: expected shape (3, 3), got {I.shape}")
+    M = np.zeros((6, 6))
+    M[:3, :3] = I
+    M[3:, 3:] = m_O * np.eye(3)
+    J = np.hstack([-skew(as_vector(p_OoC_W, 3, "p_OoC_W")), np.eye(3)])
+    return M, J

@@ -1,0 +1,661 @@
+"""The contact service: integrates the payload; capture, rigidize, berthing contact, latches, HIL contact.
+
+Ownership (DESIGN §2): this service integrates the payload T (``dynamics.rigid_body``)
+and computes every force between the payload and the orbiter other than the arm's:
+the snare at capture, the berthing contact of the payload's trunnions/pins against the
+orbiter's latch surfaces, the closed latches, or the rig's measured wrench in HIL runs.
+Each is applied to the payload here and, equal and opposite, to the orbiter through the
+``contact/wrench`` flow (``F_Lo_W`` at ``p_WoLo_W``).
+
+Momentum bookkeeping
+--------------------
+- Continuous forces follow the runtime's flow rule: the wrench computed at the end of a
+  step (states at ``t``) is published stamped ``t`` and held over ``[t, t + h)``; the
+  payload applies the opposite of exactly that value over the same interval. The arm's
+  ``F_Eo_W`` samples are applied over their intervals (``Inputs.flow``). Every wrench is
+  referred to W's origin and then to the payload's mean CoM over the step
+  (:func:`services.orbiter.wrench_about_mean_com`), so the linear impulse and the angular
+  impulse about Wo received by the payload are exactly the opposite of those the
+  orbiter receives.
+- An impulsive event (plastic capture, impulsive contact) at the end of a step changes
+  the payload's velocity at once and is published as ``impulse / h`` for exactly one
+  step (stamped that instant, held over the next ``h``), so the orbiter receives the
+  same impulse within one contact step.
+- The orbiter's state is known from ``orbiter/state`` (period H ≥ h): the sample at
+  ``t_s`` is propagated with its published accelerations to the instant needed, plus the
+  velocity jumps of impulses this service published since ``t_s`` (which that sample
+  cannot yet contain). Its position is not corrected for them (an error ≤ Δv·H).
+
+Capture (end effector E vs grapple fixture G)
+---------------------------------------------
+On an ``operator/command`` event with ``cmd = "capture"`` (or ``kind = "capture"``) the
+envelope is checked (:func:`dynamics.contact.capture_check`: lateral and axial offset,
+tilt and roll misalignment, relative rates). Outside: a ``miss`` event with the reason.
+Inside, the snare closes. With the arm's brakes on (joint resistance mu = I) the massless
+arm makes E rigid with the orbiter and the snare is a plastic 6-DOF impact of payload and
+orbiter at Eo (:func:`dynamics.contact.plastic_lock`, Yoshida seed 000 eqs. 26–28);
+the relative twist at Eo is then zero. With the brakes off a massless arm transmits no
+impulse: the snare closes without one (the arm's servos then take up the relative
+motion). After ``rigidize_delay`` a ``rigidize`` event carries the frozen ``X_EG``; the
+arm then holds the payload (``arm/wrench``). ``cmd = "release"`` ends the grapple.
+E's pose is ``X_WE`` from ``arm/state`` if present, else ``X_WO X_OE``; its velocity
+``V_WE_W`` if present, else the orbiter's rigid motion at Eo (exact with brakes on).
+
+Berthing contact (payload points vs orbiter latch surfaces)
+-----------------------------------------------------------
+Points ``points_B`` of the berthing interface B against bounded planes given in the latch
+frame L (``[[contact.surfaces]]``). ``berthing = "compliant"``: Hunt–Crossley normal force
+and regularized Coulomb friction (:func:`dynamics.contact.point_plane`) at this service's
+rate (≥ 1 kHz). ``berthing = "impulsive"``: an approaching point in contact gets one
+impulse, by Newton restitution and Coulomb friction (``impulsive_law = "restitution"``,
+:func:`dynamics.impact.point_impact`) or Cyril's ``r_E``, ``r_f``
+(``"cyril"``, :func:`dynamics.impact.nonplastic_impact_payload`, the orbiter as the chaser).
+Latches close when the pose of B in L is within ``[contact.latch]`` tolerances of the
+berthed pose and the relative rates are small; the berthed payload is then held by a
+stiff 6-DOF latch spring–damper about the ``X_LB`` frozen at latching
+(:func:`dynamics.contact.latch_wrench`), a compliant rigid joint whose reaction goes to
+the orbiter like any contact force.
+
+HIL contact (``source = "hil"``)
+--------------------------------
+The berthing wrench is ``hil/feedback.F_Bo_B`` (the rig's measured wrench on the payload's
+berthing interface, about Bo, in B), rotated into W. A sample that is flagged invalid,
+not finite, older than ``hil_max_age`` (simulation time since its stamp plus its
+measured ``delay_s``), or beyond the sensor range (``hil_force_max``, ``hil_torque_max``)
+is refused: the model's wrench is used instead and an ``hil_fallback`` event gives the
+reason (``hil_restored`` when samples are accepted again).
+
+Events on ``contact/event``: ``first_contact``, ``rebound``, ``capture``, ``miss``,
+``rigidize``, ``latch``, ``release``, ``hil_fallback``, ``hil_restored``; each with
+``t`` [s], ``t_ns``, ``V_rel_pre_W`` and ``V_rel_post_W`` (payload twist minus orbiter
+(or E) twist at the event's point, [ω; v]) and ``impulse_Wo_W`` (impulse on the payload,
+[∫τ about Wo; ∫f]), plus event-specific fields.
+
+Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
+
+    [payload]
+    mass = 12000.0
+    inertia = [1.0e5, 1.5e5, 1.5e5]       # kg·m², principal or 3×3, about the CoM in T
+    X_WT = [0, 0, 0, 0, 0, 0]             # initial pose
+    v_WTo_W = [0, 0, 0]
+    w_WT_T = [0, 0, 0]
+    X_TG = [0, 0, 0, 0, 0, 0]             # grapple fixture G in T
+    X_TB = [0, 0, 0, 0, 0, 0]             # berthing interface B in T
+    points_B = [[0, 2, 0], [0, -2, 0]]    # trunnions / guide pins in B, m
+
+    [contact]
+    rigidize_delay = 0.5                  # s from capture to rigidize
+    berthing = "compliant"                # compliant | impulsive
+    k = 2.0e5                             # N/m^exponent
+    exponent = 1.0
+    alpha = 0.5                           # s/m, Hunt–Crossley damping factor
+    mu_s = 0.3
+    mu_k = 0.2
+    v_stick = 0.002                       # m/s
+    impulsive_law = "restitution"         # restitution | cyril
+    restitution = 0.5
+    mu = 0.3                              # Coulomb coefficient of the impulsive law
+    r_E = 0.5
+    r_f = 0.5
+    source = "model"                      # model | hil
+    hil_max_age = 0.05                    # s
+    hil_force_max = 5000.0                # N, per component
+    hil_torque_max = 1000.0               # N·m, per component
+    [contact.envelope]                    # dynamics.contact.CaptureEnvelope fields
+    lateral = 0.10
+    [contact.latch]                       # LatchCriteria fields and the latch spring–damper
+    X_LB = [0, 0, 0, 0, 0, 0]             # berthed pose of B in L
+    position = 0.02
+    k_lin = 1.0e7                         # N/m
+    k_rot = 1.0e8                         # N·m/rad
+    c_lin = 2.0e5                         # N·s/m
+    c_rot = 2.0e6                         # N·m·s/rad
+    [[contact.surfaces]]
+    point = 0                             # index into payload.points_B
+    p_LoSo_L = [0, 2, 0]                  # a point of the plane, in L
+    n_L = [0, 0, 1]                       # outward normal, in L
+    radius = 0.2                          # m, footprint
+    depth = 0.1                           # m, catch depth
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynamics import contact as dc
+from dynamics import impact as im
+from dynamics import rigid_body as rb
+from dynamics.contact import cross3
+from dynamics.orbit import CircularOrbit, cw_acceleration
+from dynamics.spatial import pose, pose_inverse, quat_integrate, rotate_spatial
+from errors import BerthsimError, ConfigError, NoSolutionError
+from protocol.service import Inputs, Port
+from services.orbiter import (
+    ORBITER_KEYS,
+    body_model,
+    check_table,
+    flow_wrench_Wo,
+    initial_state,
+    pose_key,
+    wrench_about_mean_com,
+    wrench_about_origin,
+)
+
+__all__ = ["TABLES", "validate", "build", "ContactModel", "hil_refusal"]
+
+Array = NDArray[np.float64]
+
+TABLES = ("payload", "contact", "orbiter")
+
+_Num = (int, float)
+_VEC3 = ("vec", 3)
+_VEC6 = ("vec", 6)
+
+PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
+    "mass": (_Num, 12000.0),
+    "inertia": ("inertia", [1.0e5, 1.5e5, 1.5e5]),
+    "X_WT": (_VEC6, [0.0] * 6),
+    "v_WTo_W": (_VEC3, [0.0] * 3),
+    "w_WT_T": (_VEC3, [0.0] * 3),
+    "X_TG": (_VEC6, [0.0] * 6),
+    "X_TB": (_VEC6, [0.0] * 6),
+    "points_B": ("list", []),
+}
+CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
+    "rigidize_delay": (_Num, 0.5),
+    "berthing": (("compliant", "impulsive"), "compliant"),
+    "k": (_Num, 2.0e5),
+    "exponent": (_Num, 1.0),
+    "alpha": (_Num, 0.5),
+    "mu_s": (_Num, 0.3),
+    "mu_k": (_Num, 0.2),
+    "v_stick": (_Num, 0.002),
+    "impulsive_law": (("restitution", "cyril"), "restitution"),
+    "restitution": (_Num, 0.5),
+    "mu": (_Num, 0.3),
+    "r_E": (_Num, 0.5),
+    "r_f": (_Num, 0.5),
+    "source": (("model", "hil"), "model"),
+    "hil_max_age": (_Num, 0.05),
+    "hil_force_max": (_Num, 5000.0),
+    "hil_torque_max": (_Num, 1000.0),
+    "envelope": ("table", {}),
+    "latch": ("table", {}),
+    "surfaces": ("list", []),
+}
+LATCH_SPRING: dict[str, float] = {"k_lin": 1.0e7, "k_rot": 1.0e8, "c_lin": 2.0e5, "c_rot": 2.0e6}
+SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
+    "point": (int, 0),
+    "p_LoSo_L": (_VEC3, [0.0] * 3),
+    "n_L": (_VEC3, [0.0, 0.0, 1.0]),
+    "radius": (_Num, float("inf")),
+    "depth": (_Num, float("inf")),
+}
+
+
+def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Every value the contact model needs, built; problems listed (each naming key and value)."""
+    problems: list[str] = []
+    orb = check_table(config, "orbiter", ORBITER_KEYS, [])  # the orbiter service reports its own problems
+    pay = check_table(config, "payload", PAYLOAD_KEYS, problems)
+    con = check_table(config, "contact", CONTACT_KEYS, problems)
+    out: dict[str, Any] = {"orbiter": orb, "payload": pay, "contact": con}
+    if problems:
+        return out, problems
+    try:
+        out["model_T"] = body_model("payload", pay["mass"], pay["inertia"])
+    except BerthsimError as err:
+        problems.append(f"payload: {err}")
+    try:
+        out["model_O"] = body_model("orbiter", orb["mass"], orb["inertia"])
+    except (BerthsimError, ValueError, TypeError) as err:
+        problems.append(f"orbiter: {err}")
+    pts = pay["points_B"]
+    if not all(isinstance(p, list) and len(p) == 3 and all(isinstance(x, _Num) for x in p) for p in pts):
+        problems.append(f"payload.points_B: expected a list of [x, y, z] points (m), got {pts!r}")
+        pts = []
+    out["points_B"] = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
+    try:
+        out["law"] = dc.ContactLaw(float(con["k"]), float(con["exponent"]), float(con["alpha"]),
+                                   float(con["mu_s"]), float(con["mu_k"]), float(con["v_stick"]))
+    except BerthsimError as err:
+        problems.append(f"contact: {err}")
+    for key, lo, hi in (("restitution", 0.0, 1.0), ("mu", 0.0, np.inf), ("r_E", 0.0, np.inf), ("r_f", 0.0, np.inf),
+                        ("rigidize_delay", 0.0, np.inf), ("hil_max_age", 0.0, np.inf),
+                        ("hil_force_max", 0.0, np.inf), ("hil_torque_max", 0.0, np.inf)):
+        if not lo <= con[key] <= hi:
+            problems.append(f"contact.{key}: expected in [{lo}, {hi}], got {con[key]!r}")
+    env_keys = {f.name: (_Num, f.default) for f in fields(dc.CaptureEnvelope)}
+    env = check_table(con, "envelope", env_keys, problems)
+    out["envelope"] = dc.CaptureEnvelope(**{k: float(v) for k, v in env.items()})
+    latch_keys = {f.name: (_Num, f.default) for f in fields(dc.LatchCriteria)}
+    latch_keys.update({k: (_Num, v) for k, v in LATCH_SPRING.items()})
+    latch_keys["X_LB"] = (_VEC6, [0.0] * 6)
+    lt = check_table(con, "latch", latch_keys, problems)
+    out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
+    out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
+    out["X_LB_berthed"] = pose_key(lt["X_LB"]) if not problems else np.eye(4)
+    surfaces = []
+    for i, s in enumerate(con["surfaces"]):
+        if not isinstance(s, dict):
+            problems.append(f"contact.surfaces[{i}]: expected a table, got {s!r}")
+            continue
+        v = check_table({"s": s}, "s", SURFACE_KEYS, sub := [])
+        problems.extend(p.replace("s.", f"contact.surfaces[{i}].", 1) for p in sub)
+        if sub:
+            continue
+        if not 0 <= v["point"] < len(out["points_B"]):
+            problems.append(f"contact.surfaces[{i}].point: expected an index into payload.points_B "
+                            f"(0..{len(out['points_B']) - 1}), got {v['point']!r}")
+            continue
+        if np.linalg.norm(v["n_L"]) < 1e-9:
+            problems.append(f"contact.surfaces[{i}].n_L: zero normal {v['n_L']!r}")
+            continue
+        n = np.asarray(v["n_L"], dtype=np.float64)
+        surfaces.append((int(v["point"]), np.asarray(v["p_LoSo_L"], dtype=np.float64), n / np.linalg.norm(n),
+                         float(v["radius"]), float(v["depth"])))
+    out["surfaces"] = surfaces
+    return out, problems
+
+
+def validate(config: dict[str, Any], name: str) -> list[str]:
+    """Problems of ``[payload]`` and ``[contact]``, one line each naming key and value; [] if fine."""
+    return _parse(config)[1]
+
+
+def _event(kind: str, t_ns: int, V_pre: Array | None = None, V_post: Array | None = None,
+           impulse_Wo: Array | None = None, **extra: Any) -> dict[str, Any]:
+    z6 = [0.0] * 6
+    ev = {"kind": kind, "t": t_ns * 1e-9, "t_ns": int(t_ns),
+          "V_rel_pre_W": z6 if V_pre is None else [float(x) for x in V_pre],
+          "V_rel_post_W": z6 if V_post is None else [float(x) for x in V_post],
+          "impulse_Wo_W": z6 if impulse_Wo is None else [float(x) for x in impulse_Wo]}
+    ev.update(extra)
+    return ev
+
+
+def _pose_list(X: Array) -> list[list[float]]:
+    return [[float(x) for x in row] for row in X]
+
+
+def hil_refusal(sample: Any, t_ns: int, max_age: float, force_max: float, torque_max: float) -> str:
+    """Why a ``hil/feedback`` sample is refused ("" if it is accepted).
+
+    Parameters
+    ----------
+    sample : protocol.service.Sample or None
+        The held ``hil/feedback`` sample (None if there is none).
+    t_ns : int
+        The instant it would be used at. [ns]
+    max_age : float
+        Largest age, ``(t − t_sample) + delay_s``. [s]
+    force_max, torque_max : float
+        Sensor range per component. [N, N·m]
+
+    Returns
+    -------
+    str
+        The reason, naming the field and value.
+    """
+    if sample is None:
+        return "no hil/feedback sample"
+    F = np.asarray(sample.body["F_Bo_B"], dtype=np.float64)
+    delay = float(sample.body.get("delay_s", 0.0))
+    if not np.all(np.isfinite(F)) or not np.isfinite(delay):
+        return f"F_Bo_B not finite: {F.tolist()}"
+    if not sample.body.get("valid", False):
+        return "rig flags the sample invalid (valid = false)"
+    age = (t_ns - sample.t_ns) * 1e-9 + max(delay, 0.0)
+    if age > max_age:
+        return f"stale: age {age:.4g} s > hil_max_age {max_age:.4g} s"
+    if np.max(np.abs(F[3:])) > force_max:
+        return f"beyond sensor range: |f| component {np.max(np.abs(F[3:])):.4g} N > {force_max:.4g} N"
+    if np.max(np.abs(F[:3])) > torque_max:
+        return f"beyond sensor range: |τ| component {np.max(np.abs(F[:3])):.4g} N·m > {torque_max:.4g} N·m"
+    return ""
+
+
+class ContactModel:
+    """The contact service's :class:`protocol.service.ServiceModel` (see the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        If ``[payload]`` or ``[contact]`` is invalid.
+    """
+
+    inputs = (Port("orbiter/state", "state"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
+              Port("operator/command", "event"), Port("hil/feedback", "state"))
+    outputs = (Port("payload/state", "state"), Port("contact/wrench", "flow"), Port("contact/event", "event"))
+
+    def __init__(self, config: Mapping[str, Any], name: str, period_ns: int) -> None:
+        v, problems = _parse(config)
+        if problems:
+            raise ConfigError("; ".join(problems), problems)
+        self.name = name
+        self.period_ns = int(period_ns)
+        pay, con, orb = v["payload"], v["contact"], v["orbiter"]
+        self.model_T: rb.RigidBodyModel = v["model_T"]
+        self.model_O: rb.RigidBodyModel = v["model_O"]
+        self.state = initial_state(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"])
+        alt = float(orb["orbit_altitude"])
+        self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(orb["gravity_gradient"])) if alt > 0 else None
+        self.X_OL = pose_key(orb["X_OL"])
+        self.X_TG = pose_key(pay["X_TG"])
+        self.X_TB = pose_key(pay["X_TB"])
+        self.points_B: Array = v["points_B"]
+        self.law: dc.ContactLaw = v["law"]
+        self.surfaces = v["surfaces"]
+        self.envelope: dc.CaptureEnvelope = v["envelope"]
+        self.criteria: dc.LatchCriteria = v["criteria"]
+        self.latch_spring: dict[str, float] = v["latch_spring"]
+        self.X_LB_berthed: Array = v["X_LB_berthed"]
+        self.con = con
+        self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
+        # mode
+        self.grappled = False
+        self.rigidized = False
+        self.captured_ns: int | None = None
+        self.berthed = False
+        self.X_LB_latched: Array | None = None
+        # flows: what was published for the interval starting now (about Wo, on the orbiter)
+        self.F_cont_O_Wo = np.zeros(6)   # continuous part, held; the payload applies its opposite
+        self.F_last_T = np.zeros(6)      # wrench about the payload CoM applied over the last step
+        self.inflight: list[tuple[int, Array]] = []  # (t_ns, impulse on the orbiter about Wo)
+        self.F_imp_O_Wo = np.zeros(6)    # impulses of this instant / h, on the orbiter about Wo
+        self._orb_cache: tuple[Any, rb.RigidBodyState] | None = None
+        self._rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = []
+        # contact episode bookkeeping
+        self.in_contact = False
+        self.episode_impulse = np.zeros(6)
+        self.episode_V_pre = np.zeros(6)
+        self.hil_reason: str | None = None
+        self.hil_refused = 0
+        self.dissipated = 0.0            # J, ∫ P_d dt of the compliant contact (held-power rectangle rule)
+        self.last_power = 0.0
+
+    # ------------------------------------------------------------ orbiter as seen from here
+    def orbiter_at(self, sample: Any, t_ns: int) -> rb.RigidBodyState:
+        """The orbiter's state at ``t_ns`` from its held sample (module docstring)."""
+        key = (sample.t_ns, sample.seq, t_ns, len(self.inflight))
+        if self._orb_cache is not None and self._orb_cache[0] == key:
+            return self._orb_cache[1]
+        b = sample.body
+        dt = (t_ns - sample.t_ns) * 1e-9
+        a = np.asarray(b["a_WOo_W"], dtype=np.float64)
+        wd = np.asarray(b["wdot_WO_O"], dtype=np.float64)
+        w0 = np.asarray(b["w_WO_O"], dtype=np.float64)
+        p = b["p_WoOo_W"] + b["v_WOo_W"] * dt + 0.5 * a * dt * dt
+        v = b["v_WOo_W"] + a * dt
+        w = w0 + wd * dt
+        q = quat_integrate(b["quat_WO"], w0 + 0.5 * wd * dt, dt) if dt > 0 else np.asarray(b["quat_WO"])
+        self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
+        state = rb.RigidBodyState(p, q, v, w)
+        for tk, P in self.inflight:
+            if tk < t_ns:
+                state = rb.apply_impulse(self.model_O, state, np.concatenate([P[:3] - cross3(state.p_WoBo_W, P[3:]),
+                                                                              P[3:]]))
+        self._orb_cache = ((sample.t_ns, sample.seq, t_ns, len(self.inflight)), state)
+        return state
+
+    # ------------------------------------------------------------ helpers
+    def _X_WT(self) -> Array:
+        return pose(self._rot(self.state)[0], self.state.p_WoBo_W)
+
+    def _rot(self, state: rb.RigidBodyState) -> tuple[Array, Array]:
+        """``(R_WB, ω_W)`` of a state, remembered for the last few states (the step reuses them)."""
+        for st, R, w in self._rot_cache:
+            if st is state:
+                return R, w
+        R = state.R_WB
+        w = R @ state.w_WB_B
+        self._rot_cache = [(state, R, w), *self._rot_cache[:2]]
+        return R, w
+
+    def _twist_at(self, state: rb.RigidBodyState, p_W: Array) -> Array:
+        """Twist [ω; v] of the body's material point at ``p_W``, in W."""
+        w = self._rot(state)[1]
+        return np.concatenate([w, state.v_WBo_W + cross3(w, p_W - state.p_WoBo_W)])
+
+    def _impulse_on_payload(self, P_T_at_C: Array, p_WoCo_W: Array, t_ns: int, h_ns: int) -> Array:
+        """Apply an impulse [∫τ; ∫f] about C to the payload now; queue its opposite for the orbiter."""
+        P_T_Wo = wrench_about_origin(P_T_at_C, p_WoCo_W)
+        c = self.state.p_WoBo_W
+        self.state = rb.apply_impulse(self.model_T, self.state,
+                                      np.concatenate([P_T_Wo[:3] - cross3(c, P_T_Wo[3:]), P_T_Wo[3:]]))
+        self.inflight.append((t_ns, -P_T_Wo))
+        self.F_imp_O_Wo += -P_T_Wo / (h_ns * 1e-9)
+        return P_T_Wo
+
+    # ------------------------------------------------------------ capture
+    def _capture(self, t_ns: int, h_ns: int, orb: rb.RigidBodyState, u: Inputs, events: list) -> None:
+        if self.grappled:
+            events.append(_event("miss", t_ns, reason="already grappled"))
+            return
+        try:
+            arm = u.state("arm/state").body
+        except KeyError:
+            events.append(_event("miss", t_ns, reason="no arm/state: end effector pose unknown"))
+            return
+        X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
+        X_WE = np.asarray(arm["X_WE"]) if "X_WE" in arm else X_WO @ np.asarray(arm["X_OE"])
+        p_E = X_WE[:3, 3]
+        V_O_E = self._twist_at(orb, p_E)
+        brakes = bool(arm.get("brakes", False))
+        V_WE = np.asarray(arm["V_WE_W"]) if ("V_WE_W" in arm and not brakes) else V_O_E
+        X_WG = self._X_WT() @ self.X_TG
+        V_T_E = self._twist_at(self.state, p_E)
+        ok, reason, m = dc.capture_check(X_WE, X_WG, V_WE, V_T_E, self.envelope)
+        V_pre = V_T_E - V_WE
+        if not ok:
+            events.append(_event("miss", t_ns, V_pre, V_pre, reason=reason, **m))
+            return
+        P_Wo = np.zeros(6)
+        loss = 0.0
+        if brakes:
+            lock = dc.plastic_lock(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_E - orb.p_WoBo_W, V_O_E,
+                                   self.model_T.mass, rb.inertia_W(self.model_T, self.state),
+                                   p_E - self.state.p_WoBo_W, V_T_E)
+            P_Wo = self._impulse_on_payload(-lock.impulse_O, p_E, t_ns, h_ns)
+            loss = lock.energy_loss
+            V_post = self._twist_at(self.state, p_E) - self._twist_at(self.orbiter_at_now, p_E)
+        else:
+            V_post = V_pre
+        self.grappled = True
+        self.rigidized = False
+        self.captured_ns = t_ns
+        events.append(_event("capture", t_ns, V_pre, V_post, P_Wo, brakes=brakes, energy_loss=loss,
+                             p_WoEo_W=[float(x) for x in p_E], **m))
+
+    # ------------------------------------------------------------ berthing
+    def _model_contact(self, orb: rb.RigidBodyState, X_WB: Array, X_WL: Array, t_ns: int, h_ns: int,
+                       events: list) -> tuple[Array, float, bool]:
+        """Wrench on the payload about Wo from the surfaces (compliant), or impulses (impulsive)."""
+        F = np.zeros(6)
+        power = 0.0
+        active = False
+        R_WB, R_WL = X_WB[:3, :3], X_WL[:3, :3]
+        for i, p_LoSo_L, n_L, radius, depth in self.surfaces:
+            p_P = X_WB[:3, 3] + R_WB @ self.points_B[i]
+            v_P = self._twist_at(self.state, p_P)[3:]
+            v_S = self._twist_at(orb, p_P)[3:]
+            n_W = R_WL @ n_L
+            # compliant: the force held over [t, t + h) is evaluated at the interval's midpoint,
+            # the relative displacement extrapolated by u·h/2 (second order in h; a force from the
+            # start of the interval would feed the contact ≈ (π/2) ω h of its energy per impact)
+            lead = 0.5 * h_ns * 1e-9 if self.con["berthing"] == "compliant" else 0.0
+            pc = dc.point_plane(p_P + (v_P - v_S) * lead, v_P, X_WL[:3, 3] + R_WL @ p_LoSo_L, n_W, v_S, self.law,
+                                radius, depth)
+            if not pc.active:
+                continue
+            active = True
+            if self.con["berthing"] == "compliant":
+                F += np.concatenate([cross3(p_P, pc.f_W), pc.f_W])
+                power += pc.power_dissipated
+            elif pc.delta_dot > 0.0:
+                P = self._impulsive(orb, p_P, n_W)
+                if P is not None:
+                    P_Wo = self._impulse_on_payload(np.concatenate([np.zeros(3), P]), p_P, t_ns, h_ns)
+                    self.episode_impulse += P_Wo
+                    orb = self.orbiter_at_now
+        return F, power, active
+
+    def _impulsive(self, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
+        """Impulse (3,) on the payload at C for an approaching point (n from orbiter to payload)."""
+        if self.con["impulsive_law"] == "restitution":
+            r = im.point_impact(self.model_T, self.state, self.model_O, orb, p_C, n_W,
+                                float(self.con["restitution"]), float(self.con["mu"]))
+            return r.P_W
+        M, J = dc.orbiter_chaser(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_C - orb.p_WoBo_W)
+        psid = np.concatenate([orb.R_WB @ orb.w_WB_B, orb.v_WBo_W])
+        try:
+            r = im.nonplastic_impact_payload(M, J, psid, self.model_T.mass, rb.inertia_W(self.model_T, self.state),
+                                             p_C - self.state.p_WoBo_W, self.state.v_WBo_W,
+                                             self.state.R_WB @ self.state.w_WB_B, -n_W,
+                                             float(self.con["r_E"]), float(self.con["r_f"]))
+        except NoSolutionError:
+            return None
+        return -np.asarray(r.impulse_W)
+
+    def _hil_wrench(self, u: Inputs, t_ns: int, X_WB: Array, events: list) -> Array | None:
+        try:
+            s = u.state("hil/feedback")
+        except KeyError:
+            s = None
+        reason = hil_refusal(s, t_ns, float(self.con["hil_max_age"]), float(self.con["hil_force_max"]),
+                             float(self.con["hil_torque_max"]))
+        if reason:
+            self.hil_refused += 1
+            if reason.split(":")[0] != (self.hil_reason or "").split(":")[0]:
+                events.append(_event("hil_fallback", t_ns, reason=reason))
+            self.hil_reason = reason
+            return None
+        if self.hil_reason is not None:
+            events.append(_event("hil_restored", t_ns, reason=f"accepted after: {self.hil_reason}"))
+            self.hil_reason = None
+        F_Bo_W = rotate_spatial(X_WB[:3, :3], np.asarray(s.body["F_Bo_B"], dtype=np.float64))
+        return wrench_about_origin(F_Bo_W, X_WB[:3, 3])
+
+    # ------------------------------------------------------------ ServiceModel
+    def _outputs(self, active: bool, orb_p_WoLo_W: Array) -> dict[str, dict[str, Any]]:
+        s = self.state
+        a, wdot = rb.accelerations(self.model_T, s, self.F_last_T, self.orbit)
+        F_O_Wo = self.F_cont_O_Wo + self.F_imp_O_Wo
+        return {
+            "payload/state": {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B, "v_WTo_W": s.v_WBo_W,
+                              "a_WTo_W": a, "wdot_WT_T": wdot, "grappled": self.grappled, "berthed": self.berthed},
+            "contact/wrench": {"F_Lo_W": np.concatenate([F_O_Wo[:3] - cross3(orb_p_WoLo_W, F_O_Wo[3:]), F_O_Wo[3:]]),
+                               "p_WoLo_W": orb_p_WoLo_W,
+                               "active": bool(active)},
+        }
+
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """Outputs at t0: the initial payload; no contact wrench (the orbiter is not known yet)."""
+        self.F_imp_O_Wo = np.zeros(6)
+        out = self._outputs(False, np.zeros(3))
+        out["contact/event"] = {"events": []}
+        return out
+
+    def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
+        """Advance the payload t → t + h; then capture, contact, latches at t + h (module docstring)."""
+        h = h_ns * 1e-9
+        t1 = t_ns + h_ns
+        s = self.state
+        # 1. the payload over [t, t + h): arm wrench samples and the opposite of the held contact wrench
+        F_T_Wo = flow_wrench_Wo(u, "arm/wrench", "F_Eo_W", "p_WoEo_W", h_ns) - self.F_cont_O_Wo
+        a_ext = None if self.orbit is None else cw_acceleration(self.orbit.n, s.p_WoBo_W, s.v_WBo_W)
+        self.F_last_T = wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, a_ext)
+        self.state = rb.step(self.model_T, s, self.F_last_T, h, self.orbit)
+        self.dissipated += self.last_power * h
+        self.F_imp_O_Wo = np.zeros(6)
+        events: list[dict[str, Any]] = []
+        try:
+            orb_sample = u.state("orbiter/state")
+        except KeyError:
+            orb_sample = None
+        if orb_sample is None:
+            self.F_cont_O_Wo = np.zeros(6)
+            out = self._outputs(False, np.zeros(3))
+            out["contact/event"] = {"events": events}
+            return out
+        self._orb_sample = orb_sample
+        self._t_now = t1
+        orb = self.orbiter_at_now
+        # 2. operator commands of this step
+        for smp in u.events("operator/command"):
+            for ev in smp.body.get("events", []):
+                cmd = ev.get("cmd", ev.get("kind"))
+                if cmd == "capture":
+                    self._capture(t1, h_ns, orb, u, events)
+                    orb = self.orbiter_at_now
+                elif cmd == "release" and self.grappled:
+                    self.grappled = self.rigidized = False
+                    self.captured_ns = None
+                    events.append(_event("release", t1))
+        if (self.grappled and not self.rigidized and self.captured_ns is not None
+                and t1 >= self.captured_ns + self.rigidize_delay_ns):
+            self.rigidized = True
+            X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
+            try:
+                arm = u.state("arm/state").body
+                X_WE = np.asarray(arm["X_WE"]) if "X_WE" in arm else X_WO @ np.asarray(arm["X_OE"])
+            except KeyError:
+                X_WE = self._X_WT() @ self.X_TG
+            X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
+            events.append(_event("rigidize", t1, X_EG=_pose_list(X_EG)))
+        # 3. berthing contact and latches at t + h
+        X_WT = self._X_WT()
+        X_WB = X_WT @ self.X_TB
+        X_WL = pose(self._rot(orb)[0], orb.p_WoBo_W) @ self.X_OL
+        V_rel_B = self._twist_at(self.state, X_WB[:3, 3]) - self._twist_at(orb, X_WB[:3, 3])
+        F_T_Wo, power, active = self._model_contact(orb, X_WB, X_WL, t1, h_ns, events)
+        orb = self.orbiter_at_now
+        if self.con["source"] == "hil":
+            F_hil = self._hil_wrench(u, t1, X_WB, events)
+            if F_hil is not None:
+                F_T_Wo, power, active = F_hil, 0.0, bool(np.any(F_hil != 0.0))
+        self.last_power = power
+        if not self.berthed and (active or not self.surfaces):  # latches close on seated trunnions
+            V_LB_L = rotate_spatial(X_WL[:3, :3].T, V_rel_B)
+            X_LB = pose_inverse(X_WL) @ X_WB
+            ok, _ = dc.latch_check(X_LB, V_LB_L, self.X_LB_berthed, self.criteria)
+            if ok:
+                self.berthed = True
+                self.X_LB_latched = X_LB
+                events.append(_event("latch", t1, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB)))
+        if self.berthed and self.X_LB_latched is not None:
+            V_O_B = self._twist_at(orb, X_WB[:3, 3])
+            F_B = dc.latch_wrench(X_WL, V_O_B, X_WB, self._twist_at(self.state, X_WB[:3, 3]), self.X_LB_latched,
+                                  **self.latch_spring)
+            F_T_Wo = F_T_Wo + wrench_about_origin(F_B, X_WB[:3, 3])
+        # contact episodes
+        if active and not self.in_contact:
+            self.in_contact = True
+            self.episode_V_pre = V_rel_B
+            self.episode_impulse = np.zeros(6) if self.con["berthing"] == "compliant" else self.episode_impulse
+            events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
+        elif not active and self.in_contact and not self.berthed:
+            self.in_contact = False
+            events.append(_event("rebound", t1, self.episode_V_pre, V_rel_B, self.episode_impulse))
+            self.episode_impulse = np.zeros(6)
+        if self.in_contact:
+            self.episode_impulse += F_T_Wo * h
+        self.F_cont_O_Wo = -F_T_Wo
+        out = self._outputs(active or self.berthed, X_WL[:3, 3])
+        out["contact/event"] = {"events": events}
+        return out
+
+    @property
+    def orbiter_at_now(self) -> rb.RigidBodyState:
+        """The orbiter at the current instant of the step being finished (after queued impulses)."""
+        return self.orbiter_at(self._orb_sample, self._t_now + 1)
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:
+    """The contact model of service ``name``."""
+    return ContactModel(config, name, period_ns)

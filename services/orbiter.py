@@ -1,0 +1,334 @@
+"""The orbiter service: a 6-DOF rigid body in LVLH, free drift or attitude hold.
+
+Integrates the orbiter (``dynamics.rigid_body``; Clohessy–Wiltshire and gravity gradient
+from ``dynamics.orbit`` when ``orbit_altitude > 0``; with 0 W is inertial and there is no
+external force, as the momentum checks need). Applies the wrench the arm puts on the
+orbiter (``arm/wrench``: ``F_So_W`` at ``p_WoSo_W``) and the contact reaction
+(``contact/wrench``: ``F_Lo_W`` at ``p_WoLo_W``), both flows.
+
+Exact impulse across processes
+------------------------------
+Every flow sample is referred to W's origin (``shift_wrench``) and the samples are
+averaged over the step with their overlaps (the runtime's rule, ``Inputs.flow``), so the
+step's linear impulse and its angular impulse about Wo are exactly those of the samples.
+The averaged wrench about Wo is then referred to the *mean* CoM position over the step,
+``c̄ = c₀ + v₀ h/2 + a₀ h²/6`` (exact for the constant force held over the step with the
+orbital terms off), so that the angular momentum about Wo changes by exactly the
+exchanged angular impulse (``dL/dt = c × f + τ_c``). The producer of a flow (arm,
+contact) applies the same samples to the other body, so total momentum is conserved to
+round-off whatever the rates.
+
+Attitude hold (``attitude = "hold"``): per body axis i, the phase-plane variable
+``s_i = θ_i + (kd_i / kp_i) w_i`` (θ the rotation vector of the attitude error relative
+to ``quat_ref``, w the rate relative to LVLH, both in O); inside ``|s_i| ≤ dead_band``
+the jets are off, outside ``τ_i = clip(−kp_i s_i, ±torque_max_i)`` (a PD law limited to
+what the reaction-control jets can give). Jet on/off transitions are reported on
+``orbiter/event`` (``rcs_on`` / ``rcs_off`` with the axis and torque).
+
+Config::
+
+    [orbiter]
+    mass = 1.0e5                         # kg (assumed, reference README)
+    inertia = [1.2e6, 8.0e6, 8.5e6]      # kg·m² principal (diag) or 3×3 rows, about the CoM, in O
+    X_WO = [0, 0, 0, 0, 0, 0]            # initial pose [x, y, z, θx, θy, θz] (m, rotation vector rad)
+    v_WOo_W = [0, 0, 0]                  # initial CoM velocity, m/s
+    w_WO_O = [0, 0, 0]                   # initial body rates relative to W, rad/s
+    X_OL = [0, 0, 0, 0, 0, 0]            # latch frame L in O (read by contact and hil)
+    orbit_altitude = 0.0                 # m; 0 = no orbital terms (W inertial)
+    gravity_gradient = true
+    attitude = "free_drift"              # free_drift | hold
+    kp = [1.2e4, 8.0e4, 8.5e4]           # N·m/rad  (hold)
+    kd = [1.2e5, 8.0e5, 8.5e5]           # N·m·s/rad
+    torque_max = [1.0e4, 2.0e4, 2.0e4]   # N·m per axis, RCS torque limits
+    dead_band = 0.0087                   # rad (0.5°)
+    quat_ref = [1, 0, 0, 0]              # held attitude relative to LVLH; default: the initial one
+    substeps = 1                         # RK4 sub-steps per step
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynamics import rigid_body as rb
+from dynamics.contact import cross3, rotation_error
+from dynamics.orbit import CircularOrbit, cw_acceleration
+from dynamics.spatial import quat_to_rotation, rotation_to_quat
+from errors import BerthsimError, ConfigError
+from hil.stewart import pose_from_vector
+from protocol.service import Inputs, Port
+
+__all__ = ["TABLES", "validate", "build", "OrbiterModel", "check_table", "body_model", "initial_state",
+           "pose_key", "flow_wrench_Wo", "wrench_about_origin", "wrench_about_mean_com"]
+
+Array = NDArray[np.float64]
+
+TABLES = ("orbiter",)
+
+_Num = (int, float)
+_VEC3 = ("vec", 3)
+_VEC6 = ("vec", 6)
+
+ORBITER_KEYS: dict[str, tuple[Any, Any]] = {
+    "mass": (_Num, 1.0e5),
+    "inertia": ("inertia", [1.2e6, 8.0e6, 8.5e6]),
+    "X_WO": (_VEC6, [0.0] * 6),
+    "v_WOo_W": (_VEC3, [0.0] * 3),
+    "w_WO_O": (_VEC3, [0.0] * 3),
+    "X_OL": (_VEC6, [0.0] * 6),
+    "orbit_altitude": (_Num, 0.0),
+    "gravity_gradient": (bool, True),
+    "attitude": (("free_drift", "hold"), "free_drift"),
+    "kp": (_VEC3, [1.2e4, 8.0e4, 8.5e4]),
+    "kd": (_VEC3, [1.2e5, 8.0e5, 8.5e5]),
+    "torque_max": (_VEC3, [1.0e4, 2.0e4, 2.0e4]),
+    "dead_band": (_Num, 0.0087),
+    "quat_ref": (("vec", 4), None),
+    "substeps": (int, 1),
+}
+
+
+def _is_vec(value: Any, n: int) -> bool:
+    return (isinstance(value, list) and len(value) == n
+            and all(isinstance(x, _Num) and not isinstance(x, bool) and np.isfinite(x) for x in value))
+
+
+def check_table(config: Mapping[str, Any], table: str, keys: Mapping[str, tuple[Any, Any]],
+                problems: list[str]) -> dict[str, Any]:
+    """Values of ``[table]`` with defaults filled in; appends a line to ``problems`` per bad key.
+
+    ``keys`` maps key -> (kind, default); kind is a type or tuple of types, a tuple of
+    allowed strings, ``("vec", n)`` (list of n finite numbers), ``"inertia"`` (3 numbers or
+    3×3 rows), ``"list"`` (any list, checked by the caller) or ``"table"`` (a sub-table).
+    """
+    raw = config.get(table, {})
+    if not isinstance(raw, dict):
+        problems.append(f"[{table}]: expected a table, got {raw!r}")
+        raw = {}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in keys:
+            problems.append(f"{table}.{key}: unknown key (known: {', '.join(keys)})")
+    for key, (kind, default) in keys.items():
+        value = raw.get(key, default)
+        out[key] = value
+        if key not in raw:
+            continue
+        where = f"{table}.{key}"
+        if isinstance(kind, tuple) and len(kind) == 2 and kind[0] == "vec":
+            if not _is_vec(value, kind[1]):
+                problems.append(f"{where}: expected a list of {kind[1]} finite numbers, got {value!r}")
+        elif kind == "inertia":
+            ok = _is_vec(value, 3) or (isinstance(value, list) and len(value) == 3
+                                       and all(_is_vec(r, 3) for r in value))
+            if not ok:
+                problems.append(f"{where}: expected 3 principal moments or 3×3 rows (kg·m²), got {value!r}")
+        elif kind in ("list", "table"):
+            typ = list if kind == "list" else dict
+            if not isinstance(value, typ):
+                problems.append(f"{where}: expected a {typ.__name__}, got {value!r}")
+        elif isinstance(kind, tuple) and all(isinstance(k, str) for k in kind):
+            if value not in kind:
+                problems.append(f"{where}: expected one of {', '.join(kind)}, got {value!r}")
+        elif isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            problems.append(f"{where}: expected {kind}, got {value!r}")
+        elif not isinstance(value, kind) or (isinstance(value, float) and not np.isfinite(value)):
+            problems.append(f"{where}: expected a finite {getattr(kind, '__name__', kind)}, got {value!r}")
+    return out
+
+
+def body_model(name: str, mass: Any, inertia: Any) -> rb.RigidBodyModel:
+    """A :class:`dynamics.rigid_body.RigidBodyModel` from config values (inertia: diag or 3×3)."""
+    I = np.asarray(inertia, dtype=np.float64)
+    return rb.RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
+
+
+def pose_key(value: Any) -> Array:
+    """Pose (4, 4) from a config 6-vector ``[x, y, z, θx, θy, θz]`` (m, rotation vector rad)."""
+    return pose_from_vector(value)
+
+
+def initial_state(X: Any, v: Any, w: Any) -> rb.RigidBodyState:
+    """Rigid-body state from a config pose 6-vector, CoM velocity (W) and body rates."""
+    Xm = pose_key(X)
+    return rb.RigidBodyState(Xm[:3, 3], rotation_to_quat(Xm[:3, :3]), np.asarray(v, float), np.asarray(w, float))
+
+
+def _orbiter_values(config: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
+    t = check_table(config, "orbiter", ORBITER_KEYS, problems)
+    if not problems:
+        try:
+            body_model("orbiter", t["mass"], t["inertia"])
+        except BerthsimError as err:
+            problems.append(f"orbiter: {err}")
+        if t["orbit_altitude"] < 0:
+            problems.append(f"orbiter.orbit_altitude: expected >= 0, got {t['orbit_altitude']!r}")
+        if t["substeps"] < 1:
+            problems.append(f"orbiter.substeps: expected >= 1, got {t['substeps']!r}")
+        if t["dead_band"] < 0:
+            problems.append(f"orbiter.dead_band: expected >= 0, got {t['dead_band']!r}")
+        for key in ("kp", "torque_max"):
+            if min(t[key]) <= 0:
+                problems.append(f"orbiter.{key}: expected > 0 per axis, got {t[key]!r}")
+        if min(t["kd"]) < 0:
+            problems.append(f"orbiter.kd: expected >= 0 per axis, got {t['kd']!r}")
+        if t["quat_ref"] is not None and np.linalg.norm(t["quat_ref"]) < 1e-9:
+            problems.append(f"orbiter.quat_ref: zero quaternion {t['quat_ref']!r}")
+    return t
+
+
+def validate(config: dict[str, Any], name: str) -> list[str]:
+    """Problems of ``[orbiter]``, one line each naming key and value; [] if fine."""
+    problems: list[str] = []
+    _orbiter_values(config, problems)
+    return problems
+
+
+def flow_wrench_Wo(u: Inputs, topic: str, F_field: str, p_field: str, h_ns: int) -> Array:
+    """Time-average over the step of a wrench flow, each sample referred to W's origin.
+
+    ``Σ_k o_k · shift(F_k, p_k → Wo) / h``: its product with h is exactly the linear
+    impulse and the angular impulse about Wo of the samples over the step (the runtime's
+    exact-impulse rule, :mod:`protocol.stepping`). Absent topic: zero.
+
+    Returns
+    -------
+    F_Wo_W : ndarray, shape (6,)
+        [τ about Wo; f], in W. [N·m, N]
+    """
+    acc = np.zeros(6)
+    for s, o in u.flow(topic):
+        acc += o * wrench_about_origin(s.body[F_field], s.body[p_field])
+    return acc / h_ns
+
+
+def wrench_about_origin(F_Po_W: Any, p_WoPo_W: Any) -> Array:
+    """A wrench [τ; f] about point P referred to W's origin: ``[τ + p × f; f]`` (6,). [N·m, N]
+
+    Same as ``shift_wrench(F, -p)`` (:mod:`dynamics.spatial`), without ``numpy.cross``'s overhead.
+    """
+    F = np.asarray(F_Po_W, dtype=np.float64)
+    return np.concatenate([F[:3] + cross3(p_WoPo_W, F[3:]), F[3:]])
+
+
+def wrench_about_mean_com(F_Wo_W: Array, state: rb.RigidBodyState, mass: float, h: float,
+                          a_ext_W: Array | None = None) -> Array:
+    """The wrench [τ about Wo; f] referred to the CoM's mean position over the next step.
+
+    ``τ_c = τ_Wo − c̄ × f``, ``c̄ = c₀ + v₀ h/2 + (f/m + a_ext) h²/6``: exact for a force held
+    over the step (module docstring), so the body's angular momentum about Wo changes by
+    exactly ``τ_Wo h``.
+    """
+    f = F_Wo_W[3:]
+    a = f / mass if a_ext_W is None else f / mass + a_ext_W
+    c_bar = state.p_WoBo_W + state.v_WBo_W * (0.5 * h) + a * (h * h / 6.0)
+    return np.concatenate([F_Wo_W[:3] - cross3(c_bar, f), f])
+
+
+class OrbiterModel:
+    """The orbiter's :class:`protocol.service.ServiceModel` (see the module docstring).
+
+    Parameters
+    ----------
+    config : dict
+        The run configuration (``[orbiter]`` read).
+    name : str
+        Service name.
+    period_ns : int
+        Step. [ns]
+
+    Raises
+    ------
+    ConfigError
+        If ``[orbiter]`` is invalid.
+    """
+
+    inputs = (Port("arm/wrench", "flow"), Port("contact/wrench", "flow"))
+    outputs = (Port("orbiter/state", "state"), Port("orbiter/event", "event"))
+
+    def __init__(self, config: Mapping[str, Any], name: str, period_ns: int) -> None:
+        problems: list[str] = []
+        t = _orbiter_values(config, problems)
+        if problems:
+            raise ConfigError("; ".join(problems), problems)
+        self.name = name
+        self.period_ns = int(period_ns)
+        self.model = body_model("orbiter", t["mass"], t["inertia"])
+        self.state = initial_state(t["X_WO"], t["v_WOo_W"], t["w_WO_O"])
+        alt = float(t["orbit_altitude"])
+        self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(t["gravity_gradient"])) if alt > 0 else None
+        self.hold = t["attitude"] == "hold"
+        self.kp = np.asarray(t["kp"], dtype=np.float64)
+        self.kd = np.asarray(t["kd"], dtype=np.float64)
+        self.torque_max = np.asarray(t["torque_max"], dtype=np.float64)
+        self.dead_band = float(t["dead_band"])
+        q_ref = self.state.quat_WB if t["quat_ref"] is None else np.asarray(t["quat_ref"], dtype=np.float64)
+        self.R_ref = quat_to_rotation(q_ref / np.linalg.norm(q_ref))
+        self.substeps = int(t["substeps"])
+        self.tau_rcs_O = np.zeros(3)
+        self.firing = np.zeros(3, dtype=bool)
+        self.rcs_on_time = np.zeros(3)  # s of jet firing per axis (for reports)
+        self.F_last = np.zeros(6)       # wrench about the CoM applied over the last step, W
+
+    # ------------------------------------------------------------ attitude control
+    def rcs_torque(self, state: rb.RigidBodyState) -> Array:
+        """Jet torque (3,) in O for the hold law of the module docstring; zero in free drift. [N·m]"""
+        if not self.hold:
+            return np.zeros(3)
+        R_WO = state.R_WB
+        theta_O = R_WO.T @ rotation_error(self.R_ref, R_WO)
+        s = theta_O + (self.kd / self.kp) * state.w_WB_B
+        tau = np.clip(-self.kp * s, -self.torque_max, self.torque_max)
+        tau[np.abs(s) <= self.dead_band] = 0.0
+        return tau
+
+    def _rcs_events(self, t_ns: int, tau: Array) -> list[dict[str, Any]]:
+        events = []
+        on = tau != 0.0
+        for i in range(3):
+            if on[i] != self.firing[i]:
+                events.append({"kind": "rcs_on" if on[i] else "rcs_off", "t": t_ns * 1e-9, "axis": "xyz"[i],
+                               "torque": float(tau[i])})
+        self.firing = on
+        return events
+
+    # ------------------------------------------------------------ ServiceModel
+    def _state_body(self) -> dict[str, Any]:
+        s = self.state
+        a, wdot = rb.accelerations(self.model, s, self.F_last, self.orbit)
+        return {"p_WoOo_W": s.p_WoBo_W, "quat_WO": s.quat_WB, "w_WO_O": s.w_WB_B, "v_WOo_W": s.v_WBo_W,
+                "a_WOo_W": a, "wdot_WO_O": wdot}
+
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """Outputs at t0: the initial state (acceleration from the RCS torque alone)."""
+        self.tau_rcs_O = self.rcs_torque(self.state)
+        self.F_last = np.concatenate([self.state.R_WB @ self.tau_rcs_O, np.zeros(3)])
+        return {"orbiter/state": self._state_body(), "orbiter/event": {"events": self._rcs_events(t0_ns, self.tau_rcs_O)}}
+
+    def external_wrench_Wo(self, u: Inputs, h_ns: int) -> Array:
+        """Arm base wrench plus contact reaction over the step, about Wo, in W (exact impulse)."""
+        return (flow_wrench_Wo(u, "arm/wrench", "F_So_W", "p_WoSo_W", h_ns)
+                + flow_wrench_Wo(u, "contact/wrench", "F_Lo_W", "p_WoLo_W", h_ns))
+
+    def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
+        """Advance t → t + h with the flows' exact impulse and the RCS torque held over the step."""
+        h = h_ns * 1e-9
+        s = self.state
+        F_Wo = self.external_wrench_Wo(u, h_ns)
+        a_ext = None if self.orbit is None else cw_acceleration(self.orbit.n, s.p_WoBo_W, s.v_WBo_W)
+        F_c = wrench_about_mean_com(F_Wo, s, self.model.mass, h, a_ext)
+        F_c[:3] += s.R_WB @ self.tau_rcs_O
+        self.state = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
+        self.F_last = F_c
+        self.rcs_on_time += h * (self.tau_rcs_O != 0.0)
+        self.tau_rcs_O = self.rcs_torque(self.state)
+        events = self._rcs_events(t_ns + h_ns, self.tau_rcs_O)
+        return {"orbiter/state": self._state_body(), "orbiter/event": {"events": events}}
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> OrbiterModel:
+    """The orbiter model of service ``name``."""
+    return OrbiterModel(config, name, period_ns)
