@@ -1,0 +1,250 @@
+"""Replay: topic selection, pacing and controls (no bus), replay and re-simulation end to end."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+from errors import ConfigError, LogError
+from protocol.codec import decode, encode
+from services.logger import McapLogger, open_log
+from services.replay import (ReplaySource, compare_outputs, replay_config, select_topics, toml_dumps)
+from tests.services.test_logger import launch, record_toy_run, toy_config
+
+MS = 1_000_000
+
+
+@pytest.fixture()
+def small_log(tmp_path) -> tuple[Path, list[tuple[int, str, bytes]]]:
+    """Two toy topics at 1 kHz and 100 Hz over 1 s, plus sim/stats; the expected time order."""
+    path = tmp_path / "small.mcap"
+    lg = McapLogger(path)
+    expected = []
+    for i in range(1001):
+        p = encode("toy/state0", {"x": float(i), "v": 0.0}, sender="a", seq=i, t_ns=i * MS, h_ns=MS)
+        lg.on_message("toy/state0", p)
+        expected.append((i * MS, "toy/state0", p))
+        if i % 10 == 0:
+            q = encode("toy/state1", {"x": -float(i), "v": 0.0}, sender="b", seq=i // 10, t_ns=i * MS, h_ns=10 * MS)
+            lg.on_message("toy/state1", q)
+            expected.append((i * MS, "toy/state1", q))
+    stats = {"state": "running", "mode": "lockstep", "steps": 1, "overruns": 0, "jitter_p50_ns": 0,
+             "jitter_p99_ns": 0, "input_age_ns": 0, "msgs_received": 0, "msgs_dropped": 0, "msgs_invalid": 0}
+    lg.on_message("sim/stats", encode("sim/stats", stats, sender="a", seq=0, t_ns=5 * MS, h_ns=MS))
+    lg.close()
+    return path, expected
+
+
+class FakeClock:
+    """A monotonic clock that only sleep() advances."""
+
+    def __init__(self) -> None:
+        self.t = 0
+        self.slept = 0.0
+
+    def clock(self) -> int:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.slept += s
+        self.t += int(s * 1e9)
+
+
+def drain(src: ReplaySource) -> list[tuple[int, str, bytes]]:
+    out = []
+    while (item := src.read()) is not None:
+        out.append(item)
+    return out
+
+
+# ---------------------------------------------------------------- selection
+def test_select_topics_patterns_defaults_and_unknown_reported():
+    logged = ["arm/state", "arm/wrench", "orbiter/state", "sim/control", "sim/stats"]
+    assert select_topics(logged) == ["arm/state", "arm/wrench", "orbiter/state"]  # sim/* only when named
+    assert select_topics(logged, ["arm/*"], ["arm/wrench"]) == ["arm/state"]
+    assert select_topics(logged, ["sim/stats", "orbiter/state"]) == ["orbiter/state", "sim/stats"]
+    assert select_topics(logged, ["*"]) == ["arm/state", "arm/wrench", "orbiter/state"]
+    with pytest.raises(ConfigError) as e:
+        select_topics(logged, ["arm/*", "contact/*", "payload/state"], ["hil/*"])
+    assert "contact/*" in str(e.value) and "payload/state" in str(e.value) and "hil/*" in str(e.value)
+    assert len(e.value.problems) == 3
+
+
+# ---------------------------------------------------------------- the source alone
+def test_max_rate_reproduces_the_log_in_time_order(small_log):
+    path, expected = small_log
+    src = ReplaySource(path)
+    got = drain(src)
+    src.close()
+    assert got == expected
+    assert [o.topic for o in src.outputs] == ["toy/state0", "toy/state1"]
+
+
+def test_window_and_topic_filter(small_log):
+    path, expected = small_log
+    src = ReplaySource(path, topics=["toy/state1"], start_ns=200 * MS, end_ns=300 * MS)
+    assert drain(src) == [e for e in expected if e[1] == "toy/state1" and 200 * MS <= e[0] <= 300 * MS]
+    with pytest.raises(ConfigError, match="empty"):
+        ReplaySource(path, start_ns=900 * MS, end_ns=800 * MS)
+    with pytest.raises(ConfigError, match="toy/nothing"):
+        ReplaySource(path, topics=["toy/nothing"])
+    with pytest.raises(LogError, match="no such file"):
+        ReplaySource(path.with_name("missing.mcap"))
+
+
+def test_rate_paces_against_the_recorded_time(small_log):
+    path, expected = small_log
+    fc = FakeClock()
+    src = ReplaySource(path, rate=4.0, clock=fc.clock, sleep=fc.sleep)
+    got = drain(src)
+    assert got == expected
+    assert fc.t == pytest.approx(1.0e9 / 4, abs=2 * MS)  # 1 s of log at 4x: 0.25 s of wall time
+
+
+def test_saturation_slows_down_proportionally_never_drops_or_reorders(small_log):
+    path, expected = small_log
+
+    class Slow(FakeClock):
+        def clock(self) -> int:  # every message costs 3 ms of wall time: only 1/3 of the 1x pace is possible
+            self.t += 3 * MS
+            return self.t
+
+    fc = Slow()
+    src = ReplaySource(path, rate=1.0, clock=fc.clock, sleep=fc.sleep)
+    got = drain(src)
+    assert got == expected
+    assert 0.1 < src.status.rate < 0.9 and src.status.slowed_by == "toy/state0"
+
+
+def test_pause_step_resume_seek_through_the_keyboard_function(small_log):
+    path, expected = small_log
+    src = ReplaySource(path, paused=True, sleep=lambda s: time.sleep(min(s, 0.005)))
+    got: list = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while (item := src.read()) is not None:
+            got.append(item)
+        done.set()
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    time.sleep(0.1)
+    assert got == []  # paused: nothing
+    assert src.handle_key("s") and src.handle_key(".")
+    end = time.monotonic() + 5
+    while len(got) < 2 and time.monotonic() < end:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    assert got == expected[:2]  # two steps, still paused
+    src.seek(900 * MS)
+    assert src.handle_key(" ")  # resume
+    assert done.wait(5)
+    assert got[2:] == [e for e in expected if e[0] >= 900 * MS]
+    assert not src.handle_key("x")
+
+
+def test_quit_key_ends_a_paused_replay(small_log):
+    src = ReplaySource(small_log[0], paused=True, sleep=lambda s: time.sleep(0.001))
+    src.handle_key("q")
+    assert src.read() is None
+
+
+def test_loop_starts_again(small_log):
+    path, expected = small_log
+    src = ReplaySource(path, loop=True, topics=["toy/state1"])
+    n = len([e for e in expected if e[1] == "toy/state1"])
+    got = [src.read() for _ in range(2 * n + 1)]
+    assert got[:n] == got[n:2 * n] and got[2 * n] == got[0]
+
+
+def test_rate_keys_double_and_halve(small_log):
+    src = ReplaySource(small_log[0], rate=1.0)
+    src.handle_key("+")
+    assert src.status.rate == 2.0
+    src.handle_key("-")
+    src.handle_key("-")
+    assert src.status.rate == 0.5
+    with pytest.raises(ConfigError):
+        src.set_rate(-1.0)
+
+
+# ---------------------------------------------------------------- configs
+def test_toml_dumps_round_trips():
+    cfg = {"sim": {"duration": 1.5, "mode": "lockstep", "seed": 3, "bus": "ipc:///tmp/x y/bus"},
+           "services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "topics": ["a/b", "c\"d"]}},
+           "toy": {"mass": [1.0, 4.0], "flag": True, "nested": {"deep": {"x": -0.0}}, "pts": [{"a": 1}]}}
+    assert tomllib.loads(toml_dumps(cfg)) == cfg
+
+
+def test_replay_config_excludes_the_co_simulated_outputs(tmp_path):
+    log = record_toy_run(tmp_path, duration=0.2)
+    base = tomllib.loads((tmp_path / "c.toml").read_text())
+    cfg = replay_config(log, base=base, only=["b"], out_log=str(tmp_path / "o.mcap"))
+    assert set(cfg["services"]) == {"b", "replay", "logger"}
+    assert cfg["services"]["replay"]["topics"] == ["toy/spring0", "toy/state0"]  # not b's toy/state1, not sim/*
+    assert cfg["toy"] == base["toy"] and cfg["sim"]["duration"] == pytest.approx(0.2)
+    with pytest.raises(ConfigError, match="start at t = 0"):
+        replay_config(log, base=base, only=["b"], start=0.1)
+    with pytest.raises(ConfigError, match="nope"):
+        replay_config(log, base=base, only=["nope"])
+
+
+# ---------------------------------------------------------------- end to end
+@pytest.mark.integration
+def test_replay_at_max_reproduces_the_recorded_messages_in_order(tmp_path):
+    log = record_toy_run(tmp_path, duration=0.5)
+    out = tmp_path / "again.mcap"
+    p = launch("replay", str(log), "--max", "--log", str(out), "--quiet")
+    assert p.returncode == 0, p.stderr
+    with open_log(log) as a, open_log(out) as b:
+        topics = [t for t in a.topics if not t.startswith("sim/")]
+        assert sorted(t for t in b.topics if not t.startswith("sim/")) == sorted(topics)
+        for t in topics:
+            assert [m.payload for m in a.messages([t])] == [m.payload for m in b.messages([t])], t
+        times = [m.t_ns for m in b.messages(topics)]
+        assert times == sorted(times)
+
+
+@pytest.mark.integration
+def test_unknown_topics_are_reported_not_ignored(tmp_path):
+    log = record_toy_run(tmp_path, duration=0.2)
+    p = launch("replay", str(log), "--topics", "toy/state0,arm/*", "--quiet")
+    assert p.returncode == 2 and "arm/*" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_resim_unchanged_is_bit_identical_and_a_changed_parameter_changes_outputs(tmp_path):
+    log = record_toy_run(tmp_path, duration=0.5)
+    full_b = np.load(tmp_path / "out" / "b.npy")
+    p = launch("replay", str(log), "--resim", "b", "--log", str(tmp_path / "same.mcap"))
+    assert p.returncode == 0, p.stderr
+    verdict = json.loads(p.stdout.strip().splitlines()[-1])
+    assert verdict["identical"] and verdict["compared"] == 51 and verdict["topics"] == ["toy/state1"]
+    assert np.load(tmp_path / "out" / "b.npy").tobytes() == full_b.tobytes()  # b's own trajectory too
+    # independent of the verdict: decode and compare b's outputs field by field
+    with open_log(log) as a, open_log(tmp_path / "same.mcap") as s:
+        for ma, ms in zip(a.messages(["toy/state1"]), s.messages(["toy/state1"]), strict=True):
+            da, ds = decode("toy/state1", ma.payload), decode("toy/state1", ms.payload)
+            assert (da.t_ns, da.seq, da.body["x"], da.body["v"]) == (ds.t_ns, ds.seq, ds.body["x"], ds.body["v"])
+    p = launch("replay", str(log), "--resim", "b", "--set", "toy.mass=[1.0, 5.0]", "--log", str(tmp_path / "c.mcap"))
+    assert p.returncode == 0, p.stderr
+    verdict = json.loads(p.stdout.strip().splitlines()[-1])
+    assert not verdict["identical"] and "toy/state1" in verdict["first_difference"]
+    assert not compare_outputs(log, tmp_path / "c.mcap", "b").identical
+    assert compare_outputs(log, tmp_path / "same.mcap", "b").identical
+
+
+def test_resim_needs_a_known_service(tmp_path):
+    log = tmp_path / "x.mcap"
+    McapLogger(log, config=tomllib.loads(toy_config(tmp_path).read_text())).close()
+    p = launch("replay", str(log), "--resim", "zz")
+    assert p.returncode == 2 and "zz" in p.stderr
