@@ -47,7 +47,7 @@ def momentum(m):
 
 def test_flows_deliver_exactly_their_impulse_about_W_origin():
     # a fast-moving, spinning orbiter; ten 1 ms contact samples at moving points plus one 2 ms arm sample
-    cfg, m = make(v_WOo_W=[3.0, -2.0, 1.0], w_WO_O=[0.02, -0.01, 0.03], X_WO=[5.0, 1.0, -2.0, 0.1, 0.2, 0.3])
+    _, m = make(v_WOo_W=[3.0, -2.0, 1.0], w_WO_O=[0.02, -0.01, 0.03], X_WO=[5.0, 1.0, -2.0, 0.1, 0.2, 0.3])
     m.initial(0)
     rng = np.random.default_rng(1)
     t = 0
@@ -73,7 +73,7 @@ def test_flows_deliver_exactly_their_impulse_about_W_origin():
 
 
 def test_free_drift_conserves_momentum_and_energy_and_reports_no_firings():
-    cfg, m = make(v_WOo_W=[0.1, 0.0, -0.05], w_WO_O=[0.01, 0.02, -0.005])
+    _, m = make(v_WOo_W=[0.1, 0.0, -0.05], w_WO_O=[0.01, 0.02, -0.005])
     out = m.initial(0)
     assert out["orbiter/event"]["events"] == []
     M0, E0 = momentum(m), rb.kinetic_energy(m.model, m.state)
@@ -87,7 +87,7 @@ def test_free_drift_conserves_momentum_and_energy_and_reports_no_firings():
 
 def test_orbit_terms_follow_clohessy_wiltshire():
     p0, v0 = np.array([10.0, -20.0, 5.0]), np.array([0.01, -0.02, 0.005])
-    cfg, m = make(orbit_altitude=400e3, X_WO=[*p0, 0.0, 0.0, 0.0], v_WOo_W=list(v0))
+    _, m = make(orbit_altitude=400e3, X_WO=[*p0, 0.0, 0.0, 0.0], v_WOo_W=list(v0))
     m.initial(0)
     N = 600  # 6 s
     for k in range(N):
@@ -102,7 +102,7 @@ def test_attitude_hold_brings_the_error_into_the_dead_band_within_torque_limits(
     tmax = [1.0e4, 2.0e4, 2.0e4]
     theta = np.radians(3.0)
     I = np.array([1.2e6, 8.0e6, 8.5e6])  # ω_n = 0.5 rad/s, ζ = 0.7
-    cfg, m = make(attitude="hold", quat_ref=[1.0, 0.0, 0.0, 0.0], X_WO=[0, 0, 0, 0.3 * theta, -0.5 * theta, theta],
+    _, m = make(attitude="hold", quat_ref=[1.0, 0.0, 0.0, 0.0], X_WO=[0, 0, 0, 0.3 * theta, -0.5 * theta, theta],
                   torque_max=tmax, dead_band=0.0087, kp=list(0.25 * I), kd=list(0.7 * I))
     out = m.initial(0)
     events = list(out["orbiter/event"]["events"])
