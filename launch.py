@@ -137,7 +137,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from protocol.bus import ControlClient
-    from protocol.config import load, service_module, with_overrides
+    from protocol.config import load, peers_of, service_module, with_overrides
     from protocol.security import Security
     from protocol.shell import run_service
     from protocol.timebase import period_ns
@@ -154,7 +154,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
             time.sleep(0.1)
         print(f"[{a.name}] build failed: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
-    return run_service(obj, a.bus, security=sec, stop_event=stop)
+    return run_service(obj, a.bus, peers_of(config, a.bus), security=sec, stop_event=stop)
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runtime figures (printed as JSON; not a test).
 
-- one-way bus latency p50/p99 (publisher process → broker → subscriber process), ipc and tcp;
+- one-way bus latency p50/p99 (publisher process → subscriber process), ipc and tcp;
 - lockstep throughput of four services at a 1 kHz base tick (``configs/toy_chain4.toml``),
   multi-process and ``--inprocess``: simulated base ticks per wall second, and CPU time
   (all processes) per tick;
@@ -29,8 +29,9 @@ CHAIN = ROOT / "configs" / "toy_chain4.toml"
 
 def _receiver(url: str, n: int) -> None:
     """Child process: receive ``n`` timestamped messages, print one-way latencies [ns] as JSON."""
-    from protocol.bus import open_bus
-    with open_bus(url, ["lat", "probe"]) as bus:
+    from protocol.bus import mesh_endpoints, open_bus
+    ep = mesh_endpoints(url, ["tx", "rx"])
+    with open_bus(ep["rx"], [ep["tx"]], ["lat", "probe"]) as bus:
         print("ready", flush=True)
         lat = []
         while len(lat) < n:
@@ -43,13 +44,14 @@ def _receiver(url: str, n: int) -> None:
 
 
 def latency(scheme: str, n: int) -> dict[str, float]:
-    """One-way latency through the broker between two processes, sent at 1 kHz."""
+    """One-way latency publisher process → subscriber process (the mesh: no hop between), sent at 1 kHz."""
     import numpy as np
 
-    from protocol.bus import Broker, open_bus
+    from protocol.bus import mesh_endpoints, open_bus
     from tests.protocol.conftest import bus_url
     url = bus_url(scheme)
-    with Broker(url), open_bus(url) as pub:
+    ep = mesh_endpoints(url, ["tx", "rx"])
+    with open_bus(ep["tx"]) as pub:
         child = subprocess.Popen([sys.executable, __file__, "--receiver", url, str(n)], stdout=subprocess.PIPE,
                                  text=True)
         assert child.stdout.readline().strip() == "ready"

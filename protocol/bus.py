@@ -1,23 +1,25 @@
 """The bus: one interface (after python-can), ZeroMQ backends chosen by URL scheme.
 
-Topology
---------
-A central broker (:class:`Broker`, a thread of the launcher) forwards the data plane:
-every publisher's PUB connects to the broker's XSUB, every subscriber's SUB to its
-XPUB. The broker's XSUB subscribes to everything, so each publisher sends every
-message once and the broker filters per subscriber. The control plane is a ROUTER in
-the launcher (:class:`ControlServer`) and one DEALER per service
-(:class:`ControlClient`, identity = service name), carrying msgpack maps.
+Topology: a mesh, no broker
+---------------------------
+Every participant of a run — each service and the launcher — binds one PUB at its own
+endpoint and connects its SUB to the PUB of every other participant; ZeroMQ filters
+by subscription at the publisher, so a message travels once, publisher to
+subscriber, with no intermediate hop. The control plane is a ROUTER in the launcher
+(:class:`ControlServer`) and one DEALER per service (:class:`ControlClient`,
+identity = service name), carrying msgpack maps.
 
-One base URL names all three endpoints:
+One base URL (``sim.bus``) names every endpoint (:func:`control_endpoint`,
+:func:`mesh_endpoints`):
 
-=====================  ===================  ===================  ===================
-base URL               publishers connect   subscribers connect  control (ROUTER)
-=====================  ===================  ===================  ===================
-``tcp://HOST:PORT``    ``tcp://HOST:PORT``  ``tcp://HOST:PORT+1`` ``tcp://HOST:PORT+2``
-``ipc:///path/bus``    ``ipc:///path/bus.in``  ``…/bus.out``     ``…/bus.ctl``
-``inproc://name``      ``inproc://name.in``  ``…name.out``       ``…name.ctl``
-=====================  ===================  ===================  ===================
+=====================  =====================  =====================================
+base URL               control (ROUTER)       PUB of participant *i* (0 = launcher)
+=====================  =====================  =====================================
+``tcp://HOST:PORT``    ``tcp://HOST:PORT``    ``tcp://HOST:PORT+1+i``, or the
+                                              service's ``endpoint`` from the config
+``ipc:///path/bus``    ``ipc:///path/bus.ctl``  ``ipc:///path/bus.NAME.pub``
+``inproc://name``      ``inproc://name.ctl``  ``inproc://name.NAME.pub``
+=====================  =====================  =====================================
 
 An unknown scheme raises ``ValueError`` naming it.
 
@@ -27,7 +29,7 @@ A message is one frame ``topic | b"\\0" | payload`` (:mod:`protocol.messages`); 
 subscription to a topic is to ``topic + b"\\0"``, an exact match. Every socket has
 high-water mark 0 (unbounded), so nothing is ever dropped silently: lockstep never
 loses a message. ZeroMQ keeps per-publisher order; :class:`SequenceTracker` counts
-sequence gaps per (sender, topic) for the statistics.
+sequence gaps per (sender, topic).
 
 Threads and shutdown
 --------------------
@@ -39,8 +41,7 @@ in one process and one ZeroMQ context (the default: ``zmq.Context.instance()``).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -53,11 +54,13 @@ from protocol.messages import SEPARATOR
 from protocol.security import Security, check_bind
 
 __all__ = [
-    "Message", "Bus", "Endpoints", "endpoints", "open_bus", "ZmqBus", "Broker",
-    "ControlServer", "ControlClient", "SequenceTracker",
+    "Message", "Bus", "check_url", "control_endpoint", "mesh_endpoints", "open_bus", "ZmqBus",
+    "ControlServer", "ControlClient", "SequenceTracker", "split_frame", "LAUNCHER",
 ]
 
 SCHEMES = ("inproc", "ipc", "tcp")
+LAUNCHER = "launcher"
+"""Participant name of the launcher in :func:`mesh_endpoints` (not a valid service name)."""
 
 
 class Message(NamedTuple):
@@ -93,16 +96,8 @@ class Bus(Protocol):
     def __exit__(self, *exc: Any) -> None: ...
 
 
-class Endpoints(NamedTuple):
-    """The three endpoints derived from one base URL (see the module docstring)."""
-
-    pub: str
-    sub: str
-    ctl: str
-
-
-def endpoints(url: str) -> Endpoints:
-    """Derive the publisher, subscriber and control endpoints from a base URL.
+def check_url(url: str) -> tuple[str, str, int | None]:
+    """``(scheme, host-or-path, port)`` of a bus URL.
 
     Raises
     ------
@@ -113,16 +108,41 @@ def endpoints(url: str) -> Endpoints:
     scheme = parts.scheme
     if scheme not in SCHEMES:
         raise ValueError(f"bus URL {url!r}: unknown scheme {scheme!r} (known: {', '.join(SCHEMES)})")
-    if scheme == "tcp":
-        try:
-            port = parts.port
-        except ValueError as err:
-            raise ValueError(f"bus URL {url!r}: bad port") from err
-        if port is None or not 0 < port < 65534:
-            raise ValueError(f"bus URL {url!r}: tcp needs a port 1..65533 (three consecutive ports are used)")
-        host = parts.netloc.rsplit(":", 1)[0]
-        return Endpoints(*(f"tcp://{host}:{port + i}" for i in range(3)))
-    return Endpoints(f"{url}.in", f"{url}.out", f"{url}.ctl")
+    if scheme != "tcp":
+        return scheme, url.split("://", 1)[1], None
+    try:
+        port = parts.port
+    except ValueError as err:
+        raise ValueError(f"bus URL {url!r}: bad port") from err
+    if port is None or not 0 < port < 65535:
+        raise ValueError(f"bus URL {url!r}: tcp needs a port 1..65534")
+    return scheme, parts.netloc.rsplit(":", 1)[0], port
+
+
+def control_endpoint(url: str) -> str:
+    """The launcher's control ROUTER endpoint of a base URL (ValueError naming a bad scheme)."""
+    scheme, _, _ = check_url(url)
+    return url if scheme == "tcp" else f"{url}.ctl"
+
+
+def mesh_endpoints(url: str, names: Iterable[str], explicit: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """PUB endpoint of every participant: :data:`LAUNCHER` first, then ``names`` in order.
+
+    tcp: participant *i* gets ``PORT + 1 + i`` on the base host unless ``explicit`` gives
+    its endpoint (a service on another host). ipc / inproc: ``URL.NAME.pub``.
+    """
+    scheme, host, port = check_url(url)
+    out: dict[str, str] = {}
+    for i, name in enumerate([LAUNCHER, *names]):
+        given = (explicit or {}).get(name)
+        if given:
+            check_url(given)
+            out[name] = given
+        elif scheme == "tcp":
+            out[name] = f"tcp://{host}:{port + 1 + i}"
+        else:
+            out[name] = f"{url}.{name}.pub"
+    return out
 
 
 def _socket(ctx: zmq.Context, kind: int) -> zmq.Socket:
@@ -130,6 +150,7 @@ def _socket(ctx: zmq.Context, kind: int) -> zmq.Socket:
     s.linger = 0
     s.sndhwm = 0
     s.rcvhwm = 0
+    s.reconnect_ivl = 10  # ms: peers bind in any order; reconnect quickly
     return s
 
 
@@ -146,38 +167,59 @@ class _Closing:
         raise NotImplementedError
 
 
+def _bind(sock: zmq.Socket, ep: str, what: str) -> None:
+    try:
+        sock.bind(ep)
+    except zmq.ZMQError as err:
+        raise BusError(f"{what}: cannot bind {ep!r}: {err}") from err
+
+
 class ZmqBus(_Closing):
-    """The ZeroMQ data-plane client of one service: a PUB and a SUB on the broker.
+    """The ZeroMQ data plane of one participant: a PUB bound here, a SUB on the peers' PUBs.
 
     Parameters
     ----------
-    url : str
-        Base URL of the broker (see :func:`endpoints`).
+    bind : str or None
+        This participant's PUB endpoint (None: a receive-only bus).
+    connect : Iterable[str]
+        The peers' PUB endpoints.
     topics : Iterable[str]
         Topics to subscribe to now (more with :meth:`subscribe`).
     security : Security, optional
-        CurveZMQ client keys (tcp between hosts).
+        CurveZMQ: the PUB is a CURVE server (a ZAP authenticator must run in the
+        context, :meth:`Security.start_authenticator`), the SUB a CURVE client.
     context : zmq.Context, optional
         Default ``zmq.Context.instance()`` (required to share for ``inproc://``).
+
+    Raises
+    ------
+    BusError
+        Bind failure (``__cause__`` keeps the ZMQError), or a non-loopback tcp bind
+        without keys.
     """
 
-    def __init__(self, url: str, topics: Iterable[str] = (), *, security: Security | None = None,
-                 context: zmq.Context | None = None) -> None:
-        ep = endpoints(url)
-        self.url = url
+    def __init__(self, bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = (), *,
+                 security: Security | None = None, context: zmq.Context | None = None) -> None:
         ctx = context or zmq.Context.instance()
         self.pub = _socket(ctx, zmq.PUB)
         self.sub = _socket(ctx, zmq.SUB)
         self._closed = False
         try:
+            if bind:
+                check_bind(bind, security)
+                if security is not None:
+                    security.apply_server(self.pub)
+                _bind(self.pub, bind, "bus")
             if security is not None:
-                security.apply_client(self.pub)
                 security.apply_client(self.sub)
-            self.pub.connect(ep.pub)
-            self.sub.connect(ep.sub)
+            for ep in connect:
+                self.sub.connect(ep)
         except zmq.ZMQError as err:
             self.close()
-            raise BusError(f"bus {url!r}: cannot connect: {err}") from err
+            raise BusError(f"bus: cannot connect: {err}") from err
+        except BaseException:
+            self.close()
+            raise
         self._poller = zmq.Poller()
         self._poller.register(self.sub, zmq.POLLIN)
         self._prefix: dict[str, bytes] = {}
@@ -201,18 +243,11 @@ class ZmqBus(_Closing):
         """Receive ``topic`` exactly; ``""`` receives everything."""
         self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode() + SEPARATOR if topic else b"")
 
-    def pending(self) -> bool:
-        """Whether a message can be received without waiting."""
-        return bool(self.sub.getsockopt(zmq.EVENTS) & zmq.POLLIN)
-
     def recv(self, timeout: float | None = 0.0) -> Message | None:
         """The next message, or None after ``timeout`` s (None: wait at most 1 s)."""
-        if not (self.sub.getsockopt(zmq.EVENTS) & zmq.POLLIN):
-            if timeout == 0.0:
-                return None
-            ms = 1000 if timeout is None else max(0, int(timeout * 1000 + 0.999))
-            if not self._poller.poll(ms):
-                return None
+        ms = 1000 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        if not self._poller.poll(ms):
+            return None
         return split_frame(self.sub.recv(copy=True))
 
     def close(self) -> None:
@@ -234,105 +269,28 @@ def split_frame(frame: bytes) -> Message:
         return Message("", frame)
 
 
-def open_bus(url: str, topics: Iterable[str] = (), *, security: Security | None = None,
-             context: zmq.Context | None = None) -> ZmqBus:
-    """Open the bus backend the URL's scheme names (inproc/ipc/tcp → ZeroMQ).
+def open_bus(bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = (), *,
+             security: Security | None = None, context: zmq.Context | None = None) -> ZmqBus:
+    """Open the bus backend the endpoints' scheme names (inproc/ipc/tcp → ZeroMQ).
 
     Raises
     ------
     ValueError
-        Unknown scheme (named).
+        Unknown scheme (named), before any socket exists.
     BusError
-        The endpoint cannot be connected.
+        An endpoint cannot be bound or connected.
     """
-    endpoints(url)  # ValueError naming an unknown scheme, before any socket exists
-    return ZmqBus(url, topics, security=security, context=context)
-
-
-def _bind(sock: zmq.Socket, ep: str, what: str) -> None:
-    try:
-        sock.bind(ep)
-    except zmq.ZMQError as err:
-        raise BusError(f"{what}: cannot bind {ep!r}: {err}", ) from err
-
-
-class Broker(_Closing):
-    """The data-plane forwarder: XSUB (publishers) → XPUB (subscribers), in a thread.
-
-    Parameters
-    ----------
-    url : str
-        Base URL (see :func:`endpoints`); the broker binds its pub and sub endpoints.
-    security : Security, optional
-        CurveZMQ server keys; required (BusError) for a non-loopback tcp address.
-    context : zmq.Context, optional
-        Default ``zmq.Context.instance()``.
-
-    Raises
-    ------
-    BusError
-        Bind failure (``errno`` kept in ``__cause__``) or a non-loopback bind without keys.
-    """
-
-    def __init__(self, url: str, *, security: Security | None = None, context: zmq.Context | None = None) -> None:
-        ep = endpoints(url)
-        check_bind(url, security)
-        self.url = url
-        ctx = context or zmq.Context.instance()
-        self._ctx = ctx
-        self._xsub = _socket(ctx, zmq.XSUB)
-        self._xpub = _socket(ctx, zmq.XPUB)
-        self._ctl_ep = f"inproc://broker-ctl-{id(self)}"
-        self._ctl = ctx.socket(zmq.PAIR)
-        self._ctl.linger = 0
-        self._ctl.bind(self._ctl_ep)
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        try:
-            if security is not None:
-                security.apply_server(self._xsub)
-                security.apply_server(self._xpub)
-            _bind(self._xsub, ep.pub, "broker")
-            _bind(self._xpub, ep.sub, "broker")
-        except BusError:
-            self._xsub.close()
-            self._xpub.close()
-            self._ctl.close()
-            self._closed = True
-            raise
-        self._xsub.send(b"\x01")  # subscribe to everything, upstream of every publisher
-        self._thread = threading.Thread(target=self._run, name="berthsim-broker", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        steer = self._ctx.socket(zmq.PAIR)
-        steer.linger = 0
-        steer.connect(self._ctl_ep)
-        try:
-            zmq.proxy_steerable(self._xsub, self._xpub, None, steer)
-        except zmq.ZMQError:
-            pass
-        finally:
-            steer.close(linger=0)
-            self._xsub.close(linger=0)
-            self._xpub.close(linger=0)
-
-    def close(self) -> None:
-        """Stop forwarding and close (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._thread is not None:
-            self._ctl.send(b"TERMINATE")
-            self._thread.join(timeout=2.0)
-        self._ctl.close(linger=0)
+    connect = list(connect)
+    for ep in ([bind] if bind else []) + connect:
+        check_url(ep)
+    return ZmqBus(bind, connect, topics, security=security, context=context)
 
 
 class ControlServer(_Closing):
-    """The launcher's ROUTER: msgpack maps to and from services by identity (= name)."""
+    """The launcher's ROUTER at :func:`control_endpoint`: msgpack maps to and from services by identity."""
 
     def __init__(self, url: str, *, security: Security | None = None, context: zmq.Context | None = None) -> None:
-        ep = endpoints(url)
+        ep = control_endpoint(url)
         check_bind(url, security)
         ctx = context or zmq.Context.instance()
         self.sock = _socket(ctx, zmq.ROUTER)
@@ -341,7 +299,7 @@ class ControlServer(_Closing):
         try:
             if security is not None:
                 security.apply_server(self.sock)
-            _bind(self.sock, ep.ctl, "control")
+            _bind(self.sock, ep, "control")
         except BusError:
             self.close()
             raise
@@ -382,7 +340,7 @@ class ControlClient(_Closing):
 
     def __init__(self, url: str, identity: str, *, security: Security | None = None,
                  context: zmq.Context | None = None) -> None:
-        ep = endpoints(url)
+        ep = control_endpoint(url)
         ctx = context or zmq.Context.instance()
         self.sock = _socket(ctx, zmq.DEALER)
         self.sock.identity = identity.encode()
@@ -390,10 +348,10 @@ class ControlClient(_Closing):
         if security is not None:
             security.apply_client(self.sock)
         try:
-            self.sock.connect(ep.ctl)
+            self.sock.connect(ep)
         except zmq.ZMQError as err:
             self.close()
-            raise BusError(f"control {ep.ctl!r}: cannot connect: {err}") from err
+            raise BusError(f"control {ep!r}: cannot connect: {err}") from err
 
     def send(self, obj: dict[str, Any]) -> None:
         """Send a map to the launcher (queued if not yet connected)."""

@@ -29,6 +29,8 @@ Layout
     kind = "orbiter"            # services/orbiter.py, or a dotted module path ("tests.protocol.toys")
     rate_hz = 100               # step rate [Hz]; periods must share a base tick and divide the longest
     host = "a"                  # optional label of the machine it runs on (informative)
+    endpoint = "tcp://10.0.0.2:5560"  # tcp: this service's PUB; default sim.bus port + 1 + index,
+                                #      on the bus host (set it for services on other hosts)
     # ... plus the keys the service module lists in OPTIONS
 
     [<table>]                   # model parameters, owned by a service module ([orbiter], [arm], ...)
@@ -65,12 +67,12 @@ from types import ModuleType
 from typing import Any
 
 from errors import ConfigError
-from protocol.bus import endpoints
+from protocol.bus import LAUNCHER, check_url, mesh_endpoints
 from protocol.security import SECURITY_KEYS, Security, is_loopback
 from protocol.timebase import check_rates, period_ns, seconds_to_ns
 
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "ServiceSpec", "RunPlan", "load", "service_module", "with_overrides",
-           "validate"]
+           "peers_of", "validate"]
 
 Num = (int, float)
 
@@ -94,7 +96,7 @@ MODES = ("lockstep", "realtime")
 TRANSPORTS = ("ipc", "tcp", "inproc")
 POLICIES = ("continue", "freeze", "stop")
 
-SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str}
+SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str, "endpoint": str}
 RUNTIME_TABLES = ("sim", "services", "security")
 
 
@@ -177,6 +179,12 @@ def _check_type(where: str, value: Any, types: Any) -> str | None:
     return None
 
 
+def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
+    """PUB endpoint of the launcher and of every configured service (:func:`protocol.bus.mesh_endpoints`)."""
+    services = config.get("services", {})
+    return mesh_endpoints(url, list(services), {n: s.get("endpoint") for n, s in services.items()})
+
+
 def with_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
     """``config`` with ``[sim]`` values replaced by the non-None ``overrides`` (a new dict)."""
     if not overrides:
@@ -252,7 +260,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             problems.append(f"sim.bus: {sim['bus']!r} does not match transport {sim['transport']!r}")
         else:
             try:
-                endpoints(sim["bus"])
+                check_url(sim["bus"])
             except ValueError as err:
                 problems.append(f"sim.bus: {err}")
     sec_in = config.get("security")
@@ -273,7 +281,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     if sim["transport"] == "tcp" and sim["bus"] and not is_loopback(sim["bus"]) and security is None:
         problems.append(f"sim.bus: {sim['bus']!r} is not loopback: a [security] table with CurveZMQ keys is required")
     if security is not None and sim["transport"] == "tcp":
-        problems.extend(security.problems(server_side=False))
+        problems.extend(security.problems(server_side=True))
 
     # services
     services_in = config.get("services")
@@ -289,6 +297,18 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if not isinstance(svc, dict):
             problems.append(f"{where}: expected a table, got {svc!r}")
             continue
+        if name == LAUNCHER or not name.replace("_", "").replace("-", "").isalnum():
+            problems.append(f"{where}: name must be alphanumeric (- and _ allowed) and not {LAUNCHER!r}")
+        ep = svc.get("endpoint")
+        if isinstance(ep, str):
+            try:
+                check_url(ep)
+                if ep.split("://", 1)[0] != sim["transport"]:
+                    problems.append(f"{where}.endpoint: {ep!r} does not match transport {sim['transport']!r}")
+                elif security is None and not is_loopback(ep):
+                    problems.append(f"{where}.endpoint: {ep!r} is not loopback: [security] keys are required")
+            except ValueError as err:
+                problems.append(f"{where}.endpoint: {err}")
         kind = svc.get("kind")
         if not isinstance(kind, str) or not kind:
             problems.append(f"{where}.kind: missing or not a string, got {kind!r}")

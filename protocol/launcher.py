@@ -1,13 +1,13 @@
 """The launcher: starts, supervises and stops the services of a run (DESIGN §3–4).
 
-The launcher is the DCP master. It binds the broker (:class:`protocol.bus.Broker`)
-and the control ROUTER, starts one OS process per local service (or one thread each
+The launcher is the DCP master. It binds the control ROUTER and its own PUB of the
+mesh (:mod:`protocol.bus`), starts one OS process per local service (or one thread each
 over ``inproc://`` with ``inprocess=True``), runs the ready handshake of
 :mod:`protocol.shell`, broadcasts start / freeze / resume / stop, pings every
 service, and stops everything when one fails.
 
 Several machines: every host runs ``launch.py run CONFIG --only …`` with the same
-config. The launcher that can bind the broker address (``sim.bus``) is the master;
+config. The launcher that can bind the control address (``sim.bus``) is the master;
 one on a host that does not own that address (bind fails with EADDRNOTAVAIL) is a
 *follower*: it starts and watches its local services, which connect to the master
 directly, reports a local death to the master, and leaves when the master says stop
@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,14 +35,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 import zmq
 
 from errors import BusError, LifecycleError, MessageError
-from protocol.bus import Broker, ControlClient, ControlServer, ZmqBus
+from protocol.bus import LAUNCHER, ControlClient, ControlServer, ZmqBus
 from protocol.codec import decode, encode
-from protocol.config import RunPlan, service_module
+from protocol.config import RunPlan, peers_of, service_module
 from protocol.shell import run_service
 from protocol.timebase import align_up
 
@@ -149,18 +147,6 @@ class Launcher:
         self._tmpdir = tempfile.mkdtemp(prefix="berthsim-")
         return f"ipc://{self._tmpdir}/bus"
 
-    def _owns_bus(self) -> bool:
-        """Whether this host has the bus address (tcp: a local interface; else always)."""
-        parts = urlsplit(self.url)
-        if parts.scheme != "tcp":
-            return True
-        try:
-            with socket.socket(socket.AF_INET6 if ":" in (parts.hostname or "") else socket.AF_INET) as s:
-                s.bind((parts.hostname, 0))
-            return True
-        except OSError:
-            return False
-
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signal = signum
 
@@ -179,30 +165,31 @@ class Launcher:
         sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
         self.ctx = zmq.Context.instance()
         self.auth = None
-        self.broker = self.server = self.bus = None
+        self.server = self.bus = None
+        self.peers = peers_of(self.plan.config, self.url)
         try:
             if sec is not None:
-                missing = sec.problems(server_side=not self.plan.only or self._owns_bus())
+                missing = sec.problems(server_side=True)
                 if missing:
                     self._say("error: " + "; ".join(missing))
                     return 2
-                self.auth = sec.start_authenticator(self.ctx) if self._owns_bus() else None
+                self.auth = sec.start_authenticator(self.ctx)
             try:
-                self.broker = Broker(self.url, security=sec, context=self.ctx)
+                self.server = ControlServer(self.url, security=sec, context=self.ctx)
             except BusError as e:
                 cause = e.__cause__
                 if isinstance(cause, zmq.ZMQError) and cause.errno == errno.EADDRNOTAVAIL and self.plan.only:
                     return self._run_follower(sec)
                 raise
-            self.server = ControlServer(self.url, security=sec, context=self.ctx)
-            self.bus = ZmqBus(self.url, ["sim/stats"], security=sec, context=self.ctx)
+            self.bus = ZmqBus(self.peers[LAUNCHER], [ep for n, ep in self.peers.items() if n != LAUNCHER],
+                              ["sim/stats", "sim/control"], security=sec, context=self.ctx)
             return self._run_master()
         except (BusError, LifecycleError) as e:
             self._say(f"error: {e}")
             self._stop_all(fast=True)
             return 1
         finally:
-            for s in (self.bus, self.server, self.broker):
+            for s in (self.bus, self.server):
                 if s is not None:
                     s.close()
             if self.auth is not None:
@@ -235,7 +222,7 @@ class Launcher:
                 time.sleep(0.05)
             rec.result.append(1)
             return
-        rec.result.append(run_service(obj, self.url, context=self.ctx))
+        rec.result.append(run_service(obj, self.url, self.peers, context=self.ctx))
 
     # ------------------------------------------------------------------ master
     def _handle(self, ident: str, msg: dict[str, Any]) -> None:
@@ -304,27 +291,27 @@ class Launcher:
                                             seq=seq, t_ns=0, h_ns=self.plan.base_tick_ns or 1))
 
     def _handshake(self) -> None:
+        """Probe until every service's SUB has seen every PUB (and ours has seen theirs); then ack."""
         deadline = time.monotonic() + float(self.plan.sim["ready_timeout"])
         seq = 0
-        while not all(r.acked for r in self.records.values()):
+        seen: set[str] = set()
+        names = set(self.records)
+        while not (seen >= names and all(r.probed for r in self.records.values())):
             if time.monotonic() > deadline:
-                missing = [f"{r.name} ({'no hello' if not r.hello else 'not probed' if not r.probed else 'no stats'})"
-                           for r in self.records.values() if not r.acked]
+                missing = [f"{r.name} ({'no hello' if not r.hello else 'not probed' if not r.probed else 'no probe'})"
+                           for r in self.records.values() if not (r.probed and r.name in seen)]
                 raise _Failed(f"not ready within {self.plan.sim['ready_timeout']} s: {', '.join(missing)}")
             self._control_pub("probe", seq)
             seq += 1
             self._poll(0.01)
-            while True:
-                m = self.bus.recv(0.0)
-                if m is None:
-                    break
-                try:
-                    s = decode(m.topic, m.payload)
-                except MessageError:
-                    continue
-                rec = self.records.get(s.sender)
-                if rec is not None and rec.probed and not rec.acked and rec.hello is not None:
-                    rec.acked = self.server.send(rec.name, {"op": "ack"})
+            while (m := self.bus.recv(0.0)) is not None:
+                if m.topic == "sim/control":
+                    try:
+                        seen.add(decode(m.topic, m.payload).sender)
+                    except MessageError:
+                        continue
+        for rec in self.records.values():
+            rec.acked = self.server.send(rec.name, {"op": "ack"})
         self._ctl_seq = seq
 
     def _producers(self) -> dict[str, int]:

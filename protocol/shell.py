@@ -28,10 +28,9 @@ with an ``op``:
 direction  op                          meaning
 =========  =========================  ===============================================
 → L        hello                       name, role, period_ns, inputs, outputs, pid
-L → bus    sim/control ``probe``       published until every service has seen one
-→ L        probed                      this service's SUB sees the bus
-→ bus      sim/stats ``ready``         published until acked: its PUB reaches the bus
-L →        ack                         both directions confirmed: state ready
+→ bus      sim/control ``probe``       every participant (launcher too) publishes probes until acked
+→ L        probed                      this SUB has seen a probe from every other participant
+L →        ack                         every path confirmed (all probed): state ready
 L →        start                       t0_ns, t_end_ns, mode, speed, start_wall_ns, producers, ...
 L →        freeze / resume / stop      resume carries wall_ns and t_ns (the new time anchor)
 L →        ping                        heartbeat; none for heartbeat_timeout: the service errors
@@ -149,7 +148,10 @@ class ServiceShell:
     obj : ServiceModel | Sink | Source
         What to run; its ``name`` is the control identity and the ``sender``.
     url : str
-        Broker base URL (:func:`protocol.bus.endpoints`).
+        Base URL of the run (control endpoint: :func:`protocol.bus.control_endpoint`).
+    peers : dict[str, str]
+        PUB endpoint of every participant, this one included
+        (:func:`protocol.bus.mesh_endpoints`): binds its own, connects to the others.
     security : Security, optional
         CurveZMQ client keys.
     context : zmq.Context, optional
@@ -158,12 +160,15 @@ class ServiceShell:
         Set by a signal handler (SIGTERM) or a supervisor to stop the service.
     """
 
-    def __init__(self, obj: Any, url: str, *, security: Security | None = None,
+    def __init__(self, obj: Any, url: str, peers: dict[str, str], *, security: Security | None = None,
                  context: zmq.Context | None = None, stop_event: threading.Event | None = None) -> None:
         self.obj = obj
         self.role = role_of(obj)
         self.name: str = obj.name
         self.url = url
+        if self.name not in peers:
+            raise LifecycleError(f"service {self.name!r}: no endpoint among the peers {sorted(peers)}")
+        self.peers = dict(peers)
         self.security = security
         self.context = context
         self.stop_event = stop_event or threading.Event()
@@ -199,8 +204,12 @@ class ServiceShell:
     # ------------------------------------------------------------------ entry
     def run(self) -> int:
         """Run to the end; 0 after a clean stop, 1 after an error (reported to the launcher)."""
+        auth = None
         try:
-            self.bus = open_bus(self.url, security=self.security, context=self.context)
+            if self.security is not None:
+                auth = self.security.start_authenticator(self.context or zmq.Context.instance())
+            others = [ep for n, ep in self.peers.items() if n != self.name]
+            self.bus = open_bus(self.peers[self.name], others, security=self.security, context=self.context)
             self.ctl = ControlClient(self.url, self.name, security=self.security, context=self.context)
             self._poller = zmq.Poller()
             self._poller.register(self.bus.sub, zmq.POLLIN)
@@ -251,6 +260,8 @@ class ServiceShell:
             for s in (self.bus, self.ctl):
                 if s is not None:
                     s.close()
+            if auth is not None:
+                auth.stop()
 
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
@@ -268,8 +279,10 @@ class ServiceShell:
                 self.invalid += 1
                 return
             if s.body["cmd"] == "probe" and not self._probed:
-                self._probed = True
-                self.ctl.send({"op": "probed"})
+                self._probes.add(s.sender)
+                if self._probes >= self._expected:  # every peer's PUB reaches this SUB
+                    self._probed = True
+                    self.ctl.send({"op": "probed"})
             if self.role == "sink":
                 self.obj.on_message(topic, payload)
             return
@@ -348,8 +361,16 @@ class ServiceShell:
                 "inputs": [[p.topic, p.kind] for p in self.inputs],
                 "outputs": [[p.topic, p.kind] for p in self.outputs], "pid": os.getpid()}
 
+    def _probe(self) -> None:
+        self.bus.send("sim/control", encode("sim/control", {"cmd": "probe", "info": {}}, sender=self.name,
+                                            seq=self._ctl_seq, t_ns=0, h_ns=self.period_ns or 1))
+        self._ctl_seq += 1
+
     def _handshake(self) -> None:
         self._probed = False
+        self._probes: set[str] = set()
+        self._expected = {n for n in self.peers if n != self.name}
+        self._ctl_seq = 0
         self._pending_ops: list[dict[str, Any]] = []
         self.ctl.send(self._hello())
         topics = list(getattr(self.obj, "topics", ())) if self.role == "sink" else [p.topic for p in self.inputs]
@@ -362,9 +383,8 @@ class ServiceShell:
         while not any(m["op"] == "ack" for m in self._pending_ops):
             if time.monotonic_ns() > deadline:
                 raise _Fail("handshake: no ack from the launcher within 120 s")
+            self._probe()  # until acked: late subscribers must see one too
             self._wait(10)
-            if self._probed:
-                self._publish_stats(state="ready")
         self._pending_ops = [m for m in self._pending_ops if m["op"] != "ack"]
         self.state = "ready"
         self.ctl.send({"op": "state", "state": "ready", "t_ns": 0})
@@ -573,7 +593,7 @@ class ServiceShell:
             self._wait(100)
 
 
-def run_service(obj: Any, url: str, *, security: Security | None = None, context: zmq.Context | None = None,
-                stop_event: threading.Event | None = None) -> int:
+def run_service(obj: Any, url: str, peers: dict[str, str], *, security: Security | None = None,
+                context: zmq.Context | None = None, stop_event: threading.Event | None = None) -> int:
     """Run ``obj`` under a :class:`ServiceShell`; the process exit code (0 clean, 1 error)."""
-    return ServiceShell(obj, url, security=security, context=context, stop_event=stop_event).run()
+    return ServiceShell(obj, url, peers, security=security, context=context, stop_event=stop_event).run()

@@ -7,12 +7,13 @@ import zmq
 
 from errors import BusError
 from protocol.bus import (
-    Broker,
+    LAUNCHER,
     ControlClient,
     ControlServer,
     Message,
     SequenceTracker,
-    endpoints,
+    control_endpoint,
+    mesh_endpoints,
     open_bus,
     split_frame,
 )
@@ -35,8 +36,16 @@ def _connected(pub, sub, topic="probe", timeout=5.0):
     raise AssertionError("subscription never confirmed")
 
 
+def _pair(url, topics_b=()):
+    ep = mesh_endpoints(url, ["a", "b"])
+    a = open_bus(ep["a"], [ep["b"]])
+    b = open_bus(ep["b"], [ep["a"]], topics_b)
+    return a, b
+
+
 def test_round_trip_exact_topics_order_no_drops(url):
-    with Broker(url), open_bus(url) as a, open_bus(url, ["arm/state"]) as b:
+    a, b = _pair(url, ["arm/state"])
+    with a, b:
         _connected(a, b)
         a.send("arm/stateX", b"no")     # prefix of a subscription must not match
         a.send("arm/state", b"yes")
@@ -55,8 +64,20 @@ def test_round_trip_exact_topics_order_no_drops(url):
         assert b.recv(0.05) is None
 
 
+def test_subscriber_of_several_publishers(url):
+    ep = mesh_endpoints(url, ["a", "b", "c"])
+    with open_bus(ep["a"]) as a, open_bus(ep["b"]) as b, \
+            open_bus(ep["c"], [ep["a"], ep["b"]], ["x"]) as c:
+        _connected(a, c)
+        _connected(b, c)
+        a.send("x", b"a")
+        b.send("x", b"b")
+        assert sorted(c.recv(2.0).payload for _ in range(2)) == [b"a", b"b"]
+
+
 def test_recv_timeout_bounded(url):
-    with Broker(url), open_bus(url, ["x"]) as b:
+    a, b = _pair(url, ["x"])
+    with a, b:
         t = time.monotonic()
         assert b.recv(0.1) is None
         assert 0.05 < time.monotonic() - t < 1.0
@@ -64,7 +85,8 @@ def test_recv_timeout_bounded(url):
 
 
 def test_subscribe_all_sees_every_topic(url):
-    with Broker(url), open_bus(url) as a, open_bus(url, [""]) as b:
+    a, b = _pair(url, [""])
+    with a, b:
         _connected(a, b)
         for t in ("a", "b/c", "sim/stats"):
             a.send(t, t.encode())
@@ -72,17 +94,14 @@ def test_subscribe_all_sees_every_topic(url):
 
 
 def test_close_idempotent_and_context_manager(url):
-    br = Broker(url)
-    bus = open_bus(url)
+    bus = open_bus(mesh_endpoints(url, ["a"])["a"])
     with bus:
         pass
     bus.close()
-    br.close()
-    br.close()
 
 
 def test_control_round_trip(url):
-    with Broker(url), ControlServer(url) as srv, ControlClient(url, "arm") as cli:
+    with ControlServer(url) as srv, ControlClient(url, "arm") as cli:
         cli.send({"op": "hello", "n": 1})
         ident, obj = srv.recv(2.0)
         assert ident == "arm" and obj == {"op": "hello", "n": 1}
@@ -96,17 +115,20 @@ def test_unknown_scheme_named():
     with pytest.raises(ValueError, match="'udp'"):
         open_bus("udp://1.2.3.4:5")
     with pytest.raises(ValueError, match="port"):
-        endpoints("tcp://127.0.0.1")
+        control_endpoint("tcp://127.0.0.1")
 
 
 def test_endpoints_derived():
-    assert endpoints("tcp://10.0.0.1:5550") == ("tcp://10.0.0.1:5550", "tcp://10.0.0.1:5551", "tcp://10.0.0.1:5552")
-    assert endpoints("ipc:///tmp/x/bus").ctl == "ipc:///tmp/x/bus.ctl"
+    assert control_endpoint("tcp://10.0.0.1:5550") == "tcp://10.0.0.1:5550"
+    assert mesh_endpoints("tcp://10.0.0.1:5550", ["a", "b"], {"b": "tcp://10.0.0.2:6000"}) == {
+        LAUNCHER: "tcp://10.0.0.1:5551", "a": "tcp://10.0.0.1:5552", "b": "tcp://10.0.0.2:6000"}
+    assert control_endpoint("ipc:///tmp/x/bus") == "ipc:///tmp/x/bus.ctl"
+    assert mesh_endpoints("ipc:///tmp/x/bus", ["a"])["a"] == "ipc:///tmp/x/bus.a.pub"
 
 
 def test_non_loopback_bind_without_keys_refused():
     with pytest.raises(BusError, match="needs CurveZMQ keys"):
-        Broker("tcp://0.0.0.0:5550")
+        open_bus("tcp://0.0.0.0:5550")
     with pytest.raises(BusError, match="needs CurveZMQ keys"):
         ControlServer("tcp://192.0.2.1:5550")
 
@@ -114,9 +136,9 @@ def test_non_loopback_bind_without_keys_refused():
 def test_bind_conflict_is_bus_error():
     from tests.protocol.conftest import bus_url
     url = bus_url("tcp")
-    with Broker(url):
+    with ControlServer(url):
         with pytest.raises(BusError) as ei:
-            Broker(url)
+            ControlServer(url)
         assert isinstance(ei.value.__cause__, zmq.ZMQError)
 
 

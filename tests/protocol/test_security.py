@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zmq
 
-from protocol.bus import Broker, open_bus
+from protocol.bus import mesh_endpoints, open_bus
 from protocol.security import Security, is_loopback, write_keys
 from tests.protocol.conftest import free_base_port
 from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, run, trajectories, workers
@@ -37,39 +37,47 @@ def test_is_loopback():
     assert not is_loopback("tcp://10.0.0.1:5") and not is_loopback("tcp://0.0.0.0:5")
 
 
-def test_peer_without_allowed_key_gets_nothing_and_reaches_nobody(keys):
+def test_peer_without_allowed_key_gets_nothing_and_reaches_nobody(keys, tmp_path):
     url = f"tcp://127.0.0.1:{free_base_port()}"
-    server_ctx, client_ctx = zmq.Context(), zmq.Context()
+    ep = mesh_endpoints(url, ["svc", "peer", "fake"])
+    server_ctx, client_ctx, fake_ctx = zmq.Context(), zmq.Context(), zmq.Context()
     sec = Security(keys, allowed=("client",))
-    auth = sec.start_authenticator(server_ctx)
+    # the intruder makes its own "server" pair: services connecting to it must refuse it
+    write_keys(tmp_path / "fake", ("server", "client"))
+    fake_sec = Security(tmp_path / "fake", allowed=("client",))
+    auths = [sec.start_authenticator(server_ctx), fake_sec.start_authenticator(fake_ctx)]
     try:
-        with Broker(url, security=sec, context=server_ctx), \
-                open_bus(url, ["x"], security=Security(keys, client="client"), context=client_ctx) as good, \
-                open_bus(url, ["x"], security=Security(keys, client="intruder"), context=client_ctx) as bad, \
-                open_bus(url, ["x"], context=client_ctx) as plain:
-            seen = []
+        with open_bus(ep["svc"], [ep["peer"], ep["fake"]], ["x"], security=sec, context=server_ctx) as svc, \
+                open_bus(ep["peer"], [ep["svc"]], ["x"], security=Security(keys, client="client"),
+                         context=client_ctx) as peer, \
+                open_bus(None, [ep["svc"]], ["x"], security=Security(keys, client="intruder"),
+                         context=client_ctx) as bad, \
+                open_bus(None, [ep["svc"]], ["x"], context=client_ctx) as plain, \
+                open_bus(ep["fake"], [], security=fake_sec, context=fake_ctx) as fake:
+            seen, got = [], []
             end = time.monotonic() + 5
-            while time.monotonic() < end and b"good" not in seen:
-                good.send("x", b"good")
-                bad.send("x", b"bad")
-                plain.send("x", b"plain")
-                m = good.recv(0.02)
-                if m is not None:
+            while time.monotonic() < end and not (b"peer" in seen and b"svc" in got):
+                svc.send("x", b"svc")
+                peer.send("x", b"peer")
+                fake.send("x", b"fake")
+                if (m := svc.recv(0.02)) is not None:
                     seen.append(m.payload)
-            assert b"good" in seen, "the allowed client never got through"
+                if (m := peer.recv(0.0)) is not None:
+                    got.append(m.payload)
+            assert b"peer" in seen and b"svc" in got, "the allowed peers never got through"
             for _ in range(20):
-                good.send("x", b"good")
-                bad.send("x", b"bad")
-                plain.send("x", b"plain")
+                svc.send("x", b"svc")
+                fake.send("x", b"fake")
                 time.sleep(0.01)
-            while (m := good.recv(0.2)) is not None:
+            while (m := svc.recv(0.2)) is not None:
                 seen.append(m.payload)
-            assert set(seen) == {b"good"}
-            assert bad.recv(0.2) is None and plain.recv(0.05) is None
+            assert set(seen) == {b"peer"}  # nothing from the fake publisher reached the service
+            assert bad.recv(0.2) is None and plain.recv(0.05) is None  # no key, no data
     finally:
-        auth.stop()
-        client_ctx.destroy(linger=0)
-        server_ctx.destroy(linger=0)
+        for a in auths:
+            a.stop()
+        for c in (client_ctx, server_ctx, fake_ctx):
+            c.destroy(linger=0)
 
 
 def _secure_cfg(tmp: Path, keys: Path, bus: str, **kw) -> Path:
@@ -128,6 +136,8 @@ def test_two_hosts_via_netns_and_veth(tmp_path, keys):
     d = tmp_path / "split"
     d.mkdir()
     cfg = _secure_cfg(d, keys, f"tcp://{ip_a}:5550", duration=1.0)
+    text = cfg.read_text().replace("index = 1\n", f'index = 1\nendpoint = "tcp://{ip_b}:5560"\n')
+    cfg.write_text(text)  # b publishes from host B
     try:
         ip("netns", "add", na)
         ip("netns", "add", nb)

@@ -41,6 +41,10 @@ Config::
     role = "source"
     replay = "out/rec.rec"
     topics = ["toy/state0", "toy/spring0"]
+    [services.inj]             # role = "injector": publishes malformed messages on the toy topics
+    kind = "tests.protocol.toys"
+    rate_hz = 1000
+    role = "injector"
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
             out.append(f"toy.{key}: expected {size} values")
     svc = config["services"][name]
     if svc.get("role", "model") != "model":
-        return out if svc["role"] in ("sink", "source") else out + [f"role: expected model/sink/source, got {svc['role']!r}"]
+        ok = svc["role"] in ("sink", "source", "injector")
+        return out if ok else out + [f"role: expected model/sink/source/injector, got {svc['role']!r}"]
     idx = svc.get("index")
     if not isinstance(idx, int) or not 0 <= idx < max(n, 1):
         out.append(f"index: expected an int in 0..{n - 1}, got {idx!r}")
@@ -204,11 +209,52 @@ class Replayer:
         return next(self._items, None)
 
 
-def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer:
+class Injector:
+    """A source that publishes only malformed messages on the toy topics (it declares no outputs)."""
+
+    def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+        self.name = name
+        self.period_ns = period_ns
+        self.outputs: tuple[Port, ...] = ()
+        self._items = iter(garbage(np.random.default_rng(5), 200, period_ns))
+
+    def read(self) -> tuple[int, str, bytes] | None:
+        """Next malformed message, or None."""
+        return next(self._items, None)
+
+
+def garbage(rng: np.random.Generator, rounds: int, period_ns: int) -> list[tuple[int, str, bytes]]:
+    """Random bytes, wrong schema, NaN, wrong version, oversize and truncated bodies on toy topics."""
+    from protocol.codec import encode
+    from protocol.messages import MAX_PAYLOAD_BYTES
+    good = {"F": 1.0, "x": np.zeros(1)}
+    nan = msgpack.packb([1, "a", 10**6, 0, 10**6, 0, {"F": float("nan"), "x": np.zeros(1).tobytes()}])
+    oversize = b"\x92" * (MAX_PAYLOAD_BYTES + 10)
+    out = []
+    for k in range(rounds):
+        t = k * period_ns
+        out += [
+            (t, "toy/spring0", bytes(rng.integers(0, 256, 40, dtype=np.uint8))),
+            (t, "toy/spring0", encode("toy/state1", {"x": 0.0, "v": 0.0}, sender="a", seq=10**6, t_ns=t,
+                                      h_ns=10**6)),
+            (t, "toy/spring0", nan),
+            (t, "toy/state1", msgpack.packb([7, "b", 10**6, t, 10**7, 0, {"x": 0.0, "v": 0.0}])),
+            (t, "toy/state1", encode("toy/state1", {"x": 0.0, "v": 0.0}, sender="b", seq=0, t_ns=t,
+                                     h_ns=10**7)[:-2]),
+        ]
+        if k % 50 == 0:
+            out.append((t, "toy/spring0", oversize))
+            out.append((t, "toy/spring0", encode("toy/spring0", good, sender="a", seq=0, t_ns=t, h_ns=10**6)[:-3]))
+    return out
+
+
+def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer | Injector:
     """The model (or the recorder sink / replay source) of service ``name``."""
     role = config["services"][name].get("role", "model")
     if role == "sink":
         return Recorder(config, name)
     if role == "source":
         return Replayer(config, name, period_ns)
+    if role == "injector":
+        return Injector(config, name, period_ns)
     return ChainMass(config, name, period_ns)
