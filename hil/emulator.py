@@ -68,7 +68,7 @@ from hil.safety import ramp_step, rate_limit, transition
 from hil.stewart import StewartRig, pose
 
 __all__ = ["ContactPlane", "RigCore", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
-           "spawn_emulator", "EmulatorProcess", "main"]
+           "spawn_emulator", "EmulatorProcess", "set_realtime_priority", "main"]
 
 Array = NDArray[np.float64]
 
@@ -157,6 +157,7 @@ class RigCore:
         self.p = self.rig.neutral[:3, 3].copy()
         self.V = np.zeros(6)
         self.F = np.zeros(6)
+        self._sensed_x: Array | None = None
         self.t = 0.0
         self.watchdog_s = 0.1
         self.decoder = FrameDecoder()
@@ -166,6 +167,7 @@ class RigCore:
         self.outbox: deque[tuple[float, Hello | Telemetry]] = deque()
         self.applied: deque[tuple[int, tuple[float, ...]]] = deque(maxlen=100_000)
         self.arrivals: deque[tuple[int, int]] = deque(maxlen=100_000)  # (seq, monotonic ns) of valid frames
+        self.fault_log: list[tuple[float, int, float]] = []  # (t, bits, time since the last host frame)
         self.counts = {"frames": 0, "applied": 0, "refused": 0, "stale": 0, "bad_run_faults": 0}
         self._bad_seen = 0
         self._bad_run = 0
@@ -182,18 +184,23 @@ class RigCore:
         return frame
 
     def telemetry(self, t: float) -> Telemetry:
-        """The measurement at rig time ``t`` (the current state)."""
+        """The measurement at rig time ``t`` (the current state; the sensor is read now)."""
+        self.sense()
         es, et, trx = self.last_rx if self.last_rx is not None else (0, 0, t)
         hold = max(0, int(round((t - trx) * 1e6)))
         return Telemetry(es, et, hold, self.state, self.faults, tuple(float(v) for v in self.x),
                          tuple(float(v) for v in self.F))  # type: ignore[arg-type]
 
-    def receive_bytes(self, data: bytes, t: float, reply: bool = True) -> list[Frame]:
-        """Decode raw host bytes arrived at ``t``; handle each valid frame; count bad ones."""
+    def receive_bytes(self, data: bytes, t: float, reply: bool = True, wall_ns: int | None = None) -> list[Frame]:
+        """Decode raw host bytes arrived at ``t``; handle each valid frame; count bad ones.
+
+        ``wall_ns`` is when the bytes were read (``time.monotonic_ns``), recorded in
+        :attr:`arrivals`; now if omitted.
+        """
         frames = self.decoder.feed(data)
         self._count_bad(frames, t)
         for f in frames:
-            self.handle(f, t, reply=reply)
+            self.handle(f, t, reply=reply, wall_ns=wall_ns)
         return frames
 
     def _count_bad(self, frames: list[Frame], t: float) -> None:
@@ -213,11 +220,14 @@ class RigCore:
             self.counts["bad_run_faults"] += 1
             self._fault(Fault.BAD_FRAMES)
 
-    def _fault(self, bits: Fault) -> None:
+    def _fault(self, bits: Fault, t: float | None = None) -> None:
+        t = self.t if t is None else t
+        since = t - self.last_rx[2] if self.last_rx is not None else float("nan")
+        self.fault_log.append((t, int(bits), since))
         self.faults |= bits
         self.state = transition(self.state, "fault")
 
-    def handle(self, frame: Frame, t: float, reply: bool = True) -> None:
+    def handle(self, frame: Frame, t: float, reply: bool = True, wall_ns: int | None = None) -> None:
         """Act on one valid host frame received at rig time ``t``.
 
         Stale or duplicate frames (reordered) are dropped unapplied; every other frame
@@ -230,7 +240,7 @@ class RigCore:
         if self.rx_seq.check(frame.seq) in ("stale", "dup"):
             self.counts["stale"] += 1
             return
-        self.arrivals.append((frame.seq, time.monotonic_ns()))
+        self.arrivals.append((frame.seq, time.monotonic_ns() if wall_ns is None else wall_ns))
         self.last_rx = (frame.seq, frame.time_us, t)
         msg = frame.msg
         if isinstance(msg, Arm):
@@ -288,8 +298,7 @@ class RigCore:
         dt = self.dt
         if self.state in (RigState.ENGAGED, RigState.PARKING) and self.last_rx is not None \
                 and t - self.last_rx[2] > self.watchdog_s:
-            self._fault(Fault.WATCHDOG)
-        x_old = self.x.copy()
+            self._fault(Fault.WATCHDOG, t)
         if self.state == RigState.ENGAGED:
             if self.bandwidth > 0:
                 w = 2 * np.pi * self.bandwidth
@@ -308,12 +317,17 @@ class RigCore:
             self.v[:] = 0.0
             self.a[:] = 0.0
         self.t = t
-        self._sense(x_old, dt)
 
-    def _sense(self, x_old: Array, dt: float) -> None:
-        """Platform pose by forward kinematics (warm-started), twist, contact wrench."""
-        if np.array_equal(self.x, x_old) and not np.any(self.V):
-            return  # at rest: pose and wrench unchanged
+    def sense(self) -> None:
+        """Read the sensors: platform pose by forward kinematics (warm-started from the last
+        reading), its twist from the leg rates, and the contact wrench.
+
+        The contact is a spring–damper on the prescribed platform motion (no state of its
+        own), so reading it only when telemetry is made loses nothing.
+        """
+        if self._sensed_x is not None and np.array_equal(self.x, self._sensed_x) and not np.any(self.v):
+            return  # unchanged and at rest
+        self._sensed_x = self.x.copy()
         if isinstance(self.rig, StewartRig):
             try:
                 q, p, _ = self.rig.forward_quat(self.x, self.q, self.p)
@@ -326,7 +340,7 @@ class RigCore:
         R = quat_to_rotation(q)
         if isinstance(self.rig, StewartRig):
             J = self.rig.lengths_jacobian(R, p)[1]
-            self.V = np.linalg.solve(J, (self.x - x_old) / dt)
+            self.V = np.linalg.solve(J, self.v)
         else:
             self.V = np.zeros(6)
         self.q, self.p = q, p
@@ -572,11 +586,12 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
             data = port.read(4096)
         except (OSError, ConnectionError):
             break
+        read_ns = time.monotonic_ns()
         now = time.monotonic() - t0
         if data:
             up.push(now, data)
         core.advance(now)
-        core.receive_bytes(up.pop(now), now)
+        core.receive_bytes(up.pop(now), now, wall_ns=read_ns)
         if not core.outbox and now - last_tx > 1.0 / telemetry_hz:
             core.send(core.telemetry(now), now)
         while core.outbox:
@@ -673,6 +688,23 @@ def spawn_emulator(table: dict | None = None, *, lockstep: bool = False, stats_p
     return EmulatorProcess(os.ttyname(slave), proc, Path(stats_path) if stats_path else None, slave)
 
 
+def set_realtime_priority(priority: int) -> int:
+    """Put the calling thread under ``SCHED_FIFO`` at ``priority`` (1…99); 0 restores ``SCHED_OTHER``.
+
+    Returns the previous policy. Where the OS refuses (no privilege), a warning goes to
+    stderr and nothing changes: timing is then best effort.
+    """
+    old = os.sched_getscheduler(0)
+    try:
+        if priority > 0:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        else:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (PermissionError, OSError) as err:
+        print(f"hil.emulator: real-time priority {priority} refused: {err}", file=sys.stderr)
+    return old
+
+
 def _stats(core: RigCore) -> dict:
     return {
         "counts": core.counts,
@@ -680,6 +712,11 @@ def _stats(core: RigCore) -> dict:
         "seq": {"gaps": core.rx_seq.gaps, "lost": core.rx_seq.lost, "stale": core.rx_seq.stale},
         "state": core.state.name,
         "faults": int(core.faults),
+        "fault_log": core.fault_log,
+        "watchdog_s": core.watchdog_s,
+        "dt": core.dt,
+        "axes": core.x.tolist(),
+        "neutral": core.neutral_axes.tolist(),
         "applied": [[s, list(v)] for s, v in core.applied],
         "arrivals": [[s, t] for s, t in core.arrivals],
     }
@@ -702,7 +739,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baud", type=int, default=921600)
     ap.add_argument("--stats", help="write statistics (JSON) here at exit")
     ap.add_argument("--max-seconds", type=float)
+    ap.add_argument("--rt-priority", type=int, default=0,
+                    help="run under SCHED_FIFO at this priority (a rig's firmware is real-time); 0: normal")
     a = ap.parse_args(argv)
+    if a.rt_priority:
+        set_realtime_priority(a.rt_priority)
     table: dict = {}
     if a.config:
         with open(a.config, "rb") as f:
