@@ -29,11 +29,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol.codec import encode  # noqa: E402
-from protocol.service import Sample  # noqa: E402
-from protocol.stepping import StepInputs  # noqa: E402
-from services import contact as sc  # noqa: E402
-from services import orbiter as so  # noqa: E402
+from protocol.codec import encode
+from protocol.service import Sample
+from protocol.stepping import StepInputs
+from services import contact as sc
+from services import orbiter as so
 
 H_C, H_O = 1_000_000, 10_000_000
 
