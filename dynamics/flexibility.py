@@ -46,6 +46,7 @@ __all__ = [
     "joint_flexibility",
     "passive_torques",
     "servo_flexibility_terms",
+    "modes_two_body",
     "first_mode_two_body",
     "first_mode_chain",
 ]
@@ -321,15 +322,16 @@ def _elastic_frequencies(M: Array, K: Array, n_rigid: int) -> Array:
     return np.sqrt(np.maximum(lam, 0.0)) / (2.0 * np.pi)
 
 
-def first_mode_two_body(m1: float, I1: ArrayLike, p_1cmEo: ArrayLike, m2: float, I2: ArrayLike,
-                        p_2cmEo: ArrayLike, gamma: ArrayLike) -> float:
-    """First elastic frequency of two rigid bodies joined at Eo by a massless flexible arm.
+def modes_two_body(m1: float, I1: ArrayLike, p_1cmEo: ArrayLike, m2: float, I2: ArrayLike,
+                   p_2cmEo: ArrayLike, gamma: ArrayLike) -> tuple[Array, Array]:
+    """Elastic modes of two rigid bodies joined at Eo by a massless flexible arm.
 
     Small motions ``x_k = [δψ_k; δr_k]`` (rotation, CoM translation, k = 1 orbiter,
     2 payload); the point Eo of each body moves by ``D_k x_k`` with
     ``D_k = [[I, 0], [−[p_kcmEo×], I]]``; the arm (cantilevered on body 1) stores
     ``½ (D2x2 − D1x1)ᵀ γ^-1 (D2x2 − D1x1)``. The generalized eigenproblem
-    ``K φ = ω² M φ`` has six rigid-body modes; the seventh is returned. All in one frame.
+    ``K φ = ω² M φ`` has six rigid-body modes; the six elastic ones are returned. All in
+    one frame.
 
     Parameters
     ----------
@@ -344,16 +346,23 @@ def first_mode_two_body(m1: float, I1: ArrayLike, p_1cmEo: ArrayLike, m2: float,
 
     Returns
     -------
-    f1 : float
-        [Hz]
+    f : ndarray, shape (6,)
+        Elastic frequencies, ascending. [Hz]
+    phi : ndarray, shape (12, 6)
+        Mode shapes ``[δψ1; δr1; δψ2; δr2]`` (mass-normalized), one column per mode.
     """
     Ke = np.linalg.inv(np.asarray(gamma, dtype=np.float64))
-    D1 = shift_matrix(p_1cmEo)
-    D2 = shift_matrix(p_2cmEo)
-    B = np.hstack([-D1, D2])
+    B = np.hstack([-shift_matrix(p_1cmEo), shift_matrix(p_2cmEo)])
     K = B.T @ Ke @ B
     M = scipy.linalg.block_diag(_rigid_body_mass(m1, np.asarray(I1, float)), _rigid_body_mass(m2, np.asarray(I2, float)))
-    return float(_elastic_frequencies(M, 0.5 * (K + K.T), 6)[0])
+    lam, phi = scipy.linalg.eigh(0.5 * (K + K.T), M)
+    return np.sqrt(np.maximum(lam[6:], 0.0)) / (2.0 * np.pi), phi[:, 6:]
+
+
+def first_mode_two_body(m1: float, I1: ArrayLike, p_1cmEo: ArrayLike, m2: float, I2: ArrayLike,
+                        p_2cmEo: ArrayLike, gamma: ArrayLike) -> float:
+    """First elastic frequency [Hz] of :func:`modes_two_body` (same parameters)."""
+    return float(modes_two_body(m1, I1, p_1cmEo, m2, I2, p_2cmEo, gamma)[0][0])
 
 
 def first_mode_chain(M: ArrayLike, joint_stiffness: ArrayLike, n_free: int = 6) -> float:

@@ -358,9 +358,9 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
     wT = sp.as_vector(w_WT_T, 3, "w_WT_T")
     pO = sp.as_vector(p_OoEo_O, 3, "p_OoEo_O")
     pT = sp.as_vector(p_ToEo_T, 3, "p_ToEo_T")
-    vE_W = sp.as_vector(v_WTo_W, 3, "v_WTo_W") + RWT @ np.cross(wT, pT)
+    vE_W = sp.as_vector(v_WTo_W, 3, "v_WTo_W") + RWT @ _cross(wT, pT)
     R_OT = RWO.T @ RWT
-    v_R = RWO.T @ (vE_W - sp.as_vector(v_WOo_W, 3, "v_WOo_W")) - np.cross(wO, pO)
+    v_R = RWO.T @ (vE_W - sp.as_vector(v_WOo_W, 3, "v_WOo_W")) - _cross(wO, pO)
     return np.concatenate([R_OT @ wT - wO, v_R])
 
 
@@ -426,9 +426,9 @@ def _own_base_wrench(data: ch.ChainData, V0: Array, a0: Array) -> Array:
     I0 = data.I_ref[0]
     w = V0[:3]
     a_sp = a0.copy()
-    a_sp[3:] -= np.cross(w, V0[3:])
+    a_sp[3:] -= _cross(w, V0[3:])
     mom = I0 @ V0
-    return I0 @ a_sp + np.concatenate([np.cross(w, mom[:3]) + np.cross(V0[3:], mom[3:]), np.cross(w, mom[3:])])
+    return I0 @ a_sp + np.concatenate([_cross(w, mom[:3]) + _cross(V0[3:], mom[3:]), _cross(w, mom[3:])])
 
 
 def grappled_inverse_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,

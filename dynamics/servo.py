@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics import spatial as sp
 from errors import ModelError
 
-__all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step",
+__all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step", "hold_stiffness",
            "ASSUMED_GEAR_RATIO", "ASSUMED_MOTOR_INERTIA", "ASSUMED_TORQUE_CONSTANT"]
 
 Array = NDArray[np.float64]
@@ -120,7 +120,7 @@ class ServoState:
         return ServoState(self.theta_m.copy(), self.omega.copy(), self.integ.copy(), self.current.copy())
 
 
-def srms_servo_params(tau_max: ArrayLike, rate_limit: ArrayLike, *, bandwidth: float = 20.0,
+def srms_servo_params(tau_max: ArrayLike, rate_limit: ArrayLike, *, bandwidth: float = 60.0,
                       gear_ratio: ArrayLike = ASSUMED_GEAR_RATIO,
                       motor_inertia: ArrayLike = ASSUMED_MOTOR_INERTIA,
                       torque_constant: ArrayLike = ASSUMED_TORQUE_CONSTANT,
@@ -140,7 +140,9 @@ def srms_servo_params(tau_max: ArrayLike, rate_limit: ArrayLike, *, bandwidth: f
     rate_limit : array_like, shape (6,)
         Published joint rate limits. [rad/s]
     bandwidth : float
-        Rate-loop bandwidth ω_b. [rad/s] (assumed)
+        Rate-loop bandwidth ω_b. [rad/s] (assumed; 60 rad/s makes the servos' holding
+        stiffness, :func:`hold_stiffness`, a few times the joint stiffness, so that the
+        loaded and unloaded first modes stay in the published bands)
     gear_ratio, motor_inertia, torque_constant : array_like, shape (6,)
         (assumed)
     coulomb_fraction : float
@@ -167,6 +169,15 @@ def srms_servo_params(tau_max: ArrayLike, rate_limit: ArrayLike, *, bandwidth: f
         kp=2.0 * Jr * bandwidth / gain, ki=Jr * bandwidth ** 2 / gain,
         slip_torque=slip_fraction * tmax, rate_limit=rl,
     )
+
+
+def hold_stiffness(p: ServoParams) -> Array:
+    """Static stiffness of a servo holding position at zero commanded rate, ``N K_t ki`` (6,).
+
+    With the I-P loop the current settles at ``ki ∫(0 − ω) dt = −ki (θ_m − θ_m0)``: the
+    servo holds like a spring of ``N K_t ki = J_r ω_b²`` in series with the joint. [N·m/rad]
+    """
+    return p.gear_ratio * p.torque_constant * p.ki
 
 
 def servo_initial(theta: ArrayLike) -> ServoState:

@@ -74,7 +74,7 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
     gear_ratio = [1842, 1842, 1260, 739, 739, 739]
     motor_inertia = [1e-4, ...]     # kg·m², motor side
     torque_constant = [0.1, ...]    # N·m/A, motor side
-    bandwidth = 20.0                # rate loop [rad/s]
+    bandwidth = 60.0                # rate loop [rad/s]
     coulomb_fraction = 0.02         # friction / torque limit
     viscous_fraction = 0.05
     slip_fraction = 1.2             # brake slip torque / torque limit
@@ -135,7 +135,7 @@ ASSUMED: dict[str, Any] = {
     "gear_ratio": sv.ASSUMED_GEAR_RATIO.tolist(),
     "motor_inertia": sv.ASSUMED_MOTOR_INERTIA.tolist(),
     "torque_constant": sv.ASSUMED_TORQUE_CONSTANT.tolist(),
-    "bandwidth": 20.0,
+    "bandwidth": 60.0,
     "coulomb_fraction": 0.02,
     "viscous_fraction": 0.05,
     "slip_fraction": 1.2,
@@ -589,10 +589,11 @@ class ArmModel:
         k = self.joint_stiffness
         c = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
         F_B = np.zeros(6)
+        q = self._chain_q(X_WS, self.theta)
         for _ in range(n_sub):
             self.servo, tau, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, hs, k=k, c=c,
                                                theta=self.theta, theta_dot=self.theta_dot)
-            q = self._chain_q(X_WS, self.theta)
+            q[7:] = self.theta
             v = np.concatenate([V_S, self.theta_dot])
             thdd, F_B = rms.prescribed_base_dynamics(self.chain, self.chain_data, q, v, A_S, tau)
             self.theta_dot = self.theta_dot + hs * thdd

@@ -8,6 +8,7 @@ import pytest
 from dynamics import chain as ch
 from dynamics import flexibility as fx
 from dynamics import rms
+from dynamics import servo as sv
 from dynamics import spatial as sp
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, SRMS_BASE_TO_ORBITER_COM, reference_path, srms_on_orbiter
 from dynamics.urdf import chain_from_urdf
@@ -103,30 +104,37 @@ def test_chain_mode_closed_form():
     assert f == pytest.approx(np.sqrt(k * (I1 + I2) / (I1 * I2)) / (2 * np.pi), rel=1e-9)
 
 
+HOLD = sv.hold_stiffness(sv.srms_servo_params(GEOM.tau_max, GEOM.qd_max))   # servos holding, in series
+
+
 @pytest.mark.parametrize("theta", POSES)
 def test_first_mode_with_the_design_payload_in_the_published_band(theta):
     """Massless flexible arm, orbiter and the 29,484 kg payload: 0.027–0.047 Hz (reference README).
-    Both the full γ (passive) and the per-servo terms (active, diag(γ^e) in joint space)."""
+    Motors locked: the full γ (passive) and the per-servo terms (active, diag(γ^e) in joint space);
+    servos holding: each servo's holding stiffness in series with its 3-7 spring."""
     pose, pts, J = arm(theta)
     g = fx.arm_flexibility(pts, pose.u_O, pose.X_OB[:, :3, :3])
     gJ = fx.joint_flexibility(J, g)
-    g_active = J @ np.diag(fx.servo_flexibility_terms(gJ)) @ J.T
+    ge = fx.servo_flexibility_terms(gJ)
     pE = pose.X_OE[:3, 3]
     p2 = -pose.X_OE[:3, :3] @ np.array([3.0, 0.0, 0.0])
-    for gg in (g, g_active):
+    for gg in (g, J @ np.diag(ge) @ J.T, J @ np.diag(ge + 1 / HOLD) @ J.T):
         f = fx.first_mode_two_body(ORBITER_MASS, ORBITER_INERTIA, pE, M2, I2, p2, gg)
         assert 0.027 <= f <= 0.047, f
 
 
 @pytest.mark.parametrize("theta", POSES)
 def test_first_mode_unloaded_multibody_in_the_published_band(theta):
-    """Multibody arm (link masses) on the free orbiter, assumed joint stiffness: 0.35–0.71 Hz."""
+    """Multibody arm (link masses) on the free orbiter, assumed joint stiffness: 0.35–0.71 Hz,
+    motors locked and with the servos' holding stiffness in series."""
     case = srms_on_orbiter()
     q = case.q.copy()
     q[7:] = theta
     M = ch.mass_matrix(case.model, ch.make_data(case.model), q)
-    f = fx.first_mode_chain(M, fx.ASSUMED_JOINT_STIFFNESS)
-    assert 0.35 <= f <= 0.71, f
+    k = fx.ASSUMED_JOINT_STIFFNESS
+    for kk in (k, 1 / (1 / k + 1 / HOLD)):
+        f = fx.first_mode_chain(M, kk)
+        assert 0.35 <= f <= 0.71, f
 
 
 def test_bad_beam_refused():
