@@ -144,7 +144,7 @@ def test_soft_limits_follow_feasible_commands_exactly_and_clip_others():
 
 def test_ramp_never_exceeds_limits_from_states_of_real_commands():
     rng = np.random.default_rng(5)
-    for _ in range(25):
+    for _ in range(12):
         # a state the soft limiter produces from a random smooth command
         x, v, a = NEUTRAL.copy(), np.zeros(6), np.zeros(6)
         f = rng.uniform(0.2, 2.0, 6)
@@ -164,7 +164,7 @@ def test_ramp_never_exceeds_limits_from_states_of_real_commands():
 
 def test_ramp_from_arbitrary_state_keeps_speed_and_acceleration_limits():
     rng = np.random.default_rng(9)
-    for _ in range(30):
+    for _ in range(12):
         xs, vs, as_ = ramp_to(rng.uniform(0.45, 0.65, 6), rng.uniform(-0.5, 0.5, 6), rng.uniform(-5, 5, 6),
                               NEUTRAL, LIM, DT)
         assert np.all(np.abs(vs) <= LIM.v_max + 1e-12) and np.all(np.abs(as_) <= LIM.a_max + 1e-9)

@@ -1,0 +1,85 @@
+"""Delay estimator, prediction, passivity controller and impact monitor against closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dynamics.spatial import pose, quat_integrate, quat_to_rotation
+from hil.delay import DelayEstimator, ImpactMonitor, PassivityController, predict_pose
+
+
+def test_delay_estimator_median_is_robust_to_a_late_frame():
+    d = DelayEstimator(median_of=5)
+    for k, extra in enumerate([0, 0, 900, 0, 0]):
+        d.update(10_000 + 1000 * k + 2000 + extra, 10_000 + 1000 * k, hold_us=500)
+    assert d.rtt_s == pytest.approx(1.5e-3)
+    assert d.one_way_s == pytest.approx(0.75e-3)
+    assert d.percentile_s(100) == pytest.approx(2.4e-3)
+    assert math.isnan(DelayEstimator().rtt_s)
+
+
+def test_predict_pose_exact_for_constant_twist():
+    X = pose(quat_to_rotation(quat_integrate([1.0, 0, 0, 0], [0.1, -0.2, 0.3], 1.0)), [1.0, 2.0, 3.0])
+    V = np.array([0.2, 0.1, -0.3, 0.01, 0.02, -0.03])
+    Xp = predict_pose(X, V, 0.5)
+    np.testing.assert_allclose(Xp[:3, 3], X[:3, 3] + 0.5 * V[3:], atol=1e-15)
+    # spatial angular velocity ω in L: R(τ) = exp(τ [ω]) R
+    ang = np.linalg.norm(V[:3]) * 0.5
+    k = V[:3] / np.linalg.norm(V[:3])
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    Rexp = np.eye(3) + math.sin(ang) * K + (1 - math.cos(ang)) * K @ K
+    np.testing.assert_allclose(Xp[:3, :3], Rexp @ X[:3, :3], atol=1e-12)
+    np.testing.assert_array_equal(predict_pose(X, V, float("nan")), X)
+
+
+def spring_damper_impact(zeta: float, h: float = 1e-5, m: float = 2.0, k: float = 8.0e3):
+    """Undelayed Kelvin–Voigt contact (force only while compressed and pushing)."""
+    c = 2 * zeta * math.sqrt(k * m)
+    mon = ImpactMonitor(threshold=1e-9)
+    x, v, t = -1e-4, 0.1, 0.0
+    while not mon.impacts and t < 1.0:
+        f = -max(0.0, k * x + c * v) if x > 0 else 0.0
+        mon.update(t, [0, 0, 0, 0, 0, f], [0, 0, 0, 0, 0, v])
+        v += f / m * h
+        x += v * h
+        t += h
+    return mon.impacts[0]
+
+
+@pytest.mark.parametrize("zeta", [0.0, 0.05, 0.2])
+def test_impact_restitution_matches_the_linear_oscillator(zeta):
+    imp = spring_damper_impact(zeta)
+    # Kelvin–Voigt contact whose force cannot pull: it ends when k x + c v = 0, not at x = 0.
+    # Closed form: Schwager & Pöschel, Granular Matter 9 (2007) 465, eq. (16), with β = ζ ω0,
+    # ω = √(ω0² − β²): e = exp(−(β/ω)(π − arctan(2βω / (ω² − β²)))) for β < ω0/√2.
+    w0 = 1.0
+    beta = zeta * w0
+    w = math.sqrt(w0**2 - beta**2)
+    e = math.exp(-(beta / w) * (math.pi - math.atan2(2 * beta * w, w * w - beta * beta)))
+    assert imp.v_approach == pytest.approx(0.1, rel=1e-9)
+    assert imp.restitution == pytest.approx(e, abs=1e-3)
+
+
+def test_passivity_controller_books_energy_exactly_and_bounds_a_delayed_spring():
+    m, k, h, n_delay, v0 = 1.0, 1.0e4, 1e-3, 10, 0.2
+    out = {}
+    for enabled in (False, True):
+        pc = PassivityController(h, e_max=0.6, enabled=enabled)
+        mon = ImpactMonitor(threshold=1e-9)
+        x, v = -1e-3, v0
+        hist = [0.0] * n_delay  # the environment's force reaches the body n_delay steps late
+        for _ in range(400):
+            hist.append(-k * x if x > 0 else 0.0)
+            f = pc.step([0, 0, 0, 0, 0, hist.pop(0)], [0, 0, 0, 0, 0, v])[5]
+            mon.update(0.0, [0, 0, 0, 0, 0, f if enabled else f], [0, 0, 0, 0, 0, v])
+            v += f / m * h
+            x += v * h
+        pc.step([0.0] * 6, [0, 0, 0, 0, 0, v])  # book the last step
+        # the observer's net energy is the body's kinetic energy change, exactly
+        assert pc.e_net == pytest.approx(0.5 * m * (v * v - v0 * v0), rel=1e-9, abs=1e-12)
+        out[enabled] = abs(v) / v0
+    assert out[False] > 1.2  # the delay created energy
+    assert out[True] <= 0.6 + 1e-9  # the controller kept the budget

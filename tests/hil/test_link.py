@@ -1,0 +1,66 @@
+"""Serial link over pyserial URLs, line budget, link statistics."""
+
+from __future__ import annotations
+
+import pytest
+import serial
+
+from errors import ConfigError, RigFault
+from hil.framing import Heartbeat, RigState, SetpointAxes, Telemetry, Fault
+from hil.link import SerialLink, SerialPort, bits_per_byte, check_line_budget, open_port
+
+
+def test_loop_url_round_trip_and_stats():
+    port = serial.serial_for_url("loop://", timeout=0.01)
+    assert isinstance(port, SerialPort)
+    t = [1.0]
+    with SerialLink(port, clock=lambda: t[0]) as link:
+        link.send(SetpointAxes((0.5,) * 6))
+        link.send(Heartbeat())
+        frames = link.receive()
+        assert [type(f.msg) for f in frames] == [SetpointAxes, Heartbeat]
+        # a telemetry echoing host time 1.0 s, held 2 ms at the rig, received at 1.010 s: rtt 8 ms
+        link.send(Telemetry(0, 1_000_000, 2000, RigState.ENGAGED, Fault.NONE, (0.5,) * 6, (0.0,) * 6))
+        t[0] = 1.010
+        (f,) = link.receive()
+        st = link.status()
+        assert st["tx_frames"] == 3 and st["rx_frames"] == 3 and st["seq_gaps"] == 0
+        assert st["rtt_p50_s"] == pytest.approx(0.008)
+        assert link.delay.one_way_s == pytest.approx(0.004)
+        port.write(b"\x05\x01\x02\x03\x00")  # garbage then a delimiter
+        assert link.receive() == []
+        assert link.status()["bad_frames"] == 1
+
+
+def test_rtt_across_u32_wrap():
+    port = serial.serial_for_url("loop://", timeout=0.01)
+    t = [(2**32 + 500) * 1e-6]  # host clock just past the u32 wrap
+    link = SerialLink(port, clock=lambda: t[0])
+    link.send(Telemetry(0, 2**32 - 1500, 0, RigState.IDLE, Fault.NONE, (0.5,), (0.0,) * 6))
+    link.receive()
+    assert link.delay.rtt_s == pytest.approx(2000e-6)
+    link.close()
+
+
+def test_line_budget():
+    assert bits_per_byte() == 10 and bits_per_byte(8, "E", 2) == 12
+    # 250 Hz × 40 wire bytes × 10 bits = 100 kbit/s: 86.8 % of 115,200, 10.9 % of 921,600
+    with pytest.raises(ConfigError, match=r"rate 250 Hz.*frame 40 B.*baud 115200"):
+        check_line_budget(250, 38, 115200)
+    assert check_line_budget(250, 38, 921600) == pytest.approx(100_000 / 921_600)
+    with pytest.raises(ConfigError):
+        check_line_budget(0, 38, 921600)
+
+
+def test_open_port_refuses_unknown_scheme_and_bad_baud():
+    with pytest.raises(ConfigError, match="'ftp'"):
+        open_port("ftp://x", 115200)
+    with pytest.raises(ConfigError, match="hil.baud"):
+        open_port("loop://", 0)
+    with pytest.raises(RigFault, match="/dev/tty-none"):
+        open_port("/dev/tty-none", 115200)
+
+
+def test_link_rejects_object_without_port_methods():
+    with pytest.raises(ConfigError, match="read"):
+        SerialLink(object())  # type: ignore[arg-type]
