@@ -348,4 +348,6 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         if emu is not None:
             emu.close()
         raise
+    if realtime:
+        link.start_reader()  # frames time-stamped on arrival: the delay estimate is not quantised by the step
     return HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -63,7 +64,9 @@ from hil.framing import (
     SetpointPose,
     Telemetry,
     encode_frame,
+    wire_size,
 )
+from hil.link import TELEMETRY6_RAW, open_port
 from hil.safety import ramp_step, rate_limit, transition
 from hil.stewart import StewartRig, pose
 
@@ -364,12 +367,23 @@ class Channel:
     drop: float = 0.0
     bit_error: float = 0.0
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    baud: float = 0.0
+    bits: float = 10.0
     queue: deque = field(default_factory=deque)
     dropped: int = 0
     flipped: int = 0
+    _line_free: float = 0.0
 
     def push(self, t: float, data: bytes) -> None:
-        """Bytes entering the channel at ``t`` (corrupted here, released at ``t + delay``)."""
+        """Bytes entering the channel at ``t`` (corrupted here, released at ``t + delay``).
+
+        With ``baud`` > 0 the line is emulated too (a pty has no baud rate): the bytes
+        leave one after another at ``bits / baud`` s each, so a burst queues behind the
+        previous one and is released when its last byte is through.
+        """
+        if self.baud > 0:
+            self._line_free = max(t, self._line_free) + len(data) * self.bits / self.baud
+            t = self._line_free
         if self.drop or self.bit_error:
             arr = np.frombuffer(data, dtype=np.uint8).copy()
             if self.bit_error:
@@ -396,11 +410,12 @@ class Channel:
         return self.queue[0][0] if self.queue else None
 
 
-def _channels(cfg: HilConfig) -> tuple[Channel, Channel]:
+def _channels(cfg: HilConfig, baud: float = 0.0) -> tuple[Channel, Channel]:
+    """(host → rig, rig → host) channels of the ``[hil.emulator]`` table; ``baud`` > 0 paces both."""
     em = cfg.emulator
     rng = np.random.default_rng(int(em["seed"]))
-    return (Channel(float(em["delay"]), float(em["drop"]), float(em["bit_error"]), rng),
-            Channel(float(em["delay"])))
+    return (Channel(float(em["delay"]), float(em["drop"]), float(em["bit_error"]), rng, baud=baud),
+            Channel(float(em["delay"]), baud=baud))
 
 
 class LockstepRig:
@@ -549,13 +564,14 @@ class SocketPort:
 
 
 def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event | None = None,
-          telemetry_hz: float = 50.0, max_seconds: float | None = None) -> RigCore:
+          telemetry_hz: float = 50.0, max_seconds: float | None = None, baud: float = 0.0) -> RigCore:
     """Run the emulator on ``port`` until ``stop`` is set, the peer closes, or ``max_seconds``.
 
     Realtime: the rig clock is ``time.monotonic()``; host bytes pass the host → rig
     channel (delay, drops, bit errors) before decoding; each valid host frame gets a
     reply, and telemetry goes out at ``telemetry_hz`` while the host is silent (so a
-    host sees the watchdog fault). Lockstep: see :class:`LockstepRig`.
+    host sees the watchdog fault). ``baud`` > 0 emulates the line's byte rate in both
+    directions (:class:`Channel`). Lockstep: see :class:`LockstepRig`.
 
     Returns the core (its counters and applied setpoints) when done.
     """
@@ -574,8 +590,11 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
                     port.write(reply)
         return rig.core
     core = RigCore(cfg)
-    up, down = _channels(cfg)
+    up, down = _channels(cfg, baud)
     last_tx = 0.0
+    # replies at most at 500 Hz and within half the line (a real rig answers at its own rate)
+    reply_hz = 500.0 if baud <= 0 else min(500.0, 0.5 * baud / (down.bits * wire_size(TELEMETRY6_RAW)))
+    last_reply = -1.0
     while not stop.is_set():
         now = time.monotonic() - t0
         if max_seconds is not None and now > max_seconds:
@@ -586,16 +605,19 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
             data = port.read(4096)
         except (OSError, ConnectionError):
             break
-        read_ns = time.monotonic_ns()
         now = time.monotonic() - t0
         if data:
             up.push(now, data)
         core.advance(now)
-        core.receive_bytes(up.pop(now), now, wall_ns=read_ns)
+        core.receive_bytes(up.pop(now), now, wall_ns=time.monotonic_ns())
         if not core.outbox and now - last_tx > 1.0 / telemetry_hz:
             core.send(core.telemetry(now), now)
         while core.outbox:
             ts, msg = core.outbox.popleft()
+            if isinstance(msg, Telemetry):
+                if now - last_reply < 1.0 / reply_hz:
+                    continue
+                last_reply = now
             down.push(ts, core.encode(msg, ts))
             last_tx = now
         out = down.pop(now)
@@ -736,7 +758,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bit-error", type=float, help="byte bit-error probability (host → rig)")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--lockstep", action="store_true", help="step by the host frames' time stamps")
-    ap.add_argument("--baud", type=int, default=921600)
+    ap.add_argument("--baud", type=int, help="line rate (default [hil] baud); emulated on a pty or socket")
+    ap.add_argument("--no-line", action="store_true", help="do not emulate the line rate")
     ap.add_argument("--stats", help="write statistics (JSON) here at exit")
     ap.add_argument("--max-seconds", type=float)
     ap.add_argument("--rt-priority", type=int, default=0,
@@ -761,9 +784,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"hil.emulator: {err}", file=sys.stderr)
         return 2
+    baud = int(a.baud or cfg.table["baud"])
     stop = threading.Event()
-    import signal
-
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     cleanup = []
@@ -783,15 +805,14 @@ def main(argv: list[str] | None = None) -> int:
     elif a.port.startswith("fd:"):
         port = FdPort(int(a.port[3:]))
     else:
-        from hil.link import open_port
-
         try:
-            port = open_port(a.port, a.baud)
+            port = open_port(a.port, baud)
         except (ConfigError, RigFault) as err:
             print(f"hil.emulator: {err}", file=sys.stderr)
             return 2
     try:
-        core = serve(port, cfg, lockstep=a.lockstep, stop=stop, max_seconds=a.max_seconds)
+        line = 0.0 if (a.no_line or not (a.pty or a.listen or a.port.startswith("fd:"))) else float(baud)
+        core = serve(port, cfg, lockstep=a.lockstep, stop=stop, max_seconds=a.max_seconds, baud=line)
     except FrameError as err:
         print(f"hil.emulator: {err}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ bridge gets one from :func:`open_port`. Nothing here subclasses ``serial.Serial`
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -169,6 +170,11 @@ class SerialLink:
         self.delay = DelayEstimator()
         self._seq = 0
         self._closed = False
+        self._reader: threading.Thread | None = None
+        self._reader_error: RigFault | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._inbox: deque[Frame] = deque()
 
     def now_us(self) -> int:
         """Host time [µs] modulo 2**32."""
@@ -194,15 +200,54 @@ class SerialLink:
         self.stats.tx_bytes += len(frame)
         return frame
 
+    def start_reader(self, timeout: float = 0.001) -> None:
+        """Read in a background thread from now on, so that frames are time-stamped on arrival.
+
+        Realtime use: the round-trip delay is then measured to the frame's arrival rather
+        than to the next :meth:`receive` call. :meth:`receive` returns what the thread has
+        decoded; :meth:`close` stops it. ``timeout`` is the port read timeout it sets [s].
+        """
+        if self._reader is not None:
+            return
+        self.port.timeout = timeout
+        self._stop = threading.Event()
+        self._reader = threading.Thread(target=self._read_loop, name="hil-link-reader", daemon=True)
+        self._reader.start()
+
+    def _read_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                frames = self._read_once(4096)
+            except RigFault as err:
+                self._reader_error = err
+                return
+            with self._lock:
+                self._inbox.extend(frames)
+
     def receive(self, max_bytes: int = 4096) -> list[Frame]:
-        """Read what has arrived (waits up to the port's timeout for the first byte).
+        """Frames that have arrived (waits up to the port's timeout for the first byte).
 
         Returns
         -------
         list of Frame
             Valid frames, oldest first. Stale or duplicate frames (reordered) are dropped
             here; gaps are counted in ``rx_seq``.
+
+        Raises
+        ------
+        RigFault
+            If the port fails (also a failure seen by the reader thread).
         """
+        if self._reader is not None:
+            if self._reader_error is not None:
+                raise self._reader_error
+            with self._lock:
+                out = list(self._inbox)
+                self._inbox.clear()
+            return out
+        return self._read_once(max_bytes)
+
+    def _read_once(self, max_bytes: int) -> list[Frame]:
         try:
             n = getattr(self.port, "in_waiting", 0)
             data = self.port.read(min(max(n, 1), max_bytes))
@@ -234,6 +279,9 @@ class SerialLink:
         """Close the port; safe to call twice."""
         if not self._closed:
             self._closed = True
+            if self._reader is not None:
+                self._stop.set()
+                self._reader.join(1.0)
             self.port.close()
 
     def __enter__(self) -> "SerialLink":

@@ -1,0 +1,151 @@
+"""HIL link figures (prints JSON): throughput against the line limit, setpoint latency, delay-estimate error.
+
+Run from the repository root::
+
+    python bench/bench_hil.py [--seconds 2]
+
+Everything runs over a real pty to the emulator process, which emulates the serial
+line's byte rate (a pty has none) at the configured baud. Not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hil.bridge import HilBridge  # noqa: E402
+from hil.config import parse  # noqa: E402
+from hil.emulator import set_realtime_priority, spawn_emulator  # noqa: E402
+from hil.framing import CRC_SIZE, HEADER_SIZE, Arm, Engage, Hello, SetpointAxes, wire_size  # noqa: E402
+from hil.link import SerialLink, open_port  # noqa: E402
+from protocol.service import Sample  # noqa: E402
+
+RAW_AXES6 = HEADER_SIZE + 1 + 4 * 6 + CRC_SIZE
+
+
+def _arm(link: SerialLink, fingerprint: int, watchdog_ms: int = 200) -> None:
+    deadline = time.monotonic() + 15.0
+    while time.monotonic() < deadline:
+        link.send(Arm(fingerprint, watchdog_ms))
+        time.sleep(0.05)
+        if any(isinstance(f.msg, Hello) for f in link.receive()):
+            link.send(Engage())
+            return
+    raise RuntimeError("no HELLO from the emulator")
+
+
+def throughput(baud: int, seconds: float, tmp: Path) -> dict:
+    """Offer setpoints at 1.5× the line limit; count what the rig receives per second."""
+    table = {"baud": baud, "watchdog": 1.0}
+    cfg = parse(table)
+    neutral = cfg.rig.inverse(cfg.rig.neutral)
+    limit = baud / (10.0 * wire_size(RAW_AXES6))
+    stats = tmp / f"tp{baud}.json"
+    with spawn_emulator(table, stats_path=stats, extra_args=["--rt-priority", "20"]) as emu:
+        link = SerialLink(open_port(emu.host_path, baud, timeout=0.0))
+        _arm(link, cfg.fingerprint, 1000)
+        rate = 1.5 * limit
+        t0 = time.monotonic()
+        k = 0
+        while time.monotonic() - t0 < seconds:
+            due = int((time.monotonic() - t0) * rate) + 1
+            while k < due:  # a burst of the frames due by now
+                link.send(SetpointAxes(tuple(neutral + 1e-5 * np.sin(0.01 * k))))
+                k += 1
+            link.receive()
+            time.sleep(0.001)
+        offered = k / (time.monotonic() - t0)
+        time.sleep(0.2)
+        link.close()
+        emu.close()
+    arr = np.array([t for _, t in emu.stats()["arrivals"]], dtype=np.int64)
+    arr = arr[(arr > arr[0] + 0.2e9)]  # skip the start
+    achieved = (len(arr) - 1) / ((arr[-1] - arr[0]) * 1e-9) if len(arr) > 1 else 0.0
+    return {"baud": baud, "frame_wire_bytes": wire_size(RAW_AXES6), "line_limit_fps": round(limit, 1),
+            "offered_fps": round(offered, 1), "achieved_fps": round(achieved, 1),
+            "achieved_over_limit": round(achieved / limit, 3)}
+
+
+class _Inputs:
+    def __init__(self, t_ns: int, h_ns: int, z: float) -> None:
+        o = {"p_WoOo_W": np.zeros(3), "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": np.zeros(3), "v_WOo_W": np.zeros(3)}
+        p = {"p_WoTo_W": np.array([0.0, 0.0, z]), "quat_WT": np.array([1.0, 0, 0, 0]), "w_WT_T": np.zeros(3),
+             "v_WTo_W": np.zeros(3)}
+        self.s = {"orbiter/state": Sample(t_ns, h_ns, "orbiter", 0, o), "payload/state": Sample(t_ns, h_ns, "payload", 0, p)}
+
+    def state(self, topic: str) -> Sample:
+        return self.s[topic]
+
+
+def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
+    """The bridge in realtime at 250 Hz: step() called → the setpoint's last byte at the rig.
+
+    Also the delay estimate against the emulated one-way delay.
+    """
+    table = {"baud": 921600, "emulator": {"delay": delay_ms * 1e-3}}
+    cfg = parse(table)
+    stats = tmp / f"lat{delay_ms}.json"
+    h_ns = 4_000_000
+    with spawn_emulator(table, stats_path=stats, extra_args=["--rt-priority", "20"]) as emu:
+        link = SerialLink(open_port(emu.host_path, 921600, timeout=0.0))
+        _arm(link, cfg.fingerprint)  # wait until the emulator runs (the bridge then re-arms: HELLO again)
+        time.sleep(0.2)
+        link.receive()
+        old = set_realtime_priority(10)  # the reader thread inherits it
+        link.start_reader()  # as build() does in realtime
+        bridge = HilBridge(cfg, "hil", h_ns, link, realtime=True)
+        bridge.initial(0)
+        handed: dict[int, int] = {}
+        try:
+            t0 = time.monotonic_ns()
+            k = 0
+            while (time.monotonic_ns() - t0) * 1e-9 < seconds + 0.5:
+                t_ns = k * h_ns
+                seq = link._seq
+                handed[seq] = time.monotonic_ns()
+                bridge._sim_t = t_ns * 1e-9
+                bridge.step(t_ns, h_ns, _Inputs(t_ns, h_ns, 0.001 * np.sin(2 * np.pi * 0.5 * k * h_ns * 1e-9)))
+                k += 1
+                time.sleep(max(0.0, (t0 + k * h_ns - time.monotonic_ns()) * 1e-9))
+        finally:
+            set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
+        state = f"{bridge.safety.state.name} faults={int(bridge.safety.faults)}"
+        rtt = link.delay.rtt_s
+        p50, p99 = link.delay.percentile_s(50), link.delay.percentile_s(99)
+        bridge.close()
+        emu.close()
+    arr = dict((s, t) for s, t in emu.stats()["arrivals"])
+    lat = np.array([arr[s] - t for s, t in handed.items() if s in arr][-int(seconds * 250):]) * 1e-9
+    line = (wire_size(RAW_AXES6) + wire_size(HEADER_SIZE + 38 + 24 + CRC_SIZE)) * 10 / 921600
+    return {"delay_ms_each_way": delay_ms, "bridge_state": state,
+            "latency_step_to_last_byte_ms": {"p50": round(float(np.percentile(lat, 50)) * 1e3, 3),
+                                             "p99": round(float(np.percentile(lat, 99)) * 1e3, 3)},
+            "rtt_estimate_ms": round(rtt * 1e3, 3), "rtt_p50_p99_ms": [round(p50 * 1e3, 3), round(p99 * 1e3, 3)],
+            "rtt_emulated_ms": round(2 * delay_ms + line * 1e3, 3),
+            "rtt_estimate_error_ms": round(rtt * 1e3 - (2 * delay_ms + line * 1e3), 3)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    a = ap.parse_args()
+    out: dict = {"load_average": os.getloadavg()}
+    with TemporaryDirectory() as d:
+        tmp = Path(d)
+        out["throughput"] = [throughput(b, a.seconds, tmp) for b in (115200, 921600)]
+        out["latency"] = [latency(a.seconds, tmp, d_ms) for d_ms in (0.0, 5.0, 10.0)]
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
