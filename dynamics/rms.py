@@ -365,8 +365,8 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
 
 
 def prescribed_base_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,
-                             vdot_base: ArrayLike, tau: ArrayLike,
-                             F_ext: ArrayLike | None = None) -> tuple[Array, Array]:
+                             vdot_base: ArrayLike, tau: ArrayLike, F_ext: ArrayLike | None = None,
+                             M_h: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
     """Multibody arm on a moving base: joint accelerations and the base reaction (seed 004).
 
     The base (the orbiter, body 0) moves as given; the links have mass. With the mass
@@ -391,6 +391,9 @@ def prescribed_base_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayL
         Joint torques. [N·m]
     F_ext : array_like, shape (nb, 6), optional
         External wrenches per body at its origin, in W (as :func:`chain.forward_dynamics`).
+    M_h : tuple (M, h), optional
+        Mass matrix and bias ``C(q, v) v`` if already computed (e.g. held over substeps);
+        ``data`` must then hold the kinematics at ``q``.
 
     Returns
     -------
@@ -412,8 +415,11 @@ def prescribed_base_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayL
     va = sp.as_vector(v, model.nv, "v")
     ab = sp.as_vector(vdot_base, 6, "vdot_base")
     ta = sp.as_vector(tau, model.n, "tau")
-    M = ch.mass_matrix(model, data, qa)
-    h = ch.bias_forces(model, data, qa, va)
+    if M_h is None:
+        M = ch.mass_matrix(model, data, qa)
+        h = ch.bias_forces(model, data, qa, va)
+    else:
+        M, h = M_h
     g = np.zeros(model.nv) if F_ext is None else ch.generalized_forces(model, data, qa, F_ext)
     rhs = ta + g[6:] - h[6:] - M[6:, :6] @ ab
     thdd = np.linalg.solve(M[6:, 6:], rhs)

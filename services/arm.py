@@ -590,12 +590,14 @@ class ArmModel:
         c = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
         F_B = np.zeros(6)
         q = self._chain_q(X_WS, self.theta)
+        v = np.concatenate([V_S, self.theta_dot])
+        # mass matrix and bias once per step, held over the substeps (the arm moves < 1e-4 rad in a step)
+        M_h = (ch.mass_matrix(self.chain, self.chain_data, q).copy(), ch.bias_forces(self.chain, self.chain_data, q, v))
         for _ in range(n_sub):
             self.servo, tau, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, hs, k=k, c=c,
                                                theta=self.theta, theta_dot=self.theta_dot)
-            q[7:] = self.theta
-            v = np.concatenate([V_S, self.theta_dot])
-            thdd, F_B = rms.prescribed_base_dynamics(self.chain, self.chain_data, q, v, A_S, tau)
+            v[6:] = self.theta_dot
+            thdd, F_B = rms.prescribed_base_dynamics(self.chain, self.chain_data, q, v, A_S, tau, M_h=M_h)
             self.theta_dot = self.theta_dot + hs * thdd
             self.theta = self.theta + hs * self.theta_dot
         self.tau = k * (self.servo.theta_m - self.theta) + c * (self.servo.omega - self.theta_dot)

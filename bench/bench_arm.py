@@ -1,0 +1,115 @@
+"""Arm service cost: CPU fraction of one core at 500 Hz and per-call cost of RMSFM, RMSFLX, RMLOAD.
+
+Prints one JSON object. The step is timed with ``time.process_time`` (CPU, not wall) over
+``--steps`` steps after a warm-up, for the massless and the multibody arm, free and grappled
+(a heavy payload drifting at 1 cm/s). The CPU fraction is the step cost times 500 Hz.
+Run from the repository root: ``python bench/bench_arm.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dynamics import flexibility as fx  # noqa: E402
+from dynamics import loads as ld  # noqa: E402
+from dynamics import rms  # noqa: E402
+from protocol.service import Sample  # noqa: E402
+from protocol.stepping import StepInputs  # noqa: E402
+from services import arm  # noqa: E402
+
+H_NS = 2_000_000  # 500 Hz
+
+
+def _state(topic: str, body: dict) -> Sample:
+    return Sample(0, 10_000_000, topic.split("/")[0], 0, body)
+
+
+def _inputs(t: int, pay: bool, events: dict | None = None) -> StepInputs:
+    z = np.zeros(3)
+    st = {"orbiter/state": _state("orbiter/state", {"p_WoOo_W": z, "quat_WO": np.array([1.0, 0, 0, 0]),
+                                                    "w_WO_O": z, "v_WOo_W": z, "a_WOo_W": z, "wdot_WO_O": z})}
+    if pay:
+        st["payload/state"] = _state("payload/state", {
+            "p_WoTo_W": np.array([27.0, -2.74, -0.44]), "quat_WT": np.array([1.0, 0, 0, 0]), "w_WT_T": z,
+            "v_WTo_W": np.array([0.01, 0.0, 0.0]), "a_WTo_W": z, "wdot_WT_T": z, "grappled": True, "berthed": False})
+    return StepInputs(t, H_NS, st, {}, events or {})
+
+
+def step_cost(model: str, grappled: bool, steps: int) -> float:
+    """CPU seconds per step."""
+    m = arm.build({"arm": {"model": model}}, "arm", H_NS)
+    m.initial(0)
+    ev = Sample(0, H_NS, "x", 0, {"events": [{"kind": "capture"}]})
+    cmd = Sample(0, H_NS, "x", 0, {"events": [{"kind": "joint", "joint": "shoulder_pitch", "rate": 0.02}]})
+    m.step(0, H_NS, _inputs(0, grappled, {"contact/event": [ev]} if grappled else {"operator/command": [cmd]}))
+    for k in range(1, 50):
+        m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
+    t0 = time.process_time()
+    for k in range(50, 50 + steps):
+        m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
+    return (time.process_time() - t0) / steps
+
+
+def routine_costs(n: int) -> dict[str, float]:
+    """CPU seconds per call of RMSFM (kinematics, Jacobian, 2-10/2-11, 2-12, 2-3), RMSFLX, RMLOAD."""
+    m = arm.build({"arm": {}}, "arm", H_NS)
+    geom = m.geom
+    theta = m.theta.copy()
+    R = np.eye(3)
+    z = np.zeros(3)
+    tau = np.array([100.0, -50.0, 30.0, 10.0, -5.0, 2.0])
+    t0 = time.process_time()
+    for _ in range(n):
+        pose = rms.rms_kinematics(geom, theta)
+        J = rms.rms_jacobian(pose)
+        svd = np.linalg.svd(J)
+        V = rms.relative_twist(R, z, z, pose.X_OE[:3, 3], R, z, np.array([0.01, 0, 0]), np.array([-3.0, 0, 0]))
+        rms.joint_rates(J, V, 0.05, 0.05, svd)
+        rms.tip_wrench(J, tau, 0.05, 0.05, svd)
+    t_fm = (time.process_time() - t0) / n
+    pts = np.vstack([pose.p_OoJo_O, pose.X_OE[:3, 3]])
+    t0 = time.process_time()
+    for _ in range(n):
+        g = fx.arm_flexibility(pts, pose.u_O, pose.X_OB[:, :3, :3])
+        gJ = fx.joint_flexibility(J, g)
+        fx.servo_flexibility_terms(gJ)
+    t_flx = (time.process_time() - t0) / n
+    F = rms.tip_wrench(J, tau)[0]
+    t0 = time.process_time()
+    for _ in range(n):
+        ld.static_loads(pts, pose.X_OB[:, :3, :3], F)
+    t_ld = (time.process_time() - t0) / n
+    return {"RMSFM_us": t_fm * 1e6, "RMSFLX_us": t_flx * 1e6, "RMLOAD_us": t_ld * 1e6}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--calls", type=int, default=2000)
+    a = ap.parse_args(argv)
+    out: dict[str, object] = {"rate_hz": 500, "steps": a.steps}
+    cpu = {}
+    for model in ("massless", "multibody"):
+        for grappled in (False, True):
+            c = step_cost(model, grappled, a.steps)
+            key = f"{model}_{'grappled' if grappled else 'free'}"
+            cpu[key] = {"step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3)}
+    out["arm_step"] = cpu
+    out["routines"] = {k: round(v, 1) for k, v in routine_costs(a.calls).items()}
+    defaults = arm.DEFAULTS
+    out["call_rates"] = {"RMSFM": "every step", "RMSFLX": f"every {defaults['flex_every']} steps",
+                         "RMLOAD": f"every {defaults['loads_every']} steps"}
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
