@@ -165,7 +165,7 @@ def _check_watchdog_and_park(fault_log, axes, neutral, dt, watchdog_s):
 @pytest.mark.integration
 def test_rig_watchdog_trips_on_pty_and_killed_simulation_parks_rig(tmp_path):
     stats = tmp_path / "emu.json"
-    with spawn_emulator({}, stats_path=stats) as emu:
+    with spawn_emulator({}, stats_path=stats, extra_args=["--rt-priority", "20"]) as emu:
         link = SerialLink(open_port(emu.host_path, 921600, timeout=0.001))
         _stream_then_stop(link, 0.5)
         link.close()  # the simulation is gone: nothing more arrives
@@ -186,6 +186,7 @@ def test_rig_watchdog_trips_on_socket_url():
 
     def rig() -> None:
         conn, _ = srv.accept()
+        set_realtime_priority(20)  # this thread is the rig controller
         result["core"] = serve(SocketPort(conn), CFG, stop=stop, max_seconds=10.0)
         conn.close()
 
@@ -208,7 +209,8 @@ def test_rig_watchdog_trips_on_socket_url():
 
 @pytest.mark.integration
 def test_host_watchdog_trips_when_rig_dies_on_pty():
-    emu = spawn_emulator({})
+    emu = spawn_emulator({}, extra_args=["--rt-priority", "20"])
+    old = set_realtime_priority(10)  # the host loop is real-time, as on a HIL host
     try:
         link = SerialLink(open_port(emu.host_path, 921600, timeout=0.0005))
         period = 0.004
@@ -245,6 +247,7 @@ def test_host_watchdog_trips_when_rig_dies_on_pty():
         assert trip_at - rx_t <= watchdog_timeout(period) + period + 0.002
         link.close()
     finally:
+        set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
         emu.proc.send_signal(signal.SIGCONT)
         emu.close()
 
