@@ -3,12 +3,14 @@
 Unit tests run the real models (``services.orbiter``, ``services.contact``) without
 processes, under the runtime's own input rule (:class:`protocol.stepping.InputBuffer`)
 with every message passed through the codec (so bodies are checked against the schemas).
-The arm service is not in the tree yet, so a minimal **stand-in arm** lives here (test
-only): a massless arm with its brakes on (E fixed in O); once rigidized it holds the
-grapple fixture with a stiff spring–damper about the frozen X_EG (whose reference it can
-move, a berthing "auto sequence"), and applies the opposite wrench to the orbiter at the
-same point. The integration test runs the same stand-in as a real process via the
-launcher (this module is also a service module: ``kind = "tests.services.test_contact"``).
+For the berthing phases a minimal **stand-in arm** lives here (test only): a massless arm
+with its brakes on (E fixed in O); once rigidized it holds the grapple fixture with a
+stiff spring–damper about the frozen X_EG (whose reference it moves towards the latches,
+a berthing "auto sequence"), and applies the opposite wrench to the orbiter at the same
+point. Capture, rigidize, grappled motion and release are also run with the real arm and
+operator services (``services.arm``, ``services.operator``), in-process and as real
+processes via the launcher (this module is also a service module, a recorder sink:
+``kind = "tests.services.test_contact"``).
 
 Independent references: total linear and angular momentum (about W's origin) of orbiter
 + payload (the arm is massless) with no external force; the reduced-mass energy loss of
@@ -48,7 +50,7 @@ ROT_DOWN = [0.0, math.pi / 2, 0.0]  # E's and G's x axes point along −z of W
 
 def scenario(**contact_over: Any) -> dict[str, Any]:
     """Orbiter at the origin; payload's trunnions 2 cm above the latch plates, grapple fixture 8 cm below E."""
-    con = {"rigidize_delay": 0.2, "berthing": "compliant", "k": 2.0e5, "exponent": 1.0, "alpha": 1.0,
+    con = {"rigidize_delay": 0.1, "berthing": "compliant", "k": 2.0e5, "exponent": 1.0, "alpha": 1.0,
            "mu_s": 0.3, "mu_k": 0.2, "v_stick": 0.002,
            "latch": {"position": 0.02, "rate_lin": 0.004, "rate_ang": 0.01, "angle": 0.02},
            "surfaces": [{"point": i, "p_LoSo_L": p, "n_L": [0.0, 0.0, 1.0], "radius": 0.2, "depth": 0.1}
@@ -57,13 +59,13 @@ def scenario(**contact_over: Any) -> dict[str, Any]:
     return {
         "orbiter": {"mass": 1.0e5, "inertia": [1.2e6, 8.0e6, 8.5e6], "X_OL": [0.0, 0.0, 2.0, 0.0, 0.0, 0.0],
                     "w_WO_O": [0.0, 0.0, 2e-4]},
-        "payload": {"mass": 12000.0, "inertia": [2.0e4, 3.0e4, 3.5e4], "X_WT": [0.0, 0.01, 3.01, 0.0, 0.0, 0.0],
+        "payload": {"mass": 12000.0, "inertia": [2.0e4, 3.0e4, 3.5e4], "X_WT": [0.0, 0.01, 3.006, 0.0, 0.0, 0.0],
                     "v_WTo_W": [0.001, 0.0, 0.004], "w_WT_T": [0.0, 0.0, 0.001],
                     "X_TG": [0.0, 0.0, 1.0, *ROT_DOWN], "X_TB": [0.0, 0.0, -1.0, 0.0, 0.0, 0.0],
                     "points_B": [[1.5, 0.0, 0.0], [-1.5, 0.0, 0.0], [0.0, 1.5, 0.0]]},
         "contact": con,
-        "standin": {"X_OE": [0.0, 0.0, 4.1, *ROT_DOWN], "brakes": True, "berth_start": 0.35,
-                    "berth_rate": 0.02, "berth_distance": 0.015, "script": [[0.105, "capture"]]},
+        "standin": {"X_OE": [0.0, 0.0, 4.1, *ROT_DOWN], "brakes": True, "berth_start": 0.21,
+                    "berth_rate": 0.03, "berth_distance": 0.011, "script": [[0.105, "capture"]]},
     }
 
 
@@ -248,16 +250,21 @@ class Trace:
         return next(e for e in self.events if e["kind"] == kind)
 
 
+def _bodies(cfg: dict[str, Any]) -> tuple[rb.RigidBodyModel, rb.RigidBodyModel]:
+    o = so.check_table(cfg, "orbiter", so.ORBITER_KEYS, [])
+    p = so.check_table(cfg, "payload", sc.PAYLOAD_KEYS, [])
+    return so.body_model("orbiter", o["mass"], o["inertia"]), so.body_model("payload", p["mass"], p["inertia"])
+
+
 def total_momentum(cfg: dict[str, Any], orb: rb.RigidBodyState, pay: rb.RigidBodyState) -> np.ndarray:
-    mO = so.body_model("orbiter", cfg["orbiter"]["mass"], cfg["orbiter"]["inertia"])
-    mT = so.body_model("payload", cfg["payload"]["mass"], cfg["payload"]["inertia"])
+    """[L about Wo; P] of orbiter + payload (the arm is massless). [kg·m²/s, kg·m/s]"""
+    mO, mT = _bodies(cfg)
     P = [a + b for a, b in zip(rb.momentum(mO, orb), rb.momentum(mT, pay))]
-    return np.concatenate(P)
+    return np.concatenate(P[::-1])
 
 
 def total_energy(cfg: dict[str, Any], orb: rb.RigidBodyState, pay: rb.RigidBodyState) -> float:
-    mO = so.body_model("orbiter", cfg["orbiter"]["mass"], cfg["orbiter"]["inertia"])
-    mT = so.body_model("payload", cfg["payload"]["mass"], cfg["payload"]["inertia"])
+    mO, mT = _bodies(cfg)
     return rb.kinetic_energy(mO, orb) + rb.kinetic_energy(mT, pay)
 
 
@@ -268,14 +275,40 @@ def models_for(cfg: dict[str, Any], arm: bool = True) -> list[Any]:
     return ms
 
 
+def real_arm_scenario() -> dict[str, Any]:
+    """The SRMS (``services.arm``, massless) at its default pose; the grapple fixture 5 cm ahead of E,
+    1 cm off its axis, closing at 5 mm/s; operator script: brakes on, capture, rigidize, manual
+    augmented rates while grappled, release."""
+    from services import arm as sa
+
+    X_WE = np.asarray(sa.build({"arm": {}}, "arm", H_A).initial(0)["arm/state"]["X_WE"])
+    X_TG = so.pose_key([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    X_WG = X_WE.copy()
+    X_WG[:3, 3] += X_WE[:3, :3] @ np.array([0.05, 0.01, 0.0])
+    X_WT = X_WG @ np.linalg.inv(X_TG)
+    from scipy.spatial.transform import Rotation
+    return {
+        "orbiter": {"w_WO_O": [0.0, 0.0, 1e-4]},
+        "payload": {"mass": 12000.0, "inertia": [2.0e4, 3.0e4, 3.5e4],
+                    "X_WT": [*X_WT[:3, 3], *Rotation.from_matrix(X_WT[:3, :3]).as_rotvec()],
+                    "v_WTo_W": list(X_WE[:3, :3] @ np.array([-0.005, 0.0, 0.0])), "X_TG": [-1.0, 0.0, 0.0, 0.0, 0.0, 0.0]},
+        "contact": {"rigidize_delay": 0.2},
+        "arm": {},
+        "operator": {"script": [{"t": 0.0, "cmd": "brakes", "on": True}, {"t": 0.1, "cmd": "capture"},
+                                {"t": 0.5, "cmd": "mode", "mode": "manual"},
+                                {"t": 0.5, "cmd": "rate", "v": [0.01, 0.0, 0.0]}, {"t": 0.8, "cmd": "release"}]},
+    }
+
+
 # ---------------------------------------------------------------- tests
 
 
+@pytest.mark.slow
 def test_momentum_conserved_through_approach_capture_rigidize_berthing_contact_and_latch():
     cfg = scenario()
-    cfg["standin"]["script"] = [[0.105, "capture"], [1.8, "release"]]
+    cfg["standin"]["script"] = [[0.105, "capture"], [0.85, "release"]]
     tr = Trace()
-    run_lockstep(models_for(cfg), 2_000_000_000, tr)
+    run_lockstep(models_for(cfg), 900_000_000, tr)
     kinds = tr.kinds()
     for k in ("capture", "rigidize", "first_contact", "latch", "release"):
         assert k in kinds, f"{k} missing from {kinds}"
@@ -304,7 +337,7 @@ def test_momentum_conserved_through_approach_capture_rigidize_berthing_contact_a
 def test_plastic_capture_loses_the_predicted_energy_across_services():
     cfg = scenario(rigidize_delay=100.0)
     tr = Trace()
-    run_lockstep(models_for(cfg, arm=False) + [StandInArm(cfg, "arm", H_A)], 400_000_000, tr)
+    run_lockstep(models_for(cfg, arm=False) + [StandInArm(cfg, "arm", H_A)], 120_000_000, tr)
     cap = tr.event("capture")
     times = sorted(set(tr.orb) & set(tr.pay))
     before = max(t for t in times if t < cap["t_ns"])
@@ -316,22 +349,22 @@ def test_plastic_capture_loses_the_predicted_energy_across_services():
 
 def test_capture_outside_envelope_misses_with_reason():
     cfg = scenario()
-    cfg["payload"]["X_WT"] = [0.0, 0.25, 3.01, 0.0, 0.0, 0.0]  # 0.25 m lateral
+    cfg["payload"]["X_WT"] = [0.0, 0.25, 3.006, 0.0, 0.0, 0.0]  # 0.25 m lateral
     tr = Trace()
-    run_lockstep(models_for(cfg), 400_000_000, tr)
+    run_lockstep(models_for(cfg), 120_000_000, tr)
     miss = tr.event("miss")
     assert "lateral 0.25" in miss["reason"] and "capture" not in tr.kinds()
     cfg = scenario()
     cfg["payload"]["v_WTo_W"] = [0.0, 0.0, 0.05]  # 5 cm/s closing
     tr = Trace()
-    run_lockstep(models_for(cfg), 400_000_000, tr)
+    run_lockstep(models_for(cfg), 120_000_000, tr)
     assert "rate_lin 0.05" in tr.event("miss")["reason"]
 
 
 def test_capture_without_arm_state_misses():
     cfg = scenario()
     tr = Trace()
-    run_lockstep(models_for(cfg, arm=False), 400_000_000, tr)
+    run_lockstep(models_for(cfg, arm=False), 120_000_000, tr)
     assert "no arm/state" in tr.event("miss")["reason"]
 
 
@@ -345,25 +378,26 @@ def _drop_scenario(**over: Any) -> dict[str, Any]:
     return cfg
 
 
+@pytest.mark.slow
 def test_compliant_contact_energy_loss_matches_integrated_damping_power():
     # Three trunnions land on three plates at 5 cm/s and rebound (Hunt–Crossley, e ≈ 0.75).
     # The service evaluates the held force at the interval's midpoint and sums P_d·h. A force
     # held from the interval's start would change the energy by ≈ (π/2) ω h E per impact
-    # (ω = sqrt(3k/m_red) ≈ 7.5 rad/s: 2.7 % of the loss at h = 1 ms, measured 2.9 %); with the
-    # midpoint what remains is first order in h from the contact's onset and end falling
-    # inside a step: 0.11 % at 1 ms, 0.05 % at 0.5 ms.
+    # (ω = sqrt(3k/m_red) ≈ 17 rad/s: ≈ 6 % of the loss at h = 1 ms); with the midpoint what
+    # remains is first order in h from the contact's onset and end falling inside a step:
+    # measured 0.29 % at 1 ms, 0.13 % at 0.5 ms.
     errs = []
     for h in (H_C, H_C // 2):
-        cfg = _drop_scenario(mu_s=0.0, mu_k=0.0, alpha=5.0)  # e ≈ 1 − α v_in = 0.75
+        cfg = _drop_scenario(mu_s=0.0, mu_k=0.0, alpha=5.0, k=1.0e6)  # e ≈ 1 − α v_in = 0.75
         tr = Trace()
         ms = [so.build(cfg, "orbiter", 10 * h), sc.build(cfg, "contact", h)]
-        run_lockstep(ms, 500_000_000, tr)
+        run_lockstep(ms, 300_000_000, tr)
         assert "first_contact" in tr.kinds() and "rebound" in tr.kinds()
         times = sorted(set(tr.orb) & set(tr.pay))
         loss = total_energy(cfg, tr.orb[0], tr.pay[0]) - total_energy(cfg, tr.orb[times[-1]], tr.pay[times[-1]])
         assert loss > 0.1 * total_energy(cfg, tr.orb[0], tr.pay[0])
         errs.append(abs(ms[1].dissipated - loss) / loss)
-    assert errs[0] < 0.003
+    assert errs[0] < 0.005
     assert errs[1] < 0.6 * errs[0]  # converges with h: a discretisation error, not a missing term
 
 
@@ -458,38 +492,62 @@ def test_validate_names_key_and_value():
     assert any("mass" in p and "-3" in p for p in sc.validate(cfg, "contact"))
 
 
+@pytest.mark.slow
+def test_momentum_conserved_with_the_real_arm_and_operator_services():
+    from services import arm as sa
+    from services import operator as sop
+
+    cfg = real_arm_scenario()
+    ms = [so.build(cfg, "orbiter", H_O), sc.build(cfg, "contact", H_C), sop.build(cfg, "operator", H_O),
+          sa.build(cfg, "arm", H_A)]
+    tr = Trace()
+    run_lockstep(ms, 1_000_000_000, tr)
+    assert tr.kinds() == ["capture", "rigidize", "release"]
+    cap = tr.event("capture")
+    assert cap["brakes"] is True
+    np.testing.assert_allclose(cap["V_rel_post_W"], 0.0, atol=1e-12)
+    times = sorted(set(tr.orb) & set(tr.pay))
+    M0 = total_momentum(cfg, tr.orb[0], tr.pay[0])
+    dev = max(np.max(np.abs(total_momentum(cfg, tr.orb[t], tr.pay[t]) - M0)) for t in times)
+    assert dev < 1e-12 * np.max(np.abs(M0)) * 100, dev
+    # the arm moved the payload while grappled (the check is not trivially satisfied)
+    assert np.linalg.norm(tr.pay[times[-1]].v_WBo_W - tr.pay[400_000_000].v_WBo_W) > 3e-4
+
+
 # ---------------------------------------------------------------- integration: real processes
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_momentum_conserved_across_processes_via_launcher(tmp_path):
-    cfg = scenario()
-    cfg["standin"]["out"] = str(tmp_path / "rec.msgpack")
+    # the real orbiter, contact, arm and operator services as processes; a recorder sink from this module
+    cfg = real_arm_scenario()
+    cfg["standin"] = {"out": str(tmp_path / "rec.msgpack")}
     cfg["sim"] = {"duration": 1.0, "transport": "ipc"}
     cfg["services"] = {
         "orbiter": {"kind": "orbiter", "rate_hz": 100},
         "contact": {"kind": "contact", "rate_hz": 1000},
-        "arm": {"kind": "tests.services.test_contact", "rate_hz": 500, "role": "arm"},
-        "operator": {"kind": "tests.services.test_contact", "rate_hz": 1000, "role": "operator"},
+        "arm": {"kind": "arm", "rate_hz": 500},
+        "operator": {"kind": "operator", "rate_hz": 100},
         "rec": {"kind": "tests.services.test_contact", "rate_hz": 100, "role": "recorder"},
     }
     path = tmp_path / "run.toml"
     path.write_text(_toml(cfg))
-    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(path)], capture_output=True, text=True, check=False,
-                       timeout=90, cwd=ROOT)
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(path)], capture_output=True, text=True,
+                       check=False, timeout=120, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     ps = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=False).stdout
     assert not [ln for ln in ps.splitlines() if str(path) in ln and " Z" not in ln], "orphan worker processes"
     tr = Trace()
     for topic, payload in msgpack.unpackb((tmp_path / "rec.msgpack").read_bytes(), raw=False):
         tr(topic, decode(topic, payload))
-    assert "capture" in tr.kinds() and "rigidize" in tr.kinds()
+    assert tr.kinds() == ["capture", "rigidize", "release"]
+    np.testing.assert_allclose(tr.event("capture")["V_rel_post_W"], 0.0, atol=1e-12)
     times = sorted(set(tr.orb) & set(tr.pay))
-    assert times[-1] == 1_000_000_000
+    assert times[-1] == 1_000_000_000 and len(times) == 101
     M0 = total_momentum(cfg, tr.orb[0], tr.pay[0])
     dev = max(np.max(np.abs(total_momentum(cfg, tr.orb[t], tr.pay[t]) - M0)) for t in times)
-    assert dev < 1e-9 * np.max(np.abs(M0)), dev
+    assert dev < 1e-10 * np.max(np.abs(M0)), dev
 
 
 def _toml(d: dict[str, Any], prefix: str = "") -> str:
