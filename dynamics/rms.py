@@ -51,6 +51,7 @@ __all__ = [
     "joint_rates",
     "prescribed_base_dynamics",
     "grappled_inverse_dynamics",
+    "scale_link_masses",
 ]
 
 Array = NDArray[np.float64]
@@ -362,6 +363,28 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
     R_OT = RWO.T @ RWT
     v_R = RWO.T @ (vE_W - sp.as_vector(v_WOo_W, 3, "v_WOo_W")) - _cross(wO, pO)
     return np.concatenate([R_OT @ wT - wO, v_R])
+
+
+def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:
+    """The chain with every link's mass and inertia (body 0, the base, excepted) times ``scale``.
+
+    For the limit of vanishing link masses, in which the multibody arm becomes the
+    SVDS massless arm (App. C, C-18).
+
+    Raises
+    ------
+    ModelError
+        If ``scale`` is not positive.
+    """
+    if not (np.isfinite(scale) and scale > 0.0):
+        raise ModelError(f"link_mass_scale: must be positive, got {scale!r}")
+    mass = model.mass.copy()
+    inertia = model.I_Bcm_B.copy()
+    mass[1:] *= scale
+    inertia[1:] *= scale
+    return ch.chain_from_table(model.names, model.parent, model.joint_type, model.X_PJ, model.axis_J, mass,
+                               model.p_BoBcm_B, inertia, q_lower=model.q_lower, q_upper=model.q_upper,
+                               qd_max=model.qd_max, tau_max=model.tau_max, joint_names=model.joint_names)
 
 
 def prescribed_base_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,

@@ -256,15 +256,7 @@ class ArmModel:
         self.multibody = s["model"] == "multibody"
         if self.multibody:
             case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
-            m = case.model
-            scale = float(s["link_mass_scale"])
-            mass = m.mass.copy()
-            inertia = m.I_Bcm_B.copy()
-            mass[1:] *= scale
-            inertia[1:] *= scale
-            self.chain = ch.chain_from_table(m.names, m.parent, m.joint_type, m.X_PJ, m.axis_J, mass, m.p_BoBcm_B,
-                                             inertia, q_lower=m.q_lower, q_upper=m.q_upper, qd_max=m.qd_max,
-                                             tau_max=m.tau_max)
+            self.chain = rms.scale_link_masses(case.model, float(s["link_mass_scale"]))
             self.chain_data = ch.make_data(self.chain)
         self.theta = np.array(s["q0"], dtype=float)
         self.theta_dot = np.zeros(6)

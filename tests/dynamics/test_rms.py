@@ -147,16 +147,6 @@ def test_prescribed_base_dynamics_agrees_with_free_floating_forward_dynamics():
     np.testing.assert_allclose(F_on_base, own, rtol=1e-7, atol=1e-9 * np.abs(own).max())
 
 
-def _scaled(model: ch.ChainModel, eps: float) -> ch.ChainModel:
-    mass = model.mass.copy()
-    inertia = model.I_Bcm_B.copy()
-    mass[1:] *= eps
-    inertia[1:] *= eps
-    return ch.chain_from_table(model.names, model.parent, model.joint_type, model.X_PJ, model.axis_J, mass,
-                               model.p_BoBcm_B, inertia, q_lower=model.q_lower, q_upper=model.q_upper,
-                               qd_max=model.qd_max, tau_max=model.tau_max)
-
-
 def test_multibody_tends_to_the_massless_arm_as_link_masses_vanish():
     """grappled_inverse_dynamics → (J^-T τ at Eo, its opposite at the shoulder) linearly in the mass scale."""
     rng = np.random.default_rng(6)
@@ -174,7 +164,7 @@ def test_multibody_tends_to_the_massless_arm_as_link_masses_vanish():
     F_base_ref = sp.shift_wrench(-F_ref, q[:3] - p_WoEo_W)
     errs = []
     for eps in (1e-2, 1e-3, 1e-4):
-        m = _scaled(case.model, eps)
+        m = rms.scale_link_masses(case.model, eps)
         F_E, F_B = rms.grappled_inverse_dynamics(m, ch.make_data(m), q, v, vdot, tau, rms.EE_TIP_B6)
         errs.append((np.abs(F_E - F_ref).max(), np.abs(F_B - F_base_ref).max()))
     scale = np.abs(F_ref).max()
