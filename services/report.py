@@ -1,17 +1,439 @@
-"""launch.py report (in progress)."""
+"""``launch.py report LOG [--out DIR]``: the figures of a run, as PNG files and one multi-page PDF.
+
+Pages (each only when its topics are in the log; otherwise the summary notes it as
+skipped, never an error — a log of the toy services has none of them):
+
+``summary``
+    Log, duration, message counts and losses; peaks (contact force and moment,
+    relative speed, joint torques, timing) and every event with its time.
+``relative_pose``
+    At the berthing interface, B relative to the latch L (``hil/command`` ``X_LB``):
+    position [m] and rotation angle [deg]; without ``hil/command``, the payload CoM
+    relative to the orbiter CoM in W (``payload/state``, ``orbiter/state``).
+``relative_rates``
+    ``V_LB_L`` (ω [deg/s], v [m/s]); or, from the states, ``v_WTo_W − v_WOo_W`` [m/s]
+    and ``ω_WT − ω_WO`` expressed in W [deg/s].
+``contact``
+    Contact moment [N·m] and force [N] on the orbiter at Lo (``contact/wrench``,
+    active intervals shaded), and the rig's sensed wrench at Bo (``hil/feedback``).
+``joints``
+    Joint angles [deg], rates [deg/s] and torques [N·m] (``arm/state``).
+``momentum_energy``
+    Linear momentum [N·s], angular momentum about Wo [N·m·s] and kinetic energy [J]
+    of orbiter + payload, from their states and the masses and inertias of the logged
+    configuration (``[orbiter]``, ``[payload]``: ``mass``, ``inertia``); the arm is
+    not included (massless in the SVDS model, seed 003 eqs. 2-4…2-9).
+``timing``
+    Per service, from ``sim/stats``: step-start jitter p50/p99 [ms], overruns,
+    input age [ms], messages dropped.
+
+Events (every topic whose schema kind is ``event``: ``contact/event``,
+``operator/command``, ...) are marked as vertical lines on every time axis.
+
+PNG files ``DIR/<page>.png`` and ``DIR/report.pdf`` (default DIR ``<LOG stem>_report``).
+Exit codes: 0 written, 2 a missing, truncated or non-MCAP log (one line naming it).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from dynamics.spatial import quat_angle, quat_rotate
+from errors import LogError
+from services.export import field_columns, topic_tables
+from services.logger import LogFile, open_log, schema_from_json
+
+__all__ = ["Report", "make_report", "add_arguments", "main", "PAGES"]
+
+PAGES = ("summary", "relative_pose", "relative_rates", "contact", "joints", "momentum_energy", "timing")
+MAX_POINTS = 4000
+"""Samples per plotted series at most (evenly strided)."""
+
+
+@dataclass
+class Report:
+    """What :func:`make_report` wrote and found.
+
+    Attributes
+    ----------
+    out_dir : Path
+    pngs : dict[str, Path]
+        Page name -> PNG file.
+    pdf : Path
+    skipped : dict[str, str]
+        Page name -> why it was skipped (topics absent).
+    peaks : dict[str, float]
+        Peak values named with their units.
+    events : list of (t_s, topic, kind)
+    """
+
+    out_dir: Path
+    pngs: dict[str, Path] = field(default_factory=dict)
+    pdf: Path | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+    peaks: dict[str, float] = field(default_factory=dict)
+    events: list[tuple[float, str, str]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- data
+def _vec(cols: dict[str, Any], name: str) -> np.ndarray:
+    """The columns of field ``name`` (flattened by :func:`services.export.field_columns`), (rows, k)."""
+    spec = cols["__schema__"].fields.get(name)
+    if spec is None:
+        return np.zeros((len(cols["t_ns"]), 0))
+    keys = [c for c, _ in field_columns(name, *spec)]
+    return np.column_stack([cols[k] for k in keys])
+
+
+_NEEDED = ("hil/command", "orbiter/state", "payload/state", "contact/wrench", "hil/feedback", "arm/state", "sim/stats")
+
+
+class _Tables:
+    """The report's topics, read from the log in one pass; ``log.topics`` for what is there."""
+
+    def __init__(self, log: LogFile) -> None:
+        self.log = log
+        self.topics = log.topics
+        self._cols = topic_tables(log, [t for t in _NEEDED if t in log.topics])
+        for t, cols in self._cols.items():
+            cols["__schema__"] = schema_from_json(log.schema_data[t])
+
+    def __getitem__(self, topic: str) -> dict[str, Any]:
+        return self._cols[topic]
+
+    def config(self) -> dict[str, Any] | None:
+        return self.log.config()
+
+
+def _table(log: _Tables, topic: str) -> dict[str, Any]:
+    return log[topic]
+
+
+def _events(log: LogFile) -> list[tuple[float, str, str]]:
+    out = []
+    for topic, data in log.schema_data.items():
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            continue
+        if doc.get("x-berthsim-kind") != "event" or topic.startswith("sim/"):
+            continue
+        for m in log.messages([topic]):
+            fields = msgpack.unpackb(m.payload, raw=False)[6]
+            for ev in fields.get("events", []) if isinstance(fields, dict) else []:
+                if isinstance(ev, dict):
+                    out.append((m.t_ns / 1e9, topic, str(ev.get("kind", "?"))))
+    return sorted(out)
+
+
+def _stride(n: int) -> slice:
+    return slice(None, None, max(1, -(-n // MAX_POINTS)))
+
+
+def _common(a: dict[str, Any], b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices of samples of a and b at the same t_ns."""
+    t, ia, ib = np.intersect1d(a["t_ns"], b["t_ns"], assume_unique=False, return_indices=True)
+    return t, ia, ib
+
+
+def _inertia(value: Any) -> np.ndarray | None:
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if a.shape == (3,):
+        return np.diag(a)
+    return a if a.shape == (3, 3) else None
+
+
+# ---------------------------------------------------------------- drawing
+def _figure(title: str, n: int) -> tuple[Any, list[Any]]:
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(8.27, 2.3 * n + 0.8), layout="constrained")
+    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
+    fig.suptitle(title)
+    axes[-1].set_xlabel("simulation time t [s]")
+    return fig, list(axes)
+
+
+def _mark(axes: list[Any], events: list[tuple[float, str, str]]) -> None:
+    for ax in axes:
+        for t, _, _ in events:
+            ax.axvline(t, color="tab:red", lw=0.7, ls="--", alpha=0.6)
+    if events and axes:
+        top = axes[0]
+        for t, _, kind in events[:30]:
+            top.annotate(kind, (t, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6,
+                         va="top", ha="right", color="tab:red")
+
+
+def _plot(ax: Any, t: np.ndarray, y: np.ndarray, labels: list[str], ylabel: str) -> None:
+    s = _stride(len(t))
+    y2 = y.reshape(len(t), -1)
+    for j in range(y2.shape[1]):
+        ax.plot(t[s], y2[s, j], lw=0.9, label=labels[j] if j < len(labels) else None)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, lw=0.3)
+    if labels:
+        ax.legend(fontsize=7, loc="upper right", ncols=min(len(labels), 6))
+
+
+def _page_relative_pose(log: LogFile, rep: Report) -> Any:
+    if "hil/command" in log.topics:
+        c = _table(log, "hil/command")
+        t = c["t_s"]
+        X = _vec(c, "X_LB").reshape(-1, 4, 4)
+        p = X[:, :3, 3]
+        tr = np.clip((np.trace(X[:, :3, :3], axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+        ang = np.degrees(np.arccos(tr))
+        title, what = "Berthing interface B relative to latch L (hil/command X_LB)", "p_LoBo_L"
+    elif "orbiter/state" in log.topics and "payload/state" in log.topics:
+        o, q = _table(log, "orbiter/state"), _table(log, "payload/state")
+        tc, io, ip = _common(o, q)
+        t = tc * 1e-9
+        p = _vec(q, "p_WoTo_W")[ip] - _vec(o, "p_WoOo_W")[io]
+        qo, qt = _vec(o, "quat_WO")[io], _vec(q, "quat_WT")[ip]
+        ang = np.degrees([quat_angle(a, b) for a, b in zip(qo, qt)])
+        title, what = "Payload CoM relative to orbiter CoM, in W (payload/state, orbiter/state)", "p_OoTo_W"
+    else:
+        rep.skipped["relative_pose"] = "no hil/command, and not both orbiter/state and payload/state"
+        return None
+    fig, axes = _figure(title, 3)
+    _plot(axes[0], t, p, ["x", "y", "z"], f"{what} [m]")
+    _plot(axes[1], t, np.linalg.norm(p, axis=1), ["|p|"], "distance [m]")
+    _plot(axes[2], t, ang, ["angle"], "relative rotation [deg]")
+    if len(t):
+        rep.peaks["relative distance max [m]"] = float(np.linalg.norm(p, axis=1).max())
+        rep.peaks["relative distance min [m]"] = float(np.linalg.norm(p, axis=1).min())
+        rep.peaks["relative rotation max [deg]"] = float(np.max(ang))
+    return fig, axes
+
+
+def _page_relative_rates(log: LogFile, rep: Report) -> Any:
+    if "hil/command" in log.topics:
+        c = _table(log, "hil/command")
+        t = c["t_s"]
+        V = _vec(c, "V_LB_L")
+        w, v = np.degrees(V[:, :3]), V[:, 3:]
+        title = "Relative rates of B in L, expressed in L (hil/command V_LB_L)"
+    elif "orbiter/state" in log.topics and "payload/state" in log.topics:
+        o, q = _table(log, "orbiter/state"), _table(log, "payload/state")
+        tc, io, ip = _common(o, q)
+        t = tc * 1e-9
+        v = _vec(q, "v_WTo_W")[ip] - _vec(o, "v_WOo_W")[io]
+        qo, qt = _vec(o, "quat_WO")[io], _vec(q, "quat_WT")[ip]
+        wo, wt = _vec(o, "w_WO_O")[io], _vec(q, "w_WT_T")[ip]
+        w = np.degrees(np.array([quat_rotate(b, y) - quat_rotate(a, x) for a, x, b, y in zip(qo, wo, qt, wt)])
+                       .reshape(-1, 3))
+        title = "Payload relative to orbiter: v_WTo_W - v_WOo_W and w_WT - w_WO, in W"
+    else:
+        rep.skipped["relative_rates"] = "no hil/command, and not both orbiter/state and payload/state"
+        return None
+    fig, axes = _figure(title, 2)
+    _plot(axes[0], t, w, ["x", "y", "z"], "angular rate [deg/s]")
+    _plot(axes[1], t, v, ["x", "y", "z"], "velocity [m/s]")
+    if len(t):
+        rep.peaks["relative speed max [m/s]"] = float(np.linalg.norm(v, axis=1).max())
+        rep.peaks["relative angular rate max [deg/s]"] = float(np.linalg.norm(w, axis=1).max())
+    return fig, axes
+
+
+def _page_contact(log: LogFile, rep: Report) -> Any:
+    have_c, have_h = "contact/wrench" in log.topics, "hil/feedback" in log.topics
+    if not (have_c or have_h):
+        rep.skipped["contact"] = "no contact/wrench or hil/feedback"
+        return None
+    n = 2 * (have_c + have_h)
+    fig, axes = _figure("Contact wrench", n)
+    k = 0
+    for topic, name, where in (("contact/wrench", "F_Lo_W", "on the orbiter at Lo, in W"),
+                               ("hil/feedback", "F_Bo_B", "rig sensor at Bo, in B")):
+        if topic not in log.topics:
+            continue
+        c = _table(log, topic)
+        t, F = c["t_s"], _vec(c, name)
+        _plot(axes[k], t, F[:, :3], ["x", "y", "z"], f"moment [N·m]\n{where}")
+        _plot(axes[k + 1], t, F[:, 3:], ["x", "y", "z"], f"force [N]\n{where}")
+        if "active" in c and len(t):
+            act = c["active"].astype(bool)
+            for ax in axes[k:k + 2]:
+                ax.fill_between(t, 0, 1, where=act, transform=ax.get_xaxis_transform(), color="tab:orange",
+                                alpha=0.15, step="post", lw=0)
+        if len(t):
+            rep.peaks[f"{name} |force| max [N]"] = float(np.linalg.norm(F[:, 3:], axis=1).max())
+            rep.peaks[f"{name} |moment| max [N·m]"] = float(np.linalg.norm(F[:, :3], axis=1).max())
+        k += 2
+    return fig, axes
+
+
+def _page_joints(log: LogFile, rep: Report) -> Any:
+    if "arm/state" not in log.topics:
+        rep.skipped["joints"] = "no arm/state"
+        return None
+    c = _table(log, "arm/state")
+    t = c["t_s"]
+    q, qd, tau = _vec(c, "q"), _vec(c, "qd"), _vec(c, "tau")
+    labels = [f"j{i + 1}" for i in range(q.shape[1])]
+    fig, axes = _figure("SRMS joints (arm/state)", 3)
+    _plot(axes[0], t, np.degrees(q), labels, "angle q [deg]")
+    _plot(axes[1], t, np.degrees(qd), labels, "rate qd [deg/s]")
+    _plot(axes[2], t, tau, labels, "torque tau [N·m]")
+    if len(t):
+        for i, lab in enumerate(labels):
+            rep.peaks[f"joint {lab} |tau| max [N·m]"] = float(np.abs(tau[:, i]).max())
+    return fig, axes
+
+
+def _page_momentum(log: LogFile, rep: Report) -> Any:
+    if not ("orbiter/state" in log.topics and "payload/state" in log.topics):
+        rep.skipped["momentum_energy"] = "not both orbiter/state and payload/state"
+        return None
+    cfg = log.config() or {}
+    bodies = []
+    for table in ("orbiter", "payload"):
+        t = cfg.get(table, {}) if isinstance(cfg.get(table), dict) else {}
+        m, inertia = t.get("mass"), _inertia(t.get("inertia"))
+        if not isinstance(m, (int, float)) or inertia is None:
+            rep.skipped["momentum_energy"] = f"no [{table}] mass and inertia in the logged configuration"
+            return None
+        bodies.append((float(m), inertia))
+    o, q = _table(log, "orbiter/state"), _table(log, "payload/state")
+    tc, io, ip = _common(o, q)
+    P = np.zeros((len(tc), 3))
+    H = np.zeros((len(tc), 3))
+    T = np.zeros(len(tc))
+    for (m, I_B), cols, idx, (pn, qn, wn, vn) in (
+            (bodies[0], o, io, ("p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W")),
+            (bodies[1], q, ip, ("p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W"))):
+        p, quat, w, v = (_vec(cols, n)[idx] for n in (pn, qn, wn, vn))
+        h_B = w @ I_B.T
+        P += m * v
+        H += np.array([quat_rotate(a, b) for a, b in zip(quat, h_B)]).reshape(-1, 3) + m * np.cross(p, v)
+        T += 0.5 * m * np.einsum("ij,ij->i", v, v) + 0.5 * np.einsum("ij,ij->i", w, h_B)
+    fig, axes = _figure("Momentum and energy of orbiter + payload (arm not included)", 3)
+    t = tc * 1e-9
+    _plot(axes[0], t, P, ["x", "y", "z"], "linear momentum in W [N·s]")
+    _plot(axes[1], t, H, ["x", "y", "z"], "angular momentum about Wo [N·m·s]")
+    _plot(axes[2], t, T, ["T"], "kinetic energy [J]")
+    if len(t):
+        rep.peaks["linear momentum drift max [N·s]"] = float(np.linalg.norm(P - P[0], axis=1).max())
+        rep.peaks["kinetic energy change max [J]"] = float(np.abs(T - T[0]).max())
+    return fig, axes
+
+
+def _page_timing(log: LogFile, rep: Report) -> Any:
+    if "sim/stats" not in log.topics:
+        rep.skipped["timing"] = "no sim/stats"
+        return None
+    c = _table(log, "sim/stats")
+    senders = sorted(set(c["sender"]))
+    sender = np.asarray(c["sender"])
+    fig, axes = _figure("Per-service timing (sim/stats)", 4)
+    for s in senders:
+        k = sender == s
+        t = c["t_s"][k]
+        axes[0].plot(t, c["jitter_p99_ns"][k] * 1e-6, lw=0.9, label=f"{s} p99")
+        axes[0].plot(t, c["jitter_p50_ns"][k] * 1e-6, lw=0.6, ls=":", label=f"{s} p50")
+        axes[1].step(t, c["overruns"][k], where="post", lw=0.9, label=s)
+        axes[2].plot(t, c["input_age_ns"][k] * 1e-6, lw=0.9, label=s)
+        axes[3].step(t, c["msgs_dropped"][k], where="post", lw=0.9, label=s)
+        if k.any():
+            rep.peaks[f"{s} jitter p99 max [ms]"] = float(c["jitter_p99_ns"][k].max() * 1e-6)
+            rep.peaks[f"{s} overruns"] = float(c["overruns"][k].max())
+    for ax, lab in zip(axes, ("step-start jitter [ms]", "overruns [count]", "input age [ms]",
+                              "messages dropped [count]")):
+        ax.set_ylabel(lab)
+        ax.grid(True, lw=0.3)
+        ax.legend(fontsize=6, loc="upper left", ncols=3)
+    return fig, axes
+
+
+def _summary_page(log: LogFile, rep: Report) -> Any:
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(8.27, 11.69))
+    meta = log.metadata()
+    close = meta.get("berthsim.close", {})
+    run = meta.get("berthsim.run", {})
+    lines = [f"berthsim run report: {log.path.name}", "",
+             f"simulation time {log.start_ns * 1e-9:.3f} .. {log.end_ns * 1e-9:.3f} s, "
+             f"{log.message_count} messages, {log.chunk_count} chunks",
+             f"git {run.get('git_commit', '?')}, seed {run.get('seed', '?')}, mode {run.get('mode', '?')}, "
+             f"host {run.get('logger_host', '?')}",
+             f"lost (sequence gaps) {close.get('lost', '? (log not closed)')}, invalid {close.get('invalid', '?')}",
+             "", "Topics:"]
+    lines += [f"  {t:<20s} {n:>9d}" for t, n in sorted(log.topics.items())]
+    lines += ["", "Peaks:"]
+    lines += [f"  {k:<44s} {v:12.6g}" for k, v in rep.peaks.items()] or ["  (none)"]
+    lines += ["", f"Events ({len(rep.events)}):"]
+    lines += [f"  t={t:10.4f} s  {topic:<18s} {kind}" for t, topic, kind in rep.events[:40]] or ["  (none)"]
+    if len(rep.events) > 40:
+        lines.append(f"  ... and {len(rep.events) - 40} more")
+    lines += ["", "Skipped pages:"]
+    lines += [f"  {k}: {why}" for k, why in rep.skipped.items()] or ["  (none)"]
+    fig.text(0.05, 0.97, "\n".join(lines), va="top", ha="left", family="monospace", fontsize=7.5)
+    return fig
+
+
+# ---------------------------------------------------------------- entry
+def make_report(log_path: str | Path, out_dir: str | Path | None = None) -> Report:
+    """Write the report of a log (see the module docstring).
+
+    Raises
+    ------
+    LogError
+        A missing, truncated or non-MCAP log (named).
+    """
+    from matplotlib.backends.backend_pdf import PdfPages
+    log_path = Path(log_path)
+    out = Path(out_dir) if out_dir else log_path.with_name(log_path.stem + "_report")
+    with open_log(log_path) as log:
+        rep = Report(out)
+        rep.events = _events(log)
+        tables = _Tables(log)
+        figs = []
+        for name, page in (("relative_pose", _page_relative_pose), ("relative_rates", _page_relative_rates),
+                           ("contact", _page_contact), ("joints", _page_joints),
+                           ("momentum_energy", _page_momentum), ("timing", _page_timing)):
+            made = page(tables, rep)
+            if made is not None:
+                fig, axes = made
+                _mark(axes, rep.events)
+                figs.append((name, fig))
+        summary = _summary_page(log, rep)
+    out.mkdir(parents=True, exist_ok=True)
+    rep.pdf = out / "report.pdf"
+    with PdfPages(rep.pdf) as pdf:
+        for name, fig in [("summary", summary)] + figs:
+            path = out / f"{name}.png"
+            fig.savefig(path, dpi=110)
+            pdf.savefig(fig)
+            rep.pngs[name] = path
+    return rep
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``launch.py report``."""
     p.add_argument("log", help="MCAP log")
+    p.add_argument("--out", help="output directory (default: <LOG stem>_report)")
 
 
 def main(a: argparse.Namespace) -> int:
-    """Not yet available."""
-    print("berthsim report: not yet available", file=sys.stderr)
-    return 2
+    """``launch.py report``: 0 written (a JSON line: files, skipped pages), 2 bad log (one line)."""
+    try:
+        rep = make_report(a.log, a.out)
+    except LogError as err:
+        print(f"berthsim report: {err}", file=sys.stderr)
+        return 2
+    for page, why in rep.skipped.items():
+        print(f"berthsim report: note: page {page} skipped: {why}", file=sys.stderr)
+    print(json.dumps({"event": "report", "pdf": str(rep.pdf), "png": {k: str(v) for k, v in rep.pngs.items()},
+                      "skipped": rep.skipped, "events": len(rep.events)}))
+    return 0

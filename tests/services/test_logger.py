@@ -70,6 +70,15 @@ def launch(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT)
 
 
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``launch.py ARGS`` in this process (commands that start no run): exit code, stdout, stderr."""
+    import launch
+    capsys.readouterr()
+    rc = launch.main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 def record_toy_run(tmp: Path, duration: float = 0.5, **kw: str) -> Path:
     """Run the toy chain with a logger; the log's path."""
     log = tmp / "run.mcap"
@@ -190,7 +199,7 @@ def test_seek_to_any_time_within_50ms(big_log):
 
 
 # ---------------------------------------------------------------- bad input
-def test_missing_truncated_and_non_mcap_files_name_the_file(tmp_path, big_log):
+def test_missing_truncated_and_non_mcap_files_name_the_file(tmp_path, big_log, capsys):
     path = big_log[0]
     trunc = tmp_path / "trunc.mcap"
     trunc.write_bytes(path.read_bytes()[:100_000])
@@ -204,8 +213,8 @@ def test_missing_truncated_and_non_mcap_files_name_the_file(tmp_path, big_log):
             open_log(bad)
         msg = str(e.value)
         assert str(bad) in msg and why in msg and "\n" not in msg
-    p = launch("replay", str(trunc))
-    assert p.returncode == 2 and str(trunc) in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    rc, _, err = cli(capsys, "replay", str(trunc))
+    assert rc == 2 and str(trunc) in err and len(err.strip().splitlines()) == 1
 
 
 def test_unwritable_log_is_a_log_error(tmp_path):
