@@ -9,9 +9,9 @@ service, and stops everything when one fails.
 Several machines: every host runs ``launch.py run CONFIG --only …`` with the same
 config. The launcher that can bind the control address (``sim.bus``) is the master;
 one on a host that does not own that address (bind fails with EADDRNOTAVAIL) is a
-*follower*: it starts and watches its local services, which connect to the master
-directly, reports a local death to the master, and leaves when the master says stop
-or falls silent.
+*follower*: it starts and watches its local services (which bind their ``endpoint``
+on this host and talk to the master's control ROUTER directly), reports a local
+death to the master, and leaves when the master says stop or falls silent.
 
 Stop order: models and sources first, sinks (the logger) last so they record
 everything. A service that dies (non-zero exit, signal, error report, or a thread
@@ -72,6 +72,7 @@ class ServiceRecord:
     stopped: bool = False
     t_ns: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
+    live: dict[str, Any] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     thread: threading.Thread | None = None
     result: list[int] = field(default_factory=list)
@@ -131,6 +132,7 @@ class Launcher:
         local = plan.only or tuple(plan.services)
         self.records = {n: ServiceRecord(n, n in local) for n in plan.services}
         self._signal: int | None = None
+        self._probes_seen: set[str] = set()
         self.frozen = False
         self._tmpdir: str | None = None
         self.exit_code = 0
@@ -279,6 +281,15 @@ class Launcher:
                 elif self._started:  # realtime re-anchors: sim time t_ns at wall_ns, the same for all
                     t_common = max([r.t_ns for r in self.records.values()] or [0])
                     self._broadcast({"op": "resume", "wall_ns": time.time_ns() + 50_000_000, "t_ns": t_common})
+            while self.bus is not None and (m := self.bus.recv(0.0)) is not None:
+                try:
+                    st = decode(m.topic, m.payload)
+                except MessageError:
+                    continue
+                if m.topic == "sim/control":  # a probe: that publisher reaches our SUB
+                    self._probes_seen.add(st.sender)
+                elif st.sender in self.records:  # sim/stats: the latest live statistics
+                    self.records[st.sender].live = dict(st.body)
             now = time.monotonic()
             if now >= self._next_ping:
                 self._next_ping = now + 0.5
@@ -294,7 +305,7 @@ class Launcher:
         """Probe until every service's SUB has seen every PUB (and ours has seen theirs); then ack."""
         deadline = time.monotonic() + float(self.plan.sim["ready_timeout"])
         seq = 0
-        seen: set[str] = set()
+        seen = self._probes_seen
         names = set(self.records)
         while not (seen >= names and all(r.probed for r in self.records.values())):
             if time.monotonic() > deadline:
@@ -303,13 +314,7 @@ class Launcher:
                 raise _Failed(f"not ready within {self.plan.sim['ready_timeout']} s: {', '.join(missing)}")
             self._control_pub("probe", seq)
             seq += 1
-            self._poll(0.01)
-            while (m := self.bus.recv(0.0)) is not None:
-                if m.topic == "sim/control":
-                    try:
-                        seen.add(decode(m.topic, m.payload).sender)
-                    except MessageError:
-                        continue
+            self._poll(0.01)  # also collects the probes our SUB sees
         for rec in self.records.values():
             rec.acked = self.server.send(rec.name, {"op": "ack"})
         self._ctl_seq = seq
@@ -373,6 +378,9 @@ class Launcher:
 
     def _stop_all(self, fast: bool = False) -> None:
         """Stop models/sources, then sinks; terminate, then kill, stragglers. Bounded (< 1 s when fast)."""
+        if fast and self.server is not None:  # a failure: everyone at once, sinks included
+            for r in self.records.values():
+                self.server.send(r.name, {"op": "stop"})
         groups = [[r for r in self.records.values() if r.role != "sink"],
                   [r for r in self.records.values() if r.role == "sink"]]
         for group in groups:
@@ -382,7 +390,7 @@ class Launcher:
                     self.server.send(n, {"op": "stop"})
                 for f in getattr(self, "_followers", ()):
                     self.server.send(f, {"op": "stop"})
-            self._reap(group, 0.4 if fast else 3.0)
+            self._reap(group, 0.3 if fast else 3.0)
         self._reap(list(self.records.values()), 0.2)
 
     def _reap(self, group: list[ServiceRecord], grace: float) -> None:
@@ -399,14 +407,19 @@ class Launcher:
                 time.sleep(0.01)
         for r in group:
             r.stopped = True
-            if r.proc is not None and r.proc.poll() is None:
-                r.proc.terminate()
-                try:
-                    r.proc.wait(0.2)
-                except subprocess.TimeoutExpired:
-                    r.proc.kill()
-                    r.proc.wait(1.0)
-            elif r.thread is not None:
+        stuck = [r.proc for r in group if r.proc is not None and r.proc.poll() is None]
+        for p in stuck:  # SIGTERM all at once, then SIGKILL whoever is left after 0.2 s
+            p.terminate()
+        end = time.monotonic() + 0.2
+        while stuck and time.monotonic() < end:
+            stuck = [p for p in stuck if p.poll() is None]
+            time.sleep(0.005)
+        for p in stuck:
+            p.kill()
+        for p in stuck:
+            p.wait(1.0)
+        for r in group:
+            if r.thread is not None:
                 r.thread.join(0.5)
 
     def _summary(self, t_end: int | None, wall: float | None) -> None:

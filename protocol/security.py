@@ -10,10 +10,14 @@ Keys are ZeroMQ certificate files written by :func:`write_keys` (``launch.py key
     client = "client"          # key pair this host's processes use as CURVE clients
     allowed = ["client"]       # client public keys the server accepts (names in keys_dir)
 
-The server side runs a ``zmq.auth`` thread authenticator that accepts a client only
-if its public key is one of ``allowed``; any other peer fails the handshake, so it
-receives nothing and nothing it sends reaches a service. A follower host needs only
-``server.key`` (public) and its own client pair. Binding a non-loopback tcp address
+Every bound socket (each participant's PUB of the mesh, the launcher's control
+ROUTER) is a CURVE server with the ``server`` pair, and its process runs a ``zmq.auth``
+thread authenticator that accepts a client only if its public key is one of
+``allowed``; every connecting socket is a CURVE client that checks the server's
+public key. A peer without an allowed key fails the handshake, so it receives
+nothing; a publisher without the server's secret key is refused by the clients, so
+nothing it sends reaches a service. Every host therefore needs the ``server`` pair,
+its ``client`` pair and the allowed public keys. Binding a non-loopback tcp address
 without keys is refused (:func:`check_bind`).
 """
 

@@ -69,7 +69,7 @@ import numpy as np
 import zmq
 
 from errors import LifecycleError, MessageError
-from protocol.bus import ControlClient, ZmqBus, open_bus
+from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus
 from protocol.codec import decode, encode
 from protocol.messages import SEPARATOR, schema_for
 from protocol.security import Security
@@ -191,7 +191,7 @@ class ServiceShell:
         self.received = 0
         self.invalid = 0
         self.dropped = 0
-        self._last_seq: dict[tuple[str, str], int] = {}
+        self._gaps = SequenceTracker()
         self._jitter = array("q")
         self._age = array("q")
         self._win = 0
@@ -297,11 +297,10 @@ class ServiceShell:
         except MessageError:
             self.invalid += 1
             return
-        key = (s.sender, topic)
-        last = self._last_seq.get(key)
-        if last is not None and s.seq != last + 1 and s.seq > last:
-            self.dropped += s.seq - last - 1
-        self._last_seq[key] = s.seq
+        if self._gaps.see(s.sender, topic, s.seq):
+            self.dropped = self._gaps.dropped
+            print(f"[{self.name}] sequence gap on {topic!r} from {s.sender!r} before seq {s.seq}",
+                  file=sys.stderr, flush=True)
         self.buf.add(topic, s)
 
     def _drain(self) -> None:
