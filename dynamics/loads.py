@@ -48,6 +48,9 @@ STATION_POINT = (1, 1, 2, 2, 3, 3, 4, 4, 6)
 #: Link frame of each station: index into ``RmsPose.X_OB`` (1 = after shoulder yaw …).
 STATION_LINK = (1, 2, 2, 3, 3, 4, 4, 5, 5)
 STATION_SIGN = (-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0)
+_POINT = np.array(STATION_POINT)
+_LINK = np.array(STATION_LINK)
+_SIGN = np.array(STATION_SIGN)
 
 
 def static_loads(points_O: ArrayLike, R_links_O: ArrayLike, F_Eo_O: ArrayLike) -> Array:
@@ -79,11 +82,10 @@ def static_loads(points_O: ArrayLike, R_links_O: ArrayLike, F_Eo_O: ArrayLike) -
         raise ShapeError(f"points_O, R_links_O: expected (7, 3), (7, 3, 3), got {pts.shape}, {R.shape}")
     F = sp.as_vector(F_Eo_O, 6, "F_Eo_O")
     Me, Fe = F[:3], F[3:]
+    r = pts[6] - pts[_POINT]                                   # (9, 3) station → Eo
+    M_O = Me + np.cross(r, Fe)                                  # moment about each station, in O
     out = np.empty((N_STATIONS, 6))
-    for k in range(N_STATIONS):
-        r = pts[6] - pts[STATION_POINT[k]]
-        T = R[STATION_LINK[k]].T
-        s = STATION_SIGN[k]
-        out[k, :3] = s * (T @ (Me + np.cross(r, Fe)))
-        out[k, 3:] = s * (T @ Fe)
+    T = R[_LINK]                                                # (9, 3, 3) R_O<station>
+    out[:, :3] = _SIGN[:, None] * np.einsum("kji,kj->ki", T, M_O)     # T_kᵀ M
+    out[:, 3:] = _SIGN[:, None] * (Fe @ T)                            # T_kᵀ F_e
     return out

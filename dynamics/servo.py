@@ -232,23 +232,27 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
     tm, w, integ = s.theta_m.copy(), s.omega.copy(), s.integ.copy()
     i = np.zeros(6)
     tau_acc = np.zeros(6)
+    tau_L = np.zeros(6)
     gain = p.gear_ratio * p.torque_constant
-    Jr = p.reflected_inertia
+    hJ = hs / p.reflected_inertia
+    any_brake = bool(br.any())
     for _ in range(n_sub):
         e = cmd - w
         i_un = p.ki * integ - p.kp * w          # I-P form: no closed-loop zero, hence no overshoot
         i = np.clip(i_un, -p.current_limit, p.current_limit)
         # anti-windup: integrate unless saturated and the error pushes further into saturation
-        sat = (i != i_un) & (np.sign(e) == np.sign(i_un))
-        integ = np.where(sat, integ, integ + e * hs)
-        i = np.where(br, 0.0, i)
-        integ = np.where(br, 0.0, integ)
-        tau_L = ka * (tm - th) + ca * (w - thd) if loaded else np.zeros(6)
-        tau_m = gain * i
+        sat = (i != i_un) & (e * i_un > 0.0)
+        integ = integ + np.where(sat, 0.0, e * hs)
+        if any_brake:
+            i = np.where(br, 0.0, i)
+            integ = np.where(br, 0.0, integ)
+        if loaded:
+            tau_L = ka * (tm - th) + ca * (w - thd)
         tau_f = p.coulomb * np.tanh(w / p.friction_rate) + p.viscous * w
-        w_new = w + hs * (tau_m - tau_f - tau_L) / Jr
+        w_new = w + hJ * (gain * i - tau_f - tau_L)
         # brakes: hold while the transmitted torque is within the slip torque, else slip against it
-        if np.any(br):
+        if any_brake:
+            Jr = p.reflected_inertia
             held = br & (np.abs(w) < 1e-9) & (np.abs(tau_L) <= p.slip_torque)
             dirn = np.where(np.abs(w) > 1e-9, np.sign(w), -np.sign(tau_L))
             w_slip = w + hs * (-tau_L - p.slip_torque * dirn) / Jr

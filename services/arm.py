@@ -244,6 +244,7 @@ class ArmModel:
         fixed = _fixed_chain()
         R_OS = Rotation.from_euler("xyz", s["rpy_OS"]).as_matrix()    # URDF: R = Rz(y) Ry(p) Rx(r)
         self.geom = rms.rms_geometry(fixed, sp.pose(R_OS, s["p_OoSo_O"]), s["por"])
+        self.quat_OS = sp.rotation_to_quat(R_OS)
         self.servo_p = sv.srms_servo_params(
             self.geom.tau_max, self.geom.qd_max, bandwidth=a["bandwidth"], gear_ratio=a["gear_ratio"],
             motor_inertia=a["motor_inertia"], torque_constant=a["torque_constant"],
@@ -555,12 +556,14 @@ class ArmModel:
         r = X_WS[:3, 3] - np.asarray(orb["p_WoOo_W"])
         w = R_WO @ np.asarray(orb["w_WO_O"])
         wd = R_WO @ np.asarray(orb["wdot_WO_O"])
-        v = np.asarray(orb["v_WOo_W"]) + np.cross(w, r)
-        a = np.asarray(orb["a_WOo_W"]) + np.cross(wd, r) + np.cross(w, np.cross(w, r))
+        W = sp.skew(w)
+        v = np.asarray(orb["v_WOo_W"]) + W @ r
+        a = np.asarray(orb["a_WOo_W"]) + sp.skew(wd) @ r + W @ (W @ r)
+        self._quat_WS = sp.quat_multiply(orb["quat_WO"], self.quat_OS)
         return X_WS, np.concatenate([w, v]), np.concatenate([wd, a]), r
 
     def _chain_q(self, X_WS: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        return np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), theta])
+        return np.concatenate([X_WS[:3, 3], self._quat_WS, theta])
 
     def _multibody(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
         X_WS, V_S, A_S, _ = self._base_motion(orb)
@@ -606,14 +609,16 @@ class ArmModel:
         p_OoEo_W = R_WO @ self.pose.X_OE[:3, 3]
         w_O_W = R_WO @ np.asarray(orb["w_WO_O"])
         V_WE_W = np.concatenate([w_O_W + R_WO @ self.V_R_O[:3],
-                                 np.asarray(orb["v_WOo_W"]) + np.cross(w_O_W, p_OoEo_W) + R_WO @ self.V_R_O[3:]])
+                                 np.asarray(orb["v_WOo_W"]) + sp.skew(w_O_W) @ p_OoEo_W + R_WO @ self.V_R_O[3:]])
         if self.multibody and hasattr(self, "_mb_wrench"):
             self.F_Eo_W, F_B = self._mb_wrench
             self.F_So_W = F_B                            # the chain base origin is So
             self.F_Eo_O = np.concatenate([R_WO.T @ self.F_Eo_W[:3], R_WO.T @ self.F_Eo_W[3:]])
         else:
             self.F_Eo_W = np.concatenate([R_WO @ self.F_Eo_O[:3], R_WO @ self.F_Eo_O[3:]])
-            self.F_So_W = sp.shift_wrench(-self.F_Eo_W, X_WS[:3, 3] - X_WE[:3, 3])
+            # equal and opposite, referred to So: τ_S = −τ_E + (p_So − p_Eo) × f_E
+            self.F_So_W = np.concatenate([-self.F_Eo_W[:3] + sp.skew(X_WS[:3, 3] - X_WE[:3, 3]) @ self.F_Eo_W[3:],
+                                          -self.F_Eo_W[3:]])
         warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
         self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
         return {
