@@ -1,0 +1,89 @@
+"""Config validation (pure: nothing is started) and the launch.py check / keys commands."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errors import ConfigError
+from protocol.bus import LAUNCHER
+from protocol.config import peers_of, validate, with_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOY = {"mass": [1.0, 4.0], "k": [40.0], "rest": [1.0], "x0": [0.0, 1.1], "v0": [0.0, 0.0]}
+
+
+def cfg(**sim):
+    return {"sim": dict(sim), "toy": dict(TOY),
+            "services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "index": 0},
+                         "b": {"kind": "tests.protocol.toys", "rate_hz": 100, "index": 1}}}
+
+
+def problems(c, **kw):
+    with pytest.raises(ConfigError) as ei:
+        validate(c, **kw)
+    return ei.value.problems
+
+
+def test_valid_plan():
+    plan = validate(cfg(duration=1.5))
+    assert plan.base_tick_ns == 1_000_000 and plan.longest_period_ns == 10_000_000
+    assert plan.duration_ns == 1_500_000_000 and plan.sim["mode"] == "lockstep"
+    assert {n: s.period_ns for n, s in plan.services.items()} == {"a": 1_000_000, "b": 10_000_000}
+
+
+def test_every_problem_listed_at_once():
+    c = cfg(mode="fast", duration="1", bogus=1)
+    c["services"]["a"]["colour"] = "red"
+    c["services"]["b"]["rate_hz"] = 3
+    c["services"]["c"] = {"kind": "no.such.module", "rate_hz": 10}
+    c["services"][LAUNCHER] = {"kind": "tests.protocol.toys", "rate_hz": 100, "index": 1}
+    c["stray"] = {"x": 1}
+    c["toy"]["k"] = [1.0, 2.0]
+    p = "\n".join(problems(c))
+    for needle in ("sim.mode: expected one of", "sim.duration: expected", "sim.bogus: unknown key",
+                   "services.a.colour: unknown key", "b.rate_hz: 3 Hz", "services.c.kind: kind 'no.such.module'",
+                   f"services.{LAUNCHER}: name", "[stray]: unclaimed", "services.a: toy.k: expected 1 values"):
+        assert needle in p, (needle, p)
+
+
+def test_transport_and_endpoints():
+    assert any("missing endpoint" in p for p in problems(cfg(transport="tcp")))
+    assert any("does not match transport" in p for p in problems(cfg(transport="ipc", bus="tcp://127.0.0.1:5550")))
+    assert any("not loopback" in p for p in problems(cfg(transport="tcp", bus="tcp://10.1.2.3:5550")))
+    c = cfg(transport="tcp", bus="tcp://127.0.0.1:5550")
+    c["services"]["b"]["endpoint"] = "tcp://10.9.9.9:6000"
+    assert any("services.b.endpoint" in p and "not loopback" in p for p in problems(c))
+    c["services"]["b"]["endpoint"] = "tcp://127.0.0.1:6000"
+    plan = validate(c)
+    assert peers_of(plan.config, "tcp://127.0.0.1:5550") == {
+        LAUNCHER: "tcp://127.0.0.1:5551", "a": "tcp://127.0.0.1:5552", "b": "tcp://127.0.0.1:6000"}
+
+
+def test_missing_keys_named(tmp_path):
+    c = cfg(transport="tcp", bus="tcp://127.0.0.1:5550")
+    c["security"] = {"keys_dir": str(tmp_path)}
+    assert any("server.key_secret" in p and "not found" in p for p in problems(c))
+
+
+def test_overrides_and_only():
+    plan = validate(cfg(), overrides={"mode": "realtime", "speed": None})
+    assert plan.sim["mode"] == "realtime" and plan.sim["speed"] == 0.0
+    assert with_overrides({"sim": {"a": 1}}, {"a": 2, "b": None}) == {"sim": {"a": 2}}
+    assert any("--only: unknown services zz" in p for p in problems(cfg(), only=("a", "zz")))
+
+
+def test_check_and_keys_commands(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "check", str(ROOT / "configs" / "toy_spring.toml")],
+                       capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert r.returncode == 0 and json.loads(r.stdout)["services"]["b"]["period_ns"] == 10_000_000
+    r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "keys", str(tmp_path / "k"), "--names", "s,c1"],
+                       capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "k").iterdir()) == [
+        "c1.key", "c1.key_secret", "s.key", "s.key_secret"]
+    r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "check", str(tmp_path / "none.toml")],
+                       capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert r.returncode == 2 and "cannot read" in r.stderr
