@@ -401,3 +401,37 @@ def test_closed_loop_heavy_payload_oscillates_at_the_linearized_first_mode():
     t_cross = (z + 1) * h
     f_sim = (len(z) - 1) / 2.0 / (t_cross[-1] - t_cross[0])
     assert f_sim == pytest.approx(f[0], rel=0.05), (f_sim, f[0])
+
+
+@pytest.mark.slow
+def test_unloaded_multibody_arm_oscillates_at_its_linearized_first_mode():
+    """Multibody mode, links with mass on joint springs (assumed gearbox stiffness in series with the
+    servos' holding stiffness), orbiter held still: started in the first mode shape of the linearized
+    fixed-base arm, the arm oscillates at that mode's frequency, inside the published unloaded band
+    0.35–0.71 Hz."""
+    import scipy.linalg
+
+    from dynamics import servo as sv
+
+    h_ns = 5_000_000
+    m = arm.build({"arm": {"model": "multibody", "servo_substeps": 5}}, "arm", h_ns)
+    m.initial(0)
+    X_WS = m.geom.X_OS
+    q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.theta])
+    M = ch.mass_matrix(m.chain, ch.make_data(m.chain), q)[6:, 6:]
+    k = 1 / (1 / m.joint_stiffness + 1 / sv.hold_stiffness(m.servo_p))
+    lam, phi = scipy.linalg.eigh(np.diag(k), M)
+    f0 = np.sqrt(lam[0]) / (2 * np.pi)
+    assert 0.35 <= f0 <= 0.71, f0
+    m.theta_dot = phi[:, 0] * 0.002 / np.abs(phi[:, 0]).max()     # links moving in the mode shape, motors held
+    th0 = m.theta.copy()
+    x = []
+    for kk in range(int(5.0 / (h_ns * 1e-9))):
+        m.step(kk * h_ns, h_ns, StepInputs(kk * h_ns, h_ns, {"orbiter/state": orbiter()}, {}, {}))
+        x.append(phi[:, 0] @ M @ (m.theta - th0))                 # modal coordinate
+    x = np.array(x) - np.mean(x)
+    z = np.flatnonzero(np.sign(x[1:]) != np.sign(x[:-1]))
+    assert len(z) >= 4, z
+    t_cross = (z + 1) * h_ns * 1e-9
+    f_sim = (len(z) - 1) / 2.0 / (t_cross[-1] - t_cross[0])
+    assert f_sim == pytest.approx(f0, rel=0.05), (f_sim, f0)
