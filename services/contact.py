@@ -36,8 +36,11 @@ arm makes E rigid with the orbiter and the snare is a plastic 6-DOF impact of pa
 orbiter at Eo (:func:`dynamics.contact.plastic_lock`, Yoshida seed 000 eqs. 26–28);
 the relative twist at Eo is then zero. With the brakes off a massless arm transmits no
 impulse: the snare closes without one (the arm's servos then take up the relative
-motion). After ``rigidize_delay`` a ``rigidize`` event carries the frozen ``X_EG``; the
-arm then holds the payload (``arm/wrench``). ``cmd = "release"`` ends the grapple.
+motion). ``capture = "compliant"`` instead closes the snare as a short compliant
+transient: a spring–damper (``[contact.snare]``) pulls G onto E (E held at its capture
+pose in O) until rigidize, its reaction going to the orbiter like any contact force.
+After ``rigidize_delay`` a ``rigidize`` event carries the frozen ``X_EG``; the arm then
+holds the payload (``arm/wrench``). ``cmd = "release"`` ends the grapple.
 E's pose is ``X_WE`` from ``arm/state`` if present, else ``X_WO X_OE``; its velocity
 ``V_WE_W`` if present, else the orbiter's rigid motion at Eo (exact with brakes on).
 
@@ -85,6 +88,7 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
 
     [contact]
     rigidize_delay = 0.5                  # s from capture to rigidize
+    capture = "impulsive"                 # impulsive (plastic lock, brakes on) | compliant (snare spring)
     berthing = "compliant"                # compliant | impulsive
     k = 2.0e5                             # N/m^exponent
     exponent = 1.0
@@ -110,6 +114,11 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
     k_rot = 1.0e8                         # N·m/rad
     c_lin = 2.0e5                         # N·s/m
     c_rot = 2.0e6                         # N·m·s/rad
+    [contact.snare]                       # compliant capture: spring–damper pulling G onto E
+    k_lin = 2.0e5                         # N/m
+    k_rot = 2.0e6                         # N·m/rad
+    c_lin = 9.0e4                         # N·s/m   (about critical for a 12 t payload)
+    c_rot = 5.0e5                         # N·m·s/rad (about critical for 3e4 kg·m²)
     [[contact.surfaces]]
     point = 0                             # index into payload.points_B
     p_LoSo_L = [0, 2, 0]                  # a point of the plane, in L
@@ -168,6 +177,8 @@ PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
 }
 CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
     "rigidize_delay": (_Num, 0.5),
+    "capture": (("impulsive", "compliant"), "impulsive"),
+    "snare": ("table", {}),
     "berthing": (("compliant", "impulsive"), "compliant"),
     "k": (_Num, 2.0e5),
     "exponent": (_Num, 1.0),
@@ -189,6 +200,7 @@ CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
     "surfaces": ("list", []),
 }
 LATCH_SPRING: dict[str, float] = {"k_lin": 1.0e7, "k_rot": 1.0e8, "c_lin": 2.0e5, "c_rot": 2.0e6}
+SNARE_SPRING: dict[str, float] = {"k_lin": 2.0e5, "k_rot": 2.0e6, "c_lin": 9.0e4, "c_rot": 5.0e5}
 SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
     "point": (int, 0),
     "p_LoSo_L": (_VEC3, [0.0] * 3),
@@ -240,6 +252,12 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
     out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
     out["X_LB_berthed"] = pose_key(lt["X_LB"]) if not problems else np.eye(4)
+    sn = check_table(con, "snare", {k: (_Num, v) for k, v in SNARE_SPRING.items()}, problems)
+    out["snare"] = {k: float(v) for k, v in sn.items()}
+    for table, vals in (("latch", out["latch_spring"]), ("snare", out["snare"])):
+        for k, val in vals.items():
+            if val < 0:
+                problems.append(f"contact.{table}.{k}: expected >= 0, got {val!r}")
     surfaces = []
     for i, s in enumerate(con["surfaces"]):
         if not isinstance(s, dict):
@@ -354,6 +372,8 @@ class ContactModel:
         self.envelope: dc.CaptureEnvelope = v["envelope"]
         self.criteria: dc.LatchCriteria = v["criteria"]
         self.latch_spring: dict[str, float] = v["latch_spring"]
+        self.snare_spring: dict[str, float] = v["snare"]
+        self.X_OE: Array | None = None   # E in O at capture (compliant snare)
         self.X_LB_berthed: Array = v["X_LB_berthed"]
         self.con = con
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
@@ -457,7 +477,10 @@ class ContactModel:
             return
         P_Wo = np.zeros(6)
         loss = 0.0
-        if brakes:
+        if self.con["capture"] == "compliant":
+            self.X_OE = pose_inverse(X_WO) @ X_WE
+            V_post = V_pre
+        elif brakes:
             lock = dc.plastic_lock(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_E - orb.p_WoBo_W, V_O_E,
                                    self.model_T.mass, rb.inertia_W(self.model_T, self.state),
                                    p_E - self.state.p_WoBo_W, V_T_E)
@@ -471,6 +494,20 @@ class ContactModel:
         self.captured_ns = t_ns
         events.append(_event("capture", t_ns, V_pre, V_post, P_Wo, brakes=brakes, energy_loss=loss,
                              p_WoEo_W=[float(x) for x in p_E], **m))
+
+    def _snare_wrench(self, orb: rb.RigidBodyState) -> Array:
+        """Compliant snare (capture → rigidize): spring–damper pulling G onto E, on the payload about Wo.
+
+        E is taken fixed in O at its capture pose (the arm holds or is braked while the snare
+        closes); the massless arm passes the reaction to the orbiter, which receives it through
+        ``contact/wrench``.
+        """
+        X_WE = pose(self._rot(orb)[0], orb.p_WoBo_W) @ self.X_OE
+        X_WG = self._X_WT() @ self.X_TG
+        p_G = X_WG[:3, 3]
+        F_G = dc.latch_wrench(X_WE, self._twist_at(orb, p_G), X_WG, self._twist_at(self.state, p_G), np.eye(4),
+                              **self.snare_spring)
+        return wrench_about_origin(F_G, p_G)
 
     # ------------------------------------------------------------ berthing
     def _model_contact(self, orb: rb.RigidBodyState, X_WB: Array, X_WL: Array, t_ns: int, h_ns: int,
@@ -596,6 +633,7 @@ class ContactModel:
                 elif cmd == "release" and self.grappled:
                     self.grappled = self.rigidized = False
                     self.captured_ns = None
+                    self.X_OE = None
                     events.append(_event("release", t1))
         if (self.grappled and not self.rigidized and self.captured_ns is not None
                 and t1 >= self.captured_ns + self.rigidize_delay_ns):
@@ -620,6 +658,8 @@ class ContactModel:
             if F_hil is not None:
                 F_T_Wo, power, active = F_hil, 0.0, bool(np.any(F_hil != 0.0))
         self.last_power = power
+        if self.grappled and not self.rigidized and self.X_OE is not None:
+            F_T_Wo = F_T_Wo + self._snare_wrench(orb)
         if not self.berthed and (active or not self.surfaces):  # latches close on seated trunnions
             V_LB_L = rotate_spatial(X_WL[:3, :3].T, V_rel_B)
             X_LB = pose_inverse(X_WL) @ X_WB
