@@ -41,8 +41,9 @@ transient: a spring–damper (``[contact.snare]``) pulls G onto E (E held at its
 pose in O) until rigidize, its reaction going to the orbiter like any contact force.
 After ``rigidize_delay`` a ``rigidize`` event carries the frozen ``X_EG``; the arm then
 holds the payload (``arm/wrench``). ``cmd = "release"`` ends the grapple.
-E's pose is ``X_WE`` from ``arm/state`` if present, else ``X_WO X_OE``; its velocity
-``V_WE_W`` if present, else the orbiter's rigid motion at Eo (exact with brakes on).
+E's pose is ``X_WO X_OE`` with the orbiter's pose now and the arm's latest ``X_OE``; its
+velocity the arm's ``V_WE_W`` if present and the brakes are off, else the orbiter's rigid
+motion at Eo (exact with brakes on).
 
 Berthing contact (payload points vs orbiter latch surfaces)
 -----------------------------------------------------------
@@ -463,7 +464,7 @@ class ContactModel:
             events.append(_event("miss", t_ns, reason="no arm/state: end effector pose unknown"))
             return
         X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
-        X_WE = np.asarray(arm["X_WE"]) if "X_WE" in arm else X_WO @ np.asarray(arm["X_OE"])
+        X_WE = X_WO @ np.asarray(arm["X_OE"])
         p_E = X_WE[:3, 3]
         V_O_E = self._twist_at(orb, p_E)
         brakes = bool(arm.get("brakes", False))
@@ -640,8 +641,7 @@ class ContactModel:
             self.rigidized = True
             X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
             try:
-                arm = u.state("arm/state").body
-                X_WE = np.asarray(arm["X_WE"]) if "X_WE" in arm else X_WO @ np.asarray(arm["X_OE"])
+                X_WE = X_WO @ np.asarray(u.state("arm/state").body["X_OE"])
             except KeyError:
                 X_WE = self._X_WT() @ self.X_TG
             X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
