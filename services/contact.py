@@ -651,12 +651,12 @@ class ContactModel:
         X_WB = X_WT @ self.X_TB
         X_WL = pose(self._rot(orb)[0], orb.p_WoBo_W) @ self.X_OL
         V_rel_B = self._twist_at(self.state, X_WB[:3, 3]) - self._twist_at(orb, X_WB[:3, 3])
-        F_T_Wo, power, active = self._model_contact(orb, X_WB, X_WL, t1, h_ns, events)
-        orb = self.orbiter_at_now
-        if self.con["source"] == "hil":
-            F_hil = self._hil_wrench(u, t1, X_WB, events)
-            if F_hil is not None:
-                F_T_Wo, power, active = F_hil, 0.0, bool(np.any(F_hil != 0.0))
+        F_hil = self._hil_wrench(u, t1, X_WB, events) if self.con["source"] == "hil" else None
+        if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
+            F_T_Wo, power, active = self._model_contact(orb, X_WB, X_WL, t1, h_ns, events)
+            orb = self.orbiter_at_now
+        else:
+            F_T_Wo, power, active = F_hil, 0.0, bool(np.any(F_hil != 0.0))
         self.last_power = power
         if self.grappled and not self.rigidized and self.X_OE is not None:
             F_T_Wo = F_T_Wo + self._snare_wrench(orb)

@@ -473,6 +473,13 @@ def test_bad_hil_feedback_is_refused_with_fallback_to_model_and_reported(body, w
     # reported once, not every step
     out = m.step(H_C, H_C, _hil_inputs(m, body, H_C))
     assert not [e for e in out["contact/event"]["events"] if e["kind"] == "hil_fallback"]
+    # a good sample again: accepted, reported, and its wrench replaces the model's
+    good = {"F_Bo_B": np.array([0.0, 0.0, 0.0, 0.0, 0.0, 500.0]), "legs": np.zeros(6), "delay_s": 0.0, "valid": True}
+    out = m.step(2 * H_C, H_C, _hil_inputs(m, good, 2 * H_C))
+    assert [e["kind"] for e in out["contact/event"]["events"]] == ["hil_restored"]
+    R_WB = quat_to_rotation(m.state.quat_WB)  # X_TB has no rotation
+    np.testing.assert_allclose(out["contact/wrench"]["F_Lo_W"][3:], -R_WB @ [0.0, 0.0, 500.0], atol=1e-9)
+    assert m.hil_refused == 2
 
 
 def test_good_hil_feedback_replaces_the_model_wrench_rotated_into_W():
