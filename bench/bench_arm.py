@@ -2,7 +2,9 @@
 
 Prints one JSON object. The step is timed with ``time.process_time`` (CPU, not wall) over
 ``--steps`` steps after a warm-up, for the massless and the multibody arm, free and grappled
-(a heavy payload drifting at 1 cm/s). The CPU fraction is the step cost times 500 Hz.
+(a heavy payload drifting at 1 cm/s), alone and with the msgpack encoding of its two output
+messages (the bus I/O of the shell is not included). The CPU fraction is the cost times 500 Hz.
+On a shared machine the figures vary with its load; ``load_avg_1min`` is printed with them.
 Run from the repository root: ``python bench/bench_arm.py``.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dynamics import flexibility as fx  # noqa: E402
 from dynamics import loads as ld  # noqa: E402
 from dynamics import rms  # noqa: E402
+from protocol.codec import encode  # noqa: E402
 from protocol.service import Sample  # noqa: E402
 from protocol.stepping import StepInputs  # noqa: E402
 from services import arm  # noqa: E402
@@ -43,8 +47,8 @@ def _inputs(t: int, pay: bool, events: dict | None = None) -> StepInputs:
     return StepInputs(t, H_NS, st, {}, events or {})
 
 
-def step_cost(model: str, grappled: bool, steps: int) -> float:
-    """CPU seconds per step."""
+def step_cost(model: str, grappled: bool, steps: int, codec: bool = False) -> float:
+    """CPU seconds per step (with ``codec``: plus encoding both output messages)."""
     m = arm.build({"arm": {"model": model}}, "arm", H_NS)
     m.initial(0)
     ev = Sample(0, H_NS, "x", 0, {"events": [{"kind": "capture"}]})
@@ -54,7 +58,10 @@ def step_cost(model: str, grappled: bool, steps: int) -> float:
         m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
     t0 = time.process_time()
     for k in range(50, 50 + steps):
-        m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
+        out = m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
+        if codec:
+            for topic, body in out.items():
+                encode(topic, body, sender="arm", seq=k, t_ns=(k + 1) * H_NS, h_ns=H_NS)
     return (time.process_time() - t0) / steps
 
 
@@ -95,13 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--calls", type=int, default=2000)
     a = ap.parse_args(argv)
-    out: dict[str, object] = {"rate_hz": 500, "steps": a.steps}
+    out: dict[str, object] = {"rate_hz": 500, "steps": a.steps, "load_avg_1min": os.getloadavg()[0],
+                              "cpus": os.cpu_count()}
     cpu = {}
     for model in ("massless", "multibody"):
         for grappled in (False, True):
             c = step_cost(model, grappled, a.steps)
+            cc = step_cost(model, grappled, a.steps, codec=True)
             key = f"{model}_{'grappled' if grappled else 'free'}"
-            cpu[key] = {"step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3)}
+            cpu[key] = {"step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3),
+                        "step_and_encode_us": round(cc * 1e6, 1), "cpu_fraction_with_encode": round(cc * 500, 3)}
     out["arm_step"] = cpu
     out["routines"] = {k: round(v, 1) for k, v in routine_costs(a.calls).items()}
     defaults = arm.DEFAULTS

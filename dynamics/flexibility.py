@@ -309,9 +309,9 @@ def servo_flexibility_terms(gamma_J: ArrayLike) -> Array:
     return out
 
 
-def _rigid_body_mass(m: float, I: Array) -> Array:
+def _rigid_body_mass(m: float, inertia: Array) -> Array:
     M = np.zeros((6, 6))
-    M[:3, :3] = I
+    M[:3, :3] = inertia
     M[3:, 3:] = m * np.eye(3)
     return M
 
@@ -354,7 +354,8 @@ def modes_two_body(m1: float, I1: ArrayLike, p_1cmEo: ArrayLike, m2: float, I2: 
     Ke = np.linalg.inv(np.asarray(gamma, dtype=np.float64))
     B = np.hstack([-shift_matrix(p_1cmEo), shift_matrix(p_2cmEo)])
     K = B.T @ Ke @ B
-    M = scipy.linalg.block_diag(_rigid_body_mass(m1, np.asarray(I1, float)), _rigid_body_mass(m2, np.asarray(I2, float)))
+    M = scipy.linalg.block_diag(_rigid_body_mass(m1, np.asarray(I1, float)),
+                                _rigid_body_mass(m2, np.asarray(I2, float)))
     lam, phi = scipy.linalg.eigh(0.5 * (K + K.T), M)
     return np.sqrt(np.maximum(lam[6:], 0.0)) / (2.0 * np.pi), phi[:, 6:]
 

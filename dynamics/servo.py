@@ -90,7 +90,8 @@ class ServoParams:
             a = sp.as_vector(getattr(self, name), 6, name).copy()
             positive = name in ("gear_ratio", "torque_constant", "current_limit", "motor_inertia", "rate_limit")
             if np.any(a < 0.0) or (positive and np.any(a <= 0.0)):
-                raise ModelError(f"servo.{name}: must be {'positive' if positive else 'non-negative'}, got {a.tolist()}")
+                what = "positive" if positive else "non-negative"
+                raise ModelError(f"servo.{name}: must be {what}, got {a.tolist()}")
             object.__setattr__(self, name, a)
         if not self.friction_rate > 0.0:
             raise ModelError(f"servo.friction_rate: must be positive, got {self.friction_rate!r}")

@@ -206,7 +206,7 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     q0 = table.get("q0", DEFAULTS["q0"])
     if not any(p.startswith("arm.q0") for p in problems):
         model = _fixed_chain()
-        for i, (q, lo, hi) in enumerate(zip(q0, model.q_lower, model.q_upper)):
+        for i, (q, lo, hi) in enumerate(zip(q0, model.q_lower, model.q_upper, strict=True)):
             if not lo <= q <= hi:
                 problems.append(f"arm.q0[{i}]: {JOINT_NAMES[i]} = {q} rad is outside its range [{lo}, {hi}] rad")
     return problems
@@ -253,7 +253,7 @@ class ArmModel:
         self.joint_stiffness = np.array(a["joint_stiffness"], dtype=float)
         self.zeta = float(a["joint_damping_ratio"])
         self.beams = tuple(replace(b, EI=float(ei), GJ=float(gj))
-                           for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"]))
+                           for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"], strict=True))
         self.multibody = s["model"] == "multibody"
         if self.multibody:
             case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
@@ -395,8 +395,12 @@ class ArmModel:
             self.single = (self.single[0], 0.0)
             self.waypoints = []
         elif kind == "por":
-            self.geom = replace(self.geom, p_B6oEo_B6=np.asarray(ev["p"], float))
+            p_new = np.asarray(ev["p"], float)
+            if self.grappled:   # the grasp is unchanged: carry the frozen point along with it
+                self.p_ToEo_T = self.p_ToEo_T + self.R_TE @ (p_new - self.geom.p_B6oEo_B6)
+            self.geom = replace(self.geom, p_B6oEo_B6=p_new)
             self._kin()
+            self._flex()
         if self.brakes:
             self.theta_n = self.theta.copy()
 
@@ -512,7 +516,8 @@ class ArmModel:
         if passive:
             self.tau = self._passive_torques()
         else:
-            self.tau = self.k_servo * (self.servo.theta_m - self.theta) + self.c_servo * (self.servo.omega - self.theta_dot)
+            self.tau = (self.k_servo * (self.servo.theta_m - self.theta)
+                        + self.c_servo * (self.servo.omega - self.theta_dot))
 
     def _grappled_rates(self, orb: dict[str, Any], pay: dict[str, Any] | None) -> np.ndarray:
         """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""

@@ -8,7 +8,7 @@ import pytest
 from dynamics import chain as ch
 from dynamics import rms
 from dynamics import spatial as sp
-from dynamics.cases import SRMS_BASE_TO_ORBITER_COM, reference_path, srms_on_orbiter
+from dynamics.cases import reference_path, srms_on_orbiter
 from dynamics.urdf import chain_from_urdf
 from errors import ModelError, ShapeError
 

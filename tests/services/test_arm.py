@@ -12,7 +12,6 @@ import pytest
 
 from dynamics import chain as ch
 from dynamics import loads as ld
-from dynamics import rms
 from dynamics import spatial as sp
 from protocol.codec import decode
 from protocol.service import Sample
@@ -435,3 +434,15 @@ def test_unloaded_multibody_arm_oscillates_at_its_linearized_first_mode():
     t_cross = (z + 1) * h_ns * 1e-9
     f_sim = (len(z) - 1) / 2.0 / (t_cross[-1] - t_cross[0])
     assert f_sim == pytest.approx(f0, rel=0.05), (f_sim, f0)
+
+
+def test_moving_the_point_of_resolution_while_grappled_keeps_the_grasp():
+    m, p_T = grappled_model()
+    run(m, 5, t0=H_NS, pay=payload(p_T, w=(0.0, 0.001, 0.0)))
+    V_before, thd_before = m.V_R_O.copy(), m.theta_dot.copy()
+    m.command({"kind": "por", "p": [1.5, 0.0, 0.2]})
+    run(m, 1, t0=6 * H_NS, pay=payload(p_T, w=(0.0, 0.001, 0.0)))
+    # the same relative motion seen at another point: the joint rates do not change
+    np.testing.assert_allclose(m.theta_dot, thd_before, rtol=1e-3, atol=1e-9)
+    assert not np.allclose(m.V_R_O[3:], V_before[3:])
+    np.testing.assert_allclose(m.pose.X_OE[:3, 3], m.pose.X_OB[6, :3, 3] + m.pose.X_OB[6, :3, :3] @ [1.5, 0.0, 0.2])
