@@ -312,8 +312,11 @@ class ArmModel:
         beams = () if self.s["flexibility"] == "joints" else self.beams
         g = fx.arm_flexibility(self._points(), self.pose.u_O, self.pose.X_OB[:, :3, :3], beams, self.joint_stiffness)
         try:
-            self.gamma_J = fx.joint_flexibility(self.J, g)
-            self.k_servo = 1.0 / fx.servo_flexibility_terms(self.gamma_J)
+            gamma_J = fx.joint_flexibility(self.J, g)
+            k = 1.0 / fx.servo_flexibility_terms(gamma_J)
+            if not np.all(np.isfinite(k) & (k > 0.0)):
+                raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
+            self.gamma_J, self.k_servo = gamma_J, k
         except SingularityError:  # at a singularity keep the previous terms
             self.warn("singular: flexibility terms kept from the last regular configuration")
             if not hasattr(self, "k_servo"):
@@ -515,6 +518,8 @@ class ArmModel:
                                                self.svd)
         if passive:
             self.tau = self._passive_torques()
+            # the locked motor/gear trains sit at the neutral angles (they slip with them)
+            self.servo = sv.ServoState(self.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
         else:
             self.tau = (self.k_servo * (self.servo.theta_m - self.theta)
                         + self.c_servo * (self.servo.omega - self.theta_dot))
