@@ -35,7 +35,7 @@ from dynamics import rigid_body as rb
 from dynamics.spatial import pose, quat_to_rotation, shift_twist
 from protocol.codec import decode, encode
 from protocol.service import Port, Sample
-from protocol.stepping import InputBuffer
+from protocol.stepping import InputBuffer, StepInputs
 from services import contact as sc
 from services import orbiter as so
 
@@ -442,7 +442,6 @@ def _hil_inputs(model: sc.ContactModel, body: dict[str, Any] | None, t_s: int) -
     state = {"orbiter/state": orb}
     if body is not None:
         state["hil/feedback"] = Sample(t_s, 4_000_000, "hil", 0, body)
-    from protocol.stepping import StepInputs
     return StepInputs(t_s, H_C, state, {}, {})
 
 
@@ -499,6 +498,23 @@ def test_good_hil_feedback_replaces_the_model_wrench_rotated_into_W():
     tau_Lo = -(R @ F_B[:3]) + np.cross(p_B - F_O["p_WoLo_W"], f_expected)
     np.testing.assert_allclose(F_O["F_Lo_W"][:3], tau_Lo, atol=1e-8)
     assert not [e for e in out["contact/event"]["events"] if e["kind"] == "hil_fallback"]
+
+
+def test_free_payload_follows_clohessy_wiltshire_with_orbital_terms_on():
+    from dynamics.orbit import CircularOrbit, cw_solution
+
+    cfg = scenario()
+    cfg["orbiter"]["orbit_altitude"] = 400e3
+    p0, v0 = np.array([5.0, -3.0, 2.0]), np.array([0.02, 0.01, -0.01])
+    cfg["payload"].update({"X_WT": [*p0, 0.0, 0.0, 0.0], "v_WTo_W": list(v0), "w_WT_T": [0.0, 0.0, 0.0]})
+    m = sc.build(cfg, "contact", H_C)
+    m.initial(0)
+    for k in range(500):
+        m.step(k * H_C, H_C, StepInputs(k * H_C, H_C, {}, {}, {}))  # no orbiter producer: a free payload
+    p, v = cw_solution(CircularOrbit.from_altitude(400e3).n, p0, v0, 0.5)
+    np.testing.assert_allclose(m.state.p_WoBo_W, p, atol=1e-10)
+    np.testing.assert_allclose(m.state.v_WBo_W, v, atol=1e-12)
+    assert np.linalg.norm(p - (p0 + 0.5 * v0)) > 1e-6  # the orbital terms did act (7.7 µm ≫ 1e-10 m)
 
 
 def test_validate_names_key_and_value():
