@@ -37,8 +37,8 @@ Config::
     orbit_altitude = 0.0                 # m; 0 = no orbital terms (W inertial)
     gravity_gradient = true
     attitude = "free_drift"              # free_drift | hold
-    kp = [1.2e4, 8.0e4, 8.5e4]           # N·m/rad  (hold)
-    kd = [1.2e5, 8.0e5, 8.5e5]           # N·m·s/rad
+    kp = [1.2e4, 8.0e4, 8.5e4]           # N·m/rad  (hold; I ω_n² with ω_n = 0.1 rad/s)
+    kd = [1.2e5, 8.0e5, 8.5e5]           # N·m·s/rad (2 ζ ω_n I with ζ = 0.5)
     torque_max = [1.0e4, 2.0e4, 2.0e4]   # N·m per axis, RCS torque limits
     dead_band = 0.0087                   # rad (0.5°)
     quat_ref = [1, 0, 0, 0]              # held attitude relative to LVLH; default: the initial one
