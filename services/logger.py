@@ -61,6 +61,7 @@ Service configuration::
 
 from __future__ import annotations
 
+import heapq
 import io
 import json
 import os
@@ -76,12 +77,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import zstandard
 from mcap._chunk_builder import ChunkBuilder
 from mcap.exceptions import McapError
-from mcap.reader import make_reader
 from mcap.opcode import Opcode
+from mcap.reader import make_reader
 from mcap.records import Attachment, Channel, Chunk, DataEnd, Footer, Message, MessageIndex, Metadata, Schema
 from mcap.stream_reader import StreamReader, breakup_chunk
 from mcap.writer import CompressionType, Writer
@@ -510,8 +512,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
 
 
 # ---------------------------------------------------------------- reading
-@dataclass(frozen=True, slots=True)
-class LogMessage:
+class LogMessage(NamedTuple):
     """One logged message.
 
     Attributes
@@ -533,6 +534,10 @@ class LogMessage:
     payload: bytes
     wall_ns: int
     seq: int
+
+
+def _log_time(m: LogMessage) -> int:
+    return m[0]
 
 
 def _check_head(path: Path) -> None:
@@ -605,13 +610,79 @@ class LogFile:
         LogError
             If a chunk cannot be read (the message names the file).
         """
-        sel = None if topics is None else list(topics)
         try:
-            for _, channel, msg in self._reader.iter_messages(topics=sel, starting_at=start_ns, ending_at=end_ns,
-                                                              log_time_order=True):
-                yield LogMessage(msg.log_time, channel.topic, msg.data, msg.publish_time, msg.sequence)
-        except (McapError, EOFError, ValueError, OSError, KeyError) as err:
+            yield from self._merged(topics, start_ns, end_ns)
+        except (McapError, EOFError, ValueError, OSError, KeyError, struct.error, zstandard.ZstdError) as err:
             raise LogError(f"log {str(self.path)!r}: unreadable data: {type(err).__name__}: {err}") from err
+
+    def _merged(self, topics: Iterable[str] | None, start_ns: int | None,
+                end_ns: int | None) -> Iterator[LogMessage]:
+        """Messages of the indexed chunks, merged in (log_time, file position) order as mcap's reader does.
+
+        Chunks are read lazily, in order of their first log time: one is opened only
+        when the next message could come from it. Within a chunk, messages are parsed
+        straight from the MCAP Message records (``_MSG_HEAD``).
+        """
+        summary = self._reader.get_summary()
+        want = None if topics is None else set(topics)
+        chan = {cid: c.topic for cid, c in summary.channels.items() if want is None or c.topic in want}
+        lo = -1 if start_ns is None else start_ns
+        hi = _U64 if end_ns is None else end_ns
+        chunks = [ci for ci in summary.chunk_indexes if ci.message_end_time >= lo and ci.message_start_time <= hi
+                  and (want is None or not ci.message_index_offsets or chan.keys() & ci.message_index_offsets.keys())]
+        chunks.sort(key=lambda ci: (ci.message_start_time, ci.chunk_start_offset))
+        heap: list[tuple[int, int, int, list[LogMessage]]] = []
+        i, n = 0, len(chunks)
+        while i < n or heap:
+            while i < n and (not heap or chunks[i].message_start_time <= heap[0][0]):
+                msgs = self._chunk(chunks[i], chan, lo, hi)
+                if msgs:
+                    heapq.heappush(heap, (msgs[0][0], chunks[i].chunk_start_offset, 0, msgs))
+                i += 1
+            if not heap:
+                continue
+            t, off, k, msgs = heap[0]
+            nxt = chunks[i].message_start_time if i < n else _U64 + 1
+            if len(heap) == 1 and msgs[-1][0] < nxt:  # nothing else can interleave: the rest of this chunk
+                heapq.heappop(heap)
+                yield from msgs[k:] if k else msgs
+                continue
+            yield msgs[k]
+            if k + 1 < len(msgs):
+                heapq.heapreplace(heap, (msgs[k + 1][0], off, k + 1, msgs))
+            else:
+                heapq.heappop(heap)
+
+    def _chunk(self, ci: Any, chan: dict[int, str], lo: int, hi: int) -> list[LogMessage]:
+        """The wanted messages of one chunk, sorted by log time (stable: file order within a time)."""
+        f = self._file
+        f.seek(ci.chunk_start_offset + 9)
+        raw = f.read(ci.chunk_length - 9)
+        pos = 8 + 8 + 8 + 4  # start time, end time, uncompressed size, uncompressed crc
+        (clen,) = struct.unpack_from("<I", raw, pos)
+        compression = raw[pos + 4:pos + 4 + clen].decode()
+        pos += 4 + clen
+        (rlen,) = struct.unpack_from("<Q", raw, pos)
+        data = raw[pos + 8:pos + 8 + rlen]
+        if compression == "zstd":
+            data = zstandard.ZstdDecompressor().decompress(data, max_output_size=ci.uncompressed_size)
+        elif compression == "lz4":
+            import lz4.frame  # an optional dependency of mcap
+            data = lz4.frame.decompress(data)
+        elif compression:
+            raise LogError(f"log {str(self.path)!r}: chunk compression {compression!r} is not supported")
+        out: list[LogMessage] = []
+        unpack, end, p = _MSG_HEAD.unpack_from, len(data), 0
+        mv = memoryview(data)
+        while p < end:
+            op, length, cid, seq, t, pub = unpack(data, p)
+            if op == Opcode.MESSAGE:
+                topic = chan.get(cid)
+                if topic is not None and lo <= t <= hi:
+                    out.append(LogMessage(t, topic, bytes(mv[p + 31:p + 9 + length]), pub, seq))
+            p += 9 + length
+        out.sort(key=_log_time)
+        return out
 
     def attachments(self) -> dict[str, bytes]:
         """Attachment name -> data."""

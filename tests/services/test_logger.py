@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mcap.reader import make_reader
 from mcap.records import Chunk
@@ -179,6 +180,30 @@ def test_topic_and_time_window_with_the_mcap_reader(big_log):
         assert (log.start_ns, log.end_ns) == (0, 49_999_000_000)
         got = [(m.topic, m.payload) for m in log.messages(["toy/state0"], 10_000_000_000, 10_004_000_000)]
         assert got == [("toy/state0", p) for p in a[10_000:10_005]]  # inclusive end
+
+
+def test_reading_matches_the_mcap_reader_for_any_topics_and_window(big_log, tmp_path):
+    path, a, b = big_log
+    # a log whose chunks overlap in time: two producers with a skewed clock, small chunks
+    skew = tmp_path / "skew.mcap"
+    lg = McapLogger(skew, chunk_size=2048)
+    for i in range(3000):
+        lg.on_message("toy/state0", a[i])
+        lg.on_message("toy/state1", b[max(0, i - 7)] if i >= 7 else b[i])
+    lg.close()
+    rng = np.random.default_rng(1)
+    for p in (path, skew):
+        with p.open("rb") as f, open_log(p) as log:
+            for k in range(12):
+                topics = [["toy/state0"], ["toy/state1"], ["toy/state0", "toy/state1"], None][k % 4]
+                lo, hi = sorted(int(x) for x in rng.integers(0, log.end_ns + 1, 2))
+                if k == 0:
+                    lo, hi = None, None
+                f.seek(0)
+                ref = [(m.log_time, c.topic, m.data, m.publish_time, m.sequence) for _, c, m in
+                       make_reader(f).iter_messages(topics=topics, starting_at=lo, ending_at=hi, log_time_order=True)]
+                got = [tuple(m) for m in log.messages(topics, lo, hi)]
+                assert got == ref, (p.name, topics, lo, hi)
 
 
 def test_seek_to_any_time_within_50ms(big_log):

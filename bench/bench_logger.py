@@ -1,0 +1,218 @@
+"""Logger, replay and export figures: prints one JSON object.
+
+- ``record_sink``: :class:`services.logger.McapLogger` fed directly (``on_message`` of
+  pre-encoded messages, sizes of the default scenario's topics) to ``close()``:
+  messages/s and MB/s of message bodies, lost (sequence gaps) and written counts.
+- ``record_bus``: the same messages sent over the ZeroMQ bus (ipc) by a publisher
+  process to a subscriber that hands each to the logger, as the sink shell does;
+  from the first message received to ``close()``. Zero loss: every seq written.
+- ``replay``: a log of a run (``--log``; default: the four-mass toy chain at 1 kHz,
+  recorded now) replayed at ``--max``: the source alone (``ReplaySource.read`` until
+  the end) and end to end through ``launch.py replay`` (the launcher's ``wall_s``,
+  handshake excluded), each as a multiple of real time (simulated span / wall time).
+- ``seek``: latency of the first message after a random time in a 200,000-message log
+  (p50, p99, max over 50 seeks).
+- ``export``: rows/s of ``export`` to Parquet and to CSV (every topic of that log).
+
+Run from the repository root: ``python bench/bench_logger.py [--log RUN.mcap]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import tests.protocol.toys  # noqa: E402,F401  (toy topics)
+from protocol.codec import encode  # noqa: E402
+from services.export import export  # noqa: E402
+from services.logger import McapLogger, open_log  # noqa: E402
+from services.replay import ReplaySource  # noqa: E402
+
+MS = 1_000_000
+
+
+def scenario_messages(n: int) -> list[tuple[str, bytes]]:
+    """``n`` messages shaped like the default scenario's: orbiter, payload, contact, arm at their rates."""
+    z3, z6, q = np.zeros(3), np.zeros(6), np.array([1.0, 0, 0, 0])
+    bodies = {
+        "payload/state": {"p_WoTo_W": z3, "quat_WT": q, "w_WT_T": z3, "v_WTo_W": z3, "a_WTo_W": z3, "wdot_WT_T": z3,
+                          "grappled": False, "berthed": False},
+        "contact/wrench": {"F_Lo_W": z6, "p_WoLo_W": z3, "active": False},
+        "orbiter/state": {"p_WoOo_W": z3, "quat_WO": q, "w_WO_O": z3, "v_WOo_W": z3, "a_WOo_W": z3, "wdot_WO_O": z3},
+        "contact/event": {"events": []},
+    }
+    topics = list(bodies)
+    out, seq = [], dict.fromkeys(topics, 0)
+    for i in range(n):
+        t = topics[i % len(topics)]
+        b = dict(bodies[t])
+        first = next(iter(b))
+        if isinstance(b[first], np.ndarray):
+            b[first] = b[first] + i
+        out.append((t, encode(t, b, sender=t.split("/")[0], seq=seq[t], t_ns=(i // len(topics)) * MS, h_ns=MS)))
+        seq[t] += 1
+    return out
+
+
+def bench_sink(msgs: list[tuple[str, bytes]], path: Path) -> dict:
+    nbytes = sum(len(p) for _, p in msgs)
+    t0 = time.perf_counter()
+    lg = McapLogger(path)
+    for topic, payload in msgs:
+        lg.on_message(topic, payload)
+    lg.close()
+    dt = time.perf_counter() - t0
+    return {"messages": len(msgs), "msg_per_s": len(msgs) / dt, "MB_per_s": nbytes / dt / 1e6,
+            "written": lg.written, "lost": sum(lg.lost.values()), "file_MB": path.stat().st_size / 1e6,
+            "body_MB": nbytes / 1e6}
+
+
+def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.Event) -> None:
+    import zmq
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.sndhwm = 0
+    pub.bind(url)
+    frames = [t.encode() + b"\0" + p for t, p in msgs]
+    ready.set()
+    go.wait(30)
+    for f in frames:
+        pub.send(f)
+    pub.send(b"end\0")
+    time.sleep(1.0)
+    pub.close(linger=0)
+    ctx.term()
+
+
+def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path) -> dict:
+    import zmq
+    url = f"ipc://{tmp}/bench.pub"
+    ready, go = mp.Event(), mp.Event()
+    proc = mp.get_context("fork").Process(target=_publisher, args=(url, msgs, ready, go), daemon=True)
+    proc.start()
+    ready.wait(30)
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.rcvhwm = 0
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(url)
+    time.sleep(0.3)  # the subscription reaches the publisher before it sends
+    lg = McapLogger(path)
+    go.set()
+    n = 0
+    t0 = None
+    poller = zmq.Poller()
+    poller.register(sub, zmq.POLLIN)
+    while poller.poll(10_000):
+        frame = sub.recv()
+        if t0 is None:
+            t0 = time.perf_counter()
+        i = frame.find(b"\0")
+        topic = frame[:i].decode()
+        if topic == "end":
+            break
+        lg.on_message(topic, frame[i + 1:])
+        n += 1
+    lg.close()
+    dt = time.perf_counter() - (t0 or time.perf_counter())
+    sub.close(linger=0)
+    ctx.term()
+    proc.join(5)
+    nbytes = sum(len(p) for _, p in msgs)
+    with open_log(path) as log:
+        complete = all([m.seq for m in log.messages([t])] == list(range(c)) for t, c in log.topics.items())
+    return {"messages": len(msgs), "received": n, "msg_per_s": n / dt, "MB_per_s": nbytes / dt / 1e6,
+            "written": lg.written, "lost": sum(lg.lost.values()), "every_seq_present": complete}
+
+
+def toy_log(tmp: Path) -> Path:
+    cfg = tmp / "chain4.toml"
+    cfg.write_text((ROOT / "configs" / "toy_chain4.toml").read_text()
+                   + '\n[services.logger]\nkind = "logger"\nrate_hz = 1000\n')
+    log = tmp / "chain4.mcap"
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(cfg), "--log", str(log)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    return log
+
+
+def bench_replay(log: Path) -> dict:
+    with open_log(log) as lf:
+        span = (lf.end_ns - lf.start_ns) * 1e-9
+        n_all = lf.message_count
+    src = ReplaySource(log)
+    t0 = time.perf_counter()
+    n = 0
+    while src.read() is not None:
+        n += 1
+    dt = time.perf_counter() - t0
+    src.close()
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "replay", str(log), "--max", "--quiet"],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    wall = None
+    for line in p.stdout.splitlines():
+        if line.startswith("{") and '"summary"' in line:
+            wall = json.loads(line).get("wall_s")
+    return {"log": str(log), "span_s": span, "messages": n_all, "replayed_messages": n,
+            "source_msg_per_s": n / dt, "source_x_realtime": span / dt,
+            "end_to_end_wall_s": wall, "end_to_end_x_realtime": span / wall if wall else None,
+            "end_to_end_rc": p.returncode}
+
+
+def bench_seek(path: Path) -> dict:
+    rng = np.random.default_rng(0)
+    with open_log(path) as log:
+        lat = []
+        for t in rng.uniform(log.start_ns, log.end_ns, 50).astype(np.int64):
+            t0 = time.perf_counter()
+            next(log.messages(start_ns=int(t)))
+            lat.append(time.perf_counter() - t0)
+    lat_ms = np.array(lat) * 1e3
+    return {"seeks": len(lat), "p50_ms": float(np.percentile(lat_ms, 50)), "p99_ms": float(np.percentile(lat_ms, 99)),
+            "max_ms": float(lat_ms.max())}
+
+
+def bench_export(log: Path, tmp: Path) -> dict:
+    out = {}
+    for fmt in ("parquet", "csv"):
+        t0 = time.perf_counter()
+        res = export(log, fmt, tmp / f"export_{fmt}")
+        dt = time.perf_counter() - t0
+        rows = sum(n for _, n in res.values())
+        out[fmt] = {"rows": rows, "rows_per_s": rows / dt}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log", help="a run's log to replay and export (default: record the toy chain now)")
+    ap.add_argument("--messages", type=int, default=200_000)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-logger-") as d:
+        tmp = Path(d)
+        msgs = scenario_messages(a.messages)
+        res: dict = {"cpu_count": os.cpu_count(), "load_avg_1min": os.getloadavg()[0]}
+        res["record_sink"] = bench_sink(msgs, tmp / "sink.mcap")
+        res["record_bus"] = bench_bus(msgs, tmp / "bus.mcap", tmp)
+        res["seek"] = bench_seek(tmp / "sink.mcap")
+        log = Path(a.log) if a.log else toy_log(tmp)
+        res["replay"] = bench_replay(log)
+        res["export"] = bench_export(log, tmp)
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
