@@ -96,6 +96,20 @@ def trajectories(tmp: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.load(tmp / "out" / "a.npy"), np.load(tmp / "out" / "b.npy")
 
 
+def reference(tmp: Path, duration: float, *args: str) -> bytes:
+    """The trajectories' bytes of a plain run (ipc, multi-process) in ``tmp/ref``."""
+    ref = tmp / "ref"
+    ref.mkdir()
+    rc, _, err, _ = run(make_cfg(ref, duration=duration), *args)
+    assert rc == 0, err
+    return b"".join(x.tobytes() for x in trajectories(ref))
+
+
+def same_as(tmp: Path, ref: bytes) -> bool:
+    """Whether the run in ``tmp`` produced exactly the bytes of ``ref``."""
+    return b"".join(x.tobytes() for x in trajectories(tmp)) == ref
+
+
 def closed_form(t):
     """Two free masses and a spring: relative coordinate harmonic, centre of mass uniform."""
     Mt = M[0] + M[1]
@@ -151,10 +165,7 @@ def test_bit_identical_across_runs_layouts_and_transports(tmp_path):
 
 
 def test_injected_bad_messages_counted_and_dropped_same_result(tmp_path):
-    ref = tmp_path / "ref"
-    ref.mkdir()
-    rc, _, err, _ = run(make_cfg(ref, duration=0.6))
-    assert rc == 0, err
+    ref = reference(tmp_path, 0.6)
     bad = tmp_path / "bad"
     bad.mkdir()
     inj = '[services.inj]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "injector"\n'
@@ -165,9 +176,7 @@ def test_injected_bad_messages_counted_and_dropped_same_result(tmp_path):
     assert s_a["msgs_invalid"] == 2 * 200  # the toy/state1 ones
     assert s_b["msgs_invalid"] == n_garbage - 2 * 200  # the toy/spring0 ones
     assert s_a["msgs_dropped"] == 0 and s_b["msgs_dropped"] == 0
-    ra, rb = trajectories(ref)
-    ba, bb = trajectories(bad)
-    assert ra.tobytes() == ba.tobytes() and rb.tobytes() == bb.tobytes()
+    assert same_as(bad, ref)
 
 
 def test_bad_config_exits_2_listing_every_problem_and_starts_nothing(tmp_path):
@@ -211,20 +220,29 @@ def _finish(p: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
     return p.returncode, out, err
 
 
-def test_sigkill_of_a_service_stops_the_rest_within_1s(tmp_path):
-    cfg = make_cfg(tmp_path, duration=30.0, sim="speed = 1.0")
+def _signal_run(cfg: Path, act, timeout: float = 20) -> tuple[int, str, str]:
+    """Start a run, wait for its two workers, call ``act(launcher, worker_pids)``, wait for the end."""
     p = _start(cfg)
     try:
-        pids = _wait_workers(cfg, 2)
-        time.sleep(0.5)
-        victim = next(pid for pid in pids if f"_worker {cfg} b " in _cmd(pid))
-        t = time.monotonic()
-        os.kill(victim, signal.SIGKILL)
-        rc, _, err = _finish(p, 10)
-        assert time.monotonic() - t < 1.5
+        act(p, _wait_workers(cfg, 2))
+        return _finish(p, timeout)
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_sigkill_of_a_service_stops_the_rest_within_1s(tmp_path):
+    cfg = make_cfg(tmp_path, duration=30.0, sim="speed = 1.0")
+    t = [0.0]
+
+    def kill_b(p, pids):
+        time.sleep(0.5)
+        victim = next(pid for pid in pids if f"_worker {cfg} b " in _cmd(pid))
+        t[0] = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+
+    rc, _, err = _signal_run(cfg, kill_b)
+    assert time.monotonic() - t[0] < 1.5  # launcher noticed, stopped a, and exited
     assert rc == 1
     assert "service 'b' died: killed by SIGKILL" in err
     assert workers(cfg) == []
@@ -246,41 +264,26 @@ def test_service_error_is_reported_and_run_fails(tmp_path):
 
 def test_sigint_stops_everything_in_order(tmp_path):
     cfg = make_cfg(tmp_path, duration=30.0, sim="speed = 1.0")
-    p = _start(cfg)
-    try:
-        _wait_workers(cfg, 2)
-        time.sleep(0.5)
-        p.send_signal(signal.SIGINT)
-        rc, out, err = _finish(p, 10)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    rc, _, err = _signal_run(cfg, lambda p, pids: (time.sleep(0.5), p.send_signal(signal.SIGINT)))
     assert rc == 128 + signal.SIGINT and "SIGINT" in err
     assert workers(cfg) == []
 
 
 def test_freeze_and_resume_keep_results(tmp_path):
-    ref = tmp_path / "ref"
-    ref.mkdir()
-    assert run(make_cfg(ref, duration=0.5), "--inprocess")[0] == 0
+    ref = reference(tmp_path, 0.5, "--inprocess")
     cfg = make_cfg(tmp_path, duration=0.5, sim="speed = 1.0")
     t = time.monotonic()
-    p = _start(cfg)
-    try:
-        _wait_workers(cfg, 2)
+
+    def freeze_resume(p, pids):
         time.sleep(0.2)
         p.send_signal(signal.SIGUSR1)
         time.sleep(0.8)
         p.send_signal(signal.SIGUSR2)
-        rc, _, err = _finish(p, 20)
-    finally:
-        if p.poll() is None:
-            p.kill()
+
+    rc, _, err = _signal_run(cfg, freeze_resume)
     assert rc == 0, err
     assert time.monotonic() - t > 1.3  # 0.5 s paced + 0.8 s frozen
-    ra, rb = trajectories(ref)
-    a, b = trajectories(tmp_path)
-    assert ra.tobytes() == a.tobytes() and rb.tobytes() == b.tobytes()
+    assert same_as(tmp_path, ref)
 
 
 def test_realtime_paced_and_measured(tmp_path):

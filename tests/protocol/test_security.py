@@ -9,14 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import zmq
 
 from protocol.bus import mesh_endpoints, open_bus
 from protocol.security import Security, is_loopback, write_keys
 from tests.protocol.conftest import free_base_port
-from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, run, trajectories, workers
+from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, reference, run, same_as, workers
 
 
 @pytest.fixture
@@ -87,15 +86,13 @@ def _secure_cfg(tmp: Path, keys: Path, bus: str, **kw) -> Path:
 
 @pytest.mark.integration
 def test_lockstep_run_over_curve_tcp_matches_ipc(tmp_path, keys):
-    ref = tmp_path / "ref"
-    ref.mkdir()
-    assert run(make_cfg(ref, duration=0.5))[0] == 0
+    ref = reference(tmp_path, 0.5)
     d = tmp_path / "curve"
     d.mkdir()
     cfg = _secure_cfg(d, keys, f"tcp://127.0.0.1:{free_base_port()}", duration=0.5)
     rc, _, err, _ = run(cfg)
     assert rc == 0, err
-    assert b"".join(x.tobytes() for x in trajectories(ref)) == b"".join(x.tobytes() for x in trajectories(d))
+    assert same_as(d, ref)
 
 
 def test_non_loopback_without_keys_refused_by_config(tmp_path):
@@ -130,9 +127,7 @@ def test_two_hosts_via_netns_and_veth(tmp_path, keys):
     def ip(*args):
         subprocess.run(["ip", *args], check=True, capture_output=True)
 
-    ref = tmp_path / "ref"
-    ref.mkdir()
-    assert run(make_cfg(ref, duration=1.0))[0] == 0
+    ref = reference(tmp_path, 1.0)
     d = tmp_path / "split"
     d.mkdir()
     cfg = _secure_cfg(d, keys, f"tcp://{ip_a}:5550", duration=1.0)
@@ -165,10 +160,7 @@ def test_two_hosts_via_netns_and_veth(tmp_path, keys):
         assert host_a.returncode == 0, err_a
         assert host_b.returncode == 0, err_b
         assert "following" in err_b
-        ra, rb = trajectories(ref)
-        a, b = trajectories(d)
-        assert ra.tobytes() == a.tobytes() and rb.tobytes() == b.tobytes()
-        assert np.isfinite(a).all()
+        assert same_as(d, ref)
     finally:
         subprocess.run(["ip", "netns", "del", na], capture_output=True)
         subprocess.run(["ip", "netns", "del", nb], capture_output=True)
