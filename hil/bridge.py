@@ -175,7 +175,7 @@ class HilBridge:
                                        bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]))
         comp = cfg.compensation
         self.passivity = PassivityController(self.h, float(comp["restitution_max"]), float(comp["length"]),
-                                             enabled=bool(comp["passivity"]))
+                                             enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
         self.impacts = ImpactMonitor()
         self._sim_t = 0.0
         if link is not None and not realtime:
@@ -186,6 +186,7 @@ class HilBridge:
         self._bad_seen = 0
         self._clamped = 0
         self._sent_arm = False
+        self._next_arm = -math.inf
         self._on_close = list(on_close or [])
 
     # ------------------------------------------------------------------ helpers
@@ -216,13 +217,16 @@ class HilBridge:
     def _send_native(self, link: SerialLink, setpoint: Array | None, X_RP: Array) -> None:
         s = self.safety
         t_us = None if self.realtime else int(round(self._sim_t * 1e6))
-        if s.state == RigState.IDLE and not self._sent_arm and not s.faults:
-            s.request_arm()
+        if s.state == RigState.IDLE and not s.faults and self._sim_t >= self._next_arm:
+            if not self._sent_arm:
+                s.request_arm()
             self._sent_arm = True
+            self._next_arm = self._sim_t + 0.25  # ask again until the rig answers
             wd = int(math.ceil(s.watchdog_s * 1e3))
             link.send(Arm(self.cfg.fingerprint, wd), t_us)
             return
         if s.state == RigState.ARMED:  # auto-engage once armed
+            link.delay.samples_us.clear()  # the handshake's round trips include the rig's start-up
             s.engage()
             link.send(Engage(), t_us)
             return

@@ -49,6 +49,8 @@ electric Stewart platform (assumed, not a particular product)::
     passivity = true              # passivity observer + controller on the contact port
     restitution_max = 1.0         # budget of the passivity controller
     length = 1.0                  # m, weights rotation against translation
+    lag = 1                       # steps until the fed-back wrench acts on the body: 1 between
+                                  # lockstep services (0 if the caller integrates the body itself)
 
     [hil.emulator]                # the built-in rig emulator
     delay = 0.0                   # s, one-way transport delay (each direction)
@@ -103,7 +105,7 @@ DEFAULTS: dict[str, Any] = {
     "servo": {"component": [0, 1, 2], "scale": [1.0, 1.0, 1.0], "offset": [0.0, 0.0, 0.0]},
     "limits": {"lo": 0.40, "hi": 0.70, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
     "map": {"neutral": [0.0] * 6, "scale": 1.0, "rot_scale": 1.0, "axis_map": ["x", "y", "z"]},
-    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0, "length": 1.0},
+    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0, "length": 1.0, "lag": 1},
     "emulator": {
         "delay": 0.0,
         "drop": 0.0,
@@ -249,6 +251,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
         problems.append(f"hil.compensation.restitution_max: must be in [0, 1], got {comp['restitution_max']!r}")
     if comp["length"] <= 0:
         problems.append(f"hil.compensation.length: must be > 0, got {comp['length']!r}")
+    if comp["lag"] not in (0, 1, 2):
+        problems.append(f"hil.compensation.lag: must be 0, 1 or 2 steps, got {comp['lag']!r}")
 
     n = 6 if t["rig"] != "servo" else len(t["servo"]["component"])
     lim_t = t["limits"]

@@ -138,11 +138,15 @@ class PassivityController:
     only while ``F·V > 0``, removing it then keeps the budget; an excess left over
     carries to the next steps.
 
-    The energy of each step is booked with the trapezoid ``F(n−1)·(V(n−1) + V(n))/2 ΔT``
-    once ``V(n)`` is known — exact for a body integrated with constant force over the
-    step — and the current step is bounded with ``F(n)·V̂ ΔT``, ``V̂ = 1.5 V(n) − 0.5 V(n−1)``
-    the twist extrapolated to mid-step (so that the step in which the velocity reverses
-    is not mistaken for an absorbing one).
+    Timing: the wrench returned by the call at step n acts on the body over step
+    ``n + lag`` (``lag = 0``: over the coming step, as when the caller integrates the
+    body itself; ``lag = 1``: one step later, as between two lockstep services, where
+    the body steps from ``t + h`` with the bridge's output stamped ``t + h``). The energy
+    of each step is booked with the trapezoid ``F·(V(n−1) + V(n))/2 ΔT`` of the wrench
+    that acted over it, once ``V(n)`` is known — exact for a body integrated with
+    constant force over the step. The new wrench and those emitted but not yet acting
+    are bounded with the twist extrapolated linearly to the middle of their step (so
+    that a step in which the velocity reverses is not mistaken for an absorbing one).
 
     Attributes
     ----------
@@ -154,21 +158,26 @@ class PassivityController:
         ℓ, the characteristic length weighting rotation against translation [m].
     enabled : bool
         If False the observer still runs and reports, the controller adds no damping.
+    lag : int
+        Steps between emitting a wrench and its acting on the body (see above).
     """
 
     dt: float
     e_max: float = 1.0
     length: float = 1.0
     enabled: bool = True
+    lag: int = 0
     e_net: float = 0.0
     e_abs: float = 0.0
     e_dissipated: float = 0.0
     alpha: float = 0.0
-    _prev: tuple[Array, Array] | None = field(default=None, repr=False)
+    _V_prev: Array | None = field(default=None, repr=False)
+    _emitted: deque = field(default_factory=deque, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.dt > 0 or not 0.0 <= self.e_max <= 1.0 or not self.length > 0:
-            raise ConfigError(f"passivity: dt {self.dt}, e_max {self.e_max} (0..1) and length {self.length} out of range")
+        if not self.dt > 0 or not 0.0 <= self.e_max <= 1.0 or not self.length > 0 or self.lag not in (0, 1, 2):
+            raise ConfigError(f"passivity: dt {self.dt}, e_max {self.e_max} (0..1), length {self.length} and "
+                              f"lag {self.lag} (0..2) out of range")
 
     def _book(self, p0: float, p1: float) -> None:
         """Book a step whose power went linearly from p0 to p1 (constant F, linear V)."""
@@ -196,15 +205,23 @@ class PassivityController:
         """
         F = as_vector(F, 6, "F")
         V = as_vector(V, 6, "V")
-        V_mid = V
-        if self._prev is not None:
-            Fp, Vp = self._prev
-            self._book(float(Fp @ Vp), float(Fp @ V))
-            V_mid = 1.5 * V - 0.5 * Vp  # Adams–Bashforth: the twist at mid-step
+        dV = np.zeros(6)
+        if self._V_prev is not None:
+            dV = V - self._V_prev
+            if len(self._emitted) > self.lag:  # the wrench that acted over the step just ended
+                Fa = self._emitted.popleft()
+                self._book(float(Fa @ self._V_prev), float(Fa @ V))
+        # wrenches emitted but not yet acting, each over a later step: their likely energy
+        net, absorbed = self.e_net, self.e_abs
+        k = len(self._emitted) - self.lag  # step offset of the oldest pending one (≤ 0: acting now)
+        for Fp in self._emitted:
+            p = float(Fp @ (V + (k + 0.5) * dV)) * self.dt
+            net += p
+            absorbed += max(-p, 0.0)
+            k += 1
+        V_mid = V + (self.lag + 0.5) * dV  # the twist in the middle of the step this wrench acts on
         power = float(F @ V_mid)
-        tentative = self.e_net + power * self.dt
-        absorbed = self.e_abs + max(-power, 0.0) * self.dt
-        excess = tentative + (1.0 - self.e_max**2) * absorbed
+        excess = net + power * self.dt + (1.0 - self.e_max**2) * (absorbed + max(-power, 0.0) * self.dt)
         self.alpha = 0.0
         w = np.array([self.length**2] * 3 + [1.0] * 3)
         vwv = float(V_mid @ (w * V_mid))
@@ -214,7 +231,8 @@ class PassivityController:
             self.alpha = min(excess / self.dt, power) / vwv
             F = F - self.alpha * w * V_mid
             self.e_dissipated += self.alpha * vwv * self.dt
-        self._prev = (F, V)
+        self._emitted.append(F)
+        self._V_prev = V
         return F
 
 

@@ -156,6 +156,9 @@ class RigCore:
         self.v = np.zeros_like(self.x)
         self.a = np.zeros_like(self.x)
         self.target = self.x.copy()
+        self.target_v = np.zeros_like(self.x)  # setpoint speed, from the last two setpoints
+        self.target_t = 0.0
+        self._setpoint_t: float | None = None
         self.q = rotation_to_quat(self.rig.neutral[:3, :3])
         self.p = self.rig.neutral[:3, 3].copy()
         self.V = np.zeros(6)
@@ -267,14 +270,16 @@ class RigCore:
         elif isinstance(msg, Engage) and self.state == RigState.ARMED:
             self.state = transition(self.state, "engage")
             self.target = self.x.copy()
+            self.target_v = np.zeros_like(self.x)
+            self._setpoint_t = None
         elif isinstance(msg, Park) and self.state == RigState.ENGAGED:
             self.state = transition(self.state, "park")
         elif isinstance(msg, (SetpointAxes, SetpointPose)):
-            self._setpoint(frame.seq, msg)
+            self._setpoint(frame.seq, msg, t)
         if reply:
             self.send(self.telemetry(t), t)
 
-    def _setpoint(self, seq: int, msg: SetpointAxes | SetpointPose) -> None:
+    def _setpoint(self, seq: int, msg: SetpointAxes | SetpointPose, t: float) -> None:
         if self.state != RigState.ENGAGED:
             self.counts["refused"] += 1
             return
@@ -287,7 +292,10 @@ class RigCore:
             self.counts["refused"] += 1
             self._fault(Fault.LIMIT)
             return
+        if self._setpoint_t is not None and t > self._setpoint_t:
+            self.target_v = (axes - self.target) / (t - self._setpoint_t)
         self.target = axes
+        self.target_t = self._setpoint_t = t
         self.counts["applied"] += 1
         self.applied.append((seq, tuple(float(v) for v in axes)))
 
@@ -309,8 +317,9 @@ class RigCore:
                 v = np.clip(self.v + a * dt, -self.limits.v_max, self.limits.v_max)
                 self.x = np.clip(self.x + 0.5 * (self.v + v) * dt, self.limits.lo, self.limits.hi)
                 self.a, self.v = (v - self.v) / dt, v
-            else:
-                self.x, self.v, self.a, _ = rate_limit(self.target, self.x, self.v, self.limits, dt)
+            else:  # follows the setpoints, interpolated at their own speed (first-order hold)
+                target = self.target + self.target_v * max(0.0, t - self.target_t)
+                self.x, self.v, self.a, _ = rate_limit(target, self.x, self.v, self.limits, dt, self.target_v)
         elif self.state in (RigState.PARKING, RigState.FAULT):
             self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral_axes, self.limits, dt)
             if self.state == RigState.PARKING and np.all(np.abs(self.x - self.neutral_axes) < 1e-6) \

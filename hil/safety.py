@@ -146,23 +146,51 @@ def ramp_to(
     return np.array(xs), np.array(vs), np.array(as_)
 
 
-def rate_limit(x_cmd: Array, x: Array, v: Array, limits: RigLimits, dt: float) -> tuple[Array, Array, Array, bool]:
+def rate_limit(
+    x_cmd: Array, x: Array, v: Array, limits: RigLimits, dt: float, v_cmd: Array | None = None
+) -> tuple[Array, Array, Array, bool]:
     """Soft limits on a command stream: follow ``x_cmd`` within the speed and acceleration limits.
 
-    A feasible command is followed exactly (no lag); otherwise the speed is clipped to
-    ``v_max`` and to the jerk-limited stopping speed of the distance left to either
-    stroke end (so that the ramp to neutral can always brake), and the acceleration to
-    ``a_max``. Returns the next (x, v, a) and whether a limit was active.
+    The desired speed is the command's own speed ``v_cmd`` plus a correction that closes
+    the rest of the error ``e' = x_cmd − x − v_cmd dt`` in one step if it is small, and
+    otherwise at the speed from which the axis can still stop on it,
+    ``√(2 a_max |e'|)`` (so a jump in the command is approached without overshoot). A
+    command the axis can follow is followed exactly (``e' = 0``). The speed is clipped
+    to ``v_max`` and to the jerk-limited stopping speed of the distance left to either
+    stroke end (so that the ramp to neutral can always brake), the acceleration to
+    ``a_max``.
+
+    Parameters
+    ----------
+    x_cmd : ndarray, shape (n,)
+        The command now.
+    x, v : ndarray, shape (n,)
+        The limited command's position and speed so far.
+    limits : RigLimits
+    dt : float
+        Step [s].
+    v_cmd : ndarray, shape (n,), optional
+        The command's speed (its difference quotient); 0 if omitted.
+
+    Returns
+    -------
+    x, v, a : ndarray, shape (n,)
+        The next limited command.
+    hit : bool
+        True if a limit made it differ from ``x_cmd``.
     """
-    v_des = np.clip((x_cmd - x) / dt, -limits.v_max, limits.v_max)
+    vc = np.zeros_like(x) if v_cmd is None else v_cmd
+    e = x_cmd - x - vc * dt
+    v_des = vc + np.sign(e) * np.minimum(np.abs(e) / dt, np.sqrt(2.0 * limits.a_max * np.abs(e)))
+    v_des = np.clip(v_des, -limits.v_max, limits.v_max)
     margin = 2.0 * limits.v_max * dt  # the ramp reacts one step late and integrates by trapezoid
     v_des = np.clip(v_des, -stop_speed(x - limits.lo - margin, limits.a_max, limits.j_max),
                     stop_speed(limits.hi - x - margin, limits.a_max, limits.j_max))
     a = np.clip((v_des - v) / dt, -limits.a_max, limits.a_max)
-    v_new = np.clip(v + a * dt, -limits.v_max, limits.v_max)
+    v_new = v + a * dt
     x_new = np.clip(x + v_new * dt, limits.lo, limits.hi)
     hit = bool(np.any(np.abs(x_new - x_cmd) > 1e-9))
-    return x_new, v_new, (v_new - v) / dt, hit
+    return x_new, v_new, a, hit
 
 
 @dataclass
@@ -201,6 +229,7 @@ class SafetySupervisor:
     limit_hits: int = 0
     _arm_sent: bool = False
     _bad_run: int = 0
+    _cmd_prev: Array | None = None
 
     def __post_init__(self) -> None:
         self.neutral = np.asarray(self.neutral, dtype=np.float64)
@@ -236,6 +265,7 @@ class SafetySupervisor:
         """ARMED → ENGAGED; the command starts from neutral at rest."""
         self.state = transition(self.state, "engage")
         self.x, self.v, self.a = self.neutral.copy(), np.zeros_like(self.x), np.zeros_like(self.x)
+        self._cmd_prev = None
 
     def park(self) -> None:
         """ENGAGED → PARKING (ramp to neutral, then ARMED)."""
@@ -302,7 +332,9 @@ class SafetySupervisor:
                 if cmd.shape != self.x.shape or not np.all(np.isfinite(cmd)):
                     self.fault(Fault.NAN)
                 else:
-                    self.x, self.v, self.a, hit = rate_limit(cmd, self.x, self.v, self.limits, self.period_s)
+                    v_cmd = None if self._cmd_prev is None else (cmd - self._cmd_prev) / self.period_s
+                    self._cmd_prev = cmd
+                    self.x, self.v, self.a, hit = rate_limit(cmd, self.x, self.v, self.limits, self.period_s, v_cmd)
                     self.limit_hits += int(hit)
                     return self.x.copy()
         if self.state in (RigState.PARKING, RigState.FAULT):

@@ -68,7 +68,7 @@ def run_contact(compensate: bool, delay: float, e_max: float = 0.8, h_ns: int = 
     The whole loop runs in lockstep (deterministic): bridge → native frames → emulated rig with
     a transport delay each way and a 2e5 N/m contact spring → telemetry → wrench on the payload.
     """
-    table = {"compensation": {"predict": compensate, "passivity": compensate, "restitution_max": e_max},
+    table = {"compensation": {"predict": compensate, "passivity": compensate, "restitution_max": e_max, "lag": 0},
              "emulator": {"delay": delay, "stiffness": 2.0e5, "plane_offset": 0.505, "rate": 1000.0}}
     cfg = parse(table)
     bridge = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
@@ -168,3 +168,21 @@ def test_pose_setpoints_and_servo_rig_config():
     assert cfg.rig.n_axes == 3
     X = cfg.pose_map.rig_pose(pose(quat_to_rotation([1.0, 0, 0, 0]), [0, 0, 0.02]))
     np.testing.assert_allclose(cfg.rig.inverse(X), [0.02, 0, 0], atol=1e-15)
+
+
+def test_outputs_pass_the_bus_codec():
+    from protocol.codec import decode, encode
+
+    cfg = parse({})
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    outs = [b.initial(0)]
+    for n in range(5):
+        u = Inputs({"orbiter/state": Sample(n * h_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(n * h_ns, h_ns, "payload", n, payload([0, 0, 0.001], [0, 0, 0]))})
+        outs.append(b.step(n * h_ns, h_ns, u))
+    for k, out in enumerate(outs):
+        for topic, body in out.items():
+            s = decode(topic, encode(topic, body, sender="hil", seq=k, t_ns=k * h_ns, h_ns=h_ns))
+            assert set(s.body) == set(body)
+    assert outs[-1]["hil/status"]["state"] == "ENGAGED"
