@@ -9,7 +9,7 @@ Layout
     duration = 10.0             # s of simulation time; 0 = until stopped
     speed = 0.0                 # lockstep pacing, real-time factor (1.0 = wall pace, 0 = max)
     transport = "ipc"           # "ipc" | "tcp" | "inproc" (inproc = every service a thread)
-    bus = "tcp://10.0.0.1:5550" # broker base URL; required for tcp; ipc default: a temp dir
+    bus = "tcp://10.0.0.1:5550" # base URL (control port; PUBs on the next ports); required for tcp
     seed = 0                    # for models that draw random numbers
     base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
     overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
@@ -18,6 +18,7 @@ Layout
     stats_period = 1.0          # s (wall) between sim/stats messages
     heartbeat_timeout = 5.0     # s without the launcher before a service gives up
     log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
+    hosts = {a = "10.0.0.1", b = "10.0.0.2"}  # tcp, several machines: address of each host label
 
     [security]                  # CurveZMQ, required for tcp on a non-loopback address
     keys_dir = "keys"           # see protocol.security
@@ -29,8 +30,8 @@ Layout
     kind = "orbiter"            # services/orbiter.py, or a dotted module path ("tests.protocol.toys")
     rate_hz = 100               # step rate [Hz]; periods must share a base tick and divide the longest
     host = "a"                  # optional label of the machine it runs on (informative)
-    endpoint = "tcp://10.0.0.2:5560"  # tcp: this service's PUB; default sim.bus port + 1 + index,
-                                #      on the bus host (set it for services on other hosts)
+    endpoint = "tcp://10.0.0.2:5560"  # tcp: this service's PUB. Default: port = sim.bus port + 2 + index
+                                #      (config order), address = sim.hosts[host] if given, else the bus host
     # ... plus the keys the service module lists in OPTIONS
 
     [<table>]                   # model parameters, owned by a service module ([orbiter], [arm], ...)
@@ -91,6 +92,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
     "log": (str, None),
+    "hosts": (dict, None),
 }
 MODES = ("lockstep", "realtime")
 TRANSPORTS = ("ipc", "tcp", "inproc")
@@ -180,9 +182,20 @@ def _check_type(where: str, value: Any, types: Any) -> str | None:
 
 
 def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
-    """PUB endpoint of the launcher and of every configured service (:func:`protocol.bus.mesh_endpoints`)."""
+    """PUB endpoint of the launcher and of every configured service (:func:`protocol.bus.mesh_endpoints`).
+
+    A tcp service without ``endpoint`` whose ``host`` label is in ``sim.hosts`` publishes
+    from that address, on the port :func:`protocol.bus.mesh_endpoints` would give it.
+    """
     services = config.get("services", {})
-    return mesh_endpoints(url, list(services), {n: s.get("endpoint") for n, s in services.items()})
+    hosts = config.get("sim", {}).get("hosts") or {}
+    scheme, _, port = check_url(url)
+    explicit: dict[str, str | None] = {}
+    for i, (name, svc) in enumerate(services.items()):
+        explicit[name] = svc.get("endpoint")
+        if not explicit[name] and scheme == "tcp" and svc.get("host") in hosts:
+            explicit[name] = f"tcp://{hosts[svc['host']]}:{port + 2 + i}"
+    return mesh_endpoints(url, list(services), explicit)
 
 
 def with_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -242,6 +255,8 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout"):
         if sim[key] < 0 or sim[key] != sim[key]:
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
+    if sim["hosts"] is not None and not all(isinstance(v, str) and v for v in sim["hosts"].values()):
+        problems.append(f"sim.hosts: expected a table label -> address (str), got {sim['hosts']!r}")
     if sim["overrun_limit"] < 1:
         problems.append(f"sim.overrun_limit: expected >= 1, got {sim['overrun_limit']!r}")
     try:
@@ -299,7 +314,15 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             continue
         if name == LAUNCHER or not name.replace("_", "").replace("-", "").isalnum():
             problems.append(f"{where}: name must be alphanumeric (- and _ allowed) and not {LAUNCHER!r}")
+        hosts = sim["hosts"] or {}
+        if not all(isinstance(v, str) for v in hosts.values()):
+            hosts = {}
+        label = svc.get("host")
         ep = svc.get("endpoint")
+        if not ep and sim["transport"] == "tcp" and sim["bus"] and label in hosts:
+            ep = f"tcp://{hosts[label]}:1"  # checked for loopback / keys like an explicit endpoint
+        elif hosts and sim["transport"] == "tcp" and label is not None and label not in hosts and not ep:
+            problems.append(f"{where}.host: {label!r} not in sim.hosts ({', '.join(hosts)})")
         if isinstance(ep, str):
             try:
                 check_url(ep)

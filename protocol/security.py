@@ -6,7 +6,7 @@ Keys are ZeroMQ certificate files written by :func:`write_keys` (``launch.py key
 
     [security]
     keys_dir = "keys"          # relative to the config file
-    server = "server"          # key pair of the broker / launcher (the CURVE server)
+    server = "server"          # key pair of every bound socket (the CURVE servers), on every host
     client = "client"          # key pair this host's processes use as CURVE clients
     allowed = ["client"]       # client public keys the server accepts (names in keys_dir)
 

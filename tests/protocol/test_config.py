@@ -63,6 +63,20 @@ def test_transport_and_endpoints():
         LAUNCHER: "tcp://127.0.0.1:5551", "a": "tcp://127.0.0.1:5552", "b": "tcp://127.0.0.1:6000"}
 
 
+def test_hosts_table_gives_endpoints(tmp_path):
+    c = cfg(transport="tcp", bus="tcp://127.0.0.1:5550", hosts={"a": "127.0.0.1", "b": "127.0.0.2"})
+    c["services"]["a"]["host"] = "a"
+    c["services"]["b"]["host"] = "b"
+    plan = validate(c)
+    assert peers_of(plan.config, plan.sim["bus"]) == {
+        LAUNCHER: "tcp://127.0.0.1:5551", "a": "tcp://127.0.0.1:5552", "b": "tcp://127.0.0.2:5553"}
+    c["services"]["b"]["host"] = "zz"
+    assert any("services.b.host: 'zz' not in sim.hosts" in p for p in problems(c))
+    c["services"]["b"]["host"] = "b"
+    c["sim"]["hosts"]["b"] = "10.0.0.2"
+    assert any("services.b.endpoint" in p and "not loopback" in p for p in problems(c))
+
+
 def test_missing_keys_named(tmp_path):
     c = cfg(transport="tcp", bus="tcp://127.0.0.1:5550")
     c["security"] = {"keys_dir": str(tmp_path)}

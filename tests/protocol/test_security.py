@@ -131,8 +131,10 @@ def test_two_hosts_via_netns_and_veth(tmp_path, keys):
     d = tmp_path / "split"
     d.mkdir()
     cfg = _secure_cfg(d, keys, f"tcp://{ip_a}:5550", duration=1.0)
-    text = cfg.read_text().replace("index = 1\n", f'index = 1\nendpoint = "tcp://{ip_b}:5560"\n')
-    cfg.write_text(text)  # b publishes from host B
+    text = (cfg.read_text().replace("index = 1\n", 'index = 1\nhost = "b"\n')   # b publishes from host B
+            .replace("index = 0\n", 'index = 0\nhost = "a"\n')
+            .replace(f'bus = "tcp://{ip_a}:5550"', f'bus = "tcp://{ip_a}:5550"\nhosts = {{a = "{ip_a}", b = "{ip_b}"}}'))
+    cfg.write_text(text)
     try:
         ip("netns", "add", na)
         ip("netns", "add", nb)
