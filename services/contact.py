@@ -348,8 +348,6 @@ class ContactModel:
         If ``[payload]`` or ``[contact]`` is invalid.
     """
 
-    inputs = (Port("orbiter/state", "state"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
-              Port("operator/command", "event"), Port("hil/feedback", "state"))
     outputs = (Port("payload/state", "state"), Port("contact/wrench", "flow"), Port("contact/event", "event"))
 
     def __init__(self, config: Mapping[str, Any], name: str, period_ns: int) -> None:
@@ -377,6 +375,10 @@ class ContactModel:
         self.X_OE: Array | None = None   # E in O at capture (compliant snare)
         self.X_LB_berthed: Array = v["X_LB_berthed"]
         self.con = con
+        # hil/feedback is an input only when it is used, so a model run does not wait for the rig
+        ins = [Port("orbiter/state", "state"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
+               Port("operator/command", "event")]
+        self.inputs = tuple(ins + [Port("hil/feedback", "state")] if con["source"] == "hil" else ins)
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
         # mode
         self.grappled = False
