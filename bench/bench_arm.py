@@ -97,10 +97,80 @@ def routine_costs(n: int) -> dict[str, float]:
     return {"RMSFM_us": t_fm * 1e6, "RMSFLX_us": t_flx * 1e6, "RMLOAD_us": t_ld * 1e6}
 
 
+REALTIME_CFG = """
+[sim]
+mode = "realtime"
+duration = {duration}
+[services.arm]
+kind = "arm"
+rate_hz = 500
+[services.operator]
+kind = "operator"
+rate_hz = 100
+[arm]
+model = "{model}"
+[operator]
+script = [{{ t = 0.0, cmd = "joint", joint = "wrist_pitch", rate = 0.02 }}]
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process from /proc (Linux). [s]"""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def realtime_cpu(model: str, duration: float = 8.0, window: float = 4.0) -> dict[str, object]:
+    """CPU fraction of the arm *process* (shell, bus, codec and model) in a realtime run at 500 Hz.
+
+    Runs ``launch.py run`` (arm + operator, realtime) and samples the arm worker's CPU time over
+    ``window`` seconds in the middle of the run (Linux /proc).
+    """
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / f"rt_{model}.toml"
+        cfg.write_text(REALTIME_CFG.format(duration=duration, model=model))
+        proc = subprocess.Popen([sys.executable, str(root / "launch.py"), "run", str(cfg)], cwd=root,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pid = None
+        try:
+            deadline = time.monotonic() + 30.0
+            while pid is None and time.monotonic() < deadline and proc.poll() is None:
+                ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+                for line in ps.splitlines():
+                    if "_worker" in line and str(cfg) in line and " arm " in line:
+                        pid = int(line.split()[0])
+                time.sleep(0.1)
+            result: dict[str, object] = {}
+            if pid is not None:
+                time.sleep(2.0)                       # past start-up
+                c0, w0 = _cpu_seconds(pid), time.monotonic()
+                time.sleep(window)
+                c1, w1 = _cpu_seconds(pid), time.monotonic()
+                result["cpu_fraction"] = round((c1 - c0) / (w1 - w0), 3)
+            out, _ = proc.communicate(timeout=duration + 60.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        try:
+            summary = json.loads(out.strip().splitlines()[-1])
+            st = summary["services"]["arm"]
+            result.update(steps=st.get("steps"), overruns=st.get("overruns"),
+                          jitter_p99_us=round(st.get("jitter_p99_ns", 0) / 1e3, 1))
+        except (ValueError, KeyError, IndexError):
+            result["summary"] = "unavailable"
+        return result
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--realtime", action="store_true", help="also measure the arm process in a realtime run")
     a = ap.parse_args(argv)
     out: dict[str, object] = {"rate_hz": 500, "steps": a.steps, "load_avg_1min": os.getloadavg()[0],
                               "cpus": os.cpu_count()}
@@ -114,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                         "step_and_encode_us": round(cc * 1e6, 1), "cpu_fraction_with_encode": round(cc * 500, 3)}
     out["arm_step"] = cpu
     out["routines"] = {k: round(v, 1) for k, v in routine_costs(a.calls).items()}
+    if a.realtime:
+        out["realtime_process"] = {model: realtime_cpu(model) for model in ("massless", "multibody")}
     defaults = arm.DEFAULTS
     out["call_rates"] = {"RMSFM": "every step", "RMSFLX": f"every {defaults['flex_every']} steps",
                          "RMLOAD": f"every {defaults['loads_every']} steps"}
