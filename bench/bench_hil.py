@@ -77,10 +77,12 @@ def throughput(baud: int, seconds: float, tmp: Path) -> dict:
 
 class _Inputs:
     def __init__(self, t_ns: int, h_ns: int, z: float) -> None:
-        o = {"p_WoOo_W": np.zeros(3), "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": np.zeros(3), "v_WOo_W": np.zeros(3)}
+        o = {"p_WoOo_W": np.zeros(3), "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": np.zeros(3),
+             "v_WOo_W": np.zeros(3)}
         p = {"p_WoTo_W": np.array([0.0, 0.0, z]), "quat_WT": np.array([1.0, 0, 0, 0]), "w_WT_T": np.zeros(3),
              "v_WTo_W": np.zeros(3)}
-        self.s = {"orbiter/state": Sample(t_ns, h_ns, "orbiter", 0, o), "payload/state": Sample(t_ns, h_ns, "payload", 0, p)}
+        self.s = {"orbiter/state": Sample(t_ns, h_ns, "orbiter", 0, o),
+                  "payload/state": Sample(t_ns, h_ns, "payload", 0, p)}
 
     def state(self, topic: str) -> Sample:
         return self.s[topic]

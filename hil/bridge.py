@@ -129,7 +129,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
                 if cobs:
                     check_line_budget(float(rate), size, t["baud"], bits=bits_per_byte(), field=f"hil ({what})")
                 elif rate * size * bits_per_byte() > 0.7 * t["baud"]:
-                    out.append(f"hil ({what}): rate {rate:g} Hz × frame {size} B × 10 bits exceeds 70% of baud {t['baud']}")
+                    out.append(f"hil ({what}): rate {rate:g} Hz × frame {size} B × 10 bits exceeds 70% of "
+                               f"baud {t['baud']}")
             except ConfigError as err:
                 out.append(str(err))
     return out
@@ -169,7 +170,8 @@ class HilBridge:
         self.realtime = realtime
         t = cfg.table
         self.native = t["format"] == "native"
-        self.encoder = None if self.native else make_encoder(t["format"], cfg.limits.lo, cfg.limits.hi, bits=t["ascii_bits"])
+        self.encoder = None if self.native else make_encoder(t["format"], cfg.limits.lo, cfg.limits.hi,
+                                                             bits=t["ascii_bits"])
         self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
                                        bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]))

@@ -163,7 +163,7 @@ class HilConfig:
 
 def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
     out = {}
-    for key, value in given.items():
+    for key in given:
         if key not in defaults:
             problems.append(f"{where}.{key}: unknown key (known: {', '.join(defaults)})")
     for key, default in defaults.items():
@@ -232,7 +232,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     if not 0 <= t["fingerprint"] <= 0xFFFFFFFF:
         problems.append(f"hil.fingerprint: must be a u32, got {t['fingerprint']!r}")
     if t["watchdog"] < 0 or t["reply_timeout"] <= 0:
-        problems.append(f"hil.watchdog / hil.reply_timeout: must be >= 0 / > 0, got {t['watchdog']!r} / {t['reply_timeout']!r}")
+        problems.append(f"hil.watchdog / hil.reply_timeout: must be >= 0 / > 0, got {t['watchdog']!r} / "
+                        f"{t['reply_timeout']!r}")
     em = t["emulator"]
     for key in ("drop", "bit_error"):
         if not 0.0 <= em[key] < 1.0:
@@ -258,10 +259,12 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     lim_t = t["limits"]
     rig: StewartRig | ServoRig | None = None
     try:
-        limits = RigLimits(*(_axes(lim_t[k], n, f"hil.limits.{k}", problems) for k in ("lo", "hi", "v_max", "a_max", "j_max")))
+        limits = RigLimits(*(_axes(lim_t[k], n, f"hil.limits.{k}", problems)
+                             for k in ("lo", "hi", "v_max", "a_max", "j_max")))
         if t["rig"] == "servo":
             s = t["servo"]
-            rig = ServoRig(tuple(int(c) for c in s["component"]), tuple(map(float, s["scale"])), tuple(map(float, s["offset"])), limits)
+            rig = ServoRig(tuple(int(c) for c in s["component"]), tuple(map(float, s["scale"])),
+                           tuple(map(float, s["offset"])), limits)
         else:
             s = t["stewart"]
             rig = StewartRig(s["r_base"], s["r_platform"], s["base_pair_angle"], s["platform_pair_angle"],

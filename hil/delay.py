@@ -55,16 +55,19 @@ class DelayEstimator:
 
     def __post_init__(self) -> None:
         if self.window < 1 or not 1 <= self.median_of <= self.window:
-            raise ConfigError(f"delay: window {self.window} and median_of {self.median_of} must satisfy 1 <= median_of <= window")
+            raise ConfigError(f"delay: window {self.window} and median_of {self.median_of} must satisfy "
+                              "1 <= median_of <= window")
         self.samples_us = deque(maxlen=self.window)
 
     def update(self, now_us: int, echo_time_us: int, hold_us: int = 0) -> float:
-        """Add one telemetry sample; returns its round-trip delay [s].
+        """Add one telemetry sample; returns its round-trip delay [s] (nan, not kept, if negative).
 
         ``now_us`` and ``echo_time_us`` are u32 host times (modular); ``hold_us`` the
         rig's holding time between receipt of the echoed frame and the reply.
         """
         rtt = ((int(now_us) - int(echo_time_us)) & 0xFFFFFFFF) - int(hold_us)
+        if rtt < 0:  # inconsistent stamps (a rig clock running fast): not a delay
+            return math.nan
         self.samples_us.append(rtt)
         return rtt * 1e-6
 

@@ -48,13 +48,13 @@ from dynamics.spatial import quat_to_rotation, rotation_to_quat
 from errors import ConfigError, FrameError, NoSolutionError, RigFault
 from hil.config import HilConfig, parse
 from hil.framing import (
+    NO_ECHO,
     Arm,
-    EStop,
     Engage,
+    EStop,
     Fault,
     Frame,
     FrameDecoder,
-    Heartbeat,
     Hello,
     Park,
     Reset,
@@ -192,8 +192,11 @@ class RigCore:
     def telemetry(self, t: float) -> Telemetry:
         """The measurement at rig time ``t`` (the current state; the sensor is read now)."""
         self.sense()
-        es, et, trx = self.last_rx if self.last_rx is not None else (0, 0, t)
-        hold = max(0, int(round((t - trx) * 1e6)))
+        if self.last_rx is None:
+            es, et, hold = 0, 0, NO_ECHO
+        else:
+            es, et, trx = self.last_rx
+            hold = min(max(0, int(round((t - trx) * 1e6))), NO_ECHO - 1)
         return Telemetry(es, et, hold, self.state, self.faults, tuple(float(v) for v in self.x),
                          tuple(float(v) for v in self.F))  # type: ignore[arg-type]
 

@@ -43,7 +43,7 @@ class AxisRange:
     def __post_init__(self) -> None:
         if len(self.lo) != len(self.hi) or not self.lo:
             raise ConfigError(f"axis range: lo {list(self.lo)} and hi {list(self.hi)} differ in length")
-        bad = [i for i, (a, b) in enumerate(zip(self.lo, self.hi)) if not b > a]
+        bad = [i for i, (a, b) in enumerate(zip(self.lo, self.hi, strict=True)) if not b > a]
         if bad:
             raise ConfigError(f"axis range: hi must exceed lo on axes {bad}: lo {list(self.lo)}, hi {list(self.hi)}")
 
@@ -136,7 +136,7 @@ class AsciiAxisEncoder:
     def encode(self, values: ArrayLike) -> bytes:
         """Axis values (n,) → one ASCII line."""
         counts = self.axes.to_counts(values)
-        text = self.separator.join(f"{a}{int(c)}" for a, c in zip(self.letters, counts))
+        text = self.separator.join(f"{a}{int(c)}" for a, c in zip(self.letters, counts, strict=True))
         return (text + self.terminator).encode("ascii")
 
     def decode(self, line: bytes) -> NDArray[np.float64]:

@@ -28,6 +28,7 @@ from errors import FrameError
 __all__ = [
     "PROTOCOL_VERSION",
     "MAX_AXES",
+    "NO_ECHO",
     "HEADER_SIZE",
     "CRC_SIZE",
     "MsgType",
@@ -56,6 +57,8 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 MAX_AXES = 16
+#: ``Telemetry.hold_us`` of a rig that has received no host frame yet: nothing is echoed.
+NO_ECHO = 0xFFFFFFFF
 HEADER_SIZE = 8
 CRC_SIZE = 2
 _HEADER = struct.Struct("<BBHI")
@@ -258,7 +261,8 @@ class Telemetry:
     echo_time_us : int
         That frame's host time (u32). [µs]
     hold_us : int
-        Time from that frame's receipt to this telemetry's send at the rig (u32). [µs]
+        Time from that frame's receipt to this telemetry's send at the rig (u32) [µs];
+        ``NO_ECHO`` (0xFFFFFFFF) if the rig has received no host frame yet.
     state : RigState
     faults : Fault
         Fault bits (u16).
@@ -283,7 +287,8 @@ class Telemetry:
         axes = tuple(float(a) for a in self.axes)
         if not 1 <= len(axes) <= MAX_AXES or len(self.F_Po_P) != 6:
             raise FrameError(f"TELEMETRY: axes count {len(axes)} / wrench size {len(self.F_Po_P)} invalid")
-        head = self._H.pack(self.echo_seq, self.echo_time_us, self.hold_us, int(self.state), int(self.faults), len(axes))
+        head = self._H.pack(self.echo_seq, self.echo_time_us, self.hold_us, int(self.state), int(self.faults),
+                            len(axes))
         return head + struct.pack(f"<{len(axes)}f6f", *axes, *self.F_Po_P)
 
     @classmethod

@@ -19,7 +19,18 @@ import serial
 
 from errors import ConfigError, RigFault
 from hil.delay import DelayEstimator
-from hil.framing import CRC_SIZE, HEADER_SIZE, Frame, FrameDecoder, Message, SeqTracker, Telemetry, encode_frame, wire_size
+from hil.framing import (
+    CRC_SIZE,
+    HEADER_SIZE,
+    NO_ECHO,
+    Frame,
+    FrameDecoder,
+    Message,
+    SeqTracker,
+    Telemetry,
+    encode_frame,
+    wire_size,
+)
 
 __all__ = ["SerialPort", "SerialLink", "LinkStats", "open_port", "check_line_budget", "URL_SCHEMES", "bits_per_byte"]
 
@@ -52,7 +63,8 @@ def bits_per_byte(bytesize: int = 8, parity: str = "N", stopbits: float = 1) -> 
 
 
 def check_line_budget(
-    rate_hz: float, raw_frame_bytes: int, baud: int, *, bits: float = 10.0, max_fraction: float = 0.7, field: str = "hil"
+    rate_hz: float, raw_frame_bytes: int, baud: int, *, bits: float = 10.0, max_fraction: float = 0.7,
+    field: str = "hil",
 ) -> float:
     """Fraction of the line a stream of frames uses; refuse more than ``max_fraction``.
 
@@ -101,7 +113,8 @@ def open_port(url: str, baud: int, timeout: float = 0.005, **kwargs: Any) -> Ser
         If the port cannot be opened.
     """
     if "://" in url and url.split("://", 1)[0] not in URL_SCHEMES:
-        raise ConfigError(f"hil.url: unknown scheme {url.split('://', 1)[0]!r} in {url!r}; expected one of {URL_SCHEMES}")
+        scheme = url.split("://", 1)[0]
+        raise ConfigError(f"hil.url: unknown scheme {scheme!r} in {url!r}; expected one of {URL_SCHEMES}")
     if not isinstance(baud, int) or baud <= 0:
         raise ConfigError(f"hil.baud: must be a positive integer, got {baud!r}")
     try:
@@ -267,7 +280,7 @@ class SerialLink:
             out.append(f)
             self.stats.rx_frames += 1
             self.stats.rx_times.append(self.clock())
-            if isinstance(f.msg, Telemetry):
+            if isinstance(f.msg, Telemetry) and f.msg.hold_us != NO_ECHO:
                 self.delay.update(now_us, f.msg.echo_time_us, f.msg.hold_us)
         return out
 

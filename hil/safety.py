@@ -234,9 +234,11 @@ class SafetySupervisor:
     def __post_init__(self) -> None:
         self.neutral = np.asarray(self.neutral, dtype=np.float64)
         if not self.period_s > 0 or self.bad_frames_max < 1:
-            raise ConfigError(f"hil safety: period {self.period_s} s and bad_frames_max {self.bad_frames_max} must be > 0")
+            raise ConfigError(f"hil safety: period {self.period_s} s and bad_frames_max {self.bad_frames_max} "
+                              "must be > 0")
         if self.limits.violations(self.neutral):
-            raise ConfigError(f"hil.neutral: axes {self.neutral.tolist()} outside the stroke: {self.limits.violations(self.neutral)}")
+            raise ConfigError(f"hil.neutral: axes {self.neutral.tolist()} outside the stroke: "
+                              f"{self.limits.violations(self.neutral)}")
         if self.watchdog_s <= 0:
             self.watchdog_s = watchdog_timeout(self.period_s)
         self.x = self.neutral.copy()

@@ -115,7 +115,8 @@ class RigLimits:
             elif name not in ("lo", "hi") and not np.all(val > 0):
                 problems.append(f"limits.{name}: must be > 0, got {val.tolist()}")
         if not problems and not np.all(np.asarray(self.hi) > np.asarray(self.lo)):
-            problems.append(f"limits.hi {np.asarray(self.hi).tolist()} must exceed limits.lo {np.asarray(self.lo).tolist()}")
+            problems.append(f"limits.hi {np.asarray(self.hi).tolist()} must exceed "
+                            f"limits.lo {np.asarray(self.lo).tolist()}")
         if problems:
             raise ConfigError("; ".join(problems), problems)
 
@@ -296,7 +297,8 @@ class StewartRig:
             R = quat_to_rotation(q)
             if float(np.max(np.abs(dx))) < tol:
                 return q, T, it
-        raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs {np.asarray(legs).tolist()}")
+        raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs "
+                              f"{np.asarray(legs).tolist()}")
 
     def workspace_problems(self, X_RP: ArrayLike) -> list[str]:
         """Why ``X_RP`` is outside the workspace: stroke and conditioning; empty if inside."""
@@ -337,7 +339,8 @@ class ServoRig:
         if not 1 <= n <= 6 or len(set(self.component)) != n or not all(0 <= c <= 5 for c in self.component):
             problems.append(f"servo.component: need 1..6 distinct indices in 0..5, got {list(self.component)}")
         if len(self.scale) != n or len(self.offset) != n or any(s == 0 or not math.isfinite(s) for s in self.scale):
-            problems.append(f"servo.scale/offset: need {n} values, scale non-zero, got {list(self.scale)}, {list(self.offset)}")
+            problems.append(f"servo.scale/offset: need {n} values, scale non-zero, got {list(self.scale)}, "
+                            f"{list(self.offset)}")
         if np.asarray(self.limits.lo).shape != (n,):
             problems.append(f"servo.limits: need {n} axes, got {np.asarray(self.limits.lo).shape}")
         if problems:

@@ -23,7 +23,6 @@ from hil.framing import (
     Hello,
     RigState,
     SetpointAxes,
-    Telemetry,
     encode_frame,
 )
 from hil.link import SerialLink, open_port
@@ -102,6 +101,7 @@ def test_bit_errors_and_drops_detected_none_applied_lockstep():
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_bit_errors_over_a_real_pty_none_applied(tmp_path):
     stats = tmp_path / "emu.json"
     table = {"bad_frames_max": 1000, "watchdog": 1.0}
@@ -163,6 +163,7 @@ def _check_watchdog_and_park(fault_log, axes, neutral, dt, watchdog_s):
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_rig_watchdog_trips_on_pty_and_killed_simulation_parks_rig(tmp_path):
     stats = tmp_path / "emu.json"
     with spawn_emulator({}, stats_path=stats, extra_args=["--rt-priority", "20"]) as emu:

@@ -6,7 +6,7 @@ import pytest
 import serial
 
 from errors import ConfigError, RigFault
-from hil.framing import Heartbeat, RigState, SetpointAxes, Telemetry, Fault
+from hil.framing import Fault, Heartbeat, RigState, SetpointAxes, Telemetry
 from hil.link import SerialLink, SerialPort, bits_per_byte, check_line_budget, open_port
 
 

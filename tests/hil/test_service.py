@@ -31,6 +31,7 @@ def _children_of(cfg: Path) -> list[int]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_payload_bounces_off_the_emulated_rig_in_lockstep(tmp_path):
     out = tmp_path / "out"
     cfg = tmp_path / "hil.toml"
