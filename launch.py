@@ -31,7 +31,7 @@ from typing import Any
 from errors import ConfigError
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CONFIG = HERE / "configs" / "default.toml"
+DEFAULT_CONFIG = HERE / "configs" / "srms_berthing.toml"
 
 
 def _only(text: str | None) -> tuple[str, ...]:
@@ -82,7 +82,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- check
 def _check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="TOML scenario")
+    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario")
     p.add_argument("--only", help="comma-separated services of this host")
 
 

@@ -424,7 +424,7 @@ class Launcher:
 
     def _summary(self, t_end: int | None, wall: float | None) -> None:
         out = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,
-               "services": {n: r.stats for n, r in self.records.items()}}
+               "services": {n: r.stats or r.live for n, r in self.records.items()}}
         print(json.dumps(out), file=self.out, flush=True)
 
     # ------------------------------------------------------------------ follower
