@@ -446,3 +446,14 @@ def test_moving_the_point_of_resolution_while_grappled_keeps_the_grasp():
     np.testing.assert_allclose(m.theta_dot, thd_before, rtol=1e-3, atol=1e-9)
     assert not np.allclose(m.V_R_O[3:], V_before[3:])
     np.testing.assert_allclose(m.pose.X_OE[:3, 3], m.pose.X_OB[6, :3, 3] + m.pose.X_OB[6, :3, :3] @ [1.5, 0.0, 0.2])
+
+
+def test_rmsflx_runs_at_its_integer_multiple_of_the_step(monkeypatch):
+    calls = []
+    real = arm.fx.arm_flexibility
+    monkeypatch.setattr(arm.fx, "arm_flexibility", lambda *a, **k: calls.append(1) or real(*a, **k))
+    m = make(flex_every=7)
+    n0 = len(calls)                     # once at build
+    m.initial(0)
+    run(m, 21)
+    assert n0 == 1 and len(calls) - n0 == 3      # steps 0, 7, 14
