@@ -1,0 +1,17 @@
+"""Hardware in the loop: the ``hil`` service, its serial protocol, rig kinematics and emulator.
+
+Modules (one concept each):
+
+- :mod:`hil.framing` — the native protocol: COBS frames, CRC-16/CCITT-FALSE, messages,
+  the incremental decoder (``PROTOCOL.md`` is the byte-exact description);
+- :mod:`hil.encoders` — other rig formats: a binary 6-axis frame, ASCII axis strings;
+- :mod:`hil.link` — :class:`~hil.link.SerialLink` over any pyserial URL, line budget,
+  link statistics;
+- :mod:`hil.stewart` — Stewart platform and servo rig kinematics, workspace clamp,
+  the pose map from two simulated frames to the rig;
+- :mod:`hil.safety` — the rig state machine, watchdogs, guards, the ramp to neutral;
+- :mod:`hil.delay` — delay estimate, prediction, passivity controller, impact restitution;
+- :mod:`hil.config` — the ``[hil]`` table, shared by the bridge and the emulator;
+- :mod:`hil.bridge` — the service model (``kind = "hil.bridge"``);
+- :mod:`hil.emulator` — the rig emulator process (``python -m hil.emulator``).
+"""
