@@ -364,6 +364,7 @@ class ArmModel:
         if problems:
             self.warn(f"refused: {kind}: {'; '.join(problems)}")
             return
+        braked = self.brakes
         if kind == "mode":
             self.mode = ev["mode"]
             self.frame = ev.get("frame", self.frame)
@@ -404,7 +405,7 @@ class ArmModel:
             self.geom = replace(self.geom, p_B6oEo_B6=p_new)
             self._kin()
             self._flex()
-        if self.brakes:
+        if self.brakes and not braked:        # brakes set now: the joints lock where they are
             self.theta_n = self.theta.copy()
 
     def _contact(self, ev: dict[str, Any], orb: dict[str, Any], pay: dict[str, Any] | None) -> None:
