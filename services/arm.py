@@ -101,7 +101,7 @@ from dynamics import servo as sv
 from dynamics import spatial as sp
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, SRMS_BASE_TO_ORBITER_COM, reference_path, srms_on_orbiter
 from dynamics.urdf import chain_from_urdf
-from errors import SingularityError
+from errors import ConfigError, SingularityError
 from protocol.service import Port
 from services.operator import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 
@@ -233,6 +233,9 @@ class ArmModel:
     """
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+        problems = validate(config, name)
+        if problems:
+            raise ConfigError(f"[arm]: {len(problems)} problem(s): " + "; ".join(problems), problems)
         s, a = _settings(config)
         self.name = name
         self.period_ns = period_ns

@@ -13,6 +13,7 @@ import pytest
 from dynamics import chain as ch
 from dynamics import loads as ld
 from dynamics import spatial as sp
+from errors import ConfigError
 from protocol.codec import decode
 from protocol.service import Sample
 from protocol.stepping import StepInputs
@@ -296,6 +297,8 @@ def test_config_problems_listed():
                  "arm.flex_every", "arm.assumed.gear_ratio", "arm.assumed.nope"):
         assert frag in text, text
     assert arm.validate({"arm": {}}, "arm") == []
+    with pytest.raises(ConfigError, match="elbow_pitch = 0.5 rad is outside its range"):
+        make(q0=[0.0, 0.5, 0.5, 0.0, 0.0, 0.0])
 
 
 @pytest.mark.integration
