@@ -381,6 +381,12 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if key not in claimed:
             what = "table" if isinstance(value, dict) else "key"
             problems.append(f"[{key}]: unclaimed top-level {what} (no configured service lists it in TABLES)")
+    labels = sorted({s.get("host") for s in services_in.values()
+                     if isinstance(s, dict) and isinstance(s.get("host"), str) and not s.get("endpoint")})
+    if sim["transport"] == "tcp" and len(labels) > 1 and not sim["hosts"]:
+        example = ", ".join(f'{h} = "ADDRESS"' for h in labels)
+        problems.append(f"sim.hosts: services on several hosts ({', '.join(labels)}) need the address of each, "
+                        f"sim.hosts = {{{example}}} (or an endpoint per service)")
     only = tuple(only)
     unknown = [n for n in only if n not in services_in]
     if unknown:

@@ -70,6 +70,9 @@ def test_hosts_table_gives_endpoints(tmp_path):
     plan = validate(c)
     assert peers_of(plan.config, plan.sim["bus"]) == {
         LAUNCHER: "tcp://127.0.0.1:5551", "a": "tcp://127.0.0.1:5552", "b": "tcp://127.0.0.2:5553"}
+    del c["sim"]["hosts"]
+    assert any("sim.hosts: services on several hosts (a, b)" in p for p in problems(c))
+    c["sim"]["hosts"] = {"a": "127.0.0.1", "b": "127.0.0.2"}
     c["services"]["b"]["host"] = "zz"
     assert any("services.b.host: 'zz' not in sim.hosts" in p for p in problems(c))
     c["services"]["b"]["host"] = "b"
