@@ -311,6 +311,21 @@ def test_realtime_overrun_policy_stop_after_n(tmp_path):
     assert time.monotonic() - t < 30.0  # stopped long before the 60 s of the run
 
 
+def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"',
+                   toy="busy = 0.002")
+
+    def interrupt_later(p, pids):
+        time.sleep(3.0)
+        p.send_signal(signal.SIGINT)
+
+    rc, out, err = _signal_run(cfg, interrupt_later)
+    assert "froze itself (overrun)" in err and "freezing all" in err
+    assert rc == 128 + signal.SIGINT
+    a, b = trajectories(tmp_path)
+    assert a[-1, 0] < 1.0 and b[-1, 0] < 1.0  # frozen early, not run on for the 3 s
+
+
 def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
     rec = 'role = "sink"\n'
     cfg = make_cfg(tmp_path, duration=0.5, extra=f'[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\n{rec}')
