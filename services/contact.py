@@ -520,17 +520,20 @@ class ContactModel:
         power = 0.0
         active = False
         R_WB, R_WL = X_WB[:3, :3], X_WL[:3, :3]
+        P_W = X_WB[:3, 3] + self.points_B @ R_WB.T  # (n, 3) every point, in W
         for i, p_LoSo_L, n_L, radius, depth in self.surfaces:
-            p_P = X_WB[:3, 3] + R_WB @ self.points_B[i]
+            p_P = P_W[i]
+            n_W = R_WL @ n_L
+            p_S = X_WL[:3, 3] + R_WL @ p_LoSo_L
+            if float((p_P - p_S) @ n_W) >= 0.01:  # 1 cm in front: no contact within h/2 (cheap test first)
+                continue
             v_P = self._twist_at(self.state, p_P)[3:]
             v_S = self._twist_at(orb, p_P)[3:]
-            n_W = R_WL @ n_L
             # compliant: the force held over [t, t + h) is evaluated at the interval's midpoint,
             # the relative displacement extrapolated by u·h/2 (second order in h; a force from the
             # start of the interval would feed the contact ≈ (π/2) ω h of its energy per impact)
             lead = 0.5 * h_ns * 1e-9 if self.con["berthing"] == "compliant" else 0.0
-            pc = dc.point_plane(p_P + (v_P - v_S) * lead, v_P, X_WL[:3, 3] + R_WL @ p_LoSo_L, n_W, v_S, self.law,
-                                radius, depth)
+            pc = dc.point_plane(p_P + (v_P - v_S) * lead, v_P, p_S, n_W, v_S, self.law, radius, depth)
             if not pc.active:
                 continue
             active = True
