@@ -25,6 +25,9 @@ Momentum bookkeeping
   ``t_s`` is propagated with its published accelerations to the instant needed, plus the
   velocity jumps of impulses this service published since ``t_s`` (which that sample
   cannot yet contain). Its position is not corrected for them (an error ≤ Δv·H).
+- All of this is exact in lockstep. In realtime mode a consumer holds only the latest
+  flow sample, so a one-step impulse sample can be missed or counted twice by the
+  orbiter: momentum is then conserved only approximately.
 
 Capture (end effector E vs grapple fixture G)
 ---------------------------------------------
@@ -43,19 +46,24 @@ After ``rigidize_delay`` a ``rigidize`` event carries the frozen ``X_EG``; the a
 holds the payload (``arm/wrench``). ``cmd = "release"`` ends the grapple.
 E's pose is ``X_WO X_OE`` with the orbiter's pose now and the arm's latest ``X_OE``; its
 velocity the arm's ``V_WE_W`` if present and the brakes are off, else the orbiter's rigid
-motion at Eo (exact with brakes on).
+motion at Eo (exact with brakes on). The impulsive capture assumes the massless arm
+(``[arm] model = "massless"``): with the multibody arm part of the impulse would go into
+its links (Ex-GIT G* with mu, :func:`dynamics.exgit.collision`), which this service does
+not model.
 
 Berthing contact (payload points vs orbiter latch surfaces)
 -----------------------------------------------------------
 Points ``points_B`` of the berthing interface B against bounded planes given in the latch
 frame L (``[[contact.surfaces]]``). ``berthing = "compliant"``: Hunt–Crossley normal force
 and regularized Coulomb friction (:func:`dynamics.contact.point_plane`) at this service's
-rate (≥ 1 kHz). ``berthing = "impulsive"``: an approaching point in contact gets one
+rate (≥ 1 kHz); the force held over a step is evaluated at the step's midpoint (relative
+displacement extrapolated by ``u·h/2``), which keeps the energy exchanged with the contact
+second order in h. ``berthing = "impulsive"``: an approaching point in contact gets one
 impulse, by Newton restitution and Coulomb friction (``impulsive_law = "restitution"``,
 :func:`dynamics.impact.point_impact`) or Cyril's ``r_E``, ``r_f``
 (``"cyril"``, :func:`dynamics.impact.nonplastic_impact_payload`, the orbiter as the chaser).
-Latches close when the pose of B in L is within ``[contact.latch]`` tolerances of the
-berthed pose and the relative rates are small; the berthed payload is then held by a
+Latches close when a trunnion is in contact (seated), the pose of B in L is within
+``[contact.latch]`` tolerances of the berthed pose and the relative rates are small; the berthed payload is then held by a
 stiff 6-DOF latch spring–damper about the ``X_LB`` frozen at latching
 (:func:`dynamics.contact.latch_wrench`), a compliant rigid joint whose reaction goes to
 the orbiter like any contact force.
