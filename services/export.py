@@ -41,7 +41,7 @@ from protocol.messages import TopicSchema
 from services.logger import LogFile, open_log, schema_from_json
 from services.replay import select_topics
 
-__all__ = ["field_columns", "topic_table", "topic_tables", "export", "add_arguments", "main", "FORMATS"]
+__all__ = ["FORMATS", "add_arguments", "export", "field_columns", "main", "topic_table", "topic_tables"]
 
 FORMATS = ("parquet", "csv")
 

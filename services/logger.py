@@ -84,7 +84,17 @@ from mcap._chunk_builder import ChunkBuilder
 from mcap.exceptions import McapError
 from mcap.opcode import Opcode
 from mcap.reader import make_reader
-from mcap.records import Attachment, Channel, Chunk, DataEnd, Footer, Message, MessageIndex, Metadata, Schema
+from mcap.records import (
+    Attachment,
+    Channel,
+    Chunk,
+    DataEnd,
+    Footer,
+    Message,
+    MessageIndex,
+    Metadata,
+    Schema,
+)
 from mcap.stream_reader import StreamReader, breakup_chunk
 from mcap.writer import CompressionType, Writer
 
@@ -93,9 +103,21 @@ from protocol.bus import SequenceTracker
 from protocol.codec import envelope
 from protocol.messages import SCHEMAS, TopicSchema, register_schema, schema_for
 
-__all__ = ["McapLogger", "LogFile", "LogMessage", "RecoverResult", "open_log", "recover", "json_schema",
-           "schema_from_json",
-           "TABLES", "OPTIONS", "validate", "build", "MAGIC"]
+__all__ = [
+    "MAGIC",
+    "OPTIONS",
+    "TABLES",
+    "LogFile",
+    "LogMessage",
+    "McapLogger",
+    "RecoverResult",
+    "build",
+    "json_schema",
+    "open_log",
+    "recover",
+    "schema_from_json",
+    "validate",
+]
 
 MAGIC = b"\x89MCAP0\r\n"
 """The 8 bytes an MCAP file starts and ends with."""
@@ -641,7 +663,7 @@ class LogFile:
                 i += 1
             if not heap:
                 continue
-            t, off, k, msgs = heap[0]
+            _, off, k, msgs = heap[0]
             nxt = chunks[i].message_start_time if i < n else _U64 + 1
             if len(heap) == 1 and msgs[-1][0] < nxt:  # nothing else can interleave: the rest of this chunk
                 heapq.heappop(heap)

@@ -65,9 +65,23 @@ from protocol.messages import SCHEMAS
 from protocol.service import Port
 from services.logger import LogFile, LogMessage, open_log
 
-__all__ = ["ReplaySource", "select_topics", "KEYS", "TABLES", "OPTIONS", "validate", "build", "add_arguments",
-           "main", "replay_config", "resim_config", "compare_outputs", "OutputComparison", "toml_dumps",
-           "producers"]
+__all__ = [
+    "KEYS",
+    "OPTIONS",
+    "TABLES",
+    "OutputComparison",
+    "ReplaySource",
+    "add_arguments",
+    "build",
+    "compare_outputs",
+    "main",
+    "producers",
+    "replay_config",
+    "resim_config",
+    "select_topics",
+    "toml_dumps",
+    "validate",
+]
 
 TABLES: tuple[str, ...] = ()
 Num = (int, float)
@@ -202,6 +216,7 @@ class ReplaySource:
         self._steps = 0
         self._seek_to: int | None = None
         self._stop = threading.Event()
+        self._touched = paused  # a control call since the last read: take the full path
         self._it: Iterator[LogMessage] = self._open(self.start_ns)
         self._anchor: tuple[int, int] | None = None   # (wall ns, t ns) the pace counts from
         self._window: Counter[str] = Counter()
@@ -219,6 +234,7 @@ class ReplaySource:
         """Stop publishing until :meth:`resume` or :meth:`step`."""
         with self._lock:
             self.status.paused = True
+            self._touched = True
 
     def resume(self) -> None:
         """Continue publishing (the pace re-anchors at the current message)."""
@@ -226,6 +242,7 @@ class ReplaySource:
             self.status.paused = False
             self._steps = 0
             self._anchor = None
+            self._touched = True
 
     def toggle(self) -> None:
         """Pause if running, resume if paused."""
@@ -238,11 +255,13 @@ class ReplaySource:
         """While paused: publish the next ``n`` messages, then stay paused."""
         with self._lock:
             self._steps += int(n)
+            self._touched = True
 
     def seek(self, t_ns: int) -> None:
         """Continue from the first message at or after ``t_ns`` (clamped to the window). [ns]"""
         with self._lock:
             self._seek_to = min(max(int(t_ns), self.start_ns), self.end_ns)
+            self._touched = True
 
     def set_rate(self, rate: float) -> None:
         """New pace (multiple of the recorded one; 0 = as fast as possible)."""
@@ -251,10 +270,12 @@ class ReplaySource:
         with self._lock:
             self.status.rate = self._rate0 = float(rate)
             self._anchor = None
+            self._touched = True
 
     def stop(self) -> None:
         """End the replay: the next :meth:`read` returns None."""
         self._stop.set()
+        self._touched = True
 
     def handle_key(self, key: str) -> bool:
         """Apply one keyboard command (:data:`KEYS`); False for a key that means nothing."""
@@ -297,8 +318,22 @@ class ReplaySource:
 
     def read(self) -> tuple[int, str, bytes] | None:
         """The next ``(t_ns, topic, payload)`` when its wall instant comes, or None at the end."""
+        st = self.status
+        if not self._touched and st.rate <= 0 and not st.paused:  # --max, no control call since: fast path
+            msg = next(self._it, None)
+            if msg is not None:
+                st.t_ns = msg[0]
+                st.sent += 1
+                if self._progress is not None and not st.sent & 1023:
+                    self._show(force=False)
+                return msg[0], msg[1], msg[2]
+            if not self.loop:
+                self._end()
+                return None
+        self._touched = False
         if not self._wait_unpaused():
-            return self._end()
+            self._end()
+            return None
         with self._lock:
             seek, self._seek_to = self._seek_to, None
         if seek is not None:
@@ -310,9 +345,9 @@ class ReplaySource:
             self._anchor = None
             msg = next(self._it, None)
         if msg is None or self._stop.is_set():
-            return self._end()
+            self._end()
+            return None
         self._pace(msg)
-        st = self.status
         st.t_ns = msg.t_ns
         st.sent += 1
         self._show(force=False)
@@ -346,8 +381,8 @@ class ReplaySource:
                 break
 
     def _end(self) -> None:
+        """At the end: the final progress line (``read`` then returns None)."""
         self._show(force=True, final=True)
-        return None
 
     def _show(self, force: bool, final: bool = False) -> None:
         out = self._progress

@@ -51,7 +51,7 @@ from errors import LogError
 from services.export import field_columns, topic_tables
 from services.logger import LogFile, open_log, schema_from_json
 
-__all__ = ["Report", "make_report", "add_arguments", "main", "PAGES"]
+__all__ = ["PAGES", "Report", "add_arguments", "main", "make_report"]
 
 PAGES = ("summary", "relative_pose", "relative_rates", "contact", "joints", "momentum_energy", "timing")
 MAX_POINTS = 4000

@@ -15,7 +15,13 @@ import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from errors import ConfigError, LogError
 from protocol.codec import decode, encode
 from services.logger import McapLogger, open_log
-from services.replay import (ReplaySource, compare_outputs, replay_config, select_topics, toml_dumps)
+from services.replay import (
+    ReplaySource,
+    compare_outputs,
+    replay_config,
+    select_topics,
+    toml_dumps,
+)
 from tests.services.test_logger import cli, launch, record_toy_run, toy_config
 
 MS = 1_000_000
