@@ -46,6 +46,7 @@ from hil.framing import (
     Fault,
     Heartbeat,
     Hello,
+    Park,
     RigState,
     SetpointAxes,
     SetpointPose,
@@ -318,8 +319,16 @@ class HilBridge:
         }
 
     def close(self) -> None:
-        """Close the link (the rig's watchdog then parks it) and run the ``on_close`` hooks."""
+        """Ask an engaged rig to park, close the link and run the ``on_close`` hooks.
+
+        Should the PARK not arrive, the rig's watchdog trips and it ramps to neutral anyway.
+        """
         if self.link is not None:
+            if self.native and self.safety.state == RigState.ENGAGED:
+                try:
+                    self.link.send(Park(), None if self.realtime else int(round(self._sim_t * 1e6)))
+                except (FrameError, RigFault):
+                    pass
             self.link.close()
         for hook in self._on_close:
             hook()

@@ -62,6 +62,7 @@ electric Stewart platform (assumed, not a particular product)::
     plane_offset = 0.51           # m: the fixed half's face is n·y = offset (in R)
     probe_radius = 0.0            # m: contact points on the platform (0: its origin only)
     bandwidth = 0.0               # Hz actuator servo bandwidth; 0: ideal within the limits
+    hard_limits = 1.5             # actuator speed/acceleration limits over the host's soft limits
     rate = 500.0                  # Hz internal step
     seed = 0
 """
@@ -116,6 +117,7 @@ DEFAULTS: dict[str, Any] = {
         "plane_offset": 0.51,
         "probe_radius": 0.0,
         "bandwidth": 0.0,
+        "hard_limits": 1.5,
         "rate": 500.0,
         "seed": 0,
     },
@@ -241,6 +243,9 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     for key in ("delay", "damping", "probe_radius", "bandwidth"):
         if em[key] < 0:
             problems.append(f"hil.emulator.{key}: must be >= 0, got {em[key]!r}")
+    if em["hard_limits"] < 1.0:
+        problems.append(f"hil.emulator.hard_limits: must be >= 1 (hard limits outside the soft ones), "
+                        f"got {em['hard_limits']!r}")
     for key in ("stiffness", "rate"):
         if em[key] <= 0:
             problems.append(f"hil.emulator.{key}: must be > 0, got {em[key]!r}")

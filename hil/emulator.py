@@ -68,7 +68,7 @@ from hil.framing import (
 )
 from hil.link import TELEMETRY6_RAW, open_port
 from hil.safety import ramp_step, rate_limit, transition
-from hil.stewart import StewartRig, pose
+from hil.stewart import RigLimits, StewartRig, pose
 
 __all__ = ["ContactPlane", "RigCore", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
            "spawn_emulator", "EmulatorProcess", "set_realtime_priority", "main"]
@@ -139,7 +139,9 @@ class RigCore:
     def __init__(self, cfg: HilConfig) -> None:
         em = cfg.emulator
         self.rig = cfg.rig
-        self.limits = cfg.limits
+        f = float(em["hard_limits"])  # the actuators' own limits lie outside the host's soft limits
+        lim = cfg.limits
+        self.limits = RigLimits(lim.lo, lim.hi, f * lim.v_max, f * lim.a_max, f * lim.j_max)
         self.fingerprint = cfg.fingerprint
         self.bad_frames_max = int(cfg.table["bad_frames_max"])
         self.dt = 1.0 / float(em["rate"])
@@ -156,7 +158,8 @@ class RigCore:
         self.v = np.zeros_like(self.x)
         self.a = np.zeros_like(self.x)
         self.target = self.x.copy()
-        self.target_v = np.zeros_like(self.x)  # setpoint speed, from the last two setpoints
+        self.target_prev = self.x.copy()  # interpolation start (see _setpoint)
+        self.target_T = self.dt  # setpoint period, measured
         self.target_t = 0.0
         self._setpoint_t: float | None = None
         self.q = rotation_to_quat(self.rig.neutral[:3, :3])
@@ -273,7 +276,7 @@ class RigCore:
         elif isinstance(msg, Engage) and self.state == RigState.ARMED:
             self.state = transition(self.state, "engage")
             self.target = self.x.copy()
-            self.target_v = np.zeros_like(self.x)
+            self.target_prev = self.x.copy()
             self._setpoint_t = None
         elif isinstance(msg, Park) and self.state == RigState.ENGAGED:
             self.state = transition(self.state, "park")
@@ -295,8 +298,12 @@ class RigCore:
             self.counts["refused"] += 1
             self._fault(Fault.LIMIT)
             return
+        # interpolation from where the axis is headed now to the new setpoint, over the
+        # setpoint period (as servo drives' interpolated position mode, one period late)
+        s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
+        self.target_prev = self.target_prev + s * (self.target - self.target_prev)
         if self._setpoint_t is not None and t > self._setpoint_t:
-            self.target_v = (axes - self.target) / (t - self._setpoint_t)
+            self.target_T = min(t - self._setpoint_t, 0.1)
         self.target = axes
         self.target_t = self._setpoint_t = t
         self.counts["applied"] += 1
@@ -310,9 +317,8 @@ class RigCore:
 
     def _step(self, t: float) -> None:
         dt = self.dt
-        if self.state in (RigState.ENGAGED, RigState.PARKING) and self.last_rx is not None \
-                and t - self.last_rx[2] > self.watchdog_s:
-            self._fault(Fault.WATCHDOG, t)
+        if self.state == RigState.ENGAGED and self.last_rx is not None and t - self.last_rx[2] > self.watchdog_s:
+            self._fault(Fault.WATCHDOG, t)  # (parking needs no host: it finishes on its own)
         if self.state == RigState.ENGAGED:
             if self.bandwidth > 0:
                 w = 2 * np.pi * self.bandwidth
@@ -320,9 +326,11 @@ class RigCore:
                 v = np.clip(self.v + a * dt, -self.limits.v_max, self.limits.v_max)
                 self.x = np.clip(self.x + 0.5 * (self.v + v) * dt, self.limits.lo, self.limits.hi)
                 self.a, self.v = (v - self.v) / dt, v
-            else:  # follows the setpoints, interpolated at their own speed (first-order hold)
-                target = self.target + self.target_v * max(0.0, t - self.target_t)
-                self.x, self.v, self.a, _ = rate_limit(target, self.x, self.v, self.limits, dt, self.target_v)
+            else:  # follows the setpoints, linearly interpolated one setpoint period late
+                s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
+                target = self.target_prev + s * (self.target - self.target_prev)
+                v_seg = (self.target - self.target_prev) / self.target_T if s < 1.0 else np.zeros_like(self.x)
+                self.x, self.v, self.a, _ = rate_limit(target, self.x, self.v, self.limits, dt, v_seg)
         elif self.state in (RigState.PARKING, RigState.FAULT):
             self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral_axes, self.limits, dt)
             if self.state == RigState.PARKING and np.all(np.abs(self.x - self.neutral_axes) < 1e-6) \

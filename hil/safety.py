@@ -151,10 +151,11 @@ def rate_limit(
 ) -> tuple[Array, Array, Array, bool]:
     """Soft limits on a command stream: follow ``x_cmd`` within the speed and acceleration limits.
 
-    The desired speed is the command's own speed ``v_cmd`` plus a correction that closes
-    the rest of the error ``e' = x_cmd − x − v_cmd dt`` in one step if it is small, and
-    otherwise at the speed from which the axis can still stop on it,
-    ``√(2 a_max |e'|)`` (so a jump in the command is approached without overshoot). A
+    The desired speed is the command's own speed ``v_cmd`` (clipped to ``v_max``: a jump
+    has no meaningful speed) plus a correction that closes the rest of the error
+    ``e' = x_cmd − x − v_cmd dt`` in one step if it is small, and otherwise at the speed
+    from which steps of deceleration ``a_max dt`` still stop on it (so a jump in the
+    command is approached without overshoot). A
     command the axis can follow is followed exactly (``e' = 0``). The speed is clipped
     to ``v_max`` and to the jerk-limited stopping speed of the distance left to either
     stroke end (so that the ramp to neutral can always brake), the acceleration to
@@ -179,9 +180,12 @@ def rate_limit(
     hit : bool
         True if a limit made it differ from ``x_cmd``.
     """
-    vc = np.zeros_like(x) if v_cmd is None else v_cmd
+    vc = np.zeros_like(x) if v_cmd is None else np.clip(v_cmd, -limits.v_max, limits.v_max)
     e = x_cmd - x - vc * dt
-    v_des = vc + np.sign(e) * np.minimum(np.abs(e) / dt, np.sqrt(2.0 * limits.a_max * np.abs(e)))
+    # the largest speed from which steps of deceleration a_max·dt stop within |e|: v (v + a dt) / (2a) = |e|
+    adt = limits.a_max * dt
+    v_stop = 0.5 * (-adt + np.sqrt(adt * adt + 8.0 * limits.a_max * np.abs(e)))
+    v_des = vc + np.sign(e) * np.minimum(np.abs(e) / dt, v_stop)
     v_des = np.clip(v_des, -limits.v_max, limits.v_max)
     margin = 2.0 * limits.v_max * dt  # the ramp reacts one step late and integrates by trapezoid
     v_des = np.clip(v_des, -stop_speed(x - limits.lo - margin, limits.a_max, limits.j_max),

@@ -186,3 +186,45 @@ def test_outputs_pass_the_bus_codec():
             s = decode(topic, encode(topic, body, sender="hil", seq=k, t_ns=k * h_ns, h_ns=h_ns))
             assert set(s.body) == set(body)
     assert outs[-1]["hil/status"]["state"] == "ENGAGED"
+
+
+@pytest.mark.parametrize("fmt", ["binary6", "ascii"])
+def test_axis_formats_stream_the_clamped_axes(fmt):
+    import serial
+
+    from hil.encoders import make_encoder
+
+    cfg = parse({"format": fmt})
+    port = serial.serial_for_url("loop://", timeout=0.0)
+    link = SerialLink(port)
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, link)
+    b.initial(0)
+    for n in range(3):
+        u = Inputs({"orbiter/state": Sample(n * h_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(n * h_ns, h_ns, "payload", n, payload([0, 0, 0], [0, 0, 0]))})
+        b.step(n * h_ns, h_ns, u)
+    data = port.read(4096)
+    enc = make_encoder(fmt, cfg.limits.lo, cfg.limits.hi)
+    frames = [data[i:i + enc.frame_size] for i in range(0, len(data), enc.frame_size)] if fmt == "binary6" \
+        else [line + b"\n" for line in data.split(b"\n") if line]
+    assert len(frames) == 3
+    for fr in frames:
+        np.testing.assert_allclose(enc.decode(fr), cfg.rig.inverse(cfg.rig.neutral),
+                                   atol=0.3 / enc.axes.full)
+
+
+def test_servo_rig_through_the_lockstep_emulator():
+    cfg = parse({"rig": "servo", "servo": {"component": [2, 3], "scale": [1.0, 1.0], "offset": [0.0, 0.0]},
+                 "limits": {"lo": -0.1, "hi": 0.1, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
+                 "emulator": {"plane_offset": 0.05}})
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    b.initial(0)
+    for n in range(60):
+        z = 0.02 if n > 10 else 0.0
+        u = Inputs({"orbiter/state": Sample(n * h_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(n * h_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, 0]))})
+        out = b.step(n * h_ns, h_ns, u)
+    assert out["hil/status"]["state"] == "ENGAGED"
+    np.testing.assert_allclose(out["hil/feedback"]["legs"][:2], [0.02, 0.0], atol=1e-7)
