@@ -328,8 +328,9 @@ def test_momentum_conserved_through_approach_capture_rigidize_berthing_contact_a
     p_E = np.asarray(cap["p_WoEo_W"])
     V_rel = (shift_twist(rb.spatial_velocity(tr.pay[t_after]), p_E - tr.pay[t_after].p_WoBo_W)
              - shift_twist(rb.spatial_velocity(tr.orb[t_after]), p_E - tr.orb[t_after].p_WoBo_W))
-    # residual from ≤ 10 ms of drift of the (slowly rotating) pair and the arm spring
-    assert np.linalg.norm(V_rel[3:]) < 1e-4 and np.linalg.norm(V_rel[:3]) < 1e-5
+    # from 4.2 mm/s before to round-off after (measured ~1e-11): the orbiter received exactly the
+    # impulse the lock assumed, and the pair drifts as one body until the arm holds it
+    assert np.linalg.norm(V_rel) < 1e-9
     assert np.linalg.norm(cap["impulse_Wo_W"][3:]) == pytest.approx(
         12000.0 * np.linalg.norm(np.asarray(cap["V_rel_pre_W"][3:])), rel=0.2)
 
