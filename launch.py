@@ -139,7 +139,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     from protocol.bus import ControlClient
     from protocol.config import load, peers_of, service_module, with_overrides
     from protocol.security import Security
-    from protocol.shell import run_service
+    from protocol.shell import realtime_context, run_service
     from protocol.timebase import period_ns
     config = with_overrides(load(a.config), json.loads(a.overrides))
     sec = None
@@ -154,7 +154,9 @@ def cmd_worker(a: argparse.Namespace) -> int:
             time.sleep(0.1)
         print(f"[{a.name}] build failed: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
-    return run_service(obj, a.bus, peers_of(config, a.bus), security=sec, stop_event=stop)
+    sim = config.get("sim", {})
+    ctx = realtime_context(int(sim.get("rt_priority", 10))) if sim.get("mode") == "realtime" else None
+    return run_service(obj, a.bus, peers_of(config, a.bus), security=sec, stop_event=stop, context=ctx)
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -14,6 +14,7 @@ Layout
     base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
     overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
     overrun_limit = 10          # realtime, policy "stop": stop after this many overruns
+    rt_priority = 10            # realtime: SCHED_FIFO priority of each stepping thread (0 = normal)
     ready_timeout = 20.0        # s to wait for every service to be ready
     stats_period = 1.0          # s (wall) between sim/stats messages
     heartbeat_timeout = 5.0     # s without the launcher before a service gives up
@@ -93,6 +94,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "heartbeat_timeout": (Num, 5.0),
     "log": (str, None),
     "hosts": (dict, None),
+    "rt_priority": (int, 10),
 }
 MODES = ("lockstep", "realtime")
 TRANSPORTS = ("ipc", "tcp", "inproc")
@@ -257,6 +259,8 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
     if sim["hosts"] is not None and not all(isinstance(v, str) and v for v in sim["hosts"].values()):
         problems.append(f"sim.hosts: expected a table label -> address (str), got {sim['hosts']!r}")
+    if not 0 <= sim["rt_priority"] <= 99:
+        problems.append(f"sim.rt_priority: expected 0..99, got {sim['rt_priority']!r}")
     if sim["overrun_limit"] < 1:
         problems.append(f"sim.overrun_limit: expected >= 1, got {sim['overrun_limit']!r}")
     try:

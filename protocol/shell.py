@@ -49,7 +49,10 @@ Stepping
 with ``speed > 0`` a step also waits for the wall instant ``start + (t - t0) / speed``.
 A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
 *realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
-(the same for every service) with the latest inputs; step-start jitter, overruns
+(the same for every service) with the latest inputs. The stepping thread (and, in a
+worker process, ZeroMQ's I/O thread) runs SCHED_FIFO at ``sim.rt_priority`` when
+permitted, sleeps with 1 ns timer slack and spins the last 60 µs, and the garbage
+collector is frozen and disabled while stepping. Step-start jitter, overruns
 (a step ending after the next one's start) and input age (wall time since the
 newest input was sent) are measured and published on ``sim/stats`` every
 ``stats_period``; overrun policy continue / freeze / stop-after-N.
@@ -57,6 +60,7 @@ newest input was sent) are measured and published on ``sim/stats`` every
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -76,7 +80,7 @@ from protocol.security import Security
 from protocol.service import Port, ServiceModel
 from protocol.stepping import InputBuffer
 
-__all__ = ["Sink", "Source", "role_of", "ServiceShell", "run_service", "STATES"]
+__all__ = ["Sink", "Source", "role_of", "ServiceShell", "run_service", "realtime_context", "STATES"]
 
 STATES = ("configured", "ready", "running", "frozen", "stopped", "error")
 
@@ -138,6 +142,47 @@ def _fine_timer_slack() -> None:
         ctypes.CDLL(None).prctl(29, 1)
     except (OSError, AttributeError):
         pass
+
+
+def _realtime_priority(priority: int, name: str) -> bool:
+    """Run the calling thread SCHED_FIFO at ``priority`` (0: leave it); a note if not permitted."""
+    if priority <= 0 or not hasattr(os, "sched_setscheduler"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        return True
+    except OSError as err:
+        print(f"[{name}] note: SCHED_FIFO priority {priority} not available ({err}); normal scheduling",
+              file=sys.stderr, flush=True)
+        return False
+
+
+def realtime_context(priority: int) -> zmq.Context | None:
+    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority``, if this process may do so.
+
+    libzmq aborts if it cannot apply the policy, so the permission is tried first on
+    a scratch thread. Returns None (use the default context) when not permitted or 0.
+    """
+    if priority <= 0 or not hasattr(os, "sched_setscheduler"):
+        return None
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+            ok.append(True)
+        except OSError:
+            ok.append(False)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    if not ok or not ok[0]:
+        return None
+    ctx = zmq.Context()
+    ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
+    ctx.set(zmq.THREAD_PRIORITY, priority)
+    return ctx
 
 
 class ServiceShell:
@@ -513,15 +558,27 @@ class ServiceShell:
     def _run_realtime(self) -> None:
         m: ServiceModel = self.obj
         h = self.period_ns
-        t0 = t = self.t_ns
+        t0 = self.t_ns
         t_end = int(self.start.get("t_end_ns") or 0)
+        self._publish(m.initial(t0), t0)  # before the start instant, so first steps see it
         policy = self.start.get("overrun_policy", "continue")
         limit = int(self.start.get("overrun_limit", 10))
         anchor = self._mono_from_wall(int(self.start["start_wall_ns"]))
         self._resume_msg = None
         buf = self.buf
         _fine_timer_slack()
-        self._publish(m.initial(t0), t0)  # before the start instant, so first steps see it
+        _realtime_priority(int(self.start.get("rt_priority", 0)), self.name)
+        gc.collect()
+        gc.freeze()    # what exists now is never scanned again
+        gc.disable()   # no collector pause inside a step; refcounting frees the loop's garbage
+        try:
+            self._realtime_loop(m, h, t0, t_end, policy, limit, anchor, buf)
+        finally:
+            gc.enable()
+
+    def _realtime_loop(self, m: ServiceModel, h: int, t0: int, t_end: int, policy: str, limit: int,
+                       anchor: int, buf: InputBuffer) -> None:
+        t = t0
         while not t_end or t < t_end:
             due = anchor + (t - t0)
             self._wait_until(due)
