@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -91,8 +92,7 @@ def test_default_scenario_rates_are_the_issue_rates(cfg: dict) -> None:
 
 def test_check_rejects_a_broken_copy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The check is not vacuous: a wrong rate and a joint angle out of range are both reported."""
-    bad = DEFAULT.read_text().replace("rate_hz = 250", "rate_hz = 333").replace(
-        "q0 = [2.7842,", "q0 = [3.5,")
+    bad = re.sub(r"q0 = \[[-0-9.]+,", "q0 = [3.5,", DEFAULT.read_text().replace("rate_hz = 250", "rate_hz = 333"))
     p = tmp_path / "bad.toml"
     p.write_text(bad)
     assert launch.main(["check", str(p)]) == 2
@@ -106,17 +106,35 @@ def test_repeated_frames_agree(cfg: dict) -> None:
     assert cfg["hil"]["X_TB"] == cfg["payload"]["X_TB"]
 
 
-def test_seats_under_the_trunnions_when_berthed(cfg: dict) -> None:
+def test_guides_hold_the_trunnions_when_berthed(cfg: dict) -> None:
+    """Every latch guide wall passes through its trunnion's berthed position, faces up out of
+    the bay, and together they hold the payload: at the berthed pose, small displacements of B
+    in x, y and z (down) and small rotations all push some trunnion into some wall."""
     X_LB = pose_from_vector(cfg["contact"]["latch"]["X_LB"])
+    X_OL = pose_from_vector(cfg["orbiter"]["X_OL"])
     pts = np.asarray(cfg["payload"]["points_B"], dtype=float)
     surfaces = cfg["contact"]["surfaces"]
-    assert sorted(s["point"] for s in surfaces) == list(range(len(pts)))
+    assert sorted({s["point"] for s in surfaces}) == list(range(len(pts)))
     for s in surfaces:
-        p_L = X_LB[:3, :3] @ pts[s["point"]] + X_LB[:3, 3]
-        np.testing.assert_allclose(s["p_LoSo_L"], p_L, atol=1e-12)
-        # outward normal points out of the bay (up, -z_O), the side the payload comes from
-        X_OL = pose_from_vector(cfg["orbiter"]["X_OL"])
-        assert (X_OL[:3, :3] @ np.asarray(s["n_L"]))[2] < -0.99
+        np.testing.assert_allclose(s["p_LoSo_L"], X_LB[:3, :3] @ pts[s["point"]] + X_LB[:3, 3], atol=1e-12)
+        n_O = X_OL[:3, :3] @ np.asarray(s["n_L"]) / np.linalg.norm(s["n_L"])
+        assert n_O[2] < -0.5                                  # up, out of the bay (O z down)
+
+    def penetrates(dX: np.ndarray) -> bool:
+        X = X_LB @ dX
+        for s in surfaces:
+            p = X[:3, :3] @ pts[s["point"]] + X[:3, 3]
+            if np.dot(np.asarray(s["n_L"]), p - np.asarray(s["p_LoSo_L"])) < -1e-6:
+                return True
+        return False
+
+    for k in range(6):
+        for sign in (1.0, -1.0):
+            d = np.zeros(6)
+            d[k] = sign * (0.01 if k < 3 else 0.005)
+            if k == 2 and sign < 0:
+                continue                                       # lifting off the guides is free
+            assert penetrates(pose_from_vector(d)), f"B free to move along {d} when berthed"
 
 
 def test_payload_starts_above_the_bay_clear_of_the_sill(cfg: dict) -> None:
@@ -204,12 +222,10 @@ def _approach(cfg: dict, geom: rms.RmsGeometry, t_end: float) -> tuple:
             qs = sol.sol(np.linspace(t0, t1, 200))
             margin = min(margin, np.min(qs - geom.q_lower[:, None]), np.min(geom.q_upper[:, None] - qs))
             q = sol.y[:, -1]
-    h, t = 0.01, 0.0
-    n = int(round(t_end / h))
+    n = int(np.ceil(t_end / 0.05))                     # RK4 at <= 50 ms: free bodies, CW and gravity gradient
     for _ in range(n):
-        s_O = rb.step(m_O, s_O, np.zeros(6), h, orbit)
-        s_T = rb.step(m_T, s_T, np.zeros(6), h, orbit)
-        t += h
+        s_O = rb.step(m_O, s_O, np.zeros(6), t_end / n, orbit)
+        s_T = rb.step(m_T, s_T, np.zeros(6), t_end / n, orbit)
     return q, margin, _X(s_O), _X(s_T), s_O, s_T
 
 
@@ -274,7 +290,7 @@ def test_auto_waypoints_reachable_and_place_the_interface(cfg: dict, geom: rms.R
         assert np.linalg.norm(dX[:2, 3]) < 1e-9 and Rotation.from_matrix(dX[:3, :3]).magnitude() < 1e-9
         heights.append(-dX[2, 3])                       # height above the seats (L z down)
     assert 0.1 < heights[0] < 0.5, "pre-berth pose 0.1…0.5 m above the seats"
-    assert -0.05 < heights[-1] < 0.0, "last waypoint presses the trunnions into the seats by < 5 cm"
+    assert -0.06 < heights[-1] < 0.0, "last waypoint presses the trunnions into the seats by at most 6 cm"
     assert all(wp["v"] <= cfg["arm"].get("v_max_loaded", 0.06) for wp in wps)
 
 
