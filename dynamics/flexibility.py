@@ -97,7 +97,7 @@ ASSUMED_BEAMS: tuple[Beam, ...] = (
 ASSUMED_JOINT_STIFFNESS = np.array([3.0e5, 3.0e5, 2.0e5, 1.0e5, 1.0e5, 1.0e5])
 
 
-def beam_compliance(L: float, EI: float, GJ: float) -> Array:
+def beam_compliance(L: ArrayLike, EI: ArrayLike, GJ: ArrayLike) -> Array:
     """Tip compliance of a uniform cantilever along its x axis, the form of SVDS B-7.
 
     Euler–Bernoulli: ``γ11 = L/GJ`` (torsion), ``γ22 = γ33 = L/EI``, ``γ55 = γ66 = L³/3EI``,
@@ -106,14 +106,14 @@ def beam_compliance(L: float, EI: float, GJ: float) -> Array:
 
     Parameters
     ----------
-    L : float
+    L : float or array_like, shape (n,)
         Length. [m]
-    EI, GJ : float
+    EI, GJ : float or array_like, shape (n,)
         Bending and torsional stiffness. [N·m²]
 
     Returns
     -------
-    gamma_i : ndarray, shape (6, 6)
+    gamma_i : ndarray, shape (6, 6) or (n, 6, 6)
         [rad/(N·m), rad/N, m/(N·m), m/N]
 
     Raises
@@ -121,15 +121,17 @@ def beam_compliance(L: float, EI: float, GJ: float) -> Array:
     ModelError
         If a value is not positive and finite.
     """
-    for name, val in (("L", L), ("EI", EI), ("GJ", GJ)):
-        if not (np.isfinite(val) and val > 0.0):
-            raise ModelError(f"beam {name}: must be positive, got {val!r}")
-    g = np.zeros((6, 6))
-    g[0, 0] = L / GJ
-    g[1, 1] = g[2, 2] = L / EI
-    g[4, 4] = g[5, 5] = L ** 3 / (3.0 * EI)
-    g[2, 4] = g[4, 2] = L ** 2 / (2.0 * EI)
-    g[1, 5] = g[5, 1] = -(L ** 2) / (2.0 * EI)
+    Ls, EIs, GJs = (np.asarray(x, dtype=np.float64) for x in (L, EI, GJ))
+    for name, val in (("L", Ls), ("EI", EIs), ("GJ", GJs)):
+        if not np.all(np.isfinite(val) & (val > 0.0)):
+            raise ModelError(f"beam {name}: must be positive, got {val.tolist()!r}")
+    Ls, EIs, GJs = np.broadcast_arrays(Ls, EIs, GJs)
+    g = np.zeros(Ls.shape + (6, 6))
+    g[..., 0, 0] = Ls / GJs
+    g[..., 1, 1] = g[..., 2, 2] = Ls / EIs
+    g[..., 4, 4] = g[..., 5, 5] = Ls ** 3 / (3.0 * EIs)
+    g[..., 2, 4] = g[..., 4, 2] = Ls ** 2 / (2.0 * EIs)
+    g[..., 1, 5] = g[..., 5, 1] = -(Ls ** 2) / (2.0 * EIs)
     return g
 
 
@@ -152,20 +154,25 @@ def beam_frame(x_dir: ArrayLike, R_ref: ArrayLike) -> Array:
 
     Parameters
     ----------
-    x_dir : array_like, shape (3,)
+    x_dir : array_like, shape (3,) or (n, 3)
         Beam axis (root to tip), in O.
-    R_ref : array_like, shape (3, 3)
-        Reference frame in O (the link the beam belongs to).
+    R_ref : array_like, shape (3, 3) or (n, 3, 3)
+        Reference frame in O (the link the beam belongs to); if its z axis is along the
+        beam, its y axis is used instead.
+
+    Returns
+    -------
+    R_OK : ndarray, shape (3, 3) or (n, 3, 3)
     """
-    x = sp.as_vector(x_dir, 3, "x_dir")
-    x = x / np.linalg.norm(x)
+    x = np.asarray(x_dir, dtype=np.float64)
     R = np.asarray(R_ref, dtype=np.float64)
-    z = R[:, 2] - (R[:, 2] @ x) * x
-    if np.linalg.norm(z) < 1e-6:
-        z = R[:, 1] - (R[:, 1] @ x) * x
-        z = np.cross(x, z)
-    z /= np.linalg.norm(z)
-    return np.column_stack([x, np.cross(z, x), z])
+    x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    zr, yr = R[..., :, 2], R[..., :, 1]
+    z = zr - np.sum(zr * x, axis=-1, keepdims=True) * x
+    alt = np.cross(x, yr - np.sum(yr * x, axis=-1, keepdims=True) * x)
+    z = np.where(np.linalg.norm(z, axis=-1, keepdims=True) < 1e-6, alt, z)
+    z = z / np.linalg.norm(z, axis=-1, keepdims=True)
+    return np.stack([x, np.cross(z, x), z], axis=-1)
 
 
 def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
@@ -204,26 +211,32 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
                          f"{pts.shape}, {u.shape}, {Rl.shape}")
     tip = pts[6]
     gamma = np.zeros((6, 6))
-    for b in beams:
-        d = pts[b.tip] - pts[b.root]
-        Lb = float(np.linalg.norm(d))
-        if Lb < 1e-9:
-            continue
-        R = beam_frame(d, Rl[b.root + 1 if b.root < 6 else 6])
-        R6 = np.zeros((6, 6))
-        R6[:3, :3] = R6[3:, 3:] = R
-        g = R6 @ beam_compliance(Lb, b.EI, b.GJ) @ R6.T
-        Ls = shift_matrix(tip - pts[b.tip])
-        gamma += Ls @ g @ Ls.T
+    if beams:
+        root = np.array([b.root for b in beams])
+        d = pts[[b.tip for b in beams]] - pts[root]
+        Lb = np.linalg.norm(d, axis=1)
+        keep = Lb > 1e-9
+        if np.any(keep):
+            bs = [b for b, k in zip(beams, keep, strict=True) if k]
+            R = beam_frame(d[keep], Rl[np.minimum(root[keep] + 1, 6)])
+            g = beam_compliance(Lb[keep], [b.EI for b in bs], [b.GJ for b in bs])      # (n, 6, 6) beam frames
+            # rotate the 3×3 blocks to O, then carry each beam tip's compliance to the arm tip (B-6)
+            R6 = np.zeros((len(bs), 6, 6))
+            R6[:, :3, :3] = R6[:, 3:, 3:] = R
+            Ls = np.tile(np.eye(6), (len(bs), 1, 1))
+            r = tip - pts[[b.tip for b in bs]]
+            Ls[:, 3, 1], Ls[:, 3, 2] = r[:, 2], -r[:, 1]              # lower-left block −[r×]
+            Ls[:, 4, 0], Ls[:, 4, 2] = -r[:, 2], r[:, 0]
+            Ls[:, 5, 0], Ls[:, 5, 1] = r[:, 1], -r[:, 0]
+            T = Ls @ R6
+            gamma += np.einsum("kij,kjl,kml->im", T, g, T)
     if joint_stiffness is not None:
         k = sp.as_vector(joint_stiffness, 6, "joint_stiffness")
         if np.any(k <= 0.0):
             raise ModelError(f"joint_stiffness: must be positive, got {k.tolist()}")
-        for i in range(6):
-            gj = np.zeros((6, 6))
-            gj[:3, :3] = np.outer(u[i], u[i]) / k[i]
-            Ls = shift_matrix(tip - pts[i])
-            gamma += Ls @ gj @ Ls.T
+        # each joint's rotation compliance u uᵀ/k carried to the tip: columns [u; u × (tip − p)]
+        Jc = np.vstack([u.T, np.cross(u, tip - pts[:6]).T])
+        gamma += (Jc / k) @ Jc.T
     return 0.5 * (gamma + gamma.T)
 
 

@@ -143,3 +143,24 @@ def test_bad_beam_refused():
     pose, pts, _ = arm(POSES[0])
     with pytest.raises(ModelError):
         fx.arm_flexibility(pts, pose.u_O, pose.X_OB[:, :3, :3], joint_stiffness=[1, 1, 1, 1, 1, -1])
+
+
+def test_arm_flexibility_equals_hinge_discretization_of_the_five_beams():
+    """B-6 over the five B-7 beams and the joints vs every beam cut into 400 short hinges in 3D."""
+    pose, pts, J = arm(POSES[3])
+    R_links = pose.X_OB[:, :3, :3]
+    k = fx.ASSUMED_JOINT_STIFFNESS
+    g_ref = J @ np.diag(1 / k) @ J.T
+    n = 400
+    for b in fx.ASSUMED_BEAMS:
+        d = pts[b.tip] - pts[b.root]
+        L = np.linalg.norm(d)
+        R = fx.beam_frame(d, R_links[min(b.root + 1, 6)])
+        C = R @ np.diag([L / n / b.GJ, L / n / b.EI, L / n / b.EI]) @ R.T
+        for s in (np.arange(n) + 0.5) / n:
+            G = np.zeros((6, 6))
+            G[:3, :3] = C
+            Ls = fx.shift_matrix(pts[6] - (pts[b.root] + s * d))
+            g_ref += Ls @ G @ Ls.T
+    g = fx.arm_flexibility(pts, pose.u_O, R_links)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-5, atol=1e-6 * np.abs(g).max())
