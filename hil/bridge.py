@@ -285,14 +285,14 @@ class HilBridge:
             except (FrameError, RigFault):
                 self.safety.fault(Fault.HOST)
             self._read(wait=not self.realtime)
-        # feedback: F/T in P → wrench on B at Bo, in B (the axis map; torques un-scaled)
-        M, s = self.cfg.pose_map.M, self.cfg.pose_map.scale
-        F_B = np.concatenate([M.T @ self._F_P[:3] / s, M.T @ self._F_P[3:]])
+        # feedback: valid only from an engaged rig heard from within the watchdog; else no force
+        valid = (self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
+                 and self._sim_t - self._rx_t <= self.safety.watchdog_s)
+        F_B = self.cfg.pose_map.wrench_to_body(self._F_P) if valid else np.zeros(6)
         R_BL = X_LB[:3, :3].T if finite else np.eye(3)
         V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)
         F_out = self.passivity.step(F_B, V_B)
         self.impacts.update(self._sim_t + self.h, F_B, V_B)
-        valid = self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
         return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid=valid)
 
     def _outputs(self, X_cmd: Array, V: Array, F_B: Array, valid: bool) -> dict[str, dict[str, Any]]:

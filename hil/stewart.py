@@ -474,18 +474,16 @@ class PoseMap:
             R = pose_from_vector(np.r_[0.0, 0.0, 0.0, self.rot_scale * pose_vector(pose(R, p))[3:]])[:3, :3]
         return self.X_RP0 @ pose(R, p)
 
-    def twist_to_rig(self, V_LB_L: ArrayLike) -> Array:
-        """Relative twist [ω; v] expressed in L → rig twist expressed in P at neutral (6,)."""
-        V = as_vector(V_LB_L, 6, "V_LB_L")
-        R0 = self.X_RP0[:3, :3]
-        return np.concatenate([self.rot_scale * R0 @ self.M @ V[:3], self.scale * R0 @ self.M @ V[3:]])
+    def wrench_to_body(self, F_Po_P: ArrayLike) -> Array:
+        """The rig's force/torque reading → the wrench on B at Bo, expressed in B (6,).
 
-    def wrench_from_rig(self, F_R: ArrayLike) -> Array:
-        """A wrench [τ; f] expressed in R → expressed in L (the inverse axis map, no scaling of
-        forces; a torque is scaled by 1/scale when the lever arms are scaled)."""
-        F = as_vector(F_R, 6, "F_R")
-        A = self.M.T @ self.X_RP0[:3, :3].T
-        return np.concatenate([A @ F[:3] / self.scale, A @ F[3:]])
+        P is the image of B under the map: components of a vector fixed in B are ``M``
+        times its components in P (for ``rot_scale = 1``), so ``f_B = Mᵀ f_P``. Lever arms
+        on the rig are ``scale`` times the simulated ones, so ``τ_B = Mᵀ τ_P / scale``;
+        forces are not scaled. [N·m, N]
+        """
+        F = as_vector(F_Po_P, 6, "F_Po_P")
+        return np.concatenate([self.M.T @ F[:3] / self.scale, self.M.T @ F[3:]])
 
     def to_rig(self, X_LB: ArrayLike) -> ClampResult:
         """Rig pose and axes for ``X_LB``, clamped toward neutral if outside the workspace.

@@ -134,3 +134,12 @@ def test_servo_rig_round_trip():
     assert rig.workspace_problems(pose_from_vector([0, 0, 0.2, 0, 0, 0]))
     with pytest.raises(ConfigError, match="servo.component"):
         ServoRig((2, 2), (1.0, 1.0), (0.0, 0.0), RigLimits.uniform(2, -1, 1, 1, 1, 1))
+
+
+def test_wrench_back_through_the_axis_map_and_scale():
+    rig = make_rig()
+    pm = PoseMap(rig, rig.neutral, scale=0.5, M=axis_map_matrix(["y", "-x", "z"]))
+    # rig x is sim y, rig y is −sim x: a push along the rig's −y is a push along the body's +x
+    np.testing.assert_allclose(pm.wrench_to_body([0, 0, 0, 0, -1.0, 0]), [0, 0, 0, 1.0, 0, 0], atol=1e-15)
+    # half-size lever arms on the rig: the same force makes half the torque there
+    np.testing.assert_allclose(pm.wrench_to_body([0, 0, 1.0, 0, 0, 0]), [0, 0, 2.0, 0, 0, 0], atol=1e-15)
