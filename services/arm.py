@@ -31,7 +31,8 @@ frame, resolved through J^-1, damped least squares near a singularity), ``auto``
 clipped to ``v_max``/``w_max`` (``v_max_loaded``/``w_max_loaded`` while grappled), joint
 rates scaled into their limits and stopped at the angle limits; each clip is reported in
 ``warnings`` (``"clipped: ..."``), each refused command as ``"refused: ..."``, a damped
-singular solve as ``"singular: ..."``. Warnings stay on ``arm/state`` for ``warn_hold`` s.
+singular solve as ``"singular: ..."``, a joint driven beyond its range by the payload's
+motion as ``"limit: ..."``. Warnings stay on ``arm/state`` for ``warn_hold`` s.
 
 Flexibility options: ``"active"`` (3-7 per-servo springs from beams and joints),
 ``"passive"`` (as active, but with every brake on and grappled the joint torques are
@@ -679,6 +680,10 @@ class ArmModel:
         else:
             self._massless(self.qd_cmd, orb, pay, h)
         self._now = t_ns + h_ns
+        out_of_range = (self.theta < self.geom.q_lower) | (self.theta > self.geom.q_upper)
+        for i in np.flatnonzero(out_of_range):   # only the payload's motion can do this (grappled)
+            self.warn(f"limit: {JOINT_NAMES[i]} at {self.theta[i]:.4f} rad is beyond its range "
+                      f"[{self.geom.q_lower[i]:.4f}, {self.geom.q_upper[i]:.4f}]")
         self._wrench_and_loads()
         self._step_count += 1
         if self._step_count % int(self.s["loads_every"]) == 0:
