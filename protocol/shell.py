@@ -51,7 +51,9 @@ A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
 *realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
 (the same for every service) with the latest inputs. The stepping thread (and, in a
 worker process, ZeroMQ's I/O thread) runs SCHED_FIFO at ``sim.rt_priority`` when
-permitted, sleeps with 1 ns timer slack and spins the last 60 µs, and the garbage
+permitted, sleeps with 1 ns timer slack to 60 µs before the step start, then spins
+yielding the core (so equal-priority services on few cores do not hold each other
+up), and the garbage
 collector is frozen and disabled while stepping. Step-start jitter, overruns
 (a step ending after the next one's start) and input age (wall time since the
 newest input was sent) are measured and published on ``sim/stats`` every
@@ -132,7 +134,7 @@ class _Fail(Exception):
 
 _MS = 1_000_000
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
-_SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin (timer slack set to 1 ns)
+_SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 
 
 def _fine_timer_slack() -> None:
@@ -540,7 +542,7 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ realtime
     def _wait_until(self, deadline: int) -> None:
-        """Wait for a monotonic instant, ingesting data and control meanwhile; spin the last 0.2 ms."""
+        """Wait for a monotonic instant, ingesting data and control meanwhile (poll, then sleep, then spin)."""
         while True:
             self._drain()
             self._control()
@@ -551,6 +553,8 @@ class ServiceShell:
                 self._wait((rem - _MS) // _MS)
             elif rem > _SPIN_NS:
                 time.sleep((rem - _SPIN_NS) / 1e9)
+            else:
+                os.sched_yield()  # spinning, but an equal-priority service due now gets the core
 
     def _mono_from_wall(self, wall_ns: int) -> int:
         return time.monotonic_ns() + (wall_ns - time.time_ns())
