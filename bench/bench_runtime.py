@@ -6,7 +6,8 @@
   multi-process and ``--inprocess``: simulated base ticks per wall second, and the CPU
   time of all processes per tick in steady state (difference of two run lengths, so
   start-up cancels) — the figure that does not depend on what else the machine runs;
-- realtime 1 kHz: step-start jitter p50/p99/max and overrun rate per service.
+- realtime: step-start jitter p50/p99/max and overrun rate per service, for a 1 kHz and a
+  100 Hz service (``configs/toy_spring.toml``) and for four services at 1 kHz.
 
     python bench/bench_runtime.py [--seconds 60] [--lockstep-seconds 5] [--messages 5000]
 """
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CHAIN = ROOT / "configs" / "toy_chain4.toml"
+SPRING = ROOT / "configs" / "toy_spring.toml"
 
 
 def _receiver(url: str, n: int) -> None:
@@ -73,9 +75,9 @@ def latency(scheme: str, n: int) -> dict[str, float]:
             "p99_us": round(float(np.percentile(lat, 99)) / 1e3, 1)}
 
 
-def _run(args: list[str]) -> tuple[dict, float]:
+def _run(args: list[str], config: Path = CHAIN) -> tuple[dict, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(CHAIN), *args], capture_output=True,
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(config), *args], capture_output=True,
                        text=True, timeout=600, cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -95,9 +97,9 @@ def lockstep(seconds: float, inprocess: bool) -> dict[str, float]:
             "cpu_us_per_tick_steady": round((cpu - cpu_short) / (ticks - 1000) * 1e6, 1)}
 
 
-def realtime(seconds: float) -> dict[str, dict[str, float]]:
-    """Four services at 1 kHz paced by the wall clock."""
-    summary, _ = _run(["--duration", str(seconds), "--mode", "realtime"])
+def realtime(seconds: float, config: Path = CHAIN) -> dict[str, dict[str, float]]:
+    """The services of ``config`` paced by the wall clock."""
+    summary, _ = _run(["--duration", str(seconds), "--mode", "realtime"], config)
     out = {}
     for name, s in summary["services"].items():
         out[name] = {"steps": s["steps"], "jitter_p50_us": round(s["jitter_p50_ns"] / 1e3, 1),
@@ -125,6 +127,7 @@ def main() -> None:
             "latency_one_way": {s: latency(s, a.messages) for s in ("ipc", "tcp")},
             "lockstep_4x1kHz_multiprocess": lockstep(a.lockstep_seconds, False),
             "lockstep_4x1kHz_inprocess": lockstep(a.lockstep_seconds, True),
+            "realtime_1kHz_and_100Hz": realtime(a.seconds, SPRING),
             "realtime_4x1kHz": realtime(a.seconds),
         }
     print(json.dumps(fig, indent=1))
