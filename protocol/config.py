@@ -15,7 +15,7 @@ Layout
     overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
     overrun_limit = 10          # realtime, policy "stop": stop after this many overruns
     rt_priority = 10            # realtime: SCHED_FIFO priority of each stepping thread (0 = normal)
-    ready_timeout = 20.0        # s to wait for every service to be ready
+    ready_timeout = 60.0        # s to wait for every service to be ready
     stats_period = 1.0          # s (wall) between sim/stats messages
     heartbeat_timeout = 5.0     # s without the launcher before a service gives up
     log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
@@ -89,7 +89,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "base_tick_ns": (int, None),
     "overrun_policy": (str, "continue"),
     "overrun_limit": (int, 10),
-    "ready_timeout": (Num, 20.0),
+    "ready_timeout": (Num, 60.0),
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
     "log": (str, None),
