@@ -1,0 +1,13 @@
+"""berthsim's co-simulation runtime (DESIGN §2–4); imports nothing of the project but ``errors``.
+
+- :mod:`protocol.service`  the service contract: ports, Sample, Inputs, ServiceModel
+- :mod:`protocol.messages` envelope, frame layout and the topic schema table
+- :mod:`protocol.codec`    validating msgpack encode / decode
+- :mod:`protocol.timebase` integer-ns time, rates -> periods, base tick
+- :mod:`protocol.stepping` the multi-rate input rule (lockstep) and realtime selection
+- :mod:`protocol.bus`      ZeroMQ PUB/SUB mesh and ROUTER/DEALER control plane
+- :mod:`protocol.security` CurveZMQ keys and the allow list
+- :mod:`protocol.shell`    runs one model / sink / source: handshake, lifecycle, stepping, stats
+- :mod:`protocol.config`   the TOML layout and validation
+- :mod:`protocol.launcher` starts, supervises and stops the services of a run
+"""
