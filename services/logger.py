@@ -61,7 +61,7 @@ Service configuration::
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import io
 import json
 import os
@@ -653,27 +653,22 @@ class LogFile:
         chunks = [ci for ci in summary.chunk_indexes if ci.message_end_time >= lo and ci.message_start_time <= hi
                   and (want is None or not ci.message_index_offsets or chan.keys() & ci.message_index_offsets.keys())]
         chunks.sort(key=lambda ci: (ci.message_start_time, ci.chunk_start_offset))
-        heap: list[tuple[int, int, int, list[LogMessage]]] = []
-        i, n = 0, len(chunks)
-        while i < n or heap:
-            while i < n and (not heap or chunks[i].message_start_time <= heap[0][0]):
-                msgs = self._chunk(chunks[i], chan, lo, hi)
-                if msgs:
-                    heapq.heappush(heap, (msgs[0][0], chunks[i].chunk_start_offset, 0, msgs))
-                i += 1
-            if not heap:
-                continue
-            _, off, k, msgs = heap[0]
-            nxt = chunks[i].message_start_time if i < n else _U64 + 1
-            if len(heap) == 1 and msgs[-1][0] < nxt:  # nothing else can interleave: the rest of this chunk
-                heapq.heappop(heap)
-                yield from msgs[k:] if k else msgs
-                continue
-            yield msgs[k]
-            if k + 1 < len(msgs):
-                heapq.heapreplace(heap, (msgs[k + 1][0], off, k + 1, msgs))
+        pending: list[tuple[int, int, int, LogMessage]] = []  # (log time, chunk offset, index, message), sorted
+        for i, ci in enumerate(chunks):
+            off = ci.chunk_start_offset
+            msgs = self._chunk(ci, chan, lo, hi)
+            if pending:
+                pending.extend([(m[0], off, k, m) for k, m in enumerate(msgs)])
+                pending.sort()  # (time, offset, index) are unique: messages are never compared
             else:
-                heapq.heappop(heap)
+                pending = [(m[0], off, k, m) for k, m in enumerate(msgs)]
+            # a later chunk starts at or after `limit`: everything earlier is final
+            limit = chunks[i + 1].message_start_time if i + 1 < len(chunks) else _U64 + 1
+            j = bisect.bisect_left(pending, (limit,))
+            if j:
+                yield from [p[3] for p in pending[:j]]
+                del pending[:j]
+        yield from [p[3] for p in pending]
 
     def _chunk(self, ci: Any, chan: dict[int, str], lo: int, hi: int) -> list[LogMessage]:
         """The wanted messages of one chunk, sorted by log time (stable: file order within a time)."""
@@ -694,14 +689,13 @@ class LogFile:
         elif compression:
             raise LogError(f"log {str(self.path)!r}: chunk compression {compression!r} is not supported")
         out: list[LogMessage] = []
-        unpack, end, p = _MSG_HEAD.unpack_from, len(data), 0
-        mv = memoryview(data)
+        unpack, end, p, msg_op = _MSG_HEAD.unpack_from, len(data), 0, int(Opcode.MESSAGE)
         while p < end:
             op, length, cid, seq, t, pub = unpack(data, p)
-            if op == Opcode.MESSAGE:
+            if op == msg_op:
                 topic = chan.get(cid)
                 if topic is not None and lo <= t <= hi:
-                    out.append(LogMessage(t, topic, bytes(mv[p + 31:p + 9 + length]), pub, seq))
+                    out.append(LogMessage(t, topic, data[p + 31:p + 9 + length], pub, seq))
             p += 9 + length
         out.sort(key=_log_time)
         return out

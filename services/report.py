@@ -186,7 +186,7 @@ def _plot(ax: Any, t: np.ndarray, y: np.ndarray, labels: list[str], ylabel: str)
         ax.legend(fontsize=7, loc="upper right", ncols=min(len(labels), 6))
 
 
-def _page_relative_pose(log: LogFile, rep: Report) -> Any:
+def _page_relative_pose(log: _Tables, rep: Report) -> Any:
     if "hil/command" in log.topics:
         c = _table(log, "hil/command")
         t = c["t_s"]
@@ -217,7 +217,7 @@ def _page_relative_pose(log: LogFile, rep: Report) -> Any:
     return fig, axes
 
 
-def _page_relative_rates(log: LogFile, rep: Report) -> Any:
+def _page_relative_rates(log: _Tables, rep: Report) -> Any:
     if "hil/command" in log.topics:
         c = _table(log, "hil/command")
         t = c["t_s"]
@@ -246,7 +246,7 @@ def _page_relative_rates(log: LogFile, rep: Report) -> Any:
     return fig, axes
 
 
-def _page_contact(log: LogFile, rep: Report) -> Any:
+def _page_contact(log: _Tables, rep: Report) -> Any:
     have_c, have_h = "contact/wrench" in log.topics, "hil/feedback" in log.topics
     if not (have_c or have_h):
         rep.skipped["contact"] = "no contact/wrench or hil/feedback"
@@ -274,7 +274,7 @@ def _page_contact(log: LogFile, rep: Report) -> Any:
     return fig, axes
 
 
-def _page_joints(log: LogFile, rep: Report) -> Any:
+def _page_joints(log: _Tables, rep: Report) -> Any:
     if "arm/state" not in log.topics:
         rep.skipped["joints"] = "no arm/state"
         return None
@@ -292,7 +292,7 @@ def _page_joints(log: LogFile, rep: Report) -> Any:
     return fig, axes
 
 
-def _page_momentum(log: LogFile, rep: Report) -> Any:
+def _page_momentum(log: _Tables, rep: Report) -> Any:
     if not ("orbiter/state" in log.topics and "payload/state" in log.topics):
         rep.skipped["momentum_energy"] = "not both orbiter/state and payload/state"
         return None
@@ -329,7 +329,7 @@ def _page_momentum(log: LogFile, rep: Report) -> Any:
     return fig, axes
 
 
-def _page_timing(log: LogFile, rep: Report) -> Any:
+def _page_timing(log: _Tables, rep: Report) -> Any:
     if "sim/stats" not in log.topics:
         rep.skipped["timing"] = "no sim/stats"
         return None
