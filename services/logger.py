@@ -369,7 +369,16 @@ class McapLogger:
 
     # ---------------------------------------------------------------- sink
     def on_message(self, topic: str, payload: bytes) -> None:
-        """Enqueue one message (``payload``: the msgpack body as on the wire); never blocks."""
+        """Enqueue one message (``payload``: the msgpack body as on the wire); never blocks.
+
+        Raises
+        ------
+        LogError
+            Once the writer thread has failed (disk full, ...): the run learns it now,
+            not at the end.
+        """
+        if self._error is not None:
+            raise LogError(f"log {str(self.path)!r}: writer failed: {type(self._error).__name__}: {self._error}")
         self._queue.put((topic, payload))
 
     # ---------------------------------------------------------------- writer thread

@@ -247,6 +247,19 @@ def test_unwritable_log_is_a_log_error(tmp_path):
         McapLogger(tmp_path / "no" / "dir" / "x.mcap")
 
 
+def test_a_failing_writer_is_reported_by_the_next_message_and_by_close(tmp_path):
+    lg = McapLogger(tmp_path / "f.mcap")
+    lg._file.close()  # the disk goes away under the writer thread
+    lg.on_message("toy/state0", toy_messages(1)[0])
+    end = time.monotonic() + 5
+    while lg._error is None and time.monotonic() < end:
+        time.sleep(0.01)
+    with pytest.raises(LogError, match="writer failed"):
+        lg.on_message("toy/state0", toy_messages(1)[0])
+    with pytest.raises(LogError, match="writer failed"):
+        lg.close()
+
+
 # ---------------------------------------------------------------- end to end
 @pytest.mark.integration
 def test_1khz_run_logs_every_message_and_the_bytes_sent(tmp_path):
