@@ -31,7 +31,9 @@ re-runs SERVICE (from the logged configuration, attachment ``config.json``, or C
 with ``--set`` changes) in lockstep against the logged outputs of every other service,
 and writes a new log (``--log``, default ``LOG-resim-SERVICE.mcap``). It then compares
 SERVICE's outputs with the recorded ones (every envelope field but ``wall_ns``, the
-fields bit for bit) and prints the verdict: unchanged, they are bit-identical.
+fields bit for bit) and prints the verdict: unchanged, they are bit-identical. The
+re-run lasts the logged run's ``duration``, or, for a log cut short, the log's span in
+whole periods of the slowest co-simulated service (it cannot step past its inputs).
 
 Exit codes: 0 success (resim: also when the outputs differ — the comparison is
 reported), 1 a service failed, 2 bad usage or a bad log (one line naming the file).
@@ -643,6 +645,10 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
         services[lname] = {"kind": "logger", "rate_hz": rate_hz, "path": str(out_log),
                            "schemas_from": str(Path(log_path).resolve())}
     sim_in = dict(base.get("sim", {}) or {})
+    if only:  # co-simulated services must not step past the log: whole periods of the slowest
+        from protocol.timebase import period_ns
+        longest = max(period_ns(s["rate_hz"], f"services.{n}.rate_hz") for n, s in services.items())
+        span_end = span_end // longest * longest
     sim: dict[str, Any] = {"mode": "lockstep", "speed": 0.0,
                            "duration": 0.0 if loop else max(span_end, 0) / _S}
     for key in ("seed", "base_tick_ns", "ready_timeout", "stats_period", "heartbeat_timeout"):
@@ -704,8 +710,8 @@ def resim_config(log_path: str | os.PathLike[str], service: str, *, base: Mappin
         raise ConfigError(f"--resim {service!r}: no such service (configured: {', '.join(services)})")
     cfg = replay_config(log_path, base=base, only=[service], out_log=out_log, transport=transport)
     dur = base.get("sim", {}).get("duration")
-    if dur:
-        cfg["sim"]["duration"] = float(dur)
+    if dur:  # the logged run's length, unless it was cut short (then: the log's, in whole periods)
+        cfg["sim"]["duration"] = min(float(dur), cfg["sim"]["duration"])
     return cfg
 
 
