@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 
 from hil.config import parse
-from hil.emulator import LockstepPort, LockstepRig, RigCore, SocketPort, serve, set_realtime_priority, spawn_emulator
+from hil.emulator import (
+    FdPort,
+    LockstepPort,
+    LockstepRig,
+    RigCore,
+    SocketPort,
+    serve,
+    set_realtime_priority,
+    spawn_emulator,
+)
 from hil.framing import (
     Arm,
     Engage,
@@ -23,6 +32,7 @@ from hil.framing import (
     Hello,
     RigState,
     SetpointAxes,
+    Telemetry,
     encode_frame,
 )
 from hil.link import SerialLink, open_port
@@ -310,3 +320,133 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
     assert got == seqs  # every frame arrived, in order
     assert (len(got) - 1) / ((arr_t[-1] - arr_t[0]) * 1e-9) > 245.0
     assert status["crc_errors"] == 0 and status["seq_lost"] == 0 and status["bad_frames"] == 0
+
+
+def test_contact_wrench_is_the_gradient_of_the_spring_energy():
+    """Elastic part: the power of the wrench equals −dU/dt, U = ½ k Σ δ_i² (δ_i > 0)."""
+    from dynamics.spatial import pose
+    from hil.emulator import ContactPlane
+    from hil.stewart import pose_from_vector
+
+    rng = np.random.default_rng(4)
+    n = np.array([0.1, -0.2, 1.0])
+    n /= np.linalg.norm(n)
+    probes = 0.2 * np.array([[1.0, 0, 0], [-0.5, 0.8, 0], [-0.5, -0.8, 0.1]])
+    plane = ContactPlane(n, 0.5, 3.0e4, 0.0, probes)
+
+    def energy(X):
+        depth = (X[:3, 3] + probes @ X[:3, :3].T) @ n - 0.5
+        return 0.5 * 3.0e4 * np.sum(np.maximum(depth, 0.0) ** 2)
+
+    X = pose_from_vector([0.01, -0.02, 0.52, 0.03, -0.02, 0.1])
+    assert energy(X) > 0
+    for _ in range(5):
+        V = rng.normal(size=6) * [0.3, 0.3, 0.3, 0.05, 0.05, 0.05]
+        F_P = plane.wrench(X[:3, :3], X[:3, 3], np.zeros(6))  # no damping: velocity irrelevant
+        R = X[:3, :3]
+        power = (R @ F_P[:3]) @ V[:3] + (R @ F_P[3:]) @ V[3:]  # [τ; f] at Po in R against [ω; v] at Po
+        eps = 1e-7
+
+        def moved(s, V=V, R=R):
+            dR = pose_from_vector(np.r_[0, 0, 0, s * V[:3]])[:3, :3]
+            return pose(dR @ R, X[:3, 3] + s * V[3:])
+
+        dU = (energy(moved(eps)) - energy(moved(-eps))) / (2 * eps)
+        assert power == pytest.approx(-dU, rel=1e-6)
+
+
+def test_lockstep_runs_are_bit_identical():
+    def run():
+        cfg = parse({"emulator": {"bit_error": 0.002, "drop": 0.001, "delay": 0.008, "seed": 11},
+                     "bad_frames_max": 1000})
+        rig = LockstepRig(cfg)
+        link = SerialLink(LockstepPort(rig), clock=lambda: 0.0)
+        rig.up.bit_error, rig.up.drop = 0.0, 0.0
+        link.send(Arm(cfg.fingerprint, 1000), 0)
+        link.send(Engage(), 1000)
+        rig.up.bit_error, rig.up.drop = 0.002, 0.001
+        out = []
+        for k in range(2, 400):
+            link.send(SetpointAxes(setpoint(k)), 1000 * k)
+            out += [f.msg for f in link.receive()]
+        return out, list(rig.core.applied)
+
+    a, b = run(), run()
+    assert a == b and len(a[0]) > 300
+
+
+@pytest.mark.contract
+@pytest.mark.parametrize("transport", ["loop", "pty", "socket"])
+def test_link_contract_over_every_transport(transport):
+    """Frames and statistics are the same over loop://, a pty and socket://."""
+    cleanup = []
+    if transport == "loop":
+        host = open_port("loop://", 921600, timeout=0.01)
+        far = host
+    elif transport == "pty":
+        master, slave = os.openpty()
+        import tty
+
+        tty.setraw(slave)
+        host = open_port(os.ttyname(slave), 921600, timeout=0.01)
+        far = FdPort(master, timeout=0.01)
+        cleanup.append(lambda: os.close(slave))
+    else:
+        srv = socket.create_server(("127.0.0.1", 0))
+        host = open_port(f"socket://127.0.0.1:{srv.getsockname()[1]}", 921600, timeout=0.01)
+        conn, _ = srv.accept()
+        srv.close()
+        far = SocketPort(conn, timeout=0.01)
+    a, b = SerialLink(host), SerialLink(far)
+    try:
+        sent = [SetpointAxes(setpoint(k)) for k in range(50)]
+        for m in sent:
+            a.send(m)
+        a.port.write(b"\x13\x37\x00")  # a burst of garbage
+        a.send(Heartbeat())
+        got = []
+        deadline = time.monotonic() + 5.0
+        while len(got) < 51 and time.monotonic() < deadline:
+            got += [f.msg for f in b.receive()]
+        assert got == sent + [Heartbeat()]
+        assert b.status()["bad_frames"] == 1 and b.status()["seq_gaps"] == 0
+        if far is not host:  # and back
+            b.send(Telemetry(50, 1, 0, RigState.ENGAGED, Fault.NONE, (0.5,) * 6, (0.0,) * 6))
+            back = []
+            while not back and time.monotonic() < deadline:
+                back = a.receive()
+            assert isinstance(back[0].msg, Telemetry)
+    finally:
+        a.close()
+        if far is not host:
+            b.close()
+        for c in cleanup:
+            c()
+
+
+@pytest.mark.hardware
+@pytest.mark.skipif(not os.environ.get("BERTHSIM_SERIAL_URL"), reason="BERTHSIM_SERIAL_URL not set")
+def test_real_rig_answers_the_handshake():
+    """Against a real rig: HELLO in answer to ARM, then telemetry in answer to heartbeats.
+
+    ``BERTHSIM_SERIAL_URL`` is the rig's pyserial URL; ``BERTHSIM_BAUD`` (default 921600)
+    and ``BERTHSIM_FINGERPRINT`` (default: the default config's) may be set too. Nothing moves:
+    the rig is armed, never engaged.
+    """
+    fp = int(os.environ.get("BERTHSIM_FINGERPRINT", str(CFG.fingerprint)), 0)
+    link = SerialLink(open_port(os.environ["BERTHSIM_SERIAL_URL"], int(os.environ.get("BERTHSIM_BAUD", "921600")),
+                                timeout=0.01))
+    try:
+        link.send(Arm(fp, 100))
+        deadline = time.monotonic() + 2.0
+        hello = None
+        while hello is None and time.monotonic() < deadline:
+            hello = next((f.msg for f in link.receive() if isinstance(f.msg, Hello)), None)
+        assert hello is not None and hello.fingerprint == fp
+        tel = []
+        while not tel and time.monotonic() < deadline + 1.0:
+            link.send(Heartbeat())
+            tel = [f.msg for f in link.receive() if isinstance(f.msg, Telemetry)]
+        assert tel and tel[-1].state == RigState.ARMED
+    finally:
+        link.close()
