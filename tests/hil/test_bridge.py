@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dynamics.spatial import pose, quat_integrate, quat_to_rotation
+from dynamics.spatial import pose, quat_integrate, quat_to_rotation, rotation_to_quat
 from errors import ConfigError
 from hil.bridge import HilBridge, build, relative_motion, validate
 from hil.config import parse
@@ -228,3 +228,20 @@ def test_servo_rig_through_the_lockstep_emulator():
         out = b.step(n * h_ns, h_ns, u)
     assert out["hil/status"]["state"] == "ENGAGED"
     np.testing.assert_allclose(out["hil/feedback"]["legs"][:2], [0.02, 0.0], atol=1e-7)
+
+
+def test_pose_setpoints_reach_the_rig_as_its_inverse_kinematics():
+    cfg = parse({"setpoint": "pose", "compensation": {"predict": False}})
+    h_ns = 4_000_000
+    rig = LockstepRig(cfg)
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(rig)))
+    b.initial(0)
+    target = pose_from_vector([0.004, -0.003, 0.002, 0.01, -0.02, 0.03])
+    for n in range(80):
+        u = Inputs({"orbiter/state": Sample(n * h_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(n * h_ns, h_ns, "payload", n,
+                                            payload(target[:3, 3], [0, 0, 0], q=rotation_to_quat(target[:3, :3])))})
+        out = b.step(n * h_ns, h_ns, u)
+    legs = cfg.rig.inverse(cfg.pose_map.X_RP0 @ target)
+    np.testing.assert_allclose(out["hil/feedback"]["legs"], legs, atol=2e-7)  # float32 on the wire
+    np.testing.assert_allclose(rig.core.p, (cfg.pose_map.X_RP0 @ target)[:3, 3], atol=1e-6)
