@@ -34,6 +34,8 @@ SERVICE's outputs with the recorded ones (every envelope field but ``wall_ns``, 
 fields bit for bit) and prints the verdict: unchanged, they are bit-identical. The
 re-run lasts the logged run's ``duration``, or, for a log cut short, the log's span in
 whole periods of the slowest co-simulated service (it cannot step past its inputs).
+Bit-identity holds for runs recorded in lockstep mode; a realtime run consumed the
+latest samples as they arrived, which a re-run cannot reproduce (a note says so).
 
 Exit codes: 0 success (resim: also when the outputs differ — the comparison is
 reported), 1 a service failed, 2 bad usage or a bad log (one line naming the file).
@@ -825,6 +827,11 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
         if a.resim:
             out = a.out_log or str(Path(a.log).with_name(f"{Path(a.log).stem}-resim-{a.resim}.mcap"))
             config = resim_config(a.log, a.resim, base=base, sets=a.set, out_log=out, transport=a.transport)
+            with open_log(a.log) as log:
+                mode = (log.config() or {}).get("sim", {}).get("mode", "lockstep")
+            if mode == "realtime":
+                print("berthsim replay: note: the log was recorded in realtime mode; the lockstep re-run takes "
+                      "inputs by timestamp, so its outputs may differ from the recorded ones", file=sys.stderr)
         else:
             if a.set:
                 raise ConfigError("--set applies to --resim only")
