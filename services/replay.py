@@ -798,7 +798,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transport", choices=("ipc", "tcp", "inproc"))
     p.add_argument("--bus", help="broker base URL (lets outside subscribers listen)")
     p.add_argument("--inprocess", action="store_true", help="every service as a thread")
-    p.add_argument("--quiet", action="store_true", help="no progress readout")
+    p.add_argument("--quiet", action="store_true", help="no progress readout (also: BERTHSIM_NO_PROGRESS=1)")
 
 
 def _patterns(text: str | None) -> list[str] | None:
@@ -844,7 +844,8 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
             config = replay_config(a.log, base=base, only=only, topics=_patterns(a.topics),
                                    exclude=_patterns(a.exclude) or (), start=a.start, end=a.end,
                                    rate=0.0 if a.max else a.rate, loop=a.loop, paused=a.paused,
-                                   keyboard=tty, progress=not a.quiet, out_log=a.out_log,
+                                   keyboard=tty, progress=not (a.quiet or os.environ.get("BERTHSIM_NO_PROGRESS")),
+                                   out_log=a.out_log,
                                    transport=a.transport, bus=a.bus)
     except (LogError, ConfigError) as err:
         print(f"berthsim replay: {str(err).splitlines()[0]}", file=sys.stderr)
