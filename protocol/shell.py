@@ -255,9 +255,9 @@ class ServiceShell:
         try:
             if self.security is not None:
                 auth = self.security.start_authenticator(self.context or zmq.Context.instance())
+            self.ctl = ControlClient(self.url, self.name, security=self.security, context=self.context)
             others = [ep for n, ep in self.peers.items() if n != self.name]
             self.bus = open_bus(self.peers[self.name], others, security=self.security, context=self.context)
-            self.ctl = ControlClient(self.url, self.name, security=self.security, context=self.context)
             self._poller = zmq.Poller()
             self._poller.register(self.bus.sub, zmq.POLLIN)
             self._poller.register(self.ctl.sock, zmq.POLLIN)
@@ -330,7 +330,7 @@ class ServiceShell:
                 if self._probes >= self._expected:  # every peer's PUB reaches this SUB
                     self._probed = True
                     self.ctl.send({"op": "probed"})
-            if self.role == "sink":
+            if self._sink_control:
                 self.obj.on_message(topic, payload)
             return
         if self.role == "sink":
@@ -422,6 +422,7 @@ class ServiceShell:
         topics = list(getattr(self.obj, "topics", ())) if self.role == "sink" else [p.topic for p in self.inputs]
         if self.role == "sink" and not topics:
             topics = [""]
+        self._sink_control = self.role == "sink" and ("" in topics or "sim/control" in topics)
         for t in topics:
             self.bus.subscribe(t)
         self.bus.subscribe("sim/control")  # last: seeing a probe confirms every earlier subscription

@@ -327,10 +327,13 @@ def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
 
 
 def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
-    rec = 'role = "sink"\n'
-    cfg = make_cfg(tmp_path, duration=0.5, extra=f'[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\n{rec}')
+    rec = ('[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\n'
+           '[services.rec1]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\ntopics = ["toy/state1"]\n')
+    cfg = make_cfg(tmp_path, duration=0.5, extra=rec)
     rc, _, err, _ = run(cfg)
     assert rc == 0, err
+    only = msgpack.unpackb((tmp_path / "out" / "rec1.rec").read_bytes(), raw=False)
+    assert [t for t, _ in only] == ["toy/state1"] * 51  # a sink's topic list is all it sees
     seen = msgpack.unpackb((tmp_path / "out" / "rec.rec").read_bytes(), raw=False)
     from protocol.codec import envelope
     seqs: dict[str, list[int]] = {}
