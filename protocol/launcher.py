@@ -211,6 +211,9 @@ class Launcher:
                                               daemon=True)
                 rec.thread.start()
             else:
+                if self.plan.path is None:
+                    raise LifecycleError("worker processes need the config as a file (plan.path is None); "
+                                         "write it to a file first, or run inprocess")
                 cmd = worker_command(self.launch_py, self.plan.path, rec.name, self.url, self.overrides)
                 rec.proc = subprocess.Popen(cmd, start_new_session=True)
 
