@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,7 +54,8 @@ def latency(scheme: str, n: int) -> dict[str, float]:
 
     from protocol.bus import mesh_endpoints, open_bus
     from tests.protocol.conftest import bus_url
-    url = bus_url(scheme)
+    tmp = tempfile.mkdtemp(prefix="bs-bench-")
+    url = bus_url(scheme, tmp)
     ep = mesh_endpoints(url, ["tx", "rx"])
     with open_bus(ep["tx"]) as pub:
         child = subprocess.Popen([sys.executable, __file__, "--receiver", url, str(n)], stdout=subprocess.PIPE,
@@ -70,6 +73,7 @@ def latency(scheme: str, n: int) -> dict[str, float]:
                 pass
             pub.send("lat", time.monotonic_ns().to_bytes(8, "little") + pad)
         out, _ = child.communicate(timeout=60)
+    shutil.rmtree(tmp, ignore_errors=True)
     lat = np.array(json.loads(out.strip().splitlines()[-1]), dtype=float)
     return {"n": int(lat.size), "p50_us": round(float(np.percentile(lat, 50)) / 1e3, 1),
             "p99_us": round(float(np.percentile(lat, 99)) / 1e3, 1)}
@@ -120,16 +124,16 @@ def main() -> None:
     ap.add_argument("--lockstep-seconds", type=float, default=5.0, help="simulated seconds per lockstep run")
     ap.add_argument("--messages", type=int, default=5000, help="latency samples per transport")
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory():
-        fig = {
-            "cpus": __import__("os").cpu_count(),
-            "load_avg_1min": round(__import__("os").getloadavg()[0], 2),
-            "latency_one_way": {s: latency(s, a.messages) for s in ("ipc", "tcp")},
-            "lockstep_4x1kHz_multiprocess": lockstep(a.lockstep_seconds, False),
-            "lockstep_4x1kHz_inprocess": lockstep(a.lockstep_seconds, True),
-            "realtime_1kHz_and_100Hz": realtime(a.seconds, SPRING),
-            "realtime_4x1kHz": realtime(a.seconds),
-        }
+    fig = {
+        "cpus": os.cpu_count(),
+        "load_avg_1min_before": round(os.getloadavg()[0], 2),
+        "latency_one_way": {s: latency(s, a.messages) for s in ("ipc", "tcp")},
+        "lockstep_4x1kHz_multiprocess": lockstep(a.lockstep_seconds, False),
+        "lockstep_4x1kHz_inprocess": lockstep(a.lockstep_seconds, True),
+        "realtime_1kHz_and_100Hz": realtime(a.seconds, SPRING),
+        "realtime_4x1kHz": realtime(a.seconds),
+        "load_avg_1min_after": round(os.getloadavg()[0], 2),
+    }
     print(json.dumps(fig, indent=1))
 
 

@@ -33,16 +33,17 @@ def free_base_port() -> int:
     raise RuntimeError("no three consecutive free ports")
 
 
-def bus_url(scheme: str) -> str:
+def bus_url(scheme: str, directory: str | None = None) -> str:
+    """A fresh base URL of ``scheme`` (ipc: in ``directory``, default a new temp dir)."""
     n = next(_counter)
     if scheme == "inproc":
         return f"inproc://bus-{os.getpid()}-{n}"
     if scheme == "ipc":
-        d = tempfile.mkdtemp(prefix="bs-")
-        return f"ipc://{d}/bus"
+        d = directory or tempfile.mkdtemp(prefix="bs-")
+        return f"ipc://{d}/bus{n}"
     return f"tcp://127.0.0.1:{free_base_port()}"
 
 
 @pytest.fixture(params=["inproc", "ipc", "tcp"])
-def url(request):
-    return bus_url(request.param)
+def url(request, tmp_path):
+    return bus_url(request.param, str(tmp_path))
