@@ -69,7 +69,7 @@ def _last_json(text: str) -> dict[str, Any] | None:
 def short_options(script: Path) -> list[str]:
     """The :data:`SHORT` options that ``script --help`` lists, as command-line arguments."""
     try:
-        out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=False,
                              timeout=120, cwd=ROOT).stdout
     except subprocess.TimeoutExpired:
         return []
@@ -86,7 +86,7 @@ def run_bench(script: Path) -> dict[str, Any]:
     cmd = [sys.executable, str(script), *short_options(script)]
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT, check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {TIMEOUT_S:.0f} s", "command": cmd[1:]}
     obj = _last_json(p.stdout)
@@ -115,7 +115,7 @@ def run_scenario(inprocess: bool, duration: float | None) -> dict[str, Any]:
             cmd.append("--inprocess")
         t0 = time.monotonic()
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT,
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT, check=False,
                                env={**os.environ, "BERTHSIM_NO_PROGRESS": "1"})
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {TIMEOUT_S:.0f} s"}

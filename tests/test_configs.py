@@ -56,12 +56,17 @@ def cfg() -> dict:
     return _load(DEFAULT)
 
 
-@pytest.fixture(scope="module")
-def geom(cfg: dict) -> rms.RmsGeometry:
+def arm_geometry(cfg: dict) -> rms.RmsGeometry:
+    """The SRMS on the orbiter as the scenario's ``[arm]`` places it (SVDS kinematics)."""
     arm = cfg["arm"]
     R_OS = Rotation.from_euler("xyz", arm["rpy_OS"]).as_matrix()  # URDF roll-pitch-yaw, as services.arm
     chain = chain_from_urdf(reference_path("SRMS_Canadarm.urdf"), floating_base=False)
     return rms.rms_geometry(chain, pose(R_OS, arm["p_OoSo_O"]))
+
+
+@pytest.fixture(scope="module")
+def geom(cfg: dict) -> rms.RmsGeometry:
+    return arm_geometry(cfg)
 
 
 # ---------------------------------------------------------------- every config passes check
@@ -184,7 +189,7 @@ def _ik(geom: rms.RmsGeometry, X_OE: np.ndarray, q_start: np.ndarray) -> np.ndar
     return r.x
 
 
-def _approach(cfg: dict, geom: rms.RmsGeometry, t_end: float) -> tuple:
+def approach(cfg: dict, geom: rms.RmsGeometry, t_end: float) -> tuple:
     """Integrate the scripted manual rates from q0, and the free orbiter and payload, to ``t_end``.
 
     Returns q(t_end), the joint path's min distance to the limits, X_WO, X_WT, and the
@@ -232,7 +237,7 @@ def _approach(cfg: dict, geom: rms.RmsGeometry, t_end: float) -> tuple:
 # ---------------------------------------------------------------- approach and capture
 def test_scripted_approach_meets_the_grapple_fixture_inside_the_envelope(cfg: dict, geom: rms.RmsGeometry) -> None:
     t_cap = _script(cfg, "capture")[0]["t"]
-    q, margin, X_WO, X_WT, s_O, s_T = _approach(cfg, geom, t_cap)
+    q, margin, X_WO, X_WT, s_O, s_T = approach(cfg, geom, t_cap)
     assert margin > 0.01, "a joint comes within 0.01 rad of its limit during the approach"
     X_WE = X_WO @ rms.rms_kinematics(geom, q).X_OE
     X_WG = X_WT @ pose_from_vector(cfg["payload"]["X_TG"])
@@ -254,7 +259,7 @@ def test_approach_starts_outside_the_envelope(cfg: dict, geom: rms.RmsGeometry) 
     X_WO = pose_from_vector(cfg["orbiter"]["X_WO"])
     X_WE = X_WO @ rms.rms_kinematics(geom, cfg["arm"]["q0"]).X_OE
     X_WG = pose_from_vector(cfg["payload"]["X_WT"]) @ pose_from_vector(cfg["payload"]["X_TG"])
-    ok, reason, m = capture_check(X_WE, X_WG, np.zeros(6), np.zeros(6), CaptureEnvelope(**cfg["contact"]["envelope"]))
+    ok, _, m = capture_check(X_WE, X_WG, np.zeros(6), np.zeros(6), CaptureEnvelope(**cfg["contact"]["envelope"]))
     assert not ok and m["axial"] > 0.5
 
 
