@@ -627,6 +627,8 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
     if only and start:
         raise ConfigError(f"--start {start}: co-simulated services ({', '.join(only)}) start at t = 0; "
                           "replay them from the beginning")
+    if only and loop:
+        raise ConfigError(f"--loop: co-simulated services ({', '.join(only)}) cannot go back in time")
     services: dict[str, Any] = {n: dict(base_services[n]) for n in only}
     rate_hz = _fastest_rate(services) if services else _fastest_rate(base_services)
     src = {"kind": "replay", "rate_hz": rate_hz, "log": str(Path(log_path).resolve()), "topics": chosen,

@@ -200,6 +200,8 @@ def test_replay_config_excludes_the_co_simulated_outputs(small_log, tmp_path):
     assert tomllib.loads(toml_dumps(cfg)) == cfg
     with pytest.raises(ConfigError, match="start at t = 0"):
         replay_config(log, base=base, only=["b"], start=0.1)
+    with pytest.raises(ConfigError, match="back in time"):
+        replay_config(log, base=base, only=["b"], loop=True)
     with pytest.raises(ConfigError, match="nope"):
         replay_config(log, base=base, only=["nope"])
 
