@@ -839,6 +839,7 @@ def recover(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = N
     new_channel: dict[int, int] = {}
     n_msg = n_chunk = 0
     complete = False
+    tail = ""
     size = src.stat().st_size
     good_end = 8
     with src.open("rb") as f, tmp.open("wb") as g:
@@ -881,14 +882,14 @@ def recover(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = N
                 else:
                     put(rec)
                 good_end = f.tell()
-        except Exception:  # noqa: BLE001 - the truncated tail: keep what came before it
-            pass
+        except Exception as err:  # noqa: BLE001 - the torn tail: keep what came before it, say what stopped us
+            tail = f"{type(err).__name__}: {err}"
         if n_msg == 0 and not channels:
             g.close()
             tmp.unlink(missing_ok=True)
             raise LogError(f"log {str(src)!r}: nothing recoverable (no complete chunk)")
         w.add_metadata("berthsim.recover", {"source_bytes": str(size), "kept_bytes": str(good_end),
-                                            "messages": str(n_msg), "chunks": str(n_chunk)})
+                                            "messages": str(n_msg), "chunks": str(n_chunk), "tail": tail})
         w.finish()
     os.replace(tmp, dst)
     return RecoverResult(dst, n_msg, n_chunk, max(0, size - good_end), complete)

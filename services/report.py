@@ -363,10 +363,10 @@ def _summary_page(log: LogFile, rep: Report) -> Any:
     close = meta.get("berthsim.close", {})
     run = meta.get("berthsim.run", {})
     lines = [f"berthsim run report: {log.path.name}", "",
-             f"simulation time {log.start_ns * 1e-9:.3f} .. {log.end_ns * 1e-9:.3f} s, "
-             f"{log.message_count} messages, {log.chunk_count} chunks",
-             f"git {run.get('git_commit', '?')}, seed {run.get('seed', '?')}, mode {run.get('mode', '?')}, "
-             f"host {run.get('logger_host', '?')}",
+             (f"simulation time {log.start_ns * 1e-9:.3f} .. {log.end_ns * 1e-9:.3f} s, "
+              f"{log.message_count} messages, {log.chunk_count} chunks"),
+             (f"git {run.get('git_commit', '?')}, seed {run.get('seed', '?')}, mode {run.get('mode', '?')}, "
+              f"host {run.get('logger_host', '?')}"),
              f"lost (sequence gaps) {close.get('lost', '? (log not closed)')}, invalid {close.get('invalid', '?')}",
              "", "Topics:"]
     lines += [f"  {t:<20s} {n:>9d}" for t, n in sorted(log.topics.items())]
