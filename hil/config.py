@@ -14,7 +14,7 @@ electric Stewart platform (assumed, not a particular product)::
     fingerprint = 0               # 0: computed from the geometry
     bad_frames_max = 5
     watchdog = 0.0                # s; 0: max(3 periods, 20 ms)
-    reply_timeout = 0.1           # s; lockstep: wait this long for the rig's reply
+    reply_timeout = 1.0           # s; lockstep: wait this long for the rig's reply (then go on)
     X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad)
     X_TB = [0, 0, 0, 0, 0, 0]     # berthing interface B in payload body T
 
@@ -92,7 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "fingerprint": 0,
     "bad_frames_max": 5,
     "watchdog": 0.0,
-    "reply_timeout": 0.1,
+    "reply_timeout": 1.0,
     "X_OL": [0.0] * 6,
     "X_TB": [0.0] * 6,
     "stewart": {

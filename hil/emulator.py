@@ -341,6 +341,13 @@ class RigCore:
             self.a[:] = 0.0
         self.t = t
 
+    @property
+    def at_rest(self) -> bool:
+        """True unless the actuators are moving or the rig is engaged (it may move any time)."""
+        if self.state in (RigState.ENGAGED, RigState.PARKING) or np.any(np.abs(self.v) > 1e-6):
+            return False
+        return self.state != RigState.FAULT or bool(np.all(np.abs(self.x - self.neutral_axes) < 1e-6))
+
     def sense(self) -> None:
         """Read the sensors: platform pose by forward kinematics (warm-started from the last
         reading), its twist from the leg rates, and the contact wrench.
@@ -536,9 +543,8 @@ class FdPort:
             return b""
         try:
             return os.read(self.fd, max(size, 4096))
-        except OSError:  # EIO: no process has the slave open (yet)
-            time.sleep(self.timeout or 0.001)
-            return b""
+        except OSError as err:  # EIO: no process has the slave open any more: the host is gone
+            raise ConnectionError(f"pty master fd {self.fd}: {err}") from err
 
     def write(self, data: bytes) -> int:
         view = memoryview(data)
@@ -590,7 +596,9 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
     Realtime: the rig clock is ``time.monotonic()``; host bytes pass the host → rig
     channel (delay, drops, bit errors) before decoding; each valid host frame gets a
     reply, and telemetry goes out at ``telemetry_hz`` while the host is silent (so a
-    host sees the watchdog fault). ``baud`` > 0 emulates the line's byte rate in both
+    host sees the watchdog fault). When the host goes away (the pty's other end closed,
+    the socket shut), the rig carries on — its watchdog trips and it ramps to neutral —
+    and the loop ends once it is at rest. ``baud`` > 0 emulates the line's byte rate in both
     directions (:class:`Channel`). Lockstep: see :class:`LockstepRig`.
 
     Returns the core (its counters and applied setpoints) when done.
@@ -599,6 +607,7 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
     t0 = time.monotonic()
     if lockstep:
         rig = LockstepRig(cfg)
+        port.timeout = 0.05  # purely data-driven: no need to wake up often
         while not stop.is_set() and (max_seconds is None or time.monotonic() - t0 < max_seconds):
             try:
                 data = port.read(4096)
@@ -615,16 +624,23 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
     # replies at most at 500 Hz and within half the line (a real rig answers at its own rate)
     reply_hz = 500.0 if baud <= 0 else min(500.0, 0.5 * baud / (down.bits * wire_size(TELEMETRY6_RAW)))
     last_reply = -1.0
+    gone_at: float | None = None  # when the host went away: the rig parks on its own, then we stop
     while not stop.is_set():
         now = time.monotonic() - t0
         if max_seconds is not None and now > max_seconds:
             break
+        if gone_at is not None and (core.at_rest or now - gone_at > 10.0):
+            break
         due = [d for d in (up.next_due(), down.next_due()) if d is not None]
         port.timeout = max(0.0, min([core.dt] + [d - now for d in due]))
-        try:
-            data = port.read(4096)
-        except (OSError, ConnectionError):
-            break
+        data = b""
+        if gone_at is None:
+            try:
+                data = port.read(4096)
+            except (OSError, ConnectionError):
+                gone_at = now
+        else:
+            time.sleep(core.dt)
         now = time.monotonic() - t0
         if data:
             up.push(now, data)
@@ -641,11 +657,11 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
             down.push(ts, core.encode(msg, ts))
             last_tx = now
         out = down.pop(now)
-        if out:
+        if out and gone_at is None:
             try:
                 port.write(out)
             except OSError:
-                break
+                gone_at = now
     return core
 
 
@@ -712,7 +728,7 @@ def spawn_emulator(table: dict | None = None, *, lockstep: bool = False, stats_p
         If ``table`` is invalid (checked here, before anything starts).
     """
     parse(table)
-    master, slave = os.openpty()
+    master, slave = os.openpty()  # the slave stays open here until close(): EIO on the master means gone
     tty.setraw(slave)
     os.set_blocking(master, False)
     args = [sys.executable, "-m", "hil.emulator", "--port", f"fd:{master}", "--config-json", json.dumps(table or {})]

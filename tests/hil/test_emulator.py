@@ -119,7 +119,7 @@ def test_bit_errors_over_a_real_pty_none_applied(tmp_path):
         link = SerialLink(open_port(emu.host_path, 921600, timeout=0.001))
         link.send(Arm(CFG.fingerprint, 1000))
         sent = {}
-        t_end = time.monotonic() + 8.0
+        t_end = time.monotonic() + 30.0
         while time.monotonic() < t_end and not any(isinstance(f.msg, Hello) for f in link.receive()):
             link.send(Arm(CFG.fingerprint, 1000))  # the handshake may itself be hit by an error
             time.sleep(0.02)
@@ -143,7 +143,7 @@ def test_bit_errors_over_a_real_pty_none_applied(tmp_path):
 
 def _stream_then_stop(link: SerialLink, seconds: float, period: float = 0.004) -> float:
     """Arm, engage, stream setpoints at ``period``; return the monotonic time of the last frame."""
-    t_end = time.monotonic() + 8.0
+    t_end = time.monotonic() + 30.0  # the emulator's start-up (imports) is slow on a loaded machine
     armed = False
     while not armed and time.monotonic() < t_end:
         link.send(Arm(CFG.fingerprint, int(watchdog_timeout(period) * 1000)))
@@ -232,7 +232,7 @@ def test_host_watchdog_trips_when_rig_dies_on_pty():
         killed_at = None
         trip_at = None
         k = 0
-        while time.monotonic() - t0 < 10.0 and trip_at is None:
+        while time.monotonic() - t0 < 30.0 and trip_at is None:
             now = time.monotonic()
             for f in link.receive():
                 rx_t = now
@@ -279,7 +279,7 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
     # both ends real-time scheduled, as on a HIL host and a rig controller (the machine is shared)
     with spawn_emulator({}, stats_path=stats, extra_args=["--rt-priority", "20"]) as emu:
         link = SerialLink(open_port(emu.host_path, 921600, timeout=0.0005))
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + 30.0
         armed = False
         while not armed and time.monotonic() < deadline:
             link.send(Arm(CFG.fingerprint, 20))
@@ -450,3 +450,22 @@ def test_real_rig_answers_the_handshake():
         assert tel and tel[-1].state == RigState.ARMED
     finally:
         link.close()
+
+
+@pytest.mark.integration
+def test_host_process_gone_rig_parks_then_emulator_exits(tmp_path):
+    """The pty's host end vanishes (the bridge process died): the rig still parks, then exits."""
+    stats = tmp_path / "emu.json"
+    emu = spawn_emulator({}, stats_path=stats, extra_args=["--rt-priority", "20"])
+    try:
+        link = SerialLink(open_port(emu.host_path, 921600, timeout=0.001))
+        _stream_then_stop(link, 0.3)
+        link.close()
+        os.close(emu._slave_fd)  # the last open slave: the host side is gone
+        emu._slave_fd = -1
+        emu.proc.wait(20.0)  # it exits on its own, after parking
+        assert emu.proc.returncode == 0
+    finally:
+        emu.close()
+    s = emu.stats()
+    _check_watchdog_and_park(s["fault_log"], s["axes"], s["neutral"], s["dt"], s["watchdog_s"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,24 +11,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.protocol.test_runtime import workers
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _children_of(cfg: Path) -> list[int]:
-    """Live processes whose command line names ``cfg`` or the emulator started for it."""
-    pids = []
+def _emulator_pids(marker: str) -> set[int]:
+    """Live (non-zombie) emulator processes whose command line (the [hil] table) holds ``marker``."""
+    out = set()
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
         try:
-            cmd = (d / "cmdline").read_bytes()
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmd = (d / "cmdline").read_bytes() if d.name.isdigit() else b""
+            if b"hil.emulator" in cmd and marker.encode() in cmd \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.add(int(d.name))
         except OSError:
             continue
-        if state != "Z" and (str(cfg).encode() in cmd and b"_worker" in cmd or str(cfg.parent).encode() in cmd
-                             and b"hil.emulator" in cmd):
-            pids.append(int(d.name))
-    return pids
+    return out
 
 
 @pytest.mark.integration
@@ -35,6 +35,7 @@ def _children_of(cfg: Path) -> list[int]:
 def test_payload_bounces_off_the_emulated_rig_in_lockstep(tmp_path):
     out = tmp_path / "out"
     cfg = tmp_path / "hil.toml"
+    fingerprint = int.from_bytes(os.urandom(4), "little") | 1  # marks this run's emulator
     cfg.write_text(f"""
 [sim]
 duration = 0.15
@@ -51,6 +52,7 @@ v0 = 0.05
 out_dir = "{out}"
 [hil]
 url = "emulator"
+fingerprint = {fingerprint}
 baud = 2000000
 [hil.emulator]
 delay = 0.004
@@ -60,7 +62,7 @@ rate = 1000.0
     p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(cfg)], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert _children_of(cfg) == [], "processes left behind"
+    assert workers(cfg) == [] and _emulator_pids(f'"fingerprint": {fingerprint}') == set(), "processes left behind"
     log = np.array(json.loads((out / "pair.json").read_text()))
     t, z, v, f, valid, delay = log.T
     assert valid[-1] == 1.0
