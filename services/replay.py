@@ -798,7 +798,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
                    help="change a config value for --resim (repeatable)")
     p.add_argument("--transport", choices=("ipc", "tcp", "inproc"))
-    p.add_argument("--bus", help="broker base URL (lets outside subscribers listen)")
+    p.add_argument("--bus", help="base URL of the run; outside subscribers connect to the replay's PUB "
+                                 "(protocol.bus.mesh_endpoints: tcp PORT+2, ipc URL.replay.pub)")
     p.add_argument("--inprocess", action="store_true", help="every service as a thread")
     p.add_argument("--quiet", action="store_true", help="no progress readout (also: BERTHSIM_NO_PROGRESS=1)")
 
