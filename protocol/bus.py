@@ -138,7 +138,7 @@ def mesh_endpoints(url: str, names: Iterable[str], explicit: Mapping[str, str | 
         if given:
             check_url(given)
             out[name] = given
-        elif scheme == "tcp":
+        elif port is not None:  # tcp
             out[name] = f"tcp://{host}:{port + 1 + i}"
         else:
             out[name] = f"{url}.{name}.pub"
@@ -359,7 +359,7 @@ class ControlClient(_Closing):
 
     def recv(self, timeout: float = 0.0) -> dict[str, Any] | None:
         """The next map from the launcher, or None after ``timeout`` s (malformed: None)."""
-        if not (self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN):
+        if not int(self.sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
             if timeout <= 0 or not self.sock.poll(int(timeout * 1000)):
                 return None
         try:

@@ -195,7 +195,7 @@ def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
     explicit: dict[str, str | None] = {}
     for i, (name, svc) in enumerate(services.items()):
         explicit[name] = svc.get("endpoint")
-        if not explicit[name] and scheme == "tcp" and svc.get("host") in hosts:
+        if not explicit[name] and port is not None and svc.get("host") in hosts:  # tcp
             explicit[name] = f"tcp://{hosts[svc['host']]}:{port + 2 + i}"
     return mesh_endpoints(url, list(services), explicit)
 
@@ -251,9 +251,9 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     for key, (_, default) in SIM_KEYS.items():
         v = sim_in.get(key, default)
         sim[key] = v if _check_type("", v, SIM_KEYS[key][0]) is None or v is None else default
-    for key, allowed in (("mode", MODES), ("transport", TRANSPORTS), ("overrun_policy", POLICIES)):
-        if sim[key] not in allowed:
-            problems.append(f"sim.{key}: expected one of {', '.join(allowed)}, got {sim[key]!r}")
+    for key, choices in (("mode", MODES), ("transport", TRANSPORTS), ("overrun_policy", POLICIES)):
+        if sim[key] not in choices:
+            problems.append(f"sim.{key}: expected one of {', '.join(choices)}, got {sim[key]!r}")
     for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout"):
         if sim[key] < 0 or sim[key] != sim[key]:
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
@@ -347,7 +347,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             continue
         modules[name] = mod
         claimed.update(getattr(mod, "TABLES", ()))
-        allowed = {**SERVICE_KEYS, **getattr(mod, "OPTIONS", {})}
+        allowed: dict[str, Any] = {**SERVICE_KEYS, **getattr(mod, "OPTIONS", {})}
         for key, value in svc.items():
             if key not in allowed:
                 problems.append(f"{where}.{key}: unknown key (known: {', '.join(allowed)})")
@@ -385,8 +385,8 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if key not in claimed:
             what = "table" if isinstance(value, dict) else "key"
             problems.append(f"[{key}]: unclaimed top-level {what} (no configured service lists it in TABLES)")
-    labels = sorted({s.get("host") for s in services_in.values()
-                     if isinstance(s, dict) and isinstance(s.get("host"), str) and not s.get("endpoint")})
+    labels: list[str] = sorted({str(s["host"]) for s in services_in.values()
+                                if isinstance(s, dict) and isinstance(s.get("host"), str) and not s.get("endpoint")})
     if sim["transport"] == "tcp" and len(labels) > 1 and not sim["hosts"]:
         example = ", ".join(f'{h} = "ADDRESS"' for h in labels)
         problems.append(f"sim.hosts: services on several hosts ({', '.join(labels)}) need the address of each, "

@@ -134,6 +134,13 @@ class Launcher:
         self._signal: int | None = None
         self._probes_seen: set[str] = set()
         self.frozen = False
+        self._started = False
+        self._next_ping = 0.0
+        self._followers: set[str] = set()
+        self._ctl_seq = 0
+        # bound by run() (None until then, or on a follower); checked where it matters
+        self.server: ControlServer = None  # type: ignore[assignment]
+        self.bus: ZmqBus = None  # type: ignore[assignment]
         self._tmpdir: str | None = None
         self.exit_code = 0
 
@@ -153,7 +160,7 @@ class Launcher:
         self._signal = signum
 
     def _install_signals(self) -> dict[int, Any]:
-        old = {}
+        old: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
                 old[s] = signal.signal(s, self._on_signal)
@@ -165,9 +172,8 @@ class Launcher:
         old = self._install_signals()
         self.url = self._url()
         sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
-        self.ctx = zmq.Context.instance()
-        self.auth = None
-        self.server = self.bus = None
+        self.ctx: zmq.Context = zmq.Context.instance()
+        self.auth: Any = None
         self.peers = peers_of(self.plan.config, self.url)
         try:
             if sec is not None:
@@ -191,15 +197,15 @@ class Launcher:
             self._stop_all(fast=True)
             return 1
         finally:
-            for s in (self.bus, self.server):
-                if s is not None:
-                    s.close()
+            for sock in (self.bus, self.server):
+                if sock is not None:
+                    sock.close()
             if self.auth is not None:
                 self.auth.stop()
             if self._tmpdir:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
-            for s, h in old.items():
-                signal.signal(s, h)
+            for signum, handler in old.items():
+                signal.signal(signum, handler)
 
     # ------------------------------------------------------------------ starting
     def _start_local(self) -> None:
@@ -325,22 +331,20 @@ class Launcher:
     def _producers(self) -> dict[str, int]:
         producers: dict[str, int] = {}
         owner: dict[str, str] = {}
-        for rec in self.records.values():
-            for topic, _kind in rec.hello.get("outputs", []):
+        hellos = {n: r.hello or {} for n, r in self.records.items()}  # every one said hello by now
+        for name, hello in hellos.items():
+            for topic, _kind in hello.get("outputs", []):
                 if topic in owner:
-                    raise _Failed(f"topic {topic!r} is produced by both {owner[topic]!r} and {rec.name!r}")
-                owner[topic] = rec.name
-                producers[topic] = int(rec.hello["period_ns"])
+                    raise _Failed(f"topic {topic!r} is produced by both {owner[topic]!r} and {name!r}")
+                owner[topic] = name
+                producers[topic] = int(hello["period_ns"])
         for rec in self.records.values():
-            absent = [t for t, _ in rec.hello.get("inputs", []) if t not in producers]
+            absent = [t for t, _ in hellos[rec.name].get("inputs", []) if t not in producers]
             if absent:
                 self._say(f"note: {rec.name!r} inputs with no producer in this run: {', '.join(absent)}")
         return producers
 
     def _run_master(self) -> int:
-        self._followers: set[str] = set()
-        self._next_ping = 0.0
-        self._started = False
         sim = self.plan.sim
         try:
             self._start_local()
@@ -435,7 +439,6 @@ class Launcher:
     def _run_follower(self, sec: Any) -> int:
         self._say(f"{self.url} is not on this host: following its launcher with {', '.join(self.plan.only)}")
         ident = f"follower:{os.uname().nodename}-{os.getpid()}"
-        self.server = None
         with ControlClient(self.url, ident, security=sec, context=self.ctx) as ctl:
             ctl.send({"op": "hello"})
             self._start_local()

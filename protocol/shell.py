@@ -229,7 +229,7 @@ class ServiceShell:
         self._topics[b"sim/control"] = "sim/control"
         self._out_seq = {p.topic: 0 for p in self.outputs}
         self._out_prefix = tuple((p.topic, p.topic.encode() + SEPARATOR) for p in self.outputs)
-        self._empty_event = {p.topic: {"events": []} for p in self.outputs
+        self._empty_event: dict[str, dict[str, Any]] = {p.topic: {"events": []} for p in self.outputs
                              if tuple(schema_for(p.topic).fields) == ("events",)}
         self._stats_seq = 0
         # statistics
@@ -245,8 +245,17 @@ class ServiceShell:
         self.t_ns = 0
         self.start: dict[str, Any] = {}
         self._last_ctl = time.monotonic_ns()
-        self.bus: ZmqBus | None = None
-        self.ctl: ControlClient | None = None
+        # opened by run() (None until then and after a failed open; run() checks before closing)
+        self.bus: ZmqBus = None  # type: ignore[assignment]
+        self.ctl: ControlClient = None  # type: ignore[assignment]
+        self._probed = False
+        self._probes: set[str] = set()
+        self._expected: set[str] = set()
+        self._sink_control = False
+        self._ctl_seq = 0
+        self._pending_ops: list[dict[str, Any]] = []
+        self._resume_msg: dict[str, Any] | None = None
+        self._poller = zmq.Poller()
 
     # ------------------------------------------------------------------ entry
     def run(self) -> int:
@@ -258,7 +267,6 @@ class ServiceShell:
             self.ctl = ControlClient(self.url, self.name, security=self.security, context=self.context)
             others = [ep for n, ep in self.peers.items() if n != self.name]
             self.bus = open_bus(self.peers[self.name], others, security=self.security, context=self.context)
-            self._poller = zmq.Poller()
             self._poller.register(self.bus.sub, zmq.POLLIN)
             self._poller.register(self.ctl.sock, zmq.POLLIN)
             self._handshake()
@@ -413,11 +421,7 @@ class ServiceShell:
         self._ctl_seq += 1
 
     def _handshake(self) -> None:
-        self._probed = False
-        self._probes: set[str] = set()
         self._expected = {n for n in self.peers if n != self.name}
-        self._ctl_seq = 0
-        self._pending_ops: list[dict[str, Any]] = []
         self.ctl.send(self._hello())
         topics = list(getattr(self.obj, "topics", ())) if self.role == "sink" else [p.topic for p in self.inputs]
         if self.role == "sink" and not topics:
