@@ -15,7 +15,9 @@ Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
 
 Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrench on B
 at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
-link statistics). Unlike other models this one does I/O — a serial link is its purpose
+link statistics). The fed-back wrench is zero and ``valid`` false unless the rig is
+engaged, was heard from within the watchdog, and the command was not clamped (a
+clamped rig pose is not the simulated one, so its contact force would be wrong). Unlike other models this one does I/O — a serial link is its purpose
 — but the link is injected: :func:`build` opens it from ``[hil] url``, tests pass a
 :class:`hil.link.SerialLink` on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`.
 
@@ -262,9 +264,11 @@ class HilBridge:
         X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite else X_LB
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
+        clamped = False
         if finite:
             res = self.cfg.pose_map.to_rig(X_cmd)
-            self._clamped += int(res.clamped)
+            clamped = res.clamped
+            self._clamped += int(clamped)
             cmd_axes, X_RP = res.axes, res.X_RP
         else:
             cmd_axes = np.full(self.cfg.rig.n_axes, np.nan)
@@ -285,9 +289,10 @@ class HilBridge:
             except (FrameError, RigFault):
                 self.safety.fault(Fault.HOST)
             self._read(wait=not self.realtime)
-        # feedback: valid only from an engaged rig heard from within the watchdog; else no force
+        # feedback: valid only from an engaged rig heard from within the watchdog, commanded to
+        # the simulated pose (a clamped command does not match the simulation); else no force
         valid = (self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
-                 and self._sim_t - self._rx_t <= self.safety.watchdog_s)
+                 and self._sim_t - self._rx_t <= self.safety.watchdog_s and not clamped)
         F_B = self.cfg.pose_map.wrench_to_body(self._F_P) if valid else np.zeros(6)
         R_BL = X_LB[:3, :3].T if finite else np.eye(3)
         V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)

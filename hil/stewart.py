@@ -9,6 +9,10 @@ clamps poses outside the workspace toward neutral.
 
 Rotations use :mod:`dynamics.spatial`; no I/O.
 
+Such a platform is how docking and berthing mechanisms are tested in the loop: seed
+004_f37f37f891176823.txt (Quiocho et al., facilities list) names the SDTS, a Stewart
+platform simulating SRMS/SSRMS docking and berthing interaction.
+
 References
 ----------
 Stewart, "A platform with six degrees of freedom", Proc. IMechE 180 (1965).

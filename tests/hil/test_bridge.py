@@ -245,3 +245,19 @@ def test_pose_setpoints_reach_the_rig_as_its_inverse_kinematics():
     legs = cfg.rig.inverse(cfg.pose_map.X_RP0 @ target)
     np.testing.assert_allclose(out["hil/feedback"]["legs"], legs, atol=2e-7)  # float32 on the wire
     np.testing.assert_allclose(rig.core.p, (cfg.pose_map.X_RP0 @ target)[:3, 3], atol=1e-6)
+
+
+def test_clamped_command_gives_no_feedback_force():
+    # the plane sits 5 mm above neutral; the payload asks for 0.3 m: far outside the stroke
+    cfg = parse({"emulator": {"plane_offset": 0.505}, "compensation": {"predict": False}})
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    b.initial(0)
+    for n in range(150):
+        u = Inputs({"orbiter/state": Sample(n * h_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(n * h_ns, h_ns, "payload", n, payload([0, 0, 0.3], [0, 0, 0]))})
+        out = b.step(n * h_ns, h_ns, u)
+    assert b._F_P[5] < -100.0  # the clamped rig is pressed into the plane ...
+    assert out["hil/status"]["link"]["clamped"] > 100
+    assert not out["hil/feedback"]["valid"]  # ... but that force is not the simulation's
+    np.testing.assert_array_equal(out["hil/feedback"]["F_Bo_B"], np.zeros(6))
