@@ -17,8 +17,10 @@ Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrenc
 at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
 link statistics). The fed-back wrench is zero and ``valid`` false unless the rig is
 engaged, was heard from within the watchdog, and the command was not clamped (a
-clamped rig pose is not the simulated one, so its contact force would be wrong). Unlike other models this one does I/O — a serial link is its purpose
-— but the link is injected: :func:`build` opens it from ``[hil] url``, tests pass a
+clamped rig pose is not the simulated one, so its contact force would be wrong).
+
+Unlike other models this one does I/O — a serial link is its purpose — but the link is
+injected: :func:`build` opens it from ``[hil] url``, tests pass a
 :class:`hil.link.SerialLink` on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`.
 
 Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
