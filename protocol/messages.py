@@ -199,9 +199,9 @@ _TABLE: dict[str, TopicSchema] = {
         "mode": _STR,         # lockstep | realtime
         "steps": _INT,
         "overruns": _INT,
-        "jitter_p50_ns": _INT,
+        "jitter_p50_ns": _INT,  # realtime step-start lateness over the window since the last stats
         "jitter_p99_ns": _INT,
-        "input_age_ns": _INT,  # max over inputs of (receive wall time - send wall time), last window
+        "input_age_ns": _INT,  # realtime: max over the window of (step start - send time of its oldest input)
         "msgs_received": _INT,
         "msgs_dropped": _INT,  # sequence gaps
         "msgs_invalid": _INT,  # failed to decode / validate

@@ -51,12 +51,13 @@ A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
 *realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
 (the same for every service) with the latest inputs. The stepping thread (and, in a
 worker process, ZeroMQ's I/O thread) runs SCHED_FIFO at ``sim.rt_priority`` when
-permitted, sleeps with 1 ns timer slack to 60 µs before the step start, then spins
-yielding the core (so equal-priority services on few cores do not hold each other
-up), and the garbage
-collector is frozen and disabled while stepping. Step-start jitter, overruns
-(a step ending after the next one's start) and input age (wall time since the
-newest input was sent) are measured and published on ``sim/stats`` every
+permitted (``rt_priority = 0`` turns it off), sleeps with 1 ns timer slack to 60 µs
+before the step start, then spins yielding the core (so equal-priority services on
+few cores do not hold each other up). The garbage collector is frozen and disabled
+while stepping (no collector pauses; cyclic garbage made by a model during a
+realtime run is only freed after it). Step-start jitter, overruns (a step ending
+after the next one's start) and input age (wall time since the oldest input the
+step uses was sent) are measured and published on ``sim/stats`` every
 ``stats_period``; overrun policy continue / freeze / stop-after-N.
 """
 
