@@ -443,12 +443,14 @@ class Launcher:
             ctl.send({"op": "hello"})
             self._start_local()
             last = time.monotonic()
+            # until the master's first word allow for its start-up; then its pings (every 0.5 s) must go on
             hb = float(self.plan.sim["heartbeat_timeout"]) + float(self.plan.sim["ready_timeout"])
             code = 0
             while True:
                 msg = ctl.recv(0.05)
                 if msg is not None:
                     last = time.monotonic()
+                    hb = float(self.plan.sim["heartbeat_timeout"])
                     if msg.get("op") == "stop":
                         break
                 dead = [r for r in self.records.values() if r.local and r.proc is not None and not r.alive()
