@@ -14,7 +14,8 @@ torque ``τ_L`` is what the train transmits to the arm joint: with the arm grapp
 (massless arm, SVDS section 3 "active" flexibility) the joint is a spring and damper
 between ``θ_m`` and the arm angle θ, ``τ_L = k (θ_m − θ) + c (ω − θ̇)`` with
 ``k = 1/γ_i^e`` (SVDS 3-7); with the arm free (no payload, massless links) ``τ_L = 0``
-and the arm angle is ``θ_m``.
+and the arm angle is ``θ_m``. The damper is integrated implicitly (semi-implicit Euler
+otherwise), so a stiff structural damping does not limit the step.
 
 Brakes (per joint): the servo is off (``i = 0``, integrator reset); the train is held
 while ``|τ_L|`` is at most the slip torque, and slips against it beyond.
@@ -247,19 +248,27 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
         if any_brake:
             i = np.where(br, 0.0, i)
             integ = np.where(br, 0.0, integ)
-        if loaded:
-            tau_L = ka * (tm - th) + ca * (w - thd)
         tau_f = p.coulomb * np.tanh(w / p.friction_rate) + p.viscous * w
-        w_new = w + hJ * (gain * i - tau_f - tau_L)
+        if loaded:
+            # the joint damper implicitly (stable for any c h / J_r), the rest explicitly
+            w_new = (w + hJ * (gain * i - tau_f - ka * (tm - th) + ca * thd)) / (1.0 + hJ * ca)
+            tau_L = ka * (tm - th) + ca * (w_new - thd)
+        else:
+            w_new = w + hJ * (gain * i - tau_f)
         # brakes: hold while the transmitted torque is within the slip torque, else slip against it
         if any_brake:
-            Jr = p.reflected_inertia
-            held = br & (np.abs(w) < 1e-9) & (np.abs(tau_L) <= p.slip_torque)
-            dirn = np.where(np.abs(w) > 1e-9, np.sign(w), -np.sign(tau_L))
-            w_slip = w + hs * (-tau_L - p.slip_torque * dirn) / Jr
-            stopped = np.sign(w_slip) * dirn < 0.0  # crossed zero: the brake grips
+            spring = ka * (tm - th) if loaded else np.zeros(6)
+            damp_c = ca if loaded else np.zeros(6)
+            thd_ = thd if loaded else np.zeros(6)
+            tau_hold = spring - damp_c * thd_                     # transmitted with the train at rest
+            held = br & (np.abs(w) < 1e-9) & (np.abs(tau_hold) <= p.slip_torque)
+            dirn = np.where(np.abs(w) > 1e-9, np.sign(w), -np.sign(tau_hold))
+            w_slip = (w + hJ * (-spring + damp_c * thd_ - p.slip_torque * dirn)) / (1.0 + hJ * damp_c)
+            stopped = np.sign(w_slip) * dirn < 0.0               # crossed zero: the brake grips
             w_slip = np.where(stopped, 0.0, w_slip)
             w_new = np.where(br, np.where(held, 0.0, w_slip), w_new)
+            if loaded:
+                tau_L = spring + damp_c * (w_new - thd_)
         w = w_new
         tm = tm + hs * w
         if loaded:

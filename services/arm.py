@@ -80,7 +80,8 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
     viscous_fraction = 0.05
     slip_fraction = 1.2             # brake slip torque / torque limit
     joint_stiffness = [3e5, 3e5, 2e5, 1e5, 1e5, 1e5]   # gearbox [N·m/rad]
-    joint_damping_ratio = 0.3
+    joint_damping_ratio = 0.3       # multibody: gear-train damper, fraction of critical (motor side)
+    joint_damping_beta = 0.2        # massless: 3-7 springs' damping c = β k [s] (~2 % at 0.035 Hz)
     beam_EI = [2e7, 1.2e7, 1.2e7, 5e6, 5e6]            # SVDS's five beams [N·m²]
     beam_GJ = [2e7, 1e7, 1e7, 5e6, 5e6]
 """
@@ -142,6 +143,7 @@ ASSUMED: dict[str, Any] = {
     "slip_fraction": 1.2,
     "joint_stiffness": fx.ASSUMED_JOINT_STIFFNESS.tolist(),
     "joint_damping_ratio": 0.3,
+    "joint_damping_beta": 0.2,
     "beam_EI": [b.EI for b in fx.ASSUMED_BEAMS],
     "beam_GJ": [b.GJ for b in fx.ASSUMED_BEAMS],
 }
@@ -150,7 +152,7 @@ _VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "gear_rati
 _ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints")}
 _INT = ("flex_every", "loads_every", "servo_substeps")
 _POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "sigma_min", "auto_gain", "warn_hold",
-             "link_mass_scale", "bandwidth", "joint_damping_ratio", "gear_ratio", "motor_inertia",
+             "link_mass_scale", "bandwidth", "joint_damping_ratio", "joint_damping_beta", "gear_ratio", "motor_inertia",
              "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction")
 
 STATE, WRENCH = "arm/state", "arm/wrench"
@@ -256,6 +258,7 @@ class ArmModel:
             slip_fraction=a["slip_fraction"])
         self.joint_stiffness = np.array(a["joint_stiffness"], dtype=float)
         self.zeta = float(a["joint_damping_ratio"])
+        self.beta = float(a["joint_damping_beta"])
         self.beams = tuple(replace(b, EI=float(ei), GJ=float(gj))
                            for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"], strict=True))
         self.multibody = s["model"] == "multibody"
@@ -312,7 +315,7 @@ class ArmModel:
         return np.vstack([self.pose.p_OoJo_O, self.pose.X_OE[:3, 3]])
 
     def _flex(self) -> None:
-        """RMSFLX: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7) and their damping."""
+        """RMSFLX: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7) and their damping β/γ_i^e."""
         beams = () if self.s["flexibility"] == "joints" else self.beams
         g = fx.arm_flexibility(self._points(), self.pose.u_O, self.pose.X_OB[:, :3, :3], beams, self.joint_stiffness)
         try:
@@ -326,7 +329,9 @@ class ArmModel:
             if not hasattr(self, "k_servo"):
                 self.gamma_J = np.diag(1.0 / self.joint_stiffness)
                 self.k_servo = self.joint_stiffness.copy()
-        self.c_servo = 2.0 * self.zeta * np.sqrt(self.k_servo * self.servo_p.reflected_inertia)
+        # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
+        # damping, stiffness-proportional (Rayleigh β), ζ = β ω / 2 for a mode at ω
+        self.c_servo = self.beta * self.k_servo
 
     def _orbiter(self, u: Any, t_ns: int) -> dict[str, Any]:
         try:
