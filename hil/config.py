@@ -65,6 +65,7 @@ electric Stewart platform (assumed, not a particular product)::
     hard_limits = 1.5             # actuator speed/acceleration limits over the host's soft limits
     rate = 500.0                  # Hz internal step
     seed = 0
+    rt_priority = 0               # run the emulator under SCHED_FIFO at this priority (0: normal)
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ DEFAULTS: dict[str, Any] = {
         "hard_limits": 1.5,
         "rate": 500.0,
         "seed": 0,
+        "rt_priority": 0,
     },
 }
 
@@ -243,6 +245,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     for key in ("delay", "damping", "probe_radius", "bandwidth"):
         if em[key] < 0:
             problems.append(f"hil.emulator.{key}: must be >= 0, got {em[key]!r}")
+    if not 0 <= em["rt_priority"] <= 99:
+        problems.append(f"hil.emulator.rt_priority: must be 0..99, got {em['rt_priority']!r}")
     if em["hard_limits"] < 1.0:
         problems.append(f"hil.emulator.hard_limits: must be >= 1 (hard limits outside the soft ones), "
                         f"got {em['hard_limits']!r}")

@@ -570,7 +570,8 @@ class SocketPort:
     def __init__(self, sock: socket.socket, timeout: float = 0.001) -> None:
         self.sock = sock
         self.timeout: float | None = timeout
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def read(self, size: int = 1) -> bytes:
         r, _, _ = select.select([self.sock], [], [], self.timeout)
@@ -727,7 +728,7 @@ def spawn_emulator(table: dict | None = None, *, lockstep: bool = False, stats_p
     ConfigError
         If ``table`` is invalid (checked here, before anything starts).
     """
-    parse(table)
+    cfg = parse(table)
     master, slave = os.openpty()  # the slave stays open here until close(): EIO on the master means gone
     tty.setraw(slave)
     os.set_blocking(master, False)
@@ -736,6 +737,8 @@ def spawn_emulator(table: dict | None = None, *, lockstep: bool = False, stats_p
         args.append("--lockstep")
     if stats_path is not None:
         args += ["--stats", str(stats_path)]
+    if cfg.emulator["rt_priority"]:
+        args += ["--rt-priority", str(cfg.emulator["rt_priority"])]
     args += extra_args or []
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -7,6 +7,7 @@ bridge gets one from :func:`open_port`. Nothing here subclasses ``serial.Serial`
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import deque
@@ -118,9 +119,13 @@ def open_port(url: str, baud: int, timeout: float = 0.005, **kwargs: Any) -> Ser
     if not isinstance(baud, int) or baud <= 0:
         raise ConfigError(f"hil.baud: must be a positive integer, got {baud!r}")
     try:
-        return serial.serial_for_url(url, baudrate=baud, timeout=timeout, **kwargs)
+        port = serial.serial_for_url(url, baudrate=baud, timeout=timeout, **kwargs)
     except (serial.SerialException, OSError, ValueError) as err:
         raise RigFault(f"hil.url: cannot open {url!r}: {err}") from err
+    sock = getattr(port, "_socket", None)  # socket://: small frames must not wait for Nagle's algorithm
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return port
 
 
 @dataclass
@@ -262,11 +267,14 @@ class SerialLink:
 
     def _read_once(self, max_bytes: int) -> list[Frame]:
         try:
-            n = getattr(self.port, "in_waiting", 0)
-            data = self.port.read(min(max(n, 1), max_bytes))
-            n = getattr(self.port, "in_waiting", 0)
-            if n:
-                data += self.port.read(min(n, max_bytes))
+            data = self.port.read(1)  # waits up to the port's timeout
+            if data:  # then whatever else is there, without waiting (in_waiting is 0/1 on socket://)
+                timeout = self.port.timeout
+                self.port.timeout = 0
+                try:
+                    data += self.port.read(max_bytes)
+                finally:
+                    self.port.timeout = timeout
         except (serial.SerialException, OSError) as err:
             raise RigFault(f"hil link: read failed: {err}") from err
         if not data:
