@@ -10,7 +10,7 @@ from errors import ConfigError
 from hil.bridge import HilBridge, build, relative_motion, validate
 from hil.config import parse
 from hil.emulator import LockstepPort, LockstepRig
-from hil.framing import Fault
+from hil.framing import CRC_SIZE, HEADER_SIZE, Fault, wire_size
 from hil.link import SerialLink
 from hil.stewart import pose_from_vector
 from protocol.service import Sample
@@ -261,3 +261,39 @@ def test_clamped_command_gives_no_feedback_force():
     assert out["hil/status"]["link"]["clamped"] > 100
     assert not out["hil/feedback"]["valid"]  # ... but that force is not the simulation's
     np.testing.assert_array_equal(out["hil/feedback"]["F_Bo_B"], np.zeros(6))
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_realtime_build_measures_the_emulated_delay():
+    """build() in realtime: emulator process on a pty, reader thread; the delay estimate
+    can never be below the emulated round trip (causality) and should be close to it."""
+    import time
+
+    delay = 0.005
+    config = {"sim": {"mode": "realtime"}, "services": {"hil": {"kind": "hil.bridge", "rate_hz": 250}},
+              "hil": {"watchdog": 0.2, "emulator": {"delay": delay}}}
+    h_ns = 4_000_000
+    b = build(config, "hil", h_ns)
+    try:
+        t0 = time.monotonic()
+        n = 0
+        engaged = False
+        while time.monotonic() - t0 < 30.0:
+            t_ns = n * h_ns
+            u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                        "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, 0.001], [0, 0, 0]))})
+            out = b.step(t_ns, h_ns, u)
+            engaged = engaged or out["hil/status"]["state"] == "ENGAGED"
+            n += 1
+            if engaged and n * h_ns * 1e-9 > 1.0 and b.link.delay.samples_us and len(b.link.delay.samples_us) > 100:
+                break
+            time.sleep(max(0.0, t0 + n * h_ns * 1e-9 - time.monotonic()))
+        assert engaged
+        rtt = b.link.delay.rtt_s
+        # at least the shortest host frame (a heartbeat) and a 6-axis telemetry on the emulated line
+        line = (wire_size(HEADER_SIZE + CRC_SIZE) + wire_size(HEADER_SIZE + 38 + 24 + CRC_SIZE)) * 10 / 921600
+        assert 2 * delay + line <= rtt + 1e-5  # never below what the emulated link takes
+        assert rtt < 2 * delay + line + 0.02
+    finally:
+        b.close()
