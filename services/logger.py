@@ -844,6 +844,7 @@ def recover(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = N
     good_end = 8
     with src.open("rb") as f, tmp.open("wb") as g:
         w = Writer(g, compression=CompressionType.ZSTD)
+        _install_fast_builder(w)
         w.start(profile="", library="berthsim recover")
 
         def put(rec: Any) -> None:
