@@ -203,7 +203,11 @@ class ReplaySource:
         self.name = name
         self.period_ns = int(period_ns)
         self.selected = select_topics(self.log.topics, topics, exclude)
-        self.outputs = tuple(Port(t, SCHEMAS[t].kind if t in SCHEMAS else "state") for t in self.selected)
+        unknown = [t for t in self.selected if t not in SCHEMAS]
+        if unknown:
+            raise LogError(f"log {str(self.log.path)!r}: no usable schema for topics {unknown} (not in this "
+                           "program, not a berthsim JSON schema in the log); --exclude them")
+        self.outputs = tuple(Port(t, SCHEMAS[t].kind) for t in self.selected)
         self.start_ns = self.log.start_ns if start_ns is None else max(int(start_ns), self.log.start_ns)
         self.end_ns = self.log.end_ns if end_ns is None else min(int(end_ns), self.log.end_ns)
         if self.end_ns < self.start_ns:
