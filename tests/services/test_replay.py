@@ -255,3 +255,16 @@ def test_resim_needs_a_known_service(tmp_path, capsys):
     McapLogger(log, config=tomllib.loads(toy_config(tmp_path).read_text())).close()
     rc, _, err = cli(capsys, "replay", str(log), "--resim", "zz")
     assert rc == 2 and "zz" in err
+
+
+def test_a_topic_without_a_usable_schema_is_refused_by_name(tmp_path):
+    from mcap.writer import Writer
+    path = tmp_path / "foreign.mcap"
+    with path.open("wb") as f:
+        w = Writer(f)
+        w.start()
+        cid = w.register_channel("foreign/topic", "json", w.register_schema("Foreign", "jsonschema", b"{}"))
+        w.add_message(cid, 0, b"{}", 0)
+        w.finish()
+    with pytest.raises(LogError, match="foreign/topic"):
+        ReplaySource(path)
