@@ -240,8 +240,11 @@ def test_missing_truncated_and_non_mcap_files_name_the_file(tmp_path, big_log, c
             open_log(bad)
         msg = str(e.value)
         assert str(bad) in msg and why in msg and "\n" not in msg
-    rc, _, err = cli(capsys, "replay", str(trunc))
-    assert rc == 2 and str(trunc) in err and len(err.strip().splitlines()) == 1
+    for cmd in ("replay", "report", "export"):
+        rc, _, err = cli(capsys, cmd, str(trunc))
+        assert rc == 2 and str(trunc) in err and len(err.strip().splitlines()) == 1, cmd
+    rc, _, err = cli(capsys, "recover", str(text))
+    assert rc == 2 and str(text) in err and "not an MCAP" in err and len(err.strip().splitlines()) == 1
 
 
 def test_unwritable_log_is_a_log_error(tmp_path):
