@@ -2,6 +2,7 @@
 
 import itertools
 import os
+import random
 import socket
 import tempfile
 
@@ -10,17 +11,15 @@ import pytest
 _counter = itertools.count()
 
 
-def free_base_port() -> int:
-    """A port p with p, p+1, p+2 free on 127.0.0.1 (checked by binding)."""
+def free_base_port(n: int = 8) -> int:
+    """A port p with p … p+n-1 free on 127.0.0.1 (checked by binding): control, launcher, services."""
+    rng = random.Random()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p > 65000:
-            continue
+        # below the kernel's ephemeral range, so outgoing connections cannot take them meanwhile
+        p = rng.randrange(20000, 32000 - n)
         socks = []
         try:
-            for i in range(3):
+            for i in range(n):
                 t = socket.socket()
                 socks.append(t)
                 t.bind(("127.0.0.1", p + i))
@@ -30,7 +29,7 @@ def free_base_port() -> int:
         finally:
             for t in socks:
                 t.close()
-    raise RuntimeError("no three consecutive free ports")
+    raise RuntimeError(f"no {n} consecutive free ports")
 
 
 def bus_url(scheme: str, directory: str | None = None) -> str:
