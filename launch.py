@@ -3,16 +3,24 @@
 
 Subcommands live in :data:`COMMANDS`, a table ``name -> (help, add_arguments, handler)``;
 add one with a one-line entry (``help=None`` hides it). ``python3 launch.py`` with no
-arguments runs :data:`DEFAULT_CONFIG`.
+arguments runs :data:`DEFAULT_CONFIG`, the SRMS berthing scenario (the main job).
 
-    launch.py run CONFIG [--only a,b] [--inprocess] [--mode lockstep|realtime]
-                         [--duration S] [--speed X] [--transport ipc|tcp|inproc] [--log PATH]
+    launch.py run [CONFIG] [--only a,b] [--inprocess] [--mode lockstep|realtime]
+                           [--duration S] [--speed X] [--transport ipc|tcp|inproc] [--log PATH]
+                           [--hil URL] [--no-report]
     launch.py check CONFIG [--only a,b]
     launch.py keys DIR [--names server,client]
 
-Exit codes: 0 success, 1 a service failed, 2 invalid configuration or usage,
-128+signal when interrupted. The config layout is documented in :mod:`protocol.config`,
-the run in :mod:`protocol.launcher`.
+The main job (``run`` of a scenario with a contact service and a logger): a progress line
+on stderr (simulation time, real-time factor, phase; ``BERTHSIM_NO_PROGRESS=1`` turns it
+off), the log under ``runs/<timestamp>/run.mcap`` unless ``--log`` or ``sim.log`` says
+otherwise, and beside it the report (``report/``), the figures (``summary.json``) and, on
+stderr, a table of them (:func:`run_figures`, :func:`summary_table`).
+
+Exit codes: 0 success (for a scripted scenario: it went as scripted), 1 a service failed,
+2 invalid configuration or usage, 3 the run ended but not as scripted (a phase missing,
+a capture missed), 128+signal when interrupted. The config layout is documented in
+:mod:`protocol.config`, the run in :mod:`protocol.launcher`.
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -57,27 +67,345 @@ def _config_problems(err: ConfigError) -> int:
     return 2
 
 
+# ---------------------------------------------------------------- the main job: progress, figures, table
+PHASES = ("approach", "capture", "berthing move", "berthing contact", "release")
+"""The five phases of a berthing run, entered on the contact events of :func:`phase_after`."""
+_ENTERS = {"capture": 1, "rigidize": 2, "first_contact": 3, "release": 4}
+
+
+def phase_after(phase: int, event: str) -> int:
+    """Phase index after a ``contact/event`` kind: capture → capture, rigidize → berthing move,
+    first_contact (once grappled) → berthing contact, release → release; never backwards."""
+    nxt = _ENTERS.get(event, phase)
+    if event == "first_contact" and phase < 2:
+        return phase
+    return max(phase, nxt)
+
+
+def _expected_events(config: dict[str, Any], t_end_s: float) -> list[str]:
+    """Contact events a run to ``t_end_s`` must show to have gone as scripted.
+
+    A scripted ``capture`` before the end must give ``capture`` (and ``rigidize`` once
+    ``contact.rigidize_delay`` has passed); a scripted ``release`` must find the payload
+    berthed first (``first_contact``, ``latch``) and give ``release``.
+    """
+    delay = float(config.get("contact", {}).get("rigidize_delay", 0.5))
+    out: list[str] = []
+    for c in config.get("operator", {}).get("script", []):
+        t = float(c.get("t", 0.0))
+        if c.get("cmd") == "capture" and t < t_end_s:
+            out += ["capture"] + (["rigidize"] if t + delay < t_end_s else [])
+        elif c.get("cmd") == "release" and t < t_end_s:
+            out += ["first_contact", "latch", "release"]
+    return out
+
+
+def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The main job's figures from a run's log.
+
+    Phase start times, the capture (relative velocity before the snare, the envelope
+    metrics), peak berthing-interface force and moment on the orbiter at Lo (from the
+    first contact on; the snare's one-step impulse is not an interface load) and the
+    rig's sensed peak, the misalignment of B from its berthed pose in L when the
+    latches closed, the drift of the total linear momentum of orbiter + payload (the
+    SVDS arm is massless, seed 003 2-4…2-9) and the rig link's counters.
+
+    Raises
+    ------
+    LogError
+        If the log is missing, truncated or not MCAP.
+    """
+    import numpy as np
+
+    from hil.stewart import pose_from_vector
+    from protocol.codec import decode
+    from services.logger import open_log
+
+    with open_log(log_path) as log:
+        cfg = config if config is not None else (log.config() or {})
+        events: list[dict[str, Any]] = []
+        P0 = P = None
+        dP = 0.0
+        F_peak = M_peak = F_rig = 0.0
+        link: dict[str, Any] = {}
+        hil_state = None
+        orb = None
+        m_O = float(cfg.get("orbiter", {}).get("mass", 0.0))
+        m_T = float(cfg.get("payload", {}).get("mass", 0.0))
+        t_contact = None
+        topics = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
+        for m in log.messages([t for t in topics if t in log.topics]):
+            s = decode(m.topic, m.payload)
+            b = s.body
+            if m.topic == "contact/event":
+                for ev in b["events"]:
+                    events.append(dict(ev))
+                    if ev["kind"] == "first_contact" and t_contact is None and any(
+                            e["kind"] == "rigidize" for e in events):
+                        t_contact = s.t_ns
+            elif m.topic == "contact/wrench":
+                if t_contact is not None and s.t_ns >= t_contact and b["active"]:
+                    F_peak = max(F_peak, float(np.linalg.norm(b["F_Lo_W"][3:])))
+                    M_peak = max(M_peak, float(np.linalg.norm(b["F_Lo_W"][:3])))
+            elif m.topic == "hil/feedback":
+                if b["valid"]:
+                    F_rig = max(F_rig, float(np.linalg.norm(b["F_Bo_B"][3:])))
+            elif m.topic == "hil/status":
+                link, hil_state = dict(b["link"]), b["state"]
+            elif m.topic == "orbiter/state":
+                orb = (s.t_ns, np.asarray(b["v_WOo_W"]))
+            elif m.topic == "payload/state" and orb is not None and orb[0] == s.t_ns:
+                P = m_O * orb[1] + m_T * np.asarray(b["v_WTo_W"])
+                if P0 is None:
+                    P0 = P
+                dP = max(dP, float(np.linalg.norm(P - P0)))
+    first = {}
+    for ev in events:
+        first.setdefault(ev["kind"], ev)
+    phase, starts = 0, {PHASES[0]: 0.0}
+    for ev in events:
+        nxt = phase_after(phase, ev["kind"])
+        if nxt != phase:
+            phase = nxt
+            starts.setdefault(PHASES[phase], float(ev["t"]))
+    out: dict[str, Any] = {"phases": starts, "events": [[round(float(e["t"]), 4), e["kind"]] for e in events],
+                           "phases_completed": len(starts)}
+    if "capture" in first:
+        V = np.asarray(first["capture"]["V_rel_pre_W"], dtype=float)
+        out["capture"] = {"t": first["capture"]["t"], "v_rel_m_s": float(np.linalg.norm(V[3:])),
+                          "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
+                          **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll") if k in first["capture"]}}
+    if "miss" in first:
+        out["miss"] = {"t": first["miss"]["t"], "reason": first["miss"].get("reason", "")}
+    if "latch" in first and "X_LB" in first["latch"]:
+        X = np.asarray(first["latch"]["X_LB"], dtype=float)
+        Xb = pose_from_vector(cfg.get("contact", {}).get("latch", {}).get("X_LB", [0.0] * 6))
+        dR = Xb[:3, :3].T @ X[:3, :3]
+        out["latch"] = {"t": first["latch"]["t"],
+                        "misalignment_m": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),
+                        "misalignment_deg": float(np.degrees(np.arccos(np.clip((np.trace(dR) - 1) / 2, -1, 1))))}
+    out["interface_peak"] = {"force_N": F_peak, "moment_Nm": M_peak, "rig_force_N": F_rig}
+    out["momentum_drift_Ns"] = dP
+    out["orbit_on"] = float(cfg.get("orbiter", {}).get("orbit_altitude", 0.0)) > 0.0
+    out["momentum_P0_Ns"] = float(np.linalg.norm(P0)) if P0 is not None else 0.0
+    out["rig"] = {"state": hil_state, **{k: link[k] for k in ("crc_errors", "bad_frames", "seq_lost", "rx_fps",
+                                                           "rtt_p99_s", "tx_frames", "rx_frames") if k in link}}
+    return out
+
+
+def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: bool) -> str:
+    """The end-of-run table (text) from :func:`run_figures` and the services' final statistics."""
+    rows: list[tuple[str, str]] = []
+    for name in PHASES:
+        t = fig["phases"].get(name)
+        rows.append((f"phase: {name}", "—" if t is None else f"from t = {t:7.2f} s"))
+    if "latch" in fig:
+        rows.append(("latches closed", f"t = {fig['latch']['t']:7.2f} s"))
+    c = fig.get("capture")
+    if c:
+        rows.append(("capture relative velocity", f"{c['v_rel_m_s'] * 1e3:.1f} mm/s, {c['w_rel_deg_s']:.3f} °/s"))
+    if "miss" in fig:
+        rows.append(("capture MISSED", f"t = {fig['miss']['t']:.2f} s: {fig['miss']['reason']}"))
+    p = fig["interface_peak"]
+    rig = f" (rig sensed {p['rig_force_N']:.0f} N)" if p["rig_force_N"] else ""
+    rows.append(("peak interface force / moment", f"{p['force_N']:.0f} N / {p['moment_Nm']:.0f} N·m{rig}"))
+    if "latch" in fig:
+        lat = fig["latch"]
+        rows.append(("misalignment at latch", f"{lat['misalignment_m'] * 1e3:.1f} mm, {lat['misalignment_deg']:.2f}°"))
+    orbit = " (orbital terms on: not an invariant)" if fig.get("orbit_on") else ""
+    rows.append(("momentum drift (orbiter + payload)",
+                 f"{fig['momentum_drift_Ns']:.3g} N·s of {fig['momentum_P0_Ns']:.3g} N·s{orbit}"))
+    over = {n: int(s.get("overruns", 0)) for n, s in stats.items() if s}
+    rows.append(("overruns", ", ".join(f"{n} {v}" for n, v in over.items()) or "—"))
+    r = fig["rig"]
+    if r.get("state") is not None:
+        link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
+                f"{r.get('crc_errors', 0)}, bad frames {r.get('bad_frames', 0)}, lost {r.get('seq_lost', 0)}; "
+                f"rig {r['state']}")
+        rows.append(("rig link", link))
+    rows.append(("completed as scripted", "yes" if ok else "NO"))
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)
+
+
 # ---------------------------------------------------------------- run
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario")
+    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario (default: the embedded one)")
     p.add_argument("--only", help="comma-separated services to run on this host")
     p.add_argument("--inprocess", action="store_true", help="every service as a thread over inproc://")
     p.add_argument("--mode", choices=("lockstep", "realtime"))
     p.add_argument("--duration", type=float, help="simulation seconds (0 = until stopped)")
     p.add_argument("--speed", type=float, help="lockstep real-time factor (0 = as fast as possible)")
     p.add_argument("--transport", choices=("ipc", "tcp", "inproc"))
-    p.add_argument("--log", help="MCAP log path (read by the logger service as sim.log)")
+    p.add_argument("--log", help="MCAP log path (default runs/<timestamp>/run.mcap when the run has a logger)")
+    p.add_argument("--hil", metavar="URL", help="the rig's serial port or pyserial URL instead of [hil] url")
+    p.add_argument("--no-report", action="store_true", help="no report and figures after the run")
+
+
+def _run_dir() -> Path:
+    """A new ``runs/<timestamp>`` directory under the working directory."""
+    base = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    d, k = base, 1
+    while d.exists():
+        d, k = base.with_name(f"{base.name}-{k}"), k + 1
+    d.mkdir(parents=True)
+    return d
+
+
+def _with_hil_url(config_path: str, url: str, where: Path) -> str:
+    """A copy of the config with ``[hil] url`` replaced, written into ``where``; its path."""
+    from protocol.config import load
+    from services.replay import toml_dumps
+    cfg = load(config_path)
+    cfg["hil"] = {**cfg.get("hil", {}), "url": url}
+    sec = cfg.get("security")
+    if isinstance(sec, dict) and not Path(sec.get("keys_dir", "keys")).is_absolute():
+        sec["keys_dir"] = str(Path(config_path).resolve().parent / sec.get("keys_dir", "keys"))
+    out = where / f"{Path(config_path).stem}-hil.toml"
+    out.write_text(f"# {config_path} with [hil] url = {url!r} (launch.py run --hil)\n" + toml_dumps(cfg))
+    return str(out)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    """Validate, then launch and supervise the run."""
-    from protocol.launcher import Launcher
-    overrides = _overrides(a)
+    """Validate, then launch and supervise the run; after it, the main job's figures and report.
+
+    Exit code 0 only when every service ran to the end and, for a scripted scenario, the
+    run went as scripted (:func:`_expected_events`); 3 when it ran to the end but did not.
+    """
+    only = _only(a.only)
     try:
-        plan = _plan(a.config, _only(a.only), overrides)
+        plan = _plan(a.config, only)
     except ConfigError as err:
         return _config_problems(err)
-    return Launcher(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides).run()
+    has_logger = any(s.kind == "logger" and (not only or n in only) for n, s in plan.services.items())
+    run_dir = None
+    if a.log is None and has_logger and plan.sim.get("log") is None:
+        run_dir = _run_dir()
+        a.log = str(run_dir / "run.mcap")
+    config_path = a.config
+    if a.hil:
+        config_path = _with_hil_url(a.config, a.hil, run_dir or Path(tempfile.mkdtemp(prefix="berthsim-hil-")))
+    overrides = _overrides(a)
+    try:
+        plan = _plan(config_path, only, overrides)
+    except ConfigError as err:
+        return _config_problems(err)
+    show = os.environ.get("BERTHSIM_NO_PROGRESS", "") in ("", "0")
+    launcher = _main_job_launcher()(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides,
+                                    progress=show)
+    code = launcher.run()
+    log = Path(plan.sim["log"]) if plan.sim.get("log") else None
+    if code in (0, 1) and log is not None and log.exists() and "contact" in plan.config.get("services", {}):
+        code = _after_run(plan, log, launcher, code, report=not a.no_report)
+    return code
+
+
+def _after_run(plan: Any, log: Path, launcher: Any, code: int, report: bool) -> int:
+    """Figures, table, ``summary.json`` and report beside the log; the run's exit code."""
+    from errors import LogError
+    try:
+        fig = run_figures(log, plan.config)
+    except LogError as err:
+        print(f"berthsim: cannot read the log for the summary: {err}", file=sys.stderr)
+        return code or 1
+    t_end_s = plan.duration_ns * 1e-9 if code == 0 else max((r.t_ns for r in launcher.records.values()), default=0) * 1e-9
+    expected = _expected_events(plan.config, t_end_s)
+    seen = [k for _, k in fig["events"]]
+    it = iter(seen)
+    as_scripted = all(k in it for k in expected) and "miss" not in seen  # in order (a subsequence)
+    fig["ok"] = code == 0 and as_scripted
+    fig["expected_events"] = expected
+    stats = {n: r.stats for n, r in launcher.records.items()}
+    fig["overruns"] = {n: int(s.get("overruns", 0)) for n, s in stats.items() if s}
+    (log.parent / "summary.json").write_text(json.dumps(fig, indent=1, default=float))
+    if report:
+        try:
+            from services.report import make_report
+            rep = make_report(log, log.parent / "report")
+            fig["report"] = str(rep.pdf)
+        except Exception as err:  # noqa: BLE001 - the run's result stands without its plots
+            print(f"berthsim: report failed: {type(err).__name__}: {err}", file=sys.stderr)
+    where = f"log {log}" + (f", report {fig['report']}" if "report" in fig else "")
+    verdict = "completed as scripted" if fig["ok"] else "did NOT complete as scripted"
+    print(f"berthsim: run {verdict}; {where}", file=sys.stderr)
+    print(summary_table(fig, stats, fig["ok"]), file=sys.stderr)
+    if code == 0 and not as_scripted:
+        missing = [k for k in expected if k not in seen]
+        miss = f"; capture missed: {fig['miss']['reason']}" if "miss" in fig else ""
+        print(f"berthsim: expected events missing: {', '.join(missing) or 'order'}{miss}", file=sys.stderr)
+        return 3
+    return code
+
+
+def _main_job_launcher() -> type:
+    """:class:`protocol.launcher.Launcher` with the main job's progress line (imported lazily)."""
+    from protocol.codec import decode
+    from protocol.launcher import Launcher
+
+    class _Tap:
+        """The launcher's bus, with ``contact/event`` messages taken out for the progress line."""
+
+        def __init__(self, bus: Any, on_event: Callable[[Any], None]) -> None:
+            self._bus, self._on = bus, on_event
+            bus.subscribe("contact/event")
+
+        def recv(self, timeout: float | None = 0.0) -> Any:
+            while True:
+                m = self._bus.recv(timeout)
+                if m is None or m.topic != "contact/event":
+                    return m
+                self._on(m)
+                timeout = 0.0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._bus, name)
+
+    class MainJobLauncher(Launcher):
+        """The launcher plus a progress line on stderr: simulation time, real-time factor, phase."""
+
+        def __init__(self, *args: Any, progress: bool = True, **kw: Any) -> None:
+            super().__init__(*args, **kw)
+            self._show = progress
+            self._tty = self.err.isatty()
+            self._phase, self._t_sim, self._wall0 = 0, 0, 0.0
+            self._next_line = 0.0
+
+        def _event(self, m: Any) -> None:
+            try:
+                s = decode(m.topic, m.payload)
+            except Exception:  # noqa: BLE001 - a bad message only costs the progress line
+                return
+            self._t_sim = max(self._t_sim, s.t_ns)
+            for ev in s.body["events"]:
+                self._phase = phase_after(self._phase, ev.get("kind", ""))
+
+        def _run_master(self) -> int:
+            if self.bus is not None and "contact" in self.records:
+                self.bus = _Tap(self.bus, self._event)
+            self._wall0 = time.monotonic()
+            code = super()._run_master()
+            if self._show and self._tty:
+                print(file=self.err, flush=True)
+            return code
+
+        def _poll(self, timeout: float) -> None:
+            super()._poll(timeout)
+            if not (self._show and self._started):
+                return
+            now = time.monotonic()
+            if now < self._next_line:
+                return
+            self._next_line = now + (0.25 if self._tty else 10.0)
+            t = self._t_sim or min((r.t_ns for r in self.records.values() if r.role != "sink"), default=0)
+            t_end = self.plan.duration_ns
+            rtf = t * 1e-9 / max(now - self._wall0, 1e-9)
+            frac = min(t / t_end, 1.0) if t_end else 0.0
+            bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+            text = (f"[{bar}] t = {t * 1e-9:7.2f}/{t_end * 1e-9:.0f} s  {rtf:5.2f}x real time  "
+                    f"phase: {PHASES[self._phase]}")
+            print("\r" + text if self._tty else text, end="" if self._tty else "\n", file=self.err, flush=True)
+
+    return MainJobLauncher
 
 
 # ---------------------------------------------------------------- check
