@@ -26,7 +26,8 @@ Modes
 -----
 ``manual`` (manual augmented: point-of-resolution rates in the orbiter or end-effector
 frame, resolved through J^-1, damped least squares near a singularity), ``auto``
-(waypoints of the point of resolution with per-leg rates), ``single`` (one joint),
+(waypoints of the point of resolution with per-leg rates; the position feedback uses the
+motor-side angles, so that the arm's elastic motion is not fed back), ``single`` (one joint),
 ``brakes`` (servos off, brakes on), ``hold`` (servos hold). Point-of-resolution rates are
 clipped to ``v_max``/``w_max`` (``v_max_loaded``/``w_max_loaded`` while grappled), joint
 rates scaled into their limits and stopped at the angle limits; each clip is reported in
@@ -484,10 +485,14 @@ class ArmModel:
         return clipped
 
     def _auto_rates(self, vmax: float, wmax: float) -> np.ndarray:
+        # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
+        # the arm angles also carry the structure's elastic motion; feeding it back would drive
+        # the flexible modes.
+        X_OE = rms.rms_kinematics(self.geom, self.servo.theta_m).X_OE if self.grappled else self.pose.X_OE
         while self.waypoints:
             wp = self.waypoints[0]
-            e_p = np.asarray(wp["p"], float) - self.pose.X_OE[:3, 3]
-            R_OE = self.pose.X_OE[:3, :3]
+            e_p = np.asarray(wp["p"], float) - X_OE[:3, 3]
+            R_OE = X_OE[:3, :3]
             e_r = _rot_between(sp.quat_to_rotation(wp["quat"]), R_OE) if "quat" in wp else np.zeros(3)
             tol_p, tol_r = self.s["auto_tol"]
             if np.linalg.norm(e_p) <= tol_p and np.linalg.norm(e_r) <= tol_r:
