@@ -673,6 +673,16 @@ class ContactModel:
         self.last_power = power
         if self.grappled and not self.rigidized and self.X_OE is not None:
             F_T_Wo = F_T_Wo + self._snare_wrench(orb)
+        # contact episodes
+        if active and not self.in_contact:
+            self.in_contact = True
+            self.episode_V_pre = V_rel_B
+            self.episode_impulse = np.zeros(6) if self.con["berthing"] == "compliant" else self.episode_impulse
+            events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
+        elif not active and self.in_contact and not self.berthed:
+            self.in_contact = False
+            events.append(_event("rebound", t1, self.episode_V_pre, V_rel_B, self.episode_impulse))
+            self.episode_impulse = np.zeros(6)
         if not self.berthed and (active or not self.surfaces):  # latches close on seated trunnions
             V_LB_L = rotate_spatial(X_WL[:3, :3].T, V_rel_B)
             X_LB = pose_inverse(X_WL) @ X_WB
@@ -686,16 +696,6 @@ class ContactModel:
             F_B = dc.latch_wrench(X_WL, V_O_B, X_WB, self._twist_at(self.state, X_WB[:3, 3]), self.X_LB_latched,
                                   **self.latch_spring)
             F_T_Wo = F_T_Wo + wrench_about_origin(F_B, X_WB[:3, 3])
-        # contact episodes
-        if active and not self.in_contact:
-            self.in_contact = True
-            self.episode_V_pre = V_rel_B
-            self.episode_impulse = np.zeros(6) if self.con["berthing"] == "compliant" else self.episode_impulse
-            events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
-        elif not active and self.in_contact and not self.berthed:
-            self.in_contact = False
-            events.append(_event("rebound", t1, self.episode_V_pre, V_rel_B, self.episode_impulse))
-            self.episode_impulse = np.zeros(6)
         if self.in_contact:
             self.episode_impulse += F_T_Wo * h
         self.F_cont_O_Wo = -F_T_Wo
