@@ -235,10 +235,6 @@ class ZmqBus(_Closing):
             prefix = self._prefix[topic] = topic.encode() + SEPARATOR
         self.pub.send(prefix + payload, copy=True)
 
-    def send_frame(self, frame: bytes) -> None:
-        """Publish a raw frame as is (tests inject malformed frames with it)."""
-        self.pub.send(frame)
-
     def subscribe(self, topic: str) -> None:
         """Receive ``topic`` exactly; ``""`` receives everything."""
         self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode() + SEPARATOR if topic else b"")

@@ -76,7 +76,7 @@ import numpy as np
 import zmq
 
 from errors import LifecycleError, MessageError
-from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus
+from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
 from protocol.codec import decode, encode
 from protocol.messages import SEPARATOR, schema_for
 from protocol.security import Security
@@ -226,8 +226,6 @@ class ServiceShell:
         self.outputs: tuple[Port, ...] = tuple(getattr(obj, "outputs", ()))
         self.buf = InputBuffer(self.inputs)
         self._input_kind = {p.topic: p.kind for p in self.inputs}
-        self._topics = {p.topic.encode(): p.topic for p in self.inputs}
-        self._topics[b"sim/control"] = "sim/control"
         self._out_seq = {p.topic: 0 for p in self.outputs}
         self._out_prefix = tuple((p.topic, p.topic.encode() + SEPARATOR) for p in self.outputs)
         self._empty_event: dict[str, dict[str, Any]] = {p.topic: {"events": []} for p in self.outputs
@@ -321,12 +319,7 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
-        i = frame.find(SEPARATOR)
-        raw = frame[:i] if i > 0 else b""
-        topic = self._topics.get(raw)
-        if topic is None:
-            topic = raw.decode(errors="replace")
-        payload = frame[i + 1:]
+        topic, payload = split_frame(frame)
         self.received += 1
         if topic == "sim/control":
             try:
