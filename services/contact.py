@@ -684,9 +684,10 @@ class ContactModel:
             events.append(_event("rebound", t1, self.episode_V_pre, V_rel_B, self.episode_impulse))
             self.episode_impulse = np.zeros(6)
         if not self.berthed and (active or not self.surfaces):  # latches close on seated trunnions
-            V_LB_L = rotate_spatial(X_WL[:3, :3].T, V_rel_B)
             X_LB = pose_inverse(X_WL) @ X_WB
-            ok, _ = dc.latch_check(X_LB, V_LB_L, self.X_LB_berthed, self.criteria)
+            near = float(np.linalg.norm(X_LB[:3, 3] - self.X_LB_berthed[:3, 3])) <= self.criteria.position
+            ok = near and dc.latch_check(X_LB, rotate_spatial(X_WL[:3, :3].T, V_rel_B), self.X_LB_berthed,
+                                         self.criteria)[0]
             if ok:
                 self.berthed = True
                 self.X_LB_latched = X_LB
