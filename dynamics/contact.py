@@ -46,21 +46,21 @@ from dynamics.spatial import as_vector, rotation_to_quat, skew
 from errors import ModelError, ShapeError
 
 __all__ = [
-    "cross3",
-    "ContactLaw",
-    "PointContact",
-    "hunt_crossley",
-    "friction_coefficient",
-    "point_plane",
     "CaptureEnvelope",
-    "capture_check",
-    "LockResult",
-    "plastic_lock",
+    "ContactLaw",
     "LatchCriteria",
+    "LockResult",
+    "PointContact",
+    "capture_check",
+    "cross3",
+    "friction_coefficient",
+    "hunt_crossley",
     "latch_check",
     "latch_wrench",
-    "rotation_error",
     "orbiter_chaser",
+    "plastic_lock",
+    "point_plane",
+    "rotation_error",
 ]
 
 Array = NDArray[np.float64]

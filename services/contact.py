@@ -164,7 +164,7 @@ from services.orbiter import (
     wrench_about_origin,
 )
 
-__all__ = ["TABLES", "validate", "build", "ContactModel", "hil_refusal"]
+__all__ = ["TABLES", "ContactModel", "build", "hil_refusal", "validate"]
 
 Array = NDArray[np.float64]
 

@@ -61,8 +61,19 @@ from errors import BerthsimError, ConfigError
 from hil.stewart import pose_from_vector
 from protocol.service import Inputs, Port
 
-__all__ = ["TABLES", "validate", "build", "OrbiterModel", "check_table", "body_model", "initial_state",
-           "pose_key", "flow_wrench_Wo", "wrench_about_origin", "wrench_about_mean_com"]
+__all__ = [
+    "TABLES",
+    "OrbiterModel",
+    "body_model",
+    "build",
+    "check_table",
+    "flow_wrench_Wo",
+    "initial_state",
+    "pose_key",
+    "validate",
+    "wrench_about_mean_com",
+    "wrench_about_origin",
+]
 
 Array = NDArray[np.float64]
 
