@@ -416,6 +416,11 @@ def test_compliant_contact_energy_loss_matches_integrated_damping_power():
         loss = total_energy(cfg, tr.orb[0], tr.pay[0]) - total_energy(cfg, tr.orb[times[-1]], tr.pay[times[-1]])
         assert loss > 0.1 * total_energy(cfg, tr.orb[0], tr.pay[0])
         errs.append(abs(ms[1].dissipated - loss) / loss)
+        # the rebound event's impulse is the payload's momentum change over the contact
+        fc, rb_ev = tr.event("first_contact"), tr.event("rebound")
+        dP = 12000.0 * (tr.pay[rb_ev["t_ns"]].v_WBo_W - tr.pay[fc["t_ns"]].v_WBo_W)
+        np.testing.assert_allclose(rb_ev["impulse_Wo_W"][3:], dP, rtol=1e-9, atol=1e-9)
+        assert rb_ev["V_rel_pre_W"][5] < 0 < rb_ev["V_rel_post_W"][5]
     assert errs[0] < 0.005
     assert errs[1] < 0.6 * errs[0]  # converges with h: a discretisation error, not a missing term
 
