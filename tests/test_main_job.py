@@ -9,8 +9,8 @@
   :func:`tests.test_configs.approach`) and the rest of its script, so that the snare comes
   1 s into the run. With the orbital terms off (W inertial, no external force), two
   lockstep runs give logs that are bit-identical apart from the wall-clock fields
-  (``wall_ns`` of every envelope, the ``sim/*`` runtime statistics and the link's
-  wall-clock figures), and the total linear momentum of orbiter + payload (the SVDS arm is
+  (``wall_ns`` of every envelope, the ``sim/*`` runtime statistics, the link's
+  wall-clock figures) and the rig's measurements (:data:`WALL_FIELDS`), and the total linear momentum of orbiter + payload (the SVDS arm is
   massless, seed 003 eqs. 2-4…2-9) and their angular momentum about Wo are conserved
   across the capture impulse and the arm's forces, to the bound stated in
   :func:`test_capture_deterministic_and_momentum_conserved`;
@@ -54,8 +54,12 @@ T_SHORT = 2.0
 T_LATE = 12.0
 """Where the late start picks the default scenario up: 1 s before its capture command."""
 
-WALL_FIELDS = {"hil/status": ("link",), "hil/feedback": ("delay_s",)}
-"""Fields measured on the wall clock (the link's rates and round trip), left out of bit-identity."""
+WALL_FIELDS = {"hil/status": ("link", "state"), "hil/feedback": ("delay_s", "legs", "F_Bo_B", "valid")}
+"""Fields left out of bit-identity: measured on the wall clock (the link's rates and round trip),
+or what the rig reports over the pty (its state, legs, force/torque): the bridge takes the
+latest telemetry frame that has arrived, which is not always the reply to this step's
+setpoint, so the rig's answers can land one step apart. The contact model does not use
+them (``contact.source = "model"``); the command to the rig (``hil/command``) is compared."""
 
 
 def _env() -> dict[str, str]:
@@ -162,24 +166,21 @@ def _momentum(path: Path, cfg: dict, skip_ns: set[int]) -> tuple[np.ndarray, np.
     I_O = np.diag(cfg["orbiter"]["inertia"])
     I_T = np.diag(cfg["payload"]["inertia"])
     m_O, m_T = cfg["orbiter"]["mass"], cfg["payload"]["mass"]
-    orb: dict[int, dict] = {}
-    ts, P, L = [], [], []
+    states: dict[str, dict[int, dict]] = {"orbiter/state": {}, "payload/state": {}}
     with open_log(path) as log:
-        for m in log.messages(["orbiter/state", "payload/state"]):
+        for m in log.messages(list(states)):
             s = decode(m.topic, m.payload)
-            if m.topic == "orbiter/state":
-                orb[s.t_ns] = s.body
-                continue
-            o = orb.get(s.t_ns)
-            if o is None or s.t_ns in skip_ns:
-                continue
-            b = s.body
-            R_WO, R_WT = quat_to_rotation(o["quat_WO"]), quat_to_rotation(b["quat_WT"])
-            p_O, v_O, p_T, v_T = o["p_WoOo_W"], o["v_WOo_W"], b["p_WoTo_W"], b["v_WTo_W"]
-            ts.append(s.t_ns * 1e-9)
-            P.append(m_O * v_O + m_T * v_T)
-            L.append(m_O * np.cross(p_O, v_O) + R_WO @ I_O @ o["w_WO_O"]
-                     + m_T * np.cross(p_T, v_T) + R_WT @ I_T @ b["w_WT_T"])
+            states[m.topic][s.t_ns] = s.body
+    orb, pay = states["orbiter/state"], states["payload/state"]
+    ts, P, L = [], [], []
+    for t_ns in sorted(set(orb) & set(pay) - skip_ns):
+        o, b = orb[t_ns], pay[t_ns]
+        R_WO, R_WT = quat_to_rotation(o["quat_WO"]), quat_to_rotation(b["quat_WT"])
+        p_O, v_O, p_T, v_T = o["p_WoOo_W"], o["v_WOo_W"], b["p_WoTo_W"], b["v_WTo_W"]
+        ts.append(t_ns * 1e-9)
+        P.append(m_O * v_O + m_T * v_T)
+        L.append(m_O * np.cross(p_O, v_O) + R_WO @ I_O @ o["w_WO_O"]
+                 + m_T * np.cross(p_T, v_T) + R_WT @ I_T @ b["w_WT_T"])
     return np.array(ts), np.array(P), np.array(L)
 
 
@@ -223,7 +224,7 @@ def test_capture_deterministic_and_momentum_conserved(tmp_path: Path) -> None:
     J = float(np.linalg.norm(cap["impulse_Wo_W"][3:]))               # the snare's impulse [N·s]
     assert J > 1.0                                                   # a real exchange to conserve
     t, P, L = _momentum(logs[0], cfg, {int(e["t_ns"]) for e in events})
-    assert t[-1] >= T_SHORT - 0.01 and len(t) > 150
+    assert t[-1] >= T_SHORT - 0.01 and len(t) >= int(T_SHORT * 100) - 1
     dP = np.linalg.norm(P - P[0], axis=1).max()
     dL = np.linalg.norm(L - L[0], axis=1).max()
     scale_P = J + np.linalg.norm(P[0])
