@@ -440,6 +440,18 @@ def cmd_keys(a: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- analyze
+def _analyze_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("case", help="yoshida1992 or cyril1998 (services.analysis.CASES)")
+    p.add_argument("--out", help="directory for CSV and PNG files (default: print only)")
+
+
+def cmd_analyze(a: argparse.Namespace) -> int:
+    """Reproduce a seed's worked example (:mod:`services.analysis`)."""
+    from services.analysis import main as analyze
+    return analyze([a.case] + (["--out", a.out] if a.out else []))
+
+
 # ---------------------------------------------------------------- worker (hidden)
 def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config")
@@ -504,6 +516,7 @@ COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None],
     "recover": ("rebuild the index and summary of a log whose logger died",
                 lambda p: __import__("services.logger", fromlist=["main"]).add_recover_arguments(p),
                 lambda a: __import__("services.logger", fromlist=["main"]).recover_main(a)),
+    "analyze": ("reproduce a seed's worked example", _analyze_args, cmd_analyze),
     "_worker": (None, _worker_args, cmd_worker),
 }
 
