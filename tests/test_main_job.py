@@ -307,7 +307,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
             workers = _workers(launcher.pid)
             time.sleep(0.2)
         assert set(workers) >= {"orbiter", "arm", "contact", "hil", "operator", "logger"}, workers
-        time.sleep(6.0)                                              # running a few seconds in realtime
+        time.sleep(3.0)                                              # running a few seconds in realtime
         assert launcher.poll() is None, "".join(line for _, line in lines)
         os.kill(workers["arm"], signal.SIGKILL)
         t_kill = time.monotonic()
