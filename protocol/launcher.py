@@ -385,20 +385,31 @@ class Launcher:
             return 128 + int(s)
 
     def _stop_all(self, fast: bool = False) -> None:
-        """Stop models/sources, then sinks; terminate, then kill, stragglers. Bounded (< 1 s when fast)."""
-        if fast and self.server is not None:  # a failure: everyone at once, sinks included
-            for r in self.records.values():
-                self.server.send(r.name, {"op": "stop"})
+        """Stop models/sources, then sinks; terminate, then kill, stragglers.
+
+        In order (normal stop): models and sources first, so that the sinks (the logger)
+        still see their last messages, then the sinks. After a failure (``fast``) every
+        service is told to stop at once and all are reaped together, so the whole stop
+        takes at most ~0.7 s (0.4 s grace, SIGTERM, 0.2 s, SIGKILL).
+        """
+        if fast:
+            everyone = list(self.records.values())
+            if self.server is not None:
+                for r in everyone:
+                    self.server.send(r.name, {"op": "stop"})
+                for f in getattr(self, "_followers", ()):
+                    self.server.send(f, {"op": "stop"})
+            self._reap(everyone, 0.4)
+            return
         groups = [[r for r in self.records.values() if r.role != "sink"],
                   [r for r in self.records.values() if r.role == "sink"]]
         for group in groups:
-            names = [r.name for r in group]
             if self.server is not None:
-                for n in names:
-                    self.server.send(n, {"op": "stop"})
+                for r in group:
+                    self.server.send(r.name, {"op": "stop"})
                 for f in getattr(self, "_followers", ()):
                     self.server.send(f, {"op": "stop"})
-            self._reap(group, 0.3 if fast else 3.0)
+            self._reap(group, 3.0)
         self._reap(list(self.records.values()), 0.2)
 
     def _reap(self, group: list[ServiceRecord], grace: float) -> None:
