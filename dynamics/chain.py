@@ -1122,7 +1122,7 @@ def step_rk4(
         if not model.floating:
             return vel
         out = vel.copy()
-        out[:3] = _dexp_inv(dx[:3], vel[:3])
+        out[:3] = sp.dexp_inv(-dx[:3], vel[:3])  # inverse left Jacobian: world-frame rate
         return out
 
     def accel(dx: Array, vel: Array) -> Array:
@@ -1140,13 +1140,3 @@ def step_rk4(
     vn = v0 + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
     return config(dx), vn
 
-
-def _dexp_inv(xi: Array, w: Array) -> Array:
-    """Inverse left Jacobian of SO(3) applied to w: ξ̇ for ``exp(ξ)`` moving at world rate w."""
-    t = float(np.linalg.norm(xi))
-    xw = np.cross(xi, w)
-    if t < 1e-6:
-        coef = 1.0 / 12.0
-    else:
-        coef = (1.0 - 0.5 * t / np.tan(0.5 * t)) / (t * t)
-    return w - 0.5 * xw + coef * np.cross(xi, xw)

@@ -36,8 +36,8 @@ from dynamics.spatial import (
     quat_conjugate,
     quat_integrate,
     quat_multiply,
-    quat_normalize,
     quat_to_rotation,
+    quat_to_rotvec,
     rotation_to_quat,
 )
 from errors import ConfigError, NoSolutionError, ShapeError
@@ -63,17 +63,10 @@ def _as_pose(X: ArrayLike, name: str) -> Array:
     return a
 
 
-def _rotvec(q: Array) -> Array:
-    """Rotation vector (3,) [rad] of a unit ``quat_wxyz`` (angle in [0, π])."""
-    q = quat_normalize(q)
-    s = float(np.linalg.norm(q[1:]))
-    return np.zeros(3) if s < 1e-15 else q[1:] / s * 2.0 * math.atan2(s, q[0])
-
-
 def pose_vector(X_RP: ArrayLike) -> Array:
     """``[p_RoPo_R (3); θ (3)]`` with θ the rotation vector of ``R_RP`` [m, rad], shape (6,)."""
     X = _as_pose(X_RP, "X_RP")
-    return np.concatenate([X[:3, 3], _rotvec(rotation_to_quat(X[:3, :3]))])
+    return np.concatenate([X[:3, 3], quat_to_rotvec(rotation_to_quat(X[:3, :3]))])
 
 
 def pose_from_vector(x: ArrayLike) -> Array:
@@ -501,7 +494,7 @@ class PoseMap:
         if not problems:
             return ClampResult(target, self.rig.inverse(target), 1.0, [])
         q0 = rotation_to_quat(self.X_RP0[:3, :3])
-        w = _rotvec(quat_multiply(quat_conjugate(q0), rotation_to_quat(target[:3, :3])))
+        w = quat_to_rotvec(quat_multiply(quat_conjugate(q0), rotation_to_quat(target[:3, :3])))
         p0, p1 = self.X_RP0[:3, 3], target[:3, 3]
 
         def between(s: float) -> Array:  # translation linear, rotation along the geodesic

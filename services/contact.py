@@ -148,9 +148,8 @@ from numpy.typing import NDArray
 from dynamics import contact as dc
 from dynamics import impact as im
 from dynamics import rigid_body as rb
-from dynamics.contact import cross3
 from dynamics.orbit import CircularOrbit, cw_acceleration
-from dynamics.spatial import pose, pose_inverse, quat_integrate, rotate_spatial
+from dynamics.spatial import cross3, pose, pose_inverse, quat_integrate, rotate_spatial
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.service import Inputs, Port
 from services.orbiter import (

@@ -54,9 +54,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynamics import rigid_body as rb
-from dynamics.contact import cross3, rotation_error
+from dynamics.contact import rotation_error
 from dynamics.orbit import CircularOrbit, cw_acceleration
-from dynamics.spatial import quat_to_rotation, rotation_to_quat
+from dynamics.spatial import cross3, quat_to_rotation, rotation_to_quat
 from errors import BerthsimError, ConfigError
 from hil.stewart import pose_from_vector
 from protocol.service import Inputs, Port

@@ -71,3 +71,79 @@ def test_bad_shapes_are_refused():
         sp.pose(np.eye(3), [1, 2])
     with pytest.raises(ShapeError, match="not finite"):
         sp.as_vector([1, np.nan, 0], 3, "v")
+
+
+def test_as_vector_refuses_non_finite_long_vectors():
+    x = np.zeros(40)
+    x[-1] = np.inf
+    with pytest.raises(ShapeError, match="x: not finite"):
+        sp.as_vector(x, 40, "x")
+    assert sp.as_vector(np.arange(40.0), 40, "x").shape == (40,)
+
+
+def test_cross3_matches_numpy():
+    for _ in range(20):
+        a, b = rng.normal(size=3), rng.normal(size=3)
+        np.testing.assert_allclose(sp.cross3(a, b), np.cross(a, b), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(sp.cross3([1, 0, 0], (0, 1, 0)), [0, 0, 1])
+    with pytest.raises(ShapeError, match="cross3"):
+        sp.cross3([1, 2], [1, 2, 3])
+
+
+def test_rotation_vector_matches_scipy():
+    # random, tiny (first-order branch) and near-π (quaternion branch) angles
+    angles = [*rng.uniform(0, np.pi, 20), 1e-9, 3e-7, np.pi - 1e-4, np.pi - 2e-3, np.pi]
+    for angle in angles:
+        axis = rng.normal(size=3)
+        theta = angle * axis / np.linalg.norm(axis)
+        R = Rotation.from_rotvec(theta)
+        ref = R.as_rotvec()
+        got_R = sp.rotation_vector(R.as_matrix())
+        x, y, z, w = R.as_quat()
+        got_q = sp.quat_to_rotvec([w, x, y, z])
+        for got in (got_R, got_q):
+            if angle > np.pi - 1e-6:  # θ and −θ are the same rotation at π
+                got = got if np.dot(got, ref) >= 0 else -got
+            np.testing.assert_allclose(got, ref, atol=1e-10)
+    np.testing.assert_array_equal(sp.quat_to_rotvec([1, 0, 0, 0]), np.zeros(3))
+    np.testing.assert_array_equal(sp.rotation_vector(np.eye(3)), np.zeros(3))
+    with pytest.raises(ShapeError, match="R"):
+        sp.rotation_vector(np.eye(4))
+
+
+def _rotvec_rate_numeric(phi, phidot, eps=1e-6):
+    """Body and world rates of R(t) = exp([φ(t)×]) by central differences (scipy's exp/log)."""
+    Rp = Rotation.from_rotvec(phi + eps * phidot)
+    Rm = Rotation.from_rotvec(phi - eps * phidot)
+    w_body = (Rm.inv() * Rp).as_rotvec() / (2 * eps)
+    w_world = (Rp * Rm.inv()).as_rotvec() / (2 * eps)
+    return w_body, w_world
+
+
+def test_dexp_inv_right_and_left_against_finite_differences():
+    # phi spans the series branch (θ² < 1e-8), the closed form, and θ up to 3 rad
+    for theta in [0.0, 1e-6, 5e-5, 1e-3, 0.3, 1.5, 3.0]:
+        axis = rng.normal(size=3)
+        phi = theta * axis / np.linalg.norm(axis)
+        w = rng.normal(size=3)
+        # right: R = R_k exp(φ) with body rate w
+        phidot = sp.dexp_inv(phi, w)
+        w_body, _ = _rotvec_rate_numeric(phi, phidot)
+        np.testing.assert_allclose(w_body, w, atol=1e-8)
+        # left: R = exp(φ) R_k with world rate w
+        phidot = sp.dexp_inv(-phi, w)
+        _, w_world = _rotvec_rate_numeric(phi, phidot)
+        np.testing.assert_allclose(w_world, w, atol=1e-8)
+
+
+def test_dexp_inv_coefficient_closed_forms_agree():
+    # c = 1/θ² − (1 + cos θ)/(2θ sin θ) = (1 − (θ/2)cot(θ/2))/θ² → 1/12 as θ → 0
+    w = np.array([0.0, 1.0, 0.0])
+    for theta in [1e-5, 1e-4, 0.1, 1.0, 2.5]:
+        phi = np.array([theta, 0.0, 0.0])
+        # φ × (φ × w) = −θ² w for w ⟂ φ, and φ × w = θ e_z
+        c = (1.0 - 0.5 * theta / np.tan(0.5 * theta)) / theta**2 if theta > 1e-3 else 1 / 12 + theta**2 / 720
+        expected = w + 0.5 * np.array([0.0, 0.0, theta]) - c * theta**2 * w
+        np.testing.assert_allclose(sp.dexp_inv(phi, w), expected, rtol=0, atol=1e-12)
+    with pytest.raises(ShapeError, match="phi, w"):
+        sp.dexp_inv([0.0, 0.0], w)
