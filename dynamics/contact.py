@@ -36,6 +36,7 @@ No I/O, no globals.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,32 +231,35 @@ def point_plane(p_WoPo_W: ArrayLike, v_WPo_W: ArrayLike, p_WoSo_W: ArrayLike, n_
         On a wrong shape or a zero normal (non-finite values are not checked here, for
         speed: they propagate into the result).
     """
-    p = _vec3(p_WoPo_W, "p_WoPo_W")
-    s = _vec3(p_WoSo_W, "p_WoSo_W")
-    n = _vec3(n_W, "n_W")
-    nn = float(np.sqrt(n @ n))
+    # plain float arithmetic on the components: ~3x cheaper than numpy on (3,) arrays (1 kHz step)
+    px, py, pz = _vec3(p_WoPo_W, "p_WoPo_W").tolist()
+    sx, sy, sz = _vec3(p_WoSo_W, "p_WoSo_W").tolist()
+    nx, ny, nz = _vec3(n_W, "n_W").tolist()
+    nn = math.sqrt(nx * nx + ny * ny + nz * nz)
     if not nn > 1e-12:
-        raise ShapeError(f"n_W: zero normal {n.tolist()}")
-    n = n / nn
+        raise ShapeError(f"n_W: zero normal {[nx, ny, nz]}")
+    nx, ny, nz = nx / nn, ny / nn, nz / nn
     u = _vec3(v_WPo_W, "v_WPo_W") - _vec3(v_WS_W, "v_WS_W")
-    d = p - s
-    dn = float(d @ n)
+    ux, uy, uz = u.tolist()
+    dx, dy, dz = px - sx, py - sy, pz - sz
+    dn = dx * nx + dy * ny + dz * nz
     delta = -dn
-    delta_dot = -float(u @ n)
-    lat = d - dn * n
-    lateral = float(np.sqrt(lat @ lat))
+    delta_dot = -(ux * nx + uy * ny + uz * nz)
+    lx, ly, lz = dx - dn * nx, dy - dn * ny, dz - dn * nz
+    lateral = math.sqrt(lx * lx + ly * ly + lz * lz)
     if delta <= 0.0 or delta > depth or lateral > radius:
         return PointContact(False, delta, delta_dot, _ZERO3, 0.0, u)
     F_n, F_e = hunt_crossley(delta, delta_dot, law)
-    u_t = u + delta_dot * n
-    st = float(np.sqrt(u_t @ u_t))
-    f = F_n * n
+    tx, ty, tz = ux + delta_dot * nx, uy + delta_dot * ny, uz + delta_dot * nz  # tangential slip u_t
+    st = math.sqrt(tx * tx + ty * ty + tz * tz)
+    fx, fy, fz = F_n * nx, F_n * ny, F_n * nz
     P_f = 0.0
     if st > 0.0 and F_n > 0.0 and law.mu_s > 0.0:
         mu = friction_coefficient(st, law)
-        f = f - (mu * F_n / st) * u_t
+        k = mu * F_n / st
+        fx, fy, fz = fx - k * tx, fy - k * ty, fz - k * tz
         P_f = mu * F_n * st
-    return PointContact(True, delta, delta_dot, f, (F_n - F_e) * delta_dot + P_f, u)
+    return PointContact(True, delta, delta_dot, np.array([fx, fy, fz]), (F_n - F_e) * delta_dot + P_f, u)
 
 
 # ---------------------------------------------------------------- capture

@@ -103,12 +103,12 @@ def cross3(a: ArrayLike, b: ArrayLike) -> Array:
     ShapeError
         If ``a`` or ``b`` does not have exactly three components.
     """
-    try:
-        a0, a1, a2 = a
-        b0, b1, b2 = b
+    try:  # ndarray.tolist(): Python floats, several times faster than numpy scalars
+        a0, a1, a2 = a.tolist() if isinstance(a, np.ndarray) else a
+        b0, b1, b2 = b.tolist() if isinstance(b, np.ndarray) else b
     except (TypeError, ValueError) as err:
         raise ShapeError(f"cross3: expected two (3,) vectors, got {np.shape(a)} and {np.shape(b)}") from err
-    return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
+    return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dtype=np.float64)
 
 
 def quat_multiply(q1: ArrayLike, q2: ArrayLike) -> Array:
