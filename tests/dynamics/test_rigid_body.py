@@ -17,7 +17,7 @@ def _random_inertia(rng):
 
 
 def _run(model, state, F, h, T, orbit=None):
-    for _ in range(int(round(T / h))):
+    for _ in range(round(T / h)):
         state = rb.step(model, state, F, h, orbit=orbit)
     return state
 
@@ -175,3 +175,16 @@ def test_bad_shapes_refused():
         rb.step(model, s, np.zeros(6), 0.0)
     with pytest.raises(ValueError, match="substeps"):
         rb.step(model, s, np.zeros(6), 0.1, substeps=0)
+
+
+def test_step_result_is_a_valid_read_only_state():
+    model = rb.RigidBodyModel("p", 2.0, np.diag([1.0, 2.0, 2.5]))
+    s = rb.RigidBodyState([0.1, 0, 0], [0.5, 0.5, -0.5, 0.5], [0, 0.2, 0], [0.3, -0.1, 0.2])
+    s1 = rb.step(model, s, [0.1, 0, 0, 0, 0, 1.0], 0.1, substeps=3)
+    assert isinstance(s1, rb.RigidBodyState)
+    for a, n in ((s1.p_WoBo_W, 3), (s1.quat_WB, 4), (s1.v_WBo_W, 3), (s1.w_WB_B, 3)):
+        assert a.shape == (n,) and a.dtype == np.float64 and not a.flags.writeable
+    assert np.linalg.norm(s1.quat_WB) == pytest.approx(1.0, abs=1e-15) and s1.quat_WB[0] >= 0.0
+    # a result that overflows is refused, naming the field (as the constructor would)
+    with pytest.raises(ShapeError, match="p_WoBo_W: not finite"):
+        rb.step(model, s, [0, 0, 0, 1e308, 0, 0], 1e10)
