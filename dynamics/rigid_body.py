@@ -317,7 +317,9 @@ def step(
     """Advance one rigid body by ``h`` with the wrench held constant (in W) over the step.
 
     RK4 in Runge–Kutta–Munthe-Kaas form (module docstring): fourth order, quaternion
-    advanced with :func:`dynamics.spatial.quat_integrate`, unit by construction.
+    advanced with :func:`dynamics.spatial.quat_integrate`, unit by construction. The inputs
+    are checked once; the stages run on Python floats (no state objects, no re-validation),
+    which is what keeps a 1 kHz co-simulation step cheap.
 
     Parameters
     ----------
@@ -341,7 +343,7 @@ def step(
     Raises
     ------
     ShapeError
-        If ``F_Bo_W`` is not a finite (6,) array.
+        If ``F_Bo_W`` is not a finite (6,) array, or the result is not finite (overflow).
     ValueError
         If ``h`` is not positive and finite or ``substeps`` < 1.
     """
@@ -375,7 +377,9 @@ def _rkmk4(
 ) -> tuple[list[float], Array, list[float], list[float]]:
     """One RK4 Munthe-Kaas step on float 3-lists (p, v, w, φ); the quaternion as an array."""
 
-    def f(p: list[float], v: list[float], w: list[float], phi: list[float], q: Array | None = None) -> tuple[list[float], ...]:
+    def f(
+        p: list[float], v: list[float], w: list[float], phi: list[float], q: Array | None = None
+    ) -> tuple[list[float], ...]:
         if q is None:
             q = quat_integrate(q0, phi, 1.0)
         vdot, wdot = _rates(model, p, v, quat_to_rotation(q).tolist(), q, w, F, orbit)
