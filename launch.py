@@ -117,7 +117,7 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
     """
     import numpy as np
 
-    from hil.stewart import pose_from_vector
+    from dynamics.spatial import pose_from_vector
     from protocol.codec import decode
     from services.logger import open_log
 

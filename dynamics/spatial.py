@@ -27,7 +27,9 @@ __all__ = [
     "cross3",
     "dexp_inv",
     "pose",
+    "pose_from_vector",
     "pose_inverse",
+    "pose_vector",
     "quat_angle",
     "quat_conjugate",
     "quat_integrate",
@@ -438,3 +440,30 @@ def rotate_spatial(R_AB: ArrayLike, S_B: ArrayLike) -> Array:
     if S.shape != (6,):
         raise ShapeError(f"S_B: expected shape (6,), got {S.shape}")
     return np.concatenate([R @ S[:3], R @ S[3:]])
+
+
+def pose_vector(X_AB: ArrayLike) -> Array:
+    """Pose 6-vector ``[p_AoBo_A (3); θ (3)]`` of ``X_AB`` (4, 4), θ the rotation vector of ``R_AB``.
+
+    The form in which configs and the rig mapping write poses. [m, rad]
+
+    Raises
+    ------
+    ShapeError
+        If ``X_AB`` is not (4, 4).
+    """
+    X = _as_matrix(X_AB, (4, 4), "X_AB")
+    return np.concatenate([X[:3, 3], quat_to_rotvec(rotation_to_quat(X[:3, :3]))])
+
+
+def pose_from_vector(x: ArrayLike) -> Array:
+    """Inverse of :func:`pose_vector`: ``X_AB`` (4, 4) from ``[p (3); θ (3)]`` [m, rad].
+
+    Raises
+    ------
+    ShapeError
+        If ``x`` is not (6,) or not finite; the message names "pose vector".
+    """
+    v = as_vector(x, 6, "pose vector")
+    q = quat_integrate(np.array([1.0, 0.0, 0.0, 0.0]), v[3:], 1.0)
+    return pose(quat_to_rotation(q), v[:3])

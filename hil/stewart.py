@@ -33,6 +33,8 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics.spatial import (
     as_vector,
     pose,
+    pose_from_vector,
+    pose_vector,
     quat_conjugate,
     quat_integrate,
     quat_multiply,
@@ -61,19 +63,6 @@ def _as_pose(X: ArrayLike, name: str) -> Array:
     if a.shape != (4, 4) or not np.all(np.isfinite(a)):
         raise ShapeError(f"{name}: expected a finite (4, 4) pose, got shape {a.shape}")
     return a
-
-
-def pose_vector(X_RP: ArrayLike) -> Array:
-    """``[p_RoPo_R (3); θ (3)]`` with θ the rotation vector of ``R_RP`` [m, rad], shape (6,)."""
-    X = _as_pose(X_RP, "X_RP")
-    return np.concatenate([X[:3, 3], quat_to_rotvec(rotation_to_quat(X[:3, :3]))])
-
-
-def pose_from_vector(x: ArrayLike) -> Array:
-    """Inverse of :func:`pose_vector`: ``X_RP`` (4, 4) from ``[p (3); θ (3)]``."""
-    v = as_vector(x, 6, "pose vector")
-    q = quat_integrate(np.array([1.0, 0.0, 0.0, 0.0]), v[3:], 1.0)
-    return pose(quat_to_rotation(q), v[:3])
 
 
 @dataclass(frozen=True)

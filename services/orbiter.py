@@ -58,7 +58,7 @@ from dynamics.contact import rotation_error
 from dynamics.orbit import CircularOrbit, cw_acceleration
 from dynamics.spatial import cross3, quat_to_rotation, rotation_to_quat
 from errors import BerthsimError, ConfigError
-from hil.stewart import pose_from_vector
+from dynamics.spatial import pose_from_vector
 from protocol.service import Inputs, Port
 
 __all__ = [

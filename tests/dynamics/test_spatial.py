@@ -147,3 +147,12 @@ def test_dexp_inv_coefficient_closed_forms_agree():
         np.testing.assert_allclose(sp.dexp_inv(phi, w), expected, rtol=0, atol=1e-12)
     with pytest.raises(ShapeError, match="phi, w"):
         sp.dexp_inv([0.0, 0.0], w)
+
+
+def test_pose_vector_round_trip_and_rotation_vector_meaning():
+    x = np.array([1.0, -2.0, 0.5, 0.3, -0.2, 0.1])
+    X = sp.pose_from_vector(x)
+    np.testing.assert_allclose(X[:3, :3], Rotation.from_rotvec(x[3:]).as_matrix(), atol=1e-14)
+    np.testing.assert_allclose(sp.pose_vector(X), x, atol=1e-13)
+    with pytest.raises(ShapeError, match="pose vector"):
+        sp.pose_from_vector([0, 0, 0])
