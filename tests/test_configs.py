@@ -36,9 +36,14 @@ from dynamics import rms
 from dynamics.cases import reference_path
 from dynamics.contact import CaptureEnvelope, capture_check
 from dynamics.orbit import CircularOrbit
-from dynamics.spatial import pose, pose_inverse, quat_to_rotation, shift_twist
+from dynamics.spatial import (
+    pose,
+    pose_from_vector,
+    pose_inverse,
+    quat_to_rotation,
+    shift_twist,
+)
 from dynamics.urdf import chain_from_urdf
-from hil.stewart import pose_from_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))

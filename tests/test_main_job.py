@@ -37,9 +37,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from dynamics.spatial import quat_to_rotation
+from dynamics.spatial import pose_vector, quat_to_rotation
 from errors import LogError
-from hil.stewart import pose_vector
 from protocol.codec import decode
 from services.logger import open_log, recover
 from services.replay import toml_dumps
