@@ -306,7 +306,11 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
             workers = _workers(launcher.pid)
             time.sleep(0.2)
         assert set(workers) >= {"orbiter", "arm", "contact", "hil", "operator", "logger"}, workers
-        time.sleep(3.0)                                              # running a few seconds in realtime
+        # running: the logger has written its first chunks of messages (about 1 s of data)
+        while time.monotonic() < deadline + 30 and launcher.poll() is None and \
+                (not log.exists() or log.stat().st_size < 100_000):
+            time.sleep(0.1)
+        time.sleep(1.0)
         assert launcher.poll() is None, "".join(line for _, line in lines)
         os.kill(workers["arm"], signal.SIGKILL)
         t_kill = time.monotonic()
