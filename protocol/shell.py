@@ -381,7 +381,9 @@ class ServiceShell:
                 self._freeze(msg)
             elif op == "resume" and self.state == "frozen":
                 self._resume(msg)
-            elif op in ("ack", "start") or (op == "freeze" and self.state == "ready"):
+            elif op in ("ack", "start") or (op == "freeze" and self.state in ("configured", "ready")):
+                # a freeze before the start is kept, whether or not the ack was handled yet
+                # (ack, start and freeze can arrive in one drain): run() starts frozen
                 self._pending_ops.append(msg)
         if self.stop_event.is_set():
             raise _Stop()
