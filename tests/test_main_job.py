@@ -362,9 +362,9 @@ def test_realtime_kill_one_process(killed_run: dict) -> None:
     np.testing.assert_allclose(st["axes"], st["neutral"], atol=0.01)
 
 
-@pytest.mark.xfail(strict=False, reason="protocol/launcher.py _stop_all(fast=True): 0.4 s grace for the models, "
-                   "then 0.4 s for the sinks and the terminate/kill waits; measured 0.95 s (models) and 1.31 s "
-                   "(logger) after the death was reported, on a loaded 2-core machine")
+@pytest.mark.xfail(strict=False, reason="the launcher's failure stop now reaps every service together "
+                   "(bounded ~0.7 s by construction) and this passed in the last runs; before that change it "
+                   "measured 0.95 s (models) and 1.31 s (logger). Non-strict until it holds over more runs")
 def test_realtime_kill_others_stop_within_1s(killed_run: dict) -> None:
     r = killed_run
     timing = f"launcher said so after {r['said'][0]:.3f} s; the others stopped after {r['stopped']}"
