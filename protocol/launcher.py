@@ -394,23 +394,24 @@ class Launcher:
         """
         if fast:
             everyone = list(self.records.values())
-            if self.server is not None:
-                for r in everyone:
-                    self.server.send(r.name, {"op": "stop"})
-                for f in getattr(self, "_followers", ()):
-                    self.server.send(f, {"op": "stop"})
+            self._send_stop(everyone)
             self._reap(everyone, 0.4)
             return
         groups = [[r for r in self.records.values() if r.role != "sink"],
                   [r for r in self.records.values() if r.role == "sink"]]
         for group in groups:
-            if self.server is not None:
-                for r in group:
-                    self.server.send(r.name, {"op": "stop"})
-                for f in getattr(self, "_followers", ()):
-                    self.server.send(f, {"op": "stop"})
+            self._send_stop(group)
             self._reap(group, 3.0)
         self._reap(list(self.records.values()), 0.2)
+
+    def _send_stop(self, group: list[ServiceRecord]) -> None:
+        """Tell ``group`` and every follower launcher to stop (no-op without a control server)."""
+        if self.server is None:
+            return
+        for r in group:
+            self.server.send(r.name, {"op": "stop"})
+        for f in getattr(self, "_followers", ()):
+            self.server.send(f, {"op": "stop"})
 
     def _reap(self, group: list[ServiceRecord], grace: float) -> None:
         end = time.monotonic() + grace
