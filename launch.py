@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -500,22 +501,34 @@ def cmd_worker(a: argparse.Namespace) -> int:
 
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+def _lazy(module: str, add: str, run: str, *extra: Any) -> tuple[Callable[[argparse.ArgumentParser], None], Handler]:
+    """``(add_arguments, handler)`` of a command that lives in ``module``, imported only when used.
+
+    ``add`` and ``run`` name the module's functions; ``extra`` is passed to ``run`` after the
+    parsed arguments. Keeps ``launch.py --help`` and ``run`` free of the plotting and export imports.
+    """
+
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        getattr(importlib.import_module(module), add)(p)
+
+    def handler(a: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(module), run)(a, *extra)
+
+    return add_arguments, handler
+
+
 COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None], Handler]] = {
     "run": ("run a scenario", _run_args, cmd_run),
     "check": ("validate a scenario and print its plan", _check_args, cmd_check),
     "keys": ("write CurveZMQ key pairs", _keys_args, cmd_keys),
     "replay": ("replay a log onto the bus, or re-simulate one service (--resim)",
-               lambda p: __import__("services.replay", fromlist=["main"]).add_arguments(p),
-               lambda a: __import__("services.replay", fromlist=["main"]).main(a, __file__)),
-    "report": ("plot a log: PNG figures and a multi-page PDF",
-               lambda p: __import__("services.report", fromlist=["main"]).add_arguments(p),
-               lambda a: __import__("services.report", fromlist=["main"]).main(a)),
-    "export": ("export a log to Parquet or CSV",
-               lambda p: __import__("services.export", fromlist=["main"]).add_arguments(p),
-               lambda a: __import__("services.export", fromlist=["main"]).main(a)),
+               *_lazy("services.replay", "add_arguments", "main", __file__)),
+    "report": ("plot a log: PNG figures and a multi-page PDF", *_lazy("services.report", "add_arguments", "main")),
+    "export": ("export a log to Parquet or CSV", *_lazy("services.export", "add_arguments", "main")),
     "recover": ("rebuild the index and summary of a log whose logger died",
-                lambda p: __import__("services.logger", fromlist=["main"]).add_recover_arguments(p),
-                lambda a: __import__("services.logger", fromlist=["main"]).recover_main(a)),
+                *_lazy("services.logger", "add_recover_arguments", "recover_main")),
     "analyze": ("reproduce a seed's worked example", _analyze_args, cmd_analyze),
     "_worker": (None, _worker_args, cmd_worker),
 }
