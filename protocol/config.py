@@ -66,28 +66,28 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Mapping
 
 from errors import ConfigError
 from protocol.bus import LAUNCHER, check_url, mesh_endpoints
 from protocol.security import SECURITY_KEYS, Security, is_loopback
 from protocol.timebase import check_rates, period_ns, seconds_to_ns
 
-__all__ = ["SIM_KEYS", "SERVICE_KEYS", "ServiceSpec", "RunPlan", "load", "service_module", "with_overrides",
-           "peers_of", "validate"]
+__all__ = ["SIM_KEYS", "SERVICE_KEYS", "ServiceSpec", "RunPlan", "check_table", "load", "service_module",
+           "with_overrides", "peers_of", "validate"]
 
 Num = (int, float)
 
 SIM_KEYS: dict[str, tuple[Any, Any]] = {
     # key: (types, default)
-    "mode": (str, "lockstep"),
+    "mode": (("lockstep", "realtime"), "lockstep"),
     "duration": (Num, 0.0),
     "speed": (Num, 0.0),
-    "transport": (str, "ipc"),
+    "transport": (("ipc", "tcp", "inproc"), "ipc"),
     "bus": (str, None),
     "seed": (int, 0),
     "base_tick_ns": (int, None),
-    "overrun_policy": (str, "continue"),
+    "overrun_policy": (("continue", "freeze", "stop"), "continue"),
     "overrun_limit": (int, 10),
     "ready_timeout": (Num, 60.0),
     "stats_period": (Num, 1.0),
@@ -96,9 +96,6 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "hosts": (dict, None),
     "rt_priority": (int, 10),
 }
-MODES = ("lockstep", "realtime")
-TRANSPORTS = ("ipc", "tcp", "inproc")
-POLICIES = ("continue", "freeze", "stop")
 
 SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str, "endpoint": str}
 RUNTIME_TABLES = ("sim", "services", "security")
@@ -171,16 +168,75 @@ def service_module(kind: str) -> ModuleType:
 
 def _type_name(types: Any) -> str:
     if isinstance(types, tuple):
-        return " or ".join(t.__name__ for t in types)
-    return types.__name__
+        return " or ".join(getattr(t, "__name__", str(t)) for t in types)
+    return getattr(types, "__name__", str(types))
 
 
-def _check_type(where: str, value: Any, types: Any) -> str | None:
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        return f"{where}: expected {_type_name(types)}, got {value!r}"
-    if not isinstance(value, types):
-        return f"{where}: expected {_type_name(types)}, got {type(value).__name__} {value!r}"
+def _is_vec(value: Any, n: int) -> bool:
+    return (isinstance(value, list) and len(value) == n
+            and all(isinstance(x, Num) and not isinstance(x, bool) and math.isfinite(x) for x in value))
+
+
+def _check_value(where: str, value: Any, kind: Any) -> str | None:
+    """The problem with one config value of the given kind (see :func:`check_table`), or None."""
+    if isinstance(kind, tuple) and len(kind) == 2 and kind[0] == "vec":
+        if not _is_vec(value, kind[1]):
+            return f"{where}: expected a list of {kind[1]} finite numbers, got {value!r}"
+    elif kind == "inertia":
+        if not (_is_vec(value, 3) or (isinstance(value, list) and len(value) == 3
+                                      and all(_is_vec(r, 3) for r in value))):
+            return f"{where}: expected 3 principal moments or 3×3 rows (kg·m²), got {value!r}"
+    elif kind in ("list", "table"):
+        typ = list if kind == "list" else dict
+        if not isinstance(value, typ):
+            return f"{where}: expected a {typ.__name__}, got {value!r}"
+    elif isinstance(kind, tuple) and all(isinstance(k, str) for k in kind):
+        if value not in kind:
+            return f"{where}: expected one of {', '.join(kind)}, got {value!r}"
+    elif isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        return f"{where}: expected {_type_name(kind)}, got {value!r}"
+    elif not isinstance(value, kind) or (isinstance(value, float) and not math.isfinite(value)):
+        return f"{where}: expected a finite {_type_name(kind)}, got {value!r}"
     return None
+
+
+def check_table(config: Mapping[str, Any], table: str, keys: Mapping[str, tuple[Any, Any]],
+                problems: list[str]) -> dict[str, Any]:
+    """Values of ``[table]`` with defaults filled in; appends a line to ``problems`` per bad key.
+
+    Parameters
+    ----------
+    config : Mapping
+        The parsed TOML (or any mapping holding ``table``).
+    table : str
+        Name of the table to check; missing = empty (every default).
+    keys : Mapping
+        key -> (kind, default). ``kind`` is a type or tuple of types (a float must be
+        finite; ``bool`` is accepted only where listed), a tuple of allowed strings,
+        ``("vec", n)`` (list of n finite numbers), ``"inertia"`` (3 numbers or 3×3 rows),
+        ``"list"`` (any list, checked by the caller) or ``"table"`` (a sub-table).
+    problems : list of str
+        Appended to: one line per unknown or bad key, naming ``table.key`` and the value.
+
+    Returns
+    -------
+    dict
+        Every key of ``keys``: the given value (also when it is bad — callers check
+        ``problems`` before using it) or the default.
+    """
+    raw = config.get(table, {})
+    if not isinstance(raw, dict):
+        problems.append(f"[{table}]: expected a table, got {raw!r}")
+        raw = {}
+    for key in raw:
+        if key not in keys:
+            problems.append(f"{table}.{key}: unknown key (known: {', '.join(keys)})")
+    out: dict[str, Any] = {}
+    for key, (kind, default) in keys.items():
+        out[key] = raw.get(key, default)
+        if key in raw and (bad := _check_value(f"{table}.{key}", out[key], kind)):
+            problems.append(bad)
+    return out
 
 
 def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
@@ -236,24 +292,10 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     """
     problems: list[str] = []
     config = with_overrides(config, overrides)
-    sim_in = config.get("sim", {})
-    if not isinstance(sim_in, dict):
-        problems.append(f"[sim]: expected a table, got {sim_in!r}")
-        sim_in = {}
-    sim: dict[str, Any] = {}
-    for key, value in sim_in.items():
-        if key not in SIM_KEYS:
-            problems.append(f"sim.{key}: unknown key (known: {', '.join(SIM_KEYS)})")
-            continue
-        bad = _check_type(f"sim.{key}", value, SIM_KEYS[key][0])
-        if bad:
-            problems.append(bad)
-    for key, (_, default) in SIM_KEYS.items():
-        v = sim_in.get(key, default)
-        sim[key] = v if _check_type("", v, SIM_KEYS[key][0]) is None or v is None else default
-    for key, choices in (("mode", MODES), ("transport", TRANSPORTS), ("overrun_policy", POLICIES)):
-        if sim[key] not in choices:
-            problems.append(f"sim.{key}: expected one of {', '.join(choices)}, got {sim[key]!r}")
+    sim = check_table(config, "sim", SIM_KEYS, problems)
+    # a bad value was reported above; the checks below run on its default
+    sim = {k: v if v is None or _check_value("", v, SIM_KEYS[k][0]) is None else SIM_KEYS[k][1]
+           for k, v in sim.items()}
     for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout"):
         if sim[key] < 0 or sim[key] != sim[key]:
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
@@ -292,7 +334,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
                 if key not in SECURITY_KEYS:
                     problems.append(f"security.{key}: unknown key (known: {', '.join(SECURITY_KEYS)})")
                     sec_ok = False
-                elif (bad := _check_type(f"security.{key}", value, SECURITY_KEYS[key])):
+                elif (bad := _check_value(f"security.{key}", value, SECURITY_KEYS[key])):
                     problems.append(bad)
                     sec_ok = False
             if sec_ok:
@@ -351,11 +393,11 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         for key, value in svc.items():
             if key not in allowed:
                 problems.append(f"{where}.{key}: unknown key (known: {', '.join(allowed)})")
-            elif (bad := _check_type(f"{where}.{key}", value, allowed[key])):
+            elif (bad := _check_value(f"{where}.{key}", value, allowed[key])):
                 problems.append(bad)
         if "rate_hz" not in svc:
             problems.append(f"{where}.rate_hz: missing")
-        elif _check_type("", svc["rate_hz"], Num) is None:
+        elif _check_value("", svc["rate_hz"], Num) is None:
             rates[name] = svc["rate_hz"]
     periods: dict[str, int] = {}
     tick = 0
