@@ -362,11 +362,9 @@ def test_realtime_kill_one_process(killed_run: dict) -> None:
     np.testing.assert_allclose(st["axes"], st["neutral"], atol=0.01)
 
 
-@pytest.mark.xfail(strict=False, reason="the launcher's failure stop now reaps every service together "
-                   "(bounded ~0.7 s by construction) and this passed in the last runs; before that change it "
-                   "measured 0.95 s (models) and 1.31 s (logger). Non-strict until it holds over more runs")
 def test_realtime_kill_others_stop_within_1s(killed_run: dict) -> None:
     r = killed_run
     timing = f"launcher said so after {r['said'][0]:.3f} s; the others stopped after {r['stopped']}"
+    print(timing)
     assert r["said"][0] < 1.0, timing                                # the death is noticed promptly
     assert max(r["stopped"].values()) - r["said"][0] < 1.0, timing   # the others stop within 1 s
