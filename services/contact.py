@@ -151,11 +151,11 @@ from dynamics import rigid_body as rb
 from dynamics.orbit import CircularOrbit, cw_acceleration
 from dynamics.spatial import cross3, pose, pose_inverse, quat_integrate, rotate_spatial
 from errors import BerthsimError, ConfigError, NoSolutionError
+from protocol.config import check_table
 from protocol.service import Inputs, Port
 from services.orbiter import (
     ORBITER_KEYS,
     body_model,
-    check_table,
     flow_wrench_Wo,
     initial_state,
     pose_key,

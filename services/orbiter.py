@@ -57,8 +57,9 @@ from dynamics import rigid_body as rb
 from dynamics.contact import rotation_error
 from dynamics.orbit import CircularOrbit, cw_acceleration
 from dynamics.spatial import cross3, quat_to_rotation, rotation_to_quat
-from errors import BerthsimError, ConfigError
 from dynamics.spatial import pose_from_vector
+from errors import BerthsimError, ConfigError
+from protocol.config import check_table
 from protocol.service import Inputs, Port
 
 __all__ = [
@@ -100,55 +101,6 @@ ORBITER_KEYS: dict[str, tuple[Any, Any]] = {
     "quat_ref": (("vec", 4), None),
     "substeps": (int, 1),
 }
-
-
-def _is_vec(value: Any, n: int) -> bool:
-    return (isinstance(value, list) and len(value) == n
-            and all(isinstance(x, _Num) and not isinstance(x, bool) and np.isfinite(x) for x in value))
-
-
-def check_table(config: Mapping[str, Any], table: str, keys: Mapping[str, tuple[Any, Any]],
-                problems: list[str]) -> dict[str, Any]:
-    """Values of ``[table]`` with defaults filled in; appends a line to ``problems`` per bad key.
-
-    ``keys`` maps key -> (kind, default); kind is a type or tuple of types, a tuple of
-    allowed strings, ``("vec", n)`` (list of n finite numbers), ``"inertia"`` (3 numbers or
-    3×3 rows), ``"list"`` (any list, checked by the caller) or ``"table"`` (a sub-table).
-    """
-    raw = config.get(table, {})
-    if not isinstance(raw, dict):
-        problems.append(f"[{table}]: expected a table, got {raw!r}")
-        raw = {}
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in keys:
-            problems.append(f"{table}.{key}: unknown key (known: {', '.join(keys)})")
-    for key, (kind, default) in keys.items():
-        value = raw.get(key, default)
-        out[key] = value
-        if key not in raw:
-            continue
-        where = f"{table}.{key}"
-        if isinstance(kind, tuple) and len(kind) == 2 and kind[0] == "vec":
-            if not _is_vec(value, kind[1]):
-                problems.append(f"{where}: expected a list of {kind[1]} finite numbers, got {value!r}")
-        elif kind == "inertia":
-            ok = _is_vec(value, 3) or (isinstance(value, list) and len(value) == 3
-                                       and all(_is_vec(r, 3) for r in value))
-            if not ok:
-                problems.append(f"{where}: expected 3 principal moments or 3×3 rows (kg·m²), got {value!r}")
-        elif kind in ("list", "table"):
-            typ = list if kind == "list" else dict
-            if not isinstance(value, typ):
-                problems.append(f"{where}: expected a {typ.__name__}, got {value!r}")
-        elif isinstance(kind, tuple) and all(isinstance(k, str) for k in kind):
-            if value not in kind:
-                problems.append(f"{where}: expected one of {', '.join(kind)}, got {value!r}")
-        elif isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            problems.append(f"{where}: expected {kind}, got {value!r}")
-        elif not isinstance(value, kind) or (isinstance(value, float) and not np.isfinite(value)):
-            problems.append(f"{where}: expected a finite {getattr(kind, '__name__', kind)}, got {value!r}")
-    return out
 
 
 def body_model(name: str, mass: Any, inertia: Any) -> rb.RigidBodyModel:
