@@ -8,7 +8,14 @@ encoding of every output (what the service shell adds per step before sending).
   latch plates (compliant Hunt–Crossley + Coulomb) by the arm's wrench, at equilibrium;
 - contact, 1 kHz, berthed: the same with the latch spring–damper closed;
 - contact, 1 kHz, free: no contact, the payload far away (integration and bookkeeping only);
-- orbiter, 100 Hz: ten contact samples and five arm samples per step (exact impulse).
+- orbiter, 100 Hz: ten contact samples and five arm samples per step (exact impulse);
+- the default scenario (``configs/srms_berthing.toml``: orbit with gravity gradient, four
+  trunnions, twelve guide walls): contact in free flight (payload at its initial pose),
+  in berthing contact (every trunnion seated 3 mm deep in its guide, held there by the
+  arm's wrench), latched; and the orbiter in free drift with the same inputs as above.
+
+Each contact row gives ``contact_active_fraction``, the share of timed steps whose
+``contact/wrench`` was active, so a case that drifted out of contact shows.
 
 CPU fraction = CPU seconds per step × rate. Run from the repository root:
 ``python bench/bench_contact.py [--steps N] [--repeat R]``.
@@ -22,6 +29,7 @@ import os
 import platform
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dynamics.spatial import pose_from_vector, pose_inverse, pose_vector
 from protocol.codec import encode
 from protocol.service import Sample
 from protocol.stepping import StepInputs
@@ -36,6 +45,7 @@ from services import contact as sc
 from services import orbiter as so
 
 H_C, H_O = 1_000_000, 10_000_000
+SCENARIO = Path(__file__).resolve().parents[1] / "configs" / "srms_berthing.toml"
 
 
 def config(z_payload: float, berthed: bool = False) -> dict[str, Any]:
@@ -64,11 +74,12 @@ def arm_sample(t: int, h: int) -> Sample:
                                    "p_WoSo_W": np.array([0.0, 0.0, 4.0]), "grappled": True})
 
 
-def time_steps(model: Any, make_inputs, h: int, steps: int, repeat: int, with_codec: bool) -> float:
-    """Best CPU seconds per step over ``repeat`` runs of ``steps`` steps."""
+def time_steps(model: Any, make_inputs, h: int, steps: int, repeat: int, with_codec: bool) -> tuple[float, float]:
+    """Best CPU seconds per step over ``repeat`` runs of ``steps`` steps; share of steps with contact active."""
     best = float("inf")
     model.initial(0)
     t = 0
+    active = 0
     for _ in range(repeat):
         c0 = time.process_time()
         for _ in range(steps):
@@ -76,33 +87,98 @@ def time_steps(model: Any, make_inputs, h: int, steps: int, repeat: int, with_co
             if with_codec:
                 for topic, body in out.items():
                     encode(topic, body, sender=model.name, seq=0, t_ns=t + h, h_ns=h, wall_ns=0)
+            active += bool(out.get("contact/wrench", {}).get("active", False))
             t += h
         best = min(best, (time.process_time() - c0) / steps)
-    return best
+    return best, active / (steps * repeat)
 
 
-def contact_case(name: str, cfg: dict[str, Any], steps: int, repeat: int) -> dict[str, Any]:
-    orb = orbiter_sample()
+def contact_case(name: str, cfg: dict[str, Any], steps: int, repeat: int, orb: Sample | None = None,
+                 arm=None) -> dict[str, Any]:
+    """Time the contact model of ``cfg``; ``orb`` the orbiter sample, ``arm(t, h)`` the arm's wrench sample."""
+    orb = orbiter_sample() if orb is None else orb
+    arm = arm_sample if arm is None else arm
 
     def make_inputs(t: int) -> StepInputs:
         t_a = t - t % 2_000_000
-        return StepInputs(t, H_C, {"orbiter/state": orb}, {"arm/wrench": [(arm_sample(t_a, 2_000_000), H_C)]}, {})
+        return StepInputs(t, H_C, {"orbiter/state": orb}, {"arm/wrench": [(arm(t_a, 2_000_000), H_C)]}, {})
 
     row: dict[str, Any] = {"case": name, "rate_hz": 1000}
     for codec in (False, True):
         m = sc.build(cfg, "contact", H_C)
-        cpu = time_steps(m, make_inputs, H_C, steps, repeat, codec)
+        cpu, frac = time_steps(m, make_inputs, H_C, steps, repeat, codec)
         key = "with_encode" if codec else "model"
         row[f"cpu_us_per_step_{key}"] = round(cpu * 1e6, 1)
         row[f"cpu_fraction_{key}"] = round(cpu * 1000.0, 4)
         if not codec:
-            row["contact_active"] = bool(m.in_contact)
+            row["contact_active_fraction"] = round(frac, 3)
             row["berthed"] = bool(m.berthed)
     return row
 
 
-def orbiter_case(steps: int, repeat: int) -> dict[str, Any]:
-    cfg = {"orbiter": {"mass": 1.0e5, "inertia": [1.2e6, 8.0e6, 8.5e6], "attitude": "hold"}}
+def scenario_config() -> dict[str, Any]:
+    """The default scenario's configuration."""
+    with open(SCENARIO, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def scenario_orbiter_sample(cfg: dict[str, Any]) -> Sample:
+    """The scenario's orbiter at its initial pose, at rest, as an ``orbiter/state`` sample."""
+    from dynamics.spatial import rotation_to_quat
+
+    X_WO = pose_from_vector(cfg["orbiter"]["X_WO"])
+    z = np.zeros(3)
+    return Sample(0, H_O, "orbiter", 0, {"p_WoOo_W": X_WO[:3, 3], "quat_WO": rotation_to_quat(X_WO[:3, :3]),
+                                         "w_WO_O": z, "v_WOo_W": z, "a_WOo_W": z, "wdot_WO_O": z})
+
+
+def scenario_seated(cfg: dict[str, Any], depth: float) -> dict[str, Any]:
+    """The scenario with the payload at rest, its interface B ``depth`` [m] past the berthed pose along L's z.
+
+    Every guide wall's normal has a −z component in L, so each trunnion penetrates its walls.
+    """
+    cfg = json.loads(json.dumps(cfg))  # deep copy
+    X_WO = pose_from_vector(cfg["orbiter"]["X_WO"])
+    X_WL = X_WO @ pose_from_vector(cfg["orbiter"]["X_OL"])
+    X_LB = pose_from_vector(cfg["contact"]["latch"]["X_LB"])
+    X_LB[:3, 3] += X_LB[:3, :3] @ np.array([0.0, 0.0, depth])
+    X_WT = X_WL @ X_LB @ pose_inverse(pose_from_vector(cfg["payload"]["X_TB"]))
+    cfg["payload"].update(X_WT=[float(x) for x in pose_vector(X_WT)], v_WTo_W=[0.0] * 3, w_WT_T=[0.0] * 3)
+    return cfg
+
+
+def holding_arm(cfg: dict[str, Any], orb: Sample):
+    """An arm wrench sample source that cancels the guides' wrench on the payload at its initial pose."""
+    m = sc.build(cfg, "contact", H_C)
+    m.initial(0)
+    m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))
+    F = -m.F_cont_O_Wo  # on the orbiter, about Wo; the payload receives its opposite
+    F_T = -F
+    zero = np.zeros(3)
+
+    def sample(t: int, h: int) -> Sample:
+        return Sample(t, h, "arm", 0, {"F_Eo_W": F_T, "p_WoEo_W": zero, "F_So_W": -F_T, "p_WoSo_W": zero,
+                                       "grappled": True})
+    return sample
+
+
+def scenario_cases(steps: int, repeat: int) -> list[dict[str, Any]]:
+    """Contact rows of the default scenario (module docstring)."""
+    base = scenario_config()
+    orb = scenario_orbiter_sample(base)
+    free = contact_case("scenario: contact, free flight (orbit + gravity gradient)", base, steps, repeat, orb)
+    seated = scenario_seated(base, 0.003)
+    seated["contact"]["latch"]["position"] = 1e-9  # the latches stay open
+    rows = [free, contact_case("scenario: contact, 4 trunnions seated in 12 guide walls", seated, steps, repeat, orb,
+                               holding_arm(seated, orb))]
+    latched = scenario_seated(base, 0.003)
+    rows.append(contact_case("scenario: contact, latched", latched, steps, repeat, orb, holding_arm(seated, orb)))
+    return rows
+
+
+def orbiter_case(steps: int, repeat: int, cfg: dict[str, Any] | None = None,
+                 name: str = "orbiter, attitude hold, 10 contact + 5 arm samples per step") -> dict[str, Any]:
+    cfg = {"orbiter": {"mass": 1.0e5, "inertia": [1.2e6, 8.0e6, 8.5e6], "attitude": "hold"}} if cfg is None else cfg
     F = np.array([1.0, -2.0, 3.0, 10.0, -20.0, 30.0])
 
     def make_inputs(t: int) -> StepInputs:
@@ -111,9 +187,9 @@ def orbiter_case(steps: int, repeat: int) -> dict[str, Any]:
         arm = [(arm_sample(t + k * 2_000_000, 2_000_000), 2_000_000) for k in range(5)]
         return StepInputs(t, H_O, {}, {"contact/wrench": cs, "arm/wrench": arm}, {})
 
-    row: dict[str, Any] = {"case": "orbiter, attitude hold, 10 contact + 5 arm samples per step", "rate_hz": 100}
+    row: dict[str, Any] = {"case": name, "rate_hz": 100}
     for codec in (False, True):
-        cpu = time_steps(so.build(cfg, "orbiter", H_O), make_inputs, H_O, steps, repeat, codec)
+        cpu, _ = time_steps(so.build(cfg, "orbiter", H_O), make_inputs, H_O, steps, repeat, codec)
         key = "with_encode" if codec else "model"
         row[f"cpu_us_per_step_{key}"] = round(cpu * 1e6, 1)
         row[f"cpu_fraction_{key}"] = round(cpu * 100.0, 5)
@@ -130,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         contact_case("contact, latched (berthed)", config(2.997, berthed=True), a.steps, a.repeat),
         contact_case("contact, free (no contact)", config(1000.0), a.steps, a.repeat),
         orbiter_case(max(a.steps // 5, 20), a.repeat),
+        *scenario_cases(a.steps, a.repeat),
+        orbiter_case(max(a.steps // 5, 20), a.repeat, scenario_config(),
+                     "scenario: orbiter, free drift (orbit + gravity gradient), 10 contact + 5 arm samples per step"),
     ]
     print(json.dumps({"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count(),
                       "load_average_1min": round(os.getloadavg()[0], 2), "results": rows}, indent=2))
