@@ -33,12 +33,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from errors import ConfigError, LogError
 from protocol.messages import TopicSchema
-from services.logger import LogFile, open_log, schema_from_json
+from services.logger import LogFile, open_log, read_topics, schema_from_json
 from services.replay import select_topics
 
 __all__ = ["FORMATS", "add_arguments", "export", "field_columns", "main", "topic_table", "topic_tables"]
@@ -114,16 +113,6 @@ def field_columns(name: str, ftype: str, shape: tuple[int, ...]) -> list[tuple[s
     return [(_suffix(f"{p}{c}", unit), unit) for p in pre for c in comps]
 
 
-def _schema_of(log: LogFile, topic: str) -> TopicSchema:
-    data = log.schema_data.get(topic)
-    if data is None:
-        raise LogError(f"log {str(log.path)!r}: topic {topic!r} has no schema")
-    try:
-        return schema_from_json(data)
-    except LogError as err:
-        raise LogError(f"log {str(log.path)!r}: topic {topic!r}: {err}") from err
-
-
 def topic_tables(log: LogFile, topics: Iterable[str], start_ns: int | None = None,
                  end_ns: int | None = None) -> dict[str, dict[str, Any]]:
     """The flattened columns of several topics, read in one pass (see the module docstring).
@@ -139,27 +128,8 @@ def topic_tables(log: LogFile, topics: Iterable[str], start_ns: int | None = Non
     LogError
         Unknown topic, no schema, or a message that does not match its schema (named).
     """
-    topics = list(dict.fromkeys(topics))
-    for topic in topics:
-        if topic not in log.topics:
-            raise LogError(f"log {str(log.path)!r}: no topic {topic!r} (logged: {', '.join(sorted(log.topics))})")
-    schemas = {t: _schema_of(log, t) for t in topics}
-    names = {t: list(s.fields) for t, s in schemas.items()}
-    heads: dict[str, list[list[Any]]] = {t: [] for t in topics}
-    raw: dict[str, dict[str, list[Any]]] = {t: {n: [] for n in names[t]} for t in topics}
-    unpack = msgpack.unpackb
-    for m in log.messages(topics, start_ns, end_ns):
-        topic = m.topic
-        try:
-            env = unpack(m.payload, raw=False)
-            fields = env[6]
-            for n, col in raw[topic].items():
-                col.append(fields[n])
-        except (ValueError, TypeError, KeyError, IndexError, msgpack.UnpackException) as err:
-            raise LogError(f"log {str(log.path)!r}: topic {topic!r}, t={m.t_ns} ns: message does not match "
-                           f"schema {schemas[topic].name} ({type(err).__name__}: {err})") from err
-        heads[topic].append(env[:6])
-    return {t: _columns(schemas[t], heads[t], raw[t]) for t in topics}
+    arrays = read_topics(log, topics, start_ns, end_ns)
+    return {t: _columns(schema_from_json(log.schema_data[t]), a) for t, a in arrays.items()}
 
 
 def topic_table(log: LogFile, topic: str, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
@@ -167,25 +137,22 @@ def topic_table(log: LogFile, topic: str, start_ns: int | None = None, end_ns: i
     return topic_tables(log, [topic], start_ns, end_ns)[topic]
 
 
-def _columns(schema: TopicSchema, heads: list[list[Any]], raw: dict[str, list[Any]]) -> dict[str, Any]:
-    h = np.array([x[2:6] for x in heads], dtype=np.int64).reshape(-1, 4)  # seq, t_ns, h_ns, wall_ns
-    cols: dict[str, Any] = {"t_ns": h[:, 1].copy(), "t_s": h[:, 1] * 1e-9, "wall_ns": h[:, 3].copy(),
-                            "seq": h[:, 0].copy(), "sender": [x[1] for x in heads]}
-    rows = len(heads)
-    for n, vals in raw.items():
-        ftype, shape = schema.fields[n]
-        spec = field_columns(n, ftype, shape)
+def _columns(schema: TopicSchema, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Flat columns from the per-field arrays of :func:`services.logger.read_topics`."""
+    t_ns = arrays["t_ns"]
+    cols: dict[str, Any] = {"t_ns": t_ns, "t_s": t_ns * 1e-9, "wall_ns": arrays["wall_ns"], "seq": arrays["seq"],
+                            "sender": arrays["sender"].tolist()}
+    rows = len(t_ns)
+    for n, (ftype, shape) in schema.fields.items():
+        vals = arrays[n]
         if ftype == "f8" and shape != ():
-            k = len(spec)
-            arr = np.frombuffer(b"".join(vals), dtype="<f8").reshape(rows, k) if rows else np.zeros((0, k))
-            for j, (col, _) in enumerate(spec):
-                cols[col] = arr[:, j].copy()
+            flat = vals.reshape(rows, -1)
+            for j, (col, _) in enumerate(field_columns(n, ftype, shape)):
+                cols[col] = flat[:, j].copy()
         elif ftype == "f8":
-            cols[spec[0][0]] = np.asarray(vals, dtype=np.float64)
-        elif ftype == "int":
-            cols[n] = np.asarray(vals, dtype=np.int64)
-        elif ftype == "bool":
-            cols[n] = np.asarray(vals, dtype=bool)
+            cols[field_columns(n, ftype, shape)[0][0]] = vals
+        elif ftype in ("int", "bool"):
+            cols[n] = vals
         elif ftype == "str":
             cols[n] = [str(v) for v in vals]
         elif ftype == "list[str]":
