@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from math import isfinite
 from typing import Any
 
 import msgpack
@@ -31,6 +32,10 @@ __all__ = ["encode", "decode", "envelope"]
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
 _F8 = np.dtype("<f8")
+frombuffer = np.frombuffer
+_isfinite = np.isfinite
+_count_nonzero = np.count_nonzero
+_new_sample = tuple.__new__  # Sample is a NamedTuple: build it without the keyword-parsing __new__
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -194,24 +199,49 @@ _SIMPLE: dict[str, tuple[Decoder, Encoder]] = {
 
 
 class _Compiled:
-    __slots__ = ("schema", "names", "decoders", "encoders", "nfields")
+    """A topic's schema compiled for the hot path (built once per topic, see :func:`_compiled`).
 
-    # decoders / encoders: tuples of (field name, function), in schema order
+    Array fields are validated together: their bytes are joined, read with one
+    ``np.frombuffer`` and checked finite once; each field is a view of that buffer.
+    Scalar fields go through ``scalars`` (a float is checked inline). Whenever the
+    fast path finds anything wrong, the per-field functions of ``decoders`` /
+    ``encoders`` run again to raise the error that names the field and the value.
+    """
+
+    __slots__ = ("schema", "names", "decoders", "encoders", "nfields", "arrays", "array_names", "array_lens",
+                 "array_encoders", "nvalues", "scalars", "scalar_encoders")
 
     def __init__(self, schema: TopicSchema) -> None:
         self.schema = schema
         self.names = tuple(schema.fields)
         self.nfields = len(self.names)
         decs, encs = [], []
-        for ftype, shape in schema.fields.values():
+        arrays, array_encs, scalars, scalar_encs = [], [], [], []
+        lo = 0
+        for name, (ftype, shape) in schema.fields.items():
             if ftype == "f8":
                 d, e = (_float_dec, _float_enc) if shape == () else _array_codec(shape)
             else:
                 d, e = _SIMPLE[ftype]
             decs.append(d)
             encs.append(e)
+            if ftype == "f8" and shape != ():
+                n = int(np.prod(shape, dtype=np.int64))
+                arrays.append((name, lo, lo + n, shape if len(shape) != 1 else None))
+                array_encs.append((name, shape, e))
+                lo += n
+            else:
+                scalars.append((name, d))
+                scalar_encs.append((name, e))
         self.decoders = tuple(zip(self.names, decs, strict=True))
         self.encoders = tuple(zip(self.names, encs, strict=True))
+        self.arrays = tuple(arrays)           # (name, first, end, shape or None for 1-D) in float64 elements
+        self.array_names = tuple(a[0] for a in arrays)
+        self.array_lens = [8 * (a[2] - a[1]) for a in arrays]  # bytes per array field
+        self.array_encoders = tuple(array_encs)  # (name, shape, per-field encoder)
+        self.nvalues = lo  # float64 values over all array fields
+        self.scalars = tuple(scalars)
+        self.scalar_encoders = tuple(scalar_encs)
 
 
 _CACHE: dict[str, _Compiled] = {}
@@ -233,6 +263,13 @@ def _missing_or_extra(topic: str, c: _Compiled, fields: Mapping[str, Any]) -> Me
     extra = [k for k in fields if k not in c.schema.fields]
     return MessageError(f"topic {topic!r}, field {_short(extra[0])}: not in schema {c.schema.name}, "
                         f"value {_short(fields[extra[0]])}")
+
+
+def _check_fields(topic: str, checks: tuple[tuple[str, Decoder], ...], fields: Mapping[str, Any]) -> None:
+    """Slow path: run every field's own check, which raises the MessageError naming it."""
+    for name, check in checks:
+        check(topic, name, fields[name])
+    raise MessageError(f"topic {topic!r}: array fields failed validation")  # not reached: a check raised
 
 
 # ---------------------------------------------------------------- public API
@@ -271,10 +308,24 @@ def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns
         raise _bad(topic, "<fields>", "expected a mapping", fields)
     if len(fields) != c.nfields:
         raise _missing_or_extra(topic, c, fields)
-    out = {}
+    out = dict.fromkeys(c.names)  # schema order
     try:
-        for name, enc in c.encoders:
-            out[name] = enc(topic, name, fields[name])
+        if c.arrays:
+            bins = []
+            for name, shape, enc in c.array_encoders:
+                v = fields[name]
+                if type(v) is np.ndarray and v.dtype is _F8 and v.shape == shape:
+                    b = v.tobytes()
+                else:  # lists, other dtypes: converted and checked one by one
+                    b = enc(topic, name, v)
+                out[name] = b
+                bins.append(b)
+            # one finiteness check over every array field; the per-field check only names a culprit
+            if _count_nonzero(_isfinite(frombuffer(b"".join(bins), dtype=_F8))) != c.nvalues:
+                _check_fields(topic, c.encoders, fields)
+        for name, enc in c.scalar_encoders:
+            v = fields[name]
+            out[name] = v if enc is _float_enc and type(v) is float and isfinite(v) else enc(topic, name, v)
     except KeyError:
         raise _missing_or_extra(topic, c, fields) from None
     if not (type(seq) is int and type(t_ns) is int and type(h_ns) is int and 0 <= seq <= _I64_MAX
@@ -366,10 +417,27 @@ def decode(topic: str, payload: bytes) -> Sample:
     fields = env[6]
     if len(fields) != c.nfields:
         raise _missing_or_extra(topic, c, fields)
-    body = {}
+    body = dict.fromkeys(c.names)  # schema order
     try:
-        for name, dec in c.decoders:
-            body[name] = dec(topic, name, fields[name])
+        if c.arrays:
+            # every array field at once: one join, one frombuffer, one finiteness check;
+            # anything wrong -> the per-field checks raise the error naming the field
+            bins = [fields[n] for n in c.array_names]
+            try:
+                buf = b"".join(bins)
+                ok = list(map(len, bins)) == c.array_lens
+            except TypeError:  # a field is not msgpack bin
+                ok = False
+            if not ok:
+                _check_fields(topic, c.decoders, fields)
+            a = frombuffer(buf, dtype=_F8)
+            if _count_nonzero(_isfinite(a)) != c.nvalues:
+                _check_fields(topic, c.decoders, fields)
+            for name, lo, hi, shape in c.arrays:
+                body[name] = a[lo:hi] if shape is None else a[lo:hi].reshape(shape)
+        for name, dec in c.scalars:
+            v = fields[name]
+            body[name] = v if dec is _float_dec and type(v) is float and isfinite(v) else dec(topic, name, v)
     except KeyError:
         raise _missing_or_extra(topic, c, fields) from None
-    return Sample(env[3], env[4], env[1], env[2], body, env[5])
+    return _new_sample(Sample, (env[3], env[4], env[1], env[2], body, env[5]))

@@ -43,8 +43,9 @@ It depends on timestamps only, never on arrival order.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 PortKind = Literal["state", "flow", "event"]
 PORT_KINDS: tuple[str, ...] = ("state", "flow", "event")
@@ -62,9 +63,8 @@ class Port:
             raise ValueError(f"Port {self.topic!r}: kind must be one of {PORT_KINDS}, got {self.kind!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One received message as a model sees it.
+class Sample(NamedTuple):
+    """One received message as a model sees it (immutable; a NamedTuple, cheap to build).
 
     Attributes
     ----------
@@ -87,7 +87,7 @@ class Sample:
     h_ns: int
     sender: str
     seq: int
-    body: Mapping[str, Any] = field(default_factory=dict)
+    body: Mapping[str, Any] = MappingProxyType({})
     wall_ns: int = 0
 
 

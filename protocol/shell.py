@@ -78,7 +78,7 @@ import zmq
 from errors import LifecycleError, MessageError
 from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
 from protocol.codec import decode, encode
-from protocol.messages import SEPARATOR, schema_for
+from protocol.messages import SCHEMAS, SEPARATOR, schema_for
 from protocol.security import Security
 from protocol.service import Port, ServiceModel
 from protocol.stepping import InputBuffer
@@ -135,6 +135,8 @@ class _Fail(Exception):
 
 _MS = 1_000_000
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
+_SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
+_SINK_BATCH_S = 0.002  # sink: pause after each drain, so one wake-up takes many messages (≤ 500 wake-ups/s)
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 
 
@@ -225,7 +227,8 @@ class ServiceShell:
         self.inputs: tuple[Port, ...] = tuple(getattr(obj, "inputs", ()))
         self.outputs: tuple[Port, ...] = tuple(getattr(obj, "outputs", ()))
         self.buf = InputBuffer(self.inputs)
-        self._input_kind = {p.topic: p.kind for p in self.inputs}
+        # subscribed topics by their frame prefix (without the NUL): one dict lookup per frame
+        self._topic_of: dict[bytes, str] = {t.encode(): t for t in ("sim/control", *(p.topic for p in self.inputs))}
         self._out_seq = {p.topic: 0 for p in self.outputs}
         self._out_prefix = tuple((p.topic, p.topic.encode() + SEPARATOR) for p in self.outputs)
         self._empty_event: dict[str, dict[str, Any]] = {p.topic: {"events": []} for p in self.outputs
@@ -319,8 +322,19 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
-        topic, payload = split_frame(frame)
+        """Handle one data frame: control probes, a sink's message, or a model's input sample."""
         self.received += 1
+        i = frame.find(SEPARATOR)
+        topic = self._topic_of.get(frame[:i]) if i > 0 else None
+        if topic is None:  # not a subscribed input (a sink subscribed to everything, or garbage)
+            if self.role != "sink":
+                self.invalid += 1
+                return
+            topic, payload = split_frame(frame)
+            if topic in SCHEMAS:  # cache known topics only (garbage must not grow the table)
+                self._topic_of[frame[:i]] = topic
+        else:
+            payload = frame[i + 1:]
         if topic == "sim/control":
             try:
                 s = decode(topic, payload)
@@ -338,9 +352,6 @@ class ServiceShell:
         if self.role == "sink":
             self.obj.on_message(topic, payload)
             return
-        if topic not in self._input_kind:
-            self.invalid += 1
-            return
         try:
             s = decode(topic, payload)
         except MessageError:
@@ -353,17 +364,17 @@ class ServiceShell:
         self.buf.add(topic, s)
 
     def _drain(self) -> None:
-        recv = self.bus.sub.recv
+        """Ingest every frame already queued, without blocking."""
+        recv, ingest = self.bus.sub.recv, self._ingest
         try:
             while True:
-                self._ingest(recv(zmq.NOBLOCK))
+                ingest(recv(zmq.NOBLOCK))
         except zmq.Again:
             pass
 
     def _wait(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for data or control; ingest data, handle control."""
-        events = dict(self._poller.poll(timeout_ms))
-        if self.bus.sub in events:
+        if self._poller.poll(timeout_ms):  # the poller is registered once, in run()
             self._drain()
         self._control()
 
@@ -425,6 +436,8 @@ class ServiceShell:
         self._sink_control = self.role == "sink" and ("" in topics or "sim/control" in topics)
         for t in topics:
             self.bus.subscribe(t)
+            if t:
+                self._topic_of[t.encode()] = t
         self.bus.subscribe("sim/control")  # last: seeing a probe confirms every earlier subscription
         deadline = time.monotonic_ns() + 120 * 1_000_000_000
         while not any(m["op"] == "ack" for m in self._pending_ops):
@@ -613,26 +626,43 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ source and sink
     def _run_source(self) -> None:
+        """Publish the source's messages; control and stats by time (every _SOURCE_BATCH messages).
+
+        Unpaced (lockstep, ``speed = 0``) it publishes back to back; paced, it waits only for
+        messages whose instant is still ahead. Control is checked at least every
+        :data:`_CTL_EVERY_NS` of wall time, or while waiting.
+        """
         src: Source = self.obj
         t0 = self.t_ns
         t_end = int(self.start.get("t_end_ns") or 0)
         realtime = self.start["mode"] == "realtime"
         speed = 1.0 if realtime else float(self.start.get("speed") or 0.0)
         anchor = (self._mono_from_wall(int(self.start["start_wall_ns"])) if realtime else time.monotonic_ns())
+        read, send, now = src.read, self.bus.send, time.monotonic_ns
+        self._resume_msg = None
+        n = 0
         while True:
-            item = src.read()
+            item = read()
             if item is None:
                 break
             t, topic, payload = item
             if t_end and t > t_end:
                 break
             if speed > 0:
-                self._wait_until(anchor + int((t - t0) / speed))
-            self.bus.send(topic, payload)
+                if self._resume_msg is not None:  # frozen meanwhile: shift the pace anchor
+                    anchor = now() - int((self.t_ns - t0) / speed)
+                    self._resume_msg = None
+                due = anchor + int((t - t0) / speed)
+                if due > now():
+                    self._wait_until(due)
+            send(topic, payload)
             self.t_ns = t
-            self.steps += 1
-            self._control()
-            self._tick_stats()
+            n += 1
+            if n >= _SOURCE_BATCH:
+                self.steps += n
+                n = 0
+                self._tick_stats()
+        self.steps += n
 
     def _drain_quiet(self, quiet_ns: int = 100 * _MS, limit_ns: int = 2_000 * _MS) -> None:
         """Sink at stop: keep receiving until the bus has been quiet for ``quiet_ns`` (bounded)."""
@@ -642,8 +672,13 @@ class ServiceShell:
             self._drain()
 
     def _run_sink(self) -> None:
+        """Drain in bulk: after each wake-up, sleep :data:`_SINK_BATCH_S` so messages pile up."""
+        poll = self._poller.poll
         while True:
-            self._wait(100)
+            if poll(100):
+                self._drain()
+                self._control()
+                time.sleep(_SINK_BATCH_S)
             self._tick_stats()
 
     def _finish(self) -> None:

@@ -138,3 +138,37 @@ def test_register_schema_extends_table():
         TopicSchema("x", 1, "bogus", {})
     with pytest.raises(MessageError):
         TopicSchema("x", 1, "state", {"a": ("int", (3,))})
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_every_array_element_is_checked_and_the_field_named(bad):
+    """arm/state has eight array fields, validated together: a non-finite value anywhere is refused."""
+    fields = _fields("arm/state")
+    arrays = [k for k, (t, shape) in SCHEMAS["arm/state"].fields.items() if t == "f8" and shape != ()]
+    assert len(arrays) == 8
+    for name in arrays:
+        for i in range(fields[name].size):
+            v = fields[name].copy()
+            v.flat[i] = bad
+            with pytest.raises(MessageError, match=f"arm/state.*'{name}'.*not finite"):
+                codec.decode("arm/state", _raw("arm/state", {**fields, name: v}))
+            with pytest.raises(MessageError, match=f"arm/state.*'{name}'.*not finite"):
+                _enc("arm/state", {**fields, name: v})
+
+
+def test_extreme_finite_values_pass_bit_exact():
+    """Largest, smallest and subnormal doubles are finite: accepted and returned unchanged."""
+    f = _fields("arm/state")
+    f["loads"] = np.full((9, 6), 1.7976931348623157e308)
+    f["loads"][0, :3] = (-1.7976931348623157e308, 5e-324, -0.0)
+    s = codec.decode("arm/state", _enc("arm/state", f))
+    assert s.body["loads"].tobytes() == f["loads"].tobytes() and list(s.body) == list(SCHEMAS["arm/state"].fields)
+
+
+def test_wrong_length_bins_refused_even_when_the_total_matches():
+    f = {**_fields("arm/wrench")}
+    raw = _raw("arm/wrench", f)
+    env = msgpack.unpackb(raw, raw=False)
+    env[6]["F_Eo_W"], env[6]["F_So_W"] = env[6]["F_Eo_W"][:40], env[6]["F_So_W"] + env[6]["F_Eo_W"][40:]
+    with pytest.raises(MessageError, match="F_Eo_W.*48 bytes"):
+        codec.decode("arm/wrench", msgpack.packb(env, use_bin_type=True))
