@@ -152,8 +152,7 @@ def holding_arm(cfg: dict[str, Any], orb: Sample):
     m = sc.build(cfg, "contact", H_C)
     m.initial(0)
     m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))
-    F = -m.F_cont_O_Wo  # on the orbiter, about Wo; the payload receives its opposite
-    F_T = -F
+    F_T = np.asarray(m.F_cont_O_Wo)  # on the orbiter about Wo: the guides' wrench on the payload is its opposite
     zero = np.zeros(3)
 
     def sample(t: int, h: int) -> Sample:

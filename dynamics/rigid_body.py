@@ -39,15 +39,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.orbit import CircularOrbit, cw_acceleration, gravity_gradient_torque
+from dynamics.orbit import CircularOrbit
 from dynamics.spatial import (
     as_vector,
-    dexp_inv,
-    quat_integrate,
     quat_normalize,
     quat_rate,
     quat_to_rotation,
@@ -60,6 +59,7 @@ __all__ = [
     "RigidBodyModel",
     "RigidBodyState",
     "accelerations",
+    "accelerations_rows",
     "apply_impulse",
     "derivative",
     "inertia_W",
@@ -68,6 +68,8 @@ __all__ = [
     "point_mobility",
     "point_position",
     "point_velocity",
+    "quat_integrate_rows",
+    "rotation_rows",
     "spatial_velocity",
     "step",
     "wrench_at_com",
@@ -80,6 +82,75 @@ def _readonly(a: Array) -> Array:
     a = np.array(a, dtype=np.float64, copy=True)
     a.setflags(write=False)
     return a
+
+
+# ---------------------------------------------------------------- float kernels (the hot path)
+#
+# Python-float twins of dynamics.spatial.quat_to_rotation, quat_integrate and dexp_inv, with
+# the same expressions in the same order (so the same results, bit for bit; the tests hold
+# them equal). They take and return floats: a 1 kHz step calls them a dozen times, and
+# numpy's per-call cost on (3,) and (4,) arrays was most of the step.
+
+
+def rotation_rows(w: float, x: float, y: float, z: float) -> tuple[float, ...]:
+    """``R_AB`` of the unit quaternion ``q_AB = [w, x, y, z]``, row-major, nine floats.
+
+    SVDS seed 003 eq. (2-7), as :func:`dynamics.spatial.quat_to_rotation` (equal results).
+    """
+    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
+
+
+def quat_integrate_rows(q: tuple[float, ...] | list[float], wx: float, wy: float, wz: float,
+                        h: float) -> tuple[float, float, float, float]:
+    """``q ⊗ exp(½ ω h)`` normalised, scalar ≥ 0: :func:`dynamics.spatial.quat_integrate` on floats.
+
+    Parameters
+    ----------
+    q : sequence of 4 float
+        ``q_WB`` [w, x, y, z] at t (unit).
+    wx, wy, wz : float
+        Body rate ω_B. [rad/s]
+    h : float
+        [s]
+
+    Raises
+    ------
+    ShapeError
+        If the result is not finite or has zero norm.
+    """
+    w1, x1, y1, z1 = q
+    norm_w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    angle = norm_w * h
+    if angle < 1e-12:
+        w2, x2, y2, z2 = 1.0, 0.5 * h * wx, 0.5 * h * wy, 0.5 * h * wz
+    else:
+        s = math.sin(0.5 * angle)
+        w2, x2, y2, z2 = math.cos(0.5 * angle), s * (wx / norm_w), s * (wy / norm_w), s * (wz / norm_w)
+    rw = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
+    rx = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
+    ry = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
+    rz = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
+    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
+    if not math.isfinite(n) or n < 1e-12:
+        raise ShapeError(f"quat_wxyz: integrated quaternion not finite or zero norm: {[rw, rx, ry, rz]}")
+    if rw < 0.0:
+        n = -n
+    return rw / n, rx / n, ry / n, rz / n
+
+
+def _dexp_inv(p0: float, p1: float, p2: float, w0: float, w1: float, w2: float) -> list[float]:
+    """:func:`dynamics.spatial.dexp_inv` (right form) on floats: ``φ̇`` for ``q = q_k ⊗ exp(φ)``."""
+    th2 = p0 * p0 + p1 * p1 + p2 * p2
+    if th2 < 1e-8:
+        c = 1.0 / 12.0 + th2 / 720.0
+    else:
+        th = math.sqrt(th2)
+        c = 1.0 / th2 - (1.0 + math.cos(th)) / (2.0 * th * math.sin(th))
+    a0, a1, a2 = p1 * w2 - p2 * w1, p2 * w0 - p0 * w2, p0 * w1 - p1 * w0  # φ × w
+    b0, b1, b2 = p1 * a2 - p2 * a1, p2 * a0 - p0 * a2, p0 * a1 - p1 * a0  # φ × (φ × w)
+    return [w0 + 0.5 * a0 + c * b0, w1 + 0.5 * a1 + c * b1, w2 + 0.5 * a2 + c * b2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +168,9 @@ class RigidBodyModel:
         satisfying the triangle inequality. [kg·m²]
     I_inv_B : ndarray, shape (3, 3)
         Its inverse (derived, not a constructor argument). [1/(kg·m²)]
+    I_rows, I_inv_rows : tuple of 9 float
+        ``I_Bcm_B`` and ``I_inv_B`` row-major as Python floats (derived; the float path of
+        :func:`step`).
 
     Raises
     ------
@@ -110,6 +184,8 @@ class RigidBodyModel:
     mass: float
     I_Bcm_B: Array
     I_inv_B: Array = field(init=False, repr=False, compare=False)
+    I_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    I_inv_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         m = float(self.mass)
@@ -136,6 +212,8 @@ class RigidBodyModel:
         object.__setattr__(self, "mass", m)
         object.__setattr__(self, "I_Bcm_B", _readonly(I))
         object.__setattr__(self, "I_inv_B", _readonly(np.linalg.inv(I)))
+        object.__setattr__(self, "I_rows", tuple(self.I_Bcm_B.ravel().tolist()))
+        object.__setattr__(self, "I_inv_rows", tuple(self.I_inv_B.ravel().tolist()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +222,7 @@ class RigidBodyState:
 
     The quaternion is normalised on construction (scalar part ≥ 0); arrays are read-only
     copies. Shapes: ``p_WoBo_W`` (3,), ``quat_WB`` (4,), ``v_WBo_W`` (3,), ``w_WB_B`` (3,).
+    :attr:`R_rows` is ``R_WB`` as nine Python floats, computed once per state.
 
     Raises
     ------
@@ -155,6 +234,7 @@ class RigidBodyState:
     quat_WB: Array
     v_WBo_W: Array
     w_WB_B: Array
+    _R: tuple[float, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "p_WoBo_W", _readonly(as_vector(self.p_WoBo_W, 3, "p_WoBo_W")))
@@ -163,20 +243,32 @@ class RigidBodyState:
         object.__setattr__(self, "w_WB_B", _readonly(as_vector(self.w_WB_B, 3, "w_WB_B")))
 
     @classmethod
-    def _trusted(cls, p: list[float], quat_WB: Array, v: list[float], w: list[float]) -> RigidBodyState:
-        """State from the integrator's own results: ``quat_WB`` already unit with scalar ≥ 0.
+    def from_floats(cls, p: list[float], quat_WB: Any, v: list[float], w: list[float]) -> RigidBodyState:
+        """State from Python floats: ``p``, ``v``, ``w`` 3 each, ``quat_WB`` 4, already unit with scalar ≥ 0.
 
         Skips the shape checks and renormalisation of the constructor (the hot path of
-        :func:`step`) but still refuses a non-finite result, naming the field.
+        :func:`step`; the caller guarantees the quaternion, e.g. from
+        :func:`quat_integrate_rows`) but still refuses a non-finite value, naming the field.
+
+        Raises
+        ------
+        ShapeError
+            If ``p``, ``v`` or ``w`` is not finite.
         """
-        for name, x in (("p_WoBo_W", p), ("v_WBo_W", v), ("w_WB_B", w)):
-            if not all(map(math.isfinite, x)):
-                raise ShapeError(f"{name}: not finite: {list(x)}")
+        x = [*p, *quat_WB, *v, *w]
+        if not all(map(math.isfinite, x)):
+            for name, y in (("p_WoBo_W", p), ("v_WBo_W", v), ("w_WB_B", w)):
+                if not all(map(math.isfinite, y)):
+                    raise ShapeError(f"{name}: not finite: {list(y)}")
+            raise ShapeError(f"quat_WB: not finite: {list(quat_WB)}")
+        a = np.array(x, dtype=np.float64)
+        a.setflags(write=False)
         self = object.__new__(cls)
-        for name, x in (("p_WoBo_W", p), ("quat_WB", quat_WB), ("v_WBo_W", v), ("w_WB_B", w)):
-            a = np.array(x, dtype=np.float64)
-            a.setflags(write=False)
-            object.__setattr__(self, name, a)
+        object.__setattr__(self, "p_WoBo_W", a[0:3])
+        object.__setattr__(self, "quat_WB", a[3:7])
+        object.__setattr__(self, "v_WBo_W", a[7:10])
+        object.__setattr__(self, "w_WB_B", a[10:13])
+        object.__setattr__(self, "_R", None)
         return self
 
     @classmethod
@@ -190,6 +282,13 @@ class RigidBodyState:
     def R_WB(self) -> Array:
         """Rotation matrix ``R_WB`` (3, 3)."""
         return quat_to_rotation(self.quat_WB)
+
+    @property
+    def R_rows(self) -> tuple[float, ...]:
+        """``R_WB`` row-major as nine Python floats (equal to :attr:`R_WB`; cached)."""
+        if self._R is None:
+            object.__setattr__(self, "_R", rotation_rows(*self.quat_WB.tolist()))
+        return self._R  # type: ignore[return-value]
 
     def to_vector(self) -> Array:
         """``[p_WoBo_W, quat_WB, v_WBo_W, w_WB_B]``, shape (13,)."""
@@ -207,39 +306,46 @@ def _as_wrench(F: ArrayLike, name: str) -> Array:
 
 
 def _rates(
-    model: RigidBodyModel, p: list[float], v: list[float], R_WB: list[list[float]], quat_WB: Array,
-    w: list[float], F_W: list[float], orbit: CircularOrbit | None,
+    model: RigidBodyModel, p: list[float], v: list[float], R_WB: tuple[float, ...], w: list[float],
+    F_W: list[float], orbit: CircularOrbit | None,
 ) -> tuple[list[float], list[float]]:
     """(v̇_W, ẇ_WB_B) as float lists for the given state parts; see the module docstring.
 
-    Plain float arithmetic on 3-vectors (``R_WB`` as rows): numpy's per-call overhead on
-    (3,) arrays dominated the 1 kHz contact step. Inputs are trusted (checked by callers).
+    Plain float arithmetic on 3-vectors (``R_WB`` row-major, nine floats): numpy's per-call
+    overhead on (3,) arrays dominated the 1 kHz contact step. The orbital terms are those of
+    :func:`dynamics.orbit.cw_acceleration` and :func:`dynamics.orbit.gravity_gradient_torque`
+    (the latter only when the orbit has it on), written out. Inputs are trusted (checked by
+    callers).
     """
-    (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = R_WB
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WB
     t0, t1, t2, f0, f1, f2 = F_W
     m = model.mass
-    tb = [r00 * t0 + r10 * t1 + r20 * t2, r01 * t0 + r11 * t1 + r21 * t2, r02 * t0 + r12 * t1 + r22 * t2]
+    tb0, tb1, tb2 = r00 * t0 + r10 * t1 + r20 * t2, r01 * t0 + r11 * t1 + r21 * t2, r02 * t0 + r12 * t1 + r22 * t2
     vdot = [f0 / m, f1 / m, f2 / m]
     w0, w1, w2 = w
+    i00, i01, i02, i10, i11, i12, i20, i21, i22 = model.I_rows
     if orbit is None:
         n0, n1, n2 = w0, w1, w2
     else:
         n = orbit.n
-        a_cw = cw_acceleration(n, p, v).tolist()
-        vdot = [vdot[0] + a_cw[0], vdot[1] + a_cw[1], vdot[2] + a_cw[2]]
+        n2_ = n * n
+        vdot = [vdot[0] + (3.0 * n2_ * p[0] + 2.0 * n * v[1]), vdot[1] + (-2.0 * n * v[0]), vdot[2] + (-n2_ * p[2])]
         o0, o1, o2 = r20 * n, r21 * n, r22 * n  # ω_NW_B = R_BW [0, 0, n]
         n0, n1, n2 = w0 + o0, w1 + o1, w2 + o2
-        if orbit.gravity_gradient:
-            g0, g1, g2 = gravity_gradient_torque(n, model.I_Bcm_B, quat_WB).tolist()
-            tb = [tb[0] + g0, tb[1] + g1, tb[2] + g2]
-    (i00, i01, i02), (i10, i11, i12), (i20, i21, i22) = model.I_Bcm_B.tolist()
+        if orbit.gravity_gradient:  # 3 n² r̂ × I r̂, r̂ = R_BW x̂ (the first row of R_WB)
+            c = 3.0 * n * n
+            e0 = i00 * r00 + i01 * r01 + i02 * r02
+            e1 = i10 * r00 + i11 * r01 + i12 * r02
+            e2 = i20 * r00 + i21 * r01 + i22 * r02
+            tb0, tb1, tb2 = (tb0 + c * (r01 * e2 - r02 * e1), tb1 + c * (r02 * e0 - r00 * e2),
+                             tb2 + c * (r00 * e1 - r01 * e0))
     h0 = i00 * n0 + i01 * n1 + i02 * n2  # I ω_N
     h1 = i10 * n0 + i11 * n1 + i12 * n2
     h2 = i20 * n0 + i21 * n1 + i22 * n2
-    g0 = tb[0] - (n1 * h2 - n2 * h1)  # τ − ω_N × I ω_N
-    g1 = tb[1] - (n2 * h0 - n0 * h2)
-    g2 = tb[2] - (n0 * h1 - n1 * h0)
-    (j00, j01, j02), (j10, j11, j12), (j20, j21, j22) = model.I_inv_B.tolist()
+    g0 = tb0 - (n1 * h2 - n2 * h1)  # τ − ω_N × I ω_N
+    g1 = tb1 - (n2 * h0 - n0 * h2)
+    g2 = tb2 - (n0 * h1 - n1 * h0)
+    j00, j01, j02, j10, j11, j12, j20, j21, j22 = model.I_inv_rows
     d0 = j00 * g0 + j01 * g1 + j02 * g2
     d1 = j10 * g0 + j11 * g1 + j12 * g2
     d2 = j20 * g0 + j21 * g1 + j22 * g2
@@ -270,10 +376,15 @@ def accelerations(
     ShapeError
         If ``F_Bo_W`` is not a finite (6,) array.
     """
-    F = _as_wrench(F_Bo_W, "F_Bo_W").tolist()
-    vdot, wdot = _rates(model, state.p_WoBo_W.tolist(), state.v_WBo_W.tolist(), state.R_WB.tolist(), state.quat_WB,
-                        state.w_WB_B.tolist(), F, orbit)
+    vdot, wdot = accelerations_rows(model, state, _as_wrench(F_Bo_W, "F_Bo_W").tolist(), orbit)
     return np.array(vdot), np.array(wdot)
+
+
+def accelerations_rows(model: RigidBodyModel, state: RigidBodyState, F_Bo_W: list[float],
+                       orbit: CircularOrbit | None = None) -> tuple[list[float], list[float]]:
+    """:func:`accelerations` on floats: ``F_Bo_W`` six trusted floats; returns two float lists."""
+    return _rates(model, state.p_WoBo_W.tolist(), state.v_WBo_W.tolist(), state.R_rows, state.w_WB_B.tolist(),
+                  F_Bo_W, orbit)
 
 
 def derivative(
@@ -347,52 +458,66 @@ def step(
     ValueError
         If ``h`` is not positive and finite or ``substeps`` < 1.
     """
-    F = _as_wrench(F_Bo_W, "F_Bo_W")
-    if not (np.isfinite(h) and h > 0.0):
+    if type(F_Bo_W) is list and len(F_Bo_W) == 6 and all(map(math.isfinite, F_Bo_W)):
+        Fl = [float(x) for x in F_Bo_W]  # the float path's own wrench (six floats)
+    else:
+        Fl = _as_wrench(F_Bo_W, "F_Bo_W").tolist()
+    if not (math.isfinite(h) and h > 0.0):
         raise ValueError(f"h must be > 0 and finite, got {h}")
     if int(substeps) != substeps or substeps < 1:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
     dt = h / int(substeps)
-    p, q, v, w = state.p_WoBo_W.tolist(), state.quat_WB, state.v_WBo_W.tolist(), state.w_WB_B.tolist()
-    Fl = F.tolist()
+    p, q, v, w = state.p_WoBo_W.tolist(), state.quat_WB.tolist(), state.v_WBo_W.tolist(), state.w_WB_B.tolist()
+    R0 = state.R_rows
     for _ in range(int(substeps)):
-        p, q, v, w = _rkmk4(model, p, q, v, w, Fl, dt, orbit)
-    return RigidBodyState._trusted(p, q, v, w)
-
-
-def _axpy(x: list[float], a: float, y: list[float]) -> list[float]:
-    """``x + a y`` for float 3-lists."""
-    return [x[0] + a * y[0], x[1] + a * y[1], x[2] + a * y[2]]
-
-
-def _rk4_increment(dt: float, k1: list[float], k2: list[float], k3: list[float], k4: list[float]) -> list[float]:
-    """``dt/6 (k1 + 2 k2 + 2 k3 + k4)`` for float 3-lists."""
-    c = dt / 6.0
-    return [c * (a + 2.0 * b + 2.0 * e + d) for a, b, e, d in zip(k1, k2, k3, k4, strict=True)]
+        p, q, v, w = _rkmk4(model, p, q, R0, v, w, Fl, dt, orbit)
+        R0 = None
+    return RigidBodyState.from_floats(p, q, v, w)
 
 
 def _rkmk4(
-    model: RigidBodyModel, p0: list[float], q0: Array, v0: list[float], w0: list[float], F: list[float], dt: float,
-    orbit: CircularOrbit | None,
-) -> tuple[list[float], Array, list[float], list[float]]:
-    """One RK4 Munthe-Kaas step on float 3-lists (p, v, w, φ); the quaternion as an array."""
+    model: RigidBodyModel, p0: list[float], q0: Any, R0: tuple[float, ...] | None, v0: list[float],
+    w0: list[float], F: list[float], dt: float, orbit: CircularOrbit | None,
+) -> tuple[list[float], tuple[float, ...], list[float], list[float]]:
+    """One RK4 Munthe-Kaas step on floats (p, v, w, φ as 3-lists, the quaternion as four floats).
 
-    def f(
-        p: list[float], v: list[float], w: list[float], phi: list[float], q: Array | None = None
-    ) -> tuple[list[float], ...]:
-        if q is None:
-            q = quat_integrate(q0, phi, 1.0)
-        vdot, wdot = _rates(model, p, v, quat_to_rotation(q).tolist(), q, w, F, orbit)
-        return v, vdot, wdot, dexp_inv(phi, w).tolist()
-
-    k1 = f(p0, v0, w0, [0.0, 0.0, 0.0], q0)  # φ = 0: q = q0
+    ``R0`` is ``R(q0)`` if known (nine floats), else None. Stage i has the derivatives
+    ``(ṗ, v̇, ẇ, φ̇) = (v_i, vd_i, wd_i, ph_i)``; written out component by component (this is
+    the innermost loop of every 1 kHz step).
+    """
+    P0, P1, P2 = p0
+    V0, V1, V2 = v0
+    W0, W1, W2 = w0
+    # k1 at φ = 0: q = q0, φ̇ = w
+    vd1, wd1 = _rates(model, p0, v0, rotation_rows(*q0) if R0 is None else R0, w0, F, orbit)
     a = 0.5 * dt
-    k2 = f(_axpy(p0, a, k1[0]), _axpy(v0, a, k1[1]), _axpy(w0, a, k1[2]), [a * x for x in k1[3]])
-    k3 = f(_axpy(p0, a, k2[0]), _axpy(v0, a, k2[1]), _axpy(w0, a, k2[2]), [a * x for x in k2[3]])
-    k4 = f(_axpy(p0, dt, k3[0]), _axpy(v0, dt, k3[1]), _axpy(w0, dt, k3[2]), [dt * x for x in k3[3]])
-    inc = [_rk4_increment(dt, *ks) for ks in zip(k1, k2, k3, k4, strict=True)]
-    return (_axpy(p0, 1.0, inc[0]), quat_integrate(q0, inc[3], 1.0), _axpy(v0, 1.0, inc[1]),
-            _axpy(w0, 1.0, inc[2]))
+    # k2
+    v2 = [V0 + a * vd1[0], V1 + a * vd1[1], V2 + a * vd1[2]]
+    w2 = [W0 + a * wd1[0], W1 + a * wd1[1], W2 + a * wd1[2]]
+    f0, f1, f2 = a * W0, a * W1, a * W2
+    q = quat_integrate_rows(q0, f0, f1, f2, 1.0)
+    vd2, wd2 = _rates(model, [P0 + a * V0, P1 + a * V1, P2 + a * V2], v2, rotation_rows(*q), w2, F, orbit)
+    ph2 = _dexp_inv(f0, f1, f2, w2[0], w2[1], w2[2])
+    # k3
+    v3 = [V0 + a * vd2[0], V1 + a * vd2[1], V2 + a * vd2[2]]
+    w3 = [W0 + a * wd2[0], W1 + a * wd2[1], W2 + a * wd2[2]]
+    f0, f1, f2 = a * ph2[0], a * ph2[1], a * ph2[2]
+    q = quat_integrate_rows(q0, f0, f1, f2, 1.0)
+    vd3, wd3 = _rates(model, [P0 + a * v2[0], P1 + a * v2[1], P2 + a * v2[2]], v3, rotation_rows(*q), w3, F, orbit)
+    ph3 = _dexp_inv(f0, f1, f2, w3[0], w3[1], w3[2])
+    # k4
+    v4 = [V0 + dt * vd3[0], V1 + dt * vd3[1], V2 + dt * vd3[2]]
+    w4 = [W0 + dt * wd3[0], W1 + dt * wd3[1], W2 + dt * wd3[2]]
+    f0, f1, f2 = dt * ph3[0], dt * ph3[1], dt * ph3[2]
+    q = quat_integrate_rows(q0, f0, f1, f2, 1.0)
+    vd4, wd4 = _rates(model, [P0 + dt * v3[0], P1 + dt * v3[1], P2 + dt * v3[2]], v4, rotation_rows(*q), w4, F, orbit)
+    ph4 = _dexp_inv(f0, f1, f2, w4[0], w4[1], w4[2])
+    c = dt / 6.0
+    return ([p + c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for p, k1, k2, k3, k4 in zip(p0, v0, v2, v3, v4)],
+            quat_integrate_rows(q0, *[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(w0, ph2, ph3, ph4)],
+                                1.0),
+            [v + c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for v, k1, k2, k3, k4 in zip(v0, vd1, vd2, vd3, vd4)],
+            [w + c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for w, k1, k2, k3, k4 in zip(w0, wd1, wd2, wd3, wd4)])
 
 
 def wrench_at_com(F_Po_W: ArrayLike, p_WoPo_W: ArrayLike, state: RigidBodyState) -> Array:

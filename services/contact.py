@@ -138,6 +138,7 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
@@ -148,14 +149,16 @@ from numpy.typing import NDArray
 from dynamics import contact as dc
 from dynamics import impact as im
 from dynamics import rigid_body as rb
-from dynamics.orbit import CircularOrbit, cw_acceleration
-from dynamics.spatial import cross3, pose, pose_inverse, quat_integrate, rotate_spatial
+from dynamics.orbit import CircularOrbit
+from dynamics.spatial import cross3, pose, pose_inverse, rotate_spatial
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table
 from protocol.service import Inputs, Port
 from services.orbiter import (
     ORBITER_KEYS,
     body_model,
+    cw_floats,
+    floats,
     flow_wrench_Wo,
     initial_state,
     pose_key,
@@ -208,6 +211,7 @@ CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
     "surfaces": ("list", []),
 }
 LATCH_SPRING: dict[str, float] = {"k_lin": 1.0e7, "k_rot": 1.0e8, "c_lin": 2.0e5, "c_rot": 2.0e6}
+LATCH_DRIVE: dict[str, float] = {"close_time": 5.0, "final_position": 0.001, "final_angle": 0.001745}
 SNARE_SPRING: dict[str, float] = {"k_lin": 2.0e5, "k_rot": 2.0e6, "c_lin": 9.0e4, "c_rot": 5.0e5}
 SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
     "point": (int, 0),
@@ -254,15 +258,16 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     env = check_table(con, "envelope", env_keys, problems)
     out["envelope"] = dc.CaptureEnvelope(**{k: float(v) for k, v in env.items()})
     latch_keys = {f.name: (_Num, f.default) for f in fields(dc.LatchCriteria)}
-    latch_keys.update({k: (_Num, v) for k, v in LATCH_SPRING.items()})
+    latch_keys.update({k: (_Num, v) for k, v in (LATCH_SPRING | LATCH_DRIVE).items()})
     latch_keys["X_LB"] = (_VEC6, [0.0] * 6)
     lt = check_table(con, "latch", latch_keys, problems)
     out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
     out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
+    out["latch_drive"] = {k: float(lt[k]) for k in LATCH_DRIVE}
     out["X_LB_berthed"] = pose_key(lt["X_LB"]) if not problems else np.eye(4)
     sn = check_table(con, "snare", {k: (_Num, v) for k, v in SNARE_SPRING.items()}, problems)
     out["snare"] = {k: float(v) for k, v in sn.items()}
-    for table, vals in (("latch", out["latch_spring"]), ("snare", out["snare"])):
+    for table, vals in (("latch", out["latch_spring"] | out["latch_drive"]), ("snare", out["snare"])):
         for k, val in vals.items():
             if val < 0:
                 problems.append(f"contact.{table}.{k}: expected >= 0, got {val!r}")
@@ -346,6 +351,92 @@ def hil_refusal(sample: Any, t_ns: int, max_age: float, force_max: float, torque
     return ""
 
 
+def _mv(R: tuple[float, ...], x0: float, x1: float, x2: float) -> list[float]:
+    """``R x`` for R row-major (nine floats)."""
+    return [R[0] * x0 + R[1] * x1 + R[2] * x2, R[3] * x0 + R[4] * x1 + R[5] * x2, R[6] * x0 + R[7] * x1 + R[8] * x2]
+
+
+def _mtv(R: tuple[float, ...], x0: float, x1: float, x2: float) -> list[float]:
+    """``Rᵀ x`` for R row-major (nine floats)."""
+    return [R[0] * x0 + R[3] * x1 + R[6] * x2, R[1] * x0 + R[4] * x1 + R[7] * x2, R[2] * x0 + R[5] * x1 + R[8] * x2]
+
+
+def _mm(A: tuple[float, ...], B: tuple[float, ...]) -> tuple[float, ...]:
+    """``A B`` for row-major 3×3 (nine floats)."""
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = B
+    return (a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
+            a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
+            a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22)
+
+
+def _cross(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> list[float]:
+    return [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
+
+
+def _rows(X: Array) -> tuple[list[float], tuple[float, ...]]:
+    """Position (3 floats) and rotation (nine floats, row-major) of a pose (4, 4)."""
+    return X[:3, 3].tolist(), tuple(X[:3, :3].ravel().tolist())
+
+
+def _pose_rows(p: list[float], R: tuple[float, ...]) -> Array:
+    X = np.eye(4)
+    X[:3, :3] = np.reshape(R, (3, 3))
+    X[:3, 3] = p
+    return X
+
+
+class _Kin:
+    """One body's pose and motion at an instant as floats: ``p`` CoM [m], ``R`` (R_WB rows),
+    ``v`` CoM velocity [m/s], ``w`` angular velocity in W [rad/s]."""
+
+    __slots__ = ("R", "p", "v", "w")
+
+    def __init__(self, st: rb.RigidBodyState) -> None:
+        self.p = st.p_WoBo_W.tolist()
+        self.R = st.R_rows
+        self.v = st.v_WBo_W.tolist()
+        self.w = _mv(self.R, *st.w_WB_B.tolist())
+
+    def velocity_at(self, x: list[float]) -> list[float]:
+        """Velocity of the body's material point at ``x`` (W). [m/s]"""
+        c = _cross(*self.w, x[0] - self.p[0], x[1] - self.p[1], x[2] - self.p[2])
+        return [self.v[0] + c[0], self.v[1] + c[1], self.v[2] + c[2]]
+
+
+class _Guide:
+    """The surfaces of one payload point, in L, with a sphere (in L) outside which none can act."""
+
+    __slots__ = ("center_L", "p_ToPo_T", "point", "reach2", "surfaces")
+
+    def __init__(self, point: int, p_ToPo_T: list[float], surfaces: list[tuple[float, ...]]) -> None:
+        self.point = point
+        self.p_ToPo_T = p_ToPo_T
+        self.surfaces = surfaces  # (sx, sy, sz, nx, ny, nz, radius, depth), in L
+        # each surface acts within `radius` of S laterally and `depth` behind it: inside the sphere
+        # about S − n depth/2 of radius sqrt(radius² + (depth/2)²); the guide's sphere holds them all
+        balls = []
+        for sx, sy, sz, nx, ny, nz, radius, depth in surfaces:
+            if not (math.isfinite(radius) and math.isfinite(depth)):
+                balls = []
+                break
+            balls.append(([sx - 0.5 * depth * nx, sy - 0.5 * depth * ny, sz - 0.5 * depth * nz],
+                          math.hypot(radius, 0.5 * depth)))
+        if balls:
+            c = [sum(b[0][k] for b in balls) / len(balls) for k in range(3)]
+            r = max(math.dist(b[0], c) + b[1] for b in balls) + BOUND_MARGIN
+            self.center_L, self.reach2 = c, r * r
+        else:
+            self.center_L, self.reach2 = [0.0, 0.0, 0.0], math.inf
+
+
+BOUND_MARGIN = 0.01
+"""m: a point is tested against its guide's surfaces when within this of their bounding sphere
+(and against a surface only when less than this in front of it). The compliant force is
+evaluated at the point extrapolated by ``u·h/2``, so the margin holds for relative speeds
+below ``2 · BOUND_MARGIN / h`` (20 m/s at 1 kHz)."""
+
+
 class ContactModel:
     """The contact service's :class:`protocol.service.ServiceModel` (see the module docstring).
 
@@ -378,10 +469,22 @@ class ContactModel:
         self.envelope: dc.CaptureEnvelope = v["envelope"]
         self.criteria: dc.LatchCriteria = v["criteria"]
         self.latch_spring: dict[str, float] = v["latch_spring"]
+        self.latch_drive: dict[str, float] = v["latch_drive"]
         self.snare_spring: dict[str, float] = v["snare"]
         self.X_OE: Array | None = None   # E in O at capture (compliant snare)
         self.X_LB_berthed: Array = v["X_LB_berthed"]
+        self._p_LB_berthed = self.X_LB_berthed[:3, 3].tolist()
         self.con = con
+        self.compliant = con["berthing"] == "compliant"
+        # float forms of the fixed frames, and the surfaces grouped by payload point (in L)
+        self._p_OL, self._R_OL = _rows(self.X_OL)
+        self._p_TB, self._R_TB = _rows(self.X_TB)
+        groups: dict[int, list[tuple[float, ...]]] = {}
+        for i, p_LoSo_L, n_L, radius, depth in self.surfaces:
+            groups.setdefault(i, []).append((*p_LoSo_L.tolist(), *n_L.tolist(), radius, depth))
+        self._guides = [_Guide(i, [a + b for a, b in zip(self._p_TB, _mv(self._R_TB, *self.points_B[i].tolist()),
+                                                          strict=True)], surf)
+                        for i, surf in sorted(groups.items())]
         # hil/feedback is an input only when it is used, so a model run does not wait for the rig
         ins = [Port("orbiter/state", "state"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
                Port("operator/command", "event")]
@@ -391,19 +494,22 @@ class ContactModel:
         self.grappled = False
         self.rigidized = False
         self.captured_ns: int | None = None
-        self.berthed = False
-        self.X_LB_latched: Array | None = None
+        self.berthed = False             # latches engaged (closing or closed)
+        self.latched = False             # latches closed: the stroke done and B within the final tolerance
+        self.X_LB_latched: Array | None = None   # where the latches closed on B (the stroke's start)
+        self.drive: dc.LatchDrive | None = None
+        self.latch_ns: int | None = None
         # flows: what was published for the interval starting now (about Wo, on the orbiter)
-        self.F_cont_O_Wo = np.zeros(6)   # continuous part, held; the payload applies its opposite
-        self.F_last_T = np.zeros(6)      # wrench about the payload CoM applied over the last step
+        self.F_cont_O_Wo = [0.0] * 6     # continuous part, held; the payload applies its opposite
+        self.F_last_T = [0.0] * 6        # wrench about the payload CoM applied over the last step
         self.inflight: list[tuple[int, Array]] = []  # (t_ns, impulse on the orbiter about Wo)
-        self.F_imp_O_Wo = np.zeros(6)    # impulses of this instant / h, on the orbiter about Wo
+        self.F_imp_O_Wo = [0.0] * 6      # impulses of this instant / h, on the orbiter about Wo
         self._orb_cache: tuple[Any, rb.RigidBodyState] | None = None
         self._rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = []
         # contact episode bookkeeping
         self.in_contact = False
         self.episode_impulse = np.zeros(6)
-        self.episode_V_pre = np.zeros(6)
+        self.episode_V_pre: Any = [0.0] * 6
         self.hil_reason: str | None = None
         self.hil_refused = 0
         self.dissipated = 0.0            # J, ∫ P_d dt of the compliant contact (held-power rectangle rule)
@@ -417,15 +523,17 @@ class ContactModel:
             return self._orb_cache[1]
         b = sample.body
         dt = (t_ns - sample.t_ns) * 1e-9
-        a = np.asarray(b["a_WOo_W"], dtype=np.float64)
-        wd = np.asarray(b["wdot_WO_O"], dtype=np.float64)
-        w0 = np.asarray(b["w_WO_O"], dtype=np.float64)
-        p = b["p_WoOo_W"] + b["v_WOo_W"] * dt + 0.5 * a * dt * dt
-        v = b["v_WOo_W"] + a * dt
-        w = w0 + wd * dt
-        q = quat_integrate(b["quat_WO"], w0 + 0.5 * wd * dt, dt) if dt > 0 else np.asarray(b["quat_WO"])
+        p0, v0, a = floats(b["p_WoOo_W"]), floats(b["v_WOo_W"]), floats(b["a_WOo_W"])
+        w0, wd = floats(b["w_WO_O"]), floats(b["wdot_WO_O"])
+        p = [p0[k] + v0[k] * dt + 0.5 * a[k] * dt * dt for k in range(3)]
+        v = [v0[k] + a[k] * dt for k in range(3)]
+        w = [w0[k] + wd[k] * dt for k in range(3)]
+        if dt > 0:
+            q = rb.quat_integrate_rows(floats(b["quat_WO"]), *[w0[k] + 0.5 * wd[k] * dt for k in range(3)], dt)
+            state = rb.RigidBodyState.from_floats(p, q, v, w)
+        else:
+            state = rb.RigidBodyState(p, b["quat_WO"], v, w)
         self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
-        state = rb.RigidBodyState(p, q, v, w)
         for tk, P in self.inflight:
             if tk < t_ns:
                 state = rb.apply_impulse(self.model_O, state, np.concatenate([P[:3] - cross3(state.p_WoBo_W, P[3:]),
@@ -442,7 +550,7 @@ class ContactModel:
         for st, R, w in self._rot_cache:
             if st is state:
                 return R, w
-        R = state.R_WB
+        R = np.reshape(state.R_rows, (3, 3))
         w = R @ state.w_WB_B
         self._rot_cache = [(state, R, w), *self._rot_cache[:2]]
         return R, w
@@ -459,7 +567,8 @@ class ContactModel:
         self.state = rb.apply_impulse(self.model_T, self.state,
                                       np.concatenate([P_T_Wo[:3] - cross3(c, P_T_Wo[3:]), P_T_Wo[3:]]))
         self.inflight.append((t_ns, -P_T_Wo))
-        self.F_imp_O_Wo += -P_T_Wo / (h_ns * 1e-9)
+        h = h_ns * 1e-9
+        self.F_imp_O_Wo = [F - P / h for F, P in zip(self.F_imp_O_Wo, P_T_Wo.tolist(), strict=True)]
         return P_T_Wo
 
     # ------------------------------------------------------------ capture
@@ -520,40 +629,61 @@ class ContactModel:
         return wrench_about_origin(F_G, p_G)
 
     # ------------------------------------------------------------ berthing
-    def _model_contact(self, orb: rb.RigidBodyState, X_WB: Array, X_WL: Array, t_ns: int, h_ns: int,
-                       events: list) -> tuple[Array, float, bool]:
-        """Wrench on the payload about Wo from the surfaces (compliant), or impulses (impulsive)."""
-        F = np.zeros(6)
+    def _model_contact(self, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
+                       h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+        """Wrench on the payload about Wo from the surfaces (compliant), or impulses (impulsive).
+
+        Each payload point is taken into L and skipped when outside its guide's bounding sphere
+        (:class:`_Guide`); its relative velocity is computed once for all its surfaces. Returns the
+        wrench (six floats), the dissipated power, whether any surface acts, and the bodies'
+        kinematics (renewed after an impulse).
+        """
+        F = [0.0] * 6
         power = 0.0
         active = False
-        R_WB, R_WL = X_WB[:3, :3], X_WL[:3, :3]
-        P_W = X_WB[:3, 3] + self.points_B @ R_WB.T  # (n, 3) every point, in W
-        for i, p_LoSo_L, n_L, radius, depth in self.surfaces:
-            p_P = P_W[i]
-            n_W = R_WL @ n_L
-            p_S = X_WL[:3, 3] + R_WL @ p_LoSo_L
-            if float((p_P - p_S) @ n_W) >= 0.01:  # 1 cm in front: no contact within h/2 (cheap test first)
+        lead = 0.5 * h_ns * 1e-9 if self.compliant else 0.0
+        law = self.law
+        for g in self._guides:
+            d = _mv(kT.R, *g.p_ToPo_T)
+            P = [kT.p[0] + d[0], kT.p[1] + d[1], kT.p[2] + d[2]]  # the point, in W
+            x0, x1, x2 = _mtv(R_WL, P[0] - p_L[0], P[1] - p_L[1], P[2] - p_L[2])  # in L
+            c = g.center_L
+            if (x0 - c[0]) ** 2 + (x1 - c[1]) ** 2 + (x2 - c[2]) ** 2 > g.reach2:
                 continue
-            v_P = self._twist_at(self.state, p_P)[3:]
-            v_S = self._twist_at(orb, p_P)[3:]
-            # compliant: the force held over [t, t + h) is evaluated at the interval's midpoint,
-            # the relative displacement extrapolated by u·h/2 (second order in h; a force from the
-            # start of the interval would feed the contact ≈ (π/2) ω h of its energy per impact)
-            lead = 0.5 * h_ns * 1e-9 if self.con["berthing"] == "compliant" else 0.0
-            pc = dc.point_plane(p_P + (v_P - v_S) * lead, v_P, p_S, n_W, v_S, self.law, radius, depth)
-            if not pc.active:
-                continue
-            active = True
-            if self.con["berthing"] == "compliant":
-                F += np.concatenate([cross3(p_P, pc.f_W), pc.f_W])
-                power += pc.power_dissipated
-            elif pc.delta_dot > 0.0:
-                P = self._impulsive(orb, p_P, n_W)
-                if P is not None:
-                    P_Wo = self._impulse_on_payload(np.concatenate([np.zeros(3), P]), p_P, t_ns, h_ns)
-                    self.episode_impulse += P_Wo
-                    orb = self.orbiter_at_now
-        return F, power, active
+            u: list[float] | None = None
+            fx = fy = fz = 0.0
+            for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
+                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+                if dx * nx + dy * ny + dz * nz >= BOUND_MARGIN:  # in front: no contact within h/2
+                    continue
+                if u is None:  # relative velocity of the point (payload − orbiter), in L
+                    vP, vS = kT.velocity_at(P), kO.velocity_at(P)
+                    u = _mtv(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
+                # compliant: the force held over [t, t + h) is evaluated at the interval's midpoint,
+                # the relative displacement extrapolated by u·h/2 (second order in h; a force from the
+                # start of the interval would feed the contact ≈ (π/2) ω h of its energy per impact)
+                ok, _, delta_dot, f0, f1, f2, P_d = dc.point_plane_rows(
+                    dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead, u[0], u[1], u[2], nx, ny, nz, law,
+                    radius, depth)
+                if not ok:
+                    continue
+                active = True
+                if self.compliant:
+                    fx, fy, fz = fx + f0, fy + f1, fz + f2
+                    power += P_d
+                elif delta_dot > 0.0:
+                    p_P = np.array(P)
+                    imp = self._impulsive(self.orbiter_at_now, p_P, np.array(_mv(R_WL, nx, ny, nz)))
+                    if imp is not None:
+                        self.episode_impulse += self._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
+                                                                         t_ns, h_ns)
+                        kT, kO = _Kin(self.state), _Kin(self.orbiter_at_now)
+                        u = None
+            if fx or fy or fz:
+                f = _mv(R_WL, fx, fy, fz)
+                tau = _cross(P[0], P[1], P[2], f[0], f[1], f[2])
+                F = [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3] + f[0], F[4] + f[1], F[5] + f[2]]
+        return F, power, active, kT, kO
 
     def _impulsive(self, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
         """Impulse (3,) on the payload at C for an approaching point (n from orbiter to payload)."""
@@ -591,23 +721,79 @@ class ContactModel:
         F_Bo_W = rotate_spatial(X_WB[:3, :3], np.asarray(s.body["F_Bo_B"], dtype=np.float64))
         return wrench_about_origin(F_Bo_W, X_WB[:3, 3])
 
+    # ------------------------------------------------------------ latches
+    def _latch_pose(self, kT: _Kin, p_L: list[float], R_WL: tuple[float, ...]) -> tuple[list[float], tuple[float, ...]]:
+        """Pose of B in L (position, rotation rows) and ``R_WB`` rows."""
+        R_WB = _mm(kT.R, self._R_TB)
+        d = _mv(kT.R, *self._p_TB)
+        p_LB = _mtv(R_WL, kT.p[0] + d[0] - p_L[0], kT.p[1] + d[1] - p_L[1], kT.p[2] + d[2] - p_L[2])
+        R_LB = _mm(tuple(R_WL[3 * j + i] for i in range(3) for j in range(3)), R_WB)
+        return p_LB, R_LB
+
+    def _latch_start(self, t_ns: int, X_LB: Array, V_rel_B: list[float], events: list) -> None:
+        """The latches close on B at ``X_LB``: the stroke starts (or, with no stroke, they hold it there)."""
+        self.berthed = True
+        self.X_LB_latched = X_LB
+        self.latch_ns = t_ns
+        T = self.latch_drive["close_time"]
+        if T > 0.0:
+            self.drive = dc.LatchDrive(X_LB, self.X_LB_berthed, T)
+            events.append(_event("latch_start", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB), close_time=T,
+                                 **_misalignment(X_LB, self.X_LB_berthed)))
+        else:
+            self.latched = True
+            events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB), close_time=0.0,
+                                 **_misalignment(X_LB, self.X_LB_berthed)))
+
+    def _latch_wrench(self, t_ns: int, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
+                      V_rel_B: list[float], events: list) -> list[float]:
+        """The closed latches' wrench on the payload about Wo (six floats); ``latch`` once the stroke is home."""
+        assert self.X_LB_latched is not None and self.latch_ns is not None  # set by _latch_start
+        if self.drive is not None:
+            p_R, R_R, v_R, w_R = self.drive.setpoint((t_ns - self.latch_ns) * 1e-9)
+        else:
+            p_R, R_R = _rows(self.X_LB_latched)
+            v_R = w_R = [0.0, 0.0, 0.0]
+        d = _mv(R_WL, *p_R)
+        p_WR = [p_L[0] + d[0], p_L[1] + d[1], p_L[2] + d[2]]
+        d = _mv(kT.R, *self._p_TB)
+        p_B = [kT.p[0] + d[0], kT.p[1] + d[1], kT.p[2] + d[2]]
+        vO, vR, wR = kO.velocity_at(p_B), _mv(R_WL, *v_R), _mv(R_WL, *w_R)
+        V_R = [kO.w[0] + wR[0], kO.w[1] + wR[1], kO.w[2] + wR[2], vO[0] + vR[0], vO[1] + vR[1], vO[2] + vR[2]]
+        R_WB = _mm(kT.R, self._R_TB)
+        F = dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, _mm(R_WL, R_R), V_R,
+                                 **self.latch_spring)
+        if not self.latched and (self.drive is None or t_ns - self.latch_ns >= self.drive.close_time * 1e9):
+            p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
+            X_LB = _pose_rows(p_LB, R_LB)
+            m = _misalignment(X_LB, self.X_LB_berthed)
+            if (m["misalignment_m"] <= self.latch_drive["final_position"]
+                    and m["misalignment_rad"] <= self.latch_drive["final_angle"]):
+                self.latched = True
+                events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB),
+                                     X_LB_start=_pose_list(self.X_LB_latched), close_time=self.drive.close_time, **m))
+        tau = _cross(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
+        return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
+
     # ------------------------------------------------------------ ServiceModel
-    def _outputs(self, active: bool, orb_p_WoLo_W: Array) -> dict[str, dict[str, Any]]:
+    def _outputs(self, active: bool, p_WoLo_W: list[float]) -> dict[str, dict[str, Any]]:
         s = self.state
-        a, wdot = rb.accelerations(self.model_T, s, self.F_last_T, self.orbit)
-        F_O_Wo = self.F_cont_O_Wo + self.F_imp_O_Wo
+        a, wdot = rb.accelerations_rows(self.model_T, s, self.F_last_T, self.orbit)
+        F = [c + i for c, i in zip(self.F_cont_O_Wo, self.F_imp_O_Wo, strict=True)]
+        c = _cross(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
         return {
             "payload/state": {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B, "v_WTo_W": s.v_WBo_W,
-                              "a_WTo_W": a, "wdot_WT_T": wdot, "grappled": self.grappled, "berthed": self.berthed},
-            "contact/wrench": {"F_Lo_W": np.concatenate([F_O_Wo[:3] - cross3(orb_p_WoLo_W, F_O_Wo[3:]), F_O_Wo[3:]]),
-                               "p_WoLo_W": orb_p_WoLo_W,
+                              "a_WTo_W": np.array(a), "wdot_WT_T": np.array(wdot), "grappled": self.grappled,
+                              "berthed": self.berthed},
+            "contact/wrench": {"F_Lo_W": np.array([F[0] - c[0], F[1] - c[1], F[2] - c[2], F[3], F[4], F[5]]),
+                               "p_WoLo_W": np.array(p_WoLo_W),
                                "active": bool(active)},
         }
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial payload; no contact wrench (the orbiter is not known yet)."""
-        self.F_imp_O_Wo = np.zeros(6)
-        out = self._outputs(False, np.zeros(3))
+        self.F_imp_O_Wo = [0.0] * 6
+        out = self._outputs(False, [0.0, 0.0, 0.0])
         out["contact/event"] = {"events": []}
         return out
 
@@ -617,20 +803,20 @@ class ContactModel:
         t1 = t_ns + h_ns
         s = self.state
         # 1. the payload over [t, t + h): arm wrench samples and the opposite of the held contact wrench
-        F_T_Wo = flow_wrench_Wo(u, "arm/wrench", "F_Eo_W", "p_WoEo_W", h_ns) - self.F_cont_O_Wo
-        a_ext = None if self.orbit is None else cw_acceleration(self.orbit.n, s.p_WoBo_W, s.v_WBo_W)
-        self.F_last_T = wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, a_ext)
+        F_arm = flow_wrench_Wo(u, "arm/wrench", "F_Eo_W", "p_WoEo_W", h_ns)
+        F_T_Wo = [a - c for a, c in zip(F_arm, self.F_cont_O_Wo, strict=True)]
+        self.F_last_T = wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, cw_floats(self.orbit, s))
         self.state = rb.step(self.model_T, s, self.F_last_T, h, self.orbit)
         self.dissipated += self.last_power * h
-        self.F_imp_O_Wo = np.zeros(6)
+        self.F_imp_O_Wo = [0.0] * 6
         events: list[dict[str, Any]] = []
         try:
             orb_sample = u.state("orbiter/state")
         except KeyError:
             orb_sample = None
         if orb_sample is None:
-            self.F_cont_O_Wo = np.zeros(6)
-            out = self._outputs(False, np.zeros(3))
+            self.F_cont_O_Wo = [0.0] * 6
+            out = self._outputs(False, [0.0, 0.0, 0.0])
             out["contact/event"] = {"events": events}
             return out
         self._orb_sample = orb_sample
@@ -658,48 +844,50 @@ class ContactModel:
                 X_WE = self._X_WT() @ self.X_TG
             X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
             events.append(_event("rigidize", t1, X_EG=_pose_list(X_EG)))
-        # 3. berthing contact and latches at t + h
-        X_WT = self._X_WT()
-        X_WB = X_WT @ self.X_TB
-        X_WL = pose(self._rot(orb)[0], orb.p_WoBo_W) @ self.X_OL
-        V_rel_B = self._twist_at(self.state, X_WB[:3, 3]) - self._twist_at(orb, X_WB[:3, 3])
-        F_hil = self._hil_wrench(u, t1, X_WB, events) if self.con["source"] == "hil" else None
+        # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
+        kT, kO = _Kin(self.state), _Kin(orb)
+        d = _mv(kO.R, *self._p_OL)
+        p_L = [kO.p[0] + d[0], kO.p[1] + d[1], kO.p[2] + d[2]]
+        R_WL = _mm(kO.R, self._R_OL)
+        d = _mv(kT.R, *self._p_TB)
+        p_B = [kT.p[0] + d[0], kT.p[1] + d[1], kT.p[2] + d[2]]
+        vT, vO = kT.velocity_at(p_B), kO.velocity_at(p_B)
+        V_rel_B = [kT.w[0] - kO.w[0], kT.w[1] - kO.w[1], kT.w[2] - kO.w[2],  # payload − orbiter at Bo
+                   vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
+        F_hil = None
+        if self.con["source"] == "hil":
+            F_hil = self._hil_wrench(u, t1, _pose_rows(p_B, _mm(kT.R, self._R_TB)), events)
         if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
-            F_T_Wo, power, active = self._model_contact(orb, X_WB, X_WL, t1, h_ns, events)
-            orb = self.orbiter_at_now
+            F_T_Wo, power, active, kT, kO = self._model_contact(kT, kO, p_L, R_WL, t1, h_ns)
         else:
-            F_T_Wo, power, active = F_hil, 0.0, bool(np.any(F_hil != 0.0))
+            F_T_Wo, power, active = F_hil.tolist(), 0.0, bool(np.any(F_hil != 0.0))
         self.last_power = power
         if self.grappled and not self.rigidized and self.X_OE is not None:
-            F_T_Wo = F_T_Wo + self._snare_wrench(orb)
+            F_T_Wo = [a + b for a, b in zip(F_T_Wo, self._snare_wrench(self.orbiter_at_now).tolist(), strict=True)]
         # contact episodes
         if active and not self.in_contact:
             self.in_contact = True
             self.episode_V_pre = V_rel_B
-            self.episode_impulse = np.zeros(6) if self.con["berthing"] == "compliant" else self.episode_impulse
+            self.episode_impulse = np.zeros(6) if self.compliant else self.episode_impulse
             events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
         elif not active and self.in_contact and not self.berthed:
             self.in_contact = False
             events.append(_event("rebound", t1, self.episode_V_pre, V_rel_B, self.episode_impulse))
             self.episode_impulse = np.zeros(6)
         if not self.berthed and (active or not self.surfaces):  # latches close on seated trunnions
-            X_LB = pose_inverse(X_WL) @ X_WB
-            near = float(np.linalg.norm(X_LB[:3, 3] - self.X_LB_berthed[:3, 3])) <= self.criteria.position
-            ok = near and dc.latch_check(X_LB, rotate_spatial(X_WL[:3, :3].T, V_rel_B), self.X_LB_berthed,
-                                         self.criteria)[0]
-            if ok:
-                self.berthed = True
-                self.X_LB_latched = X_LB
-                events.append(_event("latch", t1, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB)))
-        if self.berthed and self.X_LB_latched is not None:
-            V_O_B = self._twist_at(orb, X_WB[:3, 3])
-            F_B = dc.latch_wrench(X_WL, V_O_B, X_WB, self._twist_at(self.state, X_WB[:3, 3]), self.X_LB_latched,
-                                  **self.latch_spring)
-            F_T_Wo = F_T_Wo + wrench_about_origin(F_B, X_WB[:3, 3])
+            p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
+            if math.dist(p_LB, self._p_LB_berthed) <= self.criteria.position:
+                R_LW = np.reshape(R_WL, (3, 3)).T
+                X_LB = _pose_rows(p_LB, R_LB)
+                if dc.latch_check(X_LB, rotate_spatial(R_LW, V_rel_B), self.X_LB_berthed, self.criteria)[0]:
+                    self._latch_start(t1, X_LB, V_rel_B, events)
+        if self.berthed:
+            F_latch = self._latch_wrench(t1, kT, kO, p_L, R_WL, V_rel_B, events)
+            F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_latch, strict=True)]
         if self.in_contact:
-            self.episode_impulse += F_T_Wo * h
-        self.F_cont_O_Wo = -F_T_Wo
-        out = self._outputs(active or self.berthed, X_WL[:3, 3])
+            self.episode_impulse += np.array(F_T_Wo) * h
+        self.F_cont_O_Wo = [-x for x in F_T_Wo]
+        out = self._outputs(active or self.berthed, p_L)
         out["contact/event"] = {"events": events}
         return out
 
@@ -707,6 +895,12 @@ class ContactModel:
     def orbiter_at_now(self) -> rb.RigidBodyState:
         """The orbiter at the current instant of the step being finished (after queued impulses)."""
         return self.orbiter_at(self._orb_sample, self._t_now + 1)
+
+
+def _misalignment(X_LB: Array, X_LB_berthed: Array) -> dict[str, float]:
+    """Distance [m] and angle [rad] of B from its berthed pose in L."""
+    return {"misalignment_m": float(np.linalg.norm(X_LB[:3, 3] - X_LB_berthed[:3, 3])),
+            "misalignment_rad": float(np.linalg.norm(dc.rotation_error(X_LB_berthed[:3, :3], X_LB[:3, :3])))}
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:

@@ -55,9 +55,13 @@ from numpy.typing import NDArray
 
 from dynamics import rigid_body as rb
 from dynamics.contact import rotation_error
-from dynamics.orbit import CircularOrbit, cw_acceleration
-from dynamics.spatial import cross3, quat_to_rotation, rotation_to_quat
-from dynamics.spatial import pose_from_vector
+from dynamics.orbit import CircularOrbit
+from dynamics.spatial import (
+    cross3,
+    pose_from_vector,
+    quat_to_rotation,
+    rotation_to_quat,
+)
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.service import Inputs, Port
@@ -68,6 +72,8 @@ __all__ = [
     "body_model",
     "build",
     "check_table",
+    "cw_floats",
+    "floats",
     "flow_wrench_Wo",
     "initial_state",
     "pose_key",
@@ -150,22 +156,35 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return problems
 
 
-def flow_wrench_Wo(u: Inputs, topic: str, F_field: str, p_field: str, h_ns: int) -> Array:
+def floats(x: Any) -> list[float]:
+    """A message field (ndarray or sequence of numbers) as a list of Python floats."""
+    return x.tolist() if isinstance(x, np.ndarray) else [float(v) for v in x]
+
+
+def flow_wrench_Wo(u: Inputs, topic: str, F_field: str, p_field: str, h_ns: int) -> list[float]:
     """Time-average over the step of a wrench flow, each sample referred to W's origin.
 
-    ``Σ_k o_k · shift(F_k, p_k → Wo) / h``: its product with h is exactly the linear
+    ``Σ_k o_k · [τ_k + p_k × f_k; f_k] / h``: its product with h is exactly the linear
     impulse and the angular impulse about Wo of the samples over the step (the runtime's
-    exact-impulse rule, :mod:`protocol.stepping`). Absent topic: zero.
+    exact-impulse rule, :mod:`protocol.stepping`). Absent topic: zero. Plain floats (a
+    100 Hz orbiter step sums ten contact and five arm samples).
 
     Returns
     -------
-    F_Wo_W : ndarray, shape (6,)
+    F_Wo_W : list of 6 float
         [τ about Wo; f], in W. [N·m, N]
     """
-    acc = np.zeros(6)
+    t0 = t1 = t2 = f0 = f1 = f2 = 0.0
     for s, o in u.flow(topic):
-        acc += o * wrench_about_origin(s.body[F_field], s.body[p_field])
-    return acc / h_ns
+        a0, a1, a2, b0, b1, b2 = floats(s.body[F_field])
+        p0, p1, p2 = floats(s.body[p_field])
+        t0 += o * (a0 + (p1 * b2 - p2 * b1))
+        t1 += o * (a1 + (p2 * b0 - p0 * b2))
+        t2 += o * (a2 + (p0 * b1 - p1 * b0))
+        f0 += o * b0
+        f1 += o * b1
+        f2 += o * b2
+    return [t0 / h_ns, t1 / h_ns, t2 / h_ns, f0 / h_ns, f1 / h_ns, f2 / h_ns]
 
 
 def wrench_about_origin(F_Po_W: Any, p_WoPo_W: Any) -> Array:
@@ -177,18 +196,52 @@ def wrench_about_origin(F_Po_W: Any, p_WoPo_W: Any) -> Array:
     return np.concatenate([F[:3] + cross3(p_WoPo_W, F[3:]), F[3:]])
 
 
-def wrench_about_mean_com(F_Wo_W: Array, state: rb.RigidBodyState, mass: float, h: float,
-                          a_ext_W: Array | None = None) -> Array:
+def cw_floats(orbit: CircularOrbit | None, state: rb.RigidBodyState) -> list[float] | None:
+    """:func:`dynamics.orbit.cw_acceleration` of a body's CoM on floats; None without an orbit. [m/s²]"""
+    if orbit is None:
+        return None
+    n = orbit.n
+    n2 = n * n
+    p0, _, p2 = state.p_WoBo_W.tolist()
+    v0, v1, _ = state.v_WBo_W.tolist()
+    return [3.0 * n2 * p0 + 2.0 * n * v1, -2.0 * n * v0, -n2 * p2]
+
+
+def wrench_about_mean_com(F_Wo_W: Any, state: rb.RigidBodyState, mass: float, h: float,
+                          a_ext_W: Any = None) -> list[float]:
     """The wrench [τ about Wo; f] referred to the CoM's mean position over the next step.
 
     ``τ_c = τ_Wo − c̄ × f``, ``c̄ = c₀ + v₀ h/2 + (f/m + a_ext) h²/6``: exact for a force held
     over the step (module docstring), so the body's angular momentum about Wo changes by
     exactly ``τ_Wo h``.
+
+    Parameters
+    ----------
+    F_Wo_W : sequence of 6 float
+        [τ about Wo; f], in W. [N·m, N]
+    state : RigidBodyState
+        The body at the start of the step.
+    mass : float
+        [kg]
+    h : float
+        Step. [s]
+    a_ext_W : sequence of 3 float or None
+        Acceleration not due to f (the CW terms). [m/s²]
+
+    Returns
+    -------
+    list of 6 float
+        [τ about the mean CoM; f], in W. [N·m, N]
     """
-    f = F_Wo_W[3:]
-    a = f / mass if a_ext_W is None else f / mass + a_ext_W
-    c_bar = state.p_WoBo_W + state.v_WBo_W * (0.5 * h) + a * (h * h / 6.0)
-    return np.concatenate([F_Wo_W[:3] - cross3(c_bar, f), f])
+    t0, t1, t2, f0, f1, f2 = F_Wo_W
+    a0, a1, a2 = f0 / mass, f1 / mass, f2 / mass
+    if a_ext_W is not None:
+        a0, a1, a2 = a0 + a_ext_W[0], a1 + a_ext_W[1], a2 + a_ext_W[2]
+    p0, p1, p2 = state.p_WoBo_W.tolist()
+    v0, v1, v2 = state.v_WBo_W.tolist()
+    hh, h6 = 0.5 * h, h * h / 6.0
+    c0, c1, c2 = p0 + v0 * hh + a0 * h6, p1 + v1 * hh + a1 * h6, p2 + v2 * hh + a2 * h6
+    return [t0 - (c1 * f2 - c2 * f1), t1 - (c2 * f0 - c0 * f2), t2 - (c0 * f1 - c1 * f0), f0, f1, f2]
 
 
 class OrbiterModel:
@@ -234,7 +287,7 @@ class OrbiterModel:
         self.tau_rcs_O = np.zeros(3)
         self.firing = np.zeros(3, dtype=bool)
         self.rcs_on_time = np.zeros(3)  # s of jet firing per axis (for reports)
-        self.F_last = np.zeros(6)       # wrench about the CoM applied over the last step, W
+        self.F_last = [0.0] * 6         # wrench about the CoM applied over the last step, W (floats)
 
     # ------------------------------------------------------------ attitude control
     def rcs_torque(self, state: rb.RigidBodyState) -> Array:
@@ -249,7 +302,9 @@ class OrbiterModel:
         return tau
 
     def _rcs_events(self, t_ns: int, tau: Array) -> list[dict[str, Any]]:
-        events = []
+        events: list[dict[str, Any]] = []
+        if not self.hold:
+            return events
         on = tau != 0.0
         for i in range(3):
             if on[i] != self.firing[i]:
@@ -261,32 +316,34 @@ class OrbiterModel:
     # ------------------------------------------------------------ ServiceModel
     def _state_body(self) -> dict[str, Any]:
         s = self.state
-        a, wdot = rb.accelerations(self.model, s, self.F_last, self.orbit)
+        a, wdot = rb.accelerations_rows(self.model, s, self.F_last, self.orbit)
         return {"p_WoOo_W": s.p_WoBo_W, "quat_WO": s.quat_WB, "w_WO_O": s.w_WB_B, "v_WOo_W": s.v_WBo_W,
-                "a_WOo_W": a, "wdot_WO_O": wdot}
+                "a_WOo_W": np.array(a), "wdot_WO_O": np.array(wdot)}
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial state (acceleration from the RCS torque alone)."""
         self.tau_rcs_O = self.rcs_torque(self.state)
-        self.F_last = np.concatenate([self.state.R_WB @ self.tau_rcs_O, np.zeros(3)])
+        self.F_last = [*(self.state.R_WB @ self.tau_rcs_O).tolist(), 0.0, 0.0, 0.0]
         return {"orbiter/state": self._state_body(), "orbiter/event": {"events": self._rcs_events(t0_ns, self.tau_rcs_O)}}
 
-    def external_wrench_Wo(self, u: Inputs, h_ns: int) -> Array:
-        """Arm base wrench plus contact reaction over the step, about Wo, in W (exact impulse)."""
-        return (flow_wrench_Wo(u, "arm/wrench", "F_So_W", "p_WoSo_W", h_ns)
-                + flow_wrench_Wo(u, "contact/wrench", "F_Lo_W", "p_WoLo_W", h_ns))
+    def external_wrench_Wo(self, u: Inputs, h_ns: int) -> list[float]:
+        """Arm base wrench plus contact reaction over the step, about Wo, in W (exact impulse), six floats."""
+        a = flow_wrench_Wo(u, "arm/wrench", "F_So_W", "p_WoSo_W", h_ns)
+        c = flow_wrench_Wo(u, "contact/wrench", "F_Lo_W", "p_WoLo_W", h_ns)
+        return [x + y for x, y in zip(a, c, strict=True)]
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """Advance t → t + h with the flows' exact impulse and the RCS torque held over the step."""
         h = h_ns * 1e-9
         s = self.state
         F_Wo = self.external_wrench_Wo(u, h_ns)
-        a_ext = None if self.orbit is None else cw_acceleration(self.orbit.n, s.p_WoBo_W, s.v_WBo_W)
-        F_c = wrench_about_mean_com(F_Wo, s, self.model.mass, h, a_ext)
-        F_c[:3] += s.R_WB @ self.tau_rcs_O
+        F_c = wrench_about_mean_com(F_Wo, s, self.model.mass, h, cw_floats(self.orbit, s))
+        if self.hold:
+            t_W = (s.R_WB @ self.tau_rcs_O).tolist()
+            F_c = [F_c[0] + t_W[0], F_c[1] + t_W[1], F_c[2] + t_W[2], *F_c[3:]]
+            self.rcs_on_time += h * (self.tau_rcs_O != 0.0)
         self.state = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
         self.F_last = F_c
-        self.rcs_on_time += h * (self.tau_rcs_O != 0.0)
         self.tau_rcs_O = self.rcs_torque(self.state)
         events = self._rcs_events(t_ns + h_ns, self.tau_rcs_O)
         return {"orbiter/state": self._state_body(), "orbiter/event": {"events": events}}

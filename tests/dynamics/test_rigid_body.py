@@ -188,3 +188,40 @@ def test_step_result_is_a_valid_read_only_state():
     # a result that overflows is refused, naming the field (as the constructor would)
     with pytest.raises(ShapeError, match="p_WoBo_W: not finite"):
         rb.step(model, s, [0, 0, 0, 1e308, 0, 0], 1e10)
+
+
+def test_float_kernels_equal_their_spatial_twins():
+    # rotation_rows, quat_integrate_rows and the step's dexp⁻¹ repeat dynamics.spatial's formulas on
+    # Python floats; they must give the same numbers, bit for bit (and R_rows must equal R_WB)
+    from dynamics.spatial import dexp_inv, quat_integrate, quat_to_rotation
+
+    rng = np.random.default_rng(21)
+    for _ in range(200):
+        q = quat_normalize(rng.normal(size=4))
+        w = rng.normal(size=3) * rng.choice([1e-9, 1e-3, 1.0, 3.0])
+        h = float(rng.choice([1e-3, 0.01, 1.0]))
+        assert np.array_equal(np.reshape(rb.rotation_rows(*q.tolist()), (3, 3)), quat_to_rotation(q))
+        assert np.array_equal(np.array(rb.quat_integrate_rows(q.tolist(), *w.tolist(), h)), quat_integrate(q, w, h))
+        phi = rng.normal(size=3) * rng.choice([1e-6, 1e-2, 1.0])
+        assert np.array_equal(np.array(rb._dexp_inv(*phi.tolist(), *w.tolist())), dexp_inv(phi, w))
+        s = rb.RigidBodyState(np.zeros(3), q, np.zeros(3), w)
+        assert np.array_equal(np.reshape(s.R_rows, (3, 3)), s.R_WB)
+
+
+def test_orbital_terms_of_the_float_path_equal_the_orbit_module():
+    # the step's written-out CW acceleration and gravity-gradient torque against dynamics.orbit
+    from dynamics.orbit import CircularOrbit, cw_acceleration, gravity_gradient_torque
+
+    rng = np.random.default_rng(22)
+    model = rb.RigidBodyModel("gg", 1000.0, _random_inertia(rng) * 1e3)
+    orbit = CircularOrbit.from_altitude(400e3)
+    s = rb.RigidBodyState(rng.normal(size=3), quat_normalize(rng.normal(size=4)), rng.normal(size=3), np.zeros(3))
+    F = rng.normal(size=6)
+    a, wdot = rb.accelerations(model, s, F, orbit)
+    np.testing.assert_allclose(a, F[3:] / model.mass + cw_acceleration(orbit.n, s.p_WoBo_W, s.v_WBo_W),
+                               rtol=1e-14, atol=1e-18)
+    # with w_WB_B = 0: I ω̇_NB + ω_NB × I ω_NB = R_BW τ + τ_gg, ω_NB = R_BW [0, 0, n]
+    o = s.R_WB.T @ [0.0, 0.0, orbit.n]
+    I = model.I_Bcm_B
+    rhs = s.R_WB.T @ F[:3] + gravity_gradient_torque(orbit.n, I, s.quat_WB) - np.cross(o, I @ o)
+    np.testing.assert_allclose(wdot, np.linalg.solve(I, rhs), rtol=1e-12, atol=1e-22)

@@ -52,7 +52,7 @@ def scenario(**contact_over: Any) -> dict[str, Any]:
     """Orbiter at the origin; payload's trunnions 2 cm above the latch plates, grapple fixture 8 cm below E."""
     con = {"rigidize_delay": 0.1, "berthing": "compliant", "k": 2.0e5, "exponent": 1.0, "alpha": 1.0,
            "mu_s": 0.3, "mu_k": 0.2, "v_stick": 0.002,
-           "latch": {"position": 0.02, "rate_lin": 0.004, "rate_ang": 0.01, "angle": 0.02},
+           "latch": {"position": 0.02, "rate_lin": 0.004, "rate_ang": 0.01, "angle": 0.02, "close_time": 0.05},
            "surfaces": [{"point": i, "p_LoSo_L": p, "n_L": [0.0, 0.0, 1.0], "radius": 0.2, "depth": 0.1}
                         for i, p in enumerate([[1.5, 0.0, 0.0], [-1.5, 0.0, 0.0], [0.0, 1.5, 0.0]])]}
     con.update(contact_over)
@@ -555,7 +555,9 @@ def _launcher_case(case: str, out: Path) -> tuple[dict[str, Any], list[str]]:
         cfg["services"] = {"arm": {"kind": me, "rate_hz": 500, "role": "arm"},
                            "operator": {"kind": me, "rate_hz": 1000, "role": "operator"}}
         cfg["sim"] = {"duration": 0.9, "transport": "ipc"}
-        kinds = ["capture", "rigidize", "first_contact", "latch", "release"]
+        # the latches close on the trunnions ~1 cm from home and draw them in while the stand-in
+        # arm still holds its reference; within the final 1 mm only once the arm lets go
+        kinds = ["capture", "rigidize", "first_contact", "latch_start", "release", "latch"]
     cfg.setdefault("standin", {})["out"] = str(out)
     cfg["services"].update({"orbiter": {"kind": "orbiter", "rate_hz": 100},
                             "contact": {"kind": "contact", "rate_hz": 1000},
