@@ -558,7 +558,6 @@ class LogBlock(NamedTuple):
 # channel id u16, sequence u32, log time u64, publish time u64; the data follows.
 _MESSAGE_HEAD = np.dtype([("op", "u1"), ("length", "<u8"), ("channel", "<u2"), ("seq", "<u4"),
                           ("log_time", "<u8"), ("publish_time", "<u8")])
-_HEAD_BYTES = np.arange(_MESSAGE_HEAD.itemsize)
 # A MessageIndex record (MCAP spec, "Message Index"): opcode u8, record length u64,
 # channel id u16, records length u32, then (log time u64, offset u64) pairs.
 _INDEX_HEAD = struct.Struct("<BQHI")
@@ -750,14 +749,16 @@ class LogFile:
             t, off, code = t[keep], off[keep], code[keep]
         order = np.lexsort((off, t))
         t, off, topic = t[order], off[order], _objects(names)[code[order]]
-        buf = np.frombuffer(data, np.uint8)
-        if len(off) and (off.min() < 0 or off.max() + _MESSAGE_HEAD.itemsize > len(buf)):
+        size = len(data)
+        if len(off) and (off.min() < 0 or off.max() + _MESSAGE_HEAD.itemsize > size):
             raise LogError(f"log {str(self.path)!r}: message index beyond chunk at byte {ci.chunk_start_offset}")
-        head = buf[off[:, None] + _HEAD_BYTES].view(_MESSAGE_HEAD)[:, 0]
+        # a record header at every byte position (overlapping, no copy), picked at the offsets
+        heads = np.ndarray((max(size - _MESSAGE_HEAD.itemsize + 1, 0),), _MESSAGE_HEAD, data, 0, (1,))
+        head = heads[off]
         start = off + _MESSAGE_HEAD.itemsize
         end = off + 9 + head["length"].astype(np.int64)
         if not ((head["op"] == Opcode.MESSAGE).all() and (head["log_time"].astype(np.int64) == t).all()
-                and (end <= len(buf)).all()):
+                and (end <= size).all()):
             raise LogError(f"log {str(self.path)!r}: message index does not match chunk at byte "
                            f"{ci.chunk_start_offset}")
         payload = _objects([data[a:b] for a, b in zip(start.tolist(), end.tolist())])

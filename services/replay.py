@@ -8,12 +8,19 @@ Topics produced by a co-simulated service are never replayed (it produces them n
 ``sim/*`` topics are replayed only when a pattern names them explicitly.
 
 Pacing is the source's own: ``--rate R`` publishes at R times the recorded pace
-(``--max``, the default, as fast as possible). The run itself is lockstep, so services
-consume the replayed messages by their timestamps, exactly as in the recorded run,
-whatever the pace: that is the deterministic lockstep mode. When the source cannot
-keep the pace (a topic saturates the bus or the consumers), it slows down the whole
-replay proportionally — re-anchoring the clock, never dropping or reordering — and
-says which topic was busiest.
+(``--max``, the default, as fast as possible; ``--realtime`` = ``--rate 1``, to re-drive
+a rig). A paced replay schedules every message from one anchor, (wall instant of the
+first message, its log time): message k is due at ``wall0 + (t_k - t_0) / R``, so the
+recorded inter-message timing is kept without drift; at the end it prints how late
+the messages went out against that schedule (p50, p99, max; measured when the source
+hands a message to the shell, which publishes it next). The run itself is lockstep, so
+services consume the replayed messages by their timestamps, exactly as in the recorded
+run, whatever the pace: that is the deterministic lockstep mode. When the source cannot
+keep the pace (more than ``LAG_TOLERANCE_NS`` behind: a topic saturates the bus or the
+consumers), it slows down the whole replay proportionally — re-anchoring the clock,
+never dropping or reordering — and says which topic was busiest. At ``--max`` the log
+is read a chunk at a time (:meth:`services.logger.LogFile.blocks`) and the wire bytes
+go out as logged, nothing decoded.
 
 Options (all of ``launch.py replay``): ``--start S`` / ``--end S`` (inclusive window
 of simulation time), ``--topics P,..`` / ``--exclude P,..`` (fnmatch patterns; a
@@ -45,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import itertools
 import json
 import math
 import os
@@ -62,16 +70,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import msgpack
+import numpy as np
 
 from errors import ConfigError, LogError, MessageError
 from protocol.codec import envelope
 from protocol.messages import SCHEMAS
 from protocol.service import Port
-from services.logger import LogFile, LogMessage, open_log
+from services.logger import LogFile, open_log
 
 __all__ = [
     "KEYS",
     "OPTIONS",
+    "Lateness",
     "TABLES",
     "OutputComparison",
     "ReplaySource",
@@ -157,6 +167,47 @@ class _Status:
     rate: float = 0.0
     paused: bool = False
     slowed_by: str = ""
+    slowdowns: int = 0
+
+
+class Lateness:
+    """Histogram of how late paced messages went out against their schedule (10 µs bins, to 1 s).
+
+    Attributes
+    ----------
+    count : int
+        Messages recorded.
+    max_ns : int
+        The largest lateness recorded (exact). [ns]
+    """
+
+    BIN_NS = 10_000
+    BINS = 100_000
+
+    def __init__(self) -> None:
+        self._hist = np.zeros(self.BINS, dtype=np.int64)
+        self.count = 0
+        self.max_ns = 0
+
+    def add(self, late_ns: int) -> None:
+        """Record one message ``late_ns`` late (negative: early, counted as 0). [ns]"""
+        late_ns = max(int(late_ns), 0)
+        self._hist[min(late_ns // self.BIN_NS, self.BINS - 1)] += 1
+        self.count += 1
+        if late_ns > self.max_ns:
+            self.max_ns = late_ns
+
+    def percentile(self, q: float) -> int:
+        """The ``q``-th percentile (0..100), as the upper edge of its bin (at most ``max_ns``). [ns]"""
+        if not self.count:
+            return 0
+        k = int(np.searchsorted(np.cumsum(self._hist), math.ceil(q / 100.0 * self.count), side="left"))
+        return min((k + 1) * self.BIN_NS, self.max_ns)
+
+    def summary(self) -> dict[str, float]:
+        """``messages``, ``p50_ms``, ``p99_ms``, ``max_ms``."""
+        return {"messages": self.count, "p50_ms": self.percentile(50) / _MS, "p99_ms": self.percentile(99) / _MS,
+                "max_ms": self.max_ns / _MS}
 
 
 class ReplaySource:
@@ -184,6 +235,9 @@ class ReplaySource:
         Where the progress readout goes (``\\r``-updated on a terminal); None: none.
     keyboard : bool
         Read :data:`KEYS` from stdin if it is a terminal.
+    report : text stream, optional
+        At the end of a paced replay (``rate`` > 0), one line with the lateness of the
+        messages against their schedule (p50, p99, max) goes here.
     clock, sleep : callables
         ``clock() -> int`` monotonic ns and ``sleep(seconds)``; tests inject fakes.
 
@@ -196,7 +250,7 @@ class ReplaySource:
     def __init__(self, log: str | os.PathLike[str] | LogFile, *, name: str = "replay", period_ns: int = _MS,
                  topics: Iterable[str] | None = None, exclude: Iterable[str] = (), start_ns: int | None = None,
                  end_ns: int | None = None, rate: float = 0.0, loop: bool = False, paused: bool = False,
-                 progress: TextIO | None = None, keyboard: bool = False,
+                 progress: TextIO | None = None, keyboard: bool = False, report: TextIO | None = None,
                  clock: Callable[[], int] = time.monotonic_ns, sleep: Callable[[float], None] = time.sleep) -> None:
         self.log = log if isinstance(log, LogFile) else open_log(log)
         self.log.register_schemas()
@@ -220,12 +274,15 @@ class ReplaySource:
         self._clock, self._sleep = clock, sleep
         self._lock = threading.Lock()
         self.status = _Status(t_ns=self.start_ns, rate=float(rate), paused=paused)
+        self.lateness = Lateness()
+        self._report = report
+        self._reported = False
         self._rate0 = float(rate)
         self._steps = 0
         self._seek_to: int | None = None
         self._stop = threading.Event()
         self._touched = paused  # a control call since the last read: take the full path
-        self._it: Iterator[LogMessage] = self._open(self.start_ns)
+        self._it: Iterator[tuple[int, str, bytes]] = self._open(self.start_ns)
         self._anchor: tuple[int, int] | None = None   # (wall ns, t ns) the pace counts from
         self._window: Counter[str] = Counter()
         self._progress = progress
@@ -306,8 +363,11 @@ class ReplaySource:
         return True
 
     # ---------------------------------------------------------------- source
-    def _open(self, t_ns: int) -> Iterator[LogMessage]:
-        return self.log.messages(self.selected, t_ns, self.end_ns)
+    def _open(self, t_ns: int) -> Iterator[tuple[int, str, bytes]]:
+        """``(t_ns, topic, payload)`` from ``t_ns`` on: the log read a block (chunk) at a time."""
+        blocks = self.log.blocks(self.selected, t_ns, self.end_ns)
+        return itertools.chain.from_iterable(zip(b.t_ns.tolist(), b.topic.tolist(), b.payload.tolist())
+                                             for b in blocks)
 
     def _wait_unpaused(self) -> bool:
         """Block while paused (no step pending); False if stopped meanwhile."""
@@ -334,7 +394,7 @@ class ReplaySource:
                 st.sent += 1
                 if self._progress is not None and not st.sent & 1023:
                     self._show(force=False)
-                return msg[0], msg[1], msg[2]
+                return msg
             if not self.loop:
                 self._end()
                 return None
@@ -355,42 +415,60 @@ class ReplaySource:
         if msg is None or self._stop.is_set():
             self._end()
             return None
-        self._pace(msg)
-        st.t_ns = msg.t_ns
+        self._pace(msg[0], msg[1])
+        st.t_ns = msg[0]
         st.sent += 1
         self._show(force=False)
-        return msg.t_ns, msg.topic, msg.payload
+        return msg
 
-    def _pace(self, msg: LogMessage) -> None:
+    def _pace(self, t_ns: int, topic: str) -> None:
+        """Wait for the wall instant of the message at ``t_ns``; record how late it goes out."""
         rate = self.status.rate
         if rate <= 0:
             return
         now = self._clock()
         if self._anchor is None:
-            self._anchor = (now, msg.t_ns)
+            self._anchor = (now, t_ns)
             self._window.clear()
+            self.lateness.add(0)
             return
         w0, t0 = self._anchor
-        self._window[msg.topic] += 1
-        due = w0 + int((msg.t_ns - t0) / rate)
+        self._window[topic] += 1
+        due = w0 + int((t_ns - t0) / rate)
         lag = now - due
-        if lag > LAG_TOLERANCE_NS and msg.t_ns > t0:
+        if lag > LAG_TOLERANCE_NS and t_ns > t0:
             # cannot keep the pace: slow the whole replay down to what was achieved, from here on
-            achieved = (msg.t_ns - t0) / max(now - w0, 1)
+            achieved = (t_ns - t0) / max(now - w0, 1)
             self.status.rate = min(rate, achieved)
             self.status.slowed_by = self._window.most_common(1)[0][0] if self._window else ""
-            self._anchor = (now, msg.t_ns)
+            self.status.slowdowns += 1
+            self._anchor = (now, t_ns)
             self._window.clear()
+            self.lateness.add(lag)
             return
         while due > now and not self._stop.is_set():
             self._sleep(min(due - now, 50 * _MS) / 1e9)
             now = self._clock()
             if self.status.paused or self._anchor is None:
                 break
+        self.lateness.add(now - due)
 
     def _end(self) -> None:
-        """At the end: the final progress line (``read`` then returns None)."""
+        """At the end: the final progress line and the pacing report (``read`` then returns None)."""
         self._show(force=True, final=True)
+        if self._report is None or self._reported or not self.lateness.count:
+            return
+        self._reported = True
+        lt, st = self.lateness.summary(), self.status
+        line = (f"replay paced at x{self._rate0:g}: lateness p50 {lt['p50_ms']:.3f} ms, p99 {lt['p99_ms']:.3f} ms, "
+                f"max {lt['max_ms']:.3f} ms over {lt['messages']} messages")
+        if st.slowdowns:
+            line += f"; slowed down {st.slowdowns} times to x{st.rate:.3g} (busiest topic {st.slowed_by})"
+        try:
+            self._report.write(f"berthsim {line}\n")
+            self._report.flush()
+        except (OSError, ValueError):
+            pass
 
     def _show(self, force: bool, final: bool = False) -> None:
         out = self._progress
@@ -500,7 +578,8 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ReplaySource:
                         rate=float(svc.get("rate", 0.0)), loop=bool(svc.get("loop", False)),
                         paused=bool(svc.get("paused", False)),
                         progress=sys.stderr if svc.get("progress", False) else None,
-                        keyboard=bool(svc.get("keyboard", False)))
+                        keyboard=bool(svc.get("keyboard", False)),
+                        report=sys.stderr if float(svc.get("rate", 0.0)) > 0 else None)
 
 
 # ---------------------------------------------------------------- configs
@@ -791,6 +870,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pace = p.add_mutually_exclusive_group()
     pace.add_argument("--rate", type=float, default=0.0, help="pace as a multiple of the recorded one")
     pace.add_argument("--max", action="store_true", help="as fast as possible (default)")
+    pace.add_argument("--realtime", action="store_true",
+                      help="--rate 1: the recorded timing on the wall clock (re-drive a rig); prints the lateness")
     p.add_argument("--start", type=float, help="simulation time to start at [s]")
     p.add_argument("--end", type=float, help="simulation time to end at [s]")
     p.add_argument("--topics", help="comma-separated topic patterns to replay (fnmatch)")
@@ -850,7 +931,7 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
                 raise ConfigError("--only needs --config")
             config = replay_config(a.log, base=base, only=only, topics=_patterns(a.topics),
                                    exclude=_patterns(a.exclude) or (), start=a.start, end=a.end,
-                                   rate=0.0 if a.max else a.rate, loop=a.loop, paused=a.paused,
+                                   rate=0.0 if a.max else 1.0 if a.realtime else a.rate, loop=a.loop, paused=a.paused,
                                    keyboard=tty, progress=not (a.quiet or os.environ.get("BERTHSIM_NO_PROGRESS")),
                                    out_log=a.out_log,
                                    transport=a.transport, bus=a.bus)
