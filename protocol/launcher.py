@@ -19,6 +19,33 @@ that ends) makes the launcher print which one and why, stop the others (within 1
 and return 1. SIGINT/SIGTERM stop everything in order and return 130 / 143;
 SIGUSR1 freezes, SIGUSR2 resumes. The last stdout line of a run is a JSON summary
 (``{"event": "summary", ...}``, with every service's final statistics).
+
+Hooks (progress lines, event taps)
+----------------------------------
+``Launcher(plan, on_tick=f, on_message=g, subscribe=("contact/event",))``:
+
+``on_tick(t_ns, wall_s, stats)``
+    Called from the launcher's loop every ``tick_period`` s (wall) once the run has
+    started, and once more when it ends. ``t_ns`` is the least simulation time the
+    stepping services (models and sources) are known to have reached (from their state
+    reports and their ``sim/stats``), ``wall_s`` the wall time since the start, and
+    ``stats`` maps each service to its latest ``sim/stats`` fields (empty until its first).
+``on_message(topic, sample)``
+    Called for every message of the ``subscribe`` topics that the launcher's own SUB
+    receives, decoded and validated (:class:`protocol.service.Sample`; invalid ones are
+    dropped). The launcher subscribes to these topics on top of its own.
+
+Both run on the launcher's thread and must return quickly; an exception they raise
+stops the run like a failed service. Subclasses may instead override the methods of
+the same names.
+
+Real time
+---------
+With ``sim.mode = "realtime"`` and ``sim.rt_priority = p > 0``, the launcher's thread
+(and, for worker processes, its ZeroMQ I/O thread) runs SCHED_FIFO at ``p + 1`` when
+permitted, above the services' stepping threads, so an overloaded service cannot
+starve the supervisor (pings, stop). The priority is not inherited by the processes it
+starts (SCHED_RESET_ON_FORK).
 """
 
 from __future__ import annotations
@@ -33,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -42,12 +70,24 @@ from errors import BusError, LifecycleError, MessageError
 from protocol.bus import LAUNCHER, ControlClient, ControlServer, ZmqBus
 from protocol.codec import decode, encode
 from protocol.config import RunPlan, peers_of, service_module
-from protocol.shell import run_service
+from protocol.service import Sample
+from protocol.shell import realtime_context, run_service
 from protocol.timebase import align_up
 
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
 
 _S = 1_000_000_000
+_CHECK_S = 0.05  # s between looks at deaths, signals and the ping clock
+
+
+def _raise_priority(priority: int) -> None:
+    """Run the calling thread SCHED_FIFO at ``priority``, not inherited by children; silent if not permitted."""
+    if not hasattr(os, "sched_setscheduler"):
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0), os.sched_param(priority))
+    except OSError:
+        pass
 
 
 def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[str], name: str, url: str,
@@ -119,10 +159,29 @@ class Launcher:
         ``[sim]`` overrides passed on to the workers.
     out, err : text streams
         Where the summary and the diagnostics go.
+    on_tick : callable ``(t_ns, wall_s, stats) -> None``, optional
+        Progress hook, see the module docstring (default: :meth:`on_tick`, which does nothing).
+    on_message : callable ``(topic, sample) -> None``, optional
+        Tap of the ``subscribe`` topics, see the module docstring (default: :meth:`on_message`).
+    subscribe : sequence of str
+        Extra topics for ``on_message``.
+    tick_period : float
+        Wall seconds between ``on_tick`` calls. [s]
     """
 
     def __init__(self, plan: RunPlan, *, inprocess: bool = False, launch_py: str | os.PathLike[str] = "launch.py",
-                 overrides: dict[str, Any] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> None:
+                 overrides: dict[str, Any] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+                 on_tick: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None,
+                 on_message: Callable[[str, Sample], None] | None = None, subscribe: tuple[str, ...] | list[str] = (),
+                 tick_period: float = 0.25) -> None:
+        if on_tick is not None:
+            self.on_tick = on_tick  # type: ignore[method-assign]
+        if on_message is not None:
+            self.on_message = on_message  # type: ignore[method-assign]
+        self.subscribe = tuple(t for t in subscribe if t not in ("sim/stats", "sim/control"))
+        self.tick_period = float(tick_period)
+        self._next_tick = 0.0
+        self._wall0 = 0.0
         self.plan = plan
         self.inprocess = inprocess
         self.launch_py = launch_py
@@ -136,6 +195,8 @@ class Launcher:
         self.frozen = False
         self._started = False
         self._next_ping = 0.0
+        self._next_check = 0.0
+        self._poller: zmq.Poller | None = None
         self._followers: set[str] = set()
         self._ctl_seq = 0
         # bound by run() (None until then, or on a follower); checked where it matters
@@ -143,6 +204,26 @@ class Launcher:
         self.bus: ZmqBus = None  # type: ignore[assignment]
         self._tmpdir: str | None = None
         self.exit_code = 0
+
+    # ------------------------------------------------------------------ hooks
+    def on_tick(self, t_ns: int, wall_s: float, stats: dict[str, dict[str, Any]]) -> None:
+        """Progress hook (see the module docstring); does nothing unless given or overridden."""
+
+    def on_message(self, topic: str, sample: Sample) -> None:
+        """Tap of the ``subscribe`` topics (see the module docstring); does nothing unless given or overridden."""
+
+    def sim_time_ns(self) -> int:
+        """The least simulation time the stepping services are known to have reached. [ns]"""
+        return min((r.t_ns for r in self.records.values() if r.role != "sink"), default=0)
+
+    def _tick(self, final: bool = False) -> None:
+        now = time.monotonic()
+        if final or now >= self._next_tick:
+            self._next_tick = now + self.tick_period
+            try:
+                self.on_tick(self.sim_time_ns(), now - self._wall0, {n: r.live for n, r in self.records.items()})
+            except Exception as err:  # noqa: BLE001 - a failing hook fails the run, reported like a service
+                raise _Failed(f"launcher hook on_tick raised {type(err).__name__}: {err}") from err
 
     # ------------------------------------------------------------------ helpers
     def _say(self, text: str) -> None:
@@ -172,7 +253,11 @@ class Launcher:
         old = self._install_signals()
         self.url = self._url()
         sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
-        self.ctx: zmq.Context = zmq.Context.instance()
+        prio = int(self.plan.sim.get("rt_priority", 0)) + 1 if self.plan.sim.get("mode") == "realtime" else 0
+        rt_ctx = None if self.inprocess or prio <= 1 else realtime_context(prio)
+        self.ctx: zmq.Context = rt_ctx or zmq.Context.instance()
+        if prio > 1:
+            _raise_priority(prio)
         self.auth: Any = None
         self.peers = peers_of(self.plan.config, self.url)
         try:
@@ -190,7 +275,10 @@ class Launcher:
                     return self._run_follower(sec)
                 raise
             self.bus = ZmqBus(self.peers[LAUNCHER], [ep for n, ep in self.peers.items() if n != LAUNCHER],
-                              ["sim/stats", "sim/control"], security=sec, context=self.ctx)
+                              ["sim/stats", "sim/control", *self.subscribe], security=sec, context=self.ctx)
+            self._poller = zmq.Poller()
+            self._poller.register(self.server.sock, zmq.POLLIN)
+            self._poller.register(self.bus.sub, zmq.POLLIN)
             return self._run_master()
         except (BusError, LifecycleError) as e:
             self._say(f"error: {e}")
@@ -202,6 +290,8 @@ class Launcher:
                     sock.close()
             if self.auth is not None:
                 self.auth.stop()
+            if rt_ctx is not None:
+                rt_ctx.destroy(linger=0)
             if self._tmpdir:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
             for signum, handler in old.items():
@@ -271,40 +361,70 @@ class Launcher:
                 self.server.send(f, msg)
 
     def _poll(self, timeout: float) -> None:
-        """Handle control messages, deaths, signals, pings for up to ``timeout`` s."""
+        """Handle control messages, bus messages, deaths, signals, pings and hooks for up to ``timeout`` s.
+
+        One poller over the control ROUTER and the SUB (built once) wakes the loop for
+        messages; deaths, signals and pings are looked at every :data:`_CHECK_S`.
+        """
         end = time.monotonic() + timeout
         while True:
-            got = self.server.recv(max(0.0, min(0.02, end - time.monotonic())))
-            if got is not None:
-                self._handle(*got)
-            for rec in self.records.values():
-                if rec.local and not rec.stopped and (rec.proc or rec.thread) and not rec.alive():
-                    raise _Failed(f"service {rec.name!r} died: {rec.exit_reason()}")
-            if self._signal is not None:
-                s, self._signal = self._signal, None
-                if s in (signal.SIGINT, signal.SIGTERM):
-                    raise KeyboardInterrupt(s)
-                self.frozen = s == signal.SIGUSR1
-                if self._started and self.frozen:
-                    self._broadcast({"op": "freeze"})
-                elif self._started:  # realtime re-anchors: sim time t_ns at wall_ns, the same for all
-                    t_common = max([r.t_ns for r in self.records.values()] or [0])
-                    self._broadcast({"op": "resume", "wall_ns": time.time_ns() + 50_000_000, "t_ns": t_common})
-            while self.bus is not None and (m := self.bus.recv(0.0)) is not None:
-                try:
-                    st = decode(m.topic, m.payload)
-                except MessageError:
-                    continue
-                if m.topic == "sim/control":  # a probe: that publisher reaches our SUB
-                    self._probes_seen.add(st.sender)
-                elif st.sender in self.records:  # sim/stats: the latest live statistics
-                    self.records[st.sender].live = dict(st.body)
             now = time.monotonic()
-            if now >= self._next_ping:
-                self._next_ping = now + 0.5
-                self._broadcast({"op": "ping"})
-            if got is None and now >= end:
+            wait = max(0.0, min(end, self._next_check) - now)
+            got = self._poller.poll(int(wait * 1000 + 0.999)) if self._poller is not None else []
+            handled = False
+            while (msg := self.server.recv(0.0)) is not None:
+                self._handle(*msg)
+                handled = True
+            if got:
+                self._drain_bus()
+            now = time.monotonic()
+            if now >= self._next_check:
+                self._next_check = now + _CHECK_S
+                self._check()
+            if self._started:
+                self._tick()
+            if now >= end and not handled:
                 return
+
+    def _check(self) -> None:
+        """Deaths, signals and the heartbeat ping."""
+        for rec in self.records.values():
+            if rec.local and not rec.stopped and (rec.proc or rec.thread) and not rec.alive():
+                raise _Failed(f"service {rec.name!r} died: {rec.exit_reason()}")
+        if self._signal is not None:
+            s, self._signal = self._signal, None
+            if s in (signal.SIGINT, signal.SIGTERM):
+                raise KeyboardInterrupt(s)
+            self.frozen = s == signal.SIGUSR1
+            if self._started and self.frozen:
+                self._broadcast({"op": "freeze"})
+            elif self._started:  # realtime re-anchors: sim time t_ns at wall_ns, the same for all
+                t_common = max([r.t_ns for r in self.records.values()] or [0])
+                self._broadcast({"op": "resume", "wall_ns": time.time_ns() + 50_000_000, "t_ns": t_common})
+        now = time.monotonic()
+        if now >= self._next_ping:
+            self._next_ping = now + 0.5
+            self._broadcast({"op": "ping"})
+
+    def _drain_bus(self) -> None:
+        """Every queued bus message: probes, live statistics, and the ``subscribe`` topics for the hook."""
+        while self.bus is not None and (m := self.bus.recv(0.0)) is not None:
+            try:
+                st = decode(m.topic, m.payload)
+            except MessageError:
+                continue
+            if m.topic == "sim/control":  # a probe: that publisher reaches our SUB
+                self._probes_seen.add(st.sender)
+            elif m.topic == "sim/stats":
+                rec = self.records.get(st.sender)
+                if rec is not None:  # the latest live statistics
+                    rec.live = dict(st.body)
+                    rec.t_ns = max(rec.t_ns, st.t_ns)
+            else:
+                try:
+                    self.on_message(m.topic, st)
+                except Exception as err:  # noqa: BLE001 - a failing hook fails the run, reported like a service
+                    raise _Failed(f"launcher hook on_message raised {type(err).__name__}: {err}") from err
 
     def _control_pub(self, cmd: str, seq: int, info: dict[str, Any] | None = None) -> None:
         self.bus.send("sim/control", encode("sim/control", {"cmd": cmd, "info": info or {}}, sender="launcher",
@@ -360,7 +480,7 @@ class Launcher:
                      "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"],
                      "rt_priority": sim["rt_priority"]}
             self._control_pub("start", self._ctl_seq, {"t_end_ns": t_end, "mode": sim["mode"]})
-            wall0 = time.monotonic()
+            wall0 = self._wall0 = time.monotonic()
             self._broadcast(start)
             self._started = True
             if self.frozen:  # SIGUSR1 before the start: start frozen
@@ -369,6 +489,7 @@ class Launcher:
             while not (t_end and all(r.done for r in steppers)):
                 self._poll(0.05)
             wall = time.monotonic() - wall0
+            self._tick(final=True)
             self._stop_all()
             self._summary(t_end, wall)
             return 0
