@@ -292,9 +292,18 @@ def cmd_run(a: argparse.Namespace) -> int:
     except ConfigError as err:
         return _config_problems(err)
     show = os.environ.get("BERTHSIM_NO_PROGRESS", "") in ("", "0")
-    launcher = _main_job_launcher()(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides,
-                                    progress=show)
+    from protocol.launcher import Launcher
+
+    hooks: dict[str, Any] = {}
+    progress = None
+    if show:
+        progress = Progress(sys.stderr, plan.duration_ns)
+        hooks = {"on_tick": progress.on_tick, "on_message": progress.on_message,
+                 "subscribe": PROGRESS_TOPICS if "contact" in plan.services else ()}
+    launcher = Launcher(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides, **hooks)
     code = launcher.run()
+    if progress is not None:
+        progress.close()
     log = Path(plan.sim["log"]) if plan.sim.get("log") else None
     if code in (0, 1) and log is not None and log.exists() and "contact" in plan.config.get("services", {}):
         code = _after_run(plan, log, launcher, code, report=not a.no_report)
@@ -338,75 +347,47 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, report: bool) -> 
     return code
 
 
-def _main_job_launcher() -> type:
-    """:class:`protocol.launcher.Launcher` with the main job's progress line (imported lazily)."""
-    from protocol.codec import decode
-    from protocol.launcher import Launcher
+class Progress:
+    """The main job's progress line on a stream: simulation time, real-time factor, phase.
 
-    class _Tap:
-        """The launcher's bus, with ``contact/event`` messages taken out for the progress line."""
+    Plugs into :class:`protocol.launcher.Launcher` through its public hooks: ``on_tick``
+    draws the line (every 0.25 s on a terminal, every 10 s otherwise), ``on_message``
+    follows the phase from the ``contact/event`` topic (:data:`PROGRESS_TOPICS`).
+    """
 
-        def __init__(self, bus: Any, on_event: Callable[[Any], None]) -> None:
-            self._bus, self._on = bus, on_event
-            bus.subscribe("contact/event")
+    def __init__(self, stream: Any, t_end_ns: int) -> None:
+        self.stream, self.t_end_ns = stream, int(t_end_ns)
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.phase, self.t_ns, self._next = 0, 0, 0.0
 
-        def recv(self, timeout: float | None = 0.0) -> Any:
-            while True:
-                m = self._bus.recv(timeout)
-                if m is None or m.topic != "contact/event":
-                    return m
-                self._on(m)
-                timeout = 0.0
+    def on_message(self, topic: str, sample: Any) -> None:
+        """Follow the phase from a ``contact/event`` sample."""
+        self.t_ns = max(self.t_ns, sample.t_ns)
+        for ev in sample.body["events"]:
+            self.phase = phase_after(self.phase, ev.get("kind", ""))
 
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._bus, name)
+    def on_tick(self, t_ns: int, wall_s: float, stats: dict[str, dict[str, Any]]) -> None:
+        """Draw the line (rate-limited off a terminal); a final newline once the end is reached."""
+        now = time.monotonic()
+        end = t_ns >= self.t_end_ns > 0
+        if now < self._next and not end:
+            return
+        self._next = now + (0.25 if self.tty else 10.0)
+        t = max(t_ns, self.t_ns) if t_ns else self.t_ns
+        frac = min(t / self.t_end_ns, 1.0) if self.t_end_ns else 0.0
+        bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+        text = (f"[{bar}] t = {t * 1e-9:7.2f}/{self.t_end_ns * 1e-9:.0f} s  "
+                f"{t * 1e-9 / max(wall_s, 1e-9):5.2f}x real time  phase: {PHASES[self.phase]}")
+        print("\r" + text if self.tty else text, end="" if self.tty else "\n", file=self.stream, flush=True)
 
-    class MainJobLauncher(Launcher):
-        """The launcher plus a progress line on stderr: simulation time, real-time factor, phase."""
+    def close(self) -> None:
+        """End the line on a terminal."""
+        if self.tty:
+            print(file=self.stream, flush=True)
 
-        def __init__(self, *args: Any, progress: bool = True, **kw: Any) -> None:
-            super().__init__(*args, **kw)
-            self._show = progress
-            self._tty = self.err.isatty()
-            self._phase, self._t_sim, self._wall0 = 0, 0, 0.0
-            self._next_line = 0.0
 
-        def _event(self, m: Any) -> None:
-            try:
-                s = decode(m.topic, m.payload)
-            except Exception:  # noqa: BLE001 - a bad message only costs the progress line
-                return
-            self._t_sim = max(self._t_sim, s.t_ns)
-            for ev in s.body["events"]:
-                self._phase = phase_after(self._phase, ev.get("kind", ""))
-
-        def _run_master(self) -> int:
-            if self.bus is not None and "contact" in self.records:
-                self.bus = _Tap(self.bus, self._event)
-            self._wall0 = time.monotonic()
-            code = super()._run_master()
-            if self._show and self._tty:
-                print(file=self.err, flush=True)
-            return code
-
-        def _poll(self, timeout: float) -> None:
-            super()._poll(timeout)
-            if not (self._show and self._started):
-                return
-            now = time.monotonic()
-            if now < self._next_line:
-                return
-            self._next_line = now + (0.25 if self._tty else 10.0)
-            t = self._t_sim or min((r.t_ns for r in self.records.values() if r.role != "sink"), default=0)
-            t_end = self.plan.duration_ns
-            rtf = t * 1e-9 / max(now - self._wall0, 1e-9)
-            frac = min(t / t_end, 1.0) if t_end else 0.0
-            bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
-            text = (f"[{bar}] t = {t * 1e-9:7.2f}/{t_end * 1e-9:.0f} s  {rtf:5.2f}x real time  "
-                    f"phase: {PHASES[self._phase]}")
-            print("\r" + text if self._tty else text, end="" if self._tty else "\n", file=self.err, flush=True)
-
-    return MainJobLauncher
+PROGRESS_TOPICS = ("contact/event",)
+"""The topics :class:`Progress` follows."""
 
 
 # ---------------------------------------------------------------- check
