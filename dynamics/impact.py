@@ -42,7 +42,13 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.rigid_body import RigidBodyModel, RigidBodyState, apply_impulse, point_mobility, point_velocity
+from dynamics.rigid_body import (
+    RigidBodyModel,
+    RigidBodyState,
+    apply_impulse,
+    point_mobility,
+    point_velocity,
+)
 from dynamics.spatial import as_vector, skew
 from errors import ModelError, NoSolutionError, ShapeError, SingularityError
 
@@ -51,9 +57,9 @@ __all__ = [
     "PayloadImpact",
     "PointImpact",
     "kinetic_energy",
+    "nonplastic_impact_payload",
     "plastic_impact_multibody",
     "plastic_impact_payload",
-    "nonplastic_impact_payload",
     "point_impact",
 ]
 

@@ -43,11 +43,11 @@ __all__ = [
     "R_EARTH",
     "SHUTTLE_LVLH_IN_HILL",
     "CircularOrbit",
-    "mean_motion",
-    "lvlh_rate_W",
     "cw_acceleration",
     "cw_solution",
     "gravity_gradient_torque",
+    "lvlh_rate_W",
+    "mean_motion",
 ]
 
 Array = NDArray[np.float64]

@@ -485,6 +485,14 @@ class ContactModel:
         self._guides = [_Guide(i, [a + b for a, b in zip(self._p_TB, _mv(self._R_TB, *self.points_B[i].tolist()),
                                                           strict=True)], surf)
                         for i, surf in sorted(groups.items())]
+        # one sphere (in L) holding every guide's, and the payload points' largest distance from To:
+        # a payload CoM farther than their sum from its centre has no point near any guide
+        gc = [g.center_L for g in self._guides]
+        self._all_center_L = [sum(c[k] for c in gc) / len(gc) for k in range(3)] if gc else [0.0] * 3
+        reach = max((math.dist(g.center_L, self._all_center_L) + math.sqrt(g.reach2) for g in self._guides),
+                    default=-math.inf)
+        rho = max((math.hypot(*g.p_ToPo_T) for g in self._guides), default=0.0)
+        self._all_reach2 = (reach + rho) ** 2 if reach >= 0.0 else -1.0  # inf stays inf; no guides: always far
         # hil/feedback is an input only when it is used, so a model run does not wait for the rig
         ins = [Port("orbiter/state", "state"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
                Port("operator/command", "event")]
@@ -505,6 +513,7 @@ class ContactModel:
         self.inflight: list[tuple[int, Array]] = []  # (t_ns, impulse on the orbiter about Wo)
         self.F_imp_O_Wo = [0.0] * 6      # impulses of this instant / h, on the orbiter about Wo
         self._orb_cache: tuple[Any, rb.RigidBodyState] | None = None
+        self._orb_floats: tuple[Any, list[list[float]]] = (None, [])
         self._rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = []
         # contact episode bookkeeping
         self.in_contact = False
@@ -523,13 +532,15 @@ class ContactModel:
             return self._orb_cache[1]
         b = sample.body
         dt = (t_ns - sample.t_ns) * 1e-9
-        p0, v0, a = floats(b["p_WoOo_W"]), floats(b["v_WOo_W"]), floats(b["a_WOo_W"])
-        w0, wd = floats(b["w_WO_O"]), floats(b["wdot_WO_O"])
+        if self._orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
+            self._orb_floats = (sample, [floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
+                                                                 "wdot_WO_O", "quat_WO")])
+        p0, v0, a, w0, wd, q0 = self._orb_floats[1]
         p = [p0[k] + v0[k] * dt + 0.5 * a[k] * dt * dt for k in range(3)]
         v = [v0[k] + a[k] * dt for k in range(3)]
         w = [w0[k] + wd[k] * dt for k in range(3)]
         if dt > 0:
-            q = rb.quat_integrate_rows(floats(b["quat_WO"]), *[w0[k] + 0.5 * wd[k] * dt for k in range(3)], dt)
+            q = rb.quat_integrate_rows(q0, *[w0[k] + 0.5 * wd[k] * dt for k in range(3)], dt)
             state = rb.RigidBodyState.from_floats(p, q, v, w)
         else:
             state = rb.RigidBodyState(p, b["quat_WO"], v, w)
@@ -641,6 +652,10 @@ class ContactModel:
         F = [0.0] * 6
         power = 0.0
         active = False
+        c = self._all_center_L
+        x0, x1, x2 = _mtv(R_WL, kT.p[0] - p_L[0], kT.p[1] - p_L[1], kT.p[2] - p_L[2])  # To in L
+        if (x0 - c[0]) ** 2 + (x1 - c[1]) ** 2 + (x2 - c[2]) ** 2 > self._all_reach2:
+            return F, power, active, kT, kO  # the payload is far from every guide
         lead = 0.5 * h_ns * 1e-9 if self.compliant else 0.0
         law = self.law
         for g in self._guides:

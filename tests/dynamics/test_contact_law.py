@@ -173,3 +173,68 @@ def test_latch_check_and_latch_wrench_restore_the_frozen_pose():
     R = Rotation.from_rotvec([0.0, 0.01, 0.0]).as_matrix()
     F = dc.latch_wrench(np.eye(4), np.zeros(6), pose(R, [0.001, 0, 0]), np.zeros(6), np.eye(4), 1e6, 1e7, 0, 0)
     np.testing.assert_allclose(F, [0, -1e5, 0, -1e3, 0, 0], atol=1e-6)
+
+
+def test_smooth_stroke_is_rest_to_rest_and_its_slope_is_its_derivative():
+    assert dc.smooth_stroke(-0.1) == (0.0, 0.0) and dc.smooth_stroke(0.0) == (0.0, 0.0)
+    assert dc.smooth_stroke(1.0) == (1.0, 0.0) and dc.smooth_stroke(1.7) == (1.0, 0.0)
+    tau = np.linspace(0.001, 0.999, 500)
+    s = np.array([dc.smooth_stroke(t)[0] for t in tau])
+    ds = np.array([dc.smooth_stroke(t)[1] for t in tau])
+    assert np.all(np.diff(s) > 0) and dc.smooth_stroke(0.5)[0] == pytest.approx(0.5, abs=1e-15)
+    e = 1e-6  # central differences of s against the reported slope (closed form 30 τ² (1 − τ)²)
+    fd = [(dc.smooth_stroke(t + e)[0] - dc.smooth_stroke(t - e)[0]) / (2 * e) for t in tau]
+    np.testing.assert_allclose(ds, fd, atol=1e-8)
+    assert max(ds) == pytest.approx(1.875, rel=1e-4)  # peak at τ = ½: 30/16
+    # rest at both ends: slope and acceleration vanish there
+    assert dc.smooth_stroke(1e-4)[1] < 1e-6 and dc.smooth_stroke(1 - 1e-4)[1] < 1e-6
+
+
+def test_latch_drive_moves_the_set_point_home_along_the_line_and_the_geodesic():
+    R0 = Rotation.from_rotvec([0.02, -0.01, 0.03])
+    X0 = pose(R0.as_matrix(), [0.03, -0.04, 0.01])
+    X1 = pose(np.eye(3), [0.0, 0.0, 0.0])
+    drive = dc.LatchDrive(X0, X1, 4.0)
+    p, R, v, w = drive.setpoint(0.0)
+    np.testing.assert_allclose(p, X0[:3, 3], atol=1e-15)
+    np.testing.assert_allclose(np.reshape(R, (3, 3)), X0[:3, :3], atol=1e-15)
+    assert v == [0.0] * 3 and w == [0.0] * 3
+    p, R, v, w = drive.setpoint(4.0)
+    assert p == X1[:3, 3].tolist() and np.array_equal(np.reshape(R, (3, 3)), X1[:3, :3]) and v == w == [0.0] * 3
+    angle0 = R0.magnitude()
+    for t in (0.7, 2.0, 3.1):
+        s, _ = dc.smooth_stroke(t / 4.0)
+        p, R, v, w = drive.setpoint(t)
+        np.testing.assert_allclose(p, (1 - s) * X0[:3, 3], atol=1e-15)  # on the straight line
+        # on the geodesic: the angle to each end is s and 1 − s of the whole
+        a_start = Rotation.from_matrix(X0[:3, :3].T @ np.reshape(R, (3, 3))).magnitude()
+        a_end = Rotation.from_matrix(np.reshape(R, (3, 3))).magnitude()
+        assert a_start == pytest.approx(s * angle0, rel=1e-9) and a_end == pytest.approx((1 - s) * angle0, rel=1e-9)
+        # the reported rates are the set point's time derivatives (central differences)
+        e = 1e-5
+        pa, Ra, _, _ = drive.setpoint(t + e)
+        pb, Rb, _, _ = drive.setpoint(t - e)
+        np.testing.assert_allclose(v, (np.array(pa) - np.array(pb)) / (2 * e), atol=1e-9)
+        dR = (np.reshape(Ra, (3, 3)) - np.reshape(Rb, (3, 3))) / (2 * e) @ np.reshape(R, (3, 3)).T  # [ω×]
+        np.testing.assert_allclose(w, [dR[2, 1], dR[0, 2], dR[1, 0]], atol=1e-9)
+    with pytest.raises(ModelError, match="close_time"):
+        dc.LatchDrive(X0, X1, 0.0)
+
+
+def test_point_plane_rows_is_point_plane_in_the_plane_frame():
+    # the float kernel in a rotated frame gives the rotated force of the array function in W
+    rng = np.random.default_rng(5)
+    law = dc.ContactLaw(2e5, 1.0, 5.0, 0.3, 0.2, 0.002)
+    Rm = Rotation.random(random_state=7).as_matrix()
+    hits = 0
+    for _ in range(200):
+        p, s, n = rng.normal(size=3) * 0.05, rng.normal(size=3) * 0.05, rng.normal(size=3)
+        n /= np.linalg.norm(n)
+        vP, vS = rng.normal(size=3) * 0.01, rng.normal(size=3) * 0.01
+        pc = dc.point_plane(p, vP, s, n, vS, law, 0.15, 0.1)
+        r = dc.point_plane_rows(*(Rm.T @ (p - s)), *(Rm.T @ (vP - vS)), *(Rm.T @ n), law, 0.15, 0.1)
+        assert r[0] == pc.active and r[1] == pytest.approx(pc.delta, abs=1e-15)
+        np.testing.assert_allclose(Rm @ np.array(r[3:6]), pc.f_W, rtol=1e-12, atol=1e-9)
+        assert r[6] == pytest.approx(pc.power_dissipated, rel=1e-12, abs=1e-12)
+        hits += pc.active
+    assert 20 < hits < 180

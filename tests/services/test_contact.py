@@ -32,7 +32,7 @@ import pytest
 
 from dynamics import contact as dc
 from dynamics import rigid_body as rb
-from dynamics.spatial import pose, quat_to_rotation, shift_twist
+from dynamics.spatial import pose, quat_to_rotation, rotation_to_quat, shift_twist
 from protocol.codec import decode, encode
 from protocol.service import Port, Sample
 from protocol.stepping import InputBuffer, StepInputs
@@ -439,6 +439,79 @@ def test_impulsive_elastic_conserves_energy_and_plastic_sticks():
         assert tr.pay[times[-1]].v_WBo_W[2] > 0.03
         M0, M1 = total_momentum(cfg, tr.orb[0], tr.pay[0]), total_momentum(cfg, tr.orb[times[-1]], tr.pay[times[-1]])
         np.testing.assert_allclose(M1, M0, atol=1e-9 * np.max(np.abs(M0)))
+
+
+def _pose_of(s: rb.RigidBodyState) -> np.ndarray:
+    return pose(s.R_WB, s.p_WoBo_W)
+
+
+def test_latches_draw_the_trunnions_home_conserving_momentum():
+    # B seated 1 mm into the plates, 7 mm off and 0.46° yawed from its berthed pose, no arm: the
+    # latches close at once and their stroke (0.3 s) pulls B home; the reaction goes to the orbiter
+    cfg = scenario(latch={"position": 0.02, "rate_lin": 0.004, "rate_ang": 0.01, "angle": 0.02, "close_time": 0.3})
+    cfg["payload"].update({"X_WT": [0.006, -0.004, 2.999, 0.0, 0.0, 0.008], "v_WTo_W": [0.0, 0.0, 0.0],
+                           "w_WT_T": [0.0, 0.0, 2e-4]})  # rotating with the orbiter: no relative rate
+    cfg["standin"]["script"] = []
+    tr = Trace()
+    run_lockstep(models_for(cfg, arm=False), 600_000_000, tr)
+    assert [k for k in tr.kinds() if k.startswith("latch")] == ["latch_start", "latch"]
+    start, done = tr.event("latch_start"), tr.event("latch")
+    assert start["misalignment_m"] > 0.007 and start["misalignment_rad"] > 0.0079
+    assert done["t"] - start["t"] >= 0.3 - 1e-9  # not before the stroke's end
+    assert done["misalignment_m"] <= 0.001 and done["misalignment_rad"] <= 0.001745
+    # independently, from the bodies' states at the end: B in L (X_LB berthed = I)
+    t_end = max(set(tr.orb) & set(tr.pay))
+    X_OL, X_TB = so.pose_key(cfg["orbiter"]["X_OL"]), so.pose_key(cfg["payload"]["X_TB"])
+    X_LB = np.linalg.inv(_pose_of(tr.orb[t_end]) @ X_OL) @ _pose_of(tr.pay[t_end]) @ X_TB
+    assert np.linalg.norm(X_LB[:3, 3]) < 1e-4  # from 7.3 mm to < 0.1 mm
+    assert np.linalg.norm(dc.rotation_error(np.eye(3), X_LB[:3, :3])) < 1e-5  # from 8 mrad
+    times = sorted(set(tr.orb) & set(tr.pay))
+    M0 = total_momentum(cfg, tr.orb[0], tr.pay[0])
+    dev = max(np.max(np.abs(total_momentum(cfg, tr.orb[t], tr.pay[t]) - M0)) for t in times)
+    assert dev < 1e-10 * np.max(np.abs(M0)), dev
+
+
+def test_guide_bounding_spheres_skip_only_points_no_surface_can_reach():
+    # the default scenario's 4 trunnions and 12 guide walls: the same wrench, bit for bit, with the
+    # bounding-sphere test and without it, for payload poses around the berthed one
+    import tomllib
+
+    from scipy.spatial.transform import Rotation
+
+    with open(ROOT / "configs" / "srms_berthing.toml", "rb") as fh:
+        base = tomllib.load(fh)
+    base["contact"]["latch"]["position"] = 1e-9  # latches stay open
+    X_WL = so.pose_key(base["orbiter"]["X_WO"]) @ so.pose_key(base["orbiter"]["X_OL"])
+    X_BT = np.linalg.inv(so.pose_key(base["payload"]["X_TB"]))
+    q_WO = rotation_to_quat(so.pose_key(base["orbiter"]["X_WO"])[:3, :3])
+    orb = Sample(0, H_O, "orbiter", 0, {"p_WoOo_W": so.pose_key(base["orbiter"]["X_WO"])[:3, 3], "quat_WO": q_WO,
+                                        "w_WO_O": np.array([1e-3, -2e-3, 5e-4]), "v_WOo_W": np.array([0.01, 0, -0.02]),
+                                        "a_WOo_W": np.zeros(3), "wdot_WO_O": np.zeros(3)})
+    rng = np.random.default_rng(8)
+    active = skipped = 0
+    pts_B = np.asarray(base["payload"]["points_B"], dtype=float)
+    for _ in range(60):
+        d = rng.uniform(-1, 1, size=6) * [0.25, 0.25, 0.25, 0.06, 0.06, 0.06]
+        X_LB = pose(Rotation.from_rotvec(d[3:]).as_matrix(), d[:3])
+        X_WT = X_WL @ X_LB @ X_BT
+        cfg = json.loads(json.dumps(base))
+        cfg["payload"].update({"X_WT": [*X_WT[:3, 3], *Rotation.from_matrix(X_WT[:3, :3]).as_rotvec()],
+                               "v_WTo_W": list(rng.normal(size=3) * 0.02), "w_WT_T": list(rng.normal(size=3) * 0.01)})
+        out = []
+        for bounded in (True, False):
+            m = sc.build(cfg, "contact", H_C)
+            if bounded:  # trunnions the bound skips (the orbiter moves by < 0.1 mm in the step)
+                skipped += sum(np.sum((X_LB[:3, :3] @ pts_B[g.point] + X_LB[:3, 3] - g.center_L) ** 2) > g.reach2
+                               for g in m._guides)
+            else:
+                m._all_reach2 = math.inf
+                for g in m._guides:
+                    g.reach2 = math.inf
+            m.initial(0)
+            out.append(m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))["contact/wrench"])
+        assert np.array_equal(out[0]["F_Lo_W"], out[1]["F_Lo_W"]) and out[0]["active"] == out[1]["active"]
+        active += out[0]["active"]
+    assert 5 < active < 55 and 20 < skipped < 200, (active, skipped)  # both kinds of pose were drawn
 
 
 def _hil_inputs(model: sc.ContactModel, body: dict[str, Any] | None, t_s: int) -> Any:
