@@ -246,11 +246,12 @@ class ZmqBus(_Closing):
             return None
         return split_frame(self.sub.recv(copy=True))
 
-    def close(self) -> None:
-        """Close both sockets (idempotent)."""
+    def close(self, linger_ms: int = 0) -> None:
+        """Close both sockets (idempotent); the PUB's queued messages are kept for ``linger_ms``
+        (delivered while the context lives: ``Context.term()`` waits for them)."""
         if not self._closed:
             self._closed = True
-            self.pub.close(linger=0)
+            self.pub.close(linger=linger_ms)
             self.sub.close(linger=0)
 
 

@@ -71,7 +71,7 @@ from protocol.bus import LAUNCHER, ControlClient, ControlServer, ZmqBus
 from protocol.codec import decode, encode
 from protocol.config import RunPlan, peers_of, service_module
 from protocol.service import Sample
-from protocol.shell import realtime_context, run_service
+from protocol.shell import SINK_DRAIN_LIMIT_NS, realtime_context, run_service
 from protocol.timebase import align_up
 
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
@@ -509,7 +509,8 @@ class Launcher:
         """Stop models/sources, then sinks; terminate, then kill, stragglers.
 
         In order (normal stop): models and sources first, so that the sinks (the logger)
-        still see their last messages, then the sinks. After a failure (``fast``) every
+        still see their last messages, then the sinks, which get as long as they need to
+        take what is still queued (:data:`protocol.shell.SINK_DRAIN_LIMIT_NS` at most). After a failure (``fast``) every
         service is told to stop at once and all are reaped together, so the whole stop
         takes at most ~0.7 s (0.4 s grace, SIGTERM, 0.2 s, SIGKILL).
         """
@@ -520,9 +521,9 @@ class Launcher:
             return
         groups = [[r for r in self.records.values() if r.role != "sink"],
                   [r for r in self.records.values() if r.role == "sink"]]
-        for group in groups:
+        for group, grace in zip(groups, (3.0, SINK_DRAIN_LIMIT_NS / _S + 1.0), strict=True):
             self._send_stop(group)
-            self._reap(group, 3.0)
+            self._reap(group, grace)
         self._reap(list(self.records.values()), 0.2)
 
     def _send_stop(self, group: list[ServiceRecord]) -> None:

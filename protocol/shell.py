@@ -83,7 +83,8 @@ from protocol.security import Security
 from protocol.service import Port, ServiceModel
 from protocol.stepping import InputBuffer
 
-__all__ = ["Sink", "Source", "role_of", "ServiceShell", "run_service", "realtime_context", "STATES"]
+__all__ = ["Sink", "Source", "role_of", "ServiceShell", "run_service", "realtime_context", "STATES",
+           "SINK_DRAIN_LIMIT_NS", "FLUSH_MS"]
 
 STATES = ("configured", "ready", "running", "frozen", "stopped", "error")
 
@@ -135,6 +136,8 @@ class _Fail(Exception):
 
 _MS = 1_000_000
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
+FLUSH_MS = 2000  # a stopping worker process delivers its queued messages for at most this long [ms]
+SINK_DRAIN_LIMIT_NS = 20_000 * _MS  # a sink at stop drains what is queued for at most this long
 _SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
 _SINK_BATCH_S = 0.002  # sink: pause after each drain, so one wake-up takes many messages (≤ 500 wake-ups/s)
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
@@ -314,11 +317,21 @@ class ServiceShell:
                     closer()
                 except Exception:  # noqa: BLE001
                     traceback.print_exc(file=sys.stderr)
-            for s in (self.bus, self.ctl):
-                if s is not None:
-                    s.close()
+            # after a clean stop a worker process delivers what its PUB still queues (a fast
+            # source may be far ahead of a slow subscriber): close with a linger and wait for
+            # the context to finish (bounded). Threads over inproc share the launcher's context.
+            flush = self.state == "stopped" and not self.url.startswith("inproc://")
+            if self.bus is not None:
+                self.bus.close(linger_ms=FLUSH_MS if flush else 0)
+            if self.ctl is not None:
+                self.ctl.close()
             if auth is not None:
                 auth.stop()
+            if flush:
+                ctx = self.context or zmq.Context.instance()
+                t = threading.Thread(target=ctx.term, name="zmq-flush", daemon=True)
+                t.start()
+                t.join(FLUSH_MS / 1000 + 0.5)
 
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
@@ -664,8 +677,13 @@ class ServiceShell:
                 self._tick_stats()
         self.steps += n
 
-    def _drain_quiet(self, quiet_ns: int = 100 * _MS, limit_ns: int = 2_000 * _MS) -> None:
-        """Sink at stop: keep receiving until the bus has been quiet for ``quiet_ns`` (bounded)."""
+    def _drain_quiet(self, quiet_ns: int = 100 * _MS, limit_ns: int = SINK_DRAIN_LIMIT_NS) -> None:
+        """Sink at stop: keep receiving until the bus has been quiet for ``quiet_ns`` (bounded by ``limit_ns``).
+
+        The launcher stops sinks after every producer has stopped, so what is queued then
+        is finite: an unpaced source may have run far ahead of a sink, and all of it is
+        taken before the sink stops.
+        """
         end = time.monotonic_ns() + limit_ns
         sub = self.bus.sub
         while time.monotonic_ns() < end and sub.poll(quiet_ns // _MS):

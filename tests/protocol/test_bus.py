@@ -153,3 +153,31 @@ def test_sequence_tracker():
     t = SequenceTracker()
     assert [t.see("a", "x", s) for s in (0, 1, 2, 5, 6)] == [0, 0, 0, 2, 0]
     assert t.see("b", "x", 7) == 0 and t.dropped == 2
+
+
+def test_close_with_linger_delivers_what_the_pub_still_queues(tmp_path):
+    """A stopping worker closes its PUB with a linger and terminates its context: every queued
+    message reaches a subscriber in another context (another process's view of the bus)."""
+    url = f"ipc://{tmp_path}/pub"
+    ctx_pub, ctx_sub = zmq.Context(), zmq.Context()
+    sub = open_bus(None, [url], ["t"], context=ctx_sub)
+    pub = open_bus(url, context=ctx_pub)
+    try:
+        deadline = time.monotonic() + 5
+        while sub.recv(0.01) is None:  # until the subscription is through
+            assert time.monotonic() < deadline
+            pub.send("t", b"probe")
+        while sub.recv(0.05) is not None:
+            pass
+        n = 20_000
+        for k in range(n):
+            pub.send("t", k.to_bytes(4, "little"))
+        pub.close(linger_ms=5000)
+        ctx_pub.term()  # returns once the queue is delivered
+        got = []
+        while (m := sub.recv(0.5)) is not None:
+            got.append(int.from_bytes(m.payload, "little"))
+        assert got == list(range(n))
+    finally:
+        sub.close()
+        ctx_sub.term()
