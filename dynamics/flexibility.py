@@ -33,6 +33,7 @@ import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics import spatial as sp
+from dynamics.rms import cross_rows
 from errors import ModelError, ShapeError, SingularityError
 
 __all__ = [
@@ -166,13 +167,21 @@ def beam_frame(x_dir: ArrayLike, R_ref: ArrayLike) -> Array:
     """
     x = np.asarray(x_dir, dtype=np.float64)
     R = np.asarray(R_ref, dtype=np.float64)
-    x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    x = x / np.sqrt((x * x).sum(axis=-1))[..., None]
     zr, yr = R[..., :, 2], R[..., :, 1]
-    z = zr - np.sum(zr * x, axis=-1, keepdims=True) * x
-    alt = np.cross(x, yr - np.sum(yr * x, axis=-1, keepdims=True) * x)
-    z = np.where(np.linalg.norm(z, axis=-1, keepdims=True) < 1e-6, alt, z)
-    z = z / np.linalg.norm(z, axis=-1, keepdims=True)
-    return np.stack([x, np.cross(z, x), z], axis=-1)
+    z = zr - (zr * x).sum(axis=-1)[..., None] * x
+    nz = np.sqrt((z * z).sum(axis=-1))
+    along = nz < 1e-6
+    if np.any(along):
+        alt = cross_rows(x, yr - (yr * x).sum(axis=-1)[..., None] * x)
+        z = np.where(along[..., None], alt, z)
+        nz = np.sqrt((z * z).sum(axis=-1))
+    z = z / nz[..., None]
+    out = np.empty(x.shape + (3,))
+    out[..., :, 0] = x
+    out[..., :, 1] = cross_rows(z, x)
+    out[..., :, 2] = z
+    return out
 
 
 def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
@@ -221,21 +230,18 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
             R = beam_frame(d[keep], Rl[np.minimum(root[keep] + 1, 6)])
             g = beam_compliance(Lb[keep], [b.EI for b in bs], [b.GJ for b in bs])      # (n, 6, 6) beam frames
             # rotate the 3×3 blocks to O, then carry each beam tip's compliance to the arm tip (B-6)
-            R6 = np.zeros((len(bs), 6, 6))
-            R6[:, :3, :3] = R6[:, 3:, 3:] = R
-            Ls = np.tile(np.eye(6), (len(bs), 1, 1))
+            # T = L R6 = [[R, 0], [−[r×] R, R]]; column j of −[r×] R is R_j × r
             r = tip - pts[[b.tip for b in bs]]
-            Ls[:, 3, 1], Ls[:, 3, 2] = r[:, 2], -r[:, 1]              # lower-left block −[r×]
-            Ls[:, 4, 0], Ls[:, 4, 2] = -r[:, 2], r[:, 0]
-            Ls[:, 5, 0], Ls[:, 5, 1] = r[:, 1], -r[:, 0]
-            T = Ls @ R6
-            gamma += np.einsum("kij,kjl,kml->im", T, g, T)
+            T = np.zeros((len(bs), 6, 6))
+            T[:, :3, :3] = T[:, 3:, 3:] = R
+            T[:, 3:, :3] = cross_rows(R.transpose(0, 2, 1), r[:, None, :]).transpose(0, 2, 1)
+            gamma += (T @ g @ T.transpose(0, 2, 1)).sum(axis=0)
     if joint_stiffness is not None:
         k = sp.as_vector(joint_stiffness, 6, "joint_stiffness")
         if np.any(k <= 0.0):
             raise ModelError(f"joint_stiffness: must be positive, got {k.tolist()}")
         # each joint's rotation compliance u uᵀ/k carried to the tip: columns [u; u × (tip − p)]
-        Jc = np.vstack([u.T, np.cross(u, tip - pts[:6]).T])
+        Jc = np.vstack([u.T, cross_rows(u, tip - pts[:6]).T])
         gamma += (Jc / k) @ Jc.T
     return 0.5 * (gamma + gamma.T)
 

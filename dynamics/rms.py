@@ -23,11 +23,16 @@ Massless-arm dynamics (section 2, routine RMSFM of section 5):
 The multibody alternative (links with mass on a moving orbiter, seed 004 and the
 dynamics core) is :func:`prescribed_base_dynamics`.
 
+Auto sequence: :func:`auto_profile` times one straight-line segment of the point of
+resolution (position and attitude slew on one path parameter) with raised-cosine rate
+ramps under a rate and an acceleration limit.
+
 No I/O, clock or globals. Shapes are checked (:class:`errors.ShapeError`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,12 +51,16 @@ __all__ = [
     "rms_kinematics",
     "rms_jacobian",
     "dls_solve",
+    "jacobian_inverse",
+    "cross_rows",
     "tip_wrench",
     "relative_twist",
     "joint_rates",
     "prescribed_base_dynamics",
     "grappled_inverse_dynamics",
     "scale_link_masses",
+    "AutoProfile",
+    "auto_profile",
 ]
 
 Array = NDArray[np.float64]
@@ -92,13 +101,18 @@ class RmsGeometry:
     q_upper: Array
     qd_max: Array
     tau_max: Array
-    K_J: Array = field(init=False, repr=False)
-    K2_J: Array = field(init=False, repr=False)
+    fixed: tuple = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # for rms_kinematics, as Python floats: R_OS, p_OS, then per joint R_PJ, R_PJ K, R_PJ K² (so that
+        # the link's rotation in its parent is R_PJ + sin θ R_PJ K + (1 − cos θ) R_PJ K²), p_PJ, the axis
         K = np.array([sp.skew(a) for a in self.axis_J])
-        object.__setattr__(self, "K_J", K)
-        object.__setattr__(self, "K2_J", K @ K)
+        R_PJ = self.X_PJ[:, :3, :3]
+        object.__setattr__(self, "fixed", (
+            tuple(self.X_OS[:3, :3].ravel().tolist()), tuple(self.X_OS[:3, 3].tolist()),
+            [tuple(r) for r in R_PJ.reshape(-1, 9).tolist()], [tuple(r) for r in (R_PJ @ K).reshape(-1, 9).tolist()],
+            [tuple(r) for r in (R_PJ @ K @ K).reshape(-1, 9).tolist()], [tuple(r) for r in self.X_PJ[:, :3, 3].tolist()],
+            [tuple(r) for r in self.axis_J.tolist()], tuple(self.p_B6oEo_B6.tolist())))
 
 
 @dataclass(frozen=True)
@@ -161,9 +175,10 @@ def rms_geometry(model: ch.ChainModel, X_OS: ArrayLike, p_B6oEo_B6: ArrayLike = 
     )
 
 
-def _cross(a: Array, b: Array) -> Array:
-    """Row-wise cross product of (..., 3) arrays (np.cross without its overhead)."""
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+def cross_rows(a: Array, b: Array) -> Array:
+    """Row-wise cross product ``a × b`` of (..., 3) arrays, broadcast (``numpy.cross`` without its
+    generic overhead, ~10× faster on a few rows)."""
+    out = np.empty(a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape))
     out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
     out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
     out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
@@ -183,24 +198,37 @@ def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
     ShapeError
         If ``theta`` is not a finite (6,) vector.
     """
-    th = sp.as_vector(theta, N_JOINTS, "theta")
-    # joint rotations by Rodrigues' formula (A-21 is its transpose, body-to-parent)
-    K = geom.K_J
-    s, c = np.sin(th), 1.0 - np.cos(th)
-    R_J = np.eye(3) + s[:, None, None] * K + c[:, None, None] * geom.K2_J
-    X_OB = np.empty((N_JOINTS + 1, 4, 4))
-    X_OB[0] = geom.X_OS
-    p = np.empty((N_JOINTS, 3))
-    u = np.empty((N_JOINTS, 3))
-    for i in range(N_JOINTS):
-        X_OJ = X_OB[i] @ geom.X_PJ[i]
-        p[i] = X_OJ[:3, 3]
-        u[i] = X_OJ[:3, :3] @ geom.axis_J[i]
-        X_OB[i + 1] = X_OJ
-        X_OB[i + 1, :3, :3] = X_OJ[:3, :3] @ R_J[i]
+    th = sp.as_vector(theta, N_JOINTS, "theta").tolist()
+    # Down the chain on Python floats (row-major 3×3 as 9-tuples): ~2× faster than numpy on
+    # 3-vectors. The link's rotation in its parent (A-21 is its transpose) is R_PJ R_J with
+    # Rodrigues' R_J = I + sin θ K + (1 − cos θ) K², premultiplied in the geometry.
+    a0, a1, a2, a3, a4, a5, a6, a7, a8 = geom.fixed[0]
+    px, py, pz = geom.fixed[1]
+    Rs = [geom.fixed[0]]
+    ps = []
+    us = []
+    for ti, R_PJ, RK, RK2, (qx, qy, qz), (x, y, z) in zip(th, *geom.fixed[2:7], strict=True):
+        sn, cn = math.sin(ti), 1.0 - math.cos(ti)
+        b0, b1, b2, b3, b4, b5, b6, b7, b8 = [r + sn * k + cn * k2 for r, k, k2 in zip(R_PJ, RK, RK2)]
+        px, py, pz = (px + a0 * qx + a1 * qy + a2 * qz, py + a3 * qx + a4 * qy + a5 * qz,
+                      pz + a6 * qx + a7 * qy + a8 * qz)
+        ps.append((px, py, pz))
+        a0, a1, a2, a3, a4, a5, a6, a7, a8 = (
+            a0 * b0 + a1 * b3 + a2 * b6, a0 * b1 + a1 * b4 + a2 * b7, a0 * b2 + a1 * b5 + a2 * b8,
+            a3 * b0 + a4 * b3 + a5 * b6, a3 * b1 + a4 * b4 + a5 * b7, a3 * b2 + a4 * b5 + a5 * b8,
+            a6 * b0 + a7 * b3 + a8 * b6, a6 * b1 + a7 * b4 + a8 * b7, a6 * b2 + a7 * b5 + a8 * b8)
+        Rs.append((a0, a1, a2, a3, a4, a5, a6, a7, a8))
+        us.append((a0 * x + a1 * y + a2 * z, a3 * x + a4 * y + a5 * z, a6 * x + a7 * y + a8 * z))  # u = R_OB a
+    X_OB = np.zeros((N_JOINTS + 1, 4, 4))
+    X_OB[:, 3, 3] = 1.0
+    X_OB[:, :3, :3] = np.array(Rs).reshape(N_JOINTS + 1, 3, 3)
+    p = np.array(ps)
+    X_OB[0, :3, 3] = geom.X_OS[:3, 3]
+    X_OB[1:, :3, 3] = p
+    ex, ey, ez = geom.fixed[7]
     X_OE = X_OB[N_JOINTS].copy()
-    X_OE[:3, 3] = X_OB[N_JOINTS, :3, 3] + X_OB[N_JOINTS, :3, :3] @ geom.p_B6oEo_B6
-    return RmsPose(X_OB, p, u, X_OE)
+    X_OE[:3, 3] = (px + a0 * ex + a1 * ey + a2 * ez, py + a3 * ex + a4 * ey + a5 * ez, pz + a6 * ex + a7 * ey + a8 * ez)
+    return RmsPose(X_OB, p, np.array(us), X_OE)
 
 
 def rms_jacobian(pose: RmsPose) -> Array:
@@ -216,12 +244,10 @@ def rms_jacobian(pose: RmsPose) -> Array:
     J : ndarray, shape (6, 6)
         Rows ``[ω; v]`` in O, columns the joints. [rad/s or m/s per rad/s]
     """
-    pts = np.vstack([pose.p_OoJo_O, pose.X_OE[:3, 3]])
-    r = np.diff(pts, axis=0)                       # r_j, j = 1..6
-    r_sum = np.cumsum(r[::-1], axis=0)[::-1]       # Σ_{j≥i} r_j
+    r_sum = pose.X_OE[:3, 3] - pose.p_OoJo_O       # Σ_{j≥i} r_j telescopes to p_E − p_i
     J = np.empty((6, N_JOINTS))
     J[:3] = pose.u_O.T
-    J[3:] = -_cross(r_sum, pose.u_O).T
+    J[3:] = cross_rows(pose.u_O, r_sum).T              # −r × u
     return J
 
 
@@ -268,6 +294,44 @@ def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float,
         return Vt.T @ ((U.T @ bb) / s), smin, False
     lam2 = damping_max ** 2 * (1.0 - (smin / sigma_min) ** 2)
     return Vt.T @ ((s / (s * s + lam2)) * (U.T @ bb)), smin, True
+
+
+def jacobian_inverse(J: ArrayLike, sigma_min: float, damping_max: float,
+                     svd: tuple[Array, Array, Array] | None = None) -> tuple[Array, float, bool]:
+    """The matrix of :func:`dls_solve`: ``J^-1``, or the damped inverse near a singularity.
+
+    ``J⁺ = Σ σ_k/(σ_k² + λ²) v_k u_kᵀ`` with λ as in :func:`dls_solve` (λ = 0 when
+    ``σ_6 ≥ sigma_min``). ``J⁺ V_R`` are the joint rates of 2-12 and ``J⁺ᵀ τ`` the tip wrench of
+    2-3, so that one matrix serves both and ``τ·(J⁺V) = (J⁺ᵀτ)·V`` holds to round-off
+    (the power balance of 2-1/2-2) damped or not.
+
+    Parameters
+    ----------
+    J : array_like, shape (6, 6)
+    sigma_min, damping_max : float
+        As :func:`dls_solve`.
+    svd : tuple (U, s, Vt), optional
+        ``numpy.linalg.svd(J)`` if already computed.
+
+    Returns
+    -------
+    J_inv : ndarray, shape (6, 6)
+    sigma : float
+        Smallest singular value of J.
+    damped : bool
+
+    Raises
+    ------
+    ShapeError
+        On a bad shape or non-finite values.
+    """
+    A = np.asarray(J, dtype=np.float64)
+    if A.shape != (6, 6) or not np.all(np.isfinite(A)):
+        raise ShapeError(f"J: expected a finite (6, 6) matrix, got shape {A.shape}")
+    U, s, Vt = np.linalg.svd(A) if svd is None else svd
+    smin = float(s[-1])
+    lam2 = 0.0 if smin >= sigma_min else damping_max ** 2 * (1.0 - (smin / sigma_min) ** 2)
+    return (Vt.T * (s / (s * s + lam2))) @ U.T, smin, lam2 > 0.0
 
 
 def tip_wrench(J: ArrayLike, tau: ArrayLike, sigma_min: float = 0.0, damping_max: float = 0.0,
@@ -355,14 +419,21 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
     """
     RWO = np.asarray(R_WO, dtype=np.float64)
     RWT = np.asarray(R_WT, dtype=np.float64)
+    if RWO.shape != (3, 3) or RWT.shape != (3, 3):
+        raise ShapeError(f"R_WO, R_WT: expected (3, 3), got {RWO.shape}, {RWT.shape}")
     wO = sp.as_vector(w_WO_O, 3, "w_WO_O")
     wT = sp.as_vector(w_WT_T, 3, "w_WT_T")
     pO = sp.as_vector(p_OoEo_O, 3, "p_OoEo_O")
     pT = sp.as_vector(p_ToEo_T, 3, "p_ToEo_T")
-    vE_W = sp.as_vector(v_WTo_W, 3, "v_WTo_W") + RWT @ _cross(wT, pT)
-    R_OT = RWO.T @ RWT
-    v_R = RWO.T @ (vE_W - sp.as_vector(v_WOo_W, 3, "v_WOo_W")) - _cross(wO, pO)
-    return np.concatenate([R_OT @ wT - wO, v_R])
+    # in W: the payload's angular velocity and the velocity of Eo relative to Oo's; then both to O
+    W = np.empty((3, 2))
+    W[:, 0] = RWT @ wT
+    W[:, 1] = sp.as_vector(v_WTo_W, 3, "v_WTo_W") + RWT @ sp.cross3(wT, pT) - sp.as_vector(v_WOo_W, 3, "v_WOo_W")
+    O = RWO.T @ W
+    out = np.empty(6)
+    out[:3] = O[:, 0] - wO
+    out[3:] = O[:, 1] - sp.cross3(wO, pO)
+    return out
 
 
 def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:
@@ -455,9 +526,9 @@ def _own_base_wrench(data: ch.ChainData, V0: Array, a0: Array) -> Array:
     I0 = data.I_ref[0]
     w = V0[:3]
     a_sp = a0.copy()
-    a_sp[3:] -= _cross(w, V0[3:])
+    a_sp[3:] -= cross_rows(w, V0[3:])
     mom = I0 @ V0
-    return I0 @ a_sp + np.concatenate([_cross(w, mom[:3]) + _cross(V0[3:], mom[3:]), _cross(w, mom[3:])])
+    return I0 @ a_sp + np.concatenate([cross_rows(w, mom[:3]) + cross_rows(V0[3:], mom[3:]), cross_rows(w, mom[3:])])
 
 
 def grappled_inverse_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,
@@ -513,3 +584,97 @@ def grappled_inverse_dynamics(model: ch.ChainModel, data: ch.ChainData, q: Array
     F_on_hand = np.linalg.solve(JE[:, 6:].T, rhs)
     F_b = M[:6] @ ad + h[:6] - JE[:, :6].T @ F_on_hand
     return -F_on_hand, -(F_b - _own_base_wrench(data, va[:6], ad[:6]))
+
+
+@dataclass(frozen=True)
+class AutoProfile:
+    """Timing of one auto-sequence segment: the path parameter σ(t) from 0 to 1.
+
+    The rate σ̇ rises from 0 to ``rate`` along a raised cosine over ``t_ramp`` (the
+    acceleration a half sine, continuous at both ends of the ramp), holds, and falls the
+    same way to 0 at ``duration``; ``duration ≥ 2 t_ramp``.
+
+    Attributes
+    ----------
+    duration : float
+        [s]
+    t_ramp : float
+        [s]
+    rate : float
+        Peak σ̇ = 1 / (duration − t_ramp). [1/s]
+    """
+
+    duration: float
+    t_ramp: float
+    rate: float
+
+    def sigma(self, t: float) -> float:
+        """σ(t) in [0, 1] (0 before the start, 1 after the end); t from the segment start. [s]"""
+        if t <= 0.0:
+            return 0.0
+        if t >= self.duration:
+            return 1.0
+        Ta, r = self.t_ramp, self.rate
+        if t < Ta:
+            return r * (0.5 * t - Ta / (2.0 * np.pi) * np.sin(np.pi * t / Ta))
+        if t <= self.duration - Ta:
+            return r * (t - 0.5 * Ta)
+        return 1.0 - self.sigma(self.duration - t)
+
+
+def auto_profile(distance: float, angle: float, v_max: float, w_max: float, a_max: float,
+                 alpha_max: float) -> AutoProfile:
+    """Timing of a straight-line segment with raised-cosine rate ramps (auto sequence).
+
+    The point of resolution moves ``distance`` along a straight line while its attitude
+    slews ``angle`` about a fixed axis, both proportional to one path parameter σ
+    (:class:`AutoProfile`). The peak rate is the largest at which neither the speed nor
+    the angular rate exceeds its limit, ``σ̇ = min(v_max/d, w_max/φ)``; the ramp time
+    the shortest at which neither acceleration exceeds its limit: the half-sine
+    acceleration of a ramp peaks at ``π σ̇ / (2 t_ramp)``, hence
+    ``t_ramp = π σ̇ / (2 min(a_max/d, alpha_max/φ))``. A segment too short to reach the
+    peak rate is two ramps (``t_ramp = sqrt(π / (2 q))``, ``σ̇ = 1/t_ramp``).
+
+    A rate ramp that lasts several periods of a structural mode excites it little: the
+    residual of a raised-cosine ramp of length T at ω falls as ``1/((ωT/π)² − 1)``
+    (its Fourier transform), against ``1/(ωT)`` for a constant-acceleration ramp. This is
+    the point of the acceleration limit with a heavy payload (first loaded mode of the
+    SRMS 0.03–0.05 Hz, ``../shared/reference/README.md``).
+
+    Parameters
+    ----------
+    distance : float
+        Straight-line distance. [m]
+    angle : float
+        Slew angle. [rad]
+    v_max, w_max : float
+        Speed and angular-rate limits (> 0). [m/s, rad/s]
+    a_max, alpha_max : float
+        Acceleration limits (> 0). [m/s², rad/s²]
+
+    Returns
+    -------
+    AutoProfile
+        ``duration`` 0 for a segment of zero length.
+
+    Raises
+    ------
+    ModelError
+        If a distance is negative or non-finite, or a limit not positive.
+    """
+    for name, x in (("v_max", v_max), ("w_max", w_max), ("a_max", a_max), ("alpha_max", alpha_max)):
+        if not (np.isfinite(x) and x > 0.0):
+            raise ModelError(f"auto_profile: {name} must be positive, got {x!r}")
+    for name, x in (("distance", distance), ("angle", angle)):
+        if not (np.isfinite(x) and x >= 0.0):
+            raise ModelError(f"auto_profile: {name} must be finite and >= 0, got {x!r}")
+    if distance == 0.0 and angle == 0.0:
+        return AutoProfile(0.0, 0.0, 0.0)
+    inf = float("inf")
+    rate = min(v_max / distance if distance > 0.0 else inf, w_max / angle if angle > 0.0 else inf)
+    q = min(a_max / distance if distance > 0.0 else inf, alpha_max / angle if angle > 0.0 else inf)
+    t_ramp = np.pi * rate / (2.0 * q)
+    if rate * t_ramp > 1.0:                 # never at the peak rate: two ramps
+        t_ramp = float(np.sqrt(np.pi / (2.0 * q)))
+        rate = 1.0 / t_ramp
+    return AutoProfile(1.0 / rate + t_ramp, float(t_ramp), float(rate))

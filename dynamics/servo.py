@@ -31,13 +31,14 @@ No I/O, clock or globals.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics import spatial as sp
-from errors import ModelError
+from errors import ModelError, ShapeError
 
 __all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step", "hold_stiffness",
            "ASSUMED_GEAR_RATIO", "ASSUMED_MOTOR_INERTIA", "ASSUMED_TORQUE_CONSTANT"]
@@ -84,6 +85,7 @@ class ServoParams:
     friction_rate: float = 1.0e-3
     reflected_inertia: Array = field(init=False)
     torque_limit: Array = field(init=False)
+    per_joint: tuple[tuple[float, ...], ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("gear_ratio", "torque_constant", "current_limit", "motor_inertia", "coulomb", "viscous",
@@ -98,6 +100,11 @@ class ServoParams:
             raise ModelError(f"servo.friction_rate: must be positive, got {self.friction_rate!r}")
         object.__setattr__(self, "reflected_inertia", self.gear_ratio ** 2 * self.motor_inertia)
         object.__setattr__(self, "torque_limit", self.gear_ratio * self.torque_constant * self.current_limit)
+        # per joint, as Python floats for the substep loop: N K_t, J_r, i_max, kp, ki, τ_c, b, slip
+        object.__setattr__(self, "per_joint", tuple(zip(
+            (self.gear_ratio * self.torque_constant).tolist(), self.reflected_inertia.tolist(),
+            self.current_limit.tolist(), self.kp.tolist(), self.ki.tolist(), self.coulomb.tolist(),
+            self.viscous.tolist(), self.slip_torque.tolist(), strict=True)))
 
 
 @dataclass
@@ -222,57 +229,58 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
     tau_motor : ndarray, shape (6,)
         Motor torque through the gear ``N K_t i`` of the last substep. [N·m]
     """
-    cmd = sp.as_vector(rate_cmd, 6, "rate_cmd")
-    br = np.asarray(brakes, dtype=bool)
+    cmd = sp.as_vector(rate_cmd, 6, "rate_cmd").tolist()
+    br = [bool(b) for b in brakes]
+    if len(br) != 6:
+        raise ShapeError(f"brakes: expected 6 flags, got {len(br)}")
     loaded = k is not None
     if loaded:
-        ka = sp.as_vector(k, 6, "k")
-        ca = sp.as_vector(c if c is not None else np.zeros(6), 6, "c")
-        th = sp.as_vector(theta, 6, "theta").copy()
-        thd = sp.as_vector(theta_dot, 6, "theta_dot")
+        ka = sp.as_vector(k, 6, "k").tolist()
+        ca = sp.as_vector(c if c is not None else np.zeros(6), 6, "c").tolist()
+        th0 = sp.as_vector(theta, 6, "theta").tolist()
+        thd = sp.as_vector(theta_dot, 6, "theta_dot").tolist()
+    else:
+        ka = ca = th0 = thd = [0.0] * 6
     hs = h / n_sub
-    tm, w, integ = s.theta_m.copy(), s.omega.copy(), s.integ.copy()
-    i = np.zeros(6)
-    tau_acc = np.zeros(6)
-    tau_L = np.zeros(6)
-    gain = p.gear_ratio * p.torque_constant
-    hJ = hs / p.reflected_inertia
-    any_brake = bool(br.any())
-    for _ in range(n_sub):
-        e = cmd - w
-        i_un = p.ki * integ - p.kp * w          # I-P form: no closed-loop zero, hence no overshoot
-        i = np.clip(i_un, -p.current_limit, p.current_limit)
-        # anti-windup: integrate unless saturated and the error pushes further into saturation
-        sat = (i != i_un) & (e * i_un > 0.0)
-        integ = integ + np.where(sat, 0.0, e * hs)
-        if any_brake:
-            i = np.where(br, 0.0, i)
-            integ = np.where(br, 0.0, integ)
-        tau_f = p.coulomb * np.tanh(w / p.friction_rate) + p.viscous * w
-        if loaded:
-            # the joint damper implicitly (stable for any c h / J_r), the rest explicitly
-            w_new = (w + hJ * (gain * i - tau_f - ka * (tm - th) + ca * thd)) / (1.0 + hJ * ca)
-            tau_L = ka * (tm - th) + ca * (w_new - thd)
-        else:
-            w_new = w + hJ * (gain * i - tau_f)
-        # brakes: hold while the transmitted torque is within the slip torque, else slip against it
-        if any_brake:
-            spring = ka * (tm - th) if loaded else np.zeros(6)
-            damp_c = ca if loaded else np.zeros(6)
-            thd_ = thd if loaded else np.zeros(6)
-            tau_hold = spring - damp_c * thd_                     # transmitted with the train at rest
-            held = br & (np.abs(w) < 1e-9) & (np.abs(tau_hold) <= p.slip_torque)
-            dirn = np.where(np.abs(w) > 1e-9, np.sign(w), -np.sign(tau_hold))
-            w_slip = (w + hJ * (-spring + damp_c * thd_ - p.slip_torque * dirn)) / (1.0 + hJ * damp_c)
-            stopped = np.sign(w_slip) * dirn < 0.0               # crossed zero: the brake grips
-            w_slip = np.where(stopped, 0.0, w_slip)
-            w_new = np.where(br, np.where(held, 0.0, w_slip), w_new)
+    ws = p.friction_rate
+    tm_out, w_out, integ_out, i_out, tau_out = [0.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6
+    # the six servos are independent: joint by joint, substeps inside, on Python floats
+    for j, (gain, Jr, i_max, kp, ki, tau_c, b, slip) in enumerate(p.per_joint):
+        tm, w, integ = float(s.theta_m[j]), float(s.omega[j]), float(s.integ[j])
+        kj, cj, th, thdj = ka[j], ca[j], th0[j], thd[j]
+        hJ = hs / Jr
+        i = 0.0
+        tau_acc = 0.0
+        for _ in range(n_sub):
+            spring = kj * (tm - th)
+            if br[j]:
+                # servo off; the train is held while the torque it transmits at rest is within the slip
+                # torque, else it slips against it (the damper implicitly)
+                i, integ = 0.0, 0.0
+                tau_hold = spring - cj * thdj
+                if abs(w) < 1e-9 and abs(tau_hold) <= slip:
+                    w_new = 0.0
+                else:
+                    dirn = math.copysign(1.0, w) if abs(w) > 1e-9 else -math.copysign(1.0, tau_hold)
+                    w_new = (w + hJ * (-spring + cj * thdj - slip * dirn)) / (1.0 + hJ * cj)
+                    if w_new * dirn < 0.0:          # crossed zero: the brake grips
+                        w_new = 0.0
+            else:
+                e = cmd[j] - w
+                i_un = ki * integ - kp * w          # I-P form: no closed-loop zero, hence no overshoot
+                i = i_max if i_un > i_max else (-i_max if i_un < -i_max else i_un)
+                # anti-windup: integrate unless saturated and the error pushes further into saturation
+                if not (i != i_un and e * i_un > 0.0):
+                    integ += e * hs
+                tau_f = tau_c * math.tanh(w / ws) + b * w
+                # the joint damper implicitly (stable for any c h / J_r), the rest explicitly
+                w_new = (w + hJ * (gain * i - tau_f - spring + cj * thdj)) / (1.0 + hJ * cj)
             if loaded:
-                tau_L = spring + damp_c * (w_new - thd_)
-        w = w_new
-        tm = tm + hs * w
-        if loaded:
-            th = th + hs * thd
-        tau_acc += tau_L
-    return ServoState(tm, w, integ, i), tau_acc / n_sub, gain * i
-
+                tau_acc += spring + cj * (w_new - thdj)
+                th += hs * thdj
+            w = w_new
+            tm += hs * w
+        tm_out[j], w_out[j], integ_out[j], i_out[j], tau_out[j] = tm, w, integ, i, tau_acc / n_sub
+    i_arr = np.array(i_out)
+    return (ServoState(np.array(tm_out), np.array(w_out), np.array(integ_out), i_arr), np.array(tau_out),
+            (p.gear_ratio * p.torque_constant) * i_arr)

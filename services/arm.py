@@ -26,8 +26,14 @@ Modes
 -----
 ``manual`` (manual augmented: point-of-resolution rates in the orbiter or end-effector
 frame, resolved through J^-1, damped least squares near a singularity), ``auto``
-(waypoints of the point of resolution with per-leg rates; the position feedback uses the
-motor-side angles, so that the arm's elastic motion is not fed back), ``single`` (one joint),
+(waypoints of the point of resolution with per-leg rate limits, flown as the SRMS auto
+sequence: each segment a straight line of the point of resolution with its attitude
+slewed about a fixed axis, timed by :func:`dynamics.rms.auto_profile` — raised-cosine rate
+ramps under ``auto_accel`` (``auto_accel_loaded`` while grappled, low enough that the
+ramps last several periods of the loaded first mode); the profile rate is fed forward and
+a small correction ``auto_gain`` (well below the loaded mode) acts on the error of the
+*motor-side* pose, so that the arm's elastic motion is not fed back; a waypoint is
+reached when its profile has ended and the motor-side pose is within ``auto_tol``), ``single`` (one joint),
 ``brakes`` (servos off, brakes on), ``hold`` (servos hold). Point-of-resolution rates are
 clipped to ``v_max``/``w_max`` (``v_max_loaded``/``w_max_loaded`` while grappled), joint
 rates scaled into their limits and stopped at the angle limits; each clip is reported in
@@ -65,7 +71,9 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
     loads_every = 50                # RMLOAD every N steps
     sigma_min = 0.05                # DLS threshold on the smallest singular value of J
     damping_max = 0.05              # DLS damping at the singularity
-    auto_gain = 0.5                 # auto sequence: rate per unit error [1/s]
+    auto_accel = [0.2, 0.05]        # auto sequence: acceleration limits, unloaded [m/s², rad/s²]
+    auto_accel_loaded = [0.001, 0.0001]   # while grappled [m/s², rad/s²]
+    auto_gain = 0.05                # auto sequence: correction rate per unit motor-side error [1/s]
     auto_tol = [0.01, 0.0087]       # waypoint reached within [m, rad]
     limit_margin = 0.0017           # stop a joint this close to its angle limit [rad]
     limit_gain = 2.0                # rate toward a limit ≤ limit_gain × distance [1/s]
@@ -126,7 +134,9 @@ DEFAULTS: dict[str, Any] = {
     "loads_every": 50,
     "sigma_min": 0.05,
     "damping_max": 0.05,
-    "auto_gain": 0.5,
+    "auto_accel": [0.2, 0.05],
+    "auto_accel_loaded": [0.001, 0.0001],
+    "auto_gain": 0.05,
     "auto_tol": [0.01, 0.0087],
     "limit_margin": 0.0017,
     "limit_gain": 2.0,
@@ -148,13 +158,15 @@ ASSUMED: dict[str, Any] = {
     "beam_EI": [b.EI for b in fx.ASSUMED_BEAMS],
     "beam_GJ": [b.GJ for b in fx.ASSUMED_BEAMS],
 }
-_VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "gear_ratio": 6, "motor_inertia": 6,
+_VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "auto_accel": 2, "auto_accel_loaded": 2,
+        "gear_ratio": 6, "motor_inertia": 6,
         "torque_constant": 6, "joint_stiffness": 6, "beam_EI": 5, "beam_GJ": 5}
 _ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints")}
 _INT = ("flex_every", "loads_every", "servo_substeps")
 _POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "sigma_min", "auto_gain", "warn_hold",
              "link_mass_scale", "bandwidth", "joint_damping_ratio", "joint_damping_beta", "gear_ratio", "motor_inertia",
-             "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction")
+             "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction", "auto_accel",
+             "auto_accel_loaded")
 
 STATE, WRENCH = "arm/state", "arm/wrench"
 
@@ -223,11 +235,6 @@ def _settings(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return s, a
 
 
-def _rot_between(R_target: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """Rotation vector (in the frame of the columns) taking R to R_target: log(R_target Rᵀ)."""
-    return Rotation.from_matrix(R_target @ R.T).as_rotvec()
-
-
 class ArmModel:
     """The arm service's model (a :class:`protocol.service.ServiceModel`).
 
@@ -277,6 +284,7 @@ class ArmModel:
         self.rate_cmd_frame = np.zeros(6)      # manual [w; v] in self.frame
         self.single = (0, 0.0)
         self.waypoints: list[dict[str, Any]] = []
+        self._seg: dict[str, Any] | None = None      # the auto segment being flown
         self.qd_cmd = np.zeros(6)
         self.tau = np.zeros(6)
         self.F_Eo_O = np.zeros(6)
@@ -288,6 +296,8 @@ class ArmModel:
         self.theta_n = self.theta.copy()          # neutral angles for passive flexibility
         self.loads = np.zeros((ld.N_STATIONS, 6))
         self.sigma = 0.0
+        self.damped = False
+        self._J_svd: np.ndarray | None = None      # J at the last SVD
         self._warn: dict[str, int] = {}
         self._now = 0
         self._step_count = 0
@@ -307,25 +317,39 @@ class ArmModel:
         self._warn[text] = self._now + round(self.s["warn_hold"] * 1e9)
 
     def _kin(self) -> None:
+        """Kinematics, the Jacobian and its (damped) inverse at θ: once per step.
+
+        The SVD is skipped while the last one proves J far from singular: by Weyl's inequality
+        ``σ_6(J) ≥ σ_6(J_svd) − ‖J − J_svd‖_F``, and while that bound stays above ``sigma_min``
+        the exact inverse is the solution :func:`dynamics.rms.dls_solve` would give. ``sigma``
+        (on arm/state) is that of the last SVD, refreshed at least every ``flex_every`` steps.
+        """
         self.pose = rms.rms_kinematics(self.geom, self.theta)
         self.J = rms.rms_jacobian(self.pose)
-        self.svd = np.linalg.svd(self.J)
-        self.sigma = float(self.svd[1][-1])
+        if self._J_svd is not None and not self.damped:
+            dJ = (self.J - self._J_svd).ravel()
+            if self.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
+                self.J_inv = np.linalg.inv(self.J)
+                return
+        self.J_inv, self.sigma, self.damped = rms.jacobian_inverse(self.J, self.s["sigma_min"], self.s["damping_max"])
+        self._J_svd = self.J
 
     def _points(self) -> np.ndarray:
         return np.vstack([self.pose.p_OoJo_O, self.pose.X_OE[:3, 3]])
 
     def _flex(self) -> None:
         """RMSFLX: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7) and their damping β/γ_i^e."""
+        self._J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
         beams = () if self.s["flexibility"] == "joints" else self.beams
         g = fx.arm_flexibility(self._points(), self.pose.u_O, self.pose.X_OB[:, :3, :3], beams, self.joint_stiffness)
         try:
             gamma_J = fx.joint_flexibility(self.J, g)
-            k = 1.0 / fx.servo_flexibility_terms(gamma_J)
+            # 3-7: 1/γ_i^e = [(γ_J)^-1]_ii (fx.servo_flexibility_terms has the formula as written)
+            k = np.diagonal(np.linalg.inv(gamma_J)).copy()
             if not np.all(np.isfinite(k) & (k > 0.0)):
                 raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
             self.gamma_J, self.k_servo = gamma_J, k
-        except SingularityError:  # at a singularity keep the previous terms
+        except (SingularityError, np.linalg.LinAlgError):  # at a singularity keep the previous terms
             self.warn("singular: flexibility terms kept from the last regular configuration")
             if not hasattr(self, "k_servo"):
                 self.gamma_J = np.diag(1.0 / self.joint_stiffness)
@@ -381,6 +405,7 @@ class ArmModel:
             self.brakes = self.mode == "brakes"
             self.rate_cmd_frame = np.zeros(6)
             self.single = (0, 0.0)
+            self._seg = None
             if self.mode == "auto" and not self.waypoints:
                 self.warn("auto: no waypoints loaded, holding")
         elif kind == "rate":
@@ -393,6 +418,7 @@ class ArmModel:
         elif kind == "auto":
             self.waypoints = [dict(wp) for wp in ev["waypoints"]]
             self.mode, self.brakes = "auto", False
+            self._seg = None
         elif kind == "joint":
             j = ev["joint"]
             idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
@@ -408,6 +434,7 @@ class ArmModel:
             self.rate_cmd_frame = np.zeros(6)
             self.single = (self.single[0], 0.0)
             self.waypoints = []
+            self._seg = None
         elif kind == "por":
             p_new = np.asarray(ev["p"], float)
             if self.grappled:   # the grasp is unchanged: carry the frozen point along with it
@@ -464,9 +491,9 @@ class ArmModel:
             if nw > wmax * (1 + 1e-12):
                 self.warn(f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
                 V[:3] *= wmax / nw
-            qd, sigma, damped = rms.joint_rates(self.J, V, self.s["sigma_min"], self.s["damping_max"], self.svd)
-            if damped:
-                self.warn(f"singular: damped least squares (smallest singular value {sigma:.3g} "
+            qd = self.J_inv @ V
+            if self.damped:
+                self.warn(f"singular: damped least squares (smallest singular value {self.sigma:.3g} "
                           f"< {self.s['sigma_min']:.3g})")
         ratio = np.abs(qd) / self.geom.qd_max
         if ratio.max() > 1.0 + 1e-12:
@@ -485,34 +512,53 @@ class ArmModel:
         return clipped
 
     def _auto_rates(self, vmax: float, wmax: float) -> np.ndarray:
+        """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
         # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
         # the arm angles also carry the structure's elastic motion; feeding it back would drive
         # the flexible modes.
         X_OE = rms.rms_kinematics(self.geom, self.servo.theta_m).X_OE if self.grappled else self.pose.X_OE
+        p_m, R_m = X_OE[:3, 3], X_OE[:3, :3]
+        t = self._now * 1e-9
+        tol_p, tol_r = self.s["auto_tol"]
         while self.waypoints:
             wp = self.waypoints[0]
-            e_p = np.asarray(wp["p"], float) - X_OE[:3, 3]
-            R_OE = X_OE[:3, :3]
-            e_r = _rot_between(sp.quat_to_rotation(wp["quat"]), R_OE) if "quat" in wp else np.zeros(3)
-            tol_p, tol_r = self.s["auto_tol"]
-            if np.linalg.norm(e_p) <= tol_p and np.linalg.norm(e_r) <= tol_r:
+            lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
+            seg = self._seg
+            if seg is None:                      # a new segment from where the motors are now
+                p1 = np.asarray(wp["p"], float)
+                # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
+                rot = sp.rotation_vector(sp.quat_to_rotation(wp["quat"]) @ R_m.T) if "quat" in wp else np.zeros(3)
+                a, alpha = self.s["auto_accel_loaded"] if self.grappled else self.s["auto_accel"]
+                prof = rms.auto_profile(float(np.linalg.norm(p1 - p_m)), float(np.linalg.norm(rot)), lv, lw, a, alpha)
+                seg = self._seg = {"t0": t, "p0": p_m.copy(), "dp": p1 - p_m, "R0": R_m.copy(), "rot": rot,
+                                   "prof": prof}
+            prof = seg["prof"]
+            s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
+            # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
+            p_ref = seg["p0"] + s0 * seg["dp"]
+            R_ref = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], seg["rot"], s0)) @ seg["R0"]
+            e_p = p_ref - p_m
+            e_r = sp.rotation_vector(R_ref @ R_m.T)
+            if s0 >= 1.0 and np.linalg.norm(e_p) <= tol_p and np.linalg.norm(e_r) <= tol_r:
                 self.waypoints.pop(0)
+                self._seg = None
                 self.warn(f"auto: waypoint reached, {len(self.waypoints)} left")
                 continue
             k = self.s["auto_gain"]
-            v, w = k * e_p, k * e_r
-            lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
-            if np.linalg.norm(v) > lv:
-                v *= lv / np.linalg.norm(v)
-            if np.linalg.norm(w) > lw:
-                w *= lw / np.linalg.norm(w)
+            ds = (s1 - s0) / self.h
+            v, w = ds * seg["dp"] + k * e_p, ds * seg["rot"] + k * e_r
+            nv, nw = np.linalg.norm(v), np.linalg.norm(w)
+            if nv > lv:
+                v *= lv / nv
+            if nw > lw:
+                w *= lw / nw
             return np.concatenate([w, v])
         return np.zeros(6)
 
     # ------------------------------------------------------------------ dynamics
     def _massless(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
         n_sub = int(self.s["servo_substeps"])
-        brakes = np.full(6, self.brakes)
+        brakes = [self.brakes] * 6
         if not self.grappled:
             self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, n_sub=n_sub)
             self.theta_dot = self.servo.omega.copy()
@@ -529,8 +575,7 @@ class ArmModel:
         self.theta = self.theta + h * self.theta_dot
         # at the step end: 2-12 at the new configuration, then the torques the springs transmit
         self._kin()
-        self.theta_dot, _, _ = rms.joint_rates(self.J, self.V_R_O, self.s["sigma_min"], self.s["damping_max"],
-                                               self.svd)
+        self.theta_dot = self.J_inv @ self.V_R_O
         if passive:
             self.tau = self._passive_torques()
             # the locked motor/gear trains sit at the neutral angles (they slip with them)
@@ -551,10 +596,9 @@ class ArmModel:
         p_OoEo_O = R_WO.T @ (np.asarray(pay["p_WoTo_W"]) + R_WT @ self.p_ToEo_T - np.asarray(orb["p_WoOo_W"]))
         self.V_R_O = rms.relative_twist(R_WO, orb["w_WO_O"], orb["v_WOo_W"], p_OoEo_O, R_WT, pay["w_WT_T"],
                                         pay["v_WTo_W"], self.p_ToEo_T)
-        qd, sigma, damped = rms.joint_rates(self.J, self.V_R_O, self.s["sigma_min"], self.s["damping_max"], self.svd)
-        if damped:
-            self.warn(f"singular: joint rates from relative motion damped (sigma {sigma:.3g})")
-        return qd
+        if self.damped:
+            self.warn(f"singular: joint rates from relative motion damped (sigma {self.sigma:.3g})")
+        return self.J_inv @ self.V_R_O
 
     def _passive_torques(self) -> np.ndarray:
         """3-6 with locked joints; a joint whose torque exceeds the brake slip torque slips (its neutral moves)."""
@@ -592,7 +636,7 @@ class ArmModel:
 
     def _multibody(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
         X_WS, V_S, A_S, _ = self._base_motion(orb)
-        brakes = np.full(6, self.brakes)
+        brakes = [self.brakes] * 6
         if self.grappled:
             thd_old = self.theta_dot.copy()
             self._massless(qd_cmd, orb, pay, h)          # joint motion and servo torques as the massless arm
@@ -631,21 +675,25 @@ class ArmModel:
         X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
         X_WE = X_WO @ self.pose.X_OE
         X_WS = X_WO @ self.geom.X_OS
-        p_OoEo_W = R_WO @ self.pose.X_OE[:3, 3]
+        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one rotated to W
         w_O_W = R_WO @ np.asarray(orb["w_WO_O"])
-        V_WE_W = np.concatenate([w_O_W + R_WO @ self.V_R_O[:3],
-                                 np.asarray(orb["v_WOo_W"]) + sp.skew(w_O_W) @ p_OoEo_W + R_WO @ self.V_R_O[3:]])
+        V_WE_W = (R_WO @ self.V_R_O.reshape(2, 3).T).T.ravel()
+        V_WE_W[:3] += w_O_W
+        V_WE_W[3:] += np.asarray(orb["v_WOo_W"]) + sp.cross3(w_O_W, X_WE[:3, 3] - X_WO[:3, 3])
         if self.multibody and hasattr(self, "_mb_wrench"):
             self.F_Eo_W, F_B = self._mb_wrench
             self.F_So_W = F_B                            # the chain base origin is So
-            self.F_Eo_O = np.concatenate([R_WO.T @ self.F_Eo_W[:3], R_WO.T @ self.F_Eo_W[3:]])
+            self.F_Eo_O = (R_WO.T @ self.F_Eo_W.reshape(2, 3).T).T.ravel()
         else:
-            self.F_Eo_W = np.concatenate([R_WO @ self.F_Eo_O[:3], R_WO @ self.F_Eo_O[3:]])
+            self.F_Eo_W = (R_WO @ self.F_Eo_O.reshape(2, 3).T).T.ravel()
             # equal and opposite, referred to So: τ_S = −τ_E + (p_So − p_Eo) × f_E
-            self.F_So_W = np.concatenate([-self.F_Eo_W[:3] + sp.skew(X_WS[:3, 3] - X_WE[:3, 3]) @ self.F_Eo_W[3:],
-                                          -self.F_Eo_W[3:]])
-        warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
-        self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
+            self.F_So_W = -self.F_Eo_W
+            self.F_So_W[:3] += sp.cross3(X_WS[:3, 3] - X_WE[:3, 3], self.F_Eo_W[3:])
+        if self._warn:
+            warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
+            self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
+        else:
+            warnings = []
         return {
             STATE: {"q": self.theta.copy(), "qd": self.theta_dot.copy(), "tau": self.tau.copy(), "mode": self.mode,
                     "brakes": bool(self.brakes), "X_OE": self.pose.X_OE.copy(), "X_WE": X_WE, "V_WE_W": V_WE_W,
@@ -657,9 +705,8 @@ class ArmModel:
 
     def _wrench_and_loads(self) -> None:
         if self.grappled and not self.multibody:
-            self.F_Eo_O, _, damped = rms.tip_wrench(self.J, self.tau, self.s["sigma_min"], self.s["damping_max"],
-                                                    self.svd)
-            if damped:
+            self.F_Eo_O = self.J_inv.T @ self.tau                 # 2-3 (damped near a singularity)
+            if self.damped:
                 self.warn(f"singular: end-effector wrench by damped least squares (sigma {self.sigma:.3g})")
         elif not self.multibody:
             self.F_Eo_O = np.zeros(6)

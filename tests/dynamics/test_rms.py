@@ -191,3 +191,38 @@ def test_grappled_inverse_dynamics_is_consistent_with_forward_dynamics():
     F_ext[0] = own - F_B                                         # the orbiter's push on the base
     acc = ch.forward_dynamics(model, data, q, v, np.concatenate([np.zeros(6), tau]), F_ext)
     np.testing.assert_allclose(acc, vdot, atol=1e-9)
+
+
+# ---------------------------------------------------------------- auto-sequence profile
+
+
+@pytest.mark.parametrize("d,phi,v,w,a,alpha", [
+    (1.0, 0.05, 0.06, 0.0087, 0.001, 0.0001),     # long: reaches the peak speed, linear limits bind
+    (0.05, 0.0, 0.05, 0.0785, 0.2, 0.05),         # short: two ramps
+    (0.0, 0.2, 0.6, 0.0087, 0.2, 0.0002),         # attitude only
+])
+def test_auto_profile_respects_its_rate_and_acceleration_limits(d, phi, v, w, a, alpha):
+    """σ from 0 to 1, monotone, smooth; speeds and accelerations by finite differences within the limits,
+    and one of them at its limit (the profile is as fast as the limits allow)."""
+    prof = rms.auto_profile(d, phi, v, w, a, alpha)
+    t = np.linspace(-1.0, prof.duration + 1.0, 20001)
+    s = np.array([prof.sigma(x) for x in t])
+    dt = t[1] - t[0]
+    sd = np.gradient(s, dt)
+    sdd = np.gradient(sd, dt)
+    assert s[0] == 0.0 and s[-1] == 1.0 and np.all(np.diff(s) >= -1e-15)
+    assert np.max(np.abs(np.diff(sd))) < 1e-3 * np.max(sd)          # the rate is continuous
+    peak_v, peak_a = np.max(sd), np.max(np.abs(sdd))
+    assert peak_v * d <= v * (1 + 1e-3) and peak_v * phi <= w * (1 + 1e-3)
+    assert peak_a * d <= a * (1 + 1e-2) and peak_a * phi <= alpha * (1 + 1e-2)
+    at_limit = max(peak_v * d / v, peak_v * phi / w, peak_a * d / a, peak_a * phi / alpha)
+    assert at_limit == pytest.approx(1.0, rel=1e-2)
+    assert prof.duration >= 2.0 * prof.t_ramp
+
+
+def test_auto_profile_refuses_bad_limits_and_handles_a_null_segment():
+    assert rms.auto_profile(0.0, 0.0, 0.1, 0.1, 0.1, 0.1).duration == 0.0
+    with pytest.raises(ModelError, match="a_max"):
+        rms.auto_profile(1.0, 0.0, 0.1, 0.1, 0.0, 0.1)
+    with pytest.raises(ModelError, match="distance"):
+        rms.auto_profile(float("nan"), 0.0, 0.1, 0.1, 0.1, 0.1)
