@@ -35,9 +35,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import serial
 from numpy.typing import NDArray
 
-from dynamics.spatial import pose, pose_inverse, quat_to_rotation, rotation_to_quat
+from dynamics.spatial import cross3, quat_integrate, quat_to_rotation, rotation_vector
 from errors import ConfigError, FrameError, RigFault, ShapeError
 from hil.config import HilConfig, parse
 from hil.delay import ImpactMonitor, PassivityController, predict_pose
@@ -66,6 +67,7 @@ TABLES = ("hil",)
 OPTIONS: dict[str, Any] = {}
 
 Array = NDArray[np.float64]
+_ONE = np.array([1.0, 0.0, 0.0, 0.0])
 
 
 def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Array, X_TB: Array) -> tuple[Array, Array]:
@@ -88,18 +90,22 @@ def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Arra
     """
     R_WO = quat_to_rotation(orbiter["quat_WO"])
     R_WT = quat_to_rotation(payload["quat_WT"])
-    X_WL = pose(R_WO, orbiter["p_WoOo_W"]) @ X_OL
-    X_WB = pose(R_WT, payload["p_WoTo_W"]) @ X_TB
-    X_LB = pose_inverse(X_WL) @ X_WB
+    r_OL_W = R_WO @ X_OL[:3, 3]  # p_OoLo in W
+    r_TB_W = R_WT @ X_TB[:3, 3]
+    R_LW = (R_WO @ X_OL[:3, :3]).T
+    p_LoBo_W = np.asarray(payload["p_WoTo_W"]) + r_TB_W - np.asarray(orbiter["p_WoOo_W"]) - r_OL_W
+    X_LB = np.zeros((4, 4))
+    X_LB[:3, :3] = R_LW @ R_WT @ X_TB[:3, :3]
+    X_LB[:3, 3] = R_LW @ p_LoBo_W
+    X_LB[3, 3] = 1.0
     w_WO_W = R_WO @ np.asarray(orbiter["w_WO_O"])
     w_WT_W = R_WT @ np.asarray(payload["w_WT_T"])
-    p_WLo, p_WBo = X_WL[:3, 3], X_WB[:3, 3]
-    v_WLo = np.asarray(orbiter["v_WOo_W"]) + np.cross(w_WO_W, p_WLo - np.asarray(orbiter["p_WoOo_W"]))
-    v_WBo = np.asarray(payload["v_WTo_W"]) + np.cross(w_WT_W, p_WBo - np.asarray(payload["p_WoTo_W"]))
-    R_LW = X_WL[:3, :3].T
-    w_LB_L = R_LW @ (w_WT_W - w_WO_W)
-    v_LB_L = R_LW @ (v_WBo - v_WLo - np.cross(w_WO_W, p_WBo - p_WLo))
-    return X_LB, np.concatenate([w_LB_L, v_LB_L])
+    v_WLo = np.asarray(orbiter["v_WOo_W"]) + cross3(w_WO_W, r_OL_W)
+    v_WBo = np.asarray(payload["v_WTo_W"]) + cross3(w_WT_W, r_TB_W)
+    V = np.empty(6)
+    V[:3] = R_LW @ (w_WT_W - w_WO_W)
+    V[3:] = R_LW @ (v_WBo - v_WLo - cross3(w_WO_W, p_LoBo_W))
+    return X_LB, V
 
 
 def _frame_sizes(cfg: HilConfig) -> tuple[int, int, bool]:
@@ -191,6 +197,7 @@ class HilBridge:
         self._F_P = np.zeros(6)
         self._rx_t: float | None = None
         self._bad_seen = 0
+        self._awaiting: tuple[int, int] | None = None  # (seq, time_us) of the frame whose reply is due
         self._clamped = 0
         self._sent_arm = False
         self._next_arm = -math.inf
@@ -198,15 +205,24 @@ class HilBridge:
 
     # ------------------------------------------------------------------ helpers
     def _read(self, wait: bool) -> None:
+        """Handle the rig's frames that have arrived; with ``wait``, until this step's reply.
+
+        This step's reply is the telemetry frame that echoes the seq of the frame sent this
+        step, or (the lockstep emulator, whose measurement lags by the simulated transport
+        delay and so echoes an older frame) that carries this frame's time stamp in its
+        header. Replies to earlier frames that arrive first are handled in order. The wait
+        is bounded by ``reply_timeout`` (wall clock); only a rig that does not answer hits it.
+        """
         if self.link is None or not self.native:
             return
-        deadline = time.monotonic() + float(self.cfg.table["reply_timeout"])
-        got_telemetry = False
+        deadline = time.monotonic() + float(self.cfg.table["reply_timeout"]) if wait else 0.0
         while True:
-            frames = self.link.receive()
+            frames = self.link.receive(timeout=max(0.0, deadline - time.monotonic()) if wait else None)
             for f in frames:
                 if isinstance(f.msg, Telemetry):
-                    got_telemetry = True
+                    if self._awaiting is not None and (f.msg.echo_seq == self._awaiting[0]
+                                                       or f.time_us == self._awaiting[1]):
+                        self._awaiting = None
                     self._rx_t = self._sim_t
                     self._axes = np.asarray(f.msg.axes, dtype=np.float64)
                     self._F_P = np.asarray(f.msg.F_Po_P, dtype=np.float64)
@@ -215,11 +231,21 @@ class HilBridge:
                     self._rx_t = self._sim_t
                     self.safety.on_hello(f.msg, f.version)
             bad = self.link.decoder.bad - self._bad_seen
-            self._bad_seen = self.link.decoder.bad
             if frames or bad:
+                self._bad_seen += bad
                 self.safety.on_frames(len(frames), bad)
-            if not wait or got_telemetry or time.monotonic() > deadline:
+            if not wait or self._awaiting is None:
                 return
+            if time.monotonic() > deadline:
+                self._awaiting = None
+                return
+
+    def _send(self, link: SerialLink, msg: Any, t_us: int | None) -> None:
+        """Send one frame; in lockstep (``t_us`` given) its reply is awaited by :meth:`_read`."""
+        seq = link.seq
+        link.send(msg, t_us)
+        if t_us is not None:
+            self._awaiting = (seq, t_us & 0xFFFFFFFF)
 
     def _send_native(self, link: SerialLink, setpoint: Array | None, X_RP: Array) -> None:
         s = self.safety
@@ -230,20 +256,20 @@ class HilBridge:
             self._sent_arm = True
             self._next_arm = self._sim_t + 0.25  # ask again until the rig answers
             wd = int(math.ceil(s.watchdog_s * 1e3))
-            link.send(Arm(self.cfg.fingerprint, wd), t_us)
+            self._send(link, Arm(self.cfg.fingerprint, wd), t_us)
             return
         if s.state == RigState.ARMED:  # auto-engage once armed
-            link.delay.samples_us.clear()  # the handshake's round trips include the rig's start-up
+            link.delay.clear()  # the handshake's round trips include the rig's start-up
             s.engage()
-            link.send(Engage(), t_us)
+            self._send(link, Engage(), t_us)
             return
         if setpoint is None:
-            link.send(Heartbeat(), t_us)
+            self._send(link, Heartbeat(), t_us)
         elif self.cfg.table["setpoint"] == "pose":
-            q = rotation_to_quat(X_RP[:3, :3])
-            link.send(SetpointPose(tuple(X_RP[:3, 3]), tuple(q)), t_us)  # type: ignore[arg-type]
+            q = quat_integrate(_ONE, rotation_vector(X_RP[:3, :3]), 1.0)  # scipy-free matrix → quaternion
+            self._send(link, SetpointPose(tuple(X_RP[:3, 3]), tuple(q)), t_us)  # type: ignore[arg-type]
         else:
-            link.send(SetpointAxes(tuple(float(v) for v in setpoint)), t_us)
+            self._send(link, SetpointAxes(tuple(setpoint.tolist())), t_us)
 
     # ------------------------------------------------------------------ model
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
@@ -257,9 +283,10 @@ class HilBridge:
         orb, pay = u.state("orbiter/state"), u.state("payload/state")
         try:
             X_LB, V_LB_L = relative_motion(orb.body, pay.body, self.cfg.X_OL, self.cfg.X_TB)
-        except ShapeError:  # a non-finite input: the NaN guard below faults
+        except (ShapeError, ValueError):  # a malformed input: the NaN guard below faults
             X_LB, V_LB_L = np.full((4, 4), np.nan), np.full(6, np.nan)
-        self._read(wait=False)
+        if self.realtime:  # (lockstep: every reply was taken in its own step)
+            self._read(wait=False)
         rtt = self.link.delay.rtt_s if (self.link is not None and self.native) else math.nan
         horizon = rtt if (self.cfg.compensation["predict"] and math.isfinite(rtt)) else 0.0
         finite = bool(np.all(np.isfinite(X_LB)) and np.all(np.isfinite(V_LB_L)))
@@ -342,6 +369,32 @@ class HilBridge:
         self._on_close = []
 
 
+def _wait_ready(port: Any, emu: Any, timeout: float) -> None:
+    """Wait until the emulator has started serving (its first byte, :data:`hil.emulator.READY`).
+
+    So that its start-up (a Python process importing numpy) is not taken for a rig that
+    does not answer: in lockstep the first replies would otherwise miss their steps.
+
+    Raises
+    ------
+    RigFault
+        If nothing arrives within ``timeout`` s or the process ends.
+    """
+    deadline = time.monotonic() + timeout
+    saved, port.timeout = port.timeout, 0.05
+    try:
+        while time.monotonic() < deadline:
+            if port.read(1):
+                return
+            if emu.proc.poll() is not None:
+                raise RigFault(f"hil emulator: exited with code {emu.proc.returncode} before serving")
+    except (OSError, serial.SerialException) as err:
+        raise RigFault(f"hil.url: emulator pty read failed: {err}") from err
+    finally:
+        port.timeout = saved
+    raise RigFault(f"hil.start_timeout: the emulator did not start serving within {timeout:g} s")
+
+
 def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     """The bridge of service ``name``: parses ``[hil]``, opens the link (or the emulator).
 
@@ -365,7 +418,10 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         emu = spawn_emulator(config.get("hil", {}), lockstep=not realtime)
         url = emu.host_path
     try:
-        link = SerialLink(open_port(url, int(cfg.table["baud"]), timeout=0.0005))
+        port = open_port(url, int(cfg.table["baud"]), timeout=0.0005)
+        if emu is not None:
+            _wait_ready(port, emu, float(cfg.table["start_timeout"]))
+        link = SerialLink(port)
     except RigFault:
         if emu is not None:
             emu.close()

@@ -15,6 +15,7 @@ electric Stewart platform (assumed, not a particular product)::
     bad_frames_max = 5
     watchdog = 0.0                # s; 0: max(3 periods, 20 ms)
     reply_timeout = 1.0           # s; lockstep: wait this long for the rig's reply (then go on)
+    start_timeout = 30.0          # s; url = "emulator": wait this long for the emulator process to serve
     X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad)
     X_TB = [0, 0, 0, 0, 0, 0]     # berthing interface B in payload body T
 
@@ -94,6 +95,7 @@ DEFAULTS: dict[str, Any] = {
     "bad_frames_max": 5,
     "watchdog": 0.0,
     "reply_timeout": 1.0,
+    "start_timeout": 30.0,
     "X_OL": [0.0] * 6,
     "X_TB": [0.0] * 6,
     "stewart": {
@@ -235,6 +237,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
         problems.append(f"hil.bad_frames_max: must be >= 1, got {t['bad_frames_max']!r}")
     if not 0 <= t["fingerprint"] <= 0xFFFFFFFF:
         problems.append(f"hil.fingerprint: must be a u32, got {t['fingerprint']!r}")
+    if t["start_timeout"] <= 0:
+        problems.append(f"hil.start_timeout: must be > 0, got {t['start_timeout']!r}")
     if t["watchdog"] < 0 or t["reply_timeout"] <= 0:
         problems.append(f"hil.watchdog / hil.reply_timeout: must be >= 0 / > 0, got {t['watchdog']!r} / "
                         f"{t['reply_timeout']!r}")

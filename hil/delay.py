@@ -22,6 +22,8 @@ energy shows the port generating energy, a series/parallel damper ``α(n) =
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -52,12 +54,14 @@ class DelayEstimator:
     window: int = 1000
     median_of: int = 15
     samples_us: deque = field(init=False)
+    _sorted: list = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.window < 1 or not 1 <= self.median_of <= self.window:
             raise ConfigError(f"delay: window {self.window} and median_of {self.median_of} must satisfy "
                               "1 <= median_of <= window")
         self.samples_us = deque(maxlen=self.window)
+        self._sorted = []  # the window's samples in order, kept by bisection (percentiles every step)
 
     def update(self, now_us: int, echo_time_us: int, hold_us: int = 0) -> float:
         """Add one telemetry sample; returns its round-trip delay [s] (nan, not kept, if negative).
@@ -68,16 +72,26 @@ class DelayEstimator:
         rtt = ((int(now_us) - int(echo_time_us)) & 0xFFFFFFFF) - int(hold_us)
         if rtt < 0:  # inconsistent stamps (a rig clock running fast): not a delay
             return math.nan
+        if len(self.samples_us) == self.window:
+            del self._sorted[bisect.bisect_left(self._sorted, self.samples_us[0])]
         self.samples_us.append(rtt)
+        bisect.insort(self._sorted, rtt)
         return rtt * 1e-6
+
+    def clear(self) -> None:
+        """Forget every sample."""
+        self.samples_us.clear()
+        self._sorted.clear()
 
     @property
     def rtt_s(self) -> float:
         """Current round-trip estimate [s] (median of the latest ``median_of``); nan if none."""
         if not self.samples_us:
             return math.nan
-        recent = list(self.samples_us)[-self.median_of :]
-        return float(np.median(recent)) * 1e-6
+        recent = sorted(itertools.islice(reversed(self.samples_us), self.median_of))
+        n = len(recent)
+        mid = 0.5 * (recent[(n - 1) // 2] + recent[n // 2])
+        return mid * 1e-6
 
     @property
     def one_way_s(self) -> float:
@@ -85,10 +99,17 @@ class DelayEstimator:
         return 0.5 * self.rtt_s
 
     def percentile_s(self, q: float) -> float:
-        """Percentile ``q`` (0…100) of the round-trip samples in the window [s]; nan if none."""
-        if not self.samples_us:
+        """Percentile ``q`` (0…100) of the round-trip samples in the window [s]; nan if none.
+
+        Linear interpolation between order statistics (numpy's default method).
+        """
+        s = self._sorted
+        if not s:
             return math.nan
-        return float(np.percentile(np.asarray(self.samples_us), q)) * 1e-6
+        x = q / 100.0 * (len(s) - 1)
+        i = min(int(x), len(s) - 1)
+        j = min(i + 1, len(s) - 1)
+        return (s[i] + (x - i) * (s[j] - s[i])) * 1e-6
 
 
 def predict_pose(X_LB: ArrayLike, V_LB_L: ArrayLike, horizon_s: float) -> Array:

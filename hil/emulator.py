@@ -70,10 +70,14 @@ from hil.link import TELEMETRY6_RAW, open_port
 from hil.safety import ramp_step, rate_limit, transition
 from hil.stewart import RigLimits, StewartRig, pose
 
-__all__ = ["ContactPlane", "RigCore", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
+__all__ = ["READY", "ContactPlane", "RigCore", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
            "spawn_emulator", "EmulatorProcess", "set_realtime_priority", "main"]
 
 Array = NDArray[np.float64]
+
+#: What the emulator writes first, once it serves: an empty frame (a lone delimiter), which
+#: every decoder skips as an idle line, so that the host can wait for it to be up.
+READY = b"\x00"
 
 
 @dataclass(frozen=True)
@@ -113,14 +117,24 @@ class ContactPlane:
             Platform twist [ω; v] at Po, in R. [rad/s, m/s]
         """
         r = self.probes_P @ R_RP.T  # Po → probe, in R
-        depth = (p_RoPo_R + r) @ self.normal - self.offset
-        if not np.any(depth > 0):
+        depth = ((p_RoPo_R + r) @ self.normal - self.offset).tolist()
+        if max(depth) <= 0:
             return np.zeros(6)
-        vel = V_RP_R[3:] + np.cross(V_RP_R[:3], r)
-        mag = np.maximum(0.0, self.stiffness * depth + self.damping * (vel @ self.normal)) * (depth > 0)
-        f = -np.outer(mag, self.normal)  # (m, 3) in R
-        tau = np.cross(r, f).sum(axis=0)
-        return np.concatenate([R_RP.T @ tau, R_RP.T @ f.sum(axis=0)])
+        nx, ny, nz = self.normal.tolist()
+        wx, wy, wz, vx, vy, vz = V_RP_R.tolist()
+        f_n = 0.0  # total force magnitude along −n, and its moment Σ r × (−n f) about Po, in R
+        tx = ty = tz = 0.0
+        for (rx, ry, rz), d in zip(r.tolist(), depth, strict=True):  # plain floats: 1…3 probes
+            if d <= 0:
+                continue
+            # probe velocity v + ω × r, its normal component
+            vn = (vx + wy * rz - wz * ry) * nx + (vy + wz * rx - wx * rz) * ny + (vz + wx * ry - wy * rx) * nz
+            mag = max(0.0, self.stiffness * d + self.damping * vn)
+            f_n += mag
+            tx -= mag * (ry * nz - rz * ny)
+            ty -= mag * (rz * nx - rx * nz)
+            tz -= mag * (rx * ny - ry * nx)
+        return np.concatenate([R_RP.T @ np.array([tx, ty, tz]), R_RP.T @ (-f_n * self.normal)])
 
 
 class RigCore:
@@ -166,7 +180,7 @@ class RigCore:
         self.p = self.rig.neutral[:3, 3].copy()
         self.V = np.zeros(6)
         self.F = np.zeros(6)
-        self._sensed_x: Array | None = None
+        self._sensed_x: list[float] | None = None
         self.t = 0.0
         self.watchdog_s = 0.1
         self.decoder = FrameDecoder()
@@ -200,8 +214,8 @@ class RigCore:
         else:
             es, et, trx = self.last_rx
             hold = min(max(0, int(round((t - trx) * 1e6))), NO_ECHO - 1)
-        return Telemetry(es, et, hold, self.state, self.faults, tuple(float(v) for v in self.x),
-                         tuple(float(v) for v in self.F))  # type: ignore[arg-type]
+        return Telemetry(es, et, hold, self.state, self.faults, tuple(self.x.tolist()),
+                         tuple(self.F.tolist()))  # type: ignore[arg-type]
 
     def receive_bytes(self, data: bytes, t: float, reply: bool = True, wall_ns: int | None = None) -> list[Frame]:
         """Decode raw host bytes arrived at ``t``; handle each valid frame; count bad ones.
@@ -307,7 +321,7 @@ class RigCore:
         self.target = axes
         self.target_t = self._setpoint_t = t
         self.counts["applied"] += 1
-        self.applied.append((seq, tuple(float(v) for v in axes)))
+        self.applied.append((seq, tuple(axes.tolist())))
 
     # ------------------------------------------------------------------ physics
     def advance(self, t: float) -> None:
@@ -355,24 +369,22 @@ class RigCore:
         The contact is a spring–damper on the prescribed platform motion (no state of its
         own), so reading it only when telemetry is made loses nothing.
         """
-        if self._sensed_x is not None and np.array_equal(self.x, self._sensed_x) and not np.any(self.v):
+        x = self.x.tolist()
+        if x == self._sensed_x and not any(self.v.tolist()):
             return  # unchanged and at rest
-        self._sensed_x = self.x.copy()
+        self._sensed_x = x
         if isinstance(self.rig, StewartRig):
             try:
-                q, p, _ = self.rig.forward_quat(self.x, self.q, self.p)
+                q, p, _, J = self.rig.newton(self.x, self.q, self.p)
             except NoSolutionError:
                 self._fault(Fault.LIMIT)
                 return
+            self.V = np.linalg.solve(J, self.v)  # J of the last iteration, < 1e-12 from the solution
         else:
             X, _ = self.rig.forward(self.x)
             q, p = rotation_to_quat(X[:3, :3]), X[:3, 3]
-        R = quat_to_rotation(q)
-        if isinstance(self.rig, StewartRig):
-            J = self.rig.lengths_jacobian(R, p)[1]
-            self.V = np.linalg.solve(J, self.v)
-        else:
             self.V = np.zeros(6)
+        R = quat_to_rotation(q)
         self.q, self.p = q, p
         self.F = self.contact.wrench(R, p, self.V)
 
@@ -594,6 +606,8 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
           telemetry_hz: float = 50.0, max_seconds: float | None = None, baud: float = 0.0) -> RigCore:
     """Run the emulator on ``port`` until ``stop`` is set, the peer closes, or ``max_seconds``.
 
+    It first writes :data:`READY` (a lone frame delimiter) to say it is up.
+
     Realtime: the rig clock is ``time.monotonic()``; host bytes pass the host → rig
     channel (delay, drops, bit errors) before decoding; each valid host frame gets a
     reply, and telemetry goes out at ``telemetry_hz`` while the host is silent (so a
@@ -606,6 +620,7 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
     """
     stop = stop or threading.Event()
     t0 = time.monotonic()
+    port.write(READY)
     if lockstep:
         rig = LockstepRig(cfg)
         port.timeout = 0.05  # purely data-driven: no need to wake up often

@@ -7,6 +7,8 @@ bridge gets one from :func:`open_port`. Nothing here subclasses ``serial.Serial`
 
 from __future__ import annotations
 
+import os
+import select
 import socket
 import threading
 import time
@@ -17,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import serial
+import serial.serialposix
 
 from errors import ConfigError, RigFault
 from hil.delay import DelayEstimator
@@ -182,6 +185,11 @@ class SerialLink:
                 raise ConfigError(f"hil.port: {type(port).__name__} has no {member}()")
         self.port = port
         self.clock = clock
+        # a port whose in_waiting counts the bytes (a tty, loop://, not socket://): setting the
+        # timeout of a tty reconfigures it (tcsetattr), so read the count instead
+        self._counts_waiting = hasattr(port, "in_waiting") and not hasattr(port, "_socket")
+        # a device or pty: read and write its descriptor directly
+        self._fd: int | None = port.fileno() if isinstance(port, serial.serialposix.Serial) else None
         self.decoder = FrameDecoder()
         self.rx_seq = SeqTracker()
         self.stats = LinkStats()
@@ -193,6 +201,11 @@ class SerialLink:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._inbox: deque[Frame] = deque()
+
+    @property
+    def seq(self) -> int:
+        """The seq the next frame sent will carry (u16)."""
+        return self._seq
 
     def now_us(self) -> int:
         """Host time [µs] modulo 2**32."""
@@ -210,13 +223,24 @@ class SerialLink:
         """
         frame = encode_frame(msg, self._seq, self.now_us() if time_us is None else time_us)
         try:
-            self.port.write(frame)
+            if self._fd is None:
+                self.port.write(frame)
+            else:
+                self._write_fd(frame)
         except (serial.SerialException, OSError) as err:
             raise RigFault(f"hil link: write failed: {err}") from err
         self._seq = (self._seq + 1) & 0xFFFF
         self.stats.tx_frames += 1
         self.stats.tx_bytes += len(frame)
         return frame
+
+    def _write_fd(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view):]
+            except BlockingIOError:  # the line's buffer is full: wait until it drains
+                select.select([], [self._fd], [], 0.1)
 
     def start_reader(self, timeout: float = 0.001) -> None:
         """Read in a background thread from now on, so that frames are time-stamped on arrival.
@@ -242,8 +266,11 @@ class SerialLink:
             with self._lock:
                 self._inbox.extend(frames)
 
-    def receive(self, max_bytes: int = 4096) -> list[Frame]:
-        """Frames that have arrived (waits up to the port's timeout for the first byte).
+    def receive(self, max_bytes: int = 4096, timeout: float | None = None) -> list[Frame]:
+        """Frames that have arrived (waits up to ``timeout``, default the port's, for the first byte).
+
+        ``timeout`` is honoured on a device or pty (a port read by file descriptor); other
+        ports wait their own ``timeout``.
 
         Returns
         -------
@@ -263,18 +290,43 @@ class SerialLink:
                 out = list(self._inbox)
                 self._inbox.clear()
             return out
-        return self._read_once(max_bytes)
+        return self._read_once(max_bytes, timeout)
 
-    def _read_once(self, max_bytes: int) -> list[Frame]:
+    def _read_fd(self, max_bytes: int, timeout: float | None) -> bytes:
+        """select + read on the port's descriptor (what pyserial's read does, minus its
+        per-call bookkeeping, which dominated the bridge's step)."""
+        fd = self._fd
+        if not select.select([fd], [], [], self.port.timeout if timeout is None else timeout)[0]:
+            return b""
         try:
-            data = self.port.read(1)  # waits up to the port's timeout
-            if data:  # then whatever else is there, without waiting (in_waiting is 0/1 on socket://)
-                timeout = self.port.timeout
-                self.port.timeout = 0
-                try:
-                    data += self.port.read(max_bytes)
-                finally:
-                    self.port.timeout = timeout
+            data = os.read(fd, max_bytes)
+        except BlockingIOError:
+            return b""
+        if not data:  # readable but empty: the other end is gone (as pyserial reports it)
+            raise serial.SerialException("device reports readiness to read but returned no data")
+        return data
+
+    def _read_port(self, max_bytes: int) -> bytes:
+        data = self.port.read(1)  # waits up to the port's timeout
+        if data and self._counts_waiting:  # then whatever else is there, without waiting
+            n = self.port.in_waiting  # type: ignore[attr-defined]
+            if n:
+                data += self.port.read(min(n, max_bytes))
+        elif data:  # in_waiting is 0/1 on socket://: read with no timeout instead
+            timeout = self.port.timeout
+            self.port.timeout = 0
+            try:
+                data += self.port.read(max_bytes)
+            finally:
+                self.port.timeout = timeout
+        return data
+
+    def _read_once(self, max_bytes: int, timeout: float | None = None) -> list[Frame]:
+        try:
+            if self._fd is not None:
+                data = self._read_fd(max_bytes, timeout)
+            else:
+                data = self._read_port(max_bytes)
         except (serial.SerialException, OSError) as err:
             raise RigFault(f"hil link: read failed: {err}") from err
         if not data:

@@ -18,6 +18,7 @@ Pure: times are arguments, no clock, no I/O.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,21 +181,34 @@ def rate_limit(
     hit : bool
         True if a limit made it differ from ``x_cmd``.
     """
-    vc = np.zeros_like(x) if v_cmd is None else np.clip(v_cmd, -limits.v_max, limits.v_max)
-    e = x_cmd - x - vc * dt
-    # the largest speed from which steps of deceleration a_max·dt stop within |e|: v (v + a dt) / (2a) = |e|
-    adt = limits.a_max * dt
-    v_stop = 0.5 * (-adt + np.sqrt(adt * adt + 8.0 * limits.a_max * np.abs(e)))
-    v_des = vc + np.sign(e) * np.minimum(np.abs(e) / dt, v_stop)
-    v_des = np.clip(v_des, -limits.v_max, limits.v_max)
-    margin = 2.0 * limits.v_max * dt  # the ramp reacts one step late and integrates by trapezoid
-    v_des = np.clip(v_des, -stop_speed(x - limits.lo - margin, limits.a_max, limits.j_max),
-                    stop_speed(limits.hi - x - margin, limits.a_max, limits.j_max))
-    a = np.clip((v_des - v) / dt, -limits.a_max, limits.a_max)
-    v_new = v + a * dt
-    x_new = np.clip(x + v_new * dt, limits.lo, limits.hi)
-    hit = bool(np.any(np.abs(x_new - x_cmd) > 1e-9))
-    return x_new, v_new, a, hit
+    # plain floats per axis: for a handful of axes numpy's per-call cost is most of the work
+    xs, vs, xcs = x.tolist(), v.tolist(), x_cmd.tolist()
+    vcs = [0.0] * len(xs) if v_cmd is None else v_cmd.tolist()
+    xo, vo, ao = [], [], []
+    hit = False
+    sqrt = math.sqrt
+    for xi, vi, xc, vc, lo, hi, vm, am, jm in zip(xs, vs, xcs, vcs, *limits.columns, strict=True):
+        vc = min(max(vc, -vm), vm)
+        e = xc - xi - vc * dt
+        ae = abs(e)
+        # the largest speed from which steps of deceleration a_max·dt stop within |e|: v (v + a dt) / (2a) = |e|
+        adt = am * dt
+        v_stop = 0.5 * (-adt + sqrt(adt * adt + 8.0 * am * ae))
+        step = min(ae / dt, v_stop)
+        v_des = min(max(vc + (step if e > 0 else -step if e < 0 else 0.0), -vm), vm)
+        margin = 2.0 * vm * dt  # the ramp reacts one step late and integrates by trapezoid
+        k = am * am / jm  # stop_speed, inlined
+        v_lo = 0.5 * (-k + sqrt(k * k + 8.0 * am * max(xi - lo - margin, 0.0)))
+        v_hi = 0.5 * (-k + sqrt(k * k + 8.0 * am * max(hi - xi - margin, 0.0)))
+        v_des = min(max(v_des, -v_lo), v_hi)
+        ai = min(max((v_des - vi) / dt, -am), am)
+        vn = vi + ai * dt
+        xn = min(max(xi + vn * dt, lo), hi)
+        hit = hit or abs(xn - xc) > 1e-9
+        xo.append(xn)
+        vo.append(vn)
+        ao.append(ai)
+    return np.array(xo), np.array(vo), np.array(ao), hit
 
 
 @dataclass

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import binascii
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,12 +36,10 @@ from dynamics.spatial import (
     pose,
     pose_from_vector,
     pose_vector,
-    quat_conjugate,
     quat_integrate,
-    quat_multiply,
     quat_to_rotation,
-    quat_to_rotvec,
     rotation_to_quat,
+    rotation_vector,
 )
 from errors import ConfigError, NoSolutionError, ShapeError
 
@@ -50,6 +49,8 @@ __all__ = [
     "ServoRig",
     "PoseMap",
     "ClampResult",
+    "GeodesicPath",
+    "last_feasible",
     "pose_vector",
     "pose_from_vector",
     "axis_map_matrix",
@@ -77,6 +78,8 @@ class RigLimits:
         Axis speed and acceleration limits [m/s, m/s² or rad/s, rad/s²].
     j_max : ndarray, shape (n,)
         Jerk limit used by the safety ramp [m/s³ or rad/s³].
+    columns : tuple of 5 lists
+        The same as Python floats (lo, hi, v_max, a_max, j_max), for per-axis loops.
 
     Raises
     ------
@@ -90,10 +93,13 @@ class RigLimits:
     v_max: Array
     a_max: Array
     j_max: Array
+    columns: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = np.asarray(self.lo).shape
         problems = []
+        for name in ("lo", "hi", "v_max", "a_max", "j_max"):  # plain arrays, float64
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
         for name in ("lo", "hi", "v_max", "a_max", "j_max"):
             val = np.asarray(getattr(self, name), dtype=np.float64)
             if val.shape != n or not np.all(np.isfinite(val)):
@@ -105,6 +111,8 @@ class RigLimits:
                             f"limits.lo {np.asarray(self.lo).tolist()}")
         if problems:
             raise ConfigError("; ".join(problems), problems)
+        object.__setattr__(self, "columns", tuple(getattr(self, k).tolist()
+                                                  for k in ("lo", "hi", "v_max", "a_max", "j_max")))
 
     @classmethod
     def uniform(cls, n: int, lo: float, hi: float, v_max: float, a_max: float, j_max: float) -> "RigLimits":
@@ -112,9 +120,16 @@ class RigLimits:
         f = np.full
         return cls(f(n, lo), f(n, hi), f(n, v_max), f(n, a_max), f(n, j_max))
 
+    def within(self, axes: Array) -> bool:
+        """True if every axis value (n,) is finite and inside its stroke (the cheap form of
+        :meth:`violations`, for loops)."""
+        return bool(np.all(axes >= self.lo) and np.all(axes <= self.hi))
+
     def violations(self, axes: ArrayLike) -> list[str]:
         """Stroke violations of axis values (n,), one line per axis; empty if within."""
         a = np.asarray(axes, dtype=np.float64)
+        if self.within(a):
+            return []
         out = [f"axis {i}: {a[i]:.6g} below {self.lo[i]:.6g}" for i in np.flatnonzero(a < self.lo)]
         out += [f"axis {i}: {a[i]:.6g} above {self.hi[i]:.6g}" for i in np.flatnonzero(a > self.hi)]
         if not np.all(np.isfinite(a)):
@@ -133,6 +148,16 @@ class StewartRig:
     ``120° i + s (60° − γ/2)``, with β = ``base_pair_angle`` and γ =
     ``platform_pair_angle`` the angular spacing within a pair (Merlet 2006, §2.2).
 
+    The workspace (:meth:`in_workspace`) is bounded by the leg stroke, the joints'
+    cone angles and the conditioning of the inverse Jacobian. Each leg's joints (base
+    and platform; spherical or universal) are mounted with their axis along the leg at
+    neutral (the usual mounting, which centres the joint's range), and a joint's cone
+    angle is the largest angle the leg may make with that axis: at the base
+    ``∠(u_k, u_k⁰) ≤ joint_cone_base`` in R, at the platform ``∠(R_RPᵀ u_k, u_k⁰) ≤
+    joint_cone_platform`` in P, with ``u_k`` the unit leg vector and ``u_k⁰`` its value at
+    neutral (Merlet 2006, §5.2.1: the passive joints' limited mobility as a workspace
+    constraint).
+
     Attributes
     ----------
     r_base, r_platform : float
@@ -145,6 +170,8 @@ class StewartRig:
         Leg stroke (absolute leg lengths [m]), speed, acceleration and jerk limits.
     cond_max : float
         Largest admissible condition number of the inverse Jacobian (workspace check).
+    joint_cone_base, joint_cone_platform : float
+        Joint cone half-angles, in (0, π] [rad]; π puts no limit.
     """
 
     r_base: float
@@ -154,8 +181,15 @@ class StewartRig:
     neutral_height: float
     limits: RigLimits
     cond_max: float = 50.0
+    joint_cone_base: float = math.pi
+    joint_cone_platform: float = math.pi
     b_R: Array = field(init=False, repr=False)
     p_P: Array = field(init=False, repr=False)
+    u0: Array = field(init=False, repr=False)
+    _rows: list = field(init=False, repr=False, compare=False)
+    _cone_scale: float = field(init=False, repr=False, compare=False)
+    _cos_base: float = field(init=False, repr=False, compare=False)
+    _cos_platform: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         problems = []
@@ -167,6 +201,10 @@ class StewartRig:
             v = getattr(self, name)
             if not (math.isfinite(v) and 0 <= v < math.radians(120)):
                 problems.append(f"stewart.{name}: must be in [0, 2π/3) rad, got {v}")
+        for name in ("joint_cone_base", "joint_cone_platform"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and 0 < v <= math.pi):
+                problems.append(f"stewart.{name}: must be in (0, π] rad, got {v}")
         if np.asarray(self.limits.lo).shape != (6,):
             problems.append(f"stewart.limits: need 6 legs, got {np.asarray(self.limits.lo).shape}")
         if problems:
@@ -177,6 +215,16 @@ class StewartRig:
         plat = np.radians(120.0) * (k // 2) + s * (np.radians(60.0) - self.platform_pair_angle / 2)
         object.__setattr__(self, "b_R", self.r_base * np.stack([np.cos(base), np.sin(base), np.zeros(6)], axis=1))
         object.__setattr__(self, "p_P", self.r_platform * np.stack([np.cos(plat), np.sin(plat), np.zeros(6)], axis=1))
+        legs0 = self.leg_vectors(self.neutral)
+        object.__setattr__(self, "u0", legs0 / np.linalg.norm(legs0, axis=1)[:, None])
+        # plain-float copies for _margin: per leg (p_k, b_k, u⁰_k, lo_k, hi_k), the cone cosines
+        object.__setattr__(self, "_rows", list(zip(map(tuple, self.p_P[:, :2].tolist()), map(tuple, self.b_R.tolist()),
+                                                   map(tuple, self.u0.tolist()), self.limits.lo.tolist(),
+                                                   self.limits.hi.tolist(), strict=True)))
+        object.__setattr__(self, "_cone_scale", float(np.mean(np.linalg.norm(legs0, axis=1))))
+        for name in ("base", "platform"):
+            cone = getattr(self, f"joint_cone_{name}")
+            object.__setattr__(self, f"_cos_{name}", math.cos(cone) if cone < math.pi else -math.inf)
         legs = self.inverse(self.neutral)
         bad = self.limits.violations(legs)
         if bad:
@@ -197,7 +245,10 @@ class StewartRig:
         """u32 identifying the geometry and limits (CRC-32 of their rounded values)."""
         vals = [self.r_base, self.r_platform, self.base_pair_angle, self.platform_pair_angle, self.neutral_height]
         vals += np.concatenate([self.limits.lo, self.limits.hi, self.limits.v_max, self.limits.a_max]).tolist()
-        return binascii.crc32(("stewart6:" + ",".join(f"{v:.6e}" for v in vals)).encode())
+        text = "stewart6:" + ",".join(f"{v:.6e}" for v in vals)
+        if self.joint_cone_base < math.pi or self.joint_cone_platform < math.pi:
+            text += f";cones:{self.joint_cone_base:.6e},{self.joint_cone_platform:.6e}"
+        return binascii.crc32(text.encode())
 
     def leg_vectors(self, X_RP: ArrayLike) -> Array:
         """Leg vectors ``l_k = T + R p_k − b_k`` in R, shape (6, 3) [m] (Merlet §3.1)."""
@@ -210,16 +261,15 @@ class StewartRig:
 
     def lengths_jacobian(self, R: Array, T: Array) -> tuple[Array, Array]:
         """Leg lengths (6,) and inverse Jacobian (6, 6) at rotation R, translation T."""
-        Rp = self.p_P @ R.T
-        legs = T + Rp - self.b_R
-        n = np.sqrt(np.einsum("ij,ij->i", legs, legs))
-        u = legs / n[:, None]
-        J = np.empty((6, 6))
-        J[:, 0] = Rp[:, 1] * u[:, 2] - Rp[:, 2] * u[:, 1]  # (R p_k) × u_k, written out: np.cross is slow
-        J[:, 1] = Rp[:, 2] * u[:, 0] - Rp[:, 0] * u[:, 2]
-        J[:, 2] = Rp[:, 0] * u[:, 1] - Rp[:, 1] * u[:, 0]
-        J[:, 3:] = u
-        return n, J
+        legs = self._margin(R.tolist(), T.tolist())[1]
+        return np.array([leg[0] for leg in legs]), self._jacobian_of(legs)
+
+    @staticmethod
+    def _jacobian_of(legs: list[tuple[float, ...]]) -> Array:
+        """Inverse Jacobian (6, 6) from :meth:`_margin`'s per-leg values: rows
+        ``[(R p_k × u_k)ᵀ, u_kᵀ]``."""
+        return np.array([(ry * z - rz * y, rz * x - rx * z, rx * y - ry * x, x, y, z)
+                         for _, x, y, z, rx, ry, rz in legs])
 
     def jacobian(self, X_RP: ArrayLike) -> Array:
         """Inverse Jacobian (6, 6): leg rates ``l̇ = J V_RP_R``, ``V`` = [ω; v] of P at Po in R.
@@ -228,6 +278,15 @@ class StewartRig:
         """
         X = _as_pose(X_RP, "X_RP")
         return self.lengths_jacobian(X[:3, :3], X[:3, 3])[1]
+
+    def joint_angles(self, X_RP: ArrayLike) -> tuple[Array, Array]:
+        """Angles (6,), (6,) of each leg to its base and platform joint axes (see the class) [rad]."""
+        X = _as_pose(X_RP, "X_RP")
+        legs = self.leg_vectors(X)
+        u = legs / np.linalg.norm(legs, axis=1)[:, None]
+        cb = np.einsum("ij,ij->i", u, self.u0)
+        cp = np.einsum("ij,ij->i", u @ X[:3, :3], self.u0)
+        return np.arccos(np.clip(cb, -1.0, 1.0)), np.arccos(np.clip(cp, -1.0, 1.0))
 
     def forward(
         self, legs: ArrayLike, guess: ArrayLike | None = None, *, tol: float = 1e-12, max_iter: int = 20
@@ -270,6 +329,18 @@ class StewartRig:
         steps it at kHz rates). Returns ``(q_RP, p_RoPo_R, iterations)``; raises as
         :meth:`forward`.
         """
+        q, T, it, _ = self.newton(legs, q_RP, p_RoPo_R, tol=tol, max_iter=max_iter)
+        return q, T, it
+
+    def newton(
+        self, legs: Array, q_RP: Array, p_RoPo_R: Array, *, tol: float = 1e-12, max_iter: int = 20
+    ) -> tuple[Array, Array, int, Array]:
+        """:meth:`forward_quat`, also returning the inverse Jacobian (6, 6) of the last iteration.
+
+        That Jacobian is taken less than ``tol`` from the solution: a caller that needs the
+        platform twist from the leg rates (``l̇ = J V``) solves with it instead of forming
+        another one. Returns ``(q_RP, p_RoPo_R, iterations, J)``; raises as :meth:`forward`.
+        """
         q, T = np.asarray(q_RP, dtype=np.float64), np.array(p_RoPo_R, dtype=np.float64)
         R = quat_to_rotation(q)
         for it in range(1, max_iter + 1):
@@ -281,20 +352,86 @@ class StewartRig:
             T += dx[3:]
             q = quat_integrate(q, R.T @ dx[:3], 1.0)  # δθ is expressed in R; quat_integrate wants P
             R = quat_to_rotation(q)
-            if float(np.max(np.abs(dx))) < tol:
-                return q, T, it
+            if max(map(abs, dx.tolist())) < tol:
+                return q, T, it, J
         raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs "
                               f"{np.asarray(legs).tolist()}")
 
-    def workspace_problems(self, X_RP: ArrayLike) -> list[str]:
-        """Why ``X_RP`` is outside the workspace: stroke and conditioning; empty if inside."""
+    def _margin(self, R: list[list[float]], T: list[float]) -> tuple[float, list[tuple[float, ...]]]:
+        """Stroke and joint-cone margin of the pose (R, T) in plain floats, and per leg
+        ``(length, u_x, u_y, u_z, (R p)_x, (R p)_y, (R p)_z)`` for the Jacobian.
+
+        The margin is the smallest of the legs' stroke margins [m] and of the joints'
+        ``cos ∠ − cos cone`` (times the mean neutral leg length, to be metres too); it is
+        negative where a limit is broken. Plain floats: for six legs numpy's per-call cost
+        exceeds the arithmetic (this runs several times per bridge step).
+        """
+        (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = R
+        tx, ty, tz = T
+        m = math.inf
+        L0, cb, cp = self._cone_scale, self._cos_base, self._cos_platform
+        legs = []
+        for (px, py), (bx, by, bz), (wx, wy, wz), lo, hi in self._rows:
+            rx = r00 * px + r01 * py  # p_k lies in the platform plane z = 0
+            ry = r10 * px + r11 * py
+            rz = r20 * px + r21 * py
+            x, y, z = tx + rx - bx, ty + ry - by, tz + rz - bz
+            n = math.sqrt(x * x + y * y + z * z)
+            x, y, z = x / n, y / n, z / n
+            # base joint: the angle of u to u⁰ in R; platform joint: of Rᵀu to u⁰, i.e. u·(R u⁰)
+            ax = r00 * wx + r01 * wy + r02 * wz
+            ay = r10 * wx + r11 * wy + r12 * wz
+            az = r20 * wx + r21 * wy + r22 * wz
+            m = min(m, n - lo, hi - n, L0 * (x * wx + y * wy + z * wz - cb), L0 * (x * ax + y * ay + z * az - cp))
+            legs.append((n, x, y, z, rx, ry, rz))
+        return m, legs
+
+    def _conditioned(self, legs: list[tuple[float, ...]]) -> bool:
+        """True if the inverse Jacobian (rows ``[(R p_k × u_k)ᵀ, u_kᵀ]``) has condition
+        number ≤ ``cond_max`` (from its singular values)."""
+        s = np.linalg.svd(self._jacobian_of(legs), compute_uv=False)
+        return bool(s[0] <= self.cond_max * s[-1])
+
+    def assess(self, X_RP: ArrayLike) -> tuple[Array, float, bool]:
+        """Leg lengths (6,) [m] of ``X_RP``, its stroke and joint margin (see :meth:`_margin`)
+        and whether it is inside the workspace (stroke, joint cones, conditioning).
+
+        The stroke and joint margins come first (plain floats); the singular values of the
+        6×6 inverse Jacobian are computed only for a pose that passes them.
+        """
         X = _as_pose(X_RP, "X_RP")
-        legs, J = self.lengths_jacobian(X[:3, :3], X[:3, 3])
-        out = self.limits.violations(legs)
-        c = float(np.linalg.cond(J))
-        if not c <= self.cond_max:
-            out.append(f"condition number {c:.3g} above cond_max {self.cond_max:.3g}")
+        m, legs = self._margin(X[:3, :3].tolist(), X[:3, 3].tolist())
+        return np.array([leg[0] for leg in legs]), m, bool(m >= 0.0 and self._conditioned(legs))
+
+    def in_workspace(self, X_RP: ArrayLike) -> bool:
+        """True if ``X_RP`` is inside the workspace (see :meth:`assess`)."""
+        return self.assess(X_RP)[2]
+
+    def workspace_problems(self, X_RP: ArrayLike) -> list[str]:
+        """Why ``X_RP`` is outside the workspace: stroke, joint cones, conditioning (the last
+        only once the others pass); empty if inside."""
+        X = _as_pose(X_RP, "X_RP")
+        m, legs = self._margin(X[:3, :3].tolist(), X[:3, 3].tolist())
+        if m >= 0.0:
+            if self._conditioned(legs):
+                return []
+            c = np.linalg.cond(self._jacobian_of(legs))
+            return [f"condition number {c:.3g} above cond_max {self.cond_max:.3g}"]
+        out = self.limits.violations([leg[0] for leg in legs])
+        ang_b, ang_p = self.joint_angles(X)
+        for name, ang in (("base", ang_b), ("platform", ang_p)):
+            cone = getattr(self, f"joint_cone_{name}")
+            out += [f"leg {i}: {name} joint angle {ang[i]:.4g} rad above joint_cone_{name} {cone:.4g}"
+                    for i in np.flatnonzero(ang > cone)]
         return out
+
+    def path_margin(self, path: "GeodesicPath") -> Callable[[float], float]:
+        """The stroke and joint-cone margin ``g(s)`` along ``path`` (that of :meth:`_margin`,
+        negative where a limit is broken), in plain floats."""
+        def g(s: float) -> float:
+            return self._margin(*path.floats(s))[0]
+
+        return g
 
 
 @dataclass(frozen=True)
@@ -365,6 +502,26 @@ class ServoRig:
         """Stroke violations of the pose; empty if inside."""
         return self.limits.violations(self.inverse(X_RP))
 
+    def assess(self, X_RP: ArrayLike) -> tuple[Array, float, bool]:
+        """Axis values (n,) of the pose, the smallest stroke margin and whether all are inside."""
+        a = self.inverse(X_RP)
+        m = float(min(np.min(a - self.limits.lo), np.min(self.limits.hi - a)))
+        return a, m, self.limits.within(a)
+
+    def in_workspace(self, X_RP: ArrayLike) -> bool:
+        """True if every axis of the pose is inside its stroke."""
+        return self.assess(X_RP)[2]
+
+    def path_margin(self, path: "GeodesicPath") -> Callable[[float], float]:
+        """The smallest stroke margin ``g(s)`` along ``path``."""
+        lo, hi = self.limits.lo, self.limits.hi
+
+        def g(s: float) -> float:
+            a = self.inverse(path.pose(s))
+            return float(min(np.min(a - lo), np.min(hi - a)))
+
+        return g
+
 
 def axis_map_matrix(axes: list[str] | tuple[str, ...]) -> Array:
     """Signed permutation ``M`` (3, 3) from names like ``("x", "-z", "y")``: row i picks the
@@ -399,20 +556,27 @@ class ClampResult:
     axes : ndarray, shape (n,)
         Its axis values.
     fraction : float
-        1.0 if unclamped; else the fraction of the way from neutral that was kept.
-    problems : list of str
-        Why the requested pose was outside (empty if it was inside).
+        1.0 if unclamped; else the fraction of the way from neutral that was kept (< 1).
+    requested : ndarray, shape (4, 4)
+        The rig pose asked for (outside the workspace if clamped).
+    rig : StewartRig or ServoRig
     """
 
     X_RP: Array
     axes: Array
     fraction: float
-    problems: list[str]
+    requested: Array
+    rig: "StewartRig | ServoRig"
 
     @property
     def clamped(self) -> bool:
         """True if the requested pose was outside the workspace."""
-        return bool(self.problems)
+        return self.fraction < 1.0
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the requested pose was outside (empty if it was inside); computed on demand."""
+        return self.rig.workspace_problems(self.requested) if self.clamped else []
 
 
 @dataclass(frozen=True)
@@ -439,8 +603,14 @@ class PoseMap:
     scale: float = 1.0
     rot_scale: float = 1.0
     M: Array = field(default_factory=lambda: np.eye(3))
+    _plain: bool = field(init=False, repr=False, compare=False)
+    _margin0: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # the identity map (no axis swap, no scale) is one matrix product in rig_pose
+        plain = self.scale == 1.0 and self.rot_scale == 1.0 and bool(np.array_equal(self.M, np.eye(3)))
+        object.__setattr__(self, "_plain", plain)
+        object.__setattr__(self, "_margin0", self.rig.assess(_as_pose(self.X_RP0, "X_RP0"))[1])
         problems = []
         for name in ("scale", "rot_scale"):
             v = getattr(self, name)
@@ -455,6 +625,8 @@ class PoseMap:
     def rig_pose(self, X_LB: ArrayLike) -> Array:
         """Unclamped rig pose ``X_RP`` (4, 4) of the relative pose ``X_LB``."""
         X = _as_pose(X_LB, "X_LB")
+        if self._plain:
+            return self.X_RP0 @ X
         R, p = self.M @ X[:3, :3] @ self.M.T, self.scale * (self.M @ X[:3, 3])
         if self.rot_scale != 1.0:
             R = pose_from_vector(np.r_[0.0, 0.0, 0.0, self.rot_scale * pose_vector(pose(R, p))[3:]])[:3, :3]
@@ -469,32 +641,112 @@ class PoseMap:
         forces are not scaled. [N·m, N]
         """
         F = as_vector(F_Po_P, 6, "F_Po_P")
+        if self._plain:
+            return F.copy()
         return np.concatenate([self.M.T @ F[:3] / self.scale, self.M.T @ F[3:]])
 
     def to_rig(self, X_LB: ArrayLike) -> ClampResult:
         """Rig pose and axes for ``X_LB``, clamped toward neutral if outside the workspace.
 
-        Clamping bisects (30 halvings) the fraction s of the way from ``X_RP0`` toward the
-        requested pose (translation linear, rotation along the geodesic) and keeps the
-        largest feasible s; the requested pose is never returned when it is infeasible.
+        Clamping searches the fraction s of the way from ``X_RP0`` toward the requested
+        pose (:func:`geodesic`: translation linear, rotation along the geodesic) for the
+        edge of the workspace: first on the rig's stroke and joint margin
+        (:func:`last_feasible` on ``rig.path_margin``), then, should the pose found there be
+        ill-conditioned, by bisection (24 halvings, 6e-8 of the way) on the full check. The
+        requested pose is never returned when it is infeasible.
         """
         target = self.rig_pose(X_LB)
-        problems = self.rig.workspace_problems(target)
-        if not problems:
-            return ClampResult(target, self.rig.inverse(target), 1.0, [])
-        q0 = rotation_to_quat(self.X_RP0[:3, :3])
-        w = quat_to_rotvec(quat_multiply(quat_conjugate(q0), rotation_to_quat(target[:3, :3])))
-        p0, p1 = self.X_RP0[:3, 3], target[:3, 3]
+        axes, margin, inside = self.rig.assess(target)
+        if inside:
+            return ClampResult(target, axes, 1.0, target, self.rig)
+        path = GeodesicPath(self.X_RP0, target)
+        between = path.pose
+        s = last_feasible(self.rig.path_margin(path), g0=self._margin0, g1=margin)
+        X = between(s)
+        axes, _, inside = self.rig.assess(X)
+        if not inside:  # the conditioning bound comes first on this path
+            lo, hi = 0.0, s
+            for _ in range(24):
+                mid = 0.5 * (lo + hi)
+                if self.rig.in_workspace(between(mid)):
+                    lo = mid
+                else:
+                    hi = mid
+            s, X = lo, between(lo)
+            axes = self.rig.inverse(X)
+        return ClampResult(X, axes, min(s, 1.0 - 1e-12), target, self.rig)
 
-        def between(s: float) -> Array:  # translation linear, rotation along the geodesic
-            return pose(quat_to_rotation(quat_integrate(q0, s * w, 1.0)), (1 - s) * p0 + s * p1)
 
-        lo, hi = 0.0, 1.0
-        for _ in range(24):  # 6e-8 of the way
-            mid = 0.5 * (lo + hi)
-            if self.rig.workspace_problems(between(mid)):
-                hi = mid
-            else:
-                lo = mid
-        X = between(lo)
-        return ClampResult(X, self.rig.inverse(X), lo, problems)
+class GeodesicPath:
+    """The pose path from ``X_a`` (s = 0) to ``X_b`` (s = 1) along which poses are clamped:
+    translation linear, rotation along the geodesic ``R(s) = R_a exp(s [θ×])``, θ the
+    rotation vector of ``R_aᵀ R_b`` (the shortest rotation).
+
+    Rodrigues' formula ``exp(φ[k×]) = I cos φ + [k×] sin φ + k kᵀ (1 − cos φ)`` (φ = s|θ|,
+    k = θ/|θ|) is expanded once, so that a point of the path costs a few float operations.
+    """
+
+    def __init__(self, X_a: Array, X_b: Array) -> None:
+        R_a = X_a[:3, :3]
+        tx, ty, tz = rotation_vector(R_a.T @ X_b[:3, :3]).tolist()
+        self.phi = phi = math.sqrt(tx * tx + ty * ty + tz * tz)
+        kx, ky, kz = (tx / phi, ty / phi, tz / phi) if phi > 0 else (0.0, 0.0, 0.0)
+        Ra = R_a.tolist()
+        terms = []
+        for a0, a1, a2 in Ra:  # row i of R_a, R_a [k×] and R_a k kᵀ
+            ak = a0 * kx + a1 * ky + a2 * kz
+            terms += [(a0, a1 * kz - a2 * ky, ak * kx), (a1, a2 * kx - a0 * kz, ak * ky),
+                      (a2, a0 * ky - a1 * kx, ak * kz)]
+        self._terms = terms
+        self._p_a = X_a[:3, 3].tolist()
+        self._d = (X_b[:3, 3] - X_a[:3, 3]).tolist()
+
+    def floats(self, s: float) -> tuple[list[list[float]], list[float]]:
+        """``R(s)`` as nested lists (3 × 3) and ``p(s)`` (3) [m]."""
+        c, sn = math.cos(s * self.phi), math.sin(s * self.phi)
+        c1 = 1.0 - c
+        r = [a * c + b * sn + e * c1 for a, b, e in self._terms]
+        pa, d = self._p_a, self._d
+        return [r[0:3], r[3:6], r[6:9]], [pa[0] + s * d[0], pa[1] + s * d[1], pa[2] + s * d[2]]
+
+    def pose(self, s: float) -> Array:
+        """``X(s)`` (4, 4)."""
+        R, p = self.floats(s)
+        return np.array([R[0] + [p[0]], R[1] + [p[1]], R[2] + [p[2]], [0.0, 0.0, 0.0, 1.0]])
+
+
+def last_feasible(g: Callable[[float], float], *, tol: float = 1e-10, max_iter: int = 60,
+                  g0: float | None = None, g1: float | None = None) -> float:
+    """The edge of ``g ≥ 0`` on [0, 1] (``g(0) ≥ 0``), from the feasible side.
+
+    Regula falsi with the Illinois modification (Dowell & Jarratt, BIT 11, 1971): it keeps
+    a bracket ``[a, b]`` with ``g(a) ≥ 0 > g(b)`` and converges superlinearly on a smooth
+    ``g``; it stops when ``0 ≤ g(a) < tol`` or ``b − a < tol``, and returns ``a``, so the
+    result is always feasible. (A library root finder such as ``scipy.optimize.brentq``
+    returns a point near the root on either side.) Returns 1.0 if ``g(1) ≥ 0``. ``g0``,
+    ``g1``: ``g(0)``, ``g(1)`` if the caller knows them.
+    """
+    a, b = 0.0, 1.0
+    ga = g(a) if g0 is None else g0
+    gb = g(b) if g1 is None else g1
+    if gb >= 0.0:
+        return 1.0
+    side, margin = 0, ga  # margin: g(a) itself (ga may be halved)
+    for _ in range(max_iter):
+        if b - a < tol or margin < tol:
+            break
+        s = (a * gb - b * ga) / (gb - ga)
+        if not a < s < b:
+            s = 0.5 * (a + b)
+        gs = g(s)
+        if gs >= 0.0:
+            a, ga, margin = s, gs, gs
+            if side == 1:
+                gb *= 0.5
+            side = 1
+        else:
+            b, gb = s, gs
+            if side == -1:
+                ga *= 0.5
+            side = -1
+    return a
