@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 SCHEMES = ("inproc", "ipc", "tcp")
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)  # plain ints: pyzmq's enums cost Python-level arithmetic
 LAUNCHER = "launcher"
 """Participant name of the launcher in :func:`mesh_endpoints` (not a valid service name)."""
 
@@ -356,7 +357,7 @@ class ControlClient(_Closing):
 
     def recv(self, timeout: float = 0.0) -> dict[str, Any] | None:
         """The next map from the launcher, or None after ``timeout`` s (malformed: None)."""
-        if not int(self.sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+        if not self.sock.getsockopt(_EVENTS) & _POLLIN:
             if timeout <= 0 or not self.sock.poll(int(timeout * 1000)):
                 return None
         try:

@@ -135,11 +135,13 @@ class _Fail(Exception):
 
 
 _MS = 1_000_000
+_NOBLOCK = int(zmq.NOBLOCK)  # a plain int: pyzmq's enum flags cost Python-level enum arithmetic per call
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
 FLUSH_MS = 2000  # a stopping worker process delivers its queued messages for at most this long [ms]
 SINK_DRAIN_LIMIT_NS = 20_000 * _MS  # a sink at stop drains what is queued for at most this long
 _SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
 _SINK_BATCH_S = 0.002  # sink: pause after each drain, so one wake-up takes many messages (≤ 500 wake-ups/s)
+_DRAIN_NS = 200_000  # realtime: inputs are taken this long before a step start
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 
 
@@ -381,7 +383,7 @@ class ServiceShell:
         recv, ingest = self.bus.sub.recv, self._ingest
         try:
             while True:
-                ingest(recv(zmq.NOBLOCK))
+                ingest(recv(_NOBLOCK))
         except zmq.Again:
             pass
 
@@ -569,19 +571,26 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ realtime
     def _wait_until(self, deadline: int) -> None:
-        """Wait for a monotonic instant, ingesting data and control meanwhile (poll, then sleep, then spin)."""
-        while True:
-            self._drain()
+        """Wait for a monotonic instant with few wake-ups: sleep (in slices of ``_CTL_EVERY_NS``
+        with control between) to ``_DRAIN_NS`` before it, take the queued data once, sleep to
+        ``_SPIN_NS`` before it, then spin yielding the core. Returns at once after a freeze
+        (``_resume_msg`` set) so that the caller re-anchors. Data arriving meanwhile waits in
+        the socket's queue; control is also looked at after every step (``_tick_stats``)."""
+        now = time.monotonic_ns
+        while (rem := deadline - now()) > _CTL_EVERY_NS + _DRAIN_NS:
+            time.sleep(_CTL_EVERY_NS / 1e9)
             self._control()
-            rem = deadline - time.monotonic_ns()
-            if rem <= 0:
+            if self._resume_msg is not None:
                 return
-            if rem > 2 * _MS:
-                self._wait((rem - _MS) // _MS)
-            elif rem > _SPIN_NS:
-                time.sleep((rem - _SPIN_NS) / 1e9)
-            else:
-                os.sched_yield()  # spinning, but an equal-priority service due now gets the core
+        if rem > _DRAIN_NS:
+            time.sleep((rem - _DRAIN_NS) / 1e9)
+        if self.inputs:
+            self._drain()
+        rem = deadline - now()
+        if rem > _SPIN_NS:
+            time.sleep((rem - _SPIN_NS) / 1e9)
+        while now() < deadline:
+            os.sched_yield()  # spinning, but an equal-priority service due now gets the core
 
     def _mono_from_wall(self, wall_ns: int) -> int:
         return time.monotonic_ns() + (wall_ns - time.time_ns())
@@ -597,8 +606,11 @@ class ServiceShell:
         anchor = self._mono_from_wall(int(self.start["start_wall_ns"]))
         self._resume_msg = None
         buf = self.buf
-        _fine_timer_slack()
         _realtime_priority(int(self.start.get("rt_priority", 0)), self.name)
+        _fine_timer_slack()
+        self._jitter.append(0)
+        self.stats()  # warm up: the first percentile call imports and builds numpy internals (~30 ms)
+        del self._jitter[:]
         gc.collect()
         gc.freeze()    # what exists now is never scanned again
         gc.disable()   # no collector pause inside a step; refcounting frees the loop's garbage
