@@ -49,9 +49,9 @@ Stepping
 with ``speed > 0`` a step also waits for the wall instant ``start + (t - t0) / speed``.
 A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
 *realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
-(the same for every service) with the latest inputs. The stepping thread (and, in a
-worker process, ZeroMQ's I/O thread) runs SCHED_FIFO at ``sim.rt_priority`` when
-permitted (``rt_priority = 0`` turns it off), sleeps with 1 ns timer slack to 60 µs
+(the same for every service) with the latest inputs. The stepping thread runs
+SCHED_FIFO at ``sim.rt_priority`` and, in a worker process, ZeroMQ's I/O thread one
+above it (:func:`realtime_context`), when permitted (``rt_priority = 0`` turns it off), sleeps with 1 ns timer slack to 60 µs
 before the step start, then spins yielding the core (so equal-priority services on
 few cores do not hold each other up). The garbage collector is frozen and disabled
 while stepping (no collector pauses; cyclic garbage made by a model during a
@@ -168,18 +168,23 @@ def _realtime_priority(priority: int, name: str) -> bool:
 
 
 def realtime_context(priority: int) -> zmq.Context | None:
-    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority``, if this process may do so.
+    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority + 1``, if this process may do so.
 
-    libzmq aborts if it cannot apply the policy, so the permission is tried first on
-    a scratch thread. Returns None (use the default context) when not permitted or 0.
+    One above the stepping thread (which runs at ``priority``): a stepping thread that
+    overruns and never blocks would otherwise keep its own I/O thread — the one that
+    delivers the launcher's pings and its peers' samples — off the core for good
+    (SCHED_FIFO does not share a core between equal priorities). libzmq aborts if it
+    cannot apply the policy, so the permission is tried first on a scratch thread.
+    Returns None (use the default context) when not permitted or ``priority <= 0``.
     """
     if priority <= 0 or not hasattr(os, "sched_setscheduler"):
         return None
+    io_priority = min(priority + 1, 99)
     ok: list[bool] = []
 
     def probe() -> None:
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(io_priority))
             ok.append(True)
         except OSError:
             ok.append(False)
@@ -191,7 +196,7 @@ def realtime_context(priority: int) -> zmq.Context | None:
         return None
     ctx = zmq.Context()
     ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
-    ctx.set(zmq.THREAD_PRIORITY, priority)
+    ctx.set(zmq.THREAD_PRIORITY, io_priority)
     return ctx
 
 
