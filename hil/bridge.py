@@ -185,7 +185,8 @@ class HilBridge:
                                                              bits=t["ascii_bits"])
         self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
-                                       bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]))
+                                       bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]),
+                                       clamp_fault_after=int(t["clamp_fault_after"]))
         comp = cfg.compensation
         self.passivity = PassivityController(self.h, float(comp["restitution_max"]), float(comp["length"]),
                                              enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
@@ -308,7 +309,7 @@ class HilBridge:
             self.safety.request_arm()
             self.safety.on_hello(Hello(self.cfg.fingerprint, self.cfg.rig.n_axes, 0))
             self.safety.engage()
-        setpoint = self.safety.tick(now, cmd_axes, cmd_t, rx_t)
+        setpoint = self.safety.tick(now, cmd_axes, cmd_t, rx_t, clamped=clamped)
         if self.link is not None:
             try:
                 if self.native:

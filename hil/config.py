@@ -13,6 +13,7 @@ electric Stewart platform (assumed, not a particular product)::
     rig = "stewart"               # stewart | servo
     fingerprint = 0               # 0: computed from the geometry
     bad_frames_max = 5
+    clamp_fault_after = 0         # host fault after this many consecutive clamped commands; 0: never
     watchdog = 0.0                # s; 0: max(3 periods, 20 ms)
     reply_timeout = 1.0           # s; lockstep: wait this long for the rig's reply (then go on)
     start_timeout = 30.0          # s; url = "emulator": wait this long for the emulator process to serve
@@ -26,6 +27,8 @@ electric Stewart platform (assumed, not a particular product)::
     platform_pair_angle = 0.349   # rad
     neutral_height = 0.50         # m
     cond_max = 50.0
+    joint_cone_base = 0.785       # rad (45°): largest leg angle to its base joint's axis (the neutral leg)
+    joint_cone_platform = 1.047   # rad (60°): the same at the platform joint; π: no limit
 
     [hil.servo]                   # rig = "servo"
     component = [0, 1, 2]         # pose component per axis (x, y, z, θx, θy, θz)
@@ -93,6 +96,7 @@ DEFAULTS: dict[str, Any] = {
     "rig": "stewart",
     "fingerprint": 0,
     "bad_frames_max": 5,
+    "clamp_fault_after": 0,
     "watchdog": 0.0,
     "reply_timeout": 1.0,
     "start_timeout": 30.0,
@@ -105,6 +109,8 @@ DEFAULTS: dict[str, Any] = {
         "platform_pair_angle": math.radians(20.0),
         "neutral_height": 0.50,
         "cond_max": 50.0,
+        "joint_cone_base": math.radians(45.0),
+        "joint_cone_platform": math.radians(60.0),
     },
     "servo": {"component": [0, 1, 2], "scale": [1.0, 1.0, 1.0], "offset": [0.0, 0.0, 0.0]},
     "limits": {"lo": 0.40, "hi": 0.70, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
@@ -233,6 +239,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
         problems.append(f"hil.rig: expected 'stewart' or 'servo', got {t['rig']!r}")
     if t["baud"] <= 0:
         problems.append(f"hil.baud: must be > 0, got {t['baud']!r}")
+    if t["clamp_fault_after"] < 0:
+        problems.append(f"hil.clamp_fault_after: must be >= 0, got {t['clamp_fault_after']!r}")
     if t["bad_frames_max"] < 1:
         problems.append(f"hil.bad_frames_max: must be >= 1, got {t['bad_frames_max']!r}")
     if not 0 <= t["fingerprint"] <= 0xFFFFFFFF:
@@ -281,7 +289,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
         else:
             s = t["stewart"]
             rig = StewartRig(s["r_base"], s["r_platform"], s["base_pair_angle"], s["platform_pair_angle"],
-                             s["neutral_height"], limits, s["cond_max"])
+                             s["neutral_height"], limits, s["cond_max"], s["joint_cone_base"],
+                             s["joint_cone_platform"])
     except ConfigError as err:
         problems.extend(q if q.startswith("hil.") else f"hil.{q}" for q in err.problems)
     except (TypeError, ValueError) as err:

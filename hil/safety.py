@@ -231,6 +231,9 @@ class SafetySupervisor:
         Consecutive bad frames that fault the link.
     watchdog_s : float
         Defaults to :func:`watchdog_timeout` of the period.
+    clamp_fault_after : int
+        Consecutive engaged periods with a clamped command (the simulated pose outside the
+        rig's workspace) after which the host faults (``Fault.LIMIT``); 0: never.
     """
 
     limits: RigLimits
@@ -239,6 +242,7 @@ class SafetySupervisor:
     fingerprint: int
     bad_frames_max: int = 5
     watchdog_s: float = 0.0
+    clamp_fault_after: int = 0
     state: RigState = RigState.IDLE
     faults: Fault = Fault.NONE
     x: Array = field(init=False)
@@ -247,13 +251,14 @@ class SafetySupervisor:
     limit_hits: int = 0
     _arm_sent: bool = False
     _bad_run: int = 0
+    _clamp_run: int = 0
     _cmd_prev: Array | None = None
 
     def __post_init__(self) -> None:
         self.neutral = np.asarray(self.neutral, dtype=np.float64)
-        if not self.period_s > 0 or self.bad_frames_max < 1:
+        if not self.period_s > 0 or self.bad_frames_max < 1 or self.clamp_fault_after < 0:
             raise ConfigError(f"hil safety: period {self.period_s} s and bad_frames_max {self.bad_frames_max} "
-                              "must be > 0")
+                              f"must be > 0, clamp_fault_after {self.clamp_fault_after} >= 0")
         if self.limits.violations(self.neutral):
             raise ConfigError(f"hil.neutral: axes {self.neutral.tolist()} outside the stroke: "
                               f"{self.limits.violations(self.neutral)}")
@@ -286,6 +291,7 @@ class SafetySupervisor:
         self.state = transition(self.state, "engage")
         self.x, self.v, self.a = self.neutral.copy(), np.zeros_like(self.x), np.zeros_like(self.x)
         self._cmd_prev = None
+        self._clamp_run = 0
 
     def park(self) -> None:
         """ENGAGED → PARKING (ramp to neutral, then ARMED)."""
@@ -323,7 +329,8 @@ class SafetySupervisor:
             self.fault(Fault(int(tel.faults)))
 
     # ------------------------------------------------------------------ tick
-    def tick(self, t: float, command: ArrayLike | None, command_t: float | None, rx_t: float | None) -> Array | None:
+    def tick(self, t: float, command: ArrayLike | None, command_t: float | None, rx_t: float | None,
+             clamped: bool = False) -> Array | None:
         """One bridge period.
 
         Parameters
@@ -336,6 +343,8 @@ class SafetySupervisor:
             When that command was received [s] (for the stale-input watchdog).
         rx_t : float or None
             When the last valid rig frame was received [s] (the host-side watchdog).
+        clamped : bool
+            The command was clamped to the workspace (counted toward ``clamp_fault_after``).
 
         Returns
         -------
@@ -351,6 +360,8 @@ class SafetySupervisor:
                 cmd = np.asarray(command, dtype=np.float64)
                 if cmd.shape != self.x.shape or not np.all(np.isfinite(cmd)):
                     self.fault(Fault.NAN)
+                elif self._count_clamp(clamped):
+                    self.fault(Fault.LIMIT)
                 else:
                     v_cmd = None if self._cmd_prev is None else (cmd - self._cmd_prev) / self.period_s
                     self._cmd_prev = cmd
@@ -366,6 +377,11 @@ class SafetySupervisor:
             self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral, self.limits, self.period_s)
             return self.x.copy()
         return None
+
+    def _count_clamp(self, clamped: bool) -> bool:
+        """Count consecutive clamped commands; True once ``clamp_fault_after`` are reached."""
+        self._clamp_run = self._clamp_run + 1 if clamped else 0
+        return 0 < self.clamp_fault_after <= self._clamp_run
 
     @property
     def at_neutral(self) -> bool:

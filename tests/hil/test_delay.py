@@ -83,3 +83,19 @@ def test_passivity_controller_books_energy_exactly_and_bounds_a_delayed_spring()
         out[enabled] = abs(v) / v0
     assert out[False] > 1.2  # the delay created energy
     assert out[True] <= 0.6 + 1e-9  # the controller kept the budget
+
+
+def test_delay_percentiles_equal_numpy_over_a_sliding_window():
+    rng = np.random.default_rng(4)
+    d = DelayEstimator(window=50, median_of=7)
+    kept = []
+    for k in range(400):
+        rtt = int(rng.integers(100, 20_000))
+        d.update(1_000_000 + rtt, 1_000_000)
+        kept = (kept + [rtt])[-50:]
+        if k % 37 == 0 or k == 399:
+            for q in (0, 1, 50, 90, 99, 100):
+                assert d.percentile_s(q) == pytest.approx(np.percentile(kept, q) * 1e-6, rel=1e-12)
+            assert d.rtt_s == pytest.approx(np.median(kept[-7:]) * 1e-6, rel=1e-12)
+    d.clear()
+    assert math.isnan(d.percentile_s(50)) and math.isnan(d.rtt_s)

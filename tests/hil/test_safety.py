@@ -169,3 +169,24 @@ def test_ramp_from_arbitrary_state_keeps_speed_and_acceleration_limits():
                               NEUTRAL, LIM, DT)
         assert np.all(np.abs(vs) <= LIM.v_max + 1e-12) and np.all(np.abs(as_) <= LIM.a_max + 1e-9)
         np.testing.assert_allclose(xs[-1], NEUTRAL, atol=1e-6)
+
+
+def test_consecutive_clamped_commands_fault_the_host_and_ramp_to_neutral():
+    s = SafetySupervisor(LIM, NEUTRAL, DT, 1234, clamp_fault_after=3)
+    s.request_arm()
+    s.on_hello(Hello(1234, 6, 20))
+    s.engage()
+    cmd = NEUTRAL + 0.001
+    t = 0.0
+    for clamped in (True, True, False, True, True):  # a free step resets the count
+        assert s.tick(t, cmd, t, t, clamped=clamped) is not None
+        assert s.state == RigState.ENGAGED
+        t += DT
+    s.tick(t, cmd, t, t, clamped=True)  # the third in a row
+    assert s.state == RigState.FAULT and s.faults == Fault.LIMIT
+    xs = [s.tick(t + k * DT, cmd, t + k * DT, t + k * DT, clamped=False) for k in range(1, 400)]
+    np.testing.assert_allclose(xs[-1], NEUTRAL, atol=1e-6)  # the ramp, not the command
+    never = engaged()  # clamp_fault_after = 0: clamping alone never faults
+    for k in range(50):
+        never.tick(k * DT, cmd, k * DT, k * DT, clamped=True)
+    assert never.state == RigState.ENGAGED

@@ -9,7 +9,17 @@ import pytest
 
 from dynamics.spatial import pose, quat_to_rotation
 from errors import ConfigError
-from hil.stewart import PoseMap, RigLimits, ServoRig, StewartRig, axis_map_matrix, pose_from_vector, pose_vector
+from hil.stewart import (
+    GeodesicPath,
+    PoseMap,
+    RigLimits,
+    ServoRig,
+    StewartRig,
+    axis_map_matrix,
+    last_feasible,
+    pose_from_vector,
+    pose_vector,
+)
 
 LIM = RigLimits.uniform(6, 0.40, 0.70, 0.5, 5.0, 100.0)
 
@@ -143,3 +153,70 @@ def test_wrench_back_through_the_axis_map_and_scale():
     np.testing.assert_allclose(pm.wrench_to_body([0, 0, 0, 0, -1.0, 0]), [0, 0, 0, 1.0, 0, 0], atol=1e-15)
     # half-size lever arms on the rig: the same force makes half the torque there
     np.testing.assert_allclose(pm.wrench_to_body([0, 0, 1.0, 0, 0, 0]), [0, 0, 2.0, 0, 0, 0], atol=1e-15)
+
+
+def _yaw_joint_angles(psi: float, rb=0.3, rp=0.2, beta=math.radians(20), gamma=math.radians(20), h=0.5):
+    """Closed form for a pure yaw ψ at the neutral height: the angle of each leg to its neutral
+    direction at the base (in R) and at the platform (in P), from the layout in the class docstring."""
+    out_b, out_p = [], []
+    for k in range(6):
+        s = -1.0 if k % 2 == 0 else 1.0
+        b = math.radians(120) * (k // 2) + s * beta / 2
+        g = math.radians(120) * (k // 2) + s * (math.radians(60) - gamma / 2)
+        l0 = np.array([rp * math.cos(g) - rb * math.cos(b), rp * math.sin(g) - rb * math.sin(b), h])
+        l_R = np.array([rp * math.cos(g + psi) - rb * math.cos(b), rp * math.sin(g + psi) - rb * math.sin(b), h])
+        l_P = np.array([rp * math.cos(g) - rb * math.cos(b - psi), rp * math.sin(g) - rb * math.sin(b - psi), h])
+        ang = [math.acos(float(np.clip(v @ l0 / np.linalg.norm(v) / np.linalg.norm(l0), -1, 1))) for v in (l_R, l_P)]
+        out_b.append(ang[0])
+        out_p.append(ang[1])
+    return np.array(out_b), np.array(out_p)
+
+
+def test_joint_cone_angles_match_closed_form_and_bound_the_workspace():
+    psi = 0.3
+    X = pose(quat_to_rotation([math.cos(psi / 2), 0, 0, math.sin(psi / 2)]), [0, 0, 0.5])
+    ang_b, ang_p = _yaw_joint_angles(psi)
+    got_b, got_p = make_rig().joint_angles(X)
+    np.testing.assert_allclose(got_b, ang_b, atol=1e-12)
+    np.testing.assert_allclose(got_p, ang_p, atol=1e-12)
+    assert make_rig().in_workspace(X)  # no cone limits by default
+    for name, worst in (("base", ang_b.max()), ("platform", ang_p.max())):
+        kw = {f"joint_cone_{name}": worst - 0.01}
+        tight = StewartRig(0.3, 0.2, math.radians(20), math.radians(20), 0.5, LIM, **kw)
+        assert not tight.in_workspace(X)
+        assert any(f"{name} joint angle" in p for p in tight.workspace_problems(X))
+        kw = {f"joint_cone_{name}": worst + 0.01}
+        assert StewartRig(0.3, 0.2, math.radians(20), math.radians(20), 0.5, LIM, **kw).in_workspace(X)
+
+
+def test_clamp_stops_at_the_joint_cone():
+    cone = 0.35
+    rig = StewartRig(0.3, 0.2, math.radians(20), math.radians(20), 0.5, LIM, joint_cone_platform=cone)
+    pm = PoseMap(rig, rig.neutral)
+    res = pm.to_rig(pose(quat_to_rotation([math.cos(0.4), 0, 0, math.sin(0.4)]), [0, 0, 0]))  # 0.8 rad yaw
+    assert res.clamped and rig.in_workspace(res.X_RP)
+    psi = pose_vector(res.X_RP)[5]
+    # the platform cone binds: the closed-form angle at the clamped yaw is the cone angle
+    assert _yaw_joint_angles(psi)[1].max() == pytest.approx(cone, abs=1e-8)
+    assert any("platform joint" in p for p in res.problems)
+
+
+def test_geodesic_path_is_the_exponential_map_and_last_feasible_stays_feasible():
+    rng = np.random.default_rng(5)
+    Xa, Xb = pose_from_vector(rng.normal(size=6)), pose_from_vector(rng.normal(size=6))
+    th = pose_vector(pose(Xa[:3, :3].T @ Xb[:3, :3], [0, 0, 0]))[3:]
+    path = GeodesicPath(Xa, Xb)
+    for s in (0.0, 0.25, 0.7, 1.0):
+        R_ref = Xa[:3, :3] @ pose_from_vector(np.r_[0, 0, 0, s * th])[:3, :3]
+        np.testing.assert_allclose(path.pose(s)[:3, :3], R_ref, atol=1e-12)
+        np.testing.assert_allclose(path.pose(s)[:3, 3], (1 - s) * Xa[:3, 3] + s * Xb[:3, 3], atol=1e-15)
+    np.testing.assert_allclose(path.pose(1.0), Xb, atol=1e-12)
+    calls = []
+
+    def g(s):
+        calls.append(s)
+        return 0.3 - s * s  # edge at √0.3
+
+    s = last_feasible(g)
+    assert g(s) >= 0 and math.sqrt(0.3) - s < 1e-9 and len(calls) < 20
+    assert last_feasible(lambda s: 1.0 - s * 0.5) == 1.0
