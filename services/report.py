@@ -31,6 +31,12 @@ Events (every topic whose schema kind is ``event``: ``contact/event``,
 ``operator/command``, ...) are marked as vertical lines on every time axis.
 
 PNG files ``DIR/<page>.png`` and ``DIR/report.pdf`` (default DIR ``<LOG stem>_report``).
+
+Cost: the log is read once (:func:`services.logger.read_topics`: per-topic arrays
+decoded in bulk); every series is drawn decimated to its min/max envelope per pixel
+column (:func:`decimate`: the peaks stay); figures have fixed margins (no layout
+engine), few ticks and one legend per group of axes; PNGs are written with zlib level 1;
+and, where the process can fork, a child draws the PNGs while the PDF is written.
 Exit codes: 0 written, 2 a missing, truncated or non-MCAP log (one line naming it).
 """
 
@@ -38,24 +44,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from dynamics.spatial import quat_angle, quat_rotate
 from errors import LogError
-from services.export import field_columns, topic_tables
-from services.logger import LogFile, open_log, schema_from_json
+from services.logger import LogFile, open_log, read_topics
 
-__all__ = ["PAGES", "Report", "add_arguments", "main", "make_report"]
+__all__ = ["PAGES", "Report", "add_arguments", "decimate", "main", "make_report"]
 
 PAGES = ("summary", "relative_pose", "relative_rates", "contact", "joints", "momentum_energy", "timing")
-MAX_POINTS = 4000
-"""Samples per plotted series at most (evenly strided)."""
 
 
 @dataclass
@@ -84,27 +88,31 @@ class Report:
 
 
 # ---------------------------------------------------------------- data
-def _vec(cols: dict[str, Any], name: str) -> np.ndarray:
-    """The columns of field ``name`` (flattened by :func:`services.export.field_columns`), (rows, k)."""
-    spec = cols["__schema__"].fields.get(name)
-    if spec is None:
-        return np.zeros((len(cols["t_ns"]), 0))
-    keys = [c for c, _ in field_columns(name, *spec)]
-    return np.column_stack([cols[k] for k in keys])
-
-
 _NEEDED = ("hil/command", "orbiter/state", "payload/state", "contact/wrench", "hil/feedback", "arm/state", "sim/stats")
 
 
-class _Tables:
-    """The report's topics, read from the log in one pass; ``log.topics`` for what is there."""
+def _event_topics(log: LogFile) -> list[str]:
+    """Logged topics whose schema kind is ``event`` (``sim/*`` left out)."""
+    out = []
+    for topic, data in log.schema_data.items():
+        try:
+            kind = json.loads(data).get("x-berthsim-kind")
+        except (ValueError, AttributeError):
+            continue
+        if kind == "event" and not topic.startswith("sim/"):
+            out.append(topic)
+    return sorted(out)
 
-    def __init__(self, log: LogFile) -> None:
+
+class _Tables:
+    """The report's topics as per-field arrays (:func:`services.logger.read_topics`), read in one pass."""
+
+    def __init__(self, log: LogFile, extra: list[str]) -> None:
         self.log = log
         self.topics = log.topics
-        self._cols = topic_tables(log, [t for t in _NEEDED if t in log.topics])
-        for t, cols in self._cols.items():
-            cols["__schema__"] = schema_from_json(log.schema_data[t])
+        self._cols = read_topics(log, [t for t in (*_NEEDED, *extra) if t in log.topics])
+        for cols in self._cols.values():
+            cols["t_s"] = cols["t_ns"] * 1e-9
 
     def __getitem__(self, topic: str) -> dict[str, Any]:
         return self._cols[topic]
@@ -117,25 +125,20 @@ def _table(log: _Tables, topic: str) -> dict[str, Any]:
     return log[topic]
 
 
-def _events(log: LogFile) -> list[tuple[float, str, str]]:
+def _vec(cols: dict[str, Any], name: str) -> np.ndarray:
+    """Field ``name`` as (rows, k) (an f8 field's elements in C order)."""
+    return cols[name].reshape(len(cols["t_ns"]), -1)
+
+
+def _events(tables: _Tables, topics: list[str]) -> list[tuple[float, str, str]]:
     out = []
-    for topic, data in log.schema_data.items():
-        try:
-            doc = json.loads(data)
-        except ValueError:
-            continue
-        if doc.get("x-berthsim-kind") != "event" or topic.startswith("sim/"):
-            continue
-        for m in log.messages([topic]):
-            fields = msgpack.unpackb(m.payload, raw=False)[6]
-            for ev in fields.get("events", []) if isinstance(fields, dict) else []:
+    for topic in topics:
+        c = tables[topic]
+        for t, evs in zip(c["t_ns"].tolist(), c["events"].tolist() if "events" in c else []):
+            for ev in evs if isinstance(evs, list) else []:
                 if isinstance(ev, dict):
-                    out.append((m.t_ns / 1e9, topic, str(ev.get("kind", "?"))))
+                    out.append((t / 1e9, topic, str(ev.get("kind", "?"))))
     return sorted(out)
-
-
-def _stride(n: int) -> slice:
-    return slice(None, None, max(1, -(-n // MAX_POINTS)))
 
 
 def _common(a: dict[str, Any], b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -155,35 +158,94 @@ def _inertia(value: Any) -> np.ndarray | None:
 
 
 # ---------------------------------------------------------------- drawing
+def decimate(t: np.ndarray, y: np.ndarray, width_px: int) -> tuple[np.ndarray, np.ndarray]:
+    """A time series reduced to its min/max envelope per pixel column (what a plot of it shows).
+
+    Parameters
+    ----------
+    t : ndarray, shape (n,)
+        Increasing sample times.
+    y : ndarray, shape (n,) or (n, k)
+        Samples (each column reduced on its own).
+    width_px : int
+        Pixel columns of the plot.
+
+    Returns
+    -------
+    t_d : ndarray, shape (m,)
+    y_d : ndarray, shape (m,) or (m, k)
+        The input if ``n <= 2 * width_px``; else ``m = 2 * width_px``: for each of
+        ``width_px`` equal runs of samples, its minimum at the run's first time and its
+        maximum at its last, so every peak of the full series is drawn.
+    """
+    n = len(t)
+    if n <= 2 * width_px:
+        return t, y
+    starts = np.linspace(0, n, width_px + 1).astype(np.int64)[:-1]
+    ends = np.r_[starts[1:], n] - 1
+    lo = np.minimum.reduceat(y, starts, axis=0)
+    hi = np.maximum.reduceat(y, starts, axis=0)
+    t_d = np.column_stack([t[starts], t[ends]]).ravel()
+    y_d = np.stack([lo, hi], axis=1).reshape(2 * width_px, *y.shape[1:])
+    return t_d, y_d
+
+
+_WIDTH_IN = 8.27
+_DPI = 110
+_PX = int(_WIDTH_IN * _DPI)
+
+
 def _figure(title: str, n: int) -> tuple[Any, list[Any]]:
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(8.27, 2.3 * n + 0.8), layout="constrained")
+    from matplotlib.ticker import MaxNLocator
+    height = 2.3 * n + 0.8
+    fig = Figure(figsize=(_WIDTH_IN, height))
+    # fixed margins (inches) instead of a layout engine: the layout pass cost as much as the drawing
+    fig.subplots_adjust(left=1.05 / _WIDTH_IN, right=1 - 0.25 / _WIDTH_IN, top=1 - 0.55 / height,
+                        bottom=0.5 / height, hspace=0.12 * 2.3 / 2.0)
     axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
+    for ax in axes:  # fewer ticks: tick marks, grid lines and labels were half of the drawing
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
+    axes[-1].xaxis.set_major_locator(MaxNLocator(nbins=8))
     fig.suptitle(title)
     axes[-1].set_xlabel("simulation time t [s]")
     return fig, list(axes)
 
 
 def _mark(axes: list[Any], events: list[tuple[float, str, str]]) -> None:
-    for ax in axes:
-        for t, _, _ in events:
-            ax.axvline(t, color="tab:red", lw=0.7, ls="--", alpha=0.6)
-    if events and axes:
-        top = axes[0]
-        for t, _, kind in events[:30]:
-            top.annotate(kind, (t, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6,
-                         va="top", ha="right", color="tab:red")
+    if not events or not axes:
+        return
+    ts = [t for t, _, _ in events]
+    for ax in axes:  # one collection per axis, not a line per event
+        ax.vlines(ts, 0, 1, transform=ax.get_xaxis_transform(), colors="tab:red", lw=0.7, linestyles="--",
+                  alpha=0.6)
+    top = axes[0]
+    for t, _, kind in events[:30]:
+        top.annotate(kind, (t, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=6,
+                     va="top", ha="right", color="tab:red")
 
 
-def _plot(ax: Any, t: np.ndarray, y: np.ndarray, labels: list[str], ylabel: str) -> None:
-    s = _stride(len(t))
-    y2 = y.reshape(len(t), -1)
-    for j in range(y2.shape[1]):
-        ax.plot(t[s], y2[s, j], lw=0.9, label=labels[j] if j < len(labels) else None)
+def _plot(ax: Any, t: np.ndarray, y: np.ndarray, labels: list[str], ylabel: str, legend: bool = True) -> None:
+    """Lines of ``y`` (n, k) against ``t``, decimated to the pixel width; a legend when asked and
+    there is more than one line (a page's later axes with the same labels and colours leave it out)."""
+    td, yd = decimate(t, y.reshape(len(t), -1), _PX)
+    for j in range(yd.shape[1]):
+        ax.plot(td, yd[:, j], lw=0.9, label=labels[j] if j < len(labels) else None)
     ax.set_ylabel(ylabel)
     ax.grid(True, lw=0.3)
-    if labels:
+    if legend and len(labels) > 1:
         ax.legend(fontsize=7, loc="upper right", ncols=min(len(labels), 6))
+
+
+def _shade(ax: Any, t: np.ndarray, active: np.ndarray) -> None:
+    """Shade the intervals where ``active`` holds, from its first to its last sample (drawn from the
+    samples next to a change only: the same patches as from every sample)."""
+    if not active.any():
+        return
+    edges = np.flatnonzero(np.diff(active.astype(np.int8))) + 1
+    idx = np.unique(np.r_[0, edges - 1, edges, len(t) - 1])
+    ax.fill_between(t[idx], 0, 1, where=active[idx], transform=ax.get_xaxis_transform(), color="tab:orange",
+                    alpha=0.15, step="post", lw=0)
 
 
 def _page_relative_pose(log: _Tables, rep: Report) -> Any:
@@ -239,7 +301,7 @@ def _page_relative_rates(log: _Tables, rep: Report) -> Any:
         return None
     fig, axes = _figure(title, 2)
     _plot(axes[0], t, w, ["x", "y", "z"], "angular rate [deg/s]")
-    _plot(axes[1], t, v, ["x", "y", "z"], "velocity [m/s]")
+    _plot(axes[1], t, v, ["x", "y", "z"], "velocity [m/s]", legend=False)
     if len(t):
         rep.peaks["relative speed max [m/s]"] = float(np.linalg.norm(v, axis=1).max())
         rep.peaks["relative angular rate max [deg/s]"] = float(np.linalg.norm(w, axis=1).max())
@@ -260,13 +322,11 @@ def _page_contact(log: _Tables, rep: Report) -> Any:
             continue
         c = _table(log, topic)
         t, F = c["t_s"], _vec(c, name)
-        _plot(axes[k], t, F[:, :3], ["x", "y", "z"], f"moment [N·m]\n{where}")
-        _plot(axes[k + 1], t, F[:, 3:], ["x", "y", "z"], f"force [N]\n{where}")
+        _plot(axes[k], t, F[:, :3], ["x", "y", "z"], f"moment [N·m]\n{where}", legend=k == 0)
+        _plot(axes[k + 1], t, F[:, 3:], ["x", "y", "z"], f"force [N]\n{where}", legend=False)
         if "active" in c and len(t):
-            act = c["active"].astype(bool)
             for ax in axes[k:k + 2]:
-                ax.fill_between(t, 0, 1, where=act, transform=ax.get_xaxis_transform(), color="tab:orange",
-                                alpha=0.15, step="post", lw=0)
+                _shade(ax, t, c["active"].astype(bool))
         if len(t):
             rep.peaks[f"{name} |force| max [N]"] = float(np.linalg.norm(F[:, 3:], axis=1).max())
             rep.peaks[f"{name} |moment| max [N·m]"] = float(np.linalg.norm(F[:, :3], axis=1).max())
@@ -284,8 +344,8 @@ def _page_joints(log: _Tables, rep: Report) -> Any:
     labels = [f"j{i + 1}" for i in range(q.shape[1])]
     fig, axes = _figure("SRMS joints (arm/state)", 3)
     _plot(axes[0], t, np.degrees(q), labels, "angle q [deg]")
-    _plot(axes[1], t, np.degrees(qd), labels, "rate qd [deg/s]")
-    _plot(axes[2], t, tau, labels, "torque tau [N·m]")
+    _plot(axes[1], t, np.degrees(qd), labels, "rate qd [deg/s]", legend=False)
+    _plot(axes[2], t, tau, labels, "torque tau [N·m]", legend=False)
     if len(t):
         for i, lab in enumerate(labels):
             rep.peaks[f"joint {lab} |tau| max [N·m]"] = float(np.abs(tau[:, i]).max())
@@ -321,7 +381,7 @@ def _page_momentum(log: _Tables, rep: Report) -> Any:
     fig, axes = _figure("Momentum and energy of orbiter + payload (arm not included)", 3)
     t = tc * 1e-9
     _plot(axes[0], t, P, ["x", "y", "z"], "linear momentum in W [N·s]")
-    _plot(axes[1], t, H, ["x", "y", "z"], "angular momentum about Wo [N·m·s]")
+    _plot(axes[1], t, H, ["x", "y", "z"], "angular momentum about Wo [N·m·s]", legend=False)
     _plot(axes[2], t, T, ["T"], "kinetic energy [J]")
     if len(t):
         rep.peaks["linear momentum drift max [N·s]"] = float(np.linalg.norm(P - P[0], axis=1).max())
@@ -348,11 +408,12 @@ def _page_timing(log: _Tables, rep: Report) -> Any:
         if k.any():
             rep.peaks[f"{s} jitter p99 max [ms]"] = float(c["jitter_p99_ns"][k].max() * 1e-6)
             rep.peaks[f"{s} overruns"] = float(c["overruns"][k].max())
-    for ax, lab in zip(axes, ("step-start jitter [ms]", "overruns [count]", "input age [ms]",
-                              "messages dropped [count]")):
+    for i, (ax, lab) in enumerate(zip(axes, ("step-start jitter [ms]", "overruns [count]", "input age [ms]",
+                                             "messages dropped [count]"))):
         ax.set_ylabel(lab)
         ax.grid(True, lw=0.3)
-        ax.legend(fontsize=6, loc="upper left", ncols=3)
+        if i < 2:  # the last two axes: one line per service in the colours of the second
+            ax.legend(fontsize=6, loc="upper left", ncols=3)
     return fig, axes
 
 
@@ -396,8 +457,9 @@ def make_report(log_path: str | Path, out_dir: str | Path | None = None) -> Repo
     out = Path(out_dir) if out_dir else log_path.with_name(log_path.stem + "_report")
     with open_log(log_path) as log:
         rep = Report(out)
-        rep.events = _events(log)
-        tables = _Tables(log)
+        events = _event_topics(log)
+        tables = _Tables(log, events)
+        rep.events = _events(tables, events)
         figs = []
         for name, page in (("relative_pose", _page_relative_pose), ("relative_rates", _page_relative_rates),
                            ("contact", _page_contact), ("joints", _page_joints),
@@ -410,13 +472,29 @@ def make_report(log_path: str | Path, out_dir: str | Path | None = None) -> Repo
         summary = _summary_page(log, rep)
     out.mkdir(parents=True, exist_ok=True)
     rep.pdf = out / "report.pdf"
+    pages = [("summary", summary)] + figs
+    rep.pngs = {name: out / f"{name}.png" for name, _ in pages}
+    # PNG and PDF each draw every page again; with a second core, a forked child draws the PNGs
+    # while this process writes the PDF (only with no other Python thread: fork copies one)
+    child = os.fork() if hasattr(os, "fork") and threading.active_count() == 1 else -1
+    if child == 0:
+        code = 1
+        try:
+            _write_pngs(pages, rep.pngs)
+            code = 0
+        finally:
+            os._exit(code)
     with PdfPages(rep.pdf) as pdf:
-        for name, fig in [("summary", summary)] + figs:
-            path = out / f"{name}.png"
-            fig.savefig(path, dpi=110)
+        for _, fig in pages:
             pdf.savefig(fig)
-            rep.pngs[name] = path
+    if child < 0 or os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
+        _write_pngs(pages, rep.pngs)  # no fork, or the child failed: here (its error is raised here)
     return rep
+
+
+def _write_pngs(pages: list[tuple[str, Any]], paths: dict[str, Path]) -> None:
+    for name, fig in pages:
+        fig.savefig(paths[name], dpi=_DPI, pil_kwargs={"compress_level": 1})  # zlib level 6: a third of the time
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
