@@ -7,9 +7,12 @@
   time of all processes per tick in steady state (difference of two run lengths, so
   start-up cancels) — the figure that does not depend on what else the machine runs;
 - realtime: step-start jitter p50/p99/max and overrun rate per service, for a 1 kHz and a
-  100 Hz service (``configs/toy_spring.toml``) and for four services at 1 kHz.
+  100 Hz service (``configs/toy_spring.toml``) and for four services at 1 kHz;
+- source (replay) throughput: a source publishing pre-encoded messages unpaced to a
+  recording sink, messages per wall second, and whether the sink got every one.
 
     python bench/bench_runtime.py [--seconds 60] [--lockstep-seconds 5] [--messages 5000]
+                                  [--source-messages 200000] [--parts latency,lockstep,realtime,source]
 """
 
 from __future__ import annotations
@@ -115,6 +118,49 @@ def realtime(seconds: float, config: Path = CHAIN) -> dict[str, dict[str, float]
     return out
 
 
+def source(n: int) -> dict[str, float]:
+    """A toy source publishing ``n`` pre-encoded 31-byte messages (5,000 per simulated second) unpaced,
+    a toy sink recording them; messages per wall second (launcher start to source done)."""
+    import msgpack
+
+    import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+    from protocol.codec import encode
+    tmp = Path(tempfile.mkdtemp(prefix="bs-bench-src-"))
+    try:
+        items = [("toy/state0", encode("toy/state0", {"x": float(k), "v": 0.0}, sender="m0", seq=k, t_ns=k * 200_000,
+                                       h_ns=1_000_000)) for k in range(n)]
+        (tmp / "in.rec").write_bytes(msgpack.packb(items, use_bin_type=True))
+        cfg = tmp / "src.toml"
+        cfg.write_text(f"""
+[sim]
+duration = {n * 200_000 / 1e9 + 0.001}
+[services.replay]
+kind = "tests.protocol.toys"
+rate_hz = 1000
+role = "source"
+replay = "{tmp / 'in.rec'}"
+topics = ["toy/state0"]
+[services.rec]
+kind = "tests.protocol.toys"
+rate_hz = 1000
+role = "sink"
+topics = ["toy/state0"]
+[toy]
+mass = [1.0, 1.0]
+k = [1.0]
+rest = [1.0]
+x0 = [0.0, 1.0]
+v0 = [0.0, 0.0]
+out_dir = "{tmp}"
+""")
+        summary, _ = _run(["--speed", "0"], cfg)
+        got = len(msgpack.unpackb((tmp / "rec.rec").read_bytes(), raw=False))
+        return {"messages": n, "wall_s": round(summary["wall_s"], 3), "msgs_per_s": round(n / summary["wall_s"]),
+                "sink_received_all": got == n}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     """Parse options, measure, print JSON."""
     if len(sys.argv) == 4 and sys.argv[1] == "--receiver":
@@ -124,17 +170,22 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="realtime run length [s]")
     ap.add_argument("--lockstep-seconds", type=float, default=5.0, help="simulated seconds per lockstep run")
     ap.add_argument("--messages", type=int, default=5000, help="latency samples per transport")
+    ap.add_argument("--source-messages", type=int, default=200_000, help="messages of the source throughput run")
+    ap.add_argument("--parts", default="latency,lockstep,realtime,source", help="comma-separated figures to measure")
     a = ap.parse_args()
-    fig = {
-        "cpus": os.cpu_count(),
-        "load_avg_1min_before": round(os.getloadavg()[0], 2),
-        "latency_one_way": {s: latency(s, a.messages) for s in ("ipc", "tcp")},
-        "lockstep_4x1kHz_multiprocess": lockstep(a.lockstep_seconds, False),
-        "lockstep_4x1kHz_inprocess": lockstep(a.lockstep_seconds, True),
-        "realtime_1kHz_and_100Hz": realtime(a.seconds, SPRING),
-        "realtime_4x1kHz": realtime(a.seconds),
-        "load_avg_1min_after": round(os.getloadavg()[0], 2),
-    }
+    parts = set(a.parts.split(","))
+    fig: dict[str, object] = {"cpus": os.cpu_count(), "load_avg_1min_before": round(os.getloadavg()[0], 2)}
+    if "latency" in parts:
+        fig["latency_one_way"] = {s: latency(s, a.messages) for s in ("ipc", "tcp")}
+    if "lockstep" in parts:
+        fig["lockstep_4x1kHz_multiprocess"] = lockstep(a.lockstep_seconds, False)
+        fig["lockstep_4x1kHz_inprocess"] = lockstep(a.lockstep_seconds, True)
+    if "realtime" in parts:
+        fig["realtime_1kHz_and_100Hz"] = realtime(a.seconds, SPRING)
+        fig["realtime_4x1kHz"] = realtime(a.seconds)
+    if "source" in parts:
+        fig["source_unpaced"] = source(a.source_messages)
+    fig["load_avg_1min_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(fig, indent=1))
 
 
