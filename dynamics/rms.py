@@ -57,6 +57,7 @@ __all__ = [
     "relative_twist",
     "joint_rates",
     "prescribed_base_dynamics",
+    "prescribed_base_affine",
     "grappled_inverse_dynamics",
     "scale_link_masses",
     "AutoProfile",
@@ -503,22 +504,52 @@ def prescribed_base_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayL
     ShapeError
         On bad shapes.
     """
+    ta = sp.as_vector(tau, model.n, "tau")
+    A, b, C, d = prescribed_base_affine(model, data, q, v, vdot_base, F_ext, M_h)
+    thdd = A @ ta + b
+    return thdd, C @ thdd + d
+
+
+def prescribed_base_affine(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,
+                           vdot_base: ArrayLike, F_ext: ArrayLike | None = None,
+                           M_h: tuple[Array, Array] | None = None) -> tuple[Array, Array, Array, Array]:
+    """:func:`prescribed_base_dynamics` at one ``(q, v)`` as affine maps of the joint torques.
+
+    ``θ̈ = A τ + b`` and ``F_Bo_W = C θ̈ + d``: with the mass matrix and bias held (e.g.
+    over the servo substeps of one step) only τ changes, so the 6×6 solve is done once.
+    Parameters as :func:`prescribed_base_dynamics`.
+
+    Returns
+    -------
+    A : ndarray, shape (n, n)
+        ``M_θθ^-1``. [1/(kg·m²)]
+    b : ndarray, shape (n,)
+        ``M_θθ^-1 (J_θᵀF_ext − h_θ − M_θb v̇_b)``. [rad/s²]
+    C : ndarray, shape (6, n)
+        ``−M_bθ``.
+    d : ndarray, shape (6,)
+        ``−(M_bb v̇_b + h_b − J_bᵀF_ext − I_b v̇_b − v ×* I_b v)``. [N·m, N]
+
+    Raises
+    ------
+    ModelError, ShapeError
+        As :func:`prescribed_base_dynamics`.
+    """
     if not model.floating:
         raise ModelError("model: prescribed_base_dynamics needs a floating-base chain")
     qa = np.asarray(q, dtype=np.float64)
     va = sp.as_vector(v, model.nv, "v")
     ab = sp.as_vector(vdot_base, 6, "vdot_base")
-    ta = sp.as_vector(tau, model.n, "tau")
     if M_h is None:
         M = ch.mass_matrix(model, data, qa)
         h = ch.bias_forces(model, data, qa, va)
     else:
         M, h = M_h
     g = np.zeros(model.nv) if F_ext is None else ch.generalized_forces(model, data, qa, F_ext)
-    rhs = ta + g[6:] - h[6:] - M[6:, :6] @ ab
-    thdd = np.linalg.solve(M[6:, 6:], rhs)
-    F_b = M[:6, :6] @ ab + M[:6, 6:] @ thdd + h[:6] - g[:6]
-    return thdd, -(F_b - _own_base_wrench(data, va[:6], ab))
+    A = np.linalg.inv(M[6:, 6:])
+    b = A @ (g[6:] - h[6:] - M[6:, :6] @ ab)
+    d = -(M[:6, :6] @ ab + h[:6] - g[:6] - _own_base_wrench(data, va[:6], ab))
+    return A, b, -M[:6, 6:], d
 
 
 def _own_base_wrench(data: ch.ChainData, V0: Array, a0: Array) -> Array:

@@ -17,7 +17,8 @@ between ``θ_m`` and the arm angle θ, ``τ_L = k (θ_m − θ) + c (ω − θ̇
 and the arm angle is ``θ_m``. The damper is integrated implicitly (semi-implicit Euler
 otherwise), so a stiff structural damping does not limit the step.
 
-Brakes (per joint): the servo is off (``i = 0``, integrator reset); the train is held
+Direct drive (per joint, the SRMS's backup mode): a fixed motor current replaces the rate
+loop. Brakes (per joint): the servo is off (``i = 0``, integrator reset); the train is held
 while ``|τ_L|`` is at most the slip torque, and slips against it beyond.
 
 Values that are not published (gear ratios, motor constants and inertias, friction,
@@ -32,6 +33,7 @@ No I/O, clock or globals.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,7 +200,8 @@ def servo_initial(theta: ArrayLike) -> ServoState:
 
 def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: ArrayLike, h: float, *,
                k: ArrayLike | None = None, c: ArrayLike | None = None, theta: ArrayLike | None = None,
-               theta_dot: ArrayLike | None = None, n_sub: int = 1) -> tuple[ServoState, Array, Array]:
+               theta_dot: ArrayLike | None = None, n_sub: int = 1,
+               direct: Sequence[float | None] | None = None) -> tuple[ServoState, Array, Array]:
     """Advance the six servos by ``h`` seconds.
 
     Parameters
@@ -219,6 +222,9 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
         Arm joint angles at the step start and their rate over the step (loaded case). [rad, rad/s]
     n_sub : int
         Substeps.
+    direct : sequence of (float or None), length 6, optional
+        Direct drive: per joint a motor current [A] applied in place of the rate loop
+        (limited to ±i_max, integrator reset), or None for the rate loop.
 
     Returns
     -------
@@ -248,6 +254,7 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
     for j, (gain, Jr, i_max, kp, ki, tau_c, b, slip) in enumerate(p.per_joint):
         tm, w, integ = float(s.theta_m[j]), float(s.omega[j]), float(s.integ[j])
         kj, cj, th, thdj = ka[j], ca[j], th0[j], thd[j]
+        i_direct = None if direct is None else direct[j]
         hJ = hs / Jr
         i = 0.0
         tau_acc = 0.0
@@ -266,12 +273,15 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
                     if w_new * dirn < 0.0:          # crossed zero: the brake grips
                         w_new = 0.0
             else:
-                e = cmd[j] - w
-                i_un = ki * integ - kp * w          # I-P form: no closed-loop zero, hence no overshoot
-                i = i_max if i_un > i_max else (-i_max if i_un < -i_max else i_un)
-                # anti-windup: integrate unless saturated and the error pushes further into saturation
-                if not (i != i_un and e * i_un > 0.0):
-                    integ += e * hs
+                if i_direct is not None:            # direct drive: the rate loop bypassed
+                    i, integ = max(-i_max, min(i_max, float(i_direct))), 0.0
+                else:
+                    e = cmd[j] - w
+                    i_un = ki * integ - kp * w      # I-P form: no closed-loop zero, hence no overshoot
+                    i = min(i_max, max(-i_max, i_un))
+                    # anti-windup: integrate unless saturated and the error pushes further into saturation
+                    if not (i != i_un and e * i_un > 0.0):
+                        integ += e * hs
                 tau_f = tau_c * math.tanh(w / ws) + b * w
                 # the joint damper implicitly (stable for any c h / J_r), the rest explicitly
                 w_new = (w + hJ * (gain * i - tau_f - spring + cj * thdj)) / (1.0 + hJ * cj)

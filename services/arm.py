@@ -34,6 +34,9 @@ ramps last several periods of the loaded first mode); the profile rate is fed fo
 a small correction ``auto_gain`` (well below the loaded mode) acts on the error of the
 *motor-side* pose, so that the arm's elastic motion is not fed back; a waypoint is
 reached when its profile has ended and the motor-side pose is within ``auto_tol``), ``single`` (one joint),
+``direct`` (direct drive, the SRMS's backup mode: one joint's motor at a fixed fraction of its
+current limit, bypassing its rate loop; at its angle limit the mode falls back to ``hold``;
+the other joints hold),
 ``brakes`` (servos off, brakes on), ``hold`` (servos hold). Point-of-resolution rates are
 clipped to ``v_max``/``w_max`` (``v_max_loaded``/``w_max_loaded`` while grappled), joint
 rates scaled into their limits and stopped at the angle limits; each clip is reported in
@@ -283,6 +286,7 @@ class ArmModel:
         self.grappled = False
         self.rate_cmd_frame = np.zeros(6)      # manual [w; v] in self.frame
         self.single = (0, 0.0)
+        self.direct = (0, 0.0)                      # direct drive: joint, fraction of its current limit
         self.waypoints: list[dict[str, Any]] = []
         self._seg: dict[str, Any] | None = None      # the auto segment being flown
         self.qd_cmd = np.zeros(6)
@@ -424,6 +428,15 @@ class ArmModel:
             idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
             self.mode, self.brakes = "single", False
             self.single = (idx, float(ev["rate"]))
+        elif kind == "direct":
+            j = ev["joint"]
+            idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
+            drive = float(ev["drive"])
+            if abs(drive) > 1.0:
+                self.warn(f"clipped: direct drive of {JOINT_NAMES[idx]} {drive:.4g} to ±1 (its current limit)")
+                drive = math.copysign(1.0, drive)
+            self.mode, self.brakes = "direct", False
+            self.direct = (idx, drive)
         elif kind == "brakes":
             self.brakes = bool(ev["on"])
             if self.brakes:
@@ -433,6 +446,7 @@ class ArmModel:
         elif kind == "stop":
             self.rate_cmd_frame = np.zeros(6)
             self.single = (self.single[0], 0.0)
+            self.direct = (self.direct[0], 0.0)
             self.waypoints = []
             self._seg = None
         elif kind == "por":
@@ -467,8 +481,24 @@ class ArmModel:
                                        self.servo.current.copy())
 
     # ------------------------------------------------------------------ commanded joint rates
+    def _direct_currents(self) -> list[float | None] | None:
+        """Direct drive: the driven joint's motor current (the others on their rate loops), or None."""
+        if self.mode != "direct" or self.brakes:
+            return None
+        j, drive = self.direct
+        m = self.s["limit_margin"]
+        if ((drive > 0.0 and self.theta[j] >= self.geom.q_upper[j] - m)
+                or (drive < 0.0 and self.theta[j] <= self.geom.q_lower[j] + m)):
+            self.warn(f"clipped: {JOINT_NAMES[j]} stopped at its angle limit (direct drive off, servos hold; "
+                      f"{self.theta[j]:.4f} rad, range [{self.geom.q_lower[j]:.4f}, {self.geom.q_upper[j]:.4f}])")
+            self.mode, self.direct = "hold", (j, 0.0)
+            return None
+        out: list[float | None] = [None] * 6
+        out[j] = drive * float(self.servo_p.current_limit[j])
+        return out
+
     def _commanded_rates(self) -> np.ndarray:
-        if self.brakes or self.mode in ("brakes", "hold"):
+        if self.brakes or self.mode in ("brakes", "hold", "direct"):
             return np.zeros(6)
         vmax = self.s["v_max_loaded"] if self.grappled else self.s["v_max"]
         wmax = self.s["w_max_loaded"] if self.grappled else self.s["w_max"]
@@ -560,7 +590,8 @@ class ArmModel:
         n_sub = int(self.s["servo_substeps"])
         brakes = [self.brakes] * 6
         if not self.grappled:
-            self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, n_sub=n_sub)
+            self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, n_sub=n_sub,
+                                             direct=self._direct_currents())
             self.theta_dot = self.servo.omega.copy()
             self.theta = self.servo.theta_m.copy()
             self.tau = np.zeros(6)
@@ -571,7 +602,8 @@ class ArmModel:
         passive = self.s["flexibility"] == "passive" and self.brakes
         if not passive:
             self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, k=self.k_servo,
-                                             c=self.c_servo, theta=self.theta, theta_dot=self.theta_dot, n_sub=n_sub)
+                                             c=self.c_servo, theta=self.theta, theta_dot=self.theta_dot, n_sub=n_sub,
+                                             direct=self._direct_currents())
         self.theta = self.theta + h * self.theta_dot
         # at the step end: 2-12 at the new configuration, then the torques the springs transmit
         self._kin()
@@ -652,18 +684,20 @@ class ArmModel:
         hs = h / n_sub
         k = self.joint_stiffness
         c = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
-        F_B = np.zeros(6)
         q = self._chain_q(X_WS, self.theta)
         v = np.concatenate([V_S, self.theta_dot])
-        # mass matrix and bias once per step, held over the substeps (the arm moves < 1e-4 rad in a step)
-        M_h = (ch.mass_matrix(self.chain, self.chain_data, q).copy(), ch.bias_forces(self.chain, self.chain_data, q, v))
+        # mass matrix and bias once per step, held over the substeps (the arm moves < 1e-4 rad in a
+        # step): θ̈ = A τ + b, F_B = C θ̈ + d
+        A, b, C, d = rms.prescribed_base_affine(self.chain, self.chain_data, q, v, A_S)
+        thdd = np.zeros(6)
+        direct = self._direct_currents()
         for _ in range(n_sub):
             self.servo, tau, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, hs, k=k, c=c,
-                                               theta=self.theta, theta_dot=self.theta_dot)
-            v[6:] = self.theta_dot
-            thdd, F_B = rms.prescribed_base_dynamics(self.chain, self.chain_data, q, v, A_S, tau, M_h=M_h)
+                                               theta=self.theta, theta_dot=self.theta_dot, direct=direct)
+            thdd = A @ tau + b
             self.theta_dot = self.theta_dot + hs * thdd
             self.theta = self.theta + hs * self.theta_dot
+        F_B = C @ thdd + d
         self.tau = k * (self.servo.theta_m - self.theta) + c * (self.servo.omega - self.theta_dot)
         self._kin()
         self.V_R_O = self.J @ self.theta_dot

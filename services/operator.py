@@ -40,6 +40,9 @@ For the arm (``services/arm.py``):
                 O ``v`` (m/s) and ``w`` (rad/s) rate limits for the leg.
 ``joint``       Single-joint drive: R ``joint`` (name, e.g. ``"elbow_pitch"``, or index
                 0…5) and ``rate`` (rad/s); switches to single-joint mode.
+``direct``      Direct drive (the SRMS's backup mode): R ``joint`` and ``drive``, the motor
+                current as a fraction of the joint's current limit (-1…1), applied
+                bypassing the rate loop; the other joints hold. Switches to direct mode.
 ``brakes``      R ``on`` (bool).
 ``stop``        All commanded rates to zero (the mode is kept).
 ``por``         Move the point of resolution: R ``p`` [3] in the last link frame (m).
@@ -77,13 +80,14 @@ COMMANDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "rate": ({}, {"v": "vec3", "w": "vec3", "frame": "str:" + ",".join(FRAMES)}),
     "auto": ({"waypoints": "waypoints"}, {}),
     "joint": ({"joint": "joint", "rate": "num"}, {}),
+    "direct": ({"joint": "joint", "drive": "num"}, {}),
     "brakes": ({"on": "bool"}, {}),
     "stop": ({}, {}),
     "por": ({"p": "vec3"}, {}),
     "capture": ({}, {"*": "any"}),
     "release": ({}, {"*": "any"}),
 }
-ARM_COMMANDS = ("mode", "rate", "auto", "joint", "brakes", "stop", "por")
+ARM_COMMANDS = ("mode", "rate", "auto", "joint", "direct", "brakes", "stop", "por")
 CONTACT_COMMANDS = ("capture", "release")
 WAYPOINT_FIELDS = {"p": "vec3", "quat": "vec4", "v": "num", "w": "num"}
 

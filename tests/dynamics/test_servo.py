@@ -76,3 +76,21 @@ def test_at_rest_with_no_command_it_stays():
 def test_bad_parameters_refused():
     with pytest.raises(ModelError):
         sv.srms_servo_params(TAU_MAX, RATE, gear_ratio=[0, 1, 1, 1, 1, 1])
+
+
+def test_direct_drive_bypasses_the_rate_loop_and_settles_where_friction_balances_the_motor():
+    """A fixed current on a free joint: J_r ω̇ = N K_t i − τ_c tanh(ω/ω_s) − b ω settles at
+    ω* = (N K_t i − τ_c)/b (ω* ≫ ω_s), whatever the commanded rate; the other joints' loops hold them."""
+    frac = 0.03
+    i_d = frac * P.current_limit[2]
+    direct = [None, None, i_d, None, None, None]
+    s = sv.servo_initial(np.zeros(6))
+    for _ in range(1500):  # 3 s, ~17 time constants J_r/b
+        s, _, tau_m = sv.servo_step(P, s, np.zeros(6), np.zeros(6, bool), H, n_sub=2, direct=direct)
+    w_star = (P.gear_ratio[2] * P.torque_constant[2] * i_d - P.coulomb[2]) / P.viscous[2]
+    assert s.omega[2] == pytest.approx(w_star, rel=1e-6)
+    assert s.current[2] == i_d and s.integ[2] == 0.0
+    np.testing.assert_allclose(np.delete(s.omega, 2), 0.0, atol=1e-12)
+    # beyond the current limit: limited
+    s, _, tau_m = sv.servo_step(P, s, np.zeros(6), np.zeros(6, bool), H, direct=[None, None, 1e9, None, None, None])
+    assert tau_m[2] == pytest.approx(TAU_MAX[2])

@@ -177,6 +177,31 @@ def test_brakes_stop_the_free_arm():
     assert abs(st["q"][0] - q_before[0]) < 0.03 * 0.05        # stopped within a short slip
 
 
+def test_direct_drive_moves_one_joint_at_the_friction_balanced_rate_and_stops_at_its_limit():
+    """Direct mode: the elbow's motor at 3 % of its current limit, rate loop bypassed, settles at
+    ω* = (N K_t i − τ_c)/b (the servo's friction law, closed form); the other joints hold; a drive
+    beyond ±1 is clipped and reported; near the angle limit the drive is cut."""
+    m = make()
+    m.initial(0)
+    out = run(m, 1000, cmds=[{"kind": "direct", "joint": "elbow_pitch", "drive": 0.03}])
+    st = out["arm/state"]
+    p = m.servo_p
+    w_star = (p.gear_ratio[2] * p.torque_constant[2] * 0.03 * p.current_limit[2] - p.coulomb[2]) / p.viscous[2]
+    assert st["mode"] == "direct" and st["warnings"] == []
+    assert st["qd"][2] == pytest.approx(w_star, rel=1e-4)      # 2 s: 12 time constants J_r/b, e^-12
+    np.testing.assert_allclose(np.delete(st["qd"], 2), 0.0, atol=1e-9)
+    out = run(m, 2, t0=1000 * H_NS, cmds=[{"kind": "direct", "joint": 2, "drive": -1.5}])
+    assert any(w.startswith("clipped: direct drive of elbow_pitch") for w in out["arm/state"]["warnings"])
+    # driven into its limit: the drive is cut at limit_margin and the servos hold, within the range
+    m2 = make(q0=[0.0, 0.5, -0.02, 0.5, 0.0, 0.0])
+    m2.initial(0)
+    out = run(m2, 1000, cmds=[{"kind": "direct", "joint": "elbow_pitch", "drive": 0.03}])
+    assert any("elbow_pitch stopped at its angle limit" in w for w in out["arm/state"]["warnings"])
+    assert out["arm/state"]["mode"] == "hold"
+    assert m2.theta[2] <= m2.geom.q_upper[2]
+    assert abs(out["arm/state"]["qd"][2]) < 0.01 * w_star                 # stopped to 1 % of the drive rate
+
+
 # ---------------------------------------------------------------- grappled: RMSFM
 
 

@@ -63,7 +63,7 @@ def loaded_auto_move(dp_O, rot_O, v: float, t_end: float):
         {"kind": "capture"}]})]}))
     assert m.grappled
     log = []
-    for k in range(1, int(round(t_end / H))):
+    for k in range(1, round(t_end / H)):
         t = k * H_NS
         wr = out["arm/wrench"]                          # holds over [t_k, t_k + h)
         pay = rb.step(pay_m, pay, rb.wrench_at_com(wr["F_Eo_W"], wr["p_WoEo_W"], pay), H)

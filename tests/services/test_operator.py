@@ -40,6 +40,8 @@ def test_commands_published_in_the_step_that_reaches_their_time():
     ({"t": 1.0, "cmd": "joint", "joint": "elbow_roll", "rate": 0.01}, "no such joint 'elbow_roll'"),
     ({"t": 1.0, "cmd": "joint", "joint": 6, "rate": 0.01}, "no such joint 6"),
     ({"t": 1.0, "cmd": "joint", "joint": 2}, "rate: missing"),
+    ({"t": 1.0, "cmd": "direct", "joint": "elbow_pitch"}, "drive: missing"),
+    ({"t": 1.0, "cmd": "direct", "joint": "elbow_roll", "drive": 0.1}, "no such joint 'elbow_roll'"),
     ({"t": 1.0, "cmd": "mode", "mode": "dance"}, "expected one of"),
     ({"t": 1.0, "cmd": "brakes", "on": "yes"}, "expected true/false"),
     ({"t": 1.0, "cmd": "auto", "waypoints": []}, "non-empty list"),
