@@ -227,14 +227,19 @@ class ZmqBus(_Closing):
         for t in topics:
             self.subscribe(t)
 
-    def send(self, topic: str, payload: bytes) -> None:
-        """Publish one frame ``topic\\0payload`` (never drops: HWM 0)."""
+    def frame_prefix(self, topic: str) -> bytes:
+        """``topic\\0``, the start of every frame of ``topic`` (cached; ValueError if the topic is
+        empty or contains NUL). ``pub.send(prefix + payload)`` is :meth:`send` without the lookup."""
         prefix = self._prefix.get(topic)
         if prefix is None:
             if not topic or "\0" in topic:
                 raise ValueError(f"topic {topic!r}: must be non-empty and contain no NUL")
             prefix = self._prefix[topic] = topic.encode() + SEPARATOR
-        self.pub.send(prefix + payload, copy=True)
+        return prefix
+
+    def send(self, topic: str, payload: bytes) -> None:
+        """Publish one frame ``topic\\0payload`` (never drops: HWM 0)."""
+        self.pub.send(self.frame_prefix(topic) + payload, copy=True)
 
     def subscribe(self, topic: str) -> None:
         """Receive ``topic`` exactly; ``""`` receives everything."""

@@ -668,7 +668,8 @@ class ServiceShell:
         realtime = self.start["mode"] == "realtime"
         speed = 1.0 if realtime else float(self.start.get("speed") or 0.0)
         anchor = (self._mono_from_wall(int(self.start["start_wall_ns"])) if realtime else time.monotonic_ns())
-        read, send, now = src.read, self.bus.send, time.monotonic_ns
+        read, send, now, prefix_of = src.read, self.bus.pub.send, time.monotonic_ns, self.bus.frame_prefix
+        prefixes: dict[str, bytes] = {}
         self._resume_msg = None
         n = 0
         while True:
@@ -685,7 +686,10 @@ class ServiceShell:
                 due = anchor + int((t - t0) / speed)
                 if due > now():
                     self._wait_until(due)
-            send(topic, payload)
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                prefix = prefixes[topic] = prefix_of(topic)
+            send(prefix + payload)
             self.t_ns = t
             n += 1
             if n >= _SOURCE_BATCH:
