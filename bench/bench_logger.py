@@ -5,13 +5,24 @@
   messages/s and MB/s of message bodies, lost (sequence gaps) and written counts;
   also per CPU second (``process_time``: both threads), which a shared machine
   disturbs less than wall time (``load_avg_1min`` says how shared it was).
+  ``record_sink_64KiB_chunks``: the same with 64 KiB chunks (the default is mcap's 1 MiB).
 - ``record_bus``: the same messages sent over the ZeroMQ bus (ipc) by a publisher
   process to a subscriber that hands each to the logger, as the sink shell does;
   from the first message received to ``close()``. Zero loss: every seq written.
+- ``read``: the whole log of a run (``--log``) read by each reader, messages per CPU
+  second: ``mcap``'s public reader (``make_reader(f).iter_messages``, in log-time order
+  and in file order), :meth:`services.logger.LogFile.messages` (the same messages in
+  the same order as mcap's log-time order), :meth:`~services.logger.LogFile.blocks`
+  (chunk blocks, what replay reads) and :func:`services.logger.read_topics` (per-topic
+  arrays, what report and export read).
 - ``replay``: a log of a run (``--log``; default: the four-mass toy chain at 1 kHz,
-  recorded now) replayed at ``--max``: the source alone (``ReplaySource.read`` until
-  the end) and end to end through ``launch.py replay`` (the launcher's ``wall_s``,
-  handshake excluded), each as a multiple of real time (simulated span / wall time).
+  recorded now; the default scenario's: ``launch.py run configs/srms_berthing.toml
+  --duration 10 --log d10.mcap --no-report``) replayed at ``--max``: the source alone
+  (``ReplaySource.read`` until the end) and end to end through ``launch.py replay``
+  (the launcher's ``wall_s``, handshake excluded), each as a multiple of real time
+  (simulated span / wall time), and the CPU time of the whole command (every process).
+- ``report``: :func:`services.report.make_report` of that log: wall time, CPU time of
+  this process and of its children (the PNG writer).
 - ``seek``: latency of the first message after a random time in a 200,000-message log
   (p50, p99, max over 50 seeks).
 - ``export``: rows/s of ``export`` to Parquet and to CSV (every topic of that log).
@@ -25,6 +36,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 import tests.protocol.toys  # noqa: E402,F401  (toy topics)
 from protocol.codec import encode  # noqa: E402
 from services.export import export  # noqa: E402
-from services.logger import McapLogger, open_log  # noqa: E402
+from services.logger import CHUNK_SIZE, McapLogger, open_log, read_topics  # noqa: E402
 from services.replay import ReplaySource  # noqa: E402
 
 MS = 1_000_000
@@ -68,16 +80,16 @@ def scenario_messages(n: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def bench_sink(msgs: list[tuple[str, bytes]], path: Path) -> dict:
+def bench_sink(msgs: list[tuple[str, bytes]], path: Path, chunk_size: int = CHUNK_SIZE) -> dict:
     nbytes = sum(len(p) for _, p in msgs)
     t0, c0 = time.perf_counter(), time.process_time()
-    lg = McapLogger(path)
+    lg = McapLogger(path, chunk_size=chunk_size)
     for topic, payload in msgs:
         lg.on_message(topic, payload)
     lg.close()
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"messages": len(msgs), "msg_per_s": len(msgs) / dt, "MB_per_s": nbytes / dt / 1e6,
-            "msg_per_cpu_s": len(msgs) / cpu,
+    return {"chunk_size": chunk_size, "messages": len(msgs), "msg_per_s": len(msgs) / dt,
+            "MB_per_s": nbytes / dt / 1e6, "msg_per_cpu_s": len(msgs) / cpu,
             "written": lg.written, "lost": sum(lg.lost.values()), "file_MB": path.stat().st_size / 1e6,
             "body_MB": nbytes / 1e6}
 
@@ -152,6 +164,40 @@ def toy_log(tmp: Path) -> Path:
     return log
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def bench_read(log: Path) -> dict:
+    from mcap.reader import make_reader
+
+    def mcap_reader(order: bool) -> int:
+        with log.open("rb") as f:
+            return sum(1 for _ in make_reader(f).iter_messages(log_time_order=order))
+
+    def messages() -> int:
+        with open_log(log) as lf:
+            return sum(1 for _ in lf.messages())
+
+    def blocks() -> int:
+        with open_log(log) as lf:
+            return sum(len(b.t_ns) for b in lf.blocks())
+
+    def arrays() -> int:
+        with open_log(log) as lf:
+            return sum(len(c["t_ns"]) for c in read_topics(lf, lf.topics).values())
+
+    out = {}
+    for name, fn in (("mcap_iter_messages_log_time_order", lambda: mcap_reader(True)),
+                     ("mcap_iter_messages_file_order", lambda: mcap_reader(False)),
+                     ("LogFile.messages", messages), ("LogFile.blocks", blocks), ("read_topics", arrays)):
+        c0 = time.process_time()
+        n = fn()
+        out[name] = {"messages": n, "msg_per_cpu_s": n / (time.process_time() - c0)}
+    return out
+
+
 def bench_replay(log: Path) -> dict:
     with open_log(log) as lf:
         span = (lf.end_ns - lf.start_ns) * 1e-9
@@ -163,6 +209,7 @@ def bench_replay(log: Path) -> dict:
         n += 1
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     src.close()
+    ch0 = _children_cpu()
     p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "replay", str(log), "--max", "--quiet"],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     wall = None
@@ -170,9 +217,19 @@ def bench_replay(log: Path) -> dict:
         if line.startswith("{") and '"summary"' in line:
             wall = json.loads(line).get("wall_s")
     return {"log": str(log), "span_s": span, "messages": n_all, "replayed_messages": n,
-            "source_msg_per_s": n / dt, "source_x_realtime": span / dt, "source_x_realtime_per_cpu_s": span / cpu,
+            "source_msg_per_s": n / dt, "source_msg_per_cpu_s": n / cpu, "source_x_realtime": span / dt,
+            "source_x_realtime_per_cpu_s": span / cpu,
             "end_to_end_wall_s": wall, "end_to_end_x_realtime": span / wall if wall else None,
-            "end_to_end_rc": p.returncode}
+            "end_to_end_command_cpu_s": _children_cpu() - ch0, "end_to_end_rc": p.returncode}
+
+
+def bench_report(log: Path, tmp: Path) -> dict:
+    from services.report import make_report
+    ch0 = _children_cpu()
+    t0, c0 = time.perf_counter(), time.process_time()
+    make_report(log, tmp / "report")
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "children_cpu_s": _children_cpu() - ch0}
 
 
 def bench_seek(path: Path) -> dict:
@@ -209,11 +266,15 @@ def main() -> None:
         msgs = scenario_messages(a.messages)
         res: dict = {"cpu_count": os.cpu_count(), "load_avg_1min": os.getloadavg()[0]}
         res["record_sink"] = bench_sink(msgs, tmp / "sink.mcap")
+        res["record_sink_64KiB_chunks"] = bench_sink(msgs, tmp / "sink64.mcap", 1 << 16)
         res["record_bus"] = bench_bus(msgs, tmp / "bus.mcap", tmp)
         res["seek"] = bench_seek(tmp / "sink.mcap")
         log = Path(a.log) if a.log else toy_log(tmp)
+        res["read"] = bench_read(log)
         res["replay"] = bench_replay(log)
+        res["report"] = bench_report(log, tmp)
         res["export"] = bench_export(log, tmp)
+        res["load_avg_1min_end"] = os.getloadavg()[0]
     print(json.dumps(res, indent=1))
 
 

@@ -24,9 +24,9 @@ from mcap.stream_reader import StreamReader, breakup_chunk
 
 import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from errors import LogError
-from protocol.codec import encode
+from protocol.codec import decode, encode
 from protocol.messages import SCHEMAS
-from services.logger import McapLogger, json_schema, open_log, recover, schema_from_json
+from services.logger import McapLogger, json_schema, open_log, read_topics, recover, schema_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "launch.py"
@@ -190,6 +190,8 @@ def test_reading_matches_the_mcap_reader_for_any_topics_and_window(big_log, tmp_
     for i in range(3000):
         lg.on_message("toy/state0", a[i])
         lg.on_message("toy/state1", b[max(0, i - 7)] if i >= 7 else b[i])
+        if i % 1000 == 999:  # a late message from the start: its chunk overlaps every earlier one
+            lg.on_message("toy/state1", b[i // 1000])
     lg.close()
     rng = np.random.default_rng(1)
     for p, cases in ((path, (1, 2)), (skew, range(12))):  # mcap's reader is slow: two windows of the big log
@@ -206,6 +208,65 @@ def test_reading_matches_the_mcap_reader_for_any_topics_and_window(big_log, tmp_
                        make_reader(f).iter_messages(topics=topics, starting_at=lo, ending_at=hi, log_time_order=True)]
                 got = [tuple(m) for m in log.messages(topics, lo, hi)]
                 assert got == ref, (p.name, topics, lo, hi)
+
+
+def test_chunks_without_message_indexes_read_as_the_mcap_reader_does(tmp_path):
+    from mcap.writer import IndexType, Writer
+
+    path = tmp_path / "noindex.mcap"
+    a, b = toy_messages(500, "toy/state0"), toy_messages(500, "toy/state1", "b", 3_000_000)
+    with path.open("wb") as f:
+        w = Writer(f, chunk_size=4096, index_types=IndexType.ALL & ~IndexType.MESSAGE)
+        w.start()
+        sid = w.register_schema("berthsim.ToyState0", "jsonschema", json_schema(SCHEMAS["toy/state0"]))
+        c0 = w.register_channel("toy/state0", "msgpack", sid)
+        c1 = w.register_channel("toy/state1", "msgpack", sid)
+        for i in range(500):
+            w.add_message(c0, i * 1_000_000, a[i], i, i)
+            w.add_message(c1, i * 3_000_000, b[i], i, i)
+        w.finish()
+    with path.open("rb") as f, open_log(path) as log:
+        assert log.chunk_count > 5 and not any(ci.message_index_offsets for ci in
+                                               make_reader(f).get_summary().chunk_indexes)
+        for topics, lo, hi in ((None, None, None), (["toy/state1"], 100_000_000, 900_000_000)):
+            f.seek(0)
+            ref = [(m.log_time, c.topic, m.data, m.publish_time, m.sequence) for _, c, m in
+                   make_reader(f).iter_messages(topics=topics, starting_at=lo, ending_at=hi, log_time_order=True)]
+            assert [tuple(m) for m in log.messages(topics, lo, hi)] == ref
+
+
+def test_read_topics_equals_decoding_every_message(tmp_path):
+    path = tmp_path / "arrays.mcap"
+    lg = McapLogger(path, chunk_size=4096)
+    rng = np.random.default_rng(3)
+    sent: dict[str, list] = {"payload/state": [], "contact/event": []}
+    for i in range(400):
+        body = {"p_WoTo_W": rng.normal(size=3), "quat_WT": rng.normal(size=4), "w_WT_T": rng.normal(size=3),
+                "v_WTo_W": rng.normal(size=3), "a_WTo_W": rng.normal(size=3), "wdot_WT_T": rng.normal(size=3),
+                "grappled": bool(i % 3), "berthed": False}
+        lg.on_message("payload/state", encode("payload/state", body, sender="contact", seq=i, t_ns=i * 1_000_000,
+                                              h_ns=1_000_000))
+        sent["payload/state"].append(body)
+        if i % 7 == 0:
+            ev = {"events": [{"kind": "capture", "n": i}] if i % 14 == 0 else []}
+            lg.on_message("contact/event", encode("contact/event", ev, sender="contact", seq=i // 7,
+                                                  t_ns=i * 1_000_000, h_ns=7_000_000))
+            sent["contact/event"].append(ev)
+    lg.close()
+    got = read_topics(path, ["payload/state", "contact/event"])
+    with open_log(path) as log:
+        ref = {t: [decode(t, m.payload) for m in log.messages([t])] for t in sent}
+    p, e = got["payload/state"], got["contact/event"]
+    assert p["p_WoTo_W"].shape == (400, 3) and p["quat_WT"].shape == (400, 4) and p["grappled"].dtype == bool
+    assert np.array_equal(p["t_ns"], [s.t_ns for s in ref["payload/state"]])
+    assert np.array_equal(p["seq"], [s.seq for s in ref["payload/state"]])
+    for name in ("p_WoTo_W", "quat_WT", "w_WT_T", "grappled"):
+        assert np.array_equal(p[name], np.array([s.body[name] for s in ref["payload/state"]])), name
+    assert np.array_equal(p["p_WoTo_W"], np.array([b["p_WoTo_W"] for b in sent["payload/state"]]))
+    assert e["events"].tolist() == [list(s.body["events"]) for s in ref["contact/event"]]
+    assert list(p["sender"]) == ["contact"] * 400
+    with pytest.raises(LogError, match="no topic 'arm/state'"):
+        read_topics(path, ["arm/state"])
 
 
 def test_seek_to_any_time_within_50ms(big_log):

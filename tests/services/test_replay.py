@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
@@ -114,6 +115,45 @@ def test_rate_paces_against_the_recorded_time(small_log):
     assert fc.t == pytest.approx(1.0e9 / 4, abs=2 * MS)  # 1 s of log at 4x: 0.25 s of wall time
 
 
+def test_paced_replay_keeps_the_recorded_timing_from_one_anchor_and_reports_lateness(small_log):
+    path, expected = small_log
+
+    class Jittery(FakeClock):
+        """Every sleep overshoots by 0.2 ms (as a real one does): no drift may build up from it."""
+
+        def sleep(self, s: float) -> None:
+            super().sleep(s)
+            self.t += 200_000
+
+    fc = Jittery()
+    out = io.StringIO()
+    src = ReplaySource(path, rate=1.0, clock=fc.clock, sleep=fc.sleep, report=out)
+    sent_at = []
+    while (item := src.read()) is not None:
+        sent_at.append((fc.t, item[0]))
+    assert [t for _, t in sent_at] == [e[0] for e in expected]
+    w0, t0 = sent_at[0]
+    late = np.array([w - (w0 + (t - t0)) for w, t in sent_at])  # against the recorded timing, from one anchor
+    assert late.min() >= 0 and late.max() <= 200_000  # one overshoot at most: no accumulated drift
+    lt = src.lateness.summary()
+    assert lt["messages"] == len(expected) and lt["max_ms"] == pytest.approx(late.max() / MS)
+    assert lt["p99_ms"] <= lt["max_ms"] and src.status.slowdowns == 0
+    line = out.getvalue()
+    assert "paced at x1" in line and "p99" in line and line.count("\n") == 1
+
+
+def test_lateness_percentiles_of_a_known_sample():
+    from services.replay import Lateness
+    lt = Lateness()
+    for k in range(1000):  # 0, 0.01, ..., 9.99 ms
+        lt.add(k * 10_000)
+    lt.add(-5)  # early counts as on time
+    assert lt.count == 1001 and lt.max_ns == 9_990_000
+    assert lt.percentile(50) == pytest.approx(5_000_000, abs=20_000)
+    assert lt.percentile(99) == pytest.approx(9_900_000, abs=20_000)
+    assert lt.percentile(100) == 9_990_000
+
+
 def test_saturation_slows_down_proportionally_never_drops_or_reorders(small_log):
     path, expected = small_log
 
@@ -127,6 +167,7 @@ def test_saturation_slows_down_proportionally_never_drops_or_reorders(small_log)
     got = drain(src)
     assert got == expected
     assert 0.1 < src.status.rate < 0.9 and src.status.slowed_by == "toy/state0"
+    assert src.status.slowdowns >= 1 and src.lateness.max_ns > 50 * MS  # the late message that set it off
 
 
 def test_pause_step_resume_seek_through_the_keyboard_function(small_log):

@@ -17,7 +17,7 @@ import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from errors import LogError
 from protocol.codec import encode
 from services.logger import McapLogger
-from services.report import make_report
+from services.report import decimate, make_report
 from tests.services.test_logger import cli
 
 MS = 1_000_000
@@ -97,3 +97,21 @@ def test_bad_log_is_one_line_naming_the_file(tmp_path, capsys):
         make_report(bad, tmp_path / "r")
     rc, _, err = cli(capsys, "report", str(bad))
     assert rc == 2 and str(bad) in err and len(err.strip().splitlines()) == 1
+
+
+def test_decimate_keeps_every_peak_within_its_pixel_column():
+    n, width = 100_000, 800
+    t = np.arange(n) * 1e-3
+    y = np.column_stack([np.sin(t), np.cos(3 * t)])
+    y[31_337, 0], y[77_001, 1] = 5.0, -7.0  # one-sample spikes
+    td, yd = decimate(t, y, width)
+    assert td.shape == (2 * width,) and yd.shape == (2 * width, 2)
+    assert np.all(np.diff(td) >= 0) and td[0] == t[0] and td[-1] == t[-1]
+    assert yd[:, 0].max() == 5.0 and yd[:, 1].min() == -7.0
+    assert yd[:, 0].min() == y[:, 0].min() and yd[:, 1].max() == y[:, 1].max()
+    # each column's envelope holds the true min and max of its run of samples
+    edges = np.linspace(0, n, width + 1).astype(int)
+    k = int(np.searchsorted(edges, 31_337, side="right")) - 1
+    assert yd[2 * k + 1, 0] == y[edges[k]:edges[k + 1], 0].max() == 5.0
+    short_t, short_y = t[:1000], y[:1000]
+    assert decimate(short_t, short_y, width)[0] is short_t  # few samples: unchanged
