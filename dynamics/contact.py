@@ -146,9 +146,9 @@ def hunt_crossley(delta: float, delta_dot: float, law: ContactLaw) -> tuple[floa
     """
     if delta <= 0.0:
         return 0.0, 0.0
-    dn = delta ** law.exponent
-    fe = law.k * dn
-    return max(0.0, fe * (1.0 + 1.5 * law.alpha * delta_dot)), fe
+    fe = law.k * (delta if law.exponent == 1.0 else delta ** law.exponent)
+    F_n = fe * (1.0 + 1.5 * law.alpha * delta_dot)
+    return (F_n if F_n > 0.0 else 0.0), fe
 
 
 def friction_coefficient(speed: float, law: ContactLaw) -> float:

@@ -400,8 +400,11 @@ class _Kin:
 
     def velocity_at(self, x: list[float]) -> list[float]:
         """Velocity of the body's material point at ``x`` (W). [m/s]"""
-        c = _cross(*self.w, x[0] - self.p[0], x[1] - self.p[1], x[2] - self.p[2])
-        return [self.v[0] + c[0], self.v[1] + c[1], self.v[2] + c[2]]
+        w0, w1, w2 = self.w
+        p = self.p
+        r0, r1, r2 = x[0] - p[0], x[1] - p[1], x[2] - p[2]
+        v = self.v
+        return [v[0] + (w1 * r2 - w2 * r1), v[1] + (w2 * r0 - w0 * r2), v[2] + (w0 * r1 - w1 * r0)]
 
 
 class _Guide:
@@ -742,7 +745,8 @@ class ContactModel:
         R_WB = _mm(kT.R, self._R_TB)
         d = _mv(kT.R, *self._p_TB)
         p_LB = _mtv(R_WL, kT.p[0] + d[0] - p_L[0], kT.p[1] + d[1] - p_L[1], kT.p[2] + d[2] - p_L[2])
-        R_LB = _mm(tuple(R_WL[3 * j + i] for i in range(3) for j in range(3)), R_WB)
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WL
+        R_LB = _mm((r00, r10, r20, r01, r11, r21, r02, r12, r22), R_WB)  # R_WLᵀ R_WB
         return p_LB, R_LB
 
     def _latch_start(self, t_ns: int, X_LB: Array, V_rel_B: list[float], events: list) -> None:
