@@ -62,11 +62,20 @@ second order in h. ``berthing = "impulsive"``: an approaching point in contact g
 impulse, by Newton restitution and Coulomb friction (``impulsive_law = "restitution"``,
 :func:`dynamics.impact.point_impact`) or Cyril's ``r_E``, ``r_f``
 (``"cyril"``, :func:`dynamics.impact.nonplastic_impact_payload`, the orbiter as the chaser).
-Latches close when a trunnion is in contact (seated), the pose of B in L is within
-``[contact.latch]`` tolerances of the berthed pose and the relative rates are small; the berthed payload is then held by a
-stiff 6-DOF latch spring–damper about the ``X_LB`` frozen at latching
-(:func:`dynamics.contact.latch_wrench`), a compliant rigid joint whose reaction goes to
-the orbiter like any contact force.
+The surfaces are evaluated in L on Python floats (:func:`dynamics.contact.point_plane_rows`);
+a payload point is tested only when it is inside a bounding sphere of its guide's surfaces
+(:data:`BOUND_MARGIN`), and the whole interface is skipped when the payload is far from
+every guide. Latches close when a trunnion is in contact (seated), the pose of B in L is
+within ``[contact.latch]`` tolerances of the berthed pose and the relative rates are small
+(``latch_start``). Real berthing latches then draw the trunnions home: the payload is held by a
+stiff 6-DOF latch spring–damper (:func:`dynamics.contact.latch_wrench_rows`) whose set point
+moves, over ``close_time``, from the pose where the latches closed to the berthed ``X_LB``
+along a rest-to-rest quintic (:class:`dynamics.contact.LatchDrive`; its rate is in the
+damper's reference). Once the stroke is over and B is within ``final_position`` and
+``final_angle`` of ``X_LB``, the latches are closed (``latch``) and keep holding B there.
+The latch wrench is a contact force like the others: its reaction goes to the orbiter
+through ``contact/wrench``, so momentum stays exact through the stroke. ``close_time = 0``
+gives no stroke: the latches hold B where they closed (``latch`` at once).
 
 HIL contact (``source = "hil"``)
 --------------------------------
@@ -78,10 +87,12 @@ is refused: the model's wrench is used instead and an ``hil_fallback`` event giv
 reason (``hil_restored`` when samples are accepted again).
 
 Events on ``contact/event``: ``first_contact``, ``rebound``, ``capture``, ``miss``,
-``rigidize``, ``latch``, ``release``, ``hil_fallback``, ``hil_restored``; each with
+``rigidize``, ``latch_start``, ``latch``, ``release``, ``hil_fallback``, ``hil_restored``; each with
 ``t`` [s], ``t_ns``, ``V_rel_pre_W`` and ``V_rel_post_W`` (payload twist minus orbiter
 (or E) twist at the event's point, [ω; v]) and ``impulse_Wo_W`` (impulse on the payload,
-[∫τ about Wo; ∫f]), plus event-specific fields.
+[∫τ about Wo; ∫f]), plus event-specific fields (``latch_start`` and ``latch``: ``X_LB``, the
+pose of B in L then, ``misalignment_m`` [m] and ``misalignment_rad`` [rad] from the berthed
+pose, ``close_time`` [s]; ``latch`` also ``X_LB_start``).
 
 Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
 
@@ -116,9 +127,12 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
     hil_torque_max = 1000.0               # N·m, per component
     [contact.envelope]                    # dynamics.contact.CaptureEnvelope fields
     lateral = 0.10
-    [contact.latch]                       # LatchCriteria fields and the latch spring–damper
+    [contact.latch]                       # LatchCriteria fields, the latch spring–damper and stroke
     X_LB = [0, 0, 0, 0, 0, 0]             # berthed pose of B in L
     position = 0.02
+    close_time = 5.0                      # s, the stroke drawing B home (0: hold B where the latches closed)
+    final_position = 0.001                # m, closed once B is this near X_LB after the stroke
+    final_angle = 0.001745                # rad (0.1°)
     k_lin = 1.0e7                         # N/m
     k_rot = 1.0e8                         # N·m/rad
     c_lin = 2.0e5                         # N·s/m
