@@ -1,11 +1,18 @@
-"""HIL link figures (prints JSON): throughput against the line limit, setpoint latency, delay-estimate error.
+"""HIL link figures (prints JSON): throughput against the line limit, setpoint latency, 250 Hz
+jitter, delay-estimate error, and CPU time per step of the bridge and the emulator.
 
 Run from the repository root::
 
-    python bench/bench_hil.py [--seconds 2]
+    python bench/bench_hil.py [--seconds 2] [--steps 2000]
 
 Everything runs over a real pty to the emulator process, which emulates the serial
 line's byte rate (a pty has none) at the configured baud. Not a test: it prints figures.
+
+CPU figures are process CPU time (user + system, ``time.process_time`` for the bridge with
+its reader thread, ``/proc/PID/stat`` for the emulator) over the run divided by the steps:
+on a shared machine they are less noisy than wall-clock figures, but a loaded machine still
+inflates them; ``reference_loop_ms`` (CPU time of a fixed pure-Python loop) and the load
+average are printed to compare runs.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from tempfile import TemporaryDirectory
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from hil.bridge import HilBridge  # noqa: E402
 from hil.config import parse  # noqa: E402
@@ -91,10 +99,73 @@ class _Inputs:
         return self.s[topic]
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU time (user + system) of process ``pid`` so far [s]."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _jitter_ms(t_ns: np.ndarray, period_ns: int) -> dict:
+    """Deviation of the intervals between consecutive events from the period: p50/p99/max [ms]."""
+    dev = np.abs(np.diff(np.sort(t_ns)) - period_ns) * 1e-6
+    return {"p50": round(float(np.percentile(dev, 50)), 3), "p99": round(float(np.percentile(dev, 99)), 3),
+            "max": round(float(dev.max()), 3)}
+
+
+def reference_loop_ms() -> float:
+    """CPU time of a fixed pure-Python loop [ms]: how loaded the machine's cores are."""
+    t = time.process_time()
+    for _ in range(5):
+        sum(range(1_000_000))
+    return round((time.process_time() - t) / 5 * 1e3, 2)
+
+
+def lockstep_cpu(steps: int, far: bool) -> dict:
+    """Bridge and emulator in lockstep over the pty (as in the main job), CPU per step.
+
+    ``far``: the simulated pose is 3 m beyond the rig's reach, so that every command is
+    clamped (the main job's approach); else it moves a few mm about neutral.
+    """
+    import tomllib
+
+    from hil.bridge import build
+
+    config = {"sim": {"mode": "lockstep"}, "services": {"hil": {"kind": "hil.bridge", "rate_hz": 250}},
+              "hil": tomllib.loads((ROOT / "configs" / "srms_berthing.toml").read_text())["hil"]}
+    h_ns = 4_000_000
+    bridge = build(config, "hil", h_ns)
+    emu_pid = bridge.emulator.proc.pid
+    X_OL, X_TB = bridge.cfg.X_OL, bridge.cfg.X_TB
+    try:
+        bridge.initial(0)
+
+        def step(k: int) -> dict:
+            z = 3.0 if far else 0.005 * np.sin(0.01 * k)
+            u = _Inputs(k * h_ns, h_ns, 0.0)
+            u.s["payload/state"].body["p_WoTo_W"] = X_OL[:3, 3] - X_TB[:3, 3] + np.array([0.002 * np.sin(0.02 * k),
+                                                                                          0.0, z])
+            return bridge.step(k * h_ns, h_ns, u)
+
+        for k in range(50):  # arm, engage
+            step(k)
+        c0, e0 = time.process_time(), _cpu_s(emu_pid)
+        for k in range(50, 50 + steps):
+            out = step(k)
+        c1, e1 = time.process_time(), _cpu_s(emu_pid)
+    finally:
+        bridge.close()
+    return {"pose": "clamped (3 m out)" if far else "inside the workspace", "steps": steps,
+            "state": out["hil/status"]["state"], "clamped": out["hil/status"]["link"]["clamped"],
+            "bridge_cpu_ms_per_step": round((c1 - c0) / steps * 1e3, 4),
+            "emulator_cpu_ms_per_step": round((e1 - e0) / steps * 1e3, 4)}
+
+
 def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
     """The bridge in realtime at 250 Hz: step() called → the setpoint's last byte at the rig.
 
-    Also the delay estimate against the emulated one-way delay.
+    Also the 250 Hz jitter (send side: when step() was called; receive side: when the
+    emulator read each frame), the delay estimate against the emulated one-way delay, and
+    the CPU time per step of the bridge (with its reader thread) and of the emulator.
     """
     table = {"baud": 921600, "emulator": {"delay": delay_ms * 1e-3}}
     cfg = parse(table)
@@ -111,6 +182,7 @@ def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
         bridge.initial(0)
         handed: dict[int, int] = {}
         fault_at = None
+        c0, e0 = time.process_time(), _cpu_s(emu.proc.pid)
         try:
             t0 = time.monotonic_ns()
             k = 0
@@ -125,31 +197,40 @@ def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
                 time.sleep(max(0.0, (t0 + k * h_ns - time.monotonic_ns()) * 1e-9))
         finally:
             set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
+        cpu_bridge, cpu_emu = time.process_time() - c0, _cpu_s(emu.proc.pid) - e0
         state = f"{bridge.safety.state.name} faults={int(bridge.safety.faults)}"
         rtt = link.delay.rtt_s
         p50, p99 = link.delay.percentile_s(50), link.delay.percentile_s(99)
         bridge.close()
         emu.close()
     arr = dict((s, t) for s, t in emu.stats()["arrivals"])
-    lat = np.array([arr[s] - t for s, t in handed.items() if s in arr][-int(seconds * 250):]) * 1e-9
+    n_last = int(seconds * 250)
+    lat = np.array([arr[s] - t for s, t in handed.items() if s in arr][-n_last:]) * 1e-9
+    sent = np.array(list(handed.values())[-n_last:], dtype=np.int64)
+    got = np.array([arr[s] for s in list(handed)[-n_last:] if s in arr], dtype=np.int64)
     line = (wire_size(RAW_AXES6) + wire_size(HEADER_SIZE + 38 + 24 + CRC_SIZE)) * 10 / 921600
     return {"delay_ms_each_way": delay_ms, "bridge_state": state, "first_fault_t_rx_gap": fault_at,
             "latency_step_to_last_byte_ms": {"p50": round(float(np.percentile(lat, 50)) * 1e3, 3),
                                              "p99": round(float(np.percentile(lat, 99)) * 1e3, 3)},
             "rtt_estimate_ms": round(rtt * 1e3, 3), "rtt_p50_p99_ms": [round(p50 * 1e3, 3), round(p99 * 1e3, 3)],
             "rtt_emulated_ms": round(2 * delay_ms + line * 1e3, 3),
-            "rtt_estimate_error_ms": round(rtt * 1e3 - (2 * delay_ms + line * 1e3), 3)}
+            "rtt_estimate_error_ms": round(rtt * 1e3 - (2 * delay_ms + line * 1e3), 3),
+            "jitter_250hz_ms": {"send": _jitter_ms(sent, h_ns), "at_emulator": _jitter_ms(got, h_ns)},
+            "cpu_ms_per_step": {"bridge": round(cpu_bridge / k * 1e3, 4), "emulator": round(cpu_emu / k * 1e3, 4)}}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--steps", type=int, default=2000, help="lockstep steps for the CPU figures")
     a = ap.parse_args()
-    out: dict = {"load_average": os.getloadavg()}
+    out: dict = {"load_average": os.getloadavg(), "reference_loop_ms": reference_loop_ms()}
+    out["lockstep_cpu"] = [lockstep_cpu(a.steps, far) for far in (True, False)]
     with TemporaryDirectory() as d:
         tmp = Path(d)
         out["throughput"] = [throughput(b, a.seconds, tmp) for b in (115200, 921600)]
         out["latency"] = [latency(a.seconds, tmp, d_ms) for d_ms in (0.0, 5.0, 10.0)]
+    out["load_average_end"] = os.getloadavg()
     print(json.dumps(out, indent=2))
     return 0
 

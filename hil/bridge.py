@@ -3,15 +3,24 @@
 Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
 
 1. forms ``X_LB = X_LW X_WB`` — the payload berthing interface B (``X_TB`` in the
-   payload body T) relative to the orbiter latch L (``X_OL`` in the orbiter body O) —
-   and the relative twist ``V_LB_L``;
+   payload body T) relative to the orbiter latch L (``X_OL`` in the orbiter body O;
+   both from ``[hil]``, else from ``[orbiter]`` / ``[payload]``, see
+   :func:`hil.config.hil_table`) — and the relative twist ``V_LB_L``;
 2. predicts it ahead by the measured round-trip delay (``[hil.compensation] predict``);
 3. maps it to a rig pose, clamped to the workspace (:class:`hil.stewart.PoseMap`);
 4. passes it through the safety supervisor (handshake, watchdogs, NaN guard, soft
    limits, ramp to neutral) and sends a setpoint, or a heartbeat while motion-gated;
-5. reads the rig's telemetry (in lockstep it waits, bounded, for the one reply), maps
-   the force/torque back to a wrench on B, runs the passivity controller and the
+5. reads the rig's telemetry (in lockstep it waits, bounded, for this step's reply),
+   maps the force/torque back to a wrench on B, runs the passivity controller and the
    impact monitor.
+
+Lockstep determinism: frames carry the simulation time, the link's clock is the
+simulation time, and each step waits for the reply to its own frame (see
+:meth:`HilBridge._read`), so ``hil/feedback`` and ``hil/status`` depend on the simulation
+only. Their delay figures (``delay_s``, ``rtt_p50_s``, ``rtt_p99_s``) and ``rx_fps`` are
+then simulated-time figures: the emulator's configured transport delay, rounded up to the
+bridge's steps. Prediction (``[hil.compensation] predict``) uses that simulated round
+trip in lockstep — deterministic too — and the wall-clock round trip in realtime.
 
 Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrench on B
 at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
@@ -40,7 +49,7 @@ from numpy.typing import NDArray
 
 from dynamics.spatial import cross3, quat_integrate, quat_to_rotation, rotation_vector
 from errors import ConfigError, FrameError, RigFault, ShapeError
-from hil.config import HilConfig, parse
+from hil.config import HilConfig, hil_table, parse
 from hil.delay import ImpactMonitor, PassivityController, predict_pose
 from hil.encoders import make_encoder
 from hil.framing import (
@@ -122,7 +131,7 @@ def _frame_sizes(cfg: HilConfig) -> tuple[int, int, bool]:
 def validate(config: dict[str, Any], name: str) -> list[str]:
     """Problems of ``[hil]`` and of its line budget at the service's rate; [] if fine."""
     try:
-        cfg = parse(config.get("hil", {}))
+        cfg = parse(hil_table(config))
     except ConfigError as err:
         return list(err.problems)
     out = []
@@ -203,6 +212,7 @@ class HilBridge:
         self._sent_arm = False
         self._next_arm = -math.inf
         self._on_close = list(on_close or [])
+        self.emulator: Any = None  # the emulator process build() started (url = "emulator"), else None
 
     # ------------------------------------------------------------------ helpers
     def _read(self, wait: bool) -> None:
@@ -290,7 +300,7 @@ class HilBridge:
             self._read(wait=False)
         rtt = self.link.delay.rtt_s if (self.link is not None and self.native) else math.nan
         horizon = rtt if (self.cfg.compensation["predict"] and math.isfinite(rtt)) else 0.0
-        finite = bool(np.all(np.isfinite(X_LB)) and np.all(np.isfinite(V_LB_L)))
+        finite = bool(np.isfinite(X_LB).all() and np.isfinite(V_LB_L).all())
         X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite else X_LB
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
@@ -409,7 +419,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     problems = validate(config, name)
     if problems:
         raise ConfigError("; ".join(problems), problems)
-    cfg = parse(config.get("hil", {}))
+    cfg = parse(hil_table(config))
     realtime = config.get("sim", {}).get("mode", "lockstep") == "realtime"
     url = cfg.table["url"]
     emu = None
@@ -429,4 +439,6 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         raise
     if realtime:
         link.start_reader()  # frames time-stamped on arrival: the delay estimate is not quantised by the step
-    return HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])
+    bridge = HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])
+    bridge.emulator = emu
+    return bridge

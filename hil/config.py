@@ -17,8 +17,9 @@ electric Stewart platform (assumed, not a particular product)::
     watchdog = 0.0                # s; 0: max(3 periods, 20 ms)
     reply_timeout = 1.0           # s; lockstep: wait this long for the rig's reply (then go on)
     start_timeout = 30.0          # s; url = "emulator": wait this long for the emulator process to serve
-    X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad)
-    X_TB = [0, 0, 0, 0, 0, 0]     # berthing interface B in payload body T
+    X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad);
+                                  # absent: [orbiter] X_OL, else identity (see hil_table)
+    X_TB = [0, 0, 0, 0, 0, 0]     # berthing interface B in payload body T; absent: [payload] X_TB
 
     [hil.stewart]
     r_base = 0.30                 # m
@@ -85,7 +86,7 @@ from errors import BerthsimError, ConfigError
 from hil.encoders import ENCODERS
 from hil.stewart import PoseMap, RigLimits, ServoRig, StewartRig, axis_map_matrix, pose_from_vector
 
-__all__ = ["HilConfig", "DEFAULTS", "parse"]
+__all__ = ["HilConfig", "DEFAULTS", "parse", "hil_table"]
 
 DEFAULTS: dict[str, Any] = {
     "url": "emulator",
@@ -219,6 +220,25 @@ def _pose6(value: Any, name: str, problems: list[str]) -> np.ndarray:
     except (BerthsimError, ValueError, TypeError):
         problems.append(f"{name}: expected [x, y, z, θx, θy, θz] (m, rad), got {value!r}")
         return np.eye(4)
+
+
+#: Keys of ``[hil]`` that, when absent, are taken from another table of the configuration.
+FRAME_SOURCES = {"X_OL": "orbiter", "X_TB": "payload"}
+
+
+def hil_table(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``[hil]`` table of a whole configuration, with the two frames filled in.
+
+    ``X_OL`` (the latch in the orbiter body) and ``X_TB`` (the berthing interface in the
+    payload body) are the frames ``[orbiter]`` and ``[payload]`` already define; where
+    ``[hil]`` leaves one out it is taken from there. A value given in ``[hil]`` wins.
+    """
+    out = dict(config.get("hil", {}) or {})
+    for key, source in FRAME_SOURCES.items():
+        other = config.get(source, {})
+        if key not in out and isinstance(other, Mapping) and key in other:
+            out[key] = other[key]
+    return out
 
 
 def parse(table: Mapping[str, Any] | None) -> HilConfig:

@@ -358,7 +358,7 @@ class SafetySupervisor:
                 self.fault(Fault.HOST)
             else:
                 cmd = np.asarray(command, dtype=np.float64)
-                if cmd.shape != self.x.shape or not np.all(np.isfinite(cmd)):
+                if cmd.shape != self.x.shape or not np.isfinite(cmd).all():
                     self.fault(Fault.NAN)
                 elif self._count_clamp(clamped):
                     self.fault(Fault.LIMIT)

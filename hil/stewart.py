@@ -61,7 +61,7 @@ Array = NDArray[np.float64]
 
 def _as_pose(X: ArrayLike, name: str) -> Array:
     a = np.asarray(X, dtype=np.float64)
-    if a.shape != (4, 4) or not np.all(np.isfinite(a)):
+    if a.shape != (4, 4) or not np.isfinite(a).all():
         raise ShapeError(f"{name}: expected a finite (4, 4) pose, got shape {a.shape}")
     return a
 
@@ -123,7 +123,7 @@ class RigLimits:
     def within(self, axes: Array) -> bool:
         """True if every axis value (n,) is finite and inside its stroke (the cheap form of
         :meth:`violations`, for loops)."""
-        return bool(np.all(axes >= self.lo) and np.all(axes <= self.hi))
+        return bool((axes >= self.lo).all() and (axes <= self.hi).all())
 
     def violations(self, axes: ArrayLike) -> list[str]:
         """Stroke violations of axis values (n,), one line per axis; empty if within."""

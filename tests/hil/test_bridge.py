@@ -337,3 +337,19 @@ def test_two_lockstep_runs_over_a_pty_give_identical_feedback_and_status():
             for key in x[topic]:
                 assert np.array_equal(np.asarray(x[topic][key]), np.asarray(y[topic][key])) \
                     if not isinstance(x[topic][key], dict) else x[topic][key] == y[topic][key], (n, topic, key)
+
+
+def test_frames_default_to_the_orbiter_and_payload_tables():
+    from hil.config import hil_table
+
+    config = {"orbiter": {"X_OL": [-0.5, 0.0, -1.7, 0.0, 0.0, 0.3]}, "payload": {"X_TB": [0.2, 0.0, 0.0, 0.0, 0.0, 0.0]},
+              "hil": {}}
+    cfg = parse(hil_table(config))
+    c, s = np.cos(0.3), np.sin(0.3)  # a 0.3 rad turn about z
+    np.testing.assert_allclose(cfg.X_OL, [[c, -s, 0, -0.5], [s, c, 0, 0], [0, 0, 1, -1.7], [0, 0, 0, 1]], atol=1e-15)
+    np.testing.assert_allclose(cfg.X_TB[:3, 3], [0.2, 0, 0], atol=0)
+    config["hil"] = {"X_OL": [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]}  # an explicit [hil] value wins
+    np.testing.assert_allclose(parse(hil_table(config)).X_OL[:3, 3], [0, 0, 1.0], atol=0)
+    assert config["hil"] == {"X_OL": [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]}  # the configuration is not modified
+    config["payload"]["X_TB"] = [0.0, 0.0]
+    assert any("hil.X_TB" in p for p in validate({**config, "services": {"hil": {"rate_hz": 250}}}, "hil"))
