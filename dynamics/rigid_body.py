@@ -489,35 +489,23 @@ def _rkmk4(
     V0, V1, V2 = v0
     W0, W1, W2 = w0
     # k1 at φ = 0: q = q0, φ̇ = w
-    vd1, wd1 = _rates(model, p0, v0, rotation_rows(*q0) if R0 is None else R0, w0, F, orbit)
-    a = 0.5 * dt
-    # k2
-    v2 = [V0 + a * vd1[0], V1 + a * vd1[1], V2 + a * vd1[2]]
-    w2 = [W0 + a * wd1[0], W1 + a * wd1[1], W2 + a * wd1[2]]
-    f0, f1, f2 = a * W0, a * W1, a * W2
-    q = quat_integrate_rows(q0, f0, f1, f2, 1.0)
-    vd2, wd2 = _rates(model, [P0 + a * V0, P1 + a * V1, P2 + a * V2], v2, rotation_rows(*q), w2, F, orbit)
-    ph2 = _dexp_inv(f0, f1, f2, w2[0], w2[1], w2[2])
-    # k3
-    v3 = [V0 + a * vd2[0], V1 + a * vd2[1], V2 + a * vd2[2]]
-    w3 = [W0 + a * wd2[0], W1 + a * wd2[1], W2 + a * wd2[2]]
-    f0, f1, f2 = a * ph2[0], a * ph2[1], a * ph2[2]
-    q = quat_integrate_rows(q0, f0, f1, f2, 1.0)
-    vd3, wd3 = _rates(model, [P0 + a * v2[0], P1 + a * v2[1], P2 + a * v2[2]], v3, rotation_rows(*q), w3, F, orbit)
-    ph3 = _dexp_inv(f0, f1, f2, w3[0], w3[1], w3[2])
-    # k4
-    v4 = [V0 + dt * vd3[0], V1 + dt * vd3[1], V2 + dt * vd3[2]]
-    w4 = [W0 + dt * wd3[0], W1 + dt * wd3[1], W2 + dt * wd3[2]]
-    f0, f1, f2 = dt * ph3[0], dt * ph3[1], dt * ph3[2]
-    q = quat_integrate_rows(q0, f0, f1, f2, 1.0)
-    vd4, wd4 = _rates(model, [P0 + dt * v3[0], P1 + dt * v3[1], P2 + dt * v3[2]], v4, rotation_rows(*q), w4, F, orbit)
-    ph4 = _dexp_inv(f0, f1, f2, w4[0], w4[1], w4[2])
+    vd, wd = _rates(model, p0, v0, rotation_rows(*q0) if R0 is None else R0, w0, F, orbit)
+    pd, ph = v0, w0
+    ks = [(pd, vd, wd, ph)]
+    for c in (0.5 * dt, 0.5 * dt, dt):  # k2, k3, k4 at (state + c k_prev)
+        v = [V0 + c * vd[0], V1 + c * vd[1], V2 + c * vd[2]]
+        w = [W0 + c * wd[0], W1 + c * wd[1], W2 + c * wd[2]]
+        f0, f1, f2 = c * ph[0], c * ph[1], c * ph[2]
+        vd, wd = _rates(model, [P0 + c * pd[0], P1 + c * pd[1], P2 + c * pd[2]], v,
+                        rotation_rows(*quat_integrate_rows(q0, f0, f1, f2, 1.0)), w, F, orbit)
+        pd, ph = v, _dexp_inv(f0, f1, f2, w[0], w[1], w[2])
+        ks.append((pd, vd, wd, ph))
+    (p1, v1, w1, h1), (p2, v2, w2, h2), (p3, v3, w3, h3), (p4, v4, w4, h4) = ks
     c = dt / 6.0
-    return ([p + c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for p, k1, k2, k3, k4 in zip(p0, v0, v2, v3, v4)],
-            quat_integrate_rows(q0, *[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(w0, ph2, ph3, ph4)],
-                                1.0),
-            [v + c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for v, k1, k2, k3, k4 in zip(v0, vd1, vd2, vd3, vd4)],
-            [w + c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for w, k1, k2, k3, k4 in zip(w0, wd1, wd2, wd3, wd4)])
+    inc = [[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(*ki)]
+           for ki in ((p1, p2, p3, p4), (v1, v2, v3, v4), (w1, w2, w3, w4), (h1, h2, h3, h4))]
+    return ([x + d for x, d in zip(p0, inc[0])], quat_integrate_rows(q0, *inc[3], 1.0),
+            [x + d for x, d in zip(v0, inc[1])], [x + d for x, d in zip(w0, inc[2])])
 
 
 def wrench_at_com(F_Po_W: ArrayLike, p_WoPo_W: ArrayLike, state: RigidBodyState) -> Array:
