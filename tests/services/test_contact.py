@@ -610,6 +610,9 @@ def test_validate_names_key_and_value():
     cfg = scenario()
     cfg["payload"]["mass"] = -3.0
     assert any("mass" in p and "-3" in p for p in sc.validate(cfg, "contact"))
+    cfg = scenario()
+    cfg["contact"]["latch"]["close_time"] = -1.0
+    assert any("contact.latch.close_time" in p and "-1.0" in p for p in sc.validate(cfg, "contact"))
 
 
 # ---------------------------------------------------------------- integration: real processes
