@@ -355,24 +355,27 @@ class McapLogger:
             topic, "msgpack", sid, {"schema_version": str(schema.version), "kind": schema.kind})
         return cid
 
-    def _write_one(self, topic: str, payload: bytes) -> None:
-        self.received += 1
-        try:
-            _, sender, seq, t_ns, _, wall_ns = envelope(topic, payload)
-            cid = self._channels.get(topic)
-            if cid is None:
-                cid = self._channel(topic)
-        except MessageError:
-            self.invalid[topic] = self.invalid.get(topic, 0) + 1
-            return
-        missed = self._tracker.see(sender, topic, seq)
-        if missed:
-            self.lost[topic] = self.lost.get(topic, 0) + missed
-        if t_ns < 0:
-            self.negative_t += 1
-            t_ns = 0
-        self._writer.add_message(cid, t_ns, payload, wall_ns & _U64 if wall_ns >= 0 else 0, seq & 0xFFFFFFFF)
-        self.written += 1
+    def _write_batch(self, batch: list[tuple[str, bytes]]) -> None:
+        """Write queued messages (one loop with local names: mcap's ``add_message`` is most of the cost)."""
+        add, see, channels, lost = self._writer.add_message, self._tracker.see, self._channels, self.lost
+        for topic, payload in batch:
+            try:
+                _, sender, seq, t_ns, _, wall_ns = envelope(topic, payload)
+                cid = channels.get(topic)
+                if cid is None:
+                    cid = self._channel(topic)
+            except MessageError:
+                self.invalid[topic] = self.invalid.get(topic, 0) + 1
+                continue
+            missed = see(sender, topic, seq)
+            if missed:
+                lost[topic] = lost.get(topic, 0) + missed
+            if t_ns < 0:
+                self.negative_t += 1
+                t_ns = 0
+            add(cid, t_ns, payload, wall_ns & _U64 if wall_ns >= 0 else 0, seq & 0xFFFFFFFF)
+            self.written += 1
+        self.received += len(batch)
 
     def _write_loop(self) -> None:
         q, f = self._queue, self._file
@@ -383,12 +386,18 @@ class McapLogger:
                     item = q.get(timeout=0.1)
                 except queue.Empty:
                     item = False
+                batch = []
                 while item:
-                    self._write_one(*item)
+                    batch.append(item)
+                    if len(batch) >= 4096:
+                        self._write_batch(batch)
+                        batch = []
                     try:
                         item = q.get_nowait()
                     except queue.Empty:
                         item = False
+                if batch:
+                    self._write_batch(batch)
                 if item is None:
                     return
                 if self._flush_ns and time.monotonic_ns() >= next_close:
