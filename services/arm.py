@@ -243,7 +243,8 @@ class ArmModel:
 
     Public attributes for tests: ``theta``, ``theta_dot``, ``servo`` (ServoState),
     ``mode``, ``grappled``, ``tau``, ``F_Eo_O`` (last ``[M_e; F_e]`` in O), ``V_R_O``,
-    ``pose`` (RmsPose), ``J``, ``k_servo`` (3-7 springs), ``gamma_J``.
+    ``pose`` (RmsPose), ``J``, ``J_inv`` (its inverse, damped near a singularity), ``k_servo`` (3-7
+    springs), ``gamma_J``.
     """
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
