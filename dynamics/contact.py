@@ -148,7 +148,7 @@ def hunt_crossley(delta: float, delta_dot: float, law: ContactLaw) -> tuple[floa
         return 0.0, 0.0
     fe = law.k * (delta if law.exponent == 1.0 else delta ** law.exponent)
     F_n = fe * (1.0 + 1.5 * law.alpha * delta_dot)
-    return (F_n if F_n > 0.0 else 0.0), fe
+    return max(0.0, F_n), fe
 
 
 def friction_coefficient(speed: float, law: ContactLaw) -> float:
@@ -244,7 +244,8 @@ def point_plane(p_WoPo_W: ArrayLike, v_WPo_W: ArrayLike, p_WoSo_W: ArrayLike, n_
     if not nn > 1e-12:
         raise ShapeError(f"n_W: zero normal {[nx, ny, nz]}")
     u = _vec3(v_WPo_W, "v_WPo_W") - _vec3(v_WS_W, "v_WS_W")
-    active, delta, delta_dot, fx, fy, fz, P_d = point_plane_rows(px - sx, py - sy, pz - sz, *u.tolist(), nx / nn,
+    ux, uy, uz = u.tolist()
+    active, delta, delta_dot, fx, fy, fz, P_d = point_plane_rows(px - sx, py - sy, pz - sz, ux, uy, uz, nx / nn,
                                                                  ny / nn, nz / nn, law, radius, depth)
     return PointContact(active, delta, delta_dot, np.array([fx, fy, fz]) if active else _ZERO3, P_d, u)
 

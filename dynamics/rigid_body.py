@@ -468,7 +468,7 @@ def step(
         raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
     dt = h / int(substeps)
     p, q, v, w = state.p_WoBo_W.tolist(), state.quat_WB.tolist(), state.v_WBo_W.tolist(), state.w_WB_B.tolist()
-    R0 = state.R_rows
+    R0: tuple[float, ...] | None = state.R_rows
     for _ in range(int(substeps)):
         p, q, v, w = _rkmk4(model, p, q, R0, v, w, Fl, dt, orbit)
         R0 = None
@@ -504,7 +504,7 @@ def _rkmk4(
     c = dt / 6.0
     inc = [[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(*ki)]
            for ki in ((p1, p2, p3, p4), (v1, v2, v3, v4), (w1, w2, w3, w4), (h1, h2, h3, h4))]
-    return ([x + d for x, d in zip(p0, inc[0])], quat_integrate_rows(q0, *inc[3], 1.0),
+    return ([x + d for x, d in zip(p0, inc[0])], quat_integrate_rows(q0, inc[3][0], inc[3][1], inc[3][2], 1.0),
             [x + d for x, d in zip(v0, inc[1])], [x + d for x, d in zip(w0, inc[2])])
 
 

@@ -313,8 +313,9 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return _parse(config)[1]
 
 
-def _event(kind: str, t_ns: int, V_pre: Array | None = None, V_post: Array | None = None,
-           impulse_Wo: Array | None = None, **extra: Any) -> dict[str, Any]:
+def _event(kind: str, t_ns: int, V_pre: Any = None, V_post: Any = None, impulse_Wo: Any = None,
+           **extra: Any) -> dict[str, Any]:
+    """One ``contact/event`` entry; ``V_pre``, ``V_post``, ``impulse_Wo`` six numbers each (zeros if None)."""
     z6 = [0.0] * 6
     ev = {"kind": kind, "t": t_ns * 1e-9, "t_ns": int(t_ns),
           "V_rel_pre_W": z6 if V_pre is None else [float(x) for x in V_pre],
@@ -432,7 +433,7 @@ class _Guide:
         self.surfaces = surfaces  # (sx, sy, sz, nx, ny, nz, radius, depth), in L
         # each surface acts within `radius` of S laterally and `depth` behind it: inside the sphere
         # about S − n depth/2 of radius sqrt(radius² + (depth/2)²); the guide's sphere holds them all
-        balls = []
+        balls: list[tuple[list[float], float]] = []
         for sx, sy, sz, nx, ny, nz, radius, depth in surfaces:
             if not (math.isfinite(radius) and math.isfinite(depth)):
                 balls = []
@@ -557,10 +558,11 @@ class ContactModel:
         v = [v0[k] + a[k] * dt for k in range(3)]
         w = [w0[k] + wd[k] * dt for k in range(3)]
         if dt > 0:
-            q = rb.quat_integrate_rows(q0, *[w0[k] + 0.5 * wd[k] * dt for k in range(3)], dt)
+            q = rb.quat_integrate_rows(q0, w0[0] + 0.5 * wd[0] * dt, w0[1] + 0.5 * wd[1] * dt,
+                                       w0[2] + 0.5 * wd[2] * dt, dt)
             state = rb.RigidBodyState.from_floats(p, q, v, w)
         else:
-            state = rb.RigidBodyState(p, b["quat_WO"], v, w)
+            state = rb.RigidBodyState(np.array(p), np.asarray(b["quat_WO"]), np.array(v), np.array(w))
         self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
         for tk, P in self.inflight:
             if tk < t_ns:
@@ -804,7 +806,8 @@ class ContactModel:
                     and m["misalignment_rad"] <= self.latch_drive["final_angle"]):
                 self.latched = True
                 events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB),
-                                     X_LB_start=_pose_list(self.X_LB_latched), close_time=self.drive.close_time, **m))
+                                     X_LB_start=_pose_list(self.X_LB_latched),
+                                     close_time=self.latch_drive["close_time"], **m))
         tau = _cross(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
         return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
 
