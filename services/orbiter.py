@@ -281,11 +281,12 @@ class OrbiterModel:
         self.kd = np.asarray(t["kd"], dtype=np.float64)
         self.torque_max = np.asarray(t["torque_max"], dtype=np.float64)
         self.dead_band = float(t["dead_band"])
+        self._kp, self._kd, self._tmax = self.kp.tolist(), self.kd.tolist(), self.torque_max.tolist()
         q_ref = self.state.quat_WB if t["quat_ref"] is None else np.asarray(t["quat_ref"], dtype=np.float64)
         self.R_ref = quat_to_rotation(q_ref / np.linalg.norm(q_ref))
         self.substeps = int(t["substeps"])
         self.tau_rcs_O = np.zeros(3)
-        self.firing = np.zeros(3, dtype=bool)
+        self.firing = [False, False, False]
         self.rcs_on_time = np.zeros(3)  # s of jet firing per axis (for reports)
         self.F_last = [0.0] * 6         # wrench about the CoM applied over the last step, W (floats)
 
@@ -294,18 +295,22 @@ class OrbiterModel:
         """Jet torque (3,) in O for the hold law of the module docstring; zero in free drift. [N·m]"""
         if not self.hold:
             return np.zeros(3)
-        R_WO = state.R_WB
-        theta_O = R_WO.T @ rotation_error(self.R_ref, R_WO)
-        s = theta_O + (self.kd / self.kp) * state.w_WB_B
-        tau = np.clip(-self.kp * s, -self.torque_max, self.torque_max)
-        tau[np.abs(s) <= self.dead_band] = 0.0
-        return tau
+        R = state.R_rows
+        R_WO = np.reshape(R, (3, 3))
+        t0, t1, t2 = rotation_error(self.R_ref, R_WO).tolist()  # in W
+        theta_O = (R[0] * t0 + R[3] * t1 + R[6] * t2, R[1] * t0 + R[4] * t1 + R[7] * t2,
+                   R[2] * t0 + R[5] * t1 + R[8] * t2)
+        tau = []
+        for th, w, kp, kd, tmax in zip(theta_O, state.w_WB_B.tolist(), self._kp, self._kd, self._tmax, strict=True):
+            si = th + (kd / kp) * w  # phase-plane variable of the axis
+            tau.append(0.0 if abs(si) <= self.dead_band else min(max(-kp * si, -tmax), tmax))
+        return np.array(tau)
 
     def _rcs_events(self, t_ns: int, tau: Array) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         if not self.hold:
             return events
-        on = tau != 0.0
+        on = [bool(x != 0.0) for x in tau.tolist()]
         for i in range(3):
             if on[i] != self.firing[i]:
                 events.append({"kind": "rcs_on" if on[i] else "rcs_off", "t": t_ns * 1e-9, "axis": "xyz"[i],
@@ -339,8 +344,10 @@ class OrbiterModel:
         F_Wo = self.external_wrench_Wo(u, h_ns)
         F_c = wrench_about_mean_com(F_Wo, s, self.model.mass, h, cw_floats(self.orbit, s))
         if self.hold:
-            t_W = (s.R_WB @ self.tau_rcs_O).tolist()
-            F_c = [F_c[0] + t_W[0], F_c[1] + t_W[1], F_c[2] + t_W[2], *F_c[3:]]
+            R = s.R_rows
+            t0, t1, t2 = self.tau_rcs_O.tolist()
+            F_c = [F_c[0] + (R[0] * t0 + R[1] * t1 + R[2] * t2), F_c[1] + (R[3] * t0 + R[4] * t1 + R[5] * t2),
+                   F_c[2] + (R[6] * t0 + R[7] * t1 + R[8] * t2), *F_c[3:]]
             self.rcs_on_time += h * (self.tau_rcs_O != 0.0)
         self.state = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
         self.F_last = F_c
