@@ -640,6 +640,9 @@ class LatchDrive:
     _q0: tuple[float, ...] = field(init=False, repr=False, compare=False)
     _theta: tuple[float, ...] = field(init=False, repr=False, compare=False)
     _R0_theta: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    _p0: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    _dp: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    _end: tuple[list[float], tuple[float, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.close_time) and self.close_time > 0.0):
@@ -652,6 +655,9 @@ class LatchDrive:
         object.__setattr__(self, "_q0", tuple(rotation_to_quat(X0[:3, :3]).tolist()))
         object.__setattr__(self, "_theta", tuple(theta.tolist()))
         object.__setattr__(self, "_R0_theta", tuple((X0[:3, :3] @ theta).tolist()))
+        object.__setattr__(self, "_p0", tuple(X0[:3, 3].tolist()))
+        object.__setattr__(self, "_dp", tuple((X1[:3, 3] - X0[:3, 3]).tolist()))
+        object.__setattr__(self, "_end", (X1[:3, 3].tolist(), tuple(X1[:3, :3].ravel().tolist())))
 
     def setpoint(self, t: float) -> tuple[list[float], tuple[float, ...], list[float], list[float]]:
         """Set point of B in L at ``t`` [s] since the latches closed.
@@ -666,13 +672,11 @@ class LatchDrive:
             Its velocity and angular velocity relative to L, in L. [m/s, rad/s]
         """
         s, ds = smooth_stroke(t / self.close_time)
-        X0, X1 = self.X_LB_start, self.X_LB_end
         if s >= 1.0:
-            return X1[:3, 3].tolist(), tuple(X1[:3, :3].ravel().tolist()), [0.0] * 3, [0.0] * 3
+            return list(self._end[0]), self._end[1], [0.0] * 3, [0.0] * 3
         sd = ds / self.close_time
-        p0, p1 = X0[:3, 3].tolist(), X1[:3, 3].tolist()
-        p = [a + s * (b - a) for a, b in zip(p0, p1, strict=True)]
-        v = [sd * (b - a) for a, b in zip(p0, p1, strict=True)]
+        p = [a + s * d for a, d in zip(self._p0, self._dp, strict=True)]
+        v = [sd * d for d in self._dp]
         th = self._theta
         q = quat_integrate_rows(self._q0, th[0], th[1], th[2], s)
         return p, rotation_rows(*q), v, [sd * x for x in self._R0_theta]
