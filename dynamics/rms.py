@@ -557,9 +557,12 @@ def _own_base_wrench(data: ch.ChainData, V0: Array, a0: Array) -> Array:
     I0 = data.I_ref[0]
     w = V0[:3]
     a_sp = a0.copy()
-    a_sp[3:] -= cross_rows(w, V0[3:])
+    a_sp[3:] -= sp.cross3(w, V0[3:])
     mom = I0 @ V0
-    return I0 @ a_sp + np.concatenate([cross_rows(w, mom[:3]) + cross_rows(V0[3:], mom[3:]), cross_rows(w, mom[3:])])
+    out = I0 @ a_sp
+    out[:3] += sp.cross3(w, mom[:3]) + sp.cross3(V0[3:], mom[3:])
+    out[3:] += sp.cross3(w, mom[3:])
+    return out
 
 
 def grappled_inverse_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,
