@@ -640,15 +640,22 @@ def producers(log: LogFile, topics: Iterable[str] | None = None) -> dict[str, st
     LogError
         If a message cannot be read (the file is named).
     """
+    want = list(topics if topics is not None else log.topics)
+    first: dict[str, bytes] = {}
+    for b in log.blocks(want):  # one pass, until every topic has shown up
+        for topic, payload in zip(b.topic.tolist(), b.payload.tolist()):
+            first.setdefault(topic, payload)
+        if len(first) == len(want):
+            break
     out: dict[str, str] = {}
-    for topic in topics if topics is not None else log.topics:
-        msg = next(log.messages([topic]), None)
-        if msg is None:
+    for topic in want:
+        payload = first.get(topic)
+        if payload is None:
             continue
         try:
-            out[topic] = envelope(topic, msg.payload)[1]
+            out[topic] = envelope(topic, payload)[1]
         except MessageError:
-            out[topic] = msgpack.unpackb(msg.payload, raw=False)[1] if msg.payload else ""
+            out[topic] = msgpack.unpackb(payload, raw=False)[1] if payload else ""
     return out
 
 
