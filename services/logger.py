@@ -90,7 +90,7 @@ from typing import Any, NamedTuple
 import msgpack
 import numpy as np
 import zstandard
-from numpy.typing import NDArray
+from mcap.data_stream import ReadDataStream
 from mcap.exceptions import McapError
 from mcap.opcode import Opcode
 from mcap.reader import make_reader
@@ -101,13 +101,12 @@ from mcap.records import (
     DataEnd,
     Footer,
     Message,
-    MessageIndex,
     Metadata,
     Schema,
 )
-from mcap.data_stream import ReadDataStream
 from mcap.stream_reader import StreamReader, breakup_chunk, get_chunk_data_stream
 from mcap.writer import CompressionType, Writer
+from numpy.typing import NDArray
 
 from errors import ConfigError, LogError, MessageError
 from protocol.bus import SequenceTracker
@@ -115,10 +114,10 @@ from protocol.codec import envelope
 from protocol.messages import SCHEMAS, TopicSchema, register_schema, schema_for
 
 __all__ = [
+    "CHUNK_SIZE",
     "MAGIC",
     "OPTIONS",
     "TABLES",
-    "CHUNK_SIZE",
     "LogBlock",
     "LogFile",
     "LogMessage",

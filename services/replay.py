@@ -81,8 +81,8 @@ from services.logger import LogFile, open_log
 __all__ = [
     "KEYS",
     "OPTIONS",
-    "Lateness",
     "TABLES",
+    "Lateness",
     "OutputComparison",
     "ReplaySource",
     "add_arguments",
@@ -194,8 +194,7 @@ class Lateness:
         late_ns = max(int(late_ns), 0)
         self._hist[min(late_ns // self.BIN_NS, self.BINS - 1)] += 1
         self.count += 1
-        if late_ns > self.max_ns:
-            self.max_ns = late_ns
+        self.max_ns = max(self.max_ns, late_ns)
 
     def percentile(self, q: float) -> int:
         """The ``q``-th percentile (0..100), as the upper edge of its bin (at most ``max_ns``). [ns]"""

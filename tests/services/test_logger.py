@@ -26,7 +26,14 @@ import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from errors import LogError
 from protocol.codec import decode, encode
 from protocol.messages import SCHEMAS
-from services.logger import McapLogger, json_schema, open_log, read_topics, recover, schema_from_json
+from services.logger import (
+    McapLogger,
+    json_schema,
+    open_log,
+    read_topics,
+    recover,
+    schema_from_json,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "launch.py"
