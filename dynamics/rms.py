@@ -210,7 +210,12 @@ def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
     us = []
     for ti, R_PJ, RK, RK2, (qx, qy, qz), (x, y, z) in zip(th, *geom.fixed[2:7], strict=True):
         sn, cn = math.sin(ti), 1.0 - math.cos(ti)
-        b0, b1, b2, b3, b4, b5, b6, b7, b8 = [r + sn * k + cn * k2 for r, k, k2 in zip(R_PJ, RK, RK2)]
+        r0, r1, r2, r3, r4, r5, r6, r7, r8 = R_PJ
+        k0, k1, k2, k3, k4, k5, k6, k7, k8 = RK
+        c0, c1, c2, c3, c4, c5, c6, c7, c8 = RK2
+        b0, b1, b2 = r0 + sn * k0 + cn * c0, r1 + sn * k1 + cn * c1, r2 + sn * k2 + cn * c2
+        b3, b4, b5 = r3 + sn * k3 + cn * c3, r4 + sn * k4 + cn * c4, r5 + sn * k5 + cn * c5
+        b6, b7, b8 = r6 + sn * k6 + cn * c6, r7 + sn * k7 + cn * c7, r8 + sn * k8 + cn * c8
         px, py, pz = (px + a0 * qx + a1 * qy + a2 * qz, py + a3 * qx + a4 * qy + a5 * qz,
                       pz + a6 * qx + a7 * qy + a8 * qz)
         ps.append((px, py, pz))

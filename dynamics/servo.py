@@ -251,8 +251,9 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
     ws = p.friction_rate
     tm_out, w_out, integ_out, i_out, tau_out = [0.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6
     # the six servos are independent: joint by joint, substeps inside, on Python floats
+    tm0, w0, integ0 = s.theta_m.tolist(), s.omega.tolist(), s.integ.tolist()
     for j, (gain, Jr, i_max, kp, ki, tau_c, b, slip) in enumerate(p.per_joint):
-        tm, w, integ = float(s.theta_m[j]), float(s.omega[j]), float(s.integ[j])
+        tm, w, integ = tm0[j], w0[j], integ0[j]
         kj, cj, th, thdj = ka[j], ca[j], th0[j], thd[j]
         i_direct = None if direct is None else direct[j]
         hJ = hs / Jr

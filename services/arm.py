@@ -105,6 +105,8 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf as _dgetrf
+from scipy.linalg.lapack import dgetri as _dgetri
 from scipy.spatial.transform import Rotation
 
 from dynamics import chain as ch
@@ -334,8 +336,11 @@ class ArmModel:
         if self._J_svd is not None and not self.damped:
             dJ = (self.J - self._J_svd).ravel()
             if self.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
-                self.J_inv = np.linalg.inv(self.J)
-                return
+                lu, piv, info = _dgetrf(self.J)                  # LAPACK directly: ~3× cheaper than
+                if info == 0:                                    # numpy.linalg.inv's checks on a 6×6
+                    self.J_inv, info = _dgetri(lu, piv)
+                    if info == 0:
+                        return
         self.J_inv, self.sigma, self.damped = rms.jacobian_inverse(self.J, self.s["sigma_min"], self.s["damping_max"])
         self._J_svd = self.J
 
@@ -707,23 +712,28 @@ class ArmModel:
     # ------------------------------------------------------------------ outputs
     def _outputs(self, orb: dict[str, Any]) -> dict[str, dict[str, Any]]:
         R_WO = sp.quat_to_rotation(orb["quat_WO"])
-        X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
-        X_WE = X_WO @ self.pose.X_OE
-        X_WS = X_WO @ self.geom.X_OS
-        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one rotated to W
-        w_O_W = R_WO @ np.asarray(orb["w_WO_O"])
-        V_WE_W = (R_WO @ self.V_R_O.reshape(2, 3).T).T.ravel()
-        V_WE_W[:3] += w_O_W
-        V_WE_W[3:] += np.asarray(orb["v_WOo_W"]) + sp.cross3(w_O_W, X_WE[:3, 3] - X_WO[:3, 3])
-        if self.multibody and hasattr(self, "_mb_wrench"):
-            self.F_Eo_W, F_B = self._mb_wrench
-            self.F_So_W = F_B                            # the chain base origin is So
+        p_WoOo_W = np.asarray(orb["p_WoOo_W"])
+        X_WE = np.empty((4, 4))
+        X_WE[3] = (0.0, 0.0, 0.0, 1.0)
+        X_WE[:3] = R_WO @ self.pose.X_OE[:3]
+        X_WE[:3, 3] += p_WoOo_W
+        p_WoSo_W = R_WO @ self.geom.X_OS[:3, 3] + p_WoOo_W
+        mb = self.multibody and hasattr(self, "_mb_wrench")
+        if mb:
+            self.F_Eo_W, self.F_So_W = self._mb_wrench       # the chain base origin is So
             self.F_Eo_O = (R_WO.T @ self.F_Eo_W.reshape(2, 3).T).T.ravel()
-        else:
-            self.F_Eo_W = (R_WO @ self.F_Eo_O.reshape(2, 3).T).T.ravel()
+        # to W in one product: the relative twist [ω_R; v_R] and the tip wrench [M_e; F_e], both in O
+        VF_W = R_WO @ np.column_stack((self.V_R_O[:3], self.V_R_O[3:], self.F_Eo_O[:3], self.F_Eo_O[3:]))
+        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one
+        w_O_W = R_WO @ np.asarray(orb["w_WO_O"])
+        V_WE_W = np.empty(6)
+        V_WE_W[:3] = w_O_W + VF_W[:, 0]
+        V_WE_W[3:] = np.asarray(orb["v_WOo_W"]) + sp.cross3(w_O_W, X_WE[:3, 3] - p_WoOo_W) + VF_W[:, 1]
+        if not mb:
+            self.F_Eo_W = VF_W[:, 2:].T.ravel()
             # equal and opposite, referred to So: τ_S = −τ_E + (p_So − p_Eo) × f_E
             self.F_So_W = -self.F_Eo_W
-            self.F_So_W[:3] += sp.cross3(X_WS[:3, 3] - X_WE[:3, 3], self.F_Eo_W[3:])
+            self.F_So_W[:3] += sp.cross3(p_WoSo_W - X_WE[:3, 3], VF_W[:, 3])
         if self._warn:
             warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
             self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
@@ -735,7 +745,7 @@ class ArmModel:
                     "grappled": bool(self.grappled), "loads": self.loads.copy(), "sigma_min": float(self.sigma),
                     "qd_cmd": self.qd_cmd.copy(), "warnings": warnings},
             WRENCH: {"F_Eo_W": self.F_Eo_W.copy(), "p_WoEo_W": X_WE[:3, 3].copy(), "F_So_W": self.F_So_W.copy(),
-                     "p_WoSo_W": X_WS[:3, 3].copy(), "grappled": bool(self.grappled)},
+                     "p_WoSo_W": p_WoSo_W, "grappled": bool(self.grappled)},
         }
 
     def _wrench_and_loads(self) -> None:
