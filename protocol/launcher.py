@@ -78,7 +78,7 @@ from protocol.timebase import align_up
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
 
 _S = 1_000_000_000
-_CHECK_S = 0.05  # s between looks at deaths, signals and the ping clock
+_CHECK_S = 0.1  # s between looks at deaths, signals and the ping clock
 
 
 def _raise_priority(priority: int) -> None:
@@ -365,7 +365,7 @@ class Launcher:
         """Handle control messages, bus messages, deaths, signals, pings and hooks for up to ``timeout`` s.
 
         One poller over the control ROUTER and the SUB (built once) wakes the loop for
-        messages; deaths, signals and pings are looked at every :data:`_CHECK_S`.
+        messages; deaths, signals and pings are looked at every :data:`_CHECK_S` (0.1 s).
         """
         end = time.monotonic() + timeout
         while True:

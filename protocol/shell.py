@@ -283,6 +283,8 @@ class ServiceShell:
             self._poller.register(self.ctl.sock, zmq.POLLIN)
             self._handshake()
             self._wait_start()
+            gc.collect()
+            gc.freeze()  # what exists at the start is never scanned again by the collector
             self._set_state("running")
             if any(m["op"] == "freeze" for m in self._pending_ops):  # frozen before the start
                 self._pending_ops.clear()
