@@ -375,11 +375,10 @@ class RigCore:
         self._sensed_x = x
         if isinstance(self.rig, StewartRig):
             try:
-                q, p, _, J = self.rig.newton(self.x, self.q, self.p)
+                q, p, _, self.V = self.rig.newton(self.x, self.q, self.p, self.v)  # and V from the leg rates
             except NoSolutionError:
                 self._fault(Fault.LIMIT)
                 return
-            self.V = np.linalg.solve(J, self.v)  # J of the last iteration, < 1e-12 from the solution
         else:
             X, _ = self.rig.forward(self.x)
             q, p = rotation_to_quat(X[:3, :3]), X[:3, 3]

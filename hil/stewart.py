@@ -123,7 +123,11 @@ class RigLimits:
     def within(self, axes: Array) -> bool:
         """True if every axis value (n,) is finite and inside its stroke (the cheap form of
         :meth:`violations`, for loops)."""
-        return bool((axes >= self.lo).all() and (axes <= self.hi).all())
+        lo, hi = self.columns[:2]
+        try:
+            return all(a <= h and a >= lo_ for a, lo_, h in zip(axes.tolist(), lo, hi, strict=True))  # NaN: False
+        except (ValueError, TypeError):  # another number or shape of axes
+            return False
 
     def violations(self, axes: ArrayLike) -> list[str]:
         """Stroke violations of axis values (n,), one line per axis; empty if within."""
@@ -300,7 +304,8 @@ class StewartRig:
         guess : array_like, shape (4, 4), optional
             Starting pose (the last solution); neutral if omitted.
         tol : float
-            Stop when the pose correction is below ``tol`` [m, rad].
+            Stop when the pose correction, or the next one as predicted from the observed
+            quadratic contraction, is below ``tol`` [m, rad].
         max_iter : int
             Iteration cap.
 
@@ -333,27 +338,40 @@ class StewartRig:
         return q, T, it
 
     def newton(
-        self, legs: Array, q_RP: Array, p_RoPo_R: Array, *, tol: float = 1e-12, max_iter: int = 20
-    ) -> tuple[Array, Array, int, Array]:
-        """:meth:`forward_quat`, also returning the inverse Jacobian (6, 6) of the last iteration.
+        self, legs: Array, q_RP: Array, p_RoPo_R: Array, rates: Array | None = None, *, tol: float = 1e-12,
+        max_iter: int = 20,
+    ) -> tuple[Array, Array, int, Array | None]:
+        """:meth:`forward_quat`, and the platform twist of given leg rates.
 
-        That Jacobian is taken less than ``tol`` from the solution: a caller that needs the
-        platform twist from the leg rates (``l̇ = J V``) solves with it instead of forming
-        another one. Returns ``(q_RP, p_RoPo_R, iterations, J)``; raises as :meth:`forward`.
+        Returns ``(q_RP, p_RoPo_R, iterations, V_RP_R)``: with ``rates`` (6,) [m/s], ``V``
+        (6,) = [ω; v] of P at Po in R solves ``J V = rates`` (Merlet §6.1) with the Jacobian
+        of the last iterate, which lies within the last Newton correction of the solution
+        (the relative error of V is of that order) — each Newton solve carries it as a
+        second right-hand side, so it costs no factorization of its own; else None. Raises as
+        :meth:`forward`.
         """
         q, T = np.asarray(q_RP, dtype=np.float64), np.array(p_RoPo_R, dtype=np.float64)
         R = quat_to_rotation(q)
+        prev = math.inf
+        rhs = np.empty((6, 2))
+        rhs[:, 1] = 0.0 if rates is None else rates
         for it in range(1, max_iter + 1):
             n, J = self.lengths_jacobian(R, T)
+            rhs[:, 0] = legs - n
             try:
-                dx = np.linalg.solve(J, legs - n)
+                sol = np.linalg.solve(J, rhs)
             except np.linalg.LinAlgError as err:
                 raise NoSolutionError(f"stewart.forward: singular Jacobian at iteration {it}") from err
+            dx = sol[:, 0]
             T += dx[3:]
             q = quat_integrate(q, R.T @ dx[:3], 1.0)  # δθ is expressed in R; quat_integrate wants P
             R = quat_to_rotation(q)
-            if max(map(abs, dx.tolist())) < tol:
-                return q, T, it, J
+            step = max(map(abs, dx.tolist()))
+            # converged: this correction, or the next one as quadratic convergence predicts it
+            # from the observed contraction (|δ_k+1| ≈ |δ_k|³ / |δ_k−1|², Deuflhard 2004, §2.1.1)
+            if step < tol or (it > 1 and step < 0.1 * prev and step**3 < tol * prev * prev):
+                return q, T, it, None if rates is None else sol[:, 1].copy()
+            prev = step
         raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs "
                               f"{np.asarray(legs).tolist()}")
 

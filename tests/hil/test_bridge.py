@@ -299,7 +299,7 @@ def test_realtime_build_measures_the_emulated_delay():
         b.close()
 
 
-def _lockstep_pty_run(steps: int = 250) -> list[dict]:
+def _lockstep_pty_run(steps: int = 130) -> list[dict]:
     """build() in lockstep: the emulator process on a pty, 10 ms transport delay each way, the
     command predicted ahead by the measured delay, a 20 kg payload pushed into the rig's stiff
     contact plane and moved by the fed-back wrench. Returns every step's outputs."""
@@ -327,6 +327,7 @@ def _lockstep_pty_run(steps: int = 250) -> list[dict]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_two_lockstep_runs_over_a_pty_give_identical_feedback_and_status():
     a, b = _lockstep_pty_run(), _lockstep_pty_run()
     touched = [o for o in a if o["hil/feedback"]["valid"] and abs(o["hil/feedback"]["F_Bo_B"][5]) > 1.0]
