@@ -141,7 +141,8 @@ FLUSH_MS = 2000  # a stopping worker process delivers its queued messages for at
 SINK_DRAIN_LIMIT_NS = 20_000 * _MS  # a sink at stop drains what is queued for at most this long
 _SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
 _SINK_BATCH_S = 0.002  # sink: pause after each drain, so one wake-up takes many messages (≤ 500 wake-ups/s)
-_DRAIN_NS = 200_000  # realtime: inputs are taken this long before a step start
+_DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before a step start,
+_DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 
 
@@ -578,17 +579,25 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ realtime
     def _wait_until(self, deadline: int) -> None:
-        """Wait for a monotonic instant with few wake-ups: sleep (in slices of ``_CTL_EVERY_NS``
-        with control between) to ``_DRAIN_NS`` before it, take the queued data once, sleep to
-        ``_SPIN_NS`` before it, then spin yielding the core. Returns at once after a freeze
-        (``_resume_msg`` set) so that the caller re-anchors. Data arriving meanwhile waits in
-        the socket's queue; control is also looked at after every step (``_tick_stats``)."""
+        """Wait for a monotonic instant with few wake-ups.
+
+        Sleep (in slices of ``_CTL_EVERY_NS`` with control between) to ``_DRAIN_EARLY_NS``
+        before it and take the queued data (only when there is that long to wait), sleep to
+        ``_DRAIN_NS`` before it and take what came since, sleep to ``_SPIN_NS`` before it, then spin yielding the core. Data
+        arriving meanwhile waits in the socket's queue; control is also looked at after
+        every step (``_tick_stats``). Returns at once after a freeze (``_resume_msg`` set)
+        so that the caller re-anchors.
+        """
         now = time.monotonic_ns
-        while (rem := deadline - now()) > _CTL_EVERY_NS + _DRAIN_NS:
+        while (rem := deadline - now()) > _CTL_EVERY_NS + _DRAIN_EARLY_NS:
             time.sleep(_CTL_EVERY_NS / 1e9)
             self._control()
             if self._resume_msg is not None:
                 return
+        if rem > _DRAIN_EARLY_NS and self.inputs:  # a long wait: an early take keeps the last one short
+            time.sleep((rem - _DRAIN_EARLY_NS) / 1e9)
+            self._drain()
+            rem = deadline - now()
         if rem > _DRAIN_NS:
             time.sleep((rem - _DRAIN_NS) / 1e9)
         if self.inputs:
