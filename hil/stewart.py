@@ -194,6 +194,7 @@ class StewartRig:
     _cone_scale: float = field(init=False, repr=False, compare=False)
     _cos_base: float = field(init=False, repr=False, compare=False)
     _cos_platform: float = field(init=False, repr=False, compare=False)
+    _cond_ref: tuple | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         problems = []
@@ -406,9 +407,25 @@ class StewartRig:
 
     def _conditioned(self, legs: list[tuple[float, ...]]) -> bool:
         """True if the inverse Jacobian (rows ``[(R p_k × u_k)ᵀ, u_kᵀ]``) has condition
-        number ≤ ``cond_max`` (from its singular values)."""
-        s = np.linalg.svd(self._jacobian_of(legs), compute_uv=False)
-        return bool(s[0] <= self.cond_max * s[-1])
+        number ≤ ``cond_max``.
+
+        The singular values are computed only when a cheaper bound cannot decide: by Weyl's
+        inequality ``|σ_i(J) − σ_i(J₀)| ≤ ‖J − J₀‖₂ ≤ ‖J − J₀‖_F =: δ`` (Golub & Van Loan,
+        *Matrix Computations*, 4th ed., Cor. 8.6.2), so with J₀ the last Jacobian whose
+        singular values were computed, ``cond J ≤ (σ_max(J₀) + δ) / (σ_min(J₀) − δ)``; where
+        that is ≤ ``cond_max`` the pose passes without an SVD. Consecutive poses of a stream
+        are close, so most calls end there. The answer is the exact test's either way.
+        """
+        rows = [(ry * z - rz * y, rz * x - rx * z, rx * y - ry * x, x, y, z) for _, x, y, z, rx, ry, rz in legs]
+        ref = self._cond_ref
+        if ref is not None:
+            rows0, s_max, s_min = ref
+            d = math.sqrt(sum((a - b) * (a - b) for r, r0 in zip(rows, rows0) for a, b in zip(r, r0)))
+            if d < s_min and s_max + d <= self.cond_max * (s_min - d):
+                return True
+        sv = np.linalg.svd(np.array(rows), compute_uv=False)
+        object.__setattr__(self, "_cond_ref", (rows, float(sv[0]), float(sv[-1])))
+        return bool(sv[0] <= self.cond_max * sv[-1])
 
     def assess(self, X_RP: ArrayLike) -> tuple[Array, float, bool]:
         """Leg lengths (6,) [m] of ``X_RP``, its stroke and joint margin (see :meth:`_margin`)

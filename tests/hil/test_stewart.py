@@ -246,3 +246,42 @@ def _quat(X):
     from dynamics.spatial import quat_integrate
 
     return quat_integrate([1.0, 0, 0, 0], pose_vector(X)[3:], 1.0)
+
+
+def _cond_stream(cond_max: float) -> tuple[int, set, int]:
+    """A random walk of poses (a stream) through the rig's check: (poses, verdicts, rig SVDs),
+    asserting at every pose that the verdict equals cond ≤ cond_max computed outright."""
+    rig = StewartRig(0.3, 0.2, math.radians(20), math.radians(20), 0.5, LIM, cond_max=cond_max)
+    rng = np.random.default_rng(12)
+    x = np.zeros(6)
+    svds = 0
+    orig = np.linalg.svd
+
+    def counting(*a, **k):
+        nonlocal svds
+        svds += 1
+        return orig(*a, **k)
+
+    np.linalg.svd = counting  # (np.linalg.cond below calls its module's svd, not this attribute)
+    try:
+        n, verdicts = 0, set()
+        for _ in range(600):
+            x = np.clip(x + rng.normal(size=6) * np.r_[1e-3, 1e-3, 1e-3, 5e-3, 5e-3, 5e-3],
+                        [-0.05] * 3 + [-0.3] * 3, [0.05] * 3 + [0.3] * 3)
+            X = rig.neutral @ pose_from_vector(x)
+            exact = float(np.linalg.cond(rig.jacobian(X))) <= cond_max
+            assert rig.in_workspace(X) == exact
+            n += 1
+            verdicts.add(exact)
+    finally:
+        np.linalg.svd = orig
+    return n, verdicts, svds
+
+
+def test_conditioning_bound_gives_the_exact_answer_along_a_stream():
+    """The Weyl bound lets most poses of a stream pass without an SVD; the verdict must equal
+    the condition number computed outright at every pose, also across cond_max."""
+    n, verdicts, _ = _cond_stream(12.4)  # the walk crosses cond = 12.4 back and forth
+    assert verdicts == {True, False}
+    n, verdicts, svds = _cond_stream(50.0)  # the default: far from the edge
+    assert verdicts == {True} and svds < n / 20
