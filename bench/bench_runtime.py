@@ -131,7 +131,8 @@ def source(n: int) -> dict[str, float]:
                                        h_ns=1_000_000)) for k in range(n)]
         (tmp / "in.rec").write_bytes(msgpack.packb(items, use_bin_type=True))
         cfg = tmp / "src.toml"
-        toy = f'toy = {{mass = [1.0, 1.0], k = [1.0], rest = [1.0], x0 = [0.0, 1.0], v0 = [0.0, 0.0], out_dir = "{tmp}"}}'
+        toy = (f'toy = {{mass = [1.0, 1.0], k = [1.0], rest = [1.0], x0 = [0.0, 1.0], v0 = [0.0, 0.0], '
+               f'out_dir = "{tmp}"}}')
         cfg.write_text(f"""{toy}
 [sim]
 duration = {n * 200_000 / 1e9 + 0.001}

@@ -63,10 +63,11 @@ from __future__ import annotations
 import importlib
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 from errors import ConfigError
 from protocol.bus import LAUNCHER, check_url, mesh_endpoints

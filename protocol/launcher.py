@@ -42,11 +42,11 @@ the same names.
 Real time
 ---------
 With ``sim.mode = "realtime"`` and ``sim.rt_priority = p > 0``, the launcher's thread
-runs SCHED_FIFO at ``p + 1`` (and, with worker processes, its ZeroMQ I/O thread at
-``p + 2``) when permitted: above the services' stepping threads (``p``), level with
-their I/O threads (``p + 1``, :func:`protocol.shell.realtime_context`), so services
-that overrun without pause cannot starve the supervisor or its pings. The priority is
-not inherited by the processes it starts (SCHED_RESET_ON_FORK).
+runs SCHED_FIFO at ``p + 1`` (and, with worker processes, its ZeroMQ I/O thread too)
+when permitted: above the services' stepping and I/O threads (``p``,
+:func:`protocol.shell.realtime_context`), so services that overrun without pause cannot
+starve the supervisor or its pings. The priority is not inherited by the processes it
+starts (SCHED_RESET_ON_FORK).
 """
 
 from __future__ import annotations

@@ -50,8 +50,10 @@ with ``speed > 0`` a step also waits for the wall instant ``start + (t - t0) / s
 A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
 *realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
 (the same for every service) with the latest inputs. The stepping thread runs
-SCHED_FIFO at ``sim.rt_priority`` and, in a worker process, ZeroMQ's I/O thread one
-above it (:func:`realtime_context`), when permitted (``rt_priority = 0`` turns it off), sleeps with 1 ns timer slack to 60 µs
+SCHED_FIFO at ``sim.rt_priority``, in a worker process with ZeroMQ's I/O thread
+(:func:`realtime_context`), when permitted (``rt_priority = 0`` turns it off).
+It takes its queued inputs 2 ms (long periods only) and 0.2 ms before a step start,
+sleeps with 1 ns timer slack to 60 µs
 before the step start, then spins yielding the core (so equal-priority services on
 few cores do not hold each other up). The garbage collector is frozen and disabled
 while stepping (no collector pauses; cyclic garbage made by a model during a
@@ -169,23 +171,23 @@ def _realtime_priority(priority: int, name: str) -> bool:
 
 
 def realtime_context(priority: int) -> zmq.Context | None:
-    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority + 1``, if this process may do so.
+    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority``, if this process may do so.
 
-    One above the stepping thread (which runs at ``priority``): a stepping thread that
-    overruns and never blocks would otherwise keep its own I/O thread — the one that
-    delivers the launcher's pings and its peers' samples — off the core for good
-    (SCHED_FIFO does not share a core between equal priorities). libzmq aborts if it
-    cannot apply the policy, so the permission is tried first on a scratch thread.
-    Returns None (use the default context) when not permitted or ``priority <= 0``.
+    The same priority as the stepping thread: the I/O thread gets the core whenever the
+    stepping thread sleeps or yields, and the stepping loop yields once per step even
+    when it is late (:meth:`ServiceShell._wait_until`), so an overrunning service still
+    receives the launcher's pings and its inputs. (One level above, it preempted steps
+    on every message and raised jitter and overruns.) libzmq aborts if it cannot apply
+    the policy, so the permission is tried first on a scratch thread. Returns None (use
+    the default context) when not permitted or ``priority <= 0``.
     """
     if priority <= 0 or not hasattr(os, "sched_setscheduler"):
         return None
-    io_priority = min(priority + 1, 99)
     ok: list[bool] = []
 
     def probe() -> None:
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(io_priority))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
             ok.append(True)
         except OSError:
             ok.append(False)
@@ -197,7 +199,7 @@ def realtime_context(priority: int) -> zmq.Context | None:
         return None
     ctx = zmq.Context()
     ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
-    ctx.set(zmq.THREAD_PRIORITY, io_priority)
+    ctx.set(zmq.THREAD_PRIORITY, priority)
     return ctx
 
 
@@ -583,10 +585,10 @@ class ServiceShell:
 
         Sleep (in slices of ``_CTL_EVERY_NS`` with control between) to ``_DRAIN_EARLY_NS``
         before it and take the queued data (only when there is that long to wait), sleep to
-        ``_DRAIN_NS`` before it and take what came since, sleep to ``_SPIN_NS`` before it, then spin yielding the core. Data
-        arriving meanwhile waits in the socket's queue; control is also looked at after
-        every step (``_tick_stats``). Returns at once after a freeze (``_resume_msg`` set)
-        so that the caller re-anchors.
+        ``_DRAIN_NS`` before it and take what came since, sleep to ``_SPIN_NS`` before it,
+        then spin yielding the core. Data arriving meanwhile waits in the socket's queue;
+        the callers look at control after every step or wait (``_tick_stats``). Returns at
+        once after a freeze (``_resume_msg`` set) so that the caller re-anchors.
         """
         now = time.monotonic_ns
         while (rem := deadline - now()) > _CTL_EVERY_NS + _DRAIN_EARLY_NS:
@@ -605,6 +607,8 @@ class ServiceShell:
         rem = deadline - now()
         if rem > _SPIN_NS:
             time.sleep((rem - _SPIN_NS) / 1e9)
+        if now() >= deadline:  # late (an overrun): still let equal-priority threads in (this
+            os.sched_yield()   # process's I/O thread, with the launcher's pings and the inputs)
         while now() < deadline:
             os.sched_yield()  # spinning, but an equal-priority service due now gets the core
 
@@ -697,6 +701,7 @@ class ServiceShell:
                 due = anchor + int((t - t0) / speed)
                 if due > now():
                     self._wait_until(due)
+                    self._tick_stats()
             prefix = prefixes.get(topic)
             if prefix is None:
                 prefix = prefixes[topic] = prefix_of(topic)
