@@ -375,10 +375,11 @@ class RigCore:
         self._sensed_x = x
         if isinstance(self.rig, StewartRig):
             try:
-                q, p, _, self.V = self.rig.newton(self.x, self.q, self.p, self.v)  # and V from the leg rates
+                q, p, _, V = self.rig.newton(self.x, self.q, self.p, self.v)  # and V from the leg rates
             except NoSolutionError:
                 self._fault(Fault.LIMIT)
                 return
+            self.V = np.zeros(6) if V is None else V
         else:
             X, _ = self.rig.forward(self.x)
             q, p = rotation_to_quat(X[:3, :3]), X[:3, 3]

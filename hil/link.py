@@ -226,7 +226,7 @@ class SerialLink:
             if self._fd is None:
                 self.port.write(frame)
             else:
-                self._write_fd(frame)
+                self._write_fd(self._fd, frame)
         except (serial.SerialException, OSError) as err:
             raise RigFault(f"hil link: write failed: {err}") from err
         self._seq = (self._seq + 1) & 0xFFFF
@@ -234,13 +234,14 @@ class SerialLink:
         self.stats.tx_bytes += len(frame)
         return frame
 
-    def _write_fd(self, data: bytes) -> None:
+    @staticmethod
+    def _write_fd(fd: int, data: bytes) -> None:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(fd, view):]
             except BlockingIOError:  # the line's buffer is full: wait until it drains
-                select.select([], [self._fd], [], 0.1)
+                select.select([], [fd], [], 0.1)
 
     def start_reader(self, timeout: float = 0.001) -> None:
         """Read in a background thread from now on, so that frames are time-stamped on arrival.
@@ -292,10 +293,9 @@ class SerialLink:
             return out
         return self._read_once(max_bytes, timeout)
 
-    def _read_fd(self, max_bytes: int, timeout: float | None) -> bytes:
+    def _read_fd(self, fd: int, max_bytes: int, timeout: float | None) -> bytes:
         """select + read on the port's descriptor (what pyserial's read does, minus its
         per-call bookkeeping, which dominated the bridge's step)."""
-        fd = self._fd
         if not select.select([fd], [], [], self.port.timeout if timeout is None else timeout)[0]:
             return b""
         try:
@@ -324,7 +324,7 @@ class SerialLink:
     def _read_once(self, max_bytes: int, timeout: float | None = None) -> list[Frame]:
         try:
             if self._fd is not None:
-                data = self._read_fd(max_bytes, timeout)
+                data = self._read_fd(self._fd, max_bytes, timeout)
             else:
                 data = self._read_port(max_bytes)
         except (serial.SerialException, OSError) as err:

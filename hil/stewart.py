@@ -371,7 +371,7 @@ class StewartRig:
             # converged: this correction, or the next one as quadratic convergence predicts it
             # from the observed contraction (|δ_k+1| ≈ |δ_k|³ / |δ_k−1|², Deuflhard 2004, §2.1.1)
             if step < tol or (it > 1 and step < 0.1 * prev and step**3 < tol * prev * prev):
-                return q, T, it, None if rates is None else sol[:, 1].copy()
+                return q, T, it, None if rates is None else np.array(sol[:, 1], dtype=np.float64)
             prev = step
         raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs "
                               f"{np.asarray(legs).tolist()}")
@@ -389,7 +389,7 @@ class StewartRig:
         tx, ty, tz = T
         m = math.inf
         L0, cb, cp = self._cone_scale, self._cos_base, self._cos_platform
-        legs = []
+        legs: list[tuple[float, ...]] = []
         for (px, py), (bx, by, bz), (wx, wy, wz), lo, hi in self._rows:
             rx = r00 * px + r01 * py  # p_k lies in the platform plane z = 0
             ry = r10 * px + r11 * py
@@ -460,7 +460,7 @@ class StewartRig:
                     for i in np.flatnonzero(ang > cone)]
         return out
 
-    def path_margin(self, path: "GeodesicPath") -> Callable[[float], float]:
+    def path_margin(self, path: GeodesicPath) -> Callable[[float], float]:
         """The stroke and joint-cone margin ``g(s)`` along ``path`` (that of :meth:`_margin`,
         negative where a limit is broken), in plain floats."""
         def g(s: float) -> float:
@@ -547,7 +547,7 @@ class ServoRig:
         """True if every axis of the pose is inside its stroke."""
         return self.assess(X_RP)[2]
 
-    def path_margin(self, path: "GeodesicPath") -> Callable[[float], float]:
+    def path_margin(self, path: GeodesicPath) -> Callable[[float], float]:
         """The smallest stroke margin ``g(s)`` along ``path``."""
         lo, hi = self.limits.lo, self.limits.hi
 
@@ -601,7 +601,7 @@ class ClampResult:
     axes: Array
     fraction: float
     requested: Array
-    rig: "StewartRig | ServoRig"
+    rig: StewartRig | ServoRig
 
     @property
     def clamped(self) -> bool:

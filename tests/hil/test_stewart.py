@@ -155,9 +155,11 @@ def test_wrench_back_through_the_axis_map_and_scale():
     np.testing.assert_allclose(pm.wrench_to_body([0, 0, 1.0, 0, 0, 0]), [0, 0, 2.0, 0, 0, 0], atol=1e-15)
 
 
-def _yaw_joint_angles(psi: float, rb=0.3, rp=0.2, beta=math.radians(20), gamma=math.radians(20), h=0.5):
+def _yaw_joint_angles(psi: float, rb=0.3, rp=0.2, h=0.5):
     """Closed form for a pure yaw ψ at the neutral height: the angle of each leg to its neutral
-    direction at the base (in R) and at the platform (in P), from the layout in the class docstring."""
+    direction at the base (in R) and at the platform (in P), from the layout in the class docstring
+    (pair spacings 20° at both ends, as make_rig)."""
+    beta = gamma = math.radians(20)
     out_b, out_p = [], []
     for k in range(6):
         s = -1.0 if k % 2 == 0 else 1.0
@@ -229,14 +231,14 @@ def test_newton_twist_from_leg_rates_matches_finite_differences_of_the_inverse_k
         V0 = rng.normal(size=6) * np.r_[0.2, 0.2, 0.2, 0.05, 0.05, 0.05]  # [ω; v] of P at Po, in R
         eps = 1e-6
 
-        def moved(t):
+        def moved(t, X=X, V0=V0):
             return pose(pose_from_vector(np.r_[0, 0, 0, t * V0[:3]])[:3, :3] @ X[:3, :3], X[:3, 3] + t * V0[3:])
 
         rates = (rig.inverse(moved(eps)) - rig.inverse(moved(-eps))) / (2 * eps)
         # warm start as in the emulator: the last reading, 4 ms of motion away; V then comes with the
         # Jacobian of the last iterate, within the last correction (≲ 1e-7 here) of the solution
         guess = X @ pose_from_vector(rng.normal(size=6) * 1e-4)
-        q, p, it, V = rig.newton(rig.inverse(X), _quat(guess), guess[:3, 3], rates)
+        _, p, it, V = rig.newton(rig.inverse(X), _quat(guess), guess[:3, 3], rates)
         np.testing.assert_allclose(p, X[:3, 3], atol=1e-9)
         np.testing.assert_allclose(V, V0, atol=1e-7)
         assert it <= 5
