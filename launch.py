@@ -119,47 +119,45 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
     import numpy as np
 
     from dynamics.spatial import pose_from_vector
-    from protocol.codec import decode
-    from services.logger import open_log
+    from services.logger import open_log, read_topics
 
     with open_log(log_path) as log:
         cfg = config if config is not None else (log.config() or {})
-        events: list[dict[str, Any]] = []
-        P0 = P = None
-        dP = 0.0
-        F_peak = M_peak = F_rig = 0.0
-        link: dict[str, Any] = {}
-        hil_state = None
-        orb = None
-        m_O = float(cfg.get("orbiter", {}).get("mass", 0.0))
-        m_T = float(cfg.get("payload", {}).get("mass", 0.0))
-        t_contact = None
-        topics = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
-        for m in log.messages([t for t in topics if t in log.topics]):
-            s = decode(m.topic, m.payload)
-            b = s.body
-            if m.topic == "contact/event":
-                for ev in b["events"]:
-                    events.append(dict(ev))
-                    if ev["kind"] == "first_contact" and t_contact is None and any(
-                            e["kind"] == "rigidize" for e in events):
-                        t_contact = s.t_ns
-            elif m.topic == "contact/wrench":
-                if t_contact is not None and s.t_ns >= t_contact and b["active"]:
-                    F_peak = max(F_peak, float(np.linalg.norm(b["F_Lo_W"][3:])))
-                    M_peak = max(M_peak, float(np.linalg.norm(b["F_Lo_W"][:3])))
-            elif m.topic == "hil/feedback":
-                if b["valid"]:
-                    F_rig = max(F_rig, float(np.linalg.norm(b["F_Bo_B"][3:])))
-            elif m.topic == "hil/status":
-                link, hil_state = dict(b["link"]), b["state"]
-            elif m.topic == "orbiter/state":
-                orb = (s.t_ns, np.asarray(b["v_WOo_W"]))
-            elif m.topic == "payload/state" and orb is not None and orb[0] == s.t_ns:
-                P = m_O * orb[1] + m_T * np.asarray(b["v_WTo_W"])
-                if P0 is None:
-                    P0 = P
-                dP = max(dP, float(np.linalg.norm(P - P0)))
+        wanted = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
+        d = read_topics(log, [t for t in wanted if t in log.topics])
+    empty: dict[str, Any] = {}
+    m_O = float(cfg.get("orbiter", {}).get("mass", 0.0))
+    m_T = float(cfg.get("payload", {}).get("mass", 0.0))
+    events: list[dict[str, Any]] = []
+    t_contact = None
+    ce = d.get("contact/event", empty)
+    for t_ns, evs in zip(ce.get("t_ns", ()), ce.get("events", ())):
+        for ev in evs:
+            events.append(dict(ev))
+            if ev["kind"] == "first_contact" and t_contact is None and any(e["kind"] == "rigidize" for e in events):
+                t_contact = int(t_ns)
+    F_peak = M_peak = F_rig = 0.0
+    cw = d.get("contact/wrench", empty)
+    if t_contact is not None and len(cw.get("t_ns", ())):
+        on = (cw["t_ns"] >= t_contact) & cw["active"]
+        if on.any():
+            F = cw["F_Lo_W"][on]
+            F_peak = float(np.linalg.norm(F[:, 3:], axis=1).max())
+            M_peak = float(np.linalg.norm(F[:, :3], axis=1).max())
+    fb = d.get("hil/feedback", empty)
+    if len(fb.get("t_ns", ())) and fb["valid"].any():
+        F_rig = float(np.linalg.norm(fb["F_Bo_B"][fb["valid"]][:, 3:], axis=1).max())
+    st = d.get("hil/status", empty)
+    link, hil_state = (dict(st["link"][-1]), st["state"][-1]) if len(st.get("t_ns", ())) else ({}, None)
+    # total linear momentum where an orbiter and a payload sample share a time stamp
+    P0, dP = None, 0.0
+    orb, pay = d.get("orbiter/state", empty), d.get("payload/state", empty)
+    if len(orb.get("t_ns", ())) and len(pay.get("t_ns", ())):
+        _, i_o, i_p = np.intersect1d(orb["t_ns"], pay["t_ns"], return_indices=True)
+        if len(i_o):
+            P = m_O * orb["v_WOo_W"][i_o] + m_T * pay["v_WTo_W"][i_p]
+            P0 = P[0]
+            dP = float(np.linalg.norm(P - P0, axis=1).max())
     first = {}
     for ev in events:
         first.setdefault(ev["kind"], ev)
