@@ -44,8 +44,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics.exgit import collision, contact_inertia
-from dynamics.rigid_body import quat_integrate_rows, rotation_rows
-from dynamics.spatial import as_vector, rotation_to_quat, rotation_vector, skew
+from dynamics.spatial import (
+    as_vector,
+    quat_integrate_rows,
+    rotation_rows,
+    rotation_to_quat,
+    rotation_vector,
+    skew,
+)
 from errors import ModelError, ShapeError
 
 __all__ = [

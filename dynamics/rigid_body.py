@@ -47,9 +47,12 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics.orbit import CircularOrbit
 from dynamics.spatial import (
     as_vector,
+    dexp_inv_rows,
+    quat_integrate_rows,
     quat_normalize,
     quat_rate,
     quat_to_rotation,
+    rotation_rows,
     shift_wrench,
     skew,
 )
@@ -90,67 +93,6 @@ def _readonly(a: Array) -> Array:
 # the same expressions in the same order (so the same results, bit for bit; the tests hold
 # them equal). They take and return floats: a 1 kHz step calls them a dozen times, and
 # numpy's per-call cost on (3,) and (4,) arrays was most of the step.
-
-
-def rotation_rows(w: float, x: float, y: float, z: float) -> tuple[float, ...]:
-    """``R_AB`` of the unit quaternion ``q_AB = [w, x, y, z]``, row-major, nine floats.
-
-    SVDS seed 003 eq. (2-7), as :func:`dynamics.spatial.quat_to_rotation` (equal results).
-    """
-    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
-
-
-def quat_integrate_rows(q: tuple[float, ...] | list[float], wx: float, wy: float, wz: float,
-                        h: float) -> tuple[float, float, float, float]:
-    """``q ⊗ exp(½ ω h)`` normalised, scalar ≥ 0: :func:`dynamics.spatial.quat_integrate` on floats.
-
-    Parameters
-    ----------
-    q : sequence of 4 float
-        ``q_WB`` [w, x, y, z] at t (unit).
-    wx, wy, wz : float
-        Body rate ω_B. [rad/s]
-    h : float
-        [s]
-
-    Raises
-    ------
-    ShapeError
-        If the result is not finite or has zero norm.
-    """
-    w1, x1, y1, z1 = q
-    norm_w = math.sqrt(wx * wx + wy * wy + wz * wz)
-    angle = norm_w * h
-    if angle < 1e-12:
-        w2, x2, y2, z2 = 1.0, 0.5 * h * wx, 0.5 * h * wy, 0.5 * h * wz
-    else:
-        s = math.sin(0.5 * angle)
-        w2, x2, y2, z2 = math.cos(0.5 * angle), s * (wx / norm_w), s * (wy / norm_w), s * (wz / norm_w)
-    rw = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
-    rx = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
-    ry = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
-    rz = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
-    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
-    if not math.isfinite(n) or n < 1e-12:
-        raise ShapeError(f"quat_wxyz: integrated quaternion not finite or zero norm: {[rw, rx, ry, rz]}")
-    if rw < 0.0:
-        n = -n
-    return rw / n, rx / n, ry / n, rz / n
-
-
-def _dexp_inv(p0: float, p1: float, p2: float, w0: float, w1: float, w2: float) -> list[float]:
-    """:func:`dynamics.spatial.dexp_inv` (right form) on floats: ``φ̇`` for ``q = q_k ⊗ exp(φ)``."""
-    th2 = p0 * p0 + p1 * p1 + p2 * p2
-    if th2 < 1e-8:
-        c = 1.0 / 12.0 + th2 / 720.0
-    else:
-        th = math.sqrt(th2)
-        c = 1.0 / th2 - (1.0 + math.cos(th)) / (2.0 * th * math.sin(th))
-    a0, a1, a2 = p1 * w2 - p2 * w1, p2 * w0 - p0 * w2, p0 * w1 - p1 * w0  # φ × w
-    b0, b1, b2 = p1 * a2 - p2 * a1, p2 * a0 - p0 * a2, p0 * a1 - p1 * a0  # φ × (φ × w)
-    return [w0 + 0.5 * a0 + c * b0, w1 + 0.5 * a1 + c * b1, w2 + 0.5 * a2 + c * b2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,7 +440,7 @@ def _rkmk4(
         f0, f1, f2 = c * ph[0], c * ph[1], c * ph[2]
         vd, wd = _rates(model, [P0 + c * pd[0], P1 + c * pd[1], P2 + c * pd[2]], v,
                         rotation_rows(*quat_integrate_rows(q0, f0, f1, f2, 1.0)), w, F, orbit)
-        pd, ph = v, _dexp_inv(f0, f1, f2, w[0], w[1], w[2])
+        pd, ph = v, dexp_inv_rows(f0, f1, f2, w[0], w[1], w[2])
         ks.append((pd, vd, wd, ph))
     (p1, v1, w1, h1), (p2, v2, w2, h2), (p3, v3, w3, h3), (p4, v4, w4, h4) = ks
     c = dt / 6.0

@@ -26,6 +26,7 @@ __all__ = [
     "as_vector",
     "cross3",
     "dexp_inv",
+    "dexp_inv_rows",
     "pose",
     "pose_from_vector",
     "pose_inverse",
@@ -33,6 +34,7 @@ __all__ = [
     "quat_angle",
     "quat_conjugate",
     "quat_integrate",
+    "quat_integrate_rows",
     "quat_multiply",
     "quat_normalize",
     "quat_rate",
@@ -40,6 +42,7 @@ __all__ = [
     "quat_to_rotation",
     "quat_to_rotvec",
     "rotate_spatial",
+    "rotation_rows",
     "rotation_to_quat",
     "rotation_vector",
     "shift_twist",
@@ -155,6 +158,68 @@ def quat_normalize(q: ArrayLike) -> Array:
     return -a if a[0] < 0.0 else a
 
 
+def rotation_rows(w: float, x: float, y: float, z: float) -> tuple[float, ...]:
+    """``R_AB`` of the unit quaternion ``q_AB = [w, x, y, z]``, row-major, nine floats.
+
+    The float kernel of :func:`quat_to_rotation` (SVDS seed 003 eq. 2-7), for hot loops
+    that work on Python floats.
+    """
+    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
+
+
+def quat_integrate_rows(q: tuple[float, ...] | list[float], wx: float, wy: float, wz: float,
+                        h: float) -> tuple[float, float, float, float]:
+    """``q ⊗ exp(½ ω h)`` normalised, scalar ≥ 0: :func:`quat_integrate` on floats (its kernel).
+
+    Parameters
+    ----------
+    q : sequence of 4 float
+        ``q_WB`` [w, x, y, z] at t (unit).
+    wx, wy, wz : float
+        Body rate ω_B. [rad/s]
+    h : float
+        [s]
+
+    Raises
+    ------
+    ShapeError
+        If the result is not finite or has zero norm.
+    """
+    w1, x1, y1, z1 = q
+    norm_w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    angle = norm_w * h
+    if angle < 1e-12:
+        w2, x2, y2, z2 = 1.0, 0.5 * h * wx, 0.5 * h * wy, 0.5 * h * wz
+    else:
+        s = math.sin(0.5 * angle)
+        w2, x2, y2, z2 = math.cos(0.5 * angle), s * (wx / norm_w), s * (wy / norm_w), s * (wz / norm_w)
+    rw = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
+    rx = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
+    ry = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
+    rz = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
+    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
+    if not math.isfinite(n) or n < 1e-12:
+        raise ShapeError(f"quat_wxyz: integrated quaternion not finite or zero norm: {[rw, rx, ry, rz]}")
+    if rw < 0.0:
+        n = -n
+    return rw / n, rx / n, ry / n, rz / n
+
+
+def dexp_inv_rows(p0: float, p1: float, p2: float, w0: float, w1: float, w2: float) -> list[float]:
+    """:func:`dexp_inv` on floats (its kernel): ``φ̇`` for ``q = q_k ⊗ exp(φ)``."""
+    th2 = p0 * p0 + p1 * p1 + p2 * p2
+    if th2 < 1e-8:
+        c = 1.0 / 12.0 + th2 / 720.0
+    else:
+        th = math.sqrt(th2)
+        c = 1.0 / th2 - (1.0 + math.cos(th)) / (2.0 * th * math.sin(th))
+    a0, a1, a2 = p1 * w2 - p2 * w1, p2 * w0 - p0 * w2, p0 * w1 - p1 * w0  # φ × w
+    b0, b1, b2 = p1 * a2 - p2 * a1, p2 * a0 - p0 * a2, p0 * a1 - p1 * a0  # φ × (φ × w)
+    return [w0 + 0.5 * a0 + c * b0, w1 + 0.5 * a1 + c * b1, w2 + 0.5 * a2 + c * b2]
+
+
 def quat_to_rotation(q: ArrayLike) -> Array:
     """Rotation matrix ``R_AB`` (3, 3) of the unit quaternion ``q_AB`` [w, x, y, z].
 
@@ -163,14 +228,7 @@ def quat_to_rotation(q: ArrayLike) -> Array:
     a = np.asarray(q, dtype=np.float64)
     if a.shape != (4,):
         raise ShapeError(f"quat_wxyz: expected shape (4,), got {a.shape}")
-    w, x, y, z = a.tolist()  # plain floats: this runs several times per rigid-body step
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
+    return np.array(rotation_rows(*a.tolist())).reshape(3, 3)
 
 
 def rotation_to_quat(R: ArrayLike) -> Array:
@@ -240,26 +298,8 @@ def quat_integrate(q: ArrayLike, w_B: ArrayLike, h: float) -> Array:
     w = np.asarray(w_B, dtype=np.float64)
     if a.shape != (4,) or w.shape != (3,):
         raise ShapeError(f"q, w_B: expected shapes (4,), (3,), got {a.shape}, {w.shape}")
-    w1, x1, y1, z1 = a.tolist()
     wx, wy, wz = w.tolist()
-    h = float(h)
-    norm_w = math.sqrt(wx * wx + wy * wy + wz * wz)
-    angle = norm_w * h
-    if angle < 1e-12:
-        w2, x2, y2, z2 = 1.0, 0.5 * h * wx, 0.5 * h * wy, 0.5 * h * wz
-    else:
-        s = math.sin(0.5 * angle)
-        w2, x2, y2, z2 = math.cos(0.5 * angle), s * (wx / norm_w), s * (wy / norm_w), s * (wz / norm_w)
-    rw = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
-    rx = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
-    ry = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
-    rz = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
-    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
-    if not math.isfinite(n) or n < 1e-12:
-        raise ShapeError(f"quat_wxyz: integrated quaternion not finite or zero norm: {[rw, rx, ry, rz]}")
-    if rw < 0.0:
-        n = -n
-    return np.array([rw / n, rx / n, ry / n, rz / n])
+    return np.array(quat_integrate_rows(a.tolist(), wx, wy, wz, float(h)))
 
 
 def quat_angle(q1: ArrayLike, q2: ArrayLike) -> float:
@@ -364,17 +404,7 @@ def dexp_inv(phi: ArrayLike, w: ArrayLike) -> Array:
     wa = np.asarray(w, dtype=np.float64)
     if pa.shape != (3,) or wa.shape != (3,):
         raise ShapeError(f"phi, w: expected shapes (3,), (3,), got {pa.shape}, {wa.shape}")
-    p0, p1, p2 = pa.tolist()
-    w0, w1, w2 = wa.tolist()
-    th2 = p0 * p0 + p1 * p1 + p2 * p2
-    if th2 < 1e-8:
-        c = 1.0 / 12.0 + th2 / 720.0
-    else:
-        th = math.sqrt(th2)
-        c = 1.0 / th2 - (1.0 + math.cos(th)) / (2.0 * th * math.sin(th))
-    a0, a1, a2 = p1 * w2 - p2 * w1, p2 * w0 - p0 * w2, p0 * w1 - p1 * w0  # φ × w
-    b0, b1, b2 = p1 * a2 - p2 * a1, p2 * a0 - p0 * a2, p0 * a1 - p1 * a0  # φ × (φ × w)
-    return np.array([w0 + 0.5 * a0 + c * b0, w1 + 0.5 * a1 + c * b1, w2 + 0.5 * a2 + c * b2])
+    return np.array(dexp_inv_rows(*pa.tolist(), *wa.tolist()))
 
 
 def pose(R_AB: ArrayLike, p_AoBo_A: ArrayLike) -> Array:

@@ -191,8 +191,9 @@ def test_step_result_is_a_valid_read_only_state():
 
 
 def test_float_kernels_equal_their_spatial_twins():
-    # rotation_rows, quat_integrate_rows and the step's dexp⁻¹ repeat dynamics.spatial's formulas on
-    # Python floats; they must give the same numbers, bit for bit (and R_rows must equal R_WB)
+    # the step runs on dynamics.spatial's float kernels (rotation_rows, quat_integrate_rows,
+    # dexp_inv_rows); they and the array functions must give the same numbers, bit for bit (and
+    # R_rows must equal R_WB)
     from dynamics.spatial import dexp_inv, quat_integrate, quat_to_rotation
 
     rng = np.random.default_rng(21)
@@ -203,7 +204,7 @@ def test_float_kernels_equal_their_spatial_twins():
         assert np.array_equal(np.reshape(rb.rotation_rows(*q.tolist()), (3, 3)), quat_to_rotation(q))
         assert np.array_equal(np.array(rb.quat_integrate_rows(q.tolist(), *w.tolist(), h)), quat_integrate(q, w, h))
         phi = rng.normal(size=3) * rng.choice([1e-6, 1e-2, 1.0])
-        assert np.array_equal(np.array(rb._dexp_inv(*phi.tolist(), *w.tolist())), dexp_inv(phi, w))
+        assert np.array_equal(np.array(rb.dexp_inv_rows(*phi.tolist(), *w.tolist())), dexp_inv(phi, w))
         s = rb.RigidBodyState(np.zeros(3), q, np.zeros(3), w)
         assert np.array_equal(np.reshape(s.R_rows, (3, 3)), s.R_WB)
 
