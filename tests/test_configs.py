@@ -111,9 +111,12 @@ def test_check_rejects_a_broken_copy(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 # ---------------------------------------------------------------- frames repeated across tables
-def test_repeated_frames_agree(cfg: dict) -> None:
-    assert cfg["hil"]["X_OL"] == cfg["orbiter"]["X_OL"]
-    assert cfg["hil"]["X_TB"] == cfg["payload"]["X_TB"]
+def test_hil_relates_the_latch_and_the_berthing_interface(cfg: dict) -> None:
+    from hil.config import hil_table
+
+    hil = hil_table(cfg)
+    assert hil["X_OL"] == cfg["orbiter"]["X_OL"]
+    assert hil["X_TB"] == cfg["payload"]["X_TB"]
 
 
 def test_guides_hold_the_trunnions_when_berthed(cfg: dict) -> None:
