@@ -139,6 +139,9 @@ class _Fail(Exception):
 _MS = 1_000_000
 _NOBLOCK = int(zmq.NOBLOCK)  # a plain int: pyzmq's enum flags cost Python-level enum arithmetic per call
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
+PROBE_PERIOD_NS = 10_000_000
+"""Interval of a service's ready-handshake probes on ``sim/control``. [ns]"""
+
 FLUSH_MS = 2000  # a stopping worker process delivers its queued messages for at most this long [ms]
 SINK_DRAIN_LIMIT_NS = 20_000 * _MS  # a sink at stop drains what is queued for at most this long
 _SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
@@ -465,11 +468,15 @@ class ServiceShell:
                 self._topic_of[t.encode()] = t
         self.bus.subscribe("sim/control")  # last: seeing a probe confirms every earlier subscription
         deadline = time.monotonic_ns() + 120 * 1_000_000_000
+        next_probe = 0
         while not any(m["op"] == "ack" for m in self._pending_ops):
-            if time.monotonic_ns() > deadline:
+            now = time.monotonic_ns()
+            if now > deadline:
                 raise _Fail("handshake: no ack from the launcher within 120 s")
-            self._probe()  # until acked: late subscribers must see one too
-            self._wait(10)
+            if now >= next_probe:  # until acked (late subscribers must see one too), on a clock:
+                self._probe()      # probing on every wake-up would make the peers' probes a storm
+                next_probe = now + PROBE_PERIOD_NS
+            self._wait(max(1, (next_probe - now) // 1_000_000))
         self._pending_ops = [m for m in self._pending_ops if m["op"] != "ack"]
         self.state = "ready"
         self.ctl.send({"op": "state", "state": "ready", "t_ns": 0})
