@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.spatial import as_vector, quat_to_rotation, skew
+from dynamics.spatial import as_vector, quat_to_rotation
 from errors import ModelError, ShapeError
 
 __all__ = [
@@ -44,7 +44,9 @@ __all__ = [
     "SHUTTLE_LVLH_IN_HILL",
     "CircularOrbit",
     "cw_acceleration",
+    "cw_acceleration_rows",
     "cw_solution",
+    "gravity_gradient_rows",
     "gravity_gradient_torque",
     "lvlh_rate_W",
     "mean_motion",
@@ -161,8 +163,18 @@ def cw_acceleration(n: float, p_WoBo_W: ArrayLike, v_WBo_W: ArrayLike) -> Array:
     """
     p = as_vector(p_WoBo_W, 3, "p_WoBo_W")
     v = as_vector(v_WBo_W, 3, "v_WBo_W")
+    return np.array(cw_acceleration_rows(float(n), float(p[0]), float(p[2]), float(v[0]), float(v[1])))
+
+
+def cw_acceleration_rows(n: float, x: float, z: float, vx: float, vy: float) -> tuple[float, float, float]:
+    """The float kernel of :func:`cw_acceleration`, for hot loops on Python floats.
+
+    ``(3n²x + 2nẏ, −2nẋ, −n²z)`` [m/s²] from the mean motion ``n`` [rad/s], the position
+    components ``x``, ``z`` [m] and the velocity components ``vx``, ``vy`` [m/s] in W
+    (Hill's axes). Inputs are trusted.
+    """
     n2 = n * n
-    return np.array([3.0 * n2 * p[0] + 2.0 * n * v[1], -2.0 * n * v[0], -n2 * p[2]])
+    return 3.0 * n2 * x + 2.0 * n * vy, -2.0 * n * vx, -n2 * z
 
 
 def cw_solution(n: float, p0_W: ArrayLike, v0_W: ArrayLike, t: float) -> tuple[Array, Array]:
@@ -256,5 +268,21 @@ def gravity_gradient_torque(n: float, I_Bcm_B: ArrayLike, quat_WB: ArrayLike) ->
     if I.shape != (3, 3):
         raise ShapeError(f"I_Bcm_B: expected shape (3, 3), got {I.shape}")
     R_WB = quat_to_rotation(as_vector(quat_WB, 4, "quat_WB"))
-    r_B = R_WB[0, :]  # R_BW @ [1, 0, 0] = first row of R_WB
-    return 3.0 * n * n * (skew(r_B) @ (I @ r_B))
+    r_B = R_WB[0, :].tolist()  # R_BW @ [1, 0, 0] = first row of R_WB
+    return np.array(gravity_gradient_rows(float(n), tuple(I.ravel().tolist()), *r_B))
+
+
+def gravity_gradient_rows(n: float, I_rows: tuple[float, ...] | list[float], r0: float, r1: float,
+                          r2: float) -> tuple[float, float, float]:
+    """The float kernel of :func:`gravity_gradient_torque`: ``3 n² (r̂ × I r̂)`` in B. [N·m]
+
+    ``n`` the mean motion [rad/s]; ``I_rows`` the inertia about the CoM in B, row-major,
+    nine floats [kg·m²]; ``r0, r1, r2`` the zenith unit vector in B (the first row of
+    ``R_WB``). Inputs are trusted.
+    """
+    i00, i01, i02, i10, i11, i12, i20, i21, i22 = I_rows
+    c = 3.0 * n * n
+    e0 = i00 * r0 + i01 * r1 + i02 * r2
+    e1 = i10 * r0 + i11 * r1 + i12 * r2
+    e2 = i20 * r0 + i21 * r1 + i22 * r2
+    return c * (r1 * e2 - r2 * e1), c * (r2 * e0 - r0 * e2), c * (r0 * e1 - r1 * e0)

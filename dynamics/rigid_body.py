@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.orbit import CircularOrbit
+from dynamics.orbit import CircularOrbit, cw_acceleration_rows, gravity_gradient_rows
 from dynamics.spatial import (
     as_vector,
     dexp_inv_rows,
@@ -254,10 +254,10 @@ def _rates(
     """(v̇_W, ẇ_WB_B) as float lists for the given state parts; see the module docstring.
 
     Plain float arithmetic on 3-vectors (``R_WB`` row-major, nine floats): numpy's per-call
-    overhead on (3,) arrays dominated the 1 kHz contact step. The orbital terms are those of
-    :func:`dynamics.orbit.cw_acceleration` and :func:`dynamics.orbit.gravity_gradient_torque`
-    (the latter only when the orbit has it on), written out. Inputs are trusted (checked by
-    callers).
+    overhead on (3,) arrays dominated the 1 kHz contact step. The orbital terms are the float
+    kernels of :func:`dynamics.orbit.cw_acceleration` and
+    :func:`dynamics.orbit.gravity_gradient_torque` (the latter only when the orbit has it on).
+    Inputs are trusted (checked by callers).
     """
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WB
     t0, t1, t2, f0, f1, f2 = F_W
@@ -270,17 +270,13 @@ def _rates(
         n0, n1, n2 = w0, w1, w2
     else:
         n = orbit.n
-        n2_ = n * n
-        vdot = [vdot[0] + (3.0 * n2_ * p[0] + 2.0 * n * v[1]), vdot[1] + (-2.0 * n * v[0]), vdot[2] + (-n2_ * p[2])]
+        a0, a1, a2 = cw_acceleration_rows(n, p[0], p[2], v[0], v[1])
+        vdot = [vdot[0] + a0, vdot[1] + a1, vdot[2] + a2]
         o0, o1, o2 = r20 * n, r21 * n, r22 * n  # ω_NW_B = R_BW [0, 0, n]
         n0, n1, n2 = w0 + o0, w1 + o1, w2 + o2
-        if orbit.gravity_gradient:  # 3 n² r̂ × I r̂, r̂ = R_BW x̂ (the first row of R_WB)
-            c = 3.0 * n * n
-            e0 = i00 * r00 + i01 * r01 + i02 * r02
-            e1 = i10 * r00 + i11 * r01 + i12 * r02
-            e2 = i20 * r00 + i21 * r01 + i22 * r02
-            tb0, tb1, tb2 = (tb0 + c * (r01 * e2 - r02 * e1), tb1 + c * (r02 * e0 - r00 * e2),
-                             tb2 + c * (r00 * e1 - r01 * e0))
+        if orbit.gravity_gradient:  # r̂ = R_BW x̂, the first row of R_WB
+            g0, g1, g2 = gravity_gradient_rows(n, model.I_rows, r00, r01, r02)
+            tb0, tb1, tb2 = tb0 + g0, tb1 + g1, tb2 + g2
     h0 = i00 * n0 + i01 * n1 + i02 * n2  # I ω_N
     h1 = i10 * n0 + i11 * n1 + i12 * n2
     h2 = i20 * n0 + i21 * n1 + i22 * n2

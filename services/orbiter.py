@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 
 from dynamics import rigid_body as rb
 from dynamics.contact import rotation_error
-from dynamics.orbit import CircularOrbit
+from dynamics.orbit import CircularOrbit, cw_acceleration_rows
 from dynamics.spatial import (
     cross3,
     pose_from_vector,
@@ -200,11 +200,9 @@ def cw_floats(orbit: CircularOrbit | None, state: rb.RigidBodyState) -> list[flo
     """:func:`dynamics.orbit.cw_acceleration` of a body's CoM on floats; None without an orbit. [m/s²]"""
     if orbit is None:
         return None
-    n = orbit.n
-    n2 = n * n
     p0, _, p2 = state.p_WoBo_W.tolist()
     v0, v1, _ = state.v_WBo_W.tolist()
-    return [3.0 * n2 * p0 + 2.0 * n * v1, -2.0 * n * v0, -n2 * p2]
+    return list(cw_acceleration_rows(orbit.n, p0, p2, v0, v1))
 
 
 def wrench_about_mean_com(F_Wo_W: Any, state: rb.RigidBodyState, mass: float, h: float,
