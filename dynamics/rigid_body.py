@@ -38,6 +38,7 @@ below the co-simulation coupling error at the step sizes used (bounds in the tes
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,7 +165,8 @@ class RigidBodyState:
 
     The quaternion is normalised on construction (scalar part ≥ 0); arrays are read-only
     copies. Shapes: ``p_WoBo_W`` (3,), ``quat_WB`` (4,), ``v_WBo_W`` (3,), ``w_WB_B`` (3,).
-    :attr:`R_rows` is ``R_WB`` as nine Python floats, computed once per state.
+    :attr:`R_rows` is ``R_WB`` as nine Python floats and :attr:`floats` the thirteen state
+    values as Python floats, each computed once per state.
 
     Raises
     ------
@@ -177,6 +179,7 @@ class RigidBodyState:
     v_WBo_W: Array
     w_WB_B: Array
     _R: tuple[float, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _F: tuple[float, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "p_WoBo_W", _readonly(as_vector(self.p_WoBo_W, 3, "p_WoBo_W")))
@@ -197,7 +200,7 @@ class RigidBodyState:
         ShapeError
             If ``p``, ``v`` or ``w`` is not finite.
         """
-        x = [*p, *quat_WB, *v, *w]
+        x = (*p, *quat_WB, *v, *w)
         if not all(map(math.isfinite, x)):
             for name, y in (("p_WoBo_W", p), ("v_WBo_W", v), ("w_WB_B", w)):
                 if not all(map(math.isfinite, y)):
@@ -211,6 +214,7 @@ class RigidBodyState:
         object.__setattr__(self, "v_WBo_W", a[7:10])
         object.__setattr__(self, "w_WB_B", a[10:13])
         object.__setattr__(self, "_R", None)
+        object.__setattr__(self, "_F", x)
         return self
 
     @classmethod
@@ -229,8 +233,16 @@ class RigidBodyState:
     def R_rows(self) -> tuple[float, ...]:
         """``R_WB`` row-major as nine Python floats (equal to :attr:`R_WB`; cached)."""
         if self._R is None:
-            object.__setattr__(self, "_R", rotation_rows(*self.quat_WB.tolist()))
+            object.__setattr__(self, "_R", rotation_rows(*self.floats[3:7]))
         return self._R  # type: ignore[return-value]
+
+    @property
+    def floats(self) -> tuple[float, ...]:
+        """``[p_WoBo_W, quat_WB, v_WBo_W, w_WB_B]`` as thirteen Python floats (equal to
+        :meth:`to_vector`; cached), for the float paths of the hot loops."""
+        if self._F is None:
+            object.__setattr__(self, "_F", tuple(self.to_vector().tolist()))
+        return self._F  # type: ignore[return-value]
 
     def to_vector(self) -> Array:
         """``[p_WoBo_W, quat_WB, v_WBo_W, w_WB_B]``, shape (13,)."""
@@ -248,8 +260,8 @@ def _as_wrench(F: ArrayLike, name: str) -> Array:
 
 
 def _rates(
-    model: RigidBodyModel, p: list[float], v: list[float], R_WB: tuple[float, ...], w: list[float],
-    F_W: list[float], orbit: CircularOrbit | None,
+    model: RigidBodyModel, p: Sequence[float], v: Sequence[float], R_WB: tuple[float, ...], w: Sequence[float],
+    F_W: Sequence[float], orbit: CircularOrbit | None,
 ) -> tuple[list[float], list[float]]:
     """(v̇_W, ẇ_WB_B) as float lists for the given state parts; see the module docstring.
 
@@ -321,8 +333,8 @@ def accelerations(
 def accelerations_rows(model: RigidBodyModel, state: RigidBodyState, F_Bo_W: list[float],
                        orbit: CircularOrbit | None = None) -> tuple[list[float], list[float]]:
     """:func:`accelerations` on floats: ``F_Bo_W`` six trusted floats; returns two float lists."""
-    return _rates(model, state.p_WoBo_W.tolist(), state.v_WBo_W.tolist(), state.R_rows, state.w_WB_B.tolist(),
-                  F_Bo_W, orbit)
+    x = state.floats
+    return _rates(model, x[0:3], x[7:10], state.R_rows, x[10:13], F_Bo_W, orbit)
 
 
 def derivative(
@@ -405,7 +417,8 @@ def step(
     if int(substeps) != substeps or substeps < 1:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
     dt = h / int(substeps)
-    p, q, v, w = state.p_WoBo_W.tolist(), state.quat_WB.tolist(), state.v_WBo_W.tolist(), state.w_WB_B.tolist()
+    x = state.floats
+    p, q, v, w = x[0:3], x[3:7], x[7:10], x[10:13]
     R0: tuple[float, ...] | None = state.R_rows
     for _ in range(int(substeps)):
         p, q, v, w = _rkmk4(model, p, q, R0, v, w, Fl, dt, orbit)
@@ -414,36 +427,130 @@ def step(
 
 
 def _rkmk4(
-    model: RigidBodyModel, p0: list[float], q0: Any, R0: tuple[float, ...] | None, v0: list[float],
-    w0: list[float], F: list[float], dt: float, orbit: CircularOrbit | None,
+    model: RigidBodyModel, p0: Sequence[float], q0: Sequence[float], R0: tuple[float, ...] | None,
+    v0: Sequence[float], w0: Sequence[float], F: Sequence[float], dt: float, orbit: CircularOrbit | None,
 ) -> tuple[list[float], tuple[float, ...], list[float], list[float]]:
     """One RK4 Munthe-Kaas step on floats (p, v, w, φ as 3-lists, the quaternion as four floats).
 
     ``R0`` is ``R(q0)`` if known (nine floats), else None. Stage i has the derivatives
-    ``(ṗ, v̇, ẇ, φ̇) = (v_i, vd_i, wd_i, ph_i)``; written out component by component (this is
-    the innermost loop of every 1 kHz step).
+    ``(ṗ, v̇, ẇ, φ̇) = (v_i, vd_i, wd_i, ph_i)``. This is the innermost loop of every 1 kHz
+    step, so :func:`_rates`, :func:`dynamics.spatial.quat_integrate_rows`,
+    :func:`dynamics.spatial.rotation_rows` and :func:`dynamics.spatial.dexp_inv_rows` are
+    written out here on scalar locals, with their operations in the same order (the result
+    is bit for bit theirs, which the tests check); the stage loop keeps one copy of each.
     """
     P0, P1, P2 = p0
     V0, V1, V2 = v0
     W0, W1, W2 = w0
-    # k1 at φ = 0: q = q0, φ̇ = w
-    vd, wd = _rates(model, p0, v0, rotation_rows(*q0) if R0 is None else R0, w0, F, orbit)
-    pd, ph = v0, w0
-    ks = [(pd, vd, wd, ph)]
-    for c in (0.5 * dt, 0.5 * dt, dt):  # k2, k3, k4 at (state + c k_prev)
-        v = [V0 + c * vd[0], V1 + c * vd[1], V2 + c * vd[2]]
-        w = [W0 + c * wd[0], W1 + c * wd[1], W2 + c * wd[2]]
-        f0, f1, f2 = c * ph[0], c * ph[1], c * ph[2]
-        vd, wd = _rates(model, [P0 + c * pd[0], P1 + c * pd[1], P2 + c * pd[2]], v,
-                        rotation_rows(*quat_integrate_rows(q0, f0, f1, f2, 1.0)), w, F, orbit)
-        pd, ph = v, dexp_inv_rows(f0, f1, f2, w[0], w[1], w[2])
-        ks.append((pd, vd, wd, ph))
-    (p1, v1, w1, h1), (p2, v2, w2, h2), (p3, v3, w3, h3), (p4, v4, w4, h4) = ks
+    qw, qx, qy, qz = q0
+    t0, t1, t2, f0, f1, f2 = F
+    m = model.mass
+    i00, i01, i02, i10, i11, i12, i20, i21, i22 = model.I_rows
+    j00, j01, j02, j10, j11, j12, j20, j21, j22 = model.I_inv_rows
+    fm0, fm1, fm2 = f0 / m, f1 / m, f2 / m
+    if orbit is None:
+        n = 0.0
+        on = gg = False
+        cx = cy = cz = cv = gc = 0.0
+    else:
+        n = orbit.n
+        on, gg = True, orbit.gravity_gradient
+        n2 = n * n
+        cx, cv, cy, cz = 3.0 * n2, 2.0 * n, -2.0 * n, -n2  # cw_acceleration_rows' factors
+        gc = 3.0 * n * n  # gravity_gradient_rows' factor
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (
+        R0 if R0 is not None else rotation_rows(qw, qx, qy, qz))
+    half = 0.5 * dt
+    # stage state (x position, u velocity, s rate) and the previous stage's derivatives
+    x0, x1, x2, u0, u1, u2, s0, s1, s2 = P0, P1, P2, V0, V1, V2, W0, W1, W2
+    pd0 = pd1 = pd2 = vd0 = vd1 = vd2 = wd0 = wd1 = wd2 = ph0 = ph1 = ph2 = 0.0
+    e0 = e1 = e2 = 0.0  # φ of the stage
+    # k1 + 2 k2 + 2 k3 + k4, summed left to right
+    ap0 = ap1 = ap2 = av0 = av1 = av2 = aw0 = aw1 = aw2 = ah0 = ah1 = ah2 = 0.0
+    for i in range(4):
+        if i:  # stage i at (state + c k_{i-1}), c = h/2, h/2, h
+            c = dt if i == 3 else half
+            u0, u1, u2 = V0 + c * vd0, V1 + c * vd1, V2 + c * vd2
+            s0, s1, s2 = W0 + c * wd0, W1 + c * wd1, W2 + c * wd2
+            e0, e1, e2 = c * ph0, c * ph1, c * ph2
+            x0, x1, x2 = P0 + c * pd0, P1 + c * pd1, P2 + c * pd2
+            # R(q0 ⊗ exp(φ)): quat_integrate_rows(q0, φ, 1.0), then rotation_rows
+            norm_w = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+            if norm_w < 1e-12:
+                bw, bx, by, bz = 1.0, 0.5 * e0, 0.5 * e1, 0.5 * e2
+            else:
+                sn = math.sin(0.5 * norm_w)
+                bw, bx, by, bz = math.cos(0.5 * norm_w), sn * (e0 / norm_w), sn * (e1 / norm_w), sn * (e2 / norm_w)
+            rw = qw * bw - qx * bx - qy * by - qz * bz
+            rx = qw * bx + qx * bw + qy * bz - qz * by
+            ry = qw * by - qx * bz + qy * bw + qz * bx
+            rz = qw * bz + qx * by - qy * bx + qz * bw
+            nq = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
+            if not math.isfinite(nq) or nq < 1e-12:
+                raise ShapeError(f"quat_wxyz: integrated quaternion not finite or zero norm: {[rw, rx, ry, rz]}")
+            if rw < 0.0:
+                nq = -nq
+            w, x, y, z = rw / nq, rx / nq, ry / nq, rz / nq
+            r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
+            r10, r11, r12 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
+            r20, r21, r22 = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
+        # _rates at (x, u, R, s)
+        tb0 = r00 * t0 + r10 * t1 + r20 * t2
+        tb1 = r01 * t0 + r11 * t1 + r21 * t2
+        tb2 = r02 * t0 + r12 * t1 + r22 * t2
+        if on:
+            vd0, vd1, vd2 = fm0 + (cx * x0 + cv * u1), fm1 + cy * u0, fm2 + cz * x2
+            o0, o1, o2 = r20 * n, r21 * n, r22 * n
+            n0, n1, n2 = s0 + o0, s1 + o1, s2 + o2
+            if gg:
+                g0 = i00 * r00 + i01 * r01 + i02 * r02
+                g1 = i10 * r00 + i11 * r01 + i12 * r02
+                g2 = i20 * r00 + i21 * r01 + i22 * r02
+                tb0 = tb0 + gc * (r01 * g2 - r02 * g1)
+                tb1 = tb1 + gc * (r02 * g0 - r00 * g2)
+                tb2 = tb2 + gc * (r00 * g1 - r01 * g0)
+        else:
+            vd0, vd1, vd2 = fm0, fm1, fm2
+            n0, n1, n2 = s0, s1, s2
+        h0 = i00 * n0 + i01 * n1 + i02 * n2
+        h1 = i10 * n0 + i11 * n1 + i12 * n2
+        h2 = i20 * n0 + i21 * n1 + i22 * n2
+        g0 = tb0 - (n1 * h2 - n2 * h1)
+        g1 = tb1 - (n2 * h0 - n0 * h2)
+        g2 = tb2 - (n0 * h1 - n1 * h0)
+        wd0 = j00 * g0 + j01 * g1 + j02 * g2
+        wd1 = j10 * g0 + j11 * g1 + j12 * g2
+        wd2 = j20 * g0 + j21 * g1 + j22 * g2
+        if on:
+            wd0, wd1, wd2 = wd0 + (s1 * o2 - s2 * o1), wd1 + (s2 * o0 - s0 * o2), wd2 + (s0 * o1 - s1 * o0)
+        if i == 0:
+            pd0, pd1, pd2, ph0, ph1, ph2 = V0, V1, V2, W0, W1, W2
+            ap0, ap1, ap2, av0, av1, av2 = pd0, pd1, pd2, vd0, vd1, vd2
+            aw0, aw1, aw2, ah0, ah1, ah2 = wd0, wd1, wd2, ph0, ph1, ph2
+            continue
+        pd0, pd1, pd2 = u0, u1, u2
+        # φ̇ = dexp⁻¹_φ(w) (dexp_inv_rows)
+        th2 = e0 * e0 + e1 * e1 + e2 * e2
+        if th2 < 1e-8:
+            cd = 1.0 / 12.0 + th2 / 720.0
+        else:
+            th = math.sqrt(th2)
+            cd = 1.0 / th2 - (1.0 + math.cos(th)) / (2.0 * th * math.sin(th))
+        a0, a1, a2 = e1 * s2 - e2 * s1, e2 * s0 - e0 * s2, e0 * s1 - e1 * s0
+        b0, b1, b2 = e1 * a2 - e2 * a1, e2 * a0 - e0 * a2, e0 * a1 - e1 * a0
+        ph0, ph1, ph2 = s0 + 0.5 * a0 + cd * b0, s1 + 0.5 * a1 + cd * b1, s2 + 0.5 * a2 + cd * b2
+        if i == 3:
+            ap0, ap1, ap2, av0, av1, av2 = ap0 + pd0, ap1 + pd1, ap2 + pd2, av0 + vd0, av1 + vd1, av2 + vd2
+            aw0, aw1, aw2, ah0, ah1, ah2 = aw0 + wd0, aw1 + wd1, aw2 + wd2, ah0 + ph0, ah1 + ph1, ah2 + ph2
+        else:
+            ap0, ap1, ap2 = ap0 + 2.0 * pd0, ap1 + 2.0 * pd1, ap2 + 2.0 * pd2
+            av0, av1, av2 = av0 + 2.0 * vd0, av1 + 2.0 * vd1, av2 + 2.0 * vd2
+            aw0, aw1, aw2 = aw0 + 2.0 * wd0, aw1 + 2.0 * wd1, aw2 + 2.0 * wd2
+            ah0, ah1, ah2 = ah0 + 2.0 * ph0, ah1 + 2.0 * ph1, ah2 + 2.0 * ph2
     c = dt / 6.0
-    inc = [[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(*ki)]
-           for ki in ((p1, p2, p3, p4), (v1, v2, v3, v4), (w1, w2, w3, w4), (h1, h2, h3, h4))]
-    return ([x + d for x, d in zip(p0, inc[0])], quat_integrate_rows(q0, inc[3][0], inc[3][1], inc[3][2], 1.0),
-            [x + d for x, d in zip(v0, inc[1])], [x + d for x, d in zip(w0, inc[2])])
+    return ([P0 + c * ap0, P1 + c * ap1, P2 + c * ap2],
+            quat_integrate_rows(q0, c * ah0, c * ah1, c * ah2, 1.0),
+            [V0 + c * av0, V1 + c * av1, V2 + c * av2], [W0 + c * aw0, W1 + c * aw1, W2 + c * aw2])
 
 
 def wrench_at_com(F_Po_W: ArrayLike, p_WoPo_W: ArrayLike, state: RigidBodyState) -> Array:

@@ -408,10 +408,11 @@ class _Kin:
     __slots__ = ("R", "p", "v", "w")
 
     def __init__(self, st: rb.RigidBodyState) -> None:
-        self.p = st.p_WoBo_W.tolist()
+        x = st.floats
+        self.p = x[0:3]
         self.R = st.R_rows
-        self.v = st.v_WBo_W.tolist()
-        self.w = _mv(self.R, *st.w_WB_B.tolist())
+        self.v = x[7:10]
+        self.w = _mv(self.R, x[10], x[11], x[12])
 
     def velocity_at(self, x: list[float]) -> list[float]:
         """Velocity of the body's material point at ``x`` (W). [m/s]"""
