@@ -465,6 +465,11 @@ class Launcher:
                 self._say(f"note: {rec.name!r} inputs with no producer in this run: {', '.join(absent)}")
         return producers
 
+    def _ports(self) -> dict[str, dict[str, Any]]:
+        """Every service's role and ports, as its hello said (for :func:`protocol.stepping.event_progress`)."""
+        return {n: {"role": (r.hello or {}).get("role", "model"), "inputs": (r.hello or {}).get("inputs", []),
+                    "outputs": (r.hello or {}).get("outputs", [])} for n, r in self.records.items()}
+
     def _run_master(self) -> int:
         sim = self.plan.sim
         try:
@@ -476,7 +481,7 @@ class Launcher:
             t_end = t0 + align_up(dur, self.plan.longest_period_ns) if dur else 0
             start = {"op": "start", "t0_ns": t0, "t_end_ns": t_end, "mode": sim["mode"],
                      "speed": float(sim["speed"]), "start_wall_ns": time.time_ns() + 300_000_000,
-                     "producers": producers, "overrun_policy": sim["overrun_policy"],
+                     "producers": producers, "services": self._ports(), "overrun_policy": sim["overrun_policy"],
                      "overrun_limit": sim["overrun_limit"], "stats_period_ns": int(sim["stats_period"] * _S),
                      "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"],
                      "rt_priority": sim["rt_priority"]}

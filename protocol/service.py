@@ -24,8 +24,10 @@ Timing of outputs
 -----------------
 ``model.initial(t0)`` returns the output bodies at ``t0``. ``model.step(t, h, u)``
 advances the model from ``t`` to ``t + h`` and returns the output bodies stamped
-``t + h``. Every output port is published after every step (an event port with an
-empty list), so that consumers can tell that the producer has progressed.
+``t + h``. Every state and flow port is published after every step; an event port may
+be left out or given an empty list when nothing happened, and the shell then publishes
+it only when it carries events, or after every step when its consumers need it to tell
+that the producer has progressed (:func:`protocol.stepping.event_progress`).
 
 The input rule (lockstep) is implemented by :mod:`protocol.stepping` and documented
 there; in brief, for a consumer stepping ``t → t + h`` and a producer of period ``h_p``:

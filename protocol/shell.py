@@ -31,7 +31,7 @@ direction  op                          meaning
 → bus      sim/control ``probe``       every participant (launcher too) publishes probes until acked
 → L        probed                      this SUB has seen a probe from every other participant
 L →        ack                         every path confirmed (all probed): state ready
-L →        start                       t0_ns, t_end_ns, mode, speed, start_wall_ns, producers, ...
+L →        start                       t0_ns, t_end_ns, mode, speed, start_wall_ns, producers, services, ...
 L →        freeze / resume / stop      resume carries wall_ns and t_ns (the new time anchor)
 L →        ping                        heartbeat; none for heartbeat_timeout: the service errors
 → L        done                        reached t_end_ns (stats attached); waits for stop
@@ -42,6 +42,14 @@ L →        ping                        heartbeat; none for heartbeat_timeout: 
 No subscriber misses the first sample: nobody starts before every service's SUB and
 PUB are confirmed. Malformed or invalid messages are counted (``msgs_invalid``) and
 dropped; sequence gaps are counted (``msgs_dropped``); neither stops a service.
+
+Outputs
+-------
+After every step (and at ``t0``) the shell publishes the model's outputs, event ports
+first, so that a later output of the same step tells its consumers that every event
+of the step has been sent. An event port the model leaves out (or gives an empty list)
+is sent empty, or not at all where :func:`protocol.stepping.event_progress`, computed
+from the ``services`` of the start message, says every consumer has a witness.
 
 Stepping
 --------
@@ -83,7 +91,7 @@ from protocol.codec import decode, encode
 from protocol.messages import SCHEMAS, SEPARATOR, schema_for
 from protocol.security import Security
 from protocol.service import Port, ServiceModel
-from protocol.stepping import InputBuffer
+from protocol.stepping import InputBuffer, event_progress
 
 __all__ = ["Sink", "Source", "role_of", "ServiceShell", "run_service", "realtime_context", "STATES",
            "SINK_DRAIN_LIMIT_NS", "FLUSH_MS"]
@@ -246,9 +254,10 @@ class ServiceShell:
         # subscribed topics by their frame prefix (without the NUL): one dict lookup per frame
         self._topic_of: dict[bytes, str] = {t.encode(): t for t in ("sim/control", *(p.topic for p in self.inputs))}
         self._out_seq = {p.topic: 0 for p in self.outputs}
-        self._out_prefix = tuple((p.topic, p.topic.encode() + SEPARATOR) for p in self.outputs)
-        self._empty_event: dict[str, dict[str, Any]] = {p.topic: {"events": []} for p in self.outputs
-                             if tuple(schema_for(p.topic).fields) == ("events",)}
+        # what _publish sends after a step, events first (see protocol.stepping): (topic, frame prefix,
+        # empty body or None, sparse); sparse event ports are set from the start message
+        self._out_plan: tuple[tuple[str, bytes, dict[str, Any] | None, bool], ...] = ()
+        self._plan_outputs(frozenset())
         self._stats_seq = 0
         # statistics
         self.steps = 0
@@ -487,24 +496,44 @@ class ServiceShell:
         msg = self._pending_ops.pop(0)
         self.start = msg
         self.t_ns = int(msg["t0_ns"])
-        self.buf.set_producers({k: int(v) for k, v in msg["producers"].items()})
+        sparse, witnesses = event_progress(self.name, msg.get("services") or {})
+        self.buf.set_producers({k: int(v) for k, v in msg["producers"].items()}, witnesses)
+        self._plan_outputs(sparse)
         self._last_ctl = time.monotonic_ns()
         self._stats_every = int(msg.get("stats_period_ns", 1_000_000_000)) or 1_000_000_000
         self._next_stats = time.monotonic_ns() + self._stats_every
         self._next_ctl = 0
 
     # ------------------------------------------------------------------ messages out
+    def _plan_outputs(self, sparse: frozenset[str]) -> None:
+        """Publication order and sparseness of the outputs: event ports first, then the others.
+
+        Event ports whose schema is just ``events`` may be left out of a step's outputs
+        (an empty list is sent, unless the port is in ``sparse``: then nothing is).
+        """
+        plan = []
+        for events_first in (True, False):
+            for p in self.outputs:
+                if (p.kind == "event") == events_first:
+                    empty = {"events": []} if tuple(schema_for(p.topic).fields) == ("events",) else None
+                    plan.append((p.topic, p.topic.encode() + SEPARATOR, empty, p.topic in sparse and empty is not None))
+        self._out_plan = tuple(plan)
+
     def _publish(self, outs: dict[str, Any], t: int) -> None:
         if len(outs) != len(self.outputs) and any(k not in self._out_seq for k in outs):
             bad = [k for k in outs if k not in self._out_seq]
             raise LifecycleError(f"{self.name}: output topic {bad[0]!r} is not a declared output port")
         send, h, now, name, seqs = self.bus.pub.send, self.period_ns, time.time_ns(), self.name, self._out_seq
-        for topic, prefix in self._out_prefix:
+        for topic, prefix, empty, sparse in self._out_plan:
             fields = outs.get(topic)
             if fields is None:
-                fields = self._empty_event.get(topic)
+                if sparse:
+                    continue
+                fields = empty
                 if fields is None:
                     raise LifecycleError(f"{self.name}: step returned no body for output {topic!r} at t={t} ns")
+            elif sparse and not fields.get("events", True):
+                continue
             seq = seqs[topic]
             seqs[topic] = seq + 1
             send(prefix + encode(topic, fields, sender=name, seq=seq, t_ns=t, h_ns=h, wall_ns=now))

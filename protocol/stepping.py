@@ -8,8 +8,9 @@ what no later step can need.
 
 Timing conventions (see :mod:`protocol.service`)
 ------------------------------------------------
-A producer of period ``h_p`` publishes every output port at ``t0`` (``initial``) and
-after every step, stamped with the step's *end* ``t_k + h_p``. A ``flow`` sample
+A producer of period ``h_p`` publishes its output ports at ``t0`` (``initial``) and
+after every step, stamped with the step's *end* ``t_k + h_p`` (every state and flow
+port always; event ports as said below). A ``flow`` sample
 stamped ``t_k`` holds over ``[t_k, t_k + h_p)``: it was computed from the state at
 ``t_k`` and is applied over the producer's next step. Consumers therefore need only
 samples stamped at or before the instants they reach; lockstep cannot deadlock.
@@ -37,9 +38,26 @@ flow — exact impulse
     the exchanged impulses cancel, so total momentum is conserved to round-off
     across processes whatever the rates.
 event — all of them, once
-    Every event sample with ``t - h < t_ns <= t``; the step runs once a sample of
-    the topic with ``t_ns + h_p > t`` is held (the producer has passed ``t``;
-    per-producer order is kept by the bus, so none earlier is missing).
+    Every event sample with ``t - h < t_ns <= t``. The step runs once the consumer
+    knows that the topic's producer has passed ``t``: it holds a *progress bound*
+    ``b > t``, meaning that every event sample stamped before ``b`` has been received.
+    Bounds come from (see :func:`event_progress`):
+
+    - a sample of the event topic itself stamped ``t_s``: ``b = t_s + h_p`` (the bus
+      keeps each topic in order, and the producer stamps nothing in ``(t_s, t_s + h_p)``);
+    - a sample stamped ``t_s`` of a *witness*: a non-event input of the consumer that
+      the same producer publishes. A model publishes a step's event samples before its
+      other outputs, and the bus keeps order per producer (one PUB per service;
+      ZeroMQ keeps order per PUB→SUB pipe across topics), so a witness stamped ``t_s``
+      follows every event stamped up to ``t_s``: ``b = t_s + h_p``. A source (replay)
+      publishes in non-decreasing ``t_ns`` order, but its ties follow the log and
+      not a producer's step: there ``b = t_s`` (everything stamped before ``t_s``).
+
+    A model that has a non-event output publishes an event port only when it carries
+    events, provided every stepping consumer of that port has a witness from it;
+    otherwise (e.g. a producer of events only: the operator) it publishes every event
+    port after every step, empty or not, and its own samples carry the bound. Only
+    sent samples take a ``seq``, so per-topic sequences stay gap-free.
 
 An input topic that no service of the run produces is *absent*: it is not waited for;
 ``state`` raises ``KeyError``, ``flow``/``events`` return ``[]``, ``mean`` returns 0.
@@ -57,12 +75,73 @@ sample received since the previous step, oldest first.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from errors import ConfigError
 from protocol.service import Port, Sample
 
-__all__ = ["StepInputs", "InputBuffer"]
+__all__ = ["StepInputs", "InputBuffer", "event_progress"]
+
+Witnesses = dict[str, tuple[tuple[str, ...], bool]]
+"""Event input topic -> (its witness topics, whether their bound is strict ``b = t_s``)."""
+
+
+def event_progress(name: str, services: Mapping[str, Mapping[str, Any]]) -> tuple[frozenset[str], Witnesses]:
+    """Which event outputs of ``name`` may go unsent when empty, and its event inputs' witnesses.
+
+    Implements the event part of the input rule (module docstring). Every participant
+    computes it from the same announcement, so producer and consumers agree.
+
+    Parameters
+    ----------
+    name : str
+        The service asking.
+    services : Mapping[str, Mapping[str, Any]]
+        Every participant of the run by name: ``role`` (``"model"``, ``"source"``,
+        ``"sink"``), ``inputs`` and ``outputs`` as sequences of ``(topic, kind)``
+        (what each service's ``hello`` says).
+
+    Returns
+    -------
+    sparse : frozenset[str]
+        Event outputs of ``name`` to publish only when they carry events: ``name`` is a
+        model with a non-event output, and every other model that takes the topic as
+        an input also takes a non-event output of ``name`` (its witness).
+    witnesses : dict[str, tuple[tuple[str, ...], bool]]
+        For each event input of ``name`` whose producer publishes a non-event topic
+        that ``name`` takes as an input: those topics, and True if the producer is a
+        source (bound ``t_s``) or False for a model (bound ``t_s + h_p``).
+    """
+    def ports(svc: Mapping[str, Any], key: str) -> list[tuple[str, str]]:
+        return [(str(t), str(k)) for t, k in svc.get(key, ())]
+
+    owner = {t: n for n, svc in services.items() for t, _ in ports(svc, "outputs")}
+    me = services.get(name, {})
+
+    def witness_topics(consumer: Sequence[tuple[str, str]], producer: str) -> tuple[str, ...]:
+        return tuple(t for t, k in consumer if k != "event" and owner.get(t) == producer)
+
+    sparse: set[str] = set()
+    mine = ports(me, "outputs")
+    if me.get("role") == "model" and any(k != "event" for _, k in mine):
+        for topic, kind in mine:
+            if kind != "event":
+                continue
+            consumers = [ports(svc, "inputs") for n, svc in services.items()
+                         if n != name and svc.get("role") == "model" and any(t == topic for t, _ in ports(svc, "inputs"))]
+            if all(witness_topics(ins, name) for ins in consumers):
+                sparse.add(topic)
+    witnesses: Witnesses = {}
+    inputs = ports(me, "inputs")
+    for topic, kind in inputs:
+        producer = owner.get(topic)
+        if kind != "event" or producer is None or producer == name:
+            continue
+        found = witness_topics(inputs, producer)
+        if found:
+            witnesses[topic] = (found, services[producer].get("role") == "source")
+    return frozenset(sparse), witnesses
 
 
 class StepInputs:
@@ -141,7 +220,8 @@ class InputBuffer:
         self._kind: dict[str, str] = {p.topic: p.kind for p in self.ports}
         self._samples: dict[str, list[Sample]] = {p.topic: [] for p in self.ports}
         self._times: dict[str, list[int]] = {p.topic: [] for p in self.ports}
-        self._hi: dict[str, int] = {}            # event topics: max t_ns + h_ns seen
+        self._hi: dict[str, int] = {}            # event topics: progress bound (events before it all held)
+        self._bounds: dict[str, list[tuple[str, bool]]] = {}  # witness topic -> [(event topic, strict)]
         self._present: set[str] = set(self._kind)
         self._pending: list[Port] = []
         self._step: tuple[int, int] | None = None
@@ -150,9 +230,29 @@ class InputBuffer:
             self.set_producers(producers)
 
     # ------------------------------------------------------------ storing
-    def set_producers(self, producers: Mapping[str, int]) -> None:
-        """Declare which input topics have a producer in this run (others are absent)."""
+    def set_producers(self, producers: Mapping[str, int], witnesses: Witnesses | None = None) -> None:
+        """Declare which input topics have a producer in this run (others are absent).
+
+        ``witnesses`` (from :func:`event_progress`): event input topic -> (witness
+        topics, strict). A witness sample stamped ``t_s`` tells that every event of the
+        topic stamped before ``t_s`` (strict) or ``t_s + h_ns`` has been received. The
+        witness topics must be state or flow inputs of this buffer.
+
+        Raises
+        ------
+        ConfigError
+            A witness entry names a topic that is not an event input, or a witness that
+            is not a state or flow input.
+        """
         self._present = {t for t in self._kind if t in producers}
+        self._bounds = {}
+        for event, (topics, strict) in (witnesses or {}).items():
+            if self._kind.get(event) != "event":
+                raise ConfigError(f"witnesses: {event!r} is not an event input of this buffer")
+            for w in topics:
+                if self._kind.get(w) not in ("state", "flow"):
+                    raise ConfigError(f"witnesses of {event!r}: {w!r} is not a state or flow input of this buffer")
+                self._bounds.setdefault(w, []).append((event, bool(strict)))
         self._step = None
 
     def absent(self) -> list[str]:
@@ -183,6 +283,14 @@ class InputBuffer:
             hi = t + sample.h_ns
             if hi > self._hi.get(topic, -(1 << 62)):
                 self._hi[topic] = hi
+        else:
+            bounds = self._bounds.get(topic)
+            if bounds is not None:
+                for event, strict in bounds:
+                    hi = t if strict else t + sample.h_ns
+                    if hi > self._hi.get(event, -(1 << 62)):
+                        self._hi[event] = hi
+                        self._dirty.add(event)
         self._dirty.add(topic)
         return True
 

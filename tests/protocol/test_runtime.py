@@ -156,10 +156,11 @@ def test_bit_identical_across_runs_layouts_and_transports(tmp_path):
     for label, (sim, args) in variants.items():
         d = tmp_path / label
         d.mkdir()
-        cfg = make_cfg(d, duration=1.0, sim=sim)
+        cfg = make_cfg(d, duration=1.0, sim=sim, toy="events = true")
         rc, _, err, _ = run(cfg, *args)
         assert rc == 0, f"{label}: {err}"
         a, b = trajectories(d)
+        assert a[-1, 3] == 2 and b[-1, 4] == 2  # the spring's two sign changes in 1 s, sent and seen
         results[label] = a.tobytes() + b.tobytes()
     assert len(set(results.values())) == 1, {k: hash(v) for k, v in results.items()}
 
@@ -340,28 +341,34 @@ def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
 def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
     rec = ('[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\n'
            '[services.rec1]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\ntopics = ["toy/state1"]\n')
-    cfg = make_cfg(tmp_path, duration=0.5, extra=rec)
+    cfg = make_cfg(tmp_path, duration=0.5, extra=rec, toy="events = true")
     rc, _, err, _ = run(cfg)
     assert rc == 0, err
     only = msgpack.unpackb((tmp_path / "out" / "rec1.rec").read_bytes(), raw=False)
     assert [t for t, _ in only] == ["toy/state1"] * 51  # a sink's topic list is all it sees
     seen = msgpack.unpackb((tmp_path / "out" / "rec.rec").read_bytes(), raw=False)
-    from protocol.codec import envelope
+    from protocol.codec import decode, envelope
     seqs: dict[str, list[int]] = {}
     for topic, payload in seen:
         if topic.startswith("toy/"):
             seqs.setdefault(topic, []).append(envelope(topic, payload)[2])
-    assert set(seqs) == {"toy/state0", "toy/spring0", "toy/state1"}
+    assert set(seqs) == {"toy/state0", "toy/spring0", "toy/state1", "toy/event0"}
     for topic, s in seqs.items():  # no slow joiner: from seq 0, no gap, to the end
         assert s == list(range(len(s))), topic
     assert len(seqs["toy/state0"]) == 501 and len(seqs["toy/state1"]) == 51
+    # events travel only when there are any (b has a's spring as witness), and b sees each once,
+    # in the step after the one that produced it: b's count after its step (t - 10 ms, t] is a's at t - 10 ms
+    a, b = trajectories(tmp_path)
+    events = [decode(t, p) for t, p in seen if t == "toy/event0"]
+    assert len(events) == a[-1, 3] == 1 and all(len(e.body["events"]) == 1 for e in events)
+    assert np.array_equal(b[1:, 4], a[:-1:10, 3])
     # re-simulate b alone against a's logged outputs: bit-identical to the full run
     full_b = np.load(tmp_path / "out" / "b.npy")
     d = tmp_path / "re"
     d.mkdir()
     src = (f'[services.rep]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "source"\n'
-           f'replay = "{tmp_path / "out" / "rec.rec"}"\ntopics = ["toy/state0", "toy/spring0"]\n')
-    cfg2 = make_cfg(d, duration=0.5, extra=src)
+           f'replay = "{tmp_path / "out" / "rec.rec"}"\ntopics = ["toy/state0", "toy/spring0", "toy/event0"]\n')
+    cfg2 = make_cfg(d, duration=0.5, extra=src, toy="events = true")
     text = cfg2.read_text().replace('[services.a]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nindex = 0\n', "")
     cfg2.write_text(text)
     rc, _, err, _ = run(cfg2)

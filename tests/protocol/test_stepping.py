@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from protocol.service import Inputs, Port, Sample
-from protocol.stepping import InputBuffer
+from errors import ConfigError
+from protocol.stepping import InputBuffer, event_progress
 
 MS = 1_000_000
 
@@ -149,3 +150,110 @@ def test_realtime_latest():
     assert u.state("s").body["v"] == 2 and u.mean("f", "F") == 2.0 and len(u.events("e")) == 3
     u = buf.latest(8 * MS, MS)
     assert u.state("s").body["v"] == 2 and u.events("e") == []
+
+
+# ---------------------------------------------------------------- sparse events: progress from witnesses
+def _svc(role, inputs=(), outputs=()):
+    return {"role": role, "inputs": [list(p) for p in inputs], "outputs": [list(p) for p in outputs]}
+
+
+MAIN_JOB = {
+    "contact": _svc("model", [("orbiter/state", "state"), ("arm/state", "state"), ("arm/wrench", "flow"),
+                              ("operator/command", "event")],
+                    [("payload/state", "state"), ("contact/wrench", "flow"), ("contact/event", "event")]),
+    "arm": _svc("model", [("orbiter/state", "state"), ("payload/state", "state"), ("operator/command", "event"),
+                          ("contact/event", "event")], [("arm/state", "state"), ("arm/wrench", "flow")]),
+    "operator": _svc("model", [], [("operator/command", "event")]),
+    "orbiter": _svc("model", [("arm/wrench", "flow"), ("contact/wrench", "flow")],
+                    [("orbiter/state", "state"), ("orbiter/event", "event")]),
+    "logger": _svc("sink"),
+}
+
+
+def test_event_progress_sparse_only_where_every_consumer_has_a_witness():
+    sparse, wit = event_progress("contact", MAIN_JOB)
+    assert sparse == {"contact/event"} and wit == {}  # operator/command: events-only producer, no witness
+    assert event_progress("orbiter", MAIN_JOB)[0] == {"orbiter/event"}  # nobody steps on it
+    assert event_progress("operator", MAIN_JOB)[0] == set()  # events only: sent every step
+    assert event_progress("arm", MAIN_JOB) == (frozenset(), {"contact/event": (("payload/state",), False)})
+    # a consumer that takes nothing else of contact: contact keeps sending empty samples
+    lone = dict(MAIN_JOB, probe=_svc("model", [("contact/event", "event")]))
+    assert event_progress("contact", lone)[0] == set() and event_progress("probe", lone)[1] == {}
+    # the same topics from a replay source: strict bound
+    rep = {k: v for k, v in MAIN_JOB.items() if k in ("arm", "logger")}
+    rep["replay"] = _svc("source", [], MAIN_JOB["contact"]["outputs"] + MAIN_JOB["orbiter"]["outputs"]
+                         + MAIN_JOB["operator"]["outputs"])
+    assert event_progress("arm", rep)[1] == {"contact/event": (("orbiter/state", "payload/state"), True),
+                                             "operator/command": (("orbiter/state", "payload/state"), True)}
+
+
+def test_witnesses_must_be_inputs_of_the_right_kinds():
+    with pytest.raises(ConfigError, match="'w'"):
+        InputBuffer([Port("e", "event")], {"e": MS}).set_producers({"e": MS}, {"e": (("w",), False)})
+    with pytest.raises(ConfigError, match="'s'"):
+        InputBuffer([Port("s", "state")], {"s": MS}).set_producers({"s": MS}, {"s": (("s",), False)})
+
+
+def test_witness_bound_tight_and_strict():
+    ports = [Port("w", "state"), Port("e", "event")]
+    buf = InputBuffer(ports, {"w": MS, "e": MS})
+    buf.set_producers({"w": MS, "e": MS}, {"e": (("w",), False)})
+    buf.add("w", S(0, MS))
+    assert buf.ready(0, 2 * MS) and buf.select(0, 2 * MS).events("e") == []
+    buf.add("w", S(MS, MS))
+    assert not buf.ready(2 * MS, 2 * MS)  # the producer may still send an event stamped 2 ms
+    buf.add("w", S(2 * MS, MS))
+    assert buf.ready(2 * MS, 2 * MS)
+    buf.add("e", S(3 * MS, MS, events=[{"kind": "x"}]))
+    assert not buf.ready(4 * MS, 2 * MS)  # the event's own bound is 4 ms: not past 4 ms
+    buf.add("w", S(3 * MS, MS))
+    buf.add("w", S(4 * MS, MS))
+    assert buf.ready(4 * MS, 2 * MS) and [s.t_ns for s in buf.select(4 * MS, 2 * MS).events("e")] == [3 * MS]
+    # strict (a source): a witness stamped t_s vouches only for events before t_s
+    src = InputBuffer(ports)
+    src.set_producers({"w": MS, "e": MS}, {"e": (("w",), True)})
+    src.add("w", S(MS, MS))
+    src.add("w", S(2 * MS, MS))
+    assert src.ready(MS, MS) and not src.ready(2 * MS, MS)
+    src.add("e", S(2 * MS, MS, events=[{"kind": "tie"}]))  # a tie published after the witness
+    assert src.ready(2 * MS, MS) and len(src.select(2 * MS, MS).events("e")) == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_events_with_witness_select_exactly_what_a_full_record_would(seed):
+    """A producer (period hp) sends each step's events (when any) before its state; the consumer
+    (period hc) steps whenever ready, fed in arrival order with its other producer interleaved at
+    random. Every step's events are those of the full record in (t - hc, t], never fewer."""
+    rng = np.random.default_rng(seed)
+    hp, hc = int(rng.choice([1, 2, 5])) * MS, int(rng.choice([1, 3, 10])) * MS
+    steps = 200
+    stream = []  # producer's messages in send order
+    events = {}
+    for k in range(steps + 1):
+        t = k * hp
+        if k and rng.random() < 0.2:
+            events[t] = [{"kind": str(k)}]
+            stream.append(("e", S(t, hp, events=events[t])))
+        stream.append(("w", S(t, hp)))
+    other = [("o", S(k * MS, MS)) for k in range(steps * hp // MS + 1)]
+    merged, i, j = [], 0, 0
+    ahead = 0.5 if seed % 2 else 0.02  # odd seeds: even mix; even: the other producer runs ahead
+    while i < len(stream) or j < len(other):  # two pipes, each in order, interleaved at random
+        if j >= len(other) or (i < len(stream) and rng.random() < ahead):
+            merged.append(stream[i])
+            i += 1
+        else:
+            merged.append(other[j])
+            j += 1
+    buf = InputBuffer([Port("w", "state"), Port("e", "event"), Port("o", "state")])
+    buf.set_producers({"w": hp, "e": hp, "o": MS}, {"e": (("w",), False)})
+    t, seen = 0, []
+    for topic, s in merged:
+        buf.add(topic, s)
+        while t + hc <= steps * hp and buf.ready(t, hc):
+            got = [x.t_ns for x in buf.select(t, hc).events("e")]
+            assert got == [te for te in sorted(events) if t - hc < te <= t], (t, got)
+            seen += got
+            buf.prune(t + hc, hc)
+            t += hc
+    assert t + hc > steps * hp and seen == [te for te in sorted(events) if te <= t - hc]

@@ -30,6 +30,9 @@ Config::
     fail_at = -1.0             # s; a service with index == fail_index raises at this time (tests)
     fail_index = -1
     busy = 0.0                 # s of wall time each step busy-waits (realtime overrun tests)
+    events = false             # if true: service i publishes toy/event{i} (an event port) when its
+                               # spring turns from stretched to compressed or back; service i+1 takes
+                               # it; trajectory rows get two columns: events emitted, events seen
 
     [services.rec]             # role = "sink": records every message (or ``topics``) to out_dir/rec.rec
     kind = "tests.protocol.toys"
@@ -66,11 +69,12 @@ for _i in range(MAX_MASSES):
                                                   {"x": ("f8", ()), "v": ("f8", ())}))
     register_schema(f"toy/spring{_i}", TopicSchema(f"berthsim.ToySpring{_i}", 1, "flow",
                                                    {"F": ("f8", ()), "x": ("f8", (1,))}))
+    register_schema(f"toy/event{_i}", TopicSchema(f"berthsim.ToyEvent{_i}", 1, "event", {"events": ("events", ())}))
 
 TABLES = ("toy",)
 OPTIONS = {"index": int, "role": str, "replay": str, "topics": list}
 _KEYS = {"mass": list, "k": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
-         "fail_index": int, "busy": (int, float)}
+         "fail_index": int, "busy": (int, float), "events": bool}
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -117,17 +121,27 @@ class ChainMass:
         self.out_dir = toy.get("out_dir", "")
         self.fail_ns = int(float(toy.get("fail_at", -1.0)) * 1e9) if toy.get("fail_index", -1) == i else -1
         self.busy_ns = int(float(toy.get("busy", 0.0)) * 1e9)
+        self.events = bool(toy.get("events", False))
+        self.emitted = self.seen = 0
         ins = []
         if self.right:
             ins.append(Port(f"toy/state{i + 1}", "state"))
         if self.left:
             ins.append(Port(f"toy/spring{i - 1}", "flow"))
+            if self.events:
+                ins.append(Port(f"toy/event{i - 1}", "event"))
         self.inputs = tuple(ins)
         outs = [Port(f"toy/state{i}", "state")]
         if self.right:
             outs.append(Port(f"toy/spring{i}", "flow"))
+            if self.events:
+                outs.append(Port(f"toy/event{i}", "event"))
         self.outputs = tuple(outs)
-        self.rows: list[tuple[float, float, float]] = []
+        self.rows: list[tuple[float, ...]] = []
+
+    def _row(self, t_ns: int) -> None:
+        row = (t_ns * 1e-9, self.x, self.v)
+        self.rows.append(row + (float(self.emitted), float(self.seen)) if self.events else row)
 
     def _outputs(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {f"toy/state{self.i}": {"x": self.x, "v": self.v}}
@@ -139,7 +153,7 @@ class ChainMass:
         """Outputs at t0; the first spring force from the configured initial positions."""
         if self.right:
             self.F_next = self.k * (self.x_r0 - self.x - self.rest)
-        self.rows.append((t0_ns * 1e-9, self.x, self.v))
+        self._row(t0_ns)
         return self._outputs()
 
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
@@ -157,13 +171,22 @@ class ChainMass:
         a = F / self.m
         self.x += self.v * h + 0.5 * a * h * h
         self.v += a * h
+        if self.left and self.events:
+            self.seen += sum(len(s.body["events"]) for s in u.events(f"toy/event{self.i - 1}"))
+        out = None
         if self.right:
             s = u.state(f"toy/state{self.i + 1}")
             dt = (t_ns + h_ns - s.t_ns) * 1e-9
             x_r = s.body["x"] + s.body["v"] * dt
-            self.F_next = self.k * (x_r - self.x - self.rest)
-        self.rows.append(((t_ns + h_ns) * 1e-9, self.x, self.v))
-        return self._outputs()
+            F_prev, self.F_next = self.F_next, self.k * (x_r - self.x - self.rest)
+            if self.events and (F_prev > 0) != (self.F_next > 0):
+                self.emitted += 1
+                out = [{"kind": "stretched" if self.F_next > 0 else "compressed", "n": self.emitted}]
+        self._row(t_ns + h_ns)
+        outs = self._outputs()
+        if out is not None:
+            outs[f"toy/event{self.i}"] = {"events": out}
+        return outs
 
     def close(self) -> None:
         """Write the trajectory if ``toy.out_dir`` is set."""
