@@ -3,9 +3,18 @@
 Recording
 ---------
 The logger is a *sink* (:mod:`protocol.shell`): the shell hands it every message's
-msgpack body undecoded, and :meth:`McapLogger.on_message` only enqueues it; a writer
-thread reads the envelope header (:func:`protocol.codec.envelope`) and writes the
-message into MCAP. So writing never sits on a service's critical path.
+msgpack body undecoded, and :meth:`McapLogger.on_message` only queues it. Two
+processes share the rest, so that writing neither sits on a service's critical path
+nor competes for the receiving process's interpreter lock:
+
+- in the logger's process, a hand-over thread wakes every ``_BATCH_S`` (20 ms), reads
+  the envelope header of each queued message (:func:`protocol.codec.envelope`),
+  counts invalid messages and sequence gaps, and sends the valid ones (topic index,
+  ``t_ns``, ``wall_ns``, ``seq``, body) as one msgpack batch down a pipe;
+- a *writer process*, forked when the logger is made, owns the file and mcap's public
+  :class:`mcap.writer.Writer` (chunks of ``CHUNK_SIZE``, mcap's default) and only
+  calls ``add_message``. At close it writes the ``berthsim.close`` metadata the
+  logger sends and the summary, answers with its count, and exits.
 
 File layout (MCAP, ``mcap`` package):
 
@@ -34,11 +43,13 @@ Crash safety
 ------------
 zstd chunks of at most ``chunk_size`` bytes, closed also every ``flush_interval`` s
 of wall time, each flushed to the OS as soon as it is written, with message indexes.
-A logger killed with SIGKILL leaves every complete chunk readable;
-:func:`recover` (``launch.py recover LOG``) rebuilds a valid file with its summary.
-
-Writing is mcap's public :class:`mcap.writer.Writer` (chunks of ``CHUNK_SIZE``, mcap's
-default), fed by the writer thread in batches.
+A logger killed with SIGKILL: its writer process sees the pipe's end-of-file (or
+that it was re-parented), writes every message it had been handed, a
+``berthsim.close`` metadata record with ``aborted`` and the summary, and exits: a
+valid file, short of the messages not yet handed over (at most ``_BATCH_S`` of
+them), and no orphan. Both killed (or the writer alone): every complete chunk is
+readable, and :func:`recover` (``launch.py recover LOG``) rebuilds a valid file with
+its summary.
 
 Reading
 -------
@@ -70,20 +81,23 @@ Service configuration::
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import os
 import platform
-import queue
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
+from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -267,6 +281,16 @@ def _run_metadata(config: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- writer
+_BATCH_S = 0.02
+"""How long the receiving process collects messages before it hands them over. [s]"""
+_BATCH_MAX = 4096
+"""Messages per hand-over to the writer process, at most (one pipe write each)."""
+_OP_BATCH, _OP_CLOSE = 0, 1
+_PARENT_ENDS: set[Connection] = set()
+"""The parent-side pipe ends of every open logger of this process: a new writer process
+closes its copies, so that each writer sees end-of-file when its own logger dies."""
+
+
 class McapLogger:
     """The recording sink: every message it is handed goes into one MCAP file.
 
@@ -293,13 +317,20 @@ class McapLogger:
     Raises
     ------
     LogError
-        If the file cannot be created (the message names it).
+        If the file cannot be created or the writer process cannot be started (the
+        message names the file).
 
     Notes
     -----
-    :meth:`on_message` only enqueues; a writer thread writes. :meth:`close` drains the
-    queue, writes the ``berthsim.close`` metadata and the summary. Counters
-    (``received``, ``written``, ``invalid``, ``lost``) are final after ``close``.
+    Two processes (see the module docstring, *Recording*): :meth:`on_message` only
+    appends to a queue; a thread of this process reads each message's envelope header
+    (:func:`protocol.codec.envelope`), counts sequence gaps and invalid messages, and
+    every ``_BATCH_S`` hands the valid ones over to a forked *writer process* through a
+    pipe; the writer process owns the ``mcap`` :class:`~mcap.writer.Writer` and the
+    file. :meth:`close` hands over the rest and the ``berthsim.close`` metadata and
+    waits for the writer process to finish the file. Counters (``received``,
+    ``written``, ``invalid``, ``lost``, ``negative_t``) are final after ``close``;
+    ``writer_cpu_s`` is then the writer process's CPU time (user + system). [s]
     """
 
     def __init__(self, path: str | os.PathLike[str], *, name: str = "logger", topics: Iterable[str] = (),
@@ -313,65 +344,110 @@ class McapLogger:
         self.invalid: dict[str, int] = {}
         self.negative_t = 0
         self.lost: dict[str, int] = {}
+        self.writer_cpu_s = 0.0
         self._tracker = SequenceTracker()
-        self._channels: dict[str, int] = {}
-        self._schemas: dict[str, int] = {}
-        self._flush_ns = int(flush_interval * 1e9)
+        self._topic_ids: dict[str, int] = {}
+        self._new_channels: list[list[Any]] = []
         try:
-            self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+            file = open(self.path, "wb")  # noqa: SIM115 - the writer process owns it
         except OSError as err:
             raise LogError(f"log {str(self.path)!r}: cannot create: {err.strerror or err}") from err
-        self._writer = Writer(self._file, chunk_size=chunk_size, compression=CompressionType.ZSTD)
-        self._writer.start(profile="", library="berthsim")
+        attachments = []
         if config is not None:
-            self._writer.add_attachment(time.time_ns(), 0, "config.json", "application/json",
-                                        json.dumps(config, sort_keys=True, default=str).encode())
+            attachments.append(["config.json", "application/json",
+                                json.dumps(config, sort_keys=True, default=str).encode()])
         if config_text is not None:
-            self._writer.add_attachment(time.time_ns(), 0, "config.toml", "application/toml", config_text.encode())
+            attachments.append(["config.toml", "application/toml", config_text.encode()])
         if command_line is not None:
-            self._writer.add_attachment(time.time_ns(), 0, "command_line.txt", "text/plain", command_line.encode())
-        self._writer.add_metadata("berthsim.run", _run_metadata(config))
-        self._file.flush()
-        self._queue: queue.SimpleQueue[tuple[str, bytes] | None] = queue.SimpleQueue()
-        self._error: BaseException | None = None
+            attachments.append(["command_line.txt", "text/plain", command_line.encode()])
+        head = (attachments, _run_metadata(config))
+        data_in, data_out = Pipe(duplex=False)
+        status_in, status_out = Pipe(duplex=False)
+        try:
+            pid = os.fork()
+        except OSError as err:
+            file.close()
+            raise LogError(f"log {str(self.path)!r}: cannot start the writer process: {err}") from err
+        if pid == 0:  # the writer process: never returns into the caller's code
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # it stops on close or when the logger dies
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                _name_thread(b"logwriter")
+                for end in (*_PARENT_ENDS, data_out, status_in):
+                    end.close()
+                code = _write_process(file, data_in, status_out, os.getppid(), chunk_size,
+                                      int(flush_interval * 1e9), *head)
+            finally:
+                os._exit(code)
+        file.close()  # nothing was written through it here
+        data_in.close()
+        status_out.close()
+        self._pid = pid
+        self._out, self._status = data_out, status_in
+        _PARENT_ENDS.update((data_out, status_in))
+        self._pending: deque[tuple[str, bytes]] = deque()
+        self._append = self._pending.append
+        self._error: str | None = None
         self._closed = False
-        self._thread = threading.Thread(target=self._write_loop, name=f"{name}-writer", daemon=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._hand_over_loop, name=f"{name}-handover", daemon=True)
         self._thread.start()
 
     # ---------------------------------------------------------------- sink
     def on_message(self, topic: str, payload: bytes) -> None:
-        """Enqueue one message (``payload``: the msgpack body as on the wire); never blocks.
+        """Queue one message (``payload``: the msgpack body as on the wire); never blocks.
 
         Raises
         ------
         LogError
-            Once the writer thread has failed (disk full, ...): the run learns it now,
+            Once the writer process has failed (disk full, ...): the run learns it now,
             not at the end.
         """
         if self._error is not None:
-            raise LogError(f"log {str(self.path)!r}: writer failed: {type(self._error).__name__}: {self._error}")
-        self._queue.put((topic, payload))
+            raise LogError(f"log {str(self.path)!r}: writer failed: {self._error}")
+        self._append((topic, payload))
 
-    # ---------------------------------------------------------------- writer thread
-    def _channel(self, topic: str) -> int:
-        schema = schema_for(topic)
-        sid = self._schemas.get(schema.name)
-        if sid is None:
-            sid = self._schemas[schema.name] = self._writer.register_schema(schema.name, "jsonschema",
-                                                                            json_schema(schema))
-        cid = self._channels[topic] = self._writer.register_channel(
-            topic, "msgpack", sid, {"schema_version": str(schema.version), "kind": schema.kind})
-        return cid
+    # ---------------------------------------------------------------- hand-over thread
+    def _hand_over_loop(self) -> None:
+        """Every ``_BATCH_S``: everything queued to the writer process; notice its failure."""
+        pending, popleft, stop, status = self._pending, self._pending.popleft, self._stop, self._status
+        try:
+            while True:
+                stopping = stop.wait(_BATCH_S)
+                while pending:
+                    self._hand_over([popleft() for _ in range(min(len(pending), _BATCH_MAX))])
+                if status.poll():  # the writer process speaks unasked only when it fails
+                    self._error = self._writer_reply()[1]
+                    return
+                if stopping:
+                    return
+        except BaseException as err:  # noqa: BLE001 - reported by on_message and close()
+            self._error = self._failure(err)
 
-    def _write_batch(self, batch: list[tuple[str, bytes]]) -> None:
-        """Write queued messages (one loop with local names: mcap's ``add_message`` is most of the cost)."""
-        add, see, channels, lost = self._writer.add_message, self._tracker.see, self._channels, self.lost
+    def _failure(self, err: BaseException) -> str:
+        """Why handing over failed: the writer process's reason if it left one (a broken pipe says little)."""
+        try:
+            if self._status.poll():
+                return str(self._writer_reply()[1])
+        except OSError:
+            pass
+        return f"{type(err).__name__}: {err}"
+
+    def _hand_over(self, batch: list[tuple[str, bytes]]) -> None:
+        """Check and count one batch; the valid messages to the writer process (one pipe write)."""
+        ids: list[int] = []
+        times: list[int] = []
+        walls: list[int] = []
+        seqs: list[int] = []
+        bodies: list[bytes] = []
+        topic_ids, see, lost = self._topic_ids, self._tracker.see, self.lost
         for topic, payload in batch:
             try:
                 _, sender, seq, t_ns, _, wall_ns = envelope(topic, payload)
-                cid = channels.get(topic)
-                if cid is None:
-                    cid = self._channel(topic)
+                tid = topic_ids.get(topic)
+                if tid is None:
+                    tid = self._channel(topic)
             except MessageError:
                 self.invalid[topic] = self.invalid.get(topic, 0) + 1
                 continue
@@ -381,64 +457,63 @@ class McapLogger:
             if t_ns < 0:
                 self.negative_t += 1
                 t_ns = 0
-            add(cid, t_ns, payload, wall_ns & _U64 if wall_ns >= 0 else 0, seq & 0xFFFFFFFF)
-            self.written += 1
+            ids.append(tid)
+            times.append(t_ns)
+            walls.append(wall_ns & _U64 if wall_ns >= 0 else 0)
+            seqs.append(seq & 0xFFFFFFFF)
+            bodies.append(payload)
+        self._out.send_bytes(msgpack.packb([_OP_BATCH, self._new_channels, ids, times, walls, seqs, bodies]))
+        self._new_channels = []
         self.received += len(batch)
+        self.written += len(ids)
 
-    def _write_loop(self) -> None:
-        q, f = self._queue, self._file
-        next_close = time.monotonic_ns() + self._flush_ns
+    def _channel(self, topic: str) -> int:
+        """A new topic's index; its channel (and schema) go to the writer with the next batch."""
+        schema = schema_for(topic)
+        tid = self._topic_ids[topic] = len(self._topic_ids)
+        self._new_channels.append([topic, schema.name, json_schema(schema), str(schema.version), schema.kind])
+        return tid
+
+    def _writer_reply(self) -> list[Any]:
+        """The writer process's next word: ``["ok", written]`` or ``["error", reason]``."""
         try:
-            while True:
-                try:
-                    item = q.get(timeout=0.1)
-                except queue.Empty:
-                    item = False
-                batch = []
-                while item:
-                    batch.append(item)
-                    if len(batch) >= 4096:
-                        self._write_batch(batch)
-                        batch = []
-                    try:
-                        item = q.get_nowait()
-                    except queue.Empty:
-                        item = False
-                if batch:
-                    self._write_batch(batch)
-                if item is None:
-                    return
-                if self._flush_ns and time.monotonic_ns() >= next_close:
-                    self._writer.flush()  # closes the chunk in progress and flushes the file
-                    next_close = time.monotonic_ns() + self._flush_ns
-                else:
-                    f.flush()
-        except BaseException as err:  # noqa: BLE001 - reported by close()
-            self._error = err
+            reply = msgpack.unpackb(self._status.recv_bytes())
+        except (EOFError, OSError):
+            return ["error", "the writer process exited without a word"]
+        return list(reply)
 
     # ---------------------------------------------------------------- close
     def close(self) -> None:
-        """Write everything queued, the ``berthsim.close`` metadata and the summary; idempotent.
+        """Hand over everything queued and the ``berthsim.close`` metadata; wait for the file; idempotent.
 
         Raises
         ------
         LogError
-            If the writer thread failed (the message names the file and the cause).
+            If the writer process failed (the message names the file and the cause).
         """
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
+        self._stop.set()
         self._thread.join()
         try:
             if self._error is None:
-                self._writer.add_metadata("berthsim.close", self.close_metadata())
-                self._writer.finish()
+                self._out.send_bytes(msgpack.packb([_OP_CLOSE, self.close_metadata()]))
+                kind, what = self._writer_reply()
+                if kind != "ok":
+                    self._error = what
+                elif what != self.written:
+                    self._error = f"wrote {what} messages of {self.written} handed over"
+        except OSError as err:  # the writer process is gone: its reason, if it left one
+            self._error = self._error or self._failure(err)
         finally:
-            self._file.close()
+            for end in (self._out, self._status):
+                _PARENT_ENDS.discard(end)
+                end.close()  # a writer process still running sees end-of-file and finishes the file
+            _, _, usage = os.wait4(self._pid, 0)
+            self.writer_cpu_s = usage.ru_utime + usage.ru_stime
         if self._error is not None:
-            raise LogError(f"log {str(self.path)!r}: writer failed: {type(self._error).__name__}: "
-                           f"{self._error}") from self._error
+            raise LogError(f"log {str(self.path)!r}: writer failed: {self._error}")
 
     def close_metadata(self) -> dict[str, str]:
         """The ``berthsim.close`` metadata: counts, and lost messages (sequence gaps) per topic."""
@@ -448,6 +523,79 @@ class McapLogger:
         meta.update({f"lost.{t}": str(n) for t, n in sorted(self.lost.items())})
         meta.update({f"invalid.{t or '<none>'}": str(n) for t, n in sorted(self.invalid.items())})
         return meta
+
+
+def _name_thread(name: bytes) -> None:
+    """Linux: the calling thread's name as ``top``, ``ps -L`` and py-spy show it (PR_SET_NAME)."""
+    try:
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Connection, parent: int,
+                   chunk_size: int, flush_ns: int, attachments: list[list[Any]], run_meta: dict[str, str]) -> int:
+    """The writer process: batches from the pipe into MCAP with mcap's public ``Writer``; its exit code.
+
+    Ends on the close message (``berthsim.close`` metadata from the logger, summary,
+    ``["ok", written]`` back), or when the logger has died (pipe end-of-file, or this
+    process re-parented): then it writes every message it was handed, a
+    ``berthsim.close`` with ``aborted`` and the summary. On any error it sends
+    ``["error", reason]`` and stops writing (complete chunks stay readable).
+    """
+    written = 0
+    try:
+        w = Writer(file, chunk_size=chunk_size, compression=CompressionType.ZSTD)
+        w.start(profile="", library="berthsim")
+        for name, media_type, data in attachments:
+            w.add_attachment(time.time_ns(), 0, name, media_type, data)
+        w.add_metadata("berthsim.run", run_meta)
+        file.flush()
+        add = w.add_message
+        channels: list[int] = []  # topic index -> channel id
+        schemas: dict[str, int] = {}
+        next_close = time.monotonic_ns() + flush_ns
+        while True:
+            msg: Any = ()
+            if data_in.poll(0.1):
+                try:
+                    msg = msgpack.unpackb(data_in.recv_bytes(), use_list=False)
+                except EOFError:
+                    msg = None
+            elif os.getppid() != parent:
+                msg = None
+            if msg is None or (msg and msg[0] == _OP_CLOSE):
+                meta = dict(msg[1]) if msg else {
+                    "end_wall_ns": str(time.time_ns()), "written": str(written),
+                    "aborted": "the logger process died: messages it had not handed over are missing"}
+                w.add_metadata("berthsim.close", meta)
+                w.finish()
+                file.close()
+                if msg:
+                    status_out.send_bytes(msgpack.packb(["ok", written]))
+                return 0
+            if msg:
+                _, new, ids, times, walls, seqs, bodies = msg
+                for topic, schema_name, schema_data, version, kind in new:
+                    sid = schemas.get(schema_name)
+                    if sid is None:
+                        sid = schemas[schema_name] = w.register_schema(schema_name, "jsonschema", schema_data)
+                    channels.append(w.register_channel(topic, "msgpack", sid,
+                                                       {"schema_version": version, "kind": kind}))
+                for tid, t_ns, data, wall_ns, seq in zip(ids, times, bodies, walls, seqs):
+                    add(channels[tid], t_ns, data, wall_ns, seq)
+                written += len(ids)
+            if flush_ns and time.monotonic_ns() >= next_close:
+                w.flush()  # closes the chunk in progress and flushes the file
+                next_close = time.monotonic_ns() + flush_ns
+            elif msg:
+                file.flush()
+    except BaseException as err:  # noqa: BLE001 - the logger learns it through the status pipe
+        try:
+            status_out.send_bytes(msgpack.packb(["error", f"{type(err).__name__}: {err}"]))
+        except OSError:
+            pass
+        return 1
 
 
 # ---------------------------------------------------------------- service module

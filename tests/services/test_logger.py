@@ -320,17 +320,18 @@ def test_unwritable_log_is_a_log_error(tmp_path):
         McapLogger(tmp_path / "no" / "dir" / "x.mcap")
 
 
-def test_a_failing_writer_is_reported_by_the_next_message_and_by_close(tmp_path):
-    lg = McapLogger(tmp_path / "f.mcap")
-    lg._file.close()  # the disk goes away under the writer thread
+def test_a_failing_writer_is_reported_by_the_next_message_and_by_close():
+    lg = McapLogger("/dev/full")  # every write fails: no space left on the device
     lg.on_message("toy/state0", toy_messages(1)[0])
     end = time.monotonic() + 5
     while lg._error is None and time.monotonic() < end:
         time.sleep(0.01)
-    with pytest.raises(LogError, match="writer failed"):
+    with pytest.raises(LogError, match="'/dev/full': writer failed: OSError.*No space left"):
         lg.on_message("toy/state0", toy_messages(1)[0])
-    with pytest.raises(LogError, match="writer failed"):
+    with pytest.raises(LogError, match="'/dev/full': writer failed"):
         lg.close()
+    with pytest.raises(ProcessLookupError):  # the writer process is reaped, not left behind
+        os.kill(lg._pid, 0)
 
 
 # ---------------------------------------------------------------- end to end
@@ -357,30 +358,8 @@ def test_1khz_run_logs_every_message_and_the_bytes_sent(tmp_path):
     assert meta["lost"] == "0" and meta["invalid"] == "0"
 
 
-@pytest.mark.integration
-def test_sigkill_leaves_complete_chunks_readable_and_recover_rebuilds(tmp_path):
-    log = tmp_path / "run.mcap"
-    cfg = toy_config(tmp_path, duration=4.0, sim="speed = 1.0", logger="chunk_size = 4096\nflush_interval = 0.1")
-    proc = subprocess.Popen([sys.executable, str(LAUNCH), "run", str(cfg), "--log", str(log)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        end = time.monotonic() + 30
-        while time.monotonic() < end and not (log.exists() and log.stat().st_size > 60_000):
-            time.sleep(0.05)
-        out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-        pids = [int(line.split()[0]) for line in out.splitlines() if "_worker" in line and str(cfg) in line
-                and " logger " in line]
-        assert len(pids) == 1, out
-        os.kill(pids[0], signal.SIGKILL)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-    assert proc.returncode == 1 and "logger" in err and "SIGKILL" in err
-    with pytest.raises(LogError, match="truncated"):
-        open_log(log)
-    # every complete chunk is readable (CRC checked) with mcap's own stream reader
+def _complete_chunks(log: Path) -> tuple[int, int]:
+    """Chunks and messages in them readable (CRC checked) with mcap's own stream reader, up to a torn tail."""
     chunks, in_chunks = 0, 0
     with log.open("rb") as f:
         try:
@@ -390,6 +369,73 @@ def test_sigkill_leaves_complete_chunks_readable_and_recover_rebuilds(tmp_path):
                     chunks += 1
         except Exception:  # noqa: BLE001 - the torn tail
             pass
+    return chunks, in_chunks
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` has exited (and been reaped) within ``timeout`` s."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.integration
+def test_sigkill_of_the_logger_leaves_a_finished_file_and_no_orphan(tmp_path):
+    log = tmp_path / "run.mcap"
+    cfg = toy_config(tmp_path, duration=4.0, sim="speed = 1.0", logger="chunk_size = 4096\nflush_interval = 0.1")
+    proc = subprocess.Popen([sys.executable, str(LAUNCH), "run", str(cfg), "--log", str(log)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not (log.exists() and log.stat().st_size > 60_000):
+            time.sleep(0.05)
+        out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+        procs = {int(line.split()[0]): int(line.split()[1]) for line in out.splitlines()
+                 if "_worker" in line and str(cfg) in line and " logger " in line}
+        logger = [p for p, pp in procs.items() if pp not in procs]  # the writer process is the logger's child
+        writer = [p for p, pp in procs.items() if pp in procs]
+        assert len(logger) == 1 and len(writer) == 1, out
+        os.kill(logger[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 1 and "logger" in err and "SIGKILL" in err
+    assert _gone(writer[0], 10), "the writer process outlived its logger"
+    # the writer process finished the file with what it had been handed: a valid log, every seq up to the end
+    with open_log(log) as lf:
+        assert "aborted" in lf.metadata()["berthsim.close"]
+        n = lf.message_count
+        for topic in ("toy/state0", "toy/state1"):
+            seqs = [m.seq for m in lf.messages([topic])]
+            assert seqs == list(range(len(seqs))) and len(seqs) > 10, topic
+    with log.open("rb") as f:  # a valid file for the mcap package too
+        assert make_reader(f).get_summary().statistics.message_count == n > 1000
+
+
+def test_sigkill_of_the_writer_leaves_complete_chunks_readable_and_recover_rebuilds(tmp_path):
+    log = tmp_path / "run.mcap"
+    lg = McapLogger(log, chunk_size=4096, flush_interval=0.05)
+    msgs = toy_messages(20_000)
+    end = time.monotonic() + 30
+    i = 0
+    while time.monotonic() < end and not (log.exists() and log.stat().st_size > 60_000):
+        for p in msgs[i:i + 100]:
+            lg.on_message("toy/state0", p)
+        i += 100
+        time.sleep(0.01)
+    os.kill(lg._pid, signal.SIGKILL)  # logger and writer killed together: the writer's file is what is left
+    with pytest.raises(LogError, match="writer failed"):
+        lg.close()
+    with pytest.raises(LogError, match="truncated"):
+        open_log(log)
+    chunks, in_chunks = _complete_chunks(log)
     assert chunks >= 5 and in_chunks > 1000
     res = launch("recover", str(log))
     assert res.returncode == 0, res.stderr
@@ -397,9 +443,7 @@ def test_sigkill_leaves_complete_chunks_readable_and_recover_rebuilds(tmp_path):
     assert info["messages"] == in_chunks and info["chunks"] == chunks and not info["was_complete"]
     with open_log(log) as lf:
         assert lf.message_count == in_chunks
-        for topic in ("toy/state0", "toy/state1"):
-            seqs = [m.seq for m in lf.messages([topic])]
-            assert seqs == list(range(len(seqs))) and len(seqs) > 10, topic
+        assert [m.payload for m in lf.messages()] == msgs[:in_chunks]  # every message of the complete chunks
     with log.open("rb") as f:  # a valid file for the mcap package too
         assert make_reader(f).get_summary().statistics.message_count == in_chunks
 
