@@ -5,7 +5,7 @@
   the figures beside it, every topic at its rate, the rig link clean; its log replays at
   ``--max``;
 - the capture, from a *late start* of the same scenario: the default's bodies and arm as
-  they are 12 s into it (propagated here with the scenario's own kinematics,
+  they are 1 s before its capture command (propagated here with the scenario's own kinematics,
   :func:`tests.test_configs.approach`) and the rest of its script, so that the snare comes
   1 s into the run. With the orbital terms off (W inertial, no external force), two
   lockstep runs give logs that are bit-identical apart from the wall-clock fields
@@ -52,8 +52,8 @@ DEFAULT = ROOT / "configs" / "srms_berthing.toml"
 REALTIME = ROOT / "configs" / "srms_berthing_realtime.toml"
 T_SHORT = 2.0
 """Simulated seconds of each lockstep run here (the suite runs on a shared 2-core machine)."""
-T_LATE = 12.0
-"""Where the late start picks the default scenario up: 1 s before its capture command."""
+T_LATE = 6.0
+"""Where the late start picks the default scenario up: 1 s before its capture command (7 s)."""
 
 WALL_FIELDS: dict[str, tuple[str, ...]] = {}
 """Fields left out of bit-identity besides ``wall_ns`` and ``sim/*``: none. In lockstep the HIL
@@ -198,6 +198,8 @@ def test_capture_deterministic_and_momentum_conserved(tmp_path: Path) -> None:
     (< 1e-3 rad/s, h ≤ 10 ms) is far below it. We require ≤ 1e-9 relative, for P and for L
     about Wo (with lever arm |p_WoEo| of the capture point).
     """
+    (t_cap,) = [c["t"] for c in _default()["operator"]["script"] if c["cmd"] == "capture"]
+    assert t_cap == T_LATE + 1.0, "T_LATE must stay 1 s before the default's capture command"
     cfg = late_start_config()
     cfg_path = tmp_path / "late_start.toml"
     cfg_path.write_text(toml_dumps(cfg))
