@@ -15,6 +15,7 @@ No I/O, no globals. Shapes are checked on entry and a wrong shape raises
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -25,8 +26,12 @@ from errors import ShapeError
 __all__ = [
     "as_vector",
     "cross3",
+    "cross_rows",
     "dexp_inv",
     "dexp_inv_rows",
+    "mat_mat_rows",
+    "mat_t_vec_rows",
+    "mat_vec_rows",
     "pose",
     "pose_from_vector",
     "pose_inverse",
@@ -167,6 +172,30 @@ def rotation_rows(w: float, x: float, y: float, z: float) -> tuple[float, ...]:
     return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
             2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
             2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
+
+
+def mat_vec_rows(R: Sequence[float], x0: float, x1: float, x2: float) -> list[float]:
+    """``R x`` for a 3×3 matrix given row-major as nine floats (the float kernel of ``R @ x``)."""
+    return [R[0] * x0 + R[1] * x1 + R[2] * x2, R[3] * x0 + R[4] * x1 + R[5] * x2, R[6] * x0 + R[7] * x1 + R[8] * x2]
+
+
+def mat_t_vec_rows(R: Sequence[float], x0: float, x1: float, x2: float) -> list[float]:
+    """``Rᵀ x`` for a 3×3 matrix given row-major as nine floats."""
+    return [R[0] * x0 + R[3] * x1 + R[6] * x2, R[1] * x0 + R[4] * x1 + R[7] * x2, R[2] * x0 + R[5] * x1 + R[8] * x2]
+
+
+def mat_mat_rows(A: Sequence[float], B: Sequence[float]) -> tuple[float, ...]:
+    """``A B`` for two 3×3 matrices given row-major as nine floats each; nine floats."""
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = B
+    return (a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
+            a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
+            a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22)
+
+
+def cross_rows(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> list[float]:
+    """``a × b`` on six floats (the kernel of :func:`cross3`)."""
+    return [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
 
 
 def quat_integrate_rows(q: tuple[float, ...] | list[float], wx: float, wy: float, wz: float,

@@ -47,7 +47,15 @@ import numpy as np
 import serial
 from numpy.typing import NDArray
 
-from dynamics.spatial import cross3, quat_integrate, quat_to_rotation, rotation_vector
+from dynamics.spatial import (
+    cross_rows,
+    mat_mat_rows,
+    mat_t_vec_rows,
+    mat_vec_rows,
+    quat_integrate,
+    rotation_rows,
+    rotation_vector,
+)
 from errors import ConfigError, FrameError, RigFault, ShapeError
 from hil.config import HilConfig, hil_table, parse
 from hil.delay import ImpactMonitor, PassivityController, predict_pose
@@ -97,24 +105,39 @@ def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Arra
     V_LB_L : ndarray, shape (6,)
         [ω_LB; d/dt p_LoBo] expressed in L. [rad/s, m/s]
     """
-    R_WO = quat_to_rotation(orbiter["quat_WO"])
-    R_WT = quat_to_rotation(payload["quat_WT"])
-    r_OL_W = R_WO @ X_OL[:3, 3]  # p_OoLo in W
-    r_TB_W = R_WT @ X_TB[:3, 3]
-    R_LW = (R_WO @ X_OL[:3, :3]).T
-    p_LoBo_W = np.asarray(payload["p_WoTo_W"]) + r_TB_W - np.asarray(orbiter["p_WoOo_W"]) - r_OL_W
-    X_LB = np.zeros((4, 4))
-    X_LB[:3, :3] = R_LW @ R_WT @ X_TB[:3, :3]
-    X_LB[:3, 3] = R_LW @ p_LoBo_W
-    X_LB[3, 3] = 1.0
-    w_WO_W = R_WO @ np.asarray(orbiter["w_WO_O"])
-    w_WT_W = R_WT @ np.asarray(payload["w_WT_T"])
-    v_WLo = np.asarray(orbiter["v_WOo_W"]) + cross3(w_WO_W, r_OL_W)
-    v_WBo = np.asarray(payload["v_WTo_W"]) + cross3(w_WT_W, r_TB_W)
-    V = np.empty(6)
-    V[:3] = R_LW @ (w_WT_W - w_WO_W)
-    V[3:] = R_LW @ (v_WBo - v_WLo - cross3(w_WO_W, p_LoBo_W))
+    R_WO = rotation_rows(*_floats(orbiter["quat_WO"], 4, "quat_WO"))  # plain floats: a dozen tiny
+    R_WT = rotation_rows(*_floats(payload["quat_WT"], 4, "quat_WT"))  # numpy products cost more
+    p_OL, R_OL = X_OL[:3, 3].tolist(), X_OL[:3, :3].ravel().tolist()
+    p_TB, R_TB = X_TB[:3, 3].tolist(), X_TB[:3, :3].ravel().tolist()
+    r_OL = mat_vec_rows(R_WO, *p_OL)  # p_OoLo in W
+    r_TB = mat_vec_rows(R_WT, *p_TB)
+    R_WL = mat_mat_rows(R_WO, R_OL)
+    pT, pO = _floats(payload["p_WoTo_W"], 3, "p_WoTo_W"), _floats(orbiter["p_WoOo_W"], 3, "p_WoOo_W")
+    d = [pT[k] + r_TB[k] - pO[k] - r_OL[k] for k in range(3)]  # p_LoBo in W
+    R_LB = mat_mat_rows(R_WL[0::3] + R_WL[1::3] + R_WL[2::3], mat_mat_rows(R_WT, R_TB))  # R_WLᵀ R_WT R_TB
+    p_LB = mat_t_vec_rows(R_WL, *d)
+    wO = mat_vec_rows(R_WO, *_floats(orbiter["w_WO_O"], 3, "w_WO_O"))
+    wT = mat_vec_rows(R_WT, *_floats(payload["w_WT_T"], 3, "w_WT_T"))
+    vO, vT = _floats(orbiter["v_WOo_W"], 3, "v_WOo_W"), _floats(payload["v_WTo_W"], 3, "v_WTo_W")
+    a, b, c = cross_rows(*wO, *r_OL), cross_rows(*wT, *r_TB), cross_rows(*wO, *d)
+    dv = [(vT[k] + b[k]) - (vO[k] + a[k]) - c[k] for k in range(3)]
+    X_LB = np.array([[*R_LB[0:3], p_LB[0]], [*R_LB[3:6], p_LB[1]], [*R_LB[6:9], p_LB[2]], [0.0, 0.0, 0.0, 1.0]])
+    V = np.array(mat_t_vec_rows(R_WL, wT[0] - wO[0], wT[1] - wO[1], wT[2] - wO[2]) + mat_t_vec_rows(R_WL, *dv))
     return X_LB, V
+
+
+def _floats(x: Any, n: int, name: str) -> list[float]:
+    """A message field as ``n`` Python floats.
+
+    Raises
+    ------
+    ShapeError
+        If it does not have ``n`` components.
+    """
+    out = x.tolist() if isinstance(x, np.ndarray) else [float(v) for v in x]
+    if len(out) != n or (out and isinstance(out[0], list)):
+        raise ShapeError(f"{name}: expected {n} numbers, got {out!r}")
+    return out
 
 
 def _frame_sizes(cfg: HilConfig) -> tuple[int, int, bool]:

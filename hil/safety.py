@@ -181,29 +181,51 @@ def rate_limit(
     hit : bool
         True if a limit made it differ from ``x_cmd``.
     """
-    # plain floats per axis: for a handful of axes numpy's per-call cost is most of the work
+    # plain floats per axis: for a handful of axes numpy's per-call cost is most of the work; the
+    # clips are written as comparisons (what min/max do, first argument kept on ties and NaN)
     xs, vs, xcs = x.tolist(), v.tolist(), x_cmd.tolist()
     vcs = [0.0] * len(xs) if v_cmd is None else v_cmd.tolist()
     xo, vo, ao = [], [], []
     hit = False
     sqrt = math.sqrt
     for xi, vi, xc, vc, lo, hi, vm, am, jm in zip(xs, vs, xcs, vcs, *limits.columns, strict=True):
-        vc = min(max(vc, -vm), vm)
+        if -vm > vc:
+            vc = -vm
+        if vm < vc:
+            vc = vm
         e = xc - xi - vc * dt
         ae = abs(e)
         # the largest speed from which steps of deceleration a_max·dt stop within |e|: v (v + a dt) / (2a) = |e|
         adt = am * dt
         v_stop = 0.5 * (-adt + sqrt(adt * adt + 8.0 * am * ae))
-        step = min(ae / dt, v_stop)
-        v_des = min(max(vc + (step if e > 0 else -step if e < 0 else 0.0), -vm), vm)
+        step = ae / dt
+        if v_stop < step:
+            step = v_stop
+        v_des = vc + (step if e > 0 else -step if e < 0 else 0.0)
+        if -vm > v_des:
+            v_des = -vm
+        if vm < v_des:
+            v_des = vm
         margin = 2.0 * vm * dt  # the ramp reacts one step late and integrates by trapezoid
         k = am * am / jm  # stop_speed, inlined
-        v_lo = 0.5 * (-k + sqrt(k * k + 8.0 * am * max(xi - lo - margin, 0.0)))
-        v_hi = 0.5 * (-k + sqrt(k * k + 8.0 * am * max(hi - xi - margin, 0.0)))
-        v_des = min(max(v_des, -v_lo), v_hi)
-        ai = min(max((v_des - vi) / dt, -am), am)
+        d_lo, d_hi = xi - lo - margin, hi - xi - margin
+        v_lo = 0.5 * (-k + sqrt(k * k + 8.0 * am * (0.0 if 0.0 > d_lo else d_lo)))
+        v_hi = 0.5 * (-k + sqrt(k * k + 8.0 * am * (0.0 if 0.0 > d_hi else d_hi)))
+        if -v_lo > v_des:
+            v_des = -v_lo
+        if v_hi < v_des:
+            v_des = v_hi
+        ai = (v_des - vi) / dt
+        if -am > ai:
+            ai = -am
+        if am < ai:
+            ai = am
         vn = vi + ai * dt
-        xn = min(max(xi + vn * dt, lo), hi)
+        xn = xi + vn * dt
+        if lo > xn:
+            xn = lo
+        if hi < xn:
+            xn = hi
         hit = hit or abs(xn - xc) > 1e-9
         xo.append(xn)
         vo.append(vn)

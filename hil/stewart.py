@@ -401,7 +401,19 @@ class StewartRig:
             ax = r00 * wx + r01 * wy + r02 * wz
             ay = r10 * wx + r11 * wy + r12 * wz
             az = r20 * wx + r21 * wy + r22 * wz
-            m = min(m, n - lo, hi - n, L0 * (x * wx + y * wy + z * wz - cb), L0 * (x * ax + y * ay + z * az - cp))
+            # m = min(m, …) as comparisons (min's own call cost was a third of this loop)
+            c = n - lo
+            if c < m:
+                m = c
+            c = hi - n
+            if c < m:
+                m = c
+            c = L0 * (x * wx + y * wy + z * wz - cb)
+            if c < m:
+                m = c
+            c = L0 * (x * ax + y * ay + z * az - cp)
+            if c < m:
+                m = c
             legs.append((n, x, y, z, rx, ry, rz))
         return m, legs
 
@@ -420,7 +432,11 @@ class StewartRig:
         ref = self._cond_ref
         if ref is not None:
             rows0, s_max, s_min = ref
-            d = math.sqrt(sum((a - b) * (a - b) for r, r0 in zip(rows, rows0) for a, b in zip(r, r0)))
+            d2 = 0.0
+            for (a0, a1, a2, a3, a4, a5), (b0, b1, b2, b3, b4, b5) in zip(rows, rows0):
+                d2 += ((a0 - b0) * (a0 - b0) + (a1 - b1) * (a1 - b1) + (a2 - b2) * (a2 - b2)
+                       + (a3 - b3) * (a3 - b3) + (a4 - b4) * (a4 - b4) + (a5 - b5) * (a5 - b5))
+            d = math.sqrt(d2)
             if d < s_min and s_max + d <= self.cond_max * (s_min - d):
                 return True
         sv = np.linalg.svd(np.array(rows), compute_uv=False)
@@ -696,9 +712,27 @@ class PoseMap:
             return ClampResult(target, axes, 1.0, target, self.rig)
         path = GeodesicPath(self.X_RP0, target)
         between = path.pose
-        s = last_feasible(self.rig.path_margin(path), g0=self._margin0, g1=margin)
-        X = between(s)
-        axes, _, inside = self.rig.assess(X)
+        rig = self.rig
+        if isinstance(rig, StewartRig):  # the margin's legs at each s tried, for the one kept
+            seen: dict[float, tuple[list[list[float]], list[float], float, list[tuple[float, ...]]]] = {}
+
+            def g(s: float) -> float:
+                R, p = path.floats(s)
+                m, legs = rig._margin(R, p)
+                seen[s] = (R, p, m, legs)
+                return m
+
+            s = last_feasible(g, g0=self._margin0, g1=margin)
+        else:
+            s = last_feasible(rig.path_margin(path), g0=self._margin0, g1=margin)
+            seen = {}
+        if s in seen:  # rig.assess(between(s)) without redoing the margin: the same floats
+            R, p, m, legs = seen[s]
+            X = _pose_array(R, p)
+            axes, inside = np.array([leg[0] for leg in legs]), bool(m >= 0.0 and rig._conditioned(legs))
+        else:
+            X = between(s)
+            axes, _, inside = rig.assess(X)
         if not inside:  # the conditioning bound comes first on this path
             lo, hi = 0.0, s
             for _ in range(24):
@@ -746,8 +780,12 @@ class GeodesicPath:
 
     def pose(self, s: float) -> Array:
         """``X(s)`` (4, 4)."""
-        R, p = self.floats(s)
-        return np.array([R[0] + [p[0]], R[1] + [p[1]], R[2] + [p[2]], [0.0, 0.0, 0.0, 1.0]])
+        return _pose_array(*self.floats(s))
+
+
+def _pose_array(R: list[list[float]], p: list[float]) -> Array:
+    """Pose (4, 4) from rotation rows (3 × 3 nested lists) and position (3 floats)."""
+    return np.array([R[0] + [p[0]], R[1] + [p[1]], R[2] + [p[2]], [0.0, 0.0, 0.0, 1.0]])
 
 
 def last_feasible(g: Callable[[float], float], *, tol: float = 1e-10, max_iter: int = 60,

@@ -165,6 +165,10 @@ from dynamics import impact as im
 from dynamics import rigid_body as rb
 from dynamics.orbit import CircularOrbit
 from dynamics.spatial import cross3, pose, pose_inverse, rotate_spatial
+from dynamics.spatial import cross_rows as _cross
+from dynamics.spatial import mat_mat_rows as _mm
+from dynamics.spatial import mat_t_vec_rows as _mtv
+from dynamics.spatial import mat_vec_rows as _mv
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table
 from protocol.service import Inputs, Port
@@ -364,29 +368,6 @@ def hil_refusal(sample: Any, t_ns: int, max_age: float, force_max: float, torque
     if np.max(np.abs(F[:3])) > torque_max:
         return f"beyond sensor range: |τ| component {np.max(np.abs(F[:3])):.4g} N·m > {torque_max:.4g} N·m"
     return ""
-
-
-def _mv(R: tuple[float, ...], x0: float, x1: float, x2: float) -> list[float]:
-    """``R x`` for R row-major (nine floats)."""
-    return [R[0] * x0 + R[1] * x1 + R[2] * x2, R[3] * x0 + R[4] * x1 + R[5] * x2, R[6] * x0 + R[7] * x1 + R[8] * x2]
-
-
-def _mtv(R: tuple[float, ...], x0: float, x1: float, x2: float) -> list[float]:
-    """``Rᵀ x`` for R row-major (nine floats)."""
-    return [R[0] * x0 + R[3] * x1 + R[6] * x2, R[1] * x0 + R[4] * x1 + R[7] * x2, R[2] * x0 + R[5] * x1 + R[8] * x2]
-
-
-def _mm(A: tuple[float, ...], B: tuple[float, ...]) -> tuple[float, ...]:
-    """``A B`` for row-major 3×3 (nine floats)."""
-    a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
-    b00, b01, b02, b10, b11, b12, b20, b21, b22 = B
-    return (a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
-            a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
-            a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22)
-
-
-def _cross(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> list[float]:
-    return [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
 
 
 def _rows(X: Array) -> tuple[list[float], tuple[float, ...]]:
