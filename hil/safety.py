@@ -147,6 +147,28 @@ def ramp_to(
     return np.array(xs), np.array(vs), np.array(as_)
 
 
+_RATE_CONSTANTS: dict[tuple[int, float], tuple[RigLimits, list[tuple[float, ...]]]] = {}
+
+
+def _rate_constants(limits: RigLimits, dt: float) -> list[tuple[float, ...]]:
+    """Per axis, the constants of :func:`rate_limit` for ``limits`` and ``dt`` (computed once):
+    ``lo, hi, v_max, a_max, a_max dt, (a_max dt)², 8 a_max, the margin 2 v_max dt`` (the ramp
+    reacts one step late and integrates by trapezoid) and ``k = a_max²/j_max, k²`` (its stop
+    speed, :func:`stop_speed` inlined)."""
+    key = (id(limits), dt)
+    hit = _RATE_CONSTANTS.get(key)
+    if hit is not None and hit[0] is limits:
+        return hit[1]
+    rows = []
+    for lo, hi, vm, am, jm in zip(*limits.columns, strict=True):
+        adt, k = am * dt, am * am / jm
+        rows.append((lo, hi, vm, am, adt, adt * adt, 8.0 * am, 2.0 * vm * dt, k, k * k))
+    if len(_RATE_CONSTANTS) > 64:
+        _RATE_CONSTANTS.clear()
+    _RATE_CONSTANTS[key] = (limits, rows)
+    return rows
+
+
 def rate_limit(
     x_cmd: Array, x: Array, v: Array, limits: RigLimits, dt: float, v_cmd: Array | None = None
 ) -> tuple[Array, Array, Array, bool]:
@@ -188,7 +210,9 @@ def rate_limit(
     xo, vo, ao = [], [], []
     hit = False
     sqrt = math.sqrt
-    for xi, vi, xc, vc, lo, hi, vm, am, jm in zip(xs, vs, xcs, vcs, *limits.columns, strict=True):
+    for xi, vi, xc, vc, (lo, hi, vm, am, adt, adt2, am8, margin, k, k2) in zip(xs, vs, xcs, vcs,
+                                                                              _rate_constants(limits, dt),
+                                                                              strict=True):
         if -vm > vc:
             vc = -vm
         if vm < vc:
@@ -196,8 +220,7 @@ def rate_limit(
         e = xc - xi - vc * dt
         ae = abs(e)
         # the largest speed from which steps of deceleration a_max·dt stop within |e|: v (v + a dt) / (2a) = |e|
-        adt = am * dt
-        v_stop = 0.5 * (-adt + sqrt(adt * adt + 8.0 * am * ae))
+        v_stop = 0.5 * (-adt + sqrt(adt2 + am8 * ae))
         step = ae / dt
         if v_stop < step:
             step = v_stop
@@ -206,11 +229,9 @@ def rate_limit(
             v_des = -vm
         if vm < v_des:
             v_des = vm
-        margin = 2.0 * vm * dt  # the ramp reacts one step late and integrates by trapezoid
-        k = am * am / jm  # stop_speed, inlined
         d_lo, d_hi = xi - lo - margin, hi - xi - margin
-        v_lo = 0.5 * (-k + sqrt(k * k + 8.0 * am * (0.0 if 0.0 > d_lo else d_lo)))
-        v_hi = 0.5 * (-k + sqrt(k * k + 8.0 * am * (0.0 if 0.0 > d_hi else d_hi)))
+        v_lo = 0.5 * (-k + sqrt(k2 + am8 * (0.0 if 0.0 > d_lo else d_lo)))
+        v_hi = 0.5 * (-k + sqrt(k2 + am8 * (0.0 if 0.0 > d_hi else d_hi)))
         if -v_lo > v_des:
             v_des = -v_lo
         if v_hi < v_des:

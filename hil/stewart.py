@@ -35,9 +35,11 @@ from dynamics.spatial import (
     as_vector,
     pose,
     pose_from_vector,
+    mat_t_vec_rows,
     pose_vector,
-    quat_integrate,
+    quat_integrate_rows,
     quat_to_rotation,
+    rotation_rows,
     rotation_to_quat,
     rotation_vector,
 )
@@ -351,27 +353,33 @@ class StewartRig:
         second right-hand side, so it costs no factorization of its own; else None. Raises as
         :meth:`forward`.
         """
-        q, T = np.asarray(q_RP, dtype=np.float64), np.array(p_RoPo_R, dtype=np.float64)
-        R = quat_to_rotation(q)
+        # the pose as Python floats between the solves (numpy's per-call cost on 3-vectors and
+        # 3×3 matrices exceeded the arithmetic); the 6×6 solves stay with LAPACK
+        q = tuple(np.asarray(q_RP, dtype=np.float64).tolist())
+        T = np.array(p_RoPo_R, dtype=np.float64).tolist()
+        Rf = rotation_rows(*q)
+        lg = np.asarray(legs, dtype=np.float64).tolist()
         prev = math.inf
         rhs = np.empty((6, 2))
         rhs[:, 1] = 0.0 if rates is None else rates
         for it in range(1, max_iter + 1):
-            n, J = self.lengths_jacobian(R, T)
-            rhs[:, 0] = legs - n
+            m = self._margin([list(Rf[0:3]), list(Rf[3:6]), list(Rf[6:9])], T)[1]
+            rhs[:, 0] = [a - leg[0] for a, leg in zip(lg, m, strict=True)]
             try:
-                sol = np.linalg.solve(J, rhs)
+                sol = np.linalg.solve(self._jacobian_of(m), rhs)
             except np.linalg.LinAlgError as err:
                 raise NoSolutionError(f"stewart.forward: singular Jacobian at iteration {it}") from err
-            dx = sol[:, 0]
-            T += dx[3:]
-            q = quat_integrate(q, R.T @ dx[:3], 1.0)  # δθ is expressed in R; quat_integrate wants P
-            R = quat_to_rotation(q)
-            step = max(map(abs, dx.tolist()))
+            dx = sol[:, 0].tolist()
+            T = [T[0] + dx[3], T[1] + dx[4], T[2] + dx[5]]
+            # δθ is expressed in R; quat_integrate wants it in P
+            q = quat_integrate_rows(q, *mat_t_vec_rows(Rf, dx[0], dx[1], dx[2]), 1.0)
+            Rf = rotation_rows(*q)
+            step = max(map(abs, dx))
             # converged: this correction, or the next one as quadratic convergence predicts it
             # from the observed contraction (|δ_k+1| ≈ |δ_k|³ / |δ_k−1|², Deuflhard 2004, §2.1.1)
             if step < tol or (it > 1 and step < 0.1 * prev and step**3 < tol * prev * prev):
-                return q, T, it, None if rates is None else np.array(sol[:, 1], dtype=np.float64)
+                return (np.array(q), np.array(T), it,
+                        None if rates is None else np.array(sol[:, 1], dtype=np.float64))
             prev = step
         raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs "
                               f"{np.asarray(legs).tolist()}")
