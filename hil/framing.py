@@ -108,8 +108,8 @@ class Fault(enum.IntFlag):
 
 
 def _finite(values: tuple[float, ...], name: str) -> tuple[float, ...]:
-    out = tuple(float(v) for v in values)
-    if not all(math.isfinite(v) for v in out):
+    out = tuple(map(float, values))
+    if not all(map(math.isfinite, out)):
         raise FrameError(f"{name}: not finite: {list(out)}")
     return out
 
@@ -284,7 +284,7 @@ class Telemetry:
     _H: ClassVar[struct.Struct] = struct.Struct("<HIIBHB")
 
     def pack(self) -> bytes:
-        axes = tuple(float(a) for a in self.axes)
+        axes = tuple(map(float, self.axes))
         if not 1 <= len(axes) <= MAX_AXES or len(self.F_Po_P) != 6:
             raise FrameError(f"TELEMETRY: axes count {len(axes)} / wrench size {len(self.F_Po_P)} invalid")
         head = self._H.pack(self.echo_seq, self.echo_time_us, self.hold_us, int(self.state), int(self.faults),

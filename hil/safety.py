@@ -229,13 +229,24 @@ def rate_limit(
             v_des = -vm
         if vm < v_des:
             v_des = vm
-        d_lo, d_hi = xi - lo - margin, hi - xi - margin
-        v_lo = 0.5 * (-k + sqrt(k2 + am8 * (0.0 if 0.0 > d_lo else d_lo)))
-        v_hi = 0.5 * (-k + sqrt(k2 + am8 * (0.0 if 0.0 > d_hi else d_hi)))
-        if -v_lo > v_des:
-            v_des = -v_lo
-        if v_hi < v_des:
-            v_des = v_hi
+        # the stroke ends' stop speeds v_lo, v_hi ≥ 0 (sqrt(k² + x) ≥ sqrt(k²) = k in IEEE
+        # arithmetic), so only the one toward which the axis moves can clip; and not even that
+        # one when the exact stop speed exceeds |v_des| by more than its rounding error (w below):
+        # its square root is then not taken
+        if v_des < 0.0:
+            d_lo = xi - lo - margin
+            w = 1e-12 * k - v_des
+            if not (w * w + k * w) * (1.0 + 1e-9) < 0.25 * am8 * d_lo:
+                v_lo = 0.5 * (-k + sqrt(k2 + am8 * (0.0 if 0.0 > d_lo else d_lo)))
+                if -v_lo > v_des:
+                    v_des = -v_lo
+        elif v_des > 0.0:
+            d_hi = hi - xi - margin
+            w = 1e-12 * k + v_des
+            if not (w * w + k * w) * (1.0 + 1e-9) < 0.25 * am8 * d_hi:
+                v_hi = 0.5 * (-k + sqrt(k2 + am8 * (0.0 if 0.0 > d_hi else d_hi)))
+                if v_hi < v_des:
+                    v_des = v_hi
         ai = (v_des - vi) / dt
         if -am > ai:
             ai = -am
