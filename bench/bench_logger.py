@@ -2,13 +2,23 @@
 
 - ``record_sink``: :class:`services.logger.McapLogger` fed directly (``on_message`` of
   pre-encoded messages, sizes of the default scenario's topics) to ``close()``:
-  messages/s and MB/s of message bodies, lost (sequence gaps) and written counts;
-  also per CPU second (``process_time``: both threads), which a shared machine
-  disturbs less than wall time (``load_avg_1min`` says how shared it was).
-  ``record_sink_64KiB_chunks``: the same with 64 KiB chunks (the default is mcap's 1 MiB).
-- ``record_bus``: the same messages sent over the ZeroMQ bus (ipc) by a publisher
-  process to a subscriber that hands each to the logger, as the sink shell does;
-  from the first message received to ``close()``. Zero loss: every seq written.
+  messages/s and MB/s of message bodies, lost (sequence gaps) and written counts,
+  whether every seq is in the file; and the CPU time of each process, as messages per
+  CPU second: the receiving process (``process_time``: the caller and the logger's
+  hand-over thread) and the logger's writer process (``McapLogger.writer_cpu_s``), which
+  a shared machine disturbs less than wall time (``load_avg_1min`` says how shared it
+  was). ``record_sink_64KiB_chunks``: the same with 64 KiB chunks (the default is
+  mcap's 1 MiB).
+- ``record_bus``: the same messages over the ZeroMQ bus (ipc): a publisher process
+  sends the pre-encoded frames back to back, as fast as pyzmq can; this process
+  drains every queued frame per wake-up (``recv(NOBLOCK)`` until empty, as the sink
+  shell does), splits topic and body and hands each to the logger. Messages/s and
+  MB/s received (first to last frame) and written (first frame to ``close()``
+  returned), zero loss (every seq in the file), and the CPU time of each process as
+  messages per CPU second: publisher (sending, with its ZeroMQ I/O thread), receiver
+  (with its I/O thread and the hand-over thread) and writer. With fewer free cores
+  than busy processes the wall figures measure the machine's load; the per-CPU
+  figures say which process limits the rate.
 - ``read``: the whole log of a run (``--log``) read by each reader, messages per CPU
   second: ``mcap``'s public reader (``make_reader(f).iter_messages``, in log-time order
   and in file order), :meth:`services.logger.LogFile.messages` (the same messages in
@@ -41,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +91,12 @@ def scenario_messages(n: int) -> list[tuple[str, bytes]]:
     return out
 
 
+def _every_seq(path: Path) -> bool:
+    """Whether every topic's seqs in the log are 0, 1, 2, ... with none missing."""
+    with open_log(path) as log:
+        return all([m.seq for m in log.messages([t])] == list(range(c)) for t, c in log.topics.items())
+
+
 def bench_sink(msgs: list[tuple[str, bytes]], path: Path, chunk_size: int = CHUNK_SIZE) -> dict:
     nbytes = sum(len(p) for _, p in msgs)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -89,12 +106,19 @@ def bench_sink(msgs: list[tuple[str, bytes]], path: Path, chunk_size: int = CHUN
     lg.close()
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"chunk_size": chunk_size, "messages": len(msgs), "msg_per_s": len(msgs) / dt,
-            "MB_per_s": nbytes / dt / 1e6, "msg_per_cpu_s": len(msgs) / cpu,
-            "written": lg.written, "lost": sum(lg.lost.values()), "file_MB": path.stat().st_size / 1e6,
-            "body_MB": nbytes / 1e6}
+            "MB_per_s": nbytes / dt / 1e6, "receiver_cpu_s": cpu, "writer_cpu_s": lg.writer_cpu_s,
+            "receiver_msg_per_cpu_s": len(msgs) / cpu, "writer_msg_per_cpu_s": len(msgs) / lg.writer_cpu_s,
+            "written": lg.written, "lost": sum(lg.lost.values()), "every_seq_present": _every_seq(path),
+            "file_MB": path.stat().st_size / 1e6, "body_MB": nbytes / 1e6}
 
 
-def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.Event) -> None:
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.Event, report: Connection) -> None:
+    """Send every frame as fast as pyzmq can, then ``end``; report its CPU time of sending."""
     import zmq
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
@@ -103,19 +127,25 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     frames = [t.encode() + b"\0" + p for t, p in msgs]
     ready.set()
     go.wait(30)
+    c0, t0 = _cpu_s(), time.perf_counter()
+    send = pub.send
     for f in frames:
-        pub.send(f)
+        send(f)
     pub.send(b"end\0")
-    time.sleep(1.0)
+    dt = time.perf_counter() - t0
+    time.sleep(1.0)  # linger: everything queued reaches the subscriber
+    report.send({"cpu_s": _cpu_s() - c0, "send_s": dt})
     pub.close(linger=0)
     ctx.term()
 
 
 def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path) -> dict:
+    """Publisher process -> ipc -> this process (bulk drain, as the sink shell) -> logger -> writer process."""
     import zmq
     url = f"ipc://{tmp}/bench.pub"
     ready, go = mp.Event(), mp.Event()
-    proc = mp.get_context("fork").Process(target=_publisher, args=(url, msgs, ready, go), daemon=True)
+    report_in, report_out = mp.Pipe(duplex=False)
+    proc = mp.get_context("fork").Process(target=_publisher, args=(url, msgs, ready, go, report_out), daemon=True)
     proc.start()
     ready.wait(30)
     ctx = zmq.Context()
@@ -125,31 +155,47 @@ def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path) -> dict:
     sub.connect(url)
     time.sleep(0.3)  # the subscription reaches the publisher before it sends
     lg = McapLogger(path)
+    on_message, recv, noblock = lg.on_message, sub.recv, zmq.NOBLOCK
+    topics: dict[bytes, str] = {}
     go.set()
     n = 0
-    t0 = None
-    poller = zmq.Poller()
-    poller.register(sub, zmq.POLLIN)
-    while poller.poll(10_000):
-        frame = sub.recv()
+    t0 = c0 = None
+    done = False
+    while not done and sub.poll(10_000):
         if t0 is None:
-            t0 = time.perf_counter()
-        i = frame.find(b"\0")
-        topic = frame[:i].decode()
-        if topic == "end":
-            break
-        lg.on_message(topic, frame[i + 1:])
-        n += 1
+            t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            while True:  # every frame queued, per wake-up
+                frame = recv(noblock)
+                i = frame.find(b"\0")
+                head = frame[:i]
+                topic = topics.get(head)
+                if topic is None:
+                    topic = topics[head] = head.decode()
+                    if topic == "end":
+                        done = True
+                        break
+                on_message(topic, frame[i + 1:])
+                n += 1
+        except zmq.Again:
+            pass
+    t1 = time.perf_counter()
     lg.close()
-    dt = time.perf_counter() - (t0 or time.perf_counter())
+    t2, c2 = time.perf_counter(), time.process_time()
     sub.close(linger=0)
     ctx.term()
+    pub = report_in.recv() if report_in.poll(10) else {}
     proc.join(5)
+    t0, c0 = t0 or t1, c0 or c2
     nbytes = sum(len(p) for _, p in msgs)
-    with open_log(path) as log:
-        complete = all([m.seq for m in log.messages([t])] == list(range(c)) for t, c in log.topics.items())
-    return {"messages": len(msgs), "received": n, "msg_per_s": n / dt, "MB_per_s": nbytes / dt / 1e6,
-            "written": lg.written, "lost": sum(lg.lost.values()), "every_seq_present": complete}
+    return {"messages": len(msgs), "received": n, "written": lg.written, "lost": sum(lg.lost.values()),
+            "every_seq_present": _every_seq(path),
+            "received_msg_per_s": n / (t1 - t0), "received_MB_per_s": nbytes / (t1 - t0) / 1e6,
+            "written_msg_per_s": lg.written / (t2 - t0), "written_MB_per_s": nbytes / (t2 - t0) / 1e6,
+            "publisher_send_s": pub.get("send_s"), "publisher_cpu_s": pub.get("cpu_s"),
+            "receiver_cpu_s": c2 - c0, "writer_cpu_s": lg.writer_cpu_s,
+            "publisher_msg_per_cpu_s": len(msgs) / pub["cpu_s"] if pub.get("cpu_s") else None,
+            "receiver_msg_per_cpu_s": n / (c2 - c0), "writer_msg_per_cpu_s": lg.written / lg.writer_cpu_s}
 
 
 def toy_log(tmp: Path) -> Path:

@@ -7,7 +7,7 @@ msgpack body undecoded, and :meth:`McapLogger.on_message` only queues it. Two
 processes share the rest, so that writing neither sits on a service's critical path
 nor competes for the receiving process's interpreter lock:
 
-- in the logger's process, a hand-over thread wakes every ``_BATCH_S`` (20 ms), reads
+- in the logger's process, a hand-over thread wakes every ``_BATCH_S`` (0.1 s), reads
   the envelope header of each queued message (:func:`protocol.codec.envelope`),
   counts invalid messages and sequence gaps, and sends the valid ones (topic index,
   ``t_ns``, ``wall_ns``, ``seq``, body) as one msgpack batch down a pipe;
@@ -281,7 +281,7 @@ def _run_metadata(config: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- writer
-_BATCH_S = 0.02
+_BATCH_S = 0.1
 """How long the receiving process collects messages before it hands them over. [s]"""
 _BATCH_MAX = 4096
 """Messages per hand-over to the writer process, at most (one pipe write each)."""

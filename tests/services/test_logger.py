@@ -155,6 +155,8 @@ def test_sequence_gaps_and_invalid_messages_are_counted(tmp_path):
     lg.on_message("no/such/topic", msgs[0])
     lg.close()
     assert lg.lost == {"toy/state0": 3} and lg.written == 17
+    with pytest.raises(ProcessLookupError):  # close() waited for the writer process and reaped it
+        os.kill(lg._pid, 0)
     with open_log(tmp_path / "g.mcap") as log:
         meta = log.metadata()["berthsim.close"]
         assert meta["lost"] == "3" and meta["lost.toy/state0"] == "3" and meta["invalid"] == "2"
