@@ -45,7 +45,8 @@ zstd chunks of at most ``chunk_size`` bytes, closed also every ``flush_interval`
 of wall time, each flushed to the OS as soon as it is written, with message indexes.
 A logger killed with SIGKILL: its writer process sees the pipe's end-of-file (or
 that it was re-parented), writes every message it had been handed, a
-``berthsim.close`` metadata record with ``aborted`` and the summary, and exits: a
+``berthsim.close`` metadata record with ``aborted`` (and the logger's counts as of its
+last batch: each batch carries them) and the summary, and exits: a
 valid file, short of the messages not yet handed over (at most ``_BATCH_S`` of
 them), and no orphan. Both killed (or the writer alone): every complete chunk is
 readable, and :func:`recover` (``launch.py recover LOG``) rebuilds a valid file with
@@ -366,13 +367,14 @@ class McapLogger:
         try:
             pid = os.fork()
         except OSError as err:
-            file.close()
+            for end in (file, data_in, data_out, status_in, status_out):
+                end.close()
             raise LogError(f"log {str(self.path)!r}: cannot start the writer process: {err}") from err
         if pid == 0:  # the writer process: never returns into the caller's code
             code = 1
             try:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # it stops on close or when the logger dies
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                for sig in (signal.SIGINT, signal.SIGTERM):  # it stops on close or when the logger dies
+                    signal.signal(sig, signal.SIG_IGN)
                 _name_thread(b"logwriter")
                 for end in (*_PARENT_ENDS, data_out, status_in):
                     end.close()
@@ -462,10 +464,11 @@ class McapLogger:
             walls.append(wall_ns & _U64 if wall_ns >= 0 else 0)
             seqs.append(seq & 0xFFFFFFFF)
             bodies.append(payload)
-        self._out.send_bytes(msgpack.packb([_OP_BATCH, self._new_channels, ids, times, walls, seqs, bodies]))
-        self._new_channels = []
         self.received += len(batch)
         self.written += len(ids)
+        self._out.send_bytes(msgpack.packb([_OP_BATCH, self._new_channels, ids, times, walls, seqs, bodies,
+                                            self.close_metadata()]))  # the counts so far, should this process die
+        self._new_channels = []
 
     def _channel(self, topic: str) -> int:
         """A new topic's index; its channel (and schema) go to the writer with the next batch."""
@@ -540,7 +543,8 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
     Ends on the close message (``berthsim.close`` metadata from the logger, summary,
     ``["ok", written]`` back), or when the logger has died (pipe end-of-file, or this
     process re-parented): then it writes every message it was handed, a
-    ``berthsim.close`` with ``aborted`` and the summary. On any error it sends
+    ``berthsim.close`` with ``aborted`` and the counts the last batch carried, and the
+    summary. On any error it sends
     ``["error", reason]`` and stops writing (complete chunks stay readable).
     """
     written = 0
@@ -555,6 +559,7 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
         channels: list[int] = []  # topic index -> channel id
         schemas: dict[str, int] = {}
         next_close = time.monotonic_ns() + flush_ns
+        counts: dict[str, str] = {}  # the logger's berthsim.close metadata as of the last batch
         while True:
             msg: Any = ()
             if data_in.poll(0.1):
@@ -566,7 +571,7 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
                 msg = None
             if msg is None or (msg and msg[0] == _OP_CLOSE):
                 meta = dict(msg[1]) if msg else {
-                    "end_wall_ns": str(time.time_ns()), "written": str(written),
+                    **counts, "end_wall_ns": str(time.time_ns()), "written": str(written),
                     "aborted": "the logger process died: messages it had not handed over are missing"}
                 w.add_metadata("berthsim.close", meta)
                 w.finish()
@@ -575,7 +580,7 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
                     status_out.send_bytes(msgpack.packb(["ok", written]))
                 return 0
             if msg:
-                _, new, ids, times, walls, seqs, bodies = msg
+                _, new, ids, times, walls, seqs, bodies, counts = msg
                 for topic, schema_name, schema_data, version, kind in new:
                     sid = schemas.get(schema_name)
                     if sid is None:

@@ -428,8 +428,11 @@ def _summary_page(log: LogFile, rep: Report) -> Any:
               f"{log.message_count} messages, {log.chunk_count} chunks"),
              (f"git {run.get('git_commit', '?')}, seed {run.get('seed', '?')}, mode {run.get('mode', '?')}, "
               f"host {run.get('logger_host', '?')}"),
-             f"lost (sequence gaps) {close.get('lost', '? (log not closed)')}, invalid {close.get('invalid', '?')}",
-             "", "Topics:"]
+             f"lost (sequence gaps) {close.get('lost', '?' if 'aborted' in close else '? (log not closed)')}, "
+             f"invalid {close.get('invalid', '?')}"]
+    if "aborted" in close:  # the logger died; its writer process finished the file
+        lines.append(f"aborted: {close['aborted']}")
+    lines += ["", "Topics:"]
     lines += [f"  {t:<20s} {n:>9d}" for t, n in sorted(log.topics.items())]
     lines += ["", "Peaks:"]
     lines += [f"  {k:<44s} {v:12.6g}" for k, v in rep.peaks.items()] or ["  (none)"]
