@@ -25,6 +25,7 @@ No I/O, clock or globals.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ __all__ = [
     "shift_matrix",
     "beam_frame",
     "arm_flexibility",
+    "arm_flexibility_rows",
     "joint_flexibility",
     "passive_torques",
     "servo_flexibility_terms",
@@ -184,8 +186,7 @@ def beam_frame(x_dir: ArrayLike, R_ref: ArrayLike) -> Array:
     return out
 
 
-def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
-                    beams: Sequence[Beam] = ASSUMED_BEAMS,
+def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, beams: Sequence[Beam] = ASSUMED_BEAMS,
                     joint_stiffness: ArrayLike | None = ASSUMED_JOINT_STIFFNESS) -> Array:
     """Arm flexibility matrix at the point of resolution, SVDS B-6 with B-7 beams.
 
@@ -194,14 +195,25 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
     joint's compliance ``u uᵀ / k`` (rotation about its axis) carried from the joint
     point. The arm is cantilevered at the shoulder (orbiter side).
 
+    A beam bends alike about both cross-section axes (one EI), so its compliance rotated
+    to O depends on its axis ``x`` alone, not on how its frame is turned about it
+    (:func:`beam_frame`): with ``α = L/EI``, ``β = L/GJ − α``, ``a = L²/2EI``, ``b = L³/3EI``
+    (B-7) the blocks ``[[γ_rr, γ_rt], [γ_rtᵀ, γ_tt]]`` are ``γ_rr = α I + β x xᵀ``,
+    ``γ_rt = a [x×]``, ``γ_tt = b (I − x xᵀ)``. Carried by ``r`` (beam tip → arm tip,
+    ``L = [[I, 0], [−[r×], I]]``) they become, with ``q = α r + a x`` and ``m = x × r``::
+
+        γ_rr' = α I + β x xᵀ
+        γ_rt' = [q×] + β x mᵀ
+        γ_tt' = (α r·r + 2a x·r + b) I − α r rᵀ − a (x rᵀ + r xᵀ) + β m mᵀ − b x xᵀ
+
+    (expanding ``L γ Lᵀ`` with ``[r×][q×] = q rᵀ − (r·q) I``), summed on Python floats.
+
     Parameters
     ----------
     points_O : array_like, shape (7, 3)
         Joint points 1..6 then the point of resolution, in O. [m]
     u_O : array_like, shape (6, 3)
         Joint axes in O.
-    R_links_O : array_like, shape (7, 3, 3)
-        Link frames in O (index 0 the shoulder frame), for the beam cross-section axes.
     beams : sequence of Beam
     joint_stiffness : array_like, shape (6,), optional
         [N·m/rad]; None: rigid joints.
@@ -211,39 +223,80 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, R_links_O: ArrayLike,
     gamma : ndarray, shape (6, 6)
         Maps a tip load ``[M; F]`` in O about the point of resolution to the tip
         deflection ``[δψ; δ]`` in O. Symmetric positive semi-definite.
+
+    Raises
+    ------
+    ShapeError
+        On bad shapes.
+    ModelError
+        If a stiffness is not positive.
     """
     pts = np.asarray(points_O, dtype=np.float64)
     u = np.asarray(u_O, dtype=np.float64)
-    Rl = np.asarray(R_links_O, dtype=np.float64)
-    if pts.shape != (7, 3) or u.shape != (6, 3) or Rl.shape != (7, 3, 3):
-        raise ShapeError(f"points_O, u_O, R_links_O: expected (7, 3), (6, 3), (7, 3, 3), got "
-                         f"{pts.shape}, {u.shape}, {Rl.shape}")
-    tip = pts[6]
-    gamma = np.zeros((6, 6))
-    if beams:
-        root = np.array([b.root for b in beams])
-        d = pts[[b.tip for b in beams]] - pts[root]
-        Lb = np.linalg.norm(d, axis=1)
-        keep = Lb > 1e-9
-        if np.any(keep):
-            bs = [b for b, k in zip(beams, keep, strict=True) if k]
-            R = beam_frame(d[keep], Rl[np.minimum(root[keep] + 1, 6)])
-            g = beam_compliance(Lb[keep], [b.EI for b in bs], [b.GJ for b in bs])      # (n, 6, 6) beam frames
-            # rotate the 3×3 blocks to O, then carry each beam tip's compliance to the arm tip (B-6)
-            # T = L R6 = [[R, 0], [−[r×] R, R]]; column j of −[r×] R is R_j × r
-            r = tip - pts[[b.tip for b in bs]]
-            T = np.zeros((len(bs), 6, 6))
-            T[:, :3, :3] = T[:, 3:, 3:] = R
-            T[:, 3:, :3] = cross_rows(R.transpose(0, 2, 1), r[:, None, :]).transpose(0, 2, 1)
-            gamma += (T @ g @ T.transpose(0, 2, 1)).sum(axis=0)
+    if pts.shape != (7, 3) or u.shape != (6, 3):
+        raise ShapeError(f"points_O, u_O: expected (7, 3), (6, 3), got {pts.shape}, {u.shape}")
+    k = None
     if joint_stiffness is not None:
         k = sp.as_vector(joint_stiffness, 6, "joint_stiffness")
         if np.any(k <= 0.0):
             raise ModelError(f"joint_stiffness: must be positive, got {k.tolist()}")
-        # each joint's rotation compliance u uᵀ/k carried to the tip: columns [u; u × (tip − p)]
-        Jc = np.vstack([u.T, cross_rows(u, tip - pts[:6]).T])
-        gamma += (Jc / k) @ Jc.T
-    return 0.5 * (gamma + gamma.T)
+        k = k.tolist()
+    for bm in beams:
+        if not (bm.EI > 0.0 and bm.GJ > 0.0 and np.isfinite(bm.EI) and np.isfinite(bm.GJ)):
+            raise ModelError(f"beam {bm.name}: EI and GJ must be positive, got {bm.EI!r}, {bm.GJ!r}")
+    return np.array(arm_flexibility_rows(pts.tolist(), u.tolist(), beams, k))
+
+
+def arm_flexibility_rows(points: list[list[float]], u: list[list[float]], beams: Sequence[Beam],
+                         joint_stiffness: list[float] | None) -> list[list[float]]:
+    """:func:`arm_flexibility` on Python floats (its kernel; no checks): γ as 6 rows of 6 floats."""
+    tx, ty, tz = points[6]
+    # upper triangle of the symmetric 6×6, row-major: g[i][j] for j ≥ i
+    g = [[0.0] * 6 for _ in range(6)]
+    for bm in beams:
+        x0, x1, x2 = points[bm.root]
+        p0, p1, p2 = points[bm.tip]
+        d0, d1, d2 = p0 - x0, p1 - x1, p2 - x2
+        L = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        if L <= 1e-9:
+            continue
+        x0, x1, x2 = d0 / L, d1 / L, d2 / L
+        alpha = L / bm.EI
+        beta = L / bm.GJ - alpha
+        a = L * L / (2.0 * bm.EI)
+        b = L * L * L / (3.0 * bm.EI)
+        r0, r1, r2 = tx - p0, ty - p1, tz - p2
+        q0, q1, q2 = alpha * r0 + a * x0, alpha * r1 + a * x1, alpha * r2 + a * x2
+        m0, m1, m2 = x1 * r2 - x2 * r1, x2 * r0 - x0 * r2, x0 * r1 - x1 * r0
+        s = alpha * (r0 * r0 + r1 * r1 + r2 * r2) + 2.0 * a * (x0 * r0 + x1 * r1 + x2 * r2) + b
+        x, r, m = (x0, x1, x2), (r0, r1, r2), (m0, m1, m2)
+        Q = ((0.0, -q2, q1), (q2, 0.0, -q0), (-q1, q0, 0.0))
+        for i in range(3):
+            xi, ri, mi = x[i], r[i], m[i]
+            gi, gt = g[i], g[3 + i]
+            bxi = beta * xi
+            for j in range(3):
+                gi[3 + j] += Q[i][j] + bxi * m[j]
+            for j in range(i, 3):
+                xj, rj = x[j], r[j]
+                gi[j] += bxi * xj
+                gt[3 + j] += -alpha * ri * rj - a * (xi * rj + ri * xj) + beta * mi * m[j] - b * xi * xj
+            gi[i] += alpha
+            gt[3 + i] += s
+    if joint_stiffness is not None:
+        # each joint's rotation compliance u uᵀ/k carried to the tip: c = [u; u × (tip − p)]
+        for (ux, uy, uz), (px, py, pz), kj in zip(u, points, joint_stiffness, strict=False):
+            rx, ry, rz = tx - px, ty - py, tz - pz
+            c = (ux, uy, uz, uy * rz - uz * ry, uz * rx - ux * rz, ux * ry - uy * rx)
+            for i in range(6):
+                ci = c[i] / kj
+                gi = g[i]
+                for j in range(i, 6):
+                    gi[j] += ci * c[j]
+    for i in range(1, 6):
+        for j in range(i):
+            g[i][j] = g[j][i]
+    return g
 
 
 def joint_flexibility(J: ArrayLike, gamma: ArrayLike) -> Array:

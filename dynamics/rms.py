@@ -33,6 +33,7 @@ No I/O, clock or globals. Shapes are checked (:class:`errors.ShapeError`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,12 +50,16 @@ __all__ = [
     "RmsPose",
     "rms_geometry",
     "rms_kinematics",
+    "rms_kinematics_rows",
+    "rms_pose_from_rows",
     "rms_jacobian",
+    "rms_jacobian_rows",
     "dls_solve",
     "jacobian_inverse",
     "cross_rows",
     "tip_wrench",
     "relative_twist",
+    "relative_twist_rows",
     "joint_rates",
     "prescribed_base_dynamics",
     "prescribed_base_affine",
@@ -105,15 +110,20 @@ class RmsGeometry:
     fixed: tuple = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # for rms_kinematics, as Python floats: R_OS, p_OS, then per joint R_PJ, R_PJ K, R_PJ K² (so that
-        # the link's rotation in its parent is R_PJ + sin θ R_PJ K + (1 − cos θ) R_PJ K²), p_PJ, the axis
-        K = np.array([sp.skew(a) for a in self.axis_J])
-        R_PJ = self.X_PJ[:, :3, :3]
-        object.__setattr__(self, "fixed", (
-            tuple(self.X_OS[:3, :3].ravel().tolist()), tuple(self.X_OS[:3, 3].tolist()),
-            [tuple(r) for r in R_PJ.reshape(-1, 9).tolist()], [tuple(r) for r in (R_PJ @ K).reshape(-1, 9).tolist()],
-            [tuple(r) for r in (R_PJ @ K @ K).reshape(-1, 9).tolist()], [tuple(r) for r in self.X_PJ[:, :3, 3].tolist()],
-            [tuple(r) for r in self.axis_J.tolist()], tuple(self.p_B6oEo_B6.tolist())))
+        # for rms_kinematics_rows, as Python floats: R_OS, p_OS, the point of resolution, then per joint
+        # (k, R_PJ, R_PJ K, R_PJ K², p_PJ, axis) with k = 0, 1, 2 for an axis along x, y, z of the joint
+        # frame (R_PJ None when it is the identity) and k = -1 otherwise (the link's rotation in its parent
+        # is then R_PJ + sin θ R_PJ K + (1 − cos θ) R_PJ K², Rodrigues premultiplied)
+        joints = []
+        for X, a in zip(self.X_PJ, self.axis_J, strict=True):
+            R = X[:3, :3]
+            K = sp.skew(a)
+            unit = [k for k in range(3) if np.array_equal(a, np.eye(3)[k])]
+            joints.append((unit[0] if unit else -1, None if np.array_equal(R, np.eye(3)) else tuple(R.ravel().tolist()),
+                           tuple((R @ K).ravel().tolist()), tuple((R @ K @ K).ravel().tolist()),
+                           tuple(X[:3, 3].tolist()), tuple(a.tolist())))
+        object.__setattr__(self, "fixed", (tuple(self.X_OS[:3, :3].ravel().tolist()), tuple(self.X_OS[:3, 3].tolist()),
+                                           tuple(self.p_B6oEo_B6.tolist()), tuple(joints)))
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,96 @@ def cross_rows(a: Array, b: Array) -> Array:
     return out
 
 
+def rms_kinematics_rows(geom: RmsGeometry, theta: list[float]) -> tuple[list[tuple[float, ...]],
+                                                                         list[tuple[float, float, float]],
+                                                                         list[tuple[float, float, float]],
+                                                                         tuple[float, float, float]]:
+    """:func:`rms_kinematics` on Python floats (its kernel; no shape check), for the arm's step loop.
+
+    Parameters
+    ----------
+    geom : RmsGeometry
+    theta : list of 6 float
+        Joint angles. [rad]
+
+    Returns
+    -------
+    R_OB : list of 7 tuples of 9 float
+        Link rotations in O, row-major (index 0 the shoulder S).
+    p_OoJo_O : list of 6 tuples of 3 float
+        Joint points. [m]
+    u_O : list of 6 tuples of 3 float
+        Unit joint axes in O.
+    p_OoEo_O : tuple of 3 float
+        The point of resolution. [m]
+    """
+    # Down the chain on Python floats (row-major 3×3 as 9-tuples): several times faster than numpy on
+    # 3-vectors. The link's rotation in O is R_OP R_PJ R_J(θ) (A-21 is its transpose); about a joint
+    # frame axis R_J turns two columns of R_OP R_PJ and leaves the axis column, which is u.
+    a0, a1, a2, a3, a4, a5, a6, a7, a8 = geom.fixed[0]
+    px, py, pz = geom.fixed[1]
+    Rs = [geom.fixed[0]]
+    ps = []
+    us = []
+    cos, sin = math.cos, math.sin
+    for ti, (kind, R_PJ, RK, RK2, (qx, qy, qz), (x, y, z)) in zip(theta, geom.fixed[3], strict=True):
+        px, py, pz = (px + a0 * qx + a1 * qy + a2 * qz, py + a3 * qx + a4 * qy + a5 * qz,
+                      pz + a6 * qx + a7 * qy + a8 * qz)
+        ps.append((px, py, pz))
+        if kind < 0:
+            sn, cn = sin(ti), 1.0 - cos(ti)
+            r0, r1, r2, r3, r4, r5, r6, r7, r8 = R_PJ if R_PJ is not None else (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+            k0, k1, k2, k3, k4, k5, k6, k7, k8 = RK
+            c0, c1, c2, c3, c4, c5, c6, c7, c8 = RK2
+            b0, b1, b2 = r0 + sn * k0 + cn * c0, r1 + sn * k1 + cn * c1, r2 + sn * k2 + cn * c2
+            b3, b4, b5 = r3 + sn * k3 + cn * c3, r4 + sn * k4 + cn * c4, r5 + sn * k5 + cn * c5
+            b6, b7, b8 = r6 + sn * k6 + cn * c6, r7 + sn * k7 + cn * c7, r8 + sn * k8 + cn * c8
+            a0, a1, a2, a3, a4, a5, a6, a7, a8 = (
+                a0 * b0 + a1 * b3 + a2 * b6, a0 * b1 + a1 * b4 + a2 * b7, a0 * b2 + a1 * b5 + a2 * b8,
+                a3 * b0 + a4 * b3 + a5 * b6, a3 * b1 + a4 * b4 + a5 * b7, a3 * b2 + a4 * b5 + a5 * b8,
+                a6 * b0 + a7 * b3 + a8 * b6, a6 * b1 + a7 * b4 + a8 * b7, a6 * b2 + a7 * b5 + a8 * b8)
+            Rs.append((a0, a1, a2, a3, a4, a5, a6, a7, a8))
+            us.append((a0 * x + a1 * y + a2 * z, a3 * x + a4 * y + a5 * z, a6 * x + a7 * y + a8 * z))  # u = R_OB a
+            continue
+        if R_PJ is not None:
+            r0, r1, r2, r3, r4, r5, r6, r7, r8 = R_PJ
+            a0, a1, a2, a3, a4, a5, a6, a7, a8 = (
+                a0 * r0 + a1 * r3 + a2 * r6, a0 * r1 + a1 * r4 + a2 * r7, a0 * r2 + a1 * r5 + a2 * r8,
+                a3 * r0 + a4 * r3 + a5 * r6, a3 * r1 + a4 * r4 + a5 * r7, a3 * r2 + a4 * r5 + a5 * r8,
+                a6 * r0 + a7 * r3 + a8 * r6, a6 * r1 + a7 * r4 + a8 * r7, a6 * r2 + a7 * r5 + a8 * r8)
+        c, sn = cos(ti), sin(ti)
+        if kind == 2:       # R_z: x' = c x + s y, y' = −s x + c y
+            a0, a1, a3, a4, a6, a7 = (c * a0 + sn * a1, c * a1 - sn * a0, c * a3 + sn * a4, c * a4 - sn * a3,
+                                      c * a6 + sn * a7, c * a7 - sn * a6)
+            us.append((a2, a5, a8))
+        elif kind == 1:     # R_y: x' = c x − s z, z' = s x + c z
+            a0, a2, a3, a5, a6, a8 = (c * a0 - sn * a2, sn * a0 + c * a2, c * a3 - sn * a5, sn * a3 + c * a5,
+                                      c * a6 - sn * a8, sn * a6 + c * a8)
+            us.append((a1, a4, a7))
+        else:               # R_x: y' = c y + s z, z' = −s y + c z
+            a1, a2, a4, a5, a7, a8 = (c * a1 + sn * a2, c * a2 - sn * a1, c * a4 + sn * a5, c * a5 - sn * a4,
+                                      c * a7 + sn * a8, c * a8 - sn * a7)
+            us.append((a0, a3, a6))
+        Rs.append((a0, a1, a2, a3, a4, a5, a6, a7, a8))
+    ex, ey, ez = geom.fixed[2]
+    return Rs, ps, us, (px + a0 * ex + a1 * ey + a2 * ez, py + a3 * ex + a4 * ey + a5 * ez,
+                        pz + a6 * ex + a7 * ey + a8 * ez)
+
+
+def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],
+                       us: list[tuple[float, float, float]], pE: tuple[float, float, float]) -> RmsPose:
+    """The :class:`RmsPose` of the output of :func:`rms_kinematics_rows`."""
+    X_OB = np.zeros((N_JOINTS + 1, 4, 4))
+    X_OB[:, 3, 3] = 1.0
+    X_OB[:, :3, :3] = np.array(Rs).reshape(N_JOINTS + 1, 3, 3)
+    p = np.array(ps)
+    X_OB[0, :3, 3] = geom.X_OS[:3, 3]
+    X_OB[1:, :3, 3] = p
+    X_OE = X_OB[N_JOINTS].copy()
+    X_OE[:3, 3] = pE
+    return RmsPose(X_OB, p, np.array(us), X_OE)
+
+
 def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
     """Link frames, joint points and axes and the end-effector pose in O (SVDS 2-14, A-21, A-22).
 
@@ -200,41 +300,29 @@ def rms_kinematics(geom: RmsGeometry, theta: ArrayLike) -> RmsPose:
         If ``theta`` is not a finite (6,) vector.
     """
     th = sp.as_vector(theta, N_JOINTS, "theta").tolist()
-    # Down the chain on Python floats (row-major 3×3 as 9-tuples): ~2× faster than numpy on
-    # 3-vectors. The link's rotation in its parent (A-21 is its transpose) is R_PJ R_J with
-    # Rodrigues' R_J = I + sin θ K + (1 − cos θ) K², premultiplied in the geometry.
-    a0, a1, a2, a3, a4, a5, a6, a7, a8 = geom.fixed[0]
-    px, py, pz = geom.fixed[1]
-    Rs = [geom.fixed[0]]
-    ps = []
-    us = []
-    for ti, R_PJ, RK, RK2, (qx, qy, qz), (x, y, z) in zip(th, *geom.fixed[2:7], strict=True):
-        sn, cn = math.sin(ti), 1.0 - math.cos(ti)
-        r0, r1, r2, r3, r4, r5, r6, r7, r8 = R_PJ
-        k0, k1, k2, k3, k4, k5, k6, k7, k8 = RK
-        c0, c1, c2, c3, c4, c5, c6, c7, c8 = RK2
-        b0, b1, b2 = r0 + sn * k0 + cn * c0, r1 + sn * k1 + cn * c1, r2 + sn * k2 + cn * c2
-        b3, b4, b5 = r3 + sn * k3 + cn * c3, r4 + sn * k4 + cn * c4, r5 + sn * k5 + cn * c5
-        b6, b7, b8 = r6 + sn * k6 + cn * c6, r7 + sn * k7 + cn * c7, r8 + sn * k8 + cn * c8
-        px, py, pz = (px + a0 * qx + a1 * qy + a2 * qz, py + a3 * qx + a4 * qy + a5 * qz,
-                      pz + a6 * qx + a7 * qy + a8 * qz)
-        ps.append((px, py, pz))
-        a0, a1, a2, a3, a4, a5, a6, a7, a8 = (
-            a0 * b0 + a1 * b3 + a2 * b6, a0 * b1 + a1 * b4 + a2 * b7, a0 * b2 + a1 * b5 + a2 * b8,
-            a3 * b0 + a4 * b3 + a5 * b6, a3 * b1 + a4 * b4 + a5 * b7, a3 * b2 + a4 * b5 + a5 * b8,
-            a6 * b0 + a7 * b3 + a8 * b6, a6 * b1 + a7 * b4 + a8 * b7, a6 * b2 + a7 * b5 + a8 * b8)
-        Rs.append((a0, a1, a2, a3, a4, a5, a6, a7, a8))
-        us.append((a0 * x + a1 * y + a2 * z, a3 * x + a4 * y + a5 * z, a6 * x + a7 * y + a8 * z))  # u = R_OB a
-    X_OB = np.zeros((N_JOINTS + 1, 4, 4))
-    X_OB[:, 3, 3] = 1.0
-    X_OB[:, :3, :3] = np.array(Rs).reshape(N_JOINTS + 1, 3, 3)
-    p = np.array(ps)
-    X_OB[0, :3, 3] = geom.X_OS[:3, 3]
-    X_OB[1:, :3, 3] = p
-    ex, ey, ez = geom.fixed[7]
-    X_OE = X_OB[N_JOINTS].copy()
-    X_OE[:3, 3] = (px + a0 * ex + a1 * ey + a2 * ez, py + a3 * ex + a4 * ey + a5 * ez, pz + a6 * ex + a7 * ey + a8 * ez)
-    return RmsPose(X_OB, p, np.array(us), X_OE)
+    return rms_pose_from_rows(geom, *rms_kinematics_rows(geom, th))
+
+
+def rms_jacobian_rows(ps: list[tuple[float, float, float]], us: list[tuple[float, float, float]],
+                      pE: tuple[float, float, float]) -> list[list[float]]:
+    """:func:`rms_jacobian` on Python floats from the output of :func:`rms_kinematics_rows`.
+
+    Returns
+    -------
+    J : list of 6 lists of 6 float
+        Rows ``[ω; v]`` in O, columns the joints (the same arithmetic as :func:`rms_jacobian`).
+    """
+    ex, ey, ez = pE
+    w0, w1, w2, v0, v1, v2 = [], [], [], [], [], []
+    for (ux, uy, uz), (px, py, pz) in zip(us, ps, strict=True):
+        rx, ry, rz = ex - px, ey - py, ez - pz          # Σ_{j≥i} r_j telescopes to p_E − p_i
+        w0.append(ux)
+        w1.append(uy)
+        w2.append(uz)
+        v0.append(uy * rz - uz * ry)                    # −r × u = u × r
+        v1.append(uz * rx - ux * rz)
+        v2.append(ux * ry - uy * rx)
+    return [w0, w1, w2, v0, v1, v2]
 
 
 def rms_jacobian(pose: RmsPose) -> Array:
@@ -250,11 +338,7 @@ def rms_jacobian(pose: RmsPose) -> Array:
     J : ndarray, shape (6, 6)
         Rows ``[ω; v]`` in O, columns the joints. [rad/s or m/s per rad/s]
     """
-    r_sum = pose.X_OE[:3, 3] - pose.p_OoJo_O       # Σ_{j≥i} r_j telescopes to p_E − p_i
-    J = np.empty((6, N_JOINTS))
-    J[:3] = pose.u_O.T
-    J[3:] = cross_rows(pose.u_O, r_sum).T              # −r × u
-    return J
+    return np.array(rms_jacobian_rows(pose.p_OoJo_O.tolist(), pose.u_O.tolist(), pose.X_OE[:3, 3].tolist()))
 
 
 def dls_solve(A: ArrayLike, b: ArrayLike, sigma_min: float, damping_max: float,
@@ -427,19 +511,38 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
     RWT = np.asarray(R_WT, dtype=np.float64)
     if RWO.shape != (3, 3) or RWT.shape != (3, 3):
         raise ShapeError(f"R_WO, R_WT: expected (3, 3), got {RWO.shape}, {RWT.shape}")
-    wO = sp.as_vector(w_WO_O, 3, "w_WO_O")
-    wT = sp.as_vector(w_WT_T, 3, "w_WT_T")
-    pO = sp.as_vector(p_OoEo_O, 3, "p_OoEo_O")
-    pT = sp.as_vector(p_ToEo_T, 3, "p_ToEo_T")
+    args = [sp.as_vector(x, 3, name).tolist() for x, name in ((w_WO_O, "w_WO_O"), (v_WOo_W, "v_WOo_W"),
+                                                              (p_OoEo_O, "p_OoEo_O"), (w_WT_T, "w_WT_T"),
+                                                              (v_WTo_W, "v_WTo_W"), (p_ToEo_T, "p_ToEo_T"))]
+    return np.array(relative_twist_rows(RWO.ravel().tolist(), *args[:3], RWT.ravel().tolist(), *args[3:]))
+
+
+def relative_twist_rows(R_WO: Sequence[float], w_WO_O: Sequence[float], v_WOo_W: Sequence[float],
+                        p_OoEo_O: Sequence[float], R_WT: Sequence[float], w_WT_T: Sequence[float],
+                        v_WTo_W: Sequence[float], p_ToEo_T: Sequence[float]) -> list[float]:
+    """:func:`relative_twist` on Python floats (its kernel; no checks), rotations as 9 floats row-major.
+
+    Returns
+    -------
+    V_R_O : list of 6 float
+        ``[ω_R; v_R]`` in O. [rad/s, m/s]
+    """
+    o0, o1, o2, o3, o4, o5, o6, o7, o8 = R_WO
+    t0, t1, t2, t3, t4, t5, t6, t7, t8 = R_WT
+    wo0, wo1, wo2 = w_WO_O
+    wt0, wt1, wt2 = w_WT_T
+    pt0, pt1, pt2 = p_ToEo_T
+    po0, po1, po2 = p_OoEo_O
     # in W: the payload's angular velocity and the velocity of Eo relative to Oo's; then both to O
-    W = np.empty((3, 2))
-    W[:, 0] = RWT @ wT
-    W[:, 1] = sp.as_vector(v_WTo_W, 3, "v_WTo_W") + RWT @ sp.cross3(wT, pT) - sp.as_vector(v_WOo_W, 3, "v_WOo_W")
-    O = RWO.T @ W
-    out = np.empty(6)
-    out[:3] = O[:, 0] - wO
-    out[3:] = O[:, 1] - sp.cross3(wO, pO)
-    return out
+    a0, a1, a2 = t0 * wt0 + t1 * wt1 + t2 * wt2, t3 * wt0 + t4 * wt1 + t5 * wt2, t6 * wt0 + t7 * wt1 + t8 * wt2
+    c0, c1, c2 = wt1 * pt2 - wt2 * pt1, wt2 * pt0 - wt0 * pt2, wt0 * pt1 - wt1 * pt0
+    b0 = v_WTo_W[0] + (t0 * c0 + t1 * c1 + t2 * c2) - v_WOo_W[0]
+    b1 = v_WTo_W[1] + (t3 * c0 + t4 * c1 + t5 * c2) - v_WOo_W[1]
+    b2 = v_WTo_W[2] + (t6 * c0 + t7 * c1 + t8 * c2) - v_WOo_W[2]
+    return [o0 * a0 + o3 * a1 + o6 * a2 - wo0, o1 * a0 + o4 * a1 + o7 * a2 - wo1, o2 * a0 + o5 * a1 + o8 * a2 - wo2,
+            o0 * b0 + o3 * b1 + o6 * b2 - (wo1 * po2 - wo2 * po1),
+            o1 * b0 + o4 * b1 + o7 * b2 - (wo2 * po0 - wo0 * po2),
+            o2 * b0 + o5 * b1 + o8 * b2 - (wo0 * po1 - wo1 * po0)]
 
 
 def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:
@@ -655,7 +758,7 @@ class AutoProfile:
             return 1.0
         Ta, r = self.t_ramp, self.rate
         if t < Ta:
-            return r * (0.5 * t - Ta / (2.0 * np.pi) * np.sin(np.pi * t / Ta))
+            return r * (0.5 * t - Ta / (2.0 * math.pi) * math.sin(math.pi * t / Ta))
         if t <= self.duration - Ta:
             return r * (t - 0.5 * Ta)
         return 1.0 - self.sigma(self.duration - t)

@@ -42,7 +42,8 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics import spatial as sp
 from errors import ModelError, ShapeError
 
-__all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step", "hold_stiffness",
+__all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step", "servo_step_rows",
+           "hold_stiffness",
            "ASSUMED_GEAR_RATIO", "ASSUMED_MOTOR_INERTIA", "ASSUMED_TORQUE_CONSTANT"]
 
 Array = NDArray[np.float64]
@@ -239,32 +240,69 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
     br = [bool(b) for b in brakes]
     if len(br) != 6:
         raise ShapeError(f"brakes: expected 6 flags, got {len(br)}")
-    loaded = k is not None
-    if loaded:
-        ka = sp.as_vector(k, 6, "k").tolist()
-        ca = sp.as_vector(c if c is not None else np.zeros(6), 6, "c").tolist()
-        th0 = sp.as_vector(theta, 6, "theta").tolist()
-        thd = sp.as_vector(theta_dot, 6, "theta_dot").tolist()
+    if k is not None:
+        loaded = (sp.as_vector(k, 6, "k").tolist(), sp.as_vector(c if c is not None else np.zeros(6), 6, "c").tolist(),
+                  sp.as_vector(theta, 6, "theta").tolist(), sp.as_vector(theta_dot, 6, "theta_dot").tolist())
+    else:
+        loaded = None
+    tm, w, integ, i, tau = servo_step_rows(p, s.theta_m.tolist(), s.omega.tolist(), s.integ.tolist(), cmd, br, h,
+                                           n_sub, loaded, direct)
+    i_arr = np.array(i)
+    return (ServoState(np.array(tm), np.array(w), np.array(integ), i_arr), np.array(tau),
+            (p.gear_ratio * p.torque_constant) * i_arr)
+
+
+def servo_step_rows(p: ServoParams, theta_m: list[float], omega: list[float], integ: list[float],
+                    rate_cmd: list[float], brakes: Sequence[bool], h: float, n_sub: int = 1,
+                    loaded: tuple[list[float], list[float], list[float], list[float]] | None = None,
+                    direct: Sequence[float | None] | None = None
+                    ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """:func:`servo_step` on Python floats (its kernel; no shape checks), for the arm's step loop.
+
+    Parameters
+    ----------
+    p : ServoParams
+    theta_m, omega, integ : list of 6 float
+        The servo state (:class:`ServoState` fields). [rad, rad/s, rad]
+    rate_cmd : list of 6 float
+        [rad/s]
+    brakes : sequence of 6 bool
+    h : float
+        [s]
+    n_sub : int
+    loaded : tuple (k, c, theta, theta_dot) of lists of 6 float, optional
+        The loaded case of :func:`servo_step`; None unloaded.
+    direct : sequence of (float or None), length 6, optional
+        As :func:`servo_step`.
+
+    Returns
+    -------
+    theta_m, omega, integ, current, tau_load : list of 6 float
+        The state after the step, the last substep's current [A] and the mean load torque [N·m].
+    """
+    if loaded is not None:
+        ka, ca, th0, thd = loaded
     else:
         ka = ca = th0 = thd = [0.0] * 6
     hs = h / n_sub
     ws = p.friction_rate
     tm_out, w_out, integ_out, i_out, tau_out = [0.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6, [0.0] * 6
-    # the six servos are independent: joint by joint, substeps inside, on Python floats
-    tm0, w0, integ0 = s.theta_m.tolist(), s.omega.tolist(), s.integ.tolist()
+    # the six servos are independent: joint by joint, substeps inside
     for j, (gain, Jr, i_max, kp, ki, tau_c, b, slip) in enumerate(p.per_joint):
-        tm, w, integ = tm0[j], w0[j], integ0[j]
+        tm, w, integ_j = theta_m[j], omega[j], integ[j]
         kj, cj, th, thdj = ka[j], ca[j], th0[j], thd[j]
         i_direct = None if direct is None else direct[j]
+        braked = brakes[j]
+        cmd = rate_cmd[j]
         hJ = hs / Jr
         i = 0.0
         tau_acc = 0.0
         for _ in range(n_sub):
             spring = kj * (tm - th)
-            if br[j]:
+            if braked:
                 # servo off; the train is held while the torque it transmits at rest is within the slip
                 # torque, else it slips against it (the damper implicitly)
-                i, integ = 0.0, 0.0
+                i, integ_j = 0.0, 0.0
                 tau_hold = spring - cj * thdj
                 if abs(w) < 1e-9 and abs(tau_hold) <= slip:
                     w_new = 0.0
@@ -275,23 +313,21 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
                         w_new = 0.0
             else:
                 if i_direct is not None:            # direct drive: the rate loop bypassed
-                    i, integ = max(-i_max, min(i_max, float(i_direct))), 0.0
+                    i, integ_j = max(-i_max, min(i_max, float(i_direct))), 0.0
                 else:
-                    e = cmd[j] - w
-                    i_un = ki * integ - kp * w      # I-P form: no closed-loop zero, hence no overshoot
+                    e = cmd - w
+                    i_un = ki * integ_j - kp * w    # I-P form: no closed-loop zero, hence no overshoot
                     i = min(i_max, max(-i_max, i_un))
                     # anti-windup: integrate unless saturated and the error pushes further into saturation
                     if not (i != i_un and e * i_un > 0.0):
-                        integ += e * hs
+                        integ_j += e * hs
                 tau_f = tau_c * math.tanh(w / ws) + b * w
                 # the joint damper implicitly (stable for any c h / J_r), the rest explicitly
                 w_new = (w + hJ * (gain * i - tau_f - spring + cj * thdj)) / (1.0 + hJ * cj)
-            if loaded:
+            if loaded is not None:
                 tau_acc += spring + cj * (w_new - thdj)
                 th += hs * thdj
             w = w_new
             tm += hs * w
-        tm_out[j], w_out[j], integ_out[j], i_out[j], tau_out[j] = tm, w, integ, i, tau_acc / n_sub
-    i_arr = np.array(i_out)
-    return (ServoState(np.array(tm_out), np.array(w_out), np.array(integ_out), i_arr), np.array(tau_out),
-            (p.gear_ratio * p.torque_constant) * i_arr)
+        tm_out[j], w_out[j], integ_out[j], i_out[j], tau_out[j] = tm, w, integ_j, i, tau_acc / n_sub
+    return tm_out, w_out, integ_out, i_out, tau_out

@@ -120,6 +120,7 @@ from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
 from protocol.service import Port
 from services.operator import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
+from services.orbiter import floats
 
 TABLES = ("arm",)
 
@@ -174,6 +175,38 @@ _POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "si
              "auto_accel_loaded")
 
 STATE, WRENCH = "arm/state", "arm/wrench"
+
+
+N_JOINTS = rms.N_JOINTS
+
+
+# 3-vectors and row-major 3×3 rotations (9 floats) of the step loop, on Python floats
+def _rotate(R: Any, x: float, y: float, z: float) -> tuple[float, float, float]:
+    """``R v``."""
+    return R[0] * x + R[1] * y + R[2] * z, R[3] * x + R[4] * y + R[5] * z, R[6] * x + R[7] * y + R[8] * z
+
+
+def _rotate_t(R: Any, x: float, y: float, z: float) -> tuple[float, float, float]:
+    """``Rᵀ v``."""
+    return R[0] * x + R[3] * y + R[6] * z, R[1] * x + R[4] * y + R[7] * z, R[2] * x + R[5] * y + R[8] * z
+
+
+def _mat_ab(A: Any, B: Any) -> tuple[float, ...]:
+    """``A B``."""
+    a0, a1, a2, a3, a4, a5, a6, a7, a8 = A
+    b0, b1, b2, b3, b4, b5, b6, b7, b8 = B
+    return (a0 * b0 + a1 * b3 + a2 * b6, a0 * b1 + a1 * b4 + a2 * b7, a0 * b2 + a1 * b5 + a2 * b8,
+            a3 * b0 + a4 * b3 + a5 * b6, a3 * b1 + a4 * b4 + a5 * b7, a3 * b2 + a4 * b5 + a5 * b8,
+            a6 * b0 + a7 * b3 + a8 * b6, a6 * b1 + a7 * b4 + a8 * b7, a6 * b2 + a7 * b5 + a8 * b8)
+
+
+def _mat_abt(A: Any, B: Any) -> np.ndarray:
+    """``A Bᵀ`` as a (3, 3) array (for :func:`dynamics.spatial.rotation_vector`)."""
+    return np.array([[A[i] * B[j] + A[i + 1] * B[j + 1] + A[i + 2] * B[j + 2] for j in (0, 3, 6)] for i in (0, 3, 6)])
+
+
+def _norm3(x: Any) -> float:
+    return math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
 
 
 def _fixed_chain() -> ch.ChainModel:
@@ -309,6 +342,14 @@ class ArmModel:
         self._now = 0
         self._step_count = 0
         self._orb = self._default_orbiter()
+        self._orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+        self._pay_f = self._orb_f
+        # the limits and the shoulder position as floats for the step loop
+        self._q_lower, self._q_upper = self.geom.q_lower.tolist(), self.geom.q_upper.tolist()
+        self._qd_max = self.geom.qd_max.tolist()
+        self._p_OS = self.geom.X_OS[:3, 3].tolist()
+        self._pose: rms.RmsPose | None = None
+        self._k_servo: np.ndarray | None = None
         self._kin()
         self._flex()
 
@@ -323,16 +364,19 @@ class ArmModel:
         """Put a warning on arm/state for ``warn_hold`` seconds."""
         self._warn[text] = self._now + round(self.s["warn_hold"] * 1e9)
 
-    def _kin(self) -> None:
-        """Kinematics, the Jacobian and its (damped) inverse at θ: once per step.
+    def _kin(self, theta: list[float] | None = None) -> None:
+        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``self.theta``):
+        once per step.
 
-        The SVD is skipped while the last one proves J far from singular: by Weyl's inequality
+        The kinematics stay as floats (``pose`` is built from them when asked for). The SVD is skipped
+        while the last one proves J far from singular: by Weyl's inequality
         ``σ_6(J) ≥ σ_6(J_svd) − ‖J − J_svd‖_F``, and while that bound stays above ``sigma_min``
         the exact inverse is the solution :func:`dynamics.rms.dls_solve` would give. ``sigma``
         (on arm/state) is that of the last SVD, refreshed at least every ``flex_every`` steps.
         """
-        self.pose = rms.rms_kinematics(self.geom, self.theta)
-        self.J = rms.rms_jacobian(self.pose)
+        self._rows = rows = rms.rms_kinematics_rows(self.geom, self.theta.tolist() if theta is None else theta)
+        self._pose = None
+        self.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
         if self._J_svd is not None and not self.damped:
             dJ = (self.J - self._J_svd).ravel()
             if self.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
@@ -344,29 +388,76 @@ class ArmModel:
         self.J_inv, self.sigma, self.damped = rms.jacobian_inverse(self.J, self.s["sigma_min"], self.s["damping_max"])
         self._J_svd = self.J
 
+    @property
+    def pose(self) -> rms.RmsPose:
+        """The kinematics at θ (:class:`dynamics.rms.RmsPose`), built from the step's floats when first asked for."""
+        if self._pose is None:
+            self._pose = rms.rms_pose_from_rows(self.geom, *self._rows)
+        return self._pose
+
     def _points(self) -> np.ndarray:
-        return np.vstack([self.pose.p_OoJo_O, self.pose.X_OE[:3, 3]])
+        """Joint points 1..6 then the point of resolution, in O (7, 3). [m]"""
+        _, ps, _, pE = self._rows
+        return np.array([*ps, pE])
 
     def _flex(self) -> None:
-        """RMSFLX: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7) and their damping β/γ_i^e."""
+        """RMSFLX, every ``flex_every`` steps: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7).
+
+        Its terms act only while grappled; a free arm keeps the configuration of the tick and computes
+        them from it when first needed (at capture), the same numbers at a fraction of the cost.
+        """
         self._J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
+        self._flex_at = (self._rows, self.J)
+        self._flex_pending = True
+        if self.grappled:
+            self._flex_terms()
+
+    def _flex_terms(self) -> None:
+        """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
+        self._flex_pending = False
+        (_, ps, us, pE), J = self._flex_at
         beams = () if self.s["flexibility"] == "joints" else self.beams
-        g = fx.arm_flexibility(self._points(), self.pose.u_O, self.pose.X_OB[:, :3, :3], beams, self.joint_stiffness)
+        g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
         try:
-            gamma_J = fx.joint_flexibility(self.J, g)
+            gamma_J = fx.joint_flexibility(J, g)
             # 3-7: 1/γ_i^e = [(γ_J)^-1]_ii (fx.servo_flexibility_terms has the formula as written)
             k = np.diagonal(np.linalg.inv(gamma_J)).copy()
             if not np.all(np.isfinite(k) & (k > 0.0)):
                 raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
-            self.gamma_J, self.k_servo = gamma_J, k
+            self._gamma_J, self._k_servo = gamma_J, k
         except (SingularityError, np.linalg.LinAlgError):  # at a singularity keep the previous terms
             self.warn("singular: flexibility terms kept from the last regular configuration")
-            if not hasattr(self, "k_servo"):
-                self.gamma_J = np.diag(1.0 / self.joint_stiffness)
-                self.k_servo = self.joint_stiffness.copy()
+            if self._k_servo is None:
+                self._gamma_J = np.diag(1.0 / self.joint_stiffness)
+                self._k_servo = self.joint_stiffness.copy()
         # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
         # damping, stiffness-proportional (Rayleigh β), ζ = β ω / 2 for a mode at ω
-        self.c_servo = self.beta * self.k_servo
+        self._c_servo = self.beta * self._k_servo
+        self._kc = (self._k_servo.tolist(), self._c_servo.tolist())
+
+    def _springs(self) -> tuple[list[float], list[float]]:
+        """The 3-7 springs and dampers as floats, ``(k, c)``."""
+        if self._flex_pending:
+            self._flex_terms()
+        return self._kc
+
+    @property
+    def k_servo(self) -> np.ndarray:
+        """The 3-7 springs ``1/γ_i^e`` (6,) of the last RMSFLX. [N·m/rad]"""
+        self._springs()
+        return self._k_servo
+
+    @property
+    def c_servo(self) -> np.ndarray:
+        """Their dampers ``β/γ_i^e`` (6,). [N·m·s/rad]"""
+        self._springs()
+        return self._c_servo
+
+    @property
+    def gamma_J(self) -> np.ndarray:
+        """γ_J (6, 6) of the last RMSFLX (3-4). [rad/(N·m)]"""
+        self._springs()
+        return self._gamma_J
 
     def _orbiter(self, u: Any, t_ns: int) -> dict[str, Any]:
         try:
@@ -374,25 +465,29 @@ class ArmModel:
         except KeyError:
             return self._orb
         b = dict(smp.body)
+        p, q, w, v = floats(b["p_WoOo_W"]), floats(b["quat_WO"]), floats(b["w_WO_O"]), floats(b["v_WOo_W"])
         dt = (t_ns - smp.t_ns) * 1e-9                  # propagate the held sample to t
         if dt > 0.0:
-            b["p_WoOo_W"] = np.asarray(b["p_WoOo_W"]) + np.asarray(b["v_WOo_W"]) * dt
-            b["quat_WO"] = sp.quat_integrate(b["quat_WO"], b["w_WO_O"], dt)
+            p = [p[0] + v[0] * dt, p[1] + v[1] * dt, p[2] + v[2] * dt]
+            q = sp.quat_integrate_rows(q, w[0], w[1], w[2], dt)
+            b["p_WoOo_W"], b["quat_WO"] = np.array(p), np.array(q)
         b["t_ns"] = t_ns
-        self._orb = b
+        self._orb, self._orb_f = b, (p, q, w, v)
         return b
 
-    @staticmethod
-    def _payload(u: Any, t_ns: int) -> dict[str, Any] | None:
+    def _payload(self, u: Any, t_ns: int) -> dict[str, Any] | None:
         try:
             smp = u.state("payload/state")
         except KeyError:
             return None
         b = dict(smp.body)
+        p, q, w, v = floats(b["p_WoTo_W"]), floats(b["quat_WT"]), floats(b["w_WT_T"]), floats(b["v_WTo_W"])
         dt = (t_ns - smp.t_ns) * 1e-9
         if dt > 0.0:
-            b["p_WoTo_W"] = np.asarray(b["p_WoTo_W"]) + np.asarray(b["v_WTo_W"]) * dt
-            b["quat_WT"] = sp.quat_integrate(b["quat_WT"], b["w_WT_T"], dt)
+            p = [p[0] + v[0] * dt, p[1] + v[1] * dt, p[2] + v[2] * dt]
+            q = sp.quat_integrate_rows(q, w[0], w[1], w[2], dt)
+            b["p_WoTo_W"], b["quat_WT"] = np.array(p), np.array(q)
+        self._pay_f = (p, q, w, v)
         return b
 
     # ------------------------------------------------------------------ commands
@@ -503,57 +598,64 @@ class ArmModel:
         out[j] = drive * float(self.servo_p.current_limit[j])
         return out
 
-    def _commanded_rates(self) -> np.ndarray:
+    def _commanded_rates(self) -> list[float]:
         if self.brakes or self.mode in ("brakes", "hold", "direct"):
-            return np.zeros(6)
+            return [0.0] * 6
         vmax = self.s["v_max_loaded"] if self.grappled else self.s["v_max"]
         wmax = self.s["w_max_loaded"] if self.grappled else self.s["w_max"]
         if self.mode == "single":
             j, r = self.single
-            qd = np.zeros(6)
+            qd = [0.0] * 6
             qd[j] = r
         else:
             if self.mode == "manual":
-                V = self.rate_cmd_frame.copy()
+                V = self.rate_cmd_frame.tolist()
                 if self.frame == "end_effector":
-                    R = self.pose.X_OE[:3, :3]
-                    V = np.concatenate([R @ V[:3], R @ V[3:]])
+                    R = self._rows[0][N_JOINTS]
+                    V = [*_rotate(R, V[0], V[1], V[2]), *_rotate(R, V[3], V[4], V[5])]
             else:
                 V = self._auto_rates(vmax, wmax)
-            nv, nw = np.linalg.norm(V[3:]), np.linalg.norm(V[:3])
+            nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
+            nw = math.sqrt(V[0] * V[0] + V[1] * V[1] + V[2] * V[2])
             if nv > vmax * (1 + 1e-12):
                 self.warn(f"clipped: point-of-resolution speed {nv:.4g} m/s to {vmax:.4g} m/s")
-                V[3:] *= vmax / nv
+                V[3:] = [x * (vmax / nv) for x in V[3:]]
             if nw > wmax * (1 + 1e-12):
                 self.warn(f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
-                V[:3] *= wmax / nw
-            qd = self.J_inv @ V
+                V[:3] = [x * (wmax / nw) for x in V[:3]]
+            qd = (self.J_inv @ np.array(V)).tolist()
             if self.damped:
                 self.warn(f"singular: damped least squares (smallest singular value {self.sigma:.3g} "
                           f"< {self.s['sigma_min']:.3g})")
-        ratio = np.abs(qd) / self.geom.qd_max
-        if ratio.max() > 1.0 + 1e-12:
-            j = int(np.argmax(ratio))
-            self.warn(f"clipped: joint rates scaled by {1.0 / ratio.max():.4g} ({JOINT_NAMES[j]} "
-                      f"{qd[j]:.4g} rad/s beyond {self.geom.qd_max[j]:.4g} rad/s)")
-            qd = qd / ratio.max()
+        qd_max = self._qd_max
+        ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
+        r_max = max(ratio)
+        if r_max > 1.0 + 1e-12:
+            j = ratio.index(r_max)
+            self.warn(f"clipped: joint rates scaled by {1.0 / r_max:.4g} ({JOINT_NAMES[j]} "
+                      f"{qd[j]:.4g} rad/s beyond {qd_max[j]:.4g} rad/s)")
+            qd = [x / r_max for x in qd]
         # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
         m, k = self.s["limit_margin"], self.s["limit_gain"]
-        up = np.maximum(k * (self.geom.q_upper - m - self.theta), 0.0)
-        lo = np.minimum(k * (self.geom.q_lower + m - self.theta), 0.0)
-        clipped = np.clip(qd, lo, up)
-        for i in np.flatnonzero(np.abs(clipped - qd) > 1e-12):
-            self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
-                      f"({self.theta[i]:.4f} rad, range [{self.geom.q_lower[i]:.4f}, {self.geom.q_upper[i]:.4f}])")
-        return clipped
+        out = []
+        for i, (x, th, lo, hi) in enumerate(zip(qd, self.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
+            c = min(max(x, min(k * (lo + m - th), 0.0)), max(k * (hi - m - th), 0.0))
+            if abs(c - x) > 1e-12:
+                self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
+                          f"({th:.4f} rad, range [{lo:.4f}, {hi:.4f}])")
+            out.append(c)
+        return out
 
-    def _auto_rates(self, vmax: float, wmax: float) -> np.ndarray:
+    def _auto_rates(self, vmax: float, wmax: float) -> list[float]:
         """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
         # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
         # the arm angles also carry the structure's elastic motion; feeding it back would drive
         # the flexible modes.
-        X_OE = rms.rms_kinematics(self.geom, self.servo.theta_m).X_OE if self.grappled else self.pose.X_OE
-        p_m, R_m = X_OE[:3, 3], X_OE[:3, :3]
+        if self.grappled:
+            Rs, _, _, p_m = rms.rms_kinematics_rows(self.geom, self.servo.theta_m.tolist())
+            R_m = Rs[N_JOINTS]
+        else:
+            R_m, p_m = self._rows[0][N_JOINTS], self._rows[3]
         t = self._now * 1e-9
         tol_p, tol_r = self.s["auto_tol"]
         while self.waypoints:
@@ -561,79 +663,90 @@ class ArmModel:
             lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
             seg = self._seg
             if seg is None:                      # a new segment from where the motors are now
-                p1 = np.asarray(wp["p"], float)
+                dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
                 # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
-                rot = sp.rotation_vector(sp.quat_to_rotation(wp["quat"]) @ R_m.T) if "quat" in wp else np.zeros(3)
+                rot = (sp.rotation_vector(_mat_abt(sp.rotation_rows(*floats(wp["quat"])), R_m)).tolist()
+                       if "quat" in wp else [0.0, 0.0, 0.0])
                 a, alpha = self.s["auto_accel_loaded"] if self.grappled else self.s["auto_accel"]
-                prof = rms.auto_profile(float(np.linalg.norm(p1 - p_m)), float(np.linalg.norm(rot)), lv, lw, a, alpha)
-                seg = self._seg = {"t0": t, "p0": p_m.copy(), "dp": p1 - p_m, "R0": R_m.copy(), "rot": rot,
-                                   "prof": prof}
+                prof = rms.auto_profile(_norm3(dp), _norm3(rot), lv, lw, a, alpha)
+                seg = self._seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
             prof = seg["prof"]
             s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
             # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
-            p_ref = seg["p0"] + s0 * seg["dp"]
-            R_ref = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], seg["rot"], s0)) @ seg["R0"]
-            e_p = p_ref - p_m
-            e_r = sp.rotation_vector(R_ref @ R_m.T)
-            if s0 >= 1.0 and np.linalg.norm(e_p) <= tol_p and np.linalg.norm(e_r) <= tol_r:
+            dp, rot = seg["dp"], seg["rot"]
+            e_p = [p0 + s0 * d - pm for p0, d, pm in zip(seg["p0"], dp, p_m, strict=True)]
+            R_ref = _mat_ab(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *rot, s0)), seg["R0"])
+            e_r = sp.rotation_vector(_mat_abt(R_ref, R_m)).tolist()
+            if s0 >= 1.0 and _norm3(e_p) <= tol_p and _norm3(e_r) <= tol_r:
                 self.waypoints.pop(0)
                 self._seg = None
                 self.warn(f"auto: waypoint reached, {len(self.waypoints)} left")
                 continue
             k = self.s["auto_gain"]
             ds = (s1 - s0) / self.h
-            v, w = ds * seg["dp"] + k * e_p, ds * seg["rot"] + k * e_r
-            nv, nw = np.linalg.norm(v), np.linalg.norm(w)
+            v = [ds * d + k * e for d, e in zip(dp, e_p, strict=True)]
+            w = [ds * d + k * e for d, e in zip(rot, e_r, strict=True)]
+            nv, nw = _norm3(v), _norm3(w)
             if nv > lv:
-                v *= lv / nv
+                v = [x * (lv / nv) for x in v]
             if nw > lw:
-                w *= lw / nw
-            return np.concatenate([w, v])
-        return np.zeros(6)
+                w = [x * (lw / nw) for x in w]
+            return w + v
+        return [0.0] * 6
 
     # ------------------------------------------------------------------ dynamics
-    def _massless(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+    def _massless(self, qd_cmd: list[float], orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
         n_sub = int(self.s["servo_substeps"])
         brakes = [self.brakes] * 6
+        sv0 = self.servo
         if not self.grappled:
-            self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, n_sub=n_sub,
-                                             direct=self._direct_currents())
-            self.theta_dot = self.servo.omega.copy()
-            self.theta = self.servo.theta_m.copy()
+            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
+                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, None,
+                                                      self._direct_currents())
+            self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+            self.theta_dot = np.array(w)
+            self.theta = np.array(tm)
             self.tau = np.zeros(6)
-            self._kin()
+            self._kin(tm)
             self.V_R_O = self.J @ self.theta_dot
             return
-        self.theta_dot = self._grappled_rates(orb, pay)
+        self.theta_dot = self._grappled_rates(pay)
         passive = self.s["flexibility"] == "passive" and self.brakes
+        th, thd = self.theta.tolist(), self.theta_dot.tolist()
         if not passive:
-            self.servo, _, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, h, k=self.k_servo,
-                                             c=self.c_servo, theta=self.theta, theta_dot=self.theta_dot, n_sub=n_sub,
-                                             direct=self._direct_currents())
-        self.theta = self.theta + h * self.theta_dot
+            k, c = self._springs()
+            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
+                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, (k, c, th, thd),
+                                                      self._direct_currents())
+            self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+        th = [a + h * b for a, b in zip(th, thd, strict=True)]
+        self.theta = np.array(th)
         # at the step end: 2-12 at the new configuration, then the torques the springs transmit
-        self._kin()
+        self._kin(th)
         self.theta_dot = self.J_inv @ self.V_R_O
         if passive:
             self.tau = self._passive_torques()
             # the locked motor/gear trains sit at the neutral angles (they slip with them)
             self.servo = sv.ServoState(self.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
         else:
-            self.tau = (self.k_servo * (self.servo.theta_m - self.theta)
-                        + self.c_servo * (self.servo.omega - self.theta_dot))
+            self.tau = np.array([ki * (a - b) + ci * (c - d) for ki, a, b, ci, c, d
+                                 in zip(k, tm, th, c, w, self.theta_dot.tolist(), strict=True)])
 
-    def _grappled_rates(self, orb: dict[str, Any], pay: dict[str, Any] | None) -> np.ndarray:
+    def _grappled_rates(self, pay: dict[str, Any] | None) -> np.ndarray:
         """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""
         if pay is None:
             self.warn("grappled without payload/state: joint rates held at zero")
             self.V_R_O = np.zeros(6)
             return np.zeros(6)
-        R_WO = sp.quat_to_rotation(orb["quat_WO"])
-        R_WT = sp.quat_to_rotation(pay["quat_WT"])
+        pO, qO, wO, vO = self._orb_f
+        pT, qT, wT, vT = self._pay_f
+        R_WO = sp.rotation_rows(*qO)
+        R_WT = sp.rotation_rows(*qT)
         # the point of resolution as seen from the orbiter through the (frozen) grasp
-        p_OoEo_O = R_WO.T @ (np.asarray(pay["p_WoTo_W"]) + R_WT @ self.p_ToEo_T - np.asarray(orb["p_WoOo_W"]))
-        self.V_R_O = rms.relative_twist(R_WO, orb["w_WO_O"], orb["v_WOo_W"], p_OoEo_O, R_WT, pay["w_WT_T"],
-                                        pay["v_WTo_W"], self.p_ToEo_T)
+        e = self.p_ToEo_T.tolist()
+        x0, x1, x2 = _rotate(R_WT, e[0], e[1], e[2])
+        p_OoEo_O = _rotate_t(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
+        self.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
         if self.damped:
             self.warn(f"singular: joint rates from relative motion damped (sigma {self.sigma:.3g})")
         return self.J_inv @ self.V_R_O
@@ -677,7 +790,7 @@ class ArmModel:
         brakes = [self.brakes] * 6
         if self.grappled:
             thd_old = self.theta_dot.copy()
-            self._massless(qd_cmd, orb, pay, h)          # joint motion and servo torques as the massless arm
+            self._massless(qd_cmd.tolist(), orb, pay, h)          # joint motion and servo torques as the massless arm
             thdd = (self.theta_dot - thd_old) / h
             q = self._chain_q(X_WS, self.theta)
             v = np.concatenate([V_S, self.theta_dot])
@@ -710,30 +823,43 @@ class ArmModel:
         self._mb_wrench = (np.zeros(6), F_B)
 
     # ------------------------------------------------------------------ outputs
-    def _outputs(self, orb: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        R_WO = sp.quat_to_rotation(orb["quat_WO"])
-        p_WoOo_W = np.asarray(orb["p_WoOo_W"])
+    def _outputs(self, orb_f: tuple[list[float], Any, list[float], list[float]]) -> dict[str, dict[str, Any]]:
+        """Both messages, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats at their time."""
+        (o0, o1, o2), q, (w0, w1, w2), (v0, v1, v2) = orb_f
+        R = sp.rotation_rows(*q)
+        Rs, _, _, pE = self._rows
+        R_OE = Rs[N_JOINTS]
+        X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
+        c0, c1, c2 = _rotate(R, *pE)
+        e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
         X_WE = np.empty((4, 4))
+        X_WE[:3, :3] = np.reshape(_mat_ab(R, R_OE), (3, 3))
+        X_WE[:3, 3] = (e0, e1, e2)
         X_WE[3] = (0.0, 0.0, 0.0, 1.0)
-        X_WE[:3] = R_WO @ self.pose.X_OE[:3]
-        X_WE[:3, 3] += p_WoOo_W
-        p_WoSo_W = R_WO @ self.geom.X_OS[:3, 3] + p_WoOo_W
+        s0, s1, s2 = _rotate(R, *self._p_OS)
+        s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
         mb = self.multibody and hasattr(self, "_mb_wrench")
         if mb:
             self.F_Eo_W, self.F_So_W = self._mb_wrench       # the chain base origin is So
-            self.F_Eo_O = (R_WO.T @ self.F_Eo_W.reshape(2, 3).T).T.ravel()
-        # to W in one product: the relative twist [ω_R; v_R] and the tip wrench [M_e; F_e], both in O
-        VF_W = R_WO @ np.column_stack((self.V_R_O[:3], self.V_R_O[3:], self.F_Eo_O[:3], self.F_Eo_O[3:]))
-        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one
-        w_O_W = R_WO @ np.asarray(orb["w_WO_O"])
-        V_WE_W = np.empty(6)
-        V_WE_W[:3] = w_O_W + VF_W[:, 0]
-        V_WE_W[3:] = np.asarray(orb["v_WOo_W"]) + sp.cross3(w_O_W, X_WE[:3, 3] - p_WoOo_W) + VF_W[:, 1]
+            F = self.F_Eo_W.tolist()
+            self.F_Eo_O = np.array([*_rotate_t(R, *F[:3]), *_rotate_t(R, *F[3:])])
+        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
+        V = self.V_R_O.tolist()
+        a0, a1, a2 = _rotate(R, w0, w1, w2)
+        b0, b1, b2 = _rotate(R, *V[:3])
+        d0, d1, d2 = _rotate(R, *V[3:])
+        r0, r1, r2 = e0 - o0, e1 - o1, e2 - o2
+        V_WE_W = np.array([a0 + b0, a1 + b1, a2 + b2, v0 + (a1 * r2 - a2 * r1) + d0, v1 + (a2 * r0 - a0 * r2) + d1,
+                           v2 + (a0 * r1 - a1 * r0) + d2])
         if not mb:
-            self.F_Eo_W = VF_W[:, 2:].T.ravel()
+            F = self.F_Eo_O.tolist()
+            m0, m1, m2 = _rotate(R, *F[:3])
+            f0, f1, f2 = _rotate(R, *F[3:])
+            self.F_Eo_W = np.array([m0, m1, m2, f0, f1, f2])
             # equal and opposite, referred to So: τ_S = −τ_E + (p_So − p_Eo) × f_E
-            self.F_So_W = -self.F_Eo_W
-            self.F_So_W[:3] += sp.cross3(p_WoSo_W - X_WE[:3, 3], VF_W[:, 3])
+            r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
+            self.F_So_W = np.array([-m0 + (r1 * f2 - r2 * f1), -m1 + (r2 * f0 - r0 * f2), -m2 + (r0 * f1 - r1 * f0),
+                                    -f0, -f1, -f2])
         if self._warn:
             warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
             self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
@@ -741,11 +867,11 @@ class ArmModel:
             warnings = []
         return {
             STATE: {"q": self.theta.copy(), "qd": self.theta_dot.copy(), "tau": self.tau.copy(), "mode": self.mode,
-                    "brakes": bool(self.brakes), "X_OE": self.pose.X_OE.copy(), "X_WE": X_WE, "V_WE_W": V_WE_W,
+                    "brakes": bool(self.brakes), "X_OE": X_OE, "X_WE": X_WE, "V_WE_W": V_WE_W,
                     "grappled": bool(self.grappled), "loads": self.loads.copy(), "sigma_min": float(self.sigma),
                     "qd_cmd": self.qd_cmd.copy(), "warnings": warnings},
-            WRENCH: {"F_Eo_W": self.F_Eo_W.copy(), "p_WoEo_W": X_WE[:3, 3].copy(), "F_So_W": self.F_So_W.copy(),
-                     "p_WoSo_W": p_WoSo_W, "grappled": bool(self.grappled)},
+            WRENCH: {"F_Eo_W": self.F_Eo_W.copy(), "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W.copy(),
+                     "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)},
         }
 
     def _wrench_and_loads(self) -> None:
@@ -760,7 +886,7 @@ class ArmModel:
         """Outputs at t0: the arm at rest at ``q0``, no wrench."""
         self._now = t0_ns
         self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
-        return self._outputs(self._orb)
+        return self._outputs(self._orb_f)
 
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
         """RMSFLX (every ``flex_every``), commands, servos, RMSFM, RMLOAD (every ``loads_every``)."""
@@ -776,29 +902,24 @@ class ArmModel:
                 self.command(dict(ev))
         if self._step_count % int(self.s["flex_every"]) == 0:
             self._flex()
-        self.qd_cmd = self._commanded_rates()
+        qd_cmd = self._commanded_rates()
+        self.qd_cmd = np.array(qd_cmd)
         if self.multibody:
             self._multibody(self.qd_cmd, orb, pay, h)
         else:
-            self._massless(self.qd_cmd, orb, pay, h)
+            self._massless(qd_cmd, orb, pay, h)
         self._now = t_ns + h_ns
-        out_of_range = (self.theta < self.geom.q_lower) | (self.theta > self.geom.q_upper)
-        for i in np.flatnonzero(out_of_range):   # only the payload's motion can do this (grappled)
-            self.warn(f"limit: {JOINT_NAMES[i]} at {self.theta[i]:.4f} rad is beyond its range "
-                      f"[{self.geom.q_lower[i]:.4f}, {self.geom.q_upper[i]:.4f}]")
+        for i, (th, lo, hi) in enumerate(zip(self.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
+            if not lo <= th <= hi:   # only the payload's motion can do this (grappled)
+                self.warn(f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range [{lo:.4f}, {hi:.4f}]")
         self._wrench_and_loads()
         self._step_count += 1
         if self._step_count % int(self.s["loads_every"]) == 0:
             self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
-        return self._outputs(self._orbiter_at(orb, h))
-
-    @staticmethod
-    def _orbiter_at(orb: dict[str, Any], h: float) -> dict[str, Any]:
-        """The orbiter state propagated by h (the outputs are stamped at the step end)."""
-        b = dict(orb)
-        b["p_WoOo_W"] = np.asarray(orb["p_WoOo_W"]) + np.asarray(orb["v_WOo_W"]) * h
-        b["quat_WO"] = sp.quat_integrate(orb["quat_WO"], orb["w_WO_O"], h)
-        return b
+        # the outputs are stamped at the step end: the orbiter propagated by h
+        p, q, w, v = self._orb_f
+        return self._outputs(([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
+                              sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v))
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:

@@ -12,6 +12,7 @@ import pytest
 
 from dynamics import chain as ch
 from dynamics import loads as ld
+from dynamics import rms
 from dynamics import spatial as sp
 from errors import ConfigError
 from protocol.codec import decode
@@ -477,11 +478,23 @@ def test_moving_the_point_of_resolution_while_grappled_keeps_the_grasp():
 
 
 def test_rmsflx_runs_at_its_integer_multiple_of_the_step(monkeypatch):
+    """Grappled, RMSFLX runs on every ``flex_every``-th step; free, its terms (unused) wait for the
+    capture and are then those of the configuration of the last tick."""
     calls = []
     real = arm.fx.arm_flexibility
-    monkeypatch.setattr(arm.fx, "arm_flexibility", lambda *a, **k: calls.append(1) or real(*a, **k))
-    m = make(flex_every=7)
-    n0 = len(calls)                     # once at build
-    m.initial(0)
-    run(m, 21)
-    assert n0 == 1 and len(calls) - n0 == 3      # steps 0, 7, 14
+    monkeypatch.setattr(arm.fx, "arm_flexibility", lambda *a, **k: calls.append(a[0].copy()) or real(*a, **k))
+    m, p_T = grappled_model(flex_every=7)     # step 0 (a tick) grapples: the terms of the build's tick
+    assert len(calls) == 1
+    np.testing.assert_array_equal(calls[0][:6], make().pose.p_OoJo_O)
+    run(m, 20, t0=H_NS, pay=payload(p_T, v=(0.01, 0.0, 0.0)))   # steps 1…20: ticks at 7 and 14
+    assert len(calls) == 3
+    free = make(flex_every=7)
+    free.initial(0)
+    n0 = len(calls)
+    run(free, 14, cmds=[{"kind": "joint", "joint": "elbow_pitch", "rate": 0.01}])   # steps 0…13, moving
+    theta_tick = free.theta.copy()            # the configuration of the tick of step 14
+    run(free, 7, t0=14 * H_NS)
+    assert free.theta[2] != theta_tick[2] and len(calls) == n0      # free: nothing computed
+    k = free.k_servo                          # asked for: computed now, at the tick's configuration
+    assert len(calls) == n0 + 1 and np.all(k > 0)
+    np.testing.assert_array_equal(calls[-1][:6], rms.rms_kinematics(free.geom, theta_tick).p_OoJo_O)
