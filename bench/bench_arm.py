@@ -1,9 +1,12 @@
 """Arm service cost: CPU fraction of one core at 500 Hz and per-call cost of RMSFM, RMSFLX, RMLOAD.
 
 Prints one JSON object. The step is timed with ``time.process_time`` (CPU, not wall) over
-``--steps`` steps after a warm-up (the least of ``--repeat`` runs), for the massless and the multibody arm, free and grappled
-(a heavy payload drifting at 1 cm/s), alone and with the msgpack encoding of its two output
-messages (the bus I/O of the shell is not included). The CPU fraction is the cost times 500 Hz.
+``--steps`` steps after a warm-up (the least of ``--repeat`` runs): the default scenario's two
+arm phases (``scenario``: the free approach under its first manual rate command, and the loaded
+berthing move, grappled and flying its auto sequence, with the scenario's [arm], orbiter attitude
+and payload), then the massless and the multibody arm, free and grappled (a heavy payload drifting
+at 1 cm/s), alone and with the msgpack encoding of its two output messages (the bus I/O of the
+shell is not included). The CPU fraction is the cost times 500 Hz.
 On a shared machine the figures vary with its load; ``load_avg_1min`` is printed with them.
 Run from the repository root: ``python bench/bench_arm.py``.
 """
@@ -15,6 +18,7 @@ import json
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dynamics import flexibility as fx  # noqa: E402
 from dynamics import loads as ld  # noqa: E402
 from dynamics import rms  # noqa: E402
+from dynamics import spatial as sp  # noqa: E402
 from protocol.codec import encode  # noqa: E402
 from protocol.service import Sample  # noqa: E402
 from protocol.stepping import StepInputs  # noqa: E402
 from services import arm  # noqa: E402
+from services.orbiter import pose_key  # noqa: E402
+
+SCENARIO = Path(__file__).resolve().parents[1] / "configs" / "srms_berthing.toml"
 
 H_NS = 2_000_000  # 500 Hz
 
@@ -62,6 +70,40 @@ def step_cost(model: str, grappled: bool, steps: int, codec: bool = False) -> fl
         if codec:
             for topic, body in out.items():
                 encode(topic, body, sender="arm", seq=k, t_ns=(k + 1) * H_NS, h_ns=H_NS)
+    return (time.process_time() - t0) / steps
+
+
+def scenario_cost(phase: str, steps: int) -> float:
+    """CPU seconds per step of the default scenario's arm in ``phase``: ``"approach"`` (free, its first
+    manual rate command) or ``"loaded_move"`` (the payload captured where the scenario starts it, drifting,
+    and the scenario's auto sequence flown)."""
+    with SCENARIO.open("rb") as f:
+        cfg = tomllib.load(f)
+    m = arm.build(cfg, "arm", H_NS)
+    m.initial(0)
+    z = np.zeros(3)
+    X_WO, X_WT = pose_key(cfg["orbiter"]["X_WO"]), pose_key(cfg["payload"]["X_WT"])
+    state = {"orbiter/state": _state("orbiter/state", {
+        "p_WoOo_W": X_WO[:3, 3], "quat_WO": sp.rotation_to_quat(X_WO[:3, :3]), "w_WO_O": z, "v_WOo_W": z,
+        "a_WOo_W": z, "wdot_WO_O": z})}
+    if phase == "loaded_move":
+        state["payload/state"] = _state("payload/state", {
+            "p_WoTo_W": X_WT[:3, 3], "quat_WT": sp.rotation_to_quat(X_WT[:3, :3]),
+            "w_WT_T": np.array(cfg["payload"]["w_WT_T"], float), "v_WTo_W": np.array(cfg["payload"]["v_WTo_W"], float),
+            "a_WTo_W": z, "wdot_WT_T": z, "grappled": True, "berthed": False})
+    script = cfg["operator"]["script"]
+    first = {"approach": [script[0], next(e for e in script if e["cmd"] == "rate")],
+             "loaded_move": [next(e for e in script if e["cmd"] == "auto")]}[phase]
+    cmds = [{("kind" if k == "cmd" else k): v for k, v in e.items() if k != "t"} for e in first]
+    capture = {"contact/event": [Sample(0, H_NS, "contact", 0, {"events": [{"kind": "capture"}]})]}
+    m.step(0, H_NS, StepInputs(0, H_NS, state, {}, capture if phase == "loaded_move" else {}))
+    m.step(H_NS, H_NS, StepInputs(H_NS, H_NS, state, {}, {
+        "operator/command": [Sample(H_NS, H_NS, "operator", 0, {"events": cmds})]}))
+    for k in range(2, 50):
+        m.step(k * H_NS, H_NS, StepInputs(k * H_NS, H_NS, state, {}, {}))
+    t0 = time.process_time()
+    for k in range(50, 50 + steps):
+        m.step(k * H_NS, H_NS, StepInputs(k * H_NS, H_NS, state, {}, {}))
     return (time.process_time() - t0) / steps
 
 
@@ -180,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     out: dict[str, object] = {"rate_hz": 500, "steps": a.steps, "load_avg_1min": os.getloadavg()[0],
                               "cpus": os.cpu_count()}
+    out["scenario"] = {}
+    for phase in ("approach", "loaded_move"):
+        c = min(scenario_cost(phase, a.steps) for _ in range(a.repeat))
+        out["scenario"][phase] = {"step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3)}
     cpu = {}
     for model in ("massless", "multibody"):
         for grappled in (False, True):

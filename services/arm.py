@@ -729,7 +729,7 @@ class ArmModel:
             # the locked motor/gear trains sit at the neutral angles (they slip with them)
             self.servo = sv.ServoState(self.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
         else:
-            self.tau = np.array([ki * (a - b) + ci * (c - d) for ki, a, b, ci, c, d
+            self.tau = np.array([ki * (a - b) + ci * (x - y) for ki, a, b, ci, x, y
                                  in zip(k, tm, th, c, w, self.theta_dot.tolist(), strict=True)])
 
     def _grappled_rates(self, pay: dict[str, Any] | None) -> np.ndarray:
@@ -832,10 +832,8 @@ class ArmModel:
         X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
         c0, c1, c2 = _rotate(R, *pE)
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
-        X_WE = np.empty((4, 4))
-        X_WE[:3, :3] = np.reshape(_mat_ab(R, R_OE), (3, 3))
-        X_WE[:3, 3] = (e0, e1, e2)
-        X_WE[3] = (0.0, 0.0, 0.0, 1.0)
+        w = _mat_ab(R, R_OE)
+        X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
         s0, s1, s2 = _rotate(R, *self._p_OS)
         s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
         mb = self.multibody and hasattr(self, "_mb_wrench")
@@ -865,12 +863,14 @@ class ArmModel:
             self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
         else:
             warnings = []
+        # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
+        # (never written in place): published without copies
         return {
-            STATE: {"q": self.theta.copy(), "qd": self.theta_dot.copy(), "tau": self.tau.copy(), "mode": self.mode,
+            STATE: {"q": self.theta, "qd": self.theta_dot, "tau": self.tau, "mode": self.mode,
                     "brakes": bool(self.brakes), "X_OE": X_OE, "X_WE": X_WE, "V_WE_W": V_WE_W,
-                    "grappled": bool(self.grappled), "loads": self.loads.copy(), "sigma_min": float(self.sigma),
-                    "qd_cmd": self.qd_cmd.copy(), "warnings": warnings},
-            WRENCH: {"F_Eo_W": self.F_Eo_W.copy(), "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W.copy(),
+                    "grappled": bool(self.grappled), "loads": self.loads, "sigma_min": float(self.sigma),
+                    "qd_cmd": self.qd_cmd, "warnings": warnings},
+            WRENCH: {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
                      "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)},
         }
 
