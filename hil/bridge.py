@@ -324,7 +324,7 @@ class HilBridge:
         rtt = self.link.delay.rtt_s if (self.link is not None and self.native) else math.nan
         horizon = rtt if (self.cfg.compensation["predict"] and math.isfinite(rtt)) else 0.0
         finite = bool(np.isfinite(X_LB).all() and np.isfinite(V_LB_L).all())
-        X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite else X_LB
+        X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite and horizon > 0.0 else X_LB  # (read-only below)
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
         clamped = False

@@ -197,6 +197,7 @@ class PassivityController:
     alpha: float = 0.0
     _V_prev: Array | None = field(default=None, repr=False)
     _emitted: deque = field(default_factory=deque, repr=False)
+    _live: int = field(default=0, repr=False)  # non-zero wrenches in _emitted
 
     def __post_init__(self) -> None:
         if not self.dt > 0 or not 0.0 <= self.e_max <= 1.0 or not self.length > 0 or self.lag not in (0, 1, 2):
@@ -229,11 +230,21 @@ class PassivityController:
         """
         F = as_vector(F, 6, "F")
         V = as_vector(V, 6, "V")
+        if not self._live and not any(F.tolist()):
+            # no wrench, none emitted: every power below is zero, nothing to book or damp (the
+            # bridge's usual step while the rig's reading is not valid)
+            if self._V_prev is not None and len(self._emitted) > self.lag:
+                self._emitted.popleft()
+            self.alpha = 0.0
+            self._emitted.append(F)
+            self._V_prev = V
+            return F
         dV = np.zeros(6)
         if self._V_prev is not None:
             dV = V - self._V_prev
             if len(self._emitted) > self.lag:  # the wrench that acted over the step just ended
                 Fa = self._emitted.popleft()
+                self._live -= any(Fa.tolist())
                 self._book(float(Fa @ self._V_prev), float(Fa @ V))
         # wrenches emitted but not yet acting, each over a later step: their likely energy
         net, absorbed = self.e_net, self.e_abs
@@ -256,6 +267,7 @@ class PassivityController:
             F = F - self.alpha * w * V_mid
             self.e_dissipated += self.alpha * vwv * self.dt
         self._emitted.append(F)
+        self._live += any(F.tolist())
         self._V_prev = V
         return F
 
@@ -325,6 +337,9 @@ class ImpactMonitor:
         """
         f = as_vector(F, 6, "F")[3:]
         v = as_vector(V, 6, "V")[3:]
+        if self._start is None and self.threshold >= 0.0 and not any(f.tolist()):  # no contact, none going on
+            self._prev_v = v.copy()
+            return None
         done = None
         touching = float(np.linalg.norm(f)) > self.threshold
         if touching and self._start is None:

@@ -224,10 +224,10 @@ class StewartRig:
         object.__setattr__(self, "p_P", self.r_platform * np.stack([np.cos(plat), np.sin(plat), np.zeros(6)], axis=1))
         legs0 = self.leg_vectors(self.neutral)
         object.__setattr__(self, "u0", legs0 / np.linalg.norm(legs0, axis=1)[:, None])
-        # plain-float copies for _margin: per leg (p_k, b_k, u⁰_k, lo_k, hi_k), the cone cosines
-        object.__setattr__(self, "_rows", list(zip(map(tuple, self.p_P[:, :2].tolist()), map(tuple, self.b_R.tolist()),
-                                                   map(tuple, self.u0.tolist()), self.limits.lo.tolist(),
-                                                   self.limits.hi.tolist(), strict=True)))
+        # plain-float copies for _margin: per leg p_k (x, y), b_k, u⁰_k, lo_k, hi_k (ten floats); the cone cosines
+        object.__setattr__(self, "_rows", [(*p, *b, *u, lo, hi) for p, b, u, lo, hi in zip(
+            self.p_P[:, :2].tolist(), self.b_R.tolist(), self.u0.tolist(), self.limits.lo.tolist(),
+            self.limits.hi.tolist(), strict=True)])
         object.__setattr__(self, "_cone_scale", float(np.mean(np.linalg.norm(legs0, axis=1))))
         for name in ("base", "platform"):
             cone = getattr(self, f"joint_cone_{name}")
@@ -398,7 +398,7 @@ class StewartRig:
         m = math.inf
         L0, cb, cp = self._cone_scale, self._cos_base, self._cos_platform
         legs: list[tuple[float, ...]] = []
-        for (px, py), (bx, by, bz), (wx, wy, wz), lo, hi in self._rows:
+        for px, py, bx, by, bz, wx, wy, wz, lo, hi in self._rows:
             rx = r00 * px + r01 * py  # p_k lies in the platform plane z = 0
             ry = r10 * px + r11 * py
             rz = r20 * px + r21 * py
