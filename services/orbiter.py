@@ -175,9 +175,14 @@ def flow_wrench_Wo(u: Inputs, topic: str, F_field: str, p_field: str, h_ns: int)
         [τ about Wo; f], in W. [N·m, N]
     """
     t0 = t1 = t2 = f0 = f1 = f2 = 0.0
+    ndarray = np.ndarray
     for s, o in u.flow(topic):
-        a0, a1, a2, b0, b1, b2 = floats(s.body[F_field])
-        p0, p1, p2 = floats(s.body[p_field])
+        body = s.body
+        F, p = body[F_field], body[p_field]
+        a0, a1, a2, b0, b1, b2 = F.tolist() if type(F) is ndarray else floats(F)
+        if b0 == b1 == b2 == a0 == a1 == a2 == 0.0:
+            continue                                    # no force, no moment (contact apart)
+        p0, p1, p2 = p.tolist() if type(p) is ndarray else floats(p)
         t0 += o * (a0 + (p1 * b2 - p2 * b1))
         t1 += o * (a1 + (p2 * b0 - p0 * b2))
         t2 += o * (a2 + (p0 * b1 - p1 * b0))
