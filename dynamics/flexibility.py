@@ -34,7 +34,7 @@ import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics import spatial as sp
-from dynamics.rms import cross_rows
+from dynamics.rms import cross_rows, rms_jacobian_rows
 from errors import ModelError, ShapeError, SingularityError
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
     "shift_matrix",
     "beam_frame",
     "arm_flexibility",
-    "arm_flexibility_rows",
+    "beams_flexibility_rows",
     "joint_flexibility",
     "passive_torques",
     "servo_flexibility_terms",
@@ -206,7 +206,8 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, beams: Sequence[Beam] =
         γ_rt' = [q×] + β x mᵀ
         γ_tt' = (α r·r + 2a x·r + b) I − α r rᵀ − a (x rᵀ + r xᵀ) + β m mᵀ − b x xᵀ
 
-    (expanding ``L γ Lᵀ`` with ``[r×][q×] = q rᵀ − (r·q) I``), summed on Python floats.
+    (expanding ``L γ Lᵀ`` with ``[r×][q×] = q rᵀ − (r·q) I``), summed on Python floats
+    (:func:`beams_flexibility_rows`).
 
     Parameters
     ----------
@@ -235,24 +236,28 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, beams: Sequence[Beam] =
     u = np.asarray(u_O, dtype=np.float64)
     if pts.shape != (7, 3) or u.shape != (6, 3):
         raise ShapeError(f"points_O, u_O: expected (7, 3), (6, 3), got {pts.shape}, {u.shape}")
-    k = None
+    for bm in beams:
+        if not (bm.EI > 0.0 and bm.GJ > 0.0 and math.isfinite(bm.EI) and math.isfinite(bm.GJ)):
+            raise ModelError(f"beam {bm.name}: EI and GJ must be positive, got {bm.EI!r}, {bm.GJ!r}")
+    pl = pts.tolist()
+    gamma = np.array(beams_flexibility_rows(pl, beams))
     if joint_stiffness is not None:
         k = sp.as_vector(joint_stiffness, 6, "joint_stiffness")
-        if np.any(k <= 0.0):
+        if not k.min() > 0.0:
             raise ModelError(f"joint_stiffness: must be positive, got {k.tolist()}")
-        k = k.tolist()
-    for bm in beams:
-        if not (bm.EI > 0.0 and bm.GJ > 0.0 and np.isfinite(bm.EI) and np.isfinite(bm.GJ)):
-            raise ModelError(f"beam {bm.name}: EI and GJ must be positive, got {bm.EI!r}, {bm.GJ!r}")
-    return np.array(arm_flexibility_rows(pts.tolist(), u.tolist(), beams, k))
+        # each joint's rotation compliance u uᵀ/k carried to the tip: the columns [u; u × (tip − p)]
+        # are those of the RMS Jacobian at the tip
+        Jc = np.array(rms_jacobian_rows(pl[:6], u.tolist(), pl[6]))
+        gamma += (Jc / k) @ Jc.T
+    return 0.5 * (gamma + gamma.T)
 
 
-def arm_flexibility_rows(points: list[list[float]], u: list[list[float]], beams: Sequence[Beam],
-                         joint_stiffness: list[float] | None) -> list[list[float]]:
-    """:func:`arm_flexibility` on Python floats (its kernel; no checks): γ as 6 rows of 6 floats."""
+def beams_flexibility_rows(points: list[list[float]], beams: Sequence[Beam]) -> list[list[float]]:
+    """The beams' part of :func:`arm_flexibility` on Python floats (its kernel; no checks): 6 rows of 6."""
     tx, ty, tz = points[6]
-    # upper triangle of the symmetric 6×6, row-major: g[i][j] for j ≥ i
-    g = [[0.0] * 6 for _ in range(6)]
+    rr0 = rr1 = rr2 = rr4 = rr5 = rr8 = 0.0                       # γ_rr (symmetric), row-major indices
+    rt0 = rt1 = rt2 = rt3 = rt4 = rt5 = rt6 = rt7 = rt8 = 0.0     # γ_rt
+    tt0 = tt1 = tt2 = tt4 = tt5 = tt8 = 0.0                       # γ_tt (symmetric)
     for bm in beams:
         x0, x1, x2 = points[bm.root]
         p0, p1, p2 = points[bm.tip]
@@ -269,34 +274,36 @@ def arm_flexibility_rows(points: list[list[float]], u: list[list[float]], beams:
         q0, q1, q2 = alpha * r0 + a * x0, alpha * r1 + a * x1, alpha * r2 + a * x2
         m0, m1, m2 = x1 * r2 - x2 * r1, x2 * r0 - x0 * r2, x0 * r1 - x1 * r0
         s = alpha * (r0 * r0 + r1 * r1 + r2 * r2) + 2.0 * a * (x0 * r0 + x1 * r1 + x2 * r2) + b
-        x, r, m = (x0, x1, x2), (r0, r1, r2), (m0, m1, m2)
-        Q = ((0.0, -q2, q1), (q2, 0.0, -q0), (-q1, q0, 0.0))
-        for i in range(3):
-            xi, ri, mi = x[i], r[i], m[i]
-            gi, gt = g[i], g[3 + i]
-            bxi = beta * xi
-            for j in range(3):
-                gi[3 + j] += Q[i][j] + bxi * m[j]
-            for j in range(i, 3):
-                xj, rj = x[j], r[j]
-                gi[j] += bxi * xj
-                gt[3 + j] += -alpha * ri * rj - a * (xi * rj + ri * xj) + beta * mi * m[j] - b * xi * xj
-            gi[i] += alpha
-            gt[3 + i] += s
-    if joint_stiffness is not None:
-        # each joint's rotation compliance u uᵀ/k carried to the tip: c = [u; u × (tip − p)]
-        for (ux, uy, uz), (px, py, pz), kj in zip(u, points, joint_stiffness, strict=False):
-            rx, ry, rz = tx - px, ty - py, tz - pz
-            c = (ux, uy, uz, uy * rz - uz * ry, uz * rx - ux * rz, ux * ry - uy * rx)
-            for i in range(6):
-                ci = c[i] / kj
-                gi = g[i]
-                for j in range(i, 6):
-                    gi[j] += ci * c[j]
-    for i in range(1, 6):
-        for j in range(i):
-            g[i][j] = g[j][i]
-    return g
+        bx0, bx1, bx2 = beta * x0, beta * x1, beta * x2
+        # γ_rr' = α I + β x xᵀ
+        rr0 += alpha + bx0 * x0
+        rr1 += bx0 * x1
+        rr2 += bx0 * x2
+        rr4 += alpha + bx1 * x1
+        rr5 += bx1 * x2
+        rr8 += alpha + bx2 * x2
+        # γ_rt' = [q×] + β x mᵀ
+        rt0 += bx0 * m0
+        rt1 += -q2 + bx0 * m1
+        rt2 += q1 + bx0 * m2
+        rt3 += q2 + bx1 * m0
+        rt4 += bx1 * m1
+        rt5 += -q0 + bx1 * m2
+        rt6 += -q1 + bx2 * m0
+        rt7 += q0 + bx2 * m1
+        rt8 += bx2 * m2
+        # γ_tt' = s I − α r rᵀ − a (x rᵀ + r xᵀ) + β m mᵀ − b x xᵀ
+        ar0, ar1, ar2 = alpha * r0, alpha * r1, alpha * r2
+        bm0, bm1, bm2 = beta * m0, beta * m1, beta * m2
+        bb0, bb1, bb2 = b * x0, b * x1, b * x2
+        tt0 += s - ar0 * r0 - 2.0 * a * x0 * r0 + bm0 * m0 - bb0 * x0
+        tt1 += -ar0 * r1 - a * (x0 * r1 + r0 * x1) + bm0 * m1 - bb0 * x1
+        tt2 += -ar0 * r2 - a * (x0 * r2 + r0 * x2) + bm0 * m2 - bb0 * x2
+        tt4 += s - ar1 * r1 - 2.0 * a * x1 * r1 + bm1 * m1 - bb1 * x1
+        tt5 += -ar1 * r2 - a * (x1 * r2 + r1 * x2) + bm1 * m2 - bb1 * x2
+        tt8 += s - ar2 * r2 - 2.0 * a * x2 * r2 + bm2 * m2 - bb2 * x2
+    return [[rr0, rr1, rr2, rt0, rt1, rt2], [rr1, rr4, rr5, rt3, rt4, rt5], [rr2, rr5, rr8, rt6, rt7, rt8],
+            [rt0, rt3, rt6, tt0, tt1, tt2], [rt1, rt4, rt7, tt1, tt4, tt5], [rt2, rt5, rt8, tt2, tt5, tt8]]
 
 
 def joint_flexibility(J: ArrayLike, gamma: ArrayLike) -> Array:

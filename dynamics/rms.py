@@ -313,16 +313,12 @@ def rms_jacobian_rows(ps: list[tuple[float, float, float]], us: list[tuple[float
         Rows ``[ω; v]`` in O, columns the joints (the same arithmetic as :func:`rms_jacobian`).
     """
     ex, ey, ez = pE
-    w0, w1, w2, v0, v1, v2 = [], [], [], [], [], []
-    for (ux, uy, uz), (px, py, pz) in zip(us, ps, strict=True):
-        rx, ry, rz = ex - px, ey - py, ez - pz          # Σ_{j≥i} r_j telescopes to p_E − p_i
-        w0.append(ux)
-        w1.append(uy)
-        w2.append(uz)
-        v0.append(uy * rz - uz * ry)                    # −r × u = u × r
-        v1.append(uz * rx - ux * rz)
-        v2.append(ux * ry - uy * rx)
-    return [w0, w1, w2, v0, v1, v2]
+    r = [(ex - px, ey - py, ez - pz) for px, py, pz in ps]    # Σ_{j≥i} r_j telescopes to p_E − p_i
+    w0, w1, w2 = (list(c) for c in zip(*us, strict=True))
+    return [w0, w1, w2,                                        # −r × u = u × r
+            [uy * rz - uz * ry for (ux, uy, uz), (rx, ry, rz) in zip(us, r, strict=True)],
+            [uz * rx - ux * rz for (ux, uy, uz), (rx, ry, rz) in zip(us, r, strict=True)],
+            [ux * ry - uy * rx for (ux, uy, uz), (rx, ry, rz) in zip(us, r, strict=True)]]
 
 
 def rms_jacobian(pose: RmsPose) -> Array:

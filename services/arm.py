@@ -205,6 +205,16 @@ def _mat_abt(A: Any, B: Any) -> np.ndarray:
     return np.array([[A[i] * B[j] + A[i + 1] * B[j + 1] + A[i + 2] * B[j + 2] for j in (0, 3, 6)] for i in (0, 3, 6)])
 
 
+def _inverse(A: np.ndarray) -> np.ndarray | None:
+    """The inverse of a small square matrix by LAPACK getrf/getri directly (~3× cheaper than
+    ``numpy.linalg.inv``'s checks on a 6×6), or None if it is singular."""
+    lu, piv, info = _dgetrf(A)
+    if info != 0:
+        return None
+    A_inv, info = _dgetri(lu, piv)
+    return A_inv if info == 0 else None
+
+
 def _norm3(x: Any) -> float:
     return math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
 
@@ -380,11 +390,10 @@ class ArmModel:
         if self._J_svd is not None and not self.damped:
             dJ = (self.J - self._J_svd).ravel()
             if self.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
-                lu, piv, info = _dgetrf(self.J)                  # LAPACK directly: ~3× cheaper than
-                if info == 0:                                    # numpy.linalg.inv's checks on a 6×6
-                    self.J_inv, info = _dgetri(lu, piv)
-                    if info == 0:
-                        return
+                J_inv = _inverse(self.J)
+                if J_inv is not None:
+                    self.J_inv = J_inv
+                    return
         self.J_inv, self.sigma, self.damped = rms.jacobian_inverse(self.J, self.s["sigma_min"], self.s["damping_max"])
         self._J_svd = self.J
 
@@ -407,7 +416,7 @@ class ArmModel:
         them from it when first needed (at capture), the same numbers at a fraction of the cost.
         """
         self._J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
-        self._flex_at = (self._rows, self.J)
+        self._flex_at = (self._rows, self.J, None if self.damped else self.J_inv)
         self._flex_pending = True
         if self.grappled:
             self._flex_terms()
@@ -415,13 +424,20 @@ class ArmModel:
     def _flex_terms(self) -> None:
         """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
         self._flex_pending = False
-        (_, ps, us, pE), J = self._flex_at
+        (_, ps, us, pE), J, J_inv = self._flex_at
         beams = () if self.s["flexibility"] == "joints" else self.beams
         g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
         try:
-            gamma_J = fx.joint_flexibility(J, g)
+            if J_inv is not None:            # J regular (σ ≥ sigma_min), its inverse at hand: 3-4 as products
+                X = J_inv @ g @ J_inv.T
+                gamma_J = 0.5 * (X + X.T)
+            else:
+                gamma_J = fx.joint_flexibility(J, g)
             # 3-7: 1/γ_i^e = [(γ_J)^-1]_ii (fx.servo_flexibility_terms has the formula as written)
-            k = np.diagonal(np.linalg.inv(gamma_J)).copy()
+            K = _inverse(gamma_J)
+            if K is None:
+                raise SingularityError("3-7: γ_J singular")
+            k = np.diagonal(K).copy()
             if not np.all(np.isfinite(k) & (k > 0.0)):
                 raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
             self._gamma_J, self._k_servo = gamma_J, k
