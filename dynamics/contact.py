@@ -50,6 +50,7 @@ from dynamics.spatial import (
     rotation_rows,
     rotation_to_quat,
     rotation_vector,
+    rotation_vector_rows,
     skew,
 )
 from errors import ModelError, ShapeError
@@ -289,13 +290,20 @@ def point_plane_rows(dx: float, dy: float, dz: float, ux: float, uy: float, uz: 
     lx, ly, lz = dx - dn * nx, dy - dn * ny, dz - dn * nz
     if delta <= 0.0 or delta > depth or lx * lx + ly * ly + lz * lz > radius * radius:
         return False, delta, delta_dot, 0.0, 0.0, 0.0, 0.0
-    F_n, F_e = hunt_crossley(delta, delta_dot, law)
+    # hunt_crossley and friction_coefficient written out (the same operations; a dozen
+    # surfaces act at 1 kHz while the trunnions are seated)
+    F_e = law.k * (delta if law.exponent == 1.0 else delta ** law.exponent)
+    F_n = F_e * (1.0 + 1.5 * law.alpha * delta_dot)
+    if not F_n > 0.0:  # max(0.0, F_n)
+        F_n = 0.0
     tx, ty, tz = ux + delta_dot * nx, uy + delta_dot * ny, uz + delta_dot * nz  # tangential slip u_t
     st = math.sqrt(tx * tx + ty * ty + tz * tz)
     fx, fy, fz = F_n * nx, F_n * ny, F_n * nz
     P_f = 0.0
-    if st > 0.0 and F_n > 0.0 and law.mu_s > 0.0:
-        mu = friction_coefficient(st, law)
+    mu_s = law.mu_s
+    if st > 0.0 and F_n > 0.0 and mu_s > 0.0:
+        vs = law.v_stick
+        mu = mu_s * st / vs if st <= vs else law.mu_k + (mu_s - law.mu_k) * math.exp(-(st - vs) / vs)
         k = mu * F_n / st
         fx, fy, fz = fx - k * tx, fy - k * ty, fz - k * tz
         P_f = mu * F_n * st
@@ -590,10 +598,11 @@ def latch_wrench_rows(p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: li
     """
     b00, b01, b02, b10, b11, b12, b20, b21, b22 = R_WB
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WR
-    M = np.array([[b00 * r00 + b01 * r01 + b02 * r02, b00 * r10 + b01 * r11 + b02 * r12, b00 * r20 + b01 * r21 + b02 * r22],
-                  [b10 * r00 + b11 * r01 + b12 * r02, b10 * r10 + b11 * r11 + b12 * r12, b10 * r20 + b11 * r21 + b12 * r22],
-                  [b20 * r00 + b21 * r01 + b22 * r02, b20 * r10 + b21 * r11 + b22 * r12, b20 * r20 + b21 * r21 + b22 * r22]])
-    th0, th1, th2 = rotation_vector(M).tolist()  # R_WB R_WRᵀ = exp([θ×])
+    M = (b00 * r00 + b01 * r01 + b02 * r02, b00 * r10 + b01 * r11 + b02 * r12, b00 * r20 + b01 * r21 + b02 * r22,
+         b10 * r00 + b11 * r01 + b12 * r02, b10 * r10 + b11 * r11 + b12 * r12, b10 * r20 + b11 * r21 + b12 * r22,
+         b20 * r00 + b21 * r01 + b22 * r02, b20 * r10 + b21 * r11 + b22 * r12, b20 * r20 + b21 * r21 + b22 * r22)
+    th = rotation_vector_rows(*M)  # R_WB R_WRᵀ = exp([θ×])
+    th0, th1, th2 = rotation_vector(np.reshape(M, (3, 3))).tolist() if th is None else th
     dV = [a - b for a, b in zip(V_WB_W, V_WR_W, strict=True)]
     return [-k_rot * th0 - c_rot * dV[0], -k_rot * th1 - c_rot * dV[1], -k_rot * th2 - c_rot * dV[2],
             -k_lin * (p_WoBo_W[0] - p_WoRo_W[0]) - c_lin * dV[3], -k_lin * (p_WoBo_W[1] - p_WoRo_W[1]) - c_lin * dV[4],

@@ -50,6 +50,7 @@ __all__ = [
     "rotation_rows",
     "rotation_to_quat",
     "rotation_vector",
+    "rotation_vector_rows",
     "shift_twist",
     "shift_wrench",
     "skew",
@@ -386,14 +387,25 @@ def rotation_vector(R: ArrayLike) -> Array:
         If ``R`` is not (3, 3).
     """
     R = _as_matrix(R, (3, 3), "R")
-    c = min(1.0, max(-1.0, 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)))
-    vee = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
-    phi = float(np.arccos(c))
+    th = rotation_vector_rows(*R.ravel().tolist())
+    return quat_to_rotvec(rotation_to_quat(R)) if th is None else np.array(th)
+
+
+def rotation_vector_rows(r00: float, r01: float, r02: float, r10: float, r11: float, r12: float, r20: float,
+                         r21: float, r22: float) -> list[float] | None:
+    """The float kernel of :func:`rotation_vector` (``R`` row-major, nine floats): θ as three
+    floats, or None within 1e-3 of φ = π (where :func:`rotation_vector` goes through the
+    quaternion). [rad]
+    """
+    c = min(1.0, max(-1.0, 0.5 * (r00 + r11 + r22 - 1.0)))
+    v0, v1, v2 = r21 - r12, r02 - r20, r10 - r01
+    phi = math.acos(c)
     if phi < 1e-6:
-        return 0.5 * vee
-    if phi < np.pi - 1e-3:
-        return (phi / (2.0 * np.sin(phi))) * vee
-    return quat_to_rotvec(rotation_to_quat(R))
+        return [0.5 * v0, 0.5 * v1, 0.5 * v2]
+    if phi < math.pi - 1e-3:
+        f = phi / (2.0 * math.sin(phi))
+        return [f * v0, f * v1, f * v2]
+    return None
 
 
 def dexp_inv(phi: ArrayLike, w: ArrayLike) -> Array:
