@@ -357,9 +357,13 @@ class ArmModel:
         # the limits and the shoulder position as floats for the step loop
         self._q_lower, self._q_upper = self.geom.q_lower.tolist(), self.geom.q_upper.tolist()
         self._qd_max = self.geom.qd_max.tolist()
+        m = self.s["limit_margin"]
+        self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
+        self._stop_upper = [x - m for x in self._q_upper]
         self._p_OS = self.geom.X_OS[:3, 3].tolist()
         self._pose: rms.RmsPose | None = None
         self._k_servo: np.ndarray | None = None
+        self._zeros6 = np.zeros(6)                          # published as is: never written in place
         self._kin()
         self._flex()
 
@@ -652,14 +656,15 @@ class ArmModel:
                       f"{qd[j]:.4g} rad/s beyond {qd_max[j]:.4g} rad/s)")
             qd = [x / r_max for x in qd]
         # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
-        m, k = self.s["limit_margin"], self.s["limit_gain"]
-        out = []
-        for i, (x, th, lo, hi) in enumerate(zip(qd, self.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
-            c = min(max(x, min(k * (lo + m - th), 0.0)), max(k * (hi - m - th), 0.0))
-            if abs(c - x) > 1e-12:
-                self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
-                          f"({th:.4f} rad, range [{lo:.4f}, {hi:.4f}])")
-            out.append(c)
+        k = self.s["limit_gain"]
+        th = self.theta.tolist()
+        out = [min(max(x, min(k * (lo - t), 0.0)), max(k * (hi - t), 0.0))
+               for x, t, lo, hi in zip(qd, th, self._stop_lower, self._stop_upper, strict=True)]
+        if out != qd:
+            for i, (c, x) in enumerate(zip(out, qd, strict=True)):
+                if abs(c - x) > 1e-12:
+                    self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
+                              f"({th[i]:.4f} rad, range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
         return out
 
     def _auto_rates(self, vmax: float, wmax: float) -> list[float]:
@@ -720,9 +725,9 @@ class ArmModel:
                                                       sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, None,
                                                       self._direct_currents())
             self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-            self.theta_dot = np.array(w)
-            self.theta = np.array(tm)
-            self.tau = np.zeros(6)
+            self.theta_dot = self.servo.omega          # the arm angle is the motor's (arrays never written in place)
+            self.theta = self.servo.theta_m
+            self.tau = self._zeros6
             self._kin(tm)
             self.V_R_O = self.J @ self.theta_dot
             return
