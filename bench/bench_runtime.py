@@ -8,11 +8,16 @@
   start-up cancels) — the figure that does not depend on what else the machine runs;
 - realtime: step-start jitter p50/p99/max and overrun rate per service, for a 1 kHz and a
   100 Hz service (``configs/toy_spring.toml``) and for four services at 1 kHz;
+- the machine's own 1 kHz floor: bare loops that only sleep to absolute deadlines with the
+  shell's realtime wait strategy (same timer slack, SCHED_FIFO priority when permitted,
+  collector off) and busy-wait a fixed time per step — one alone and four at once, the
+  same count as the services, due at the same instants as the services are — with their
+  jitter and overrun rate beside ours;
 - source (replay) throughput: a source publishing pre-encoded messages unpaced to a
   recording sink, messages per wall second, and whether the sink got every one.
 
     python bench/bench_runtime.py [--seconds 60] [--lockstep-seconds 5] [--messages 5000]
-                                  [--source-messages 200000] [--parts latency,lockstep,realtime,source]
+                                  [--source-messages 200000] [--parts latency,lockstep,realtime,floor,source]
 """
 
 from __future__ import annotations
@@ -118,6 +123,58 @@ def realtime(seconds: float, config: Path = CHAIN) -> dict[str, dict[str, float]
     return out
 
 
+def _bare_loop(seconds: float, busy_ns: int, priority: int, anchor: int) -> None:
+    """Child process: a 1 kHz loop with the shell's wait strategy and no bus, steps due at
+    ``anchor + k·h`` (monotonic ns, the same instants for every loop, as for the services);
+    prints its figures as JSON."""
+    import gc
+
+    import numpy as np
+
+    from protocol.shell import _fine_timer_slack, _realtime_priority, _SPIN_NS
+    h = 1_000_000
+    _realtime_priority(priority, "bare")
+    _fine_timer_slack()
+    gc.disable()
+    now = time.monotonic_ns
+    n = int(seconds * 1000)
+    jitter = np.zeros(n, dtype=np.int64)
+    overruns = 0
+    for k in range(n):
+        due = anchor + k * h
+        rem = due - now()
+        if rem > _SPIN_NS:
+            time.sleep((rem - _SPIN_NS) / 1e9)
+        if now() >= due:
+            os.sched_yield()
+        while now() < due:
+            os.sched_yield()
+        start = now()
+        jitter[k] = start - due
+        end = start + busy_ns
+        while now() < end:
+            pass
+        if now() > due + h:
+            overruns += 1
+    print(json.dumps({"steps": n, "jitter_p50_us": round(float(np.percentile(jitter, 50)) / 1e3, 1),
+                      "jitter_p99_us": round(float(np.percentile(jitter, 99)) / 1e3, 1),
+                      "jitter_max_us": round(float(jitter.max()) / 1e3, 1),
+                      "overrun_pct": round(100.0 * overruns / n, 3)}), flush=True)
+
+
+def floor(seconds: float, busy_us: float = 50.0, priority: int = 10) -> dict[str, object]:
+    """Bare 1 kHz loops (no bus), one alone then four at once: what this machine holds right now."""
+    out: dict[str, object] = {"busy_us_per_step": busy_us}
+    for count in (1, 4):
+        anchor = time.monotonic_ns() + 5_000_000_000  # after every child's start-up (numpy import, loaded machine)
+        procs = [subprocess.Popen([sys.executable, __file__, "--bare", str(seconds), str(int(busy_us * 1000)),
+                                   str(priority), str(anchor)], stdout=subprocess.PIPE, text=True)
+                 for _ in range(count)]
+        res = [json.loads(p.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]) for p in procs]
+        out[f"{count}_loop{'s' if count > 1 else ''}"] = res
+    return out
+
+
 def source(n: int) -> dict[str, float]:
     """A toy source publishing ``n`` pre-encoded 31-byte messages (5,000 per simulated second) unpaced,
     a toy sink recording them; messages per wall second (launcher start to source done)."""
@@ -161,12 +218,16 @@ def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--receiver":
         _receiver(sys.argv[2], int(sys.argv[3]))
         return
+    if len(sys.argv) == 6 and sys.argv[1] == "--bare":
+        _bare_loop(float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60.0, help="realtime run length [s]")
     ap.add_argument("--lockstep-seconds", type=float, default=5.0, help="simulated seconds per lockstep run")
     ap.add_argument("--messages", type=int, default=5000, help="latency samples per transport")
     ap.add_argument("--source-messages", type=int, default=200_000, help="messages of the source throughput run")
-    ap.add_argument("--parts", default="latency,lockstep,realtime,source", help="comma-separated figures to measure")
+    ap.add_argument("--parts", default="latency,lockstep,realtime,floor,source",
+                    help="comma-separated figures to measure")
     a = ap.parse_args()
     parts = set(a.parts.split(","))
     fig: dict[str, object] = {"cpus": os.cpu_count(), "load_avg_1min_before": round(os.getloadavg()[0], 2)}
@@ -178,6 +239,8 @@ def main() -> None:
     if "realtime" in parts:
         fig["realtime_1kHz_and_100Hz"] = realtime(a.seconds, SPRING)
         fig["realtime_4x1kHz"] = realtime(a.seconds)
+    if "floor" in parts:
+        fig["realtime_floor_bare_loops"] = floor(a.seconds)
     if "source" in parts:
         fig["source_unpaced"] = source(a.source_messages)
     fig["load_avg_1min_after"] = round(os.getloadavg()[0], 2)
