@@ -434,15 +434,14 @@ def _rkmk4(
 
     ``R0`` is ``R(q0)`` if known (nine floats), else None. Stage i has the derivatives
     ``(ṗ, v̇, ẇ, φ̇) = (v_i, vd_i, wd_i, ph_i)``. This is the innermost loop of every 1 kHz
-    step, so :func:`_rates`, :func:`dynamics.spatial.quat_integrate_rows`,
-    :func:`dynamics.spatial.rotation_rows` and :func:`dynamics.spatial.dexp_inv_rows` are
-    written out here on scalar locals, with their operations in the same order (the result
-    is bit for bit theirs, which the tests check); the stage loop keeps one copy of each.
+    step, so :func:`_rates`, :func:`dynamics.spatial.rotation_rows` and
+    :func:`dynamics.spatial.dexp_inv_rows` are written out here on scalar locals, with their
+    operations in the same order (the result is bit for bit theirs, which the tests check);
+    the stage loop keeps one copy of each.
     """
     P0, P1, P2 = p0
     V0, V1, V2 = v0
     W0, W1, W2 = w0
-    qw, qx, qy, qz = q0
     t0, t1, t2, f0, f1, f2 = F
     m = model.mass
     i00, i01, i02, i10, i11, i12, i20, i21, i22 = model.I_rows
@@ -459,7 +458,7 @@ def _rkmk4(
         cx, cv, cy, cz = 3.0 * n2, 2.0 * n, -2.0 * n, -n2  # cw_acceleration_rows' factors
         gc = 3.0 * n * n  # gravity_gradient_rows' factor
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = (
-        R0 if R0 is not None else rotation_rows(qw, qx, qy, qz))
+        R0 if R0 is not None else rotation_rows(*q0))
     half = 0.5 * dt
     # stage state (x position, u velocity, s rate) and the previous stage's derivatives
     x0, x1, x2, u0, u1, u2, s0, s1, s2 = P0, P1, P2, V0, V1, V2, W0, W1, W2
@@ -474,23 +473,7 @@ def _rkmk4(
             s0, s1, s2 = W0 + c * wd0, W1 + c * wd1, W2 + c * wd2
             e0, e1, e2 = c * ph0, c * ph1, c * ph2
             x0, x1, x2 = P0 + c * pd0, P1 + c * pd1, P2 + c * pd2
-            # R(q0 ⊗ exp(φ)): quat_integrate_rows(q0, φ, 1.0), then rotation_rows
-            norm_w = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-            if norm_w < 1e-12:
-                bw, bx, by, bz = 1.0, 0.5 * e0, 0.5 * e1, 0.5 * e2
-            else:
-                sn = math.sin(0.5 * norm_w)
-                bw, bx, by, bz = math.cos(0.5 * norm_w), sn * (e0 / norm_w), sn * (e1 / norm_w), sn * (e2 / norm_w)
-            rw = qw * bw - qx * bx - qy * by - qz * bz
-            rx = qw * bx + qx * bw + qy * bz - qz * by
-            ry = qw * by - qx * bz + qy * bw + qz * bx
-            rz = qw * bz + qx * by - qy * bx + qz * bw
-            nq = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
-            if not math.isfinite(nq) or nq < 1e-12:
-                raise ShapeError(f"quat_wxyz: integrated quaternion not finite or zero norm: {[rw, rx, ry, rz]}")
-            if rw < 0.0:
-                nq = -nq
-            w, x, y, z = rw / nq, rx / nq, ry / nq, rz / nq
+            w, x, y, z = quat_integrate_rows(q0, e0, e1, e2, 1.0)  # q0 ⊗ exp(φ); its R (rotation_rows):
             r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
             r10, r11, r12 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)
             r20, r21, r22 = 2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)
