@@ -215,6 +215,19 @@ def _inverse(A: np.ndarray) -> np.ndarray | None:
     return A_inv if info == 0 else None
 
 
+def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """A held rigid-body state sample propagated to t (position by its velocity, attitude by its body
+    rate): its body with those two fields replaced, and ``(p, quat, w, v)`` as floats."""
+    b = dict(smp.body)
+    pf, qf, wf, vf = floats(b[p]), floats(b[q]), floats(b[w]), floats(b[v])
+    dt = (t_ns - smp.t_ns) * 1e-9
+    if dt > 0.0:
+        pf = [pf[0] + vf[0] * dt, pf[1] + vf[1] * dt, pf[2] + vf[2] * dt]
+        qf = sp.quat_integrate_rows(qf, wf[0], wf[1], wf[2], dt)
+        b[p], b[q] = np.array(pf), np.array(qf)
+    return b, (pf, qf, wf, vf)
+
+
 def _norm3(x: Any) -> float:
     return math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
 
@@ -484,30 +497,16 @@ class ArmModel:
             smp = u.state("orbiter/state")
         except KeyError:
             return self._orb
-        b = dict(smp.body)
-        p, q, w, v = floats(b["p_WoOo_W"]), floats(b["quat_WO"]), floats(b["w_WO_O"]), floats(b["v_WOo_W"])
-        dt = (t_ns - smp.t_ns) * 1e-9                  # propagate the held sample to t
-        if dt > 0.0:
-            p = [p[0] + v[0] * dt, p[1] + v[1] * dt, p[2] + v[2] * dt]
-            q = sp.quat_integrate_rows(q, w[0], w[1], w[2], dt)
-            b["p_WoOo_W"], b["quat_WO"] = np.array(p), np.array(q)
-        b["t_ns"] = t_ns
-        self._orb, self._orb_f = b, (p, q, w, v)
-        return b
+        self._orb, self._orb_f = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W")
+        self._orb["t_ns"] = t_ns
+        return self._orb
 
     def _payload(self, u: Any, t_ns: int) -> dict[str, Any] | None:
         try:
             smp = u.state("payload/state")
         except KeyError:
             return None
-        b = dict(smp.body)
-        p, q, w, v = floats(b["p_WoTo_W"]), floats(b["quat_WT"]), floats(b["w_WT_T"]), floats(b["v_WTo_W"])
-        dt = (t_ns - smp.t_ns) * 1e-9
-        if dt > 0.0:
-            p = [p[0] + v[0] * dt, p[1] + v[1] * dt, p[2] + v[2] * dt]
-            q = sp.quat_integrate_rows(q, w[0], w[1], w[2], dt)
-            b["p_WoTo_W"], b["quat_WT"] = np.array(p), np.array(q)
-        self._pay_f = (p, q, w, v)
+        b, self._pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W")
         return b
 
     # ------------------------------------------------------------------ commands
