@@ -535,21 +535,21 @@ class ContactModel:
         if self._orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
             self._orb_floats = (sample, [floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
                                                                  "wdot_WO_O", "quat_WO")])
-        p0, v0, a, w0, wd, q0 = self._orb_floats[1]
-        p = [p0[k] + v0[k] * dt + 0.5 * a[k] * dt * dt for k in range(3)]
-        v = [v0[k] + a[k] * dt for k in range(3)]
-        w = [w0[k] + wd[k] * dt for k in range(3)]
+        (p0, p1, p2), (v0, v1, v2), (a0, a1, a2), (w0, w1, w2), (d0, d1, d2), q0 = self._orb_floats[1]
+        p = [p0 + v0 * dt + 0.5 * a0 * dt * dt, p1 + v1 * dt + 0.5 * a1 * dt * dt, p2 + v2 * dt + 0.5 * a2 * dt * dt]
+        v = [v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt]
+        w = [w0 + d0 * dt, w1 + d1 * dt, w2 + d2 * dt]
         if dt > 0:
-            q = rb.quat_integrate_rows(q0, w0[0] + 0.5 * wd[0] * dt, w0[1] + 0.5 * wd[1] * dt,
-                                       w0[2] + 0.5 * wd[2] * dt, dt)
+            q = rb.quat_integrate_rows(q0, w0 + 0.5 * d0 * dt, w1 + 0.5 * d1 * dt, w2 + 0.5 * d2 * dt, dt)
             state = rb.RigidBodyState.from_floats(p, q, v, w)
         else:
             state = rb.RigidBodyState(np.array(p), np.asarray(b["quat_WO"]), np.array(v), np.array(w))
-        self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
-        for tk, P in self.inflight:
-            if tk < t_ns:
-                state = rb.apply_impulse(self.model_O, state, np.concatenate([P[:3] - cross3(state.p_WoBo_W, P[3:]),
-                                                                              P[3:]]))
+        if self.inflight:
+            self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
+            for tk, P in self.inflight:
+                if tk < t_ns:
+                    state = rb.apply_impulse(self.model_O, state,
+                                             np.concatenate([P[:3] - cross3(state.p_WoBo_W, P[3:]), P[3:]]))
         self._orb_cache = ((sample.t_ns, sample.seq, t_ns, len(self.inflight)), state)
         return state
 
