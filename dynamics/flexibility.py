@@ -253,7 +253,22 @@ def arm_flexibility(points_O: ArrayLike, u_O: ArrayLike, beams: Sequence[Beam] =
 
 
 def beams_flexibility_rows(points: list[list[float]], beams: Sequence[Beam]) -> list[list[float]]:
-    """The beams' part of :func:`arm_flexibility` on Python floats (its kernel; no checks): 6 rows of 6."""
+    """The beams' part of :func:`arm_flexibility` on Python floats (its kernel; no checks).
+
+    SVDS B-6 with B-7 beams, in the closed form of :func:`arm_flexibility`'s notes.
+
+    Parameters
+    ----------
+    points : list of 7 sequences of 3 float
+        Joint points 1..6 then the point of resolution, in O. [m]
+    beams : sequence of Beam
+
+    Returns
+    -------
+    gamma_beams : list of 6 lists of 6 float
+        Symmetric; maps a tip load ``[M; F]`` in O about the point of resolution to the tip
+        deflection ``[δψ; δ]`` in O. [rad/(N·m), rad/N, m/(N·m), m/N]
+    """
     tx, ty, tz = points[6]
     rr0 = rr1 = rr2 = rr4 = rr5 = rr8 = 0.0                       # γ_rr (symmetric), row-major indices
     rt0 = rt1 = rt2 = rt3 = rt4 = rt5 = rt6 = rt7 = rt8 = 0.0     # γ_rt

@@ -274,7 +274,19 @@ def rms_kinematics_rows(geom: RmsGeometry, theta: list[float]) -> tuple[list[tup
 
 def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],
                        us: list[tuple[float, float, float]], pE: tuple[float, float, float]) -> RmsPose:
-    """The :class:`RmsPose` of the output of :func:`rms_kinematics_rows`."""
+    """The :class:`RmsPose` of the output of :func:`rms_kinematics_rows` (the same numbers as arrays).
+
+    Parameters
+    ----------
+    geom : RmsGeometry
+    Rs, ps, us, pE
+        :func:`rms_kinematics_rows`: link rotations (7 × 9 floats, row-major), joint points and
+        axes (6 × 3 floats) and the point of resolution (3 floats), all in O. [m]
+
+    Returns
+    -------
+    RmsPose
+    """
     X_OB = np.zeros((N_JOINTS + 1, 4, 4))
     X_OB[:, 3, 3] = 1.0
     X_OB[:, :3, :3] = np.array(Rs).reshape(N_JOINTS + 1, 3, 3)
@@ -507,10 +519,11 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
     RWT = np.asarray(R_WT, dtype=np.float64)
     if RWO.shape != (3, 3) or RWT.shape != (3, 3):
         raise ShapeError(f"R_WO, R_WT: expected (3, 3), got {RWO.shape}, {RWT.shape}")
-    args = [sp.as_vector(x, 3, name).tolist() for x, name in ((w_WO_O, "w_WO_O"), (v_WOo_W, "v_WOo_W"),
-                                                              (p_OoEo_O, "p_OoEo_O"), (w_WT_T, "w_WT_T"),
-                                                              (v_WTo_W, "v_WTo_W"), (p_ToEo_T, "p_ToEo_T"))]
-    return np.array(relative_twist_rows(RWO.ravel().tolist(), *args[:3], RWT.ravel().tolist(), *args[3:]))
+    V = relative_twist_rows(RWO.ravel().tolist(), sp.as_vector(w_WO_O, 3, "w_WO_O").tolist(),
+                            sp.as_vector(v_WOo_W, 3, "v_WOo_W").tolist(), sp.as_vector(p_OoEo_O, 3, "p_OoEo_O").tolist(),
+                            RWT.ravel().tolist(), sp.as_vector(w_WT_T, 3, "w_WT_T").tolist(),
+                            sp.as_vector(v_WTo_W, 3, "v_WTo_W").tolist(), sp.as_vector(p_ToEo_T, 3, "p_ToEo_T").tolist())
+    return np.array(V, dtype=np.float64)
 
 
 def relative_twist_rows(R_WO: Sequence[float], w_WO_O: Sequence[float], v_WOo_W: Sequence[float],

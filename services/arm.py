@@ -16,7 +16,8 @@ RMSFM every step: joint rates from the relative motion of orbiter and payload wh
 grappled (2-10…2-12), servo torques, end-effector wrench ``J^-T τ`` (2-3) on the payload
 and its opposite, shifted to So, on the orbiter (2-4…2-9). A free massless arm follows its
 servos and exerts nothing. RMSFLX every ``flex_every`` steps, before the servos: the arm
-flexibility γ (B-6/B-7), γ_J (3-4) and the per-servo springs ``1/γ_i^e`` (3-7). RMLOAD
+flexibility γ (B-6/B-7), γ_J (3-4) and the per-servo springs ``1/γ_i^e`` (3-7) (a free arm,
+which does not use them, computes them from the tick's configuration when first needed). RMLOAD
 every ``loads_every`` steps: the nine station loads (section 4).
 
 The published wrench is computed from the state at the step end and holds over the
@@ -219,7 +220,8 @@ def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str) -> tuple[dict[str
     """A held rigid-body state sample propagated to t (position by its velocity, attitude by its body
     rate): its body with those two fields replaced, and ``(p, quat, w, v)`` as floats."""
     b = dict(smp.body)
-    pf, qf, wf, vf = floats(b[p]), floats(b[q]), floats(b[w]), floats(b[v])
+    pf, wf, vf = floats(b[p]), floats(b[w]), floats(b[v])
+    qf: Any = floats(b[q])
     dt = (t_ns - smp.t_ns) * 1e-9
     if dt > 0.0:
         pf = [pf[0] + vf[0] * dt, pf[1] + vf[1] * dt, pf[2] + vf[2] * dt]
@@ -305,6 +307,10 @@ class ArmModel:
     springs), ``gamma_J``.
     """
 
+    _k_servo: np.ndarray                     # the 3-7 terms (RMSFLX), set by _flex_terms
+    _c_servo: np.ndarray
+    _gamma_J: np.ndarray
+
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
         problems = validate(config, name)
         if problems:
@@ -375,7 +381,6 @@ class ArmModel:
         self._stop_upper = [x - m for x in self._q_upper]
         self._p_OS = self.geom.X_OS[:3, 3].tolist()
         self._pose: rms.RmsPose | None = None
-        self._k_servo: np.ndarray | None = None
         self._zeros6 = np.zeros(6)                          # published as is: never written in place
         self._kin()
         self._flex()
@@ -460,7 +465,7 @@ class ArmModel:
             self._gamma_J, self._k_servo = gamma_J, k
         except (SingularityError, np.linalg.LinAlgError):  # at a singularity keep the previous terms
             self.warn("singular: flexibility terms kept from the last regular configuration")
-            if self._k_servo is None:
+            if not hasattr(self, "_k_servo"):        # none computed yet: the joints' springs alone
                 self._gamma_J = np.diag(1.0 / self.joint_stiffness)
                 self._k_servo = self.joint_stiffness.copy()
         # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
@@ -695,7 +700,8 @@ class ArmModel:
             # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
             dp, rot = seg["dp"], seg["rot"]
             e_p = [p0 + s0 * d - pm for p0, d, pm in zip(seg["p0"], dp, p_m, strict=True)]
-            R_ref = _mat_ab(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *rot, s0)), seg["R0"])
+            q_ref = sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), rot[0], rot[1], rot[2], s0)
+            R_ref = _mat_ab(sp.rotation_rows(*q_ref), seg["R0"])
             e_r = sp.rotation_vector(_mat_abt(R_ref, R_m)).tolist()
             if s0 >= 1.0 and _norm3(e_p) <= tol_p and _norm3(e_r) <= tol_r:
                 self.waypoints.pop(0)
