@@ -15,9 +15,11 @@ arrays are read-only views of the received buffer (copy before mutating).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping
 from math import isfinite
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -201,15 +203,16 @@ _SIMPLE: dict[str, tuple[Decoder, Encoder]] = {
 class _Compiled:
     """A topic's schema compiled for the hot path (built once per topic, see :func:`_compiled`).
 
-    Array fields are validated together: their bytes are joined, read with one
-    ``np.frombuffer`` and checked finite once; each field is a view of that buffer.
+    Array fields are validated together: their bytes are joined, checked finite once
+    (:func:`_all_finite`) and read with one ``np.frombuffer``; each field is a view of
+    that buffer.
     Scalar fields go through ``scalars`` (a float is checked inline). Whenever the
     fast path finds anything wrong, the per-field functions of ``decoders`` /
     ``encoders`` run again to raise the error that names the field and the value.
     """
 
     __slots__ = ("schema", "names", "decoders", "encoders", "nfields", "arrays", "array_names", "array_lens",
-                 "array_encoders", "nvalues", "scalars", "scalar_encoders")
+                 "array_encoders", "nvalues", "scalars", "scalar_encoders", "get_arrays")
 
     def __init__(self, schema: TopicSchema) -> None:
         self.schema = schema
@@ -237,7 +240,8 @@ class _Compiled:
         self.encoders = tuple(zip(self.names, encs, strict=True))
         self.arrays = tuple(arrays)           # (name, first, end, shape or None for 1-D) in float64 elements
         self.array_names = tuple(a[0] for a in arrays)
-        self.array_lens = [8 * (a[2] - a[1]) for a in arrays]  # bytes per array field
+        self.get_arrays = itemgetter(*self.array_names) if arrays else None  # one value if one array field
+        self.array_lens = tuple(8 * (a[2] - a[1]) for a in arrays)  # bytes per array field
         self.array_encoders = tuple(array_encs)  # (name, shape, per-field encoder)
         self.nvalues = lo  # float64 values over all array fields
         self.scalars = tuple(scalars)
@@ -245,6 +249,23 @@ class _Compiled:
 
 
 _CACHE: dict[str, _Compiled] = {}
+
+_SUM_MAX = 256  # up to this many values, a finiteness check by summing beats numpy's call overhead
+_NATIVE_LE = sys.byteorder == "little"
+
+
+def _all_finite(buf: bytes, n: int) -> bool:
+    """Whether the ``n`` little-endian float64 values in ``buf`` are all finite.
+
+    A sum of finite values is finite unless it overflows, and any NaN or infinity makes
+    it NaN or infinite; so a finite sum (a C loop over a memoryview, no numpy call)
+    decides at once, and only an infinite or NaN sum is checked value by value.
+    """
+    if n <= _SUM_MAX and _NATIVE_LE:
+        total = sum(memoryview(buf).cast("d"))
+        if total - total == 0.0:
+            return True
+    return bool(_count_nonzero(_isfinite(frombuffer(buf, dtype=_F8))) == n)
 
 
 def _compiled(topic: str) -> _Compiled:
@@ -321,7 +342,7 @@ def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns
                 out[name] = b
                 bins.append(b)
             # one finiteness check over every array field; the per-field check only names a culprit
-            if _count_nonzero(_isfinite(frombuffer(b"".join(bins), dtype=_F8))) != c.nvalues:
+            if not _all_finite(b"".join(bins), c.nvalues):
                 _check_fields(topic, c.encoders, fields)
         for name, enc in c.scalar_encoders:
             v = fields[name]
@@ -420,19 +441,19 @@ def decode(topic: str, payload: bytes) -> Sample:
     body = dict.fromkeys(c.names)  # schema order
     try:
         if c.arrays:
-            # every array field at once: one join, one frombuffer, one finiteness check;
-            # anything wrong -> the per-field checks raise the error naming the field
-            bins = [fields[n] for n in c.array_names]
+            # every array field at once: one length check, one finiteness check; anything
+            # wrong -> the per-field checks raise the error naming the field
+            bins = c.get_arrays(fields)
+            if type(bins) is not tuple:
+                bins = (bins,)
             try:
                 buf = b"".join(bins)
-                ok = list(map(len, bins)) == c.array_lens
+                ok = tuple(map(len, bins)) == c.array_lens and _all_finite(buf, c.nvalues)
             except TypeError:  # a field is not msgpack bin
                 ok = False
             if not ok:
                 _check_fields(topic, c.decoders, fields)
             a = frombuffer(buf, dtype=_F8)
-            if _count_nonzero(_isfinite(a)) != c.nvalues:
-                _check_fields(topic, c.decoders, fields)
             for name, lo, hi, shape in c.arrays:
                 body[name] = a[lo:hi] if shape is None else a[lo:hi].reshape(shape)
         for name, dec in c.scalars:
