@@ -214,8 +214,9 @@ def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: boo
     orbit = " (orbital terms on: not an invariant)" if fig.get("orbit_on") else ""
     rows.append(("momentum drift (orbiter + payload)",
                  f"{fig['momentum_drift_Ns']:.3g} N·s of {fig['momentum_P0_Ns']:.3g} N·s{orbit}"))
-    over = {n: int(s.get("overruns", 0)) for n, s in stats.items() if s}
-    rows.append(("overruns", ", ".join(f"{n} {v}" for n, v in over.items()) or "—"))
+    over = {n: (int(s.get("overruns", 0)), int(s.get("steps", 0))) for n, s in stats.items() if s and "steps" in s}
+    rows.append(("overruns", ", ".join(f"{n} {o}" + (f" of {k} steps" if o else "")
+                                       for n, (o, k) in over.items() if k) or "—"))
     r = fig["rig"]
     if r.get("state") is not None:
         link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
@@ -323,7 +324,7 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, report: bool) -> 
     as_scripted = all(k in it for k in expected) and "miss" not in seen  # in order (a subsequence)
     fig["ok"] = code == 0 and as_scripted
     fig["expected_events"] = expected
-    stats = {n: r.stats for n, r in launcher.records.items()}
+    stats = {n: r.stats or r.live for n, r in launcher.records.items()}  # final, else the latest sim/stats
     fig["overruns"] = {n: int(s.get("overruns", 0)) for n, s in stats.items() if s}
     (log.parent / "summary.json").write_text(json.dumps(fig, indent=1, default=float))
     if report:
