@@ -434,10 +434,10 @@ def _rkmk4(
 
     ``R0`` is ``R(q0)`` if known (nine floats), else None. Stage i has the derivatives
     ``(ṗ, v̇, ẇ, φ̇) = (v_i, vd_i, wd_i, ph_i)``. This is the innermost loop of every 1 kHz
-    step, so :func:`_rates`, :func:`dynamics.spatial.rotation_rows` and
-    :func:`dynamics.spatial.dexp_inv_rows` are written out here on scalar locals, with their
-    operations in the same order (the result is bit for bit theirs, which the tests check);
-    the stage loop keeps one copy of each.
+    step, so :func:`_rates` and :func:`dynamics.spatial.rotation_rows` are written out here on
+    scalar locals, with their operations in the same order (the result is bit for bit theirs,
+    which the tests check); the stage loop keeps one copy of each and calls
+    :func:`dynamics.spatial.dexp_inv_rows`.
     """
     P0, P1, P2 = p0
     V0, V1, V2 = v0
@@ -512,16 +512,7 @@ def _rkmk4(
             aw0, aw1, aw2, ah0, ah1, ah2 = wd0, wd1, wd2, ph0, ph1, ph2
             continue
         pd0, pd1, pd2 = u0, u1, u2
-        # φ̇ = dexp⁻¹_φ(w) (dexp_inv_rows)
-        th2 = e0 * e0 + e1 * e1 + e2 * e2
-        if th2 < 1e-8:
-            cd = 1.0 / 12.0 + th2 / 720.0
-        else:
-            th = math.sqrt(th2)
-            cd = 1.0 / th2 - (1.0 + math.cos(th)) / (2.0 * th * math.sin(th))
-        a0, a1, a2 = e1 * s2 - e2 * s1, e2 * s0 - e0 * s2, e0 * s1 - e1 * s0
-        b0, b1, b2 = e1 * a2 - e2 * a1, e2 * a0 - e0 * a2, e0 * a1 - e1 * a0
-        ph0, ph1, ph2 = s0 + 0.5 * a0 + cd * b0, s1 + 0.5 * a1 + cd * b1, s2 + 0.5 * a2 + cd * b2
+        ph0, ph1, ph2 = dexp_inv_rows(e0, e1, e2, s0, s1, s2)  # φ̇ = dexp⁻¹_φ(w)
         if i == 3:
             ap0, ap1, ap2, av0, av1, av2 = ap0 + pd0, ap1 + pd1, ap2 + pd2, av0 + vd0, av1 + vd1, av2 + vd2
             aw0, aw1, aw2, ah0, ah1, ah2 = aw0 + wd0, aw1 + wd1, aw2 + wd2, ah0 + ph0, ah1 + ph1, ah2 + ph2
