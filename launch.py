@@ -531,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
         if help_ is None:
             continue
         sp = sub.add_parser(cname, help=help_)
-        add(sp)
+        if cname == name:  # only the chosen command's options: the others' modules stay unimported
+            add(sp)
         sp.set_defaults(handler=handler)
     a = parser.parse_args(argv)
     return a.handler(a)

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial.transform import Rotation
 
 from errors import ShapeError
 
@@ -263,6 +262,8 @@ def quat_to_rotation(q: ArrayLike) -> Array:
 
 def rotation_to_quat(R: ArrayLike) -> Array:
     """Unit ``quat_wxyz`` (scalar part ≥ 0) of the rotation matrix ``R_AB`` (3, 3)."""
+    from scipy.spatial.transform import Rotation  # here, not at the top: importing it takes ~0.4 s
+
     m = _as_matrix(R, (3, 3), "R")
     x, y, z, w = Rotation.from_matrix(m).as_quat()
     return quat_normalize([w, x, y, z])
