@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial.transform import Rotation
 
 from dynamics import spatial as sp
 from dynamics import udu
@@ -479,6 +478,8 @@ def pose_xyz_rpy(xyz: ArrayLike, rpy: ArrayLike) -> Array:
 
     ``R = Rz(yaw) Ry(pitch) Rx(roll)`` (the URDF ``<origin>`` convention).
     """
+    from scipy.spatial.transform import Rotation  # here, not at the top: importing it takes ~0.4 s
+
     R = Rotation.from_euler("xyz", sp.as_vector(rpy, 3, "rpy")).as_matrix()
     return sp.pose(R, sp.as_vector(xyz, 3, "xyz"))
 

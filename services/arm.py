@@ -108,7 +108,6 @@ from typing import Any
 import numpy as np
 from scipy.linalg.lapack import dgetrf as _dgetrf
 from scipy.linalg.lapack import dgetri as _dgetri
-from scipy.spatial.transform import Rotation
 
 from dynamics import chain as ch
 from dynamics import flexibility as fx
@@ -324,9 +323,9 @@ class ArmModel:
                        Port("operator/command", "event"), Port("contact/event", "event"))
         self.outputs = (Port(STATE, "state"), Port(WRENCH, "flow"))
         fixed = _fixed_chain()
-        R_OS = Rotation.from_euler("xyz", s["rpy_OS"]).as_matrix()    # URDF: R = Rz(y) Ry(p) Rx(r)
-        self.geom = rms.rms_geometry(fixed, sp.pose(R_OS, s["p_OoSo_O"]), s["por"])
-        self.quat_OS = sp.rotation_to_quat(R_OS)
+        X_OS = ch.pose_xyz_rpy(s["p_OoSo_O"], s["rpy_OS"])    # URDF: R = Rz(y) Ry(p) Rx(r)
+        self.geom = rms.rms_geometry(fixed, X_OS, s["por"])
+        self.quat_OS = sp.rotation_to_quat(X_OS[:3, :3])
         self.servo_p = sv.srms_servo_params(
             self.geom.tau_max, self.geom.qd_max, bandwidth=a["bandwidth"], gear_ratio=a["gear_ratio"],
             motor_inertia=a["motor_inertia"], torque_constant=a["torque_constant"],
