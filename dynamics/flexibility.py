@@ -34,7 +34,7 @@ import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics import spatial as sp
-from dynamics.rms import cross_rows, rms_jacobian_rows
+from dynamics.rms import rms_jacobian_rows
 from errors import ModelError, ShapeError, SingularityError
 
 __all__ = [
@@ -175,13 +175,13 @@ def beam_frame(x_dir: ArrayLike, R_ref: ArrayLike) -> Array:
     nz = np.sqrt((z * z).sum(axis=-1))
     along = nz < 1e-6
     if np.any(along):
-        alt = cross_rows(x, yr - (yr * x).sum(axis=-1)[..., None] * x)
+        alt = sp.cross_batch(x, yr - (yr * x).sum(axis=-1)[..., None] * x)
         z = np.where(along[..., None], alt, z)
         nz = np.sqrt((z * z).sum(axis=-1))
     z = z / nz[..., None]
     out = np.empty(x.shape + (3,))
     out[..., :, 0] = x
-    out[..., :, 1] = cross_rows(z, x)
+    out[..., :, 1] = sp.cross_batch(z, x)
     out[..., :, 2] = z
     return out
 

@@ -31,7 +31,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dynamics import spatial as sp
-from dynamics.rms import cross_rows
 from errors import ShapeError
 
 __all__ = ["N_STATIONS", "STATION_NAMES", "STATION_POINT", "STATION_LINK", "STATION_SIGN", "static_loads"]
@@ -84,7 +83,7 @@ def static_loads(points_O: ArrayLike, R_links_O: ArrayLike, F_Eo_O: ArrayLike) -
     F = sp.as_vector(F_Eo_O, 6, "F_Eo_O")
     Me, Fe = F[:3], F[3:]
     r = pts[6] - pts[_POINT]                                   # (9, 3) station → Eo
-    M_O = Me + cross_rows(r, Fe)                                # moment about each station, in O
+    M_O = Me + sp.cross_batch(r, Fe)                                # moment about each station, in O
     out = np.empty((N_STATIONS, 6))
     T = R[_LINK]                                                # (9, 3, 3) R_O<station>
     out[:, :3] = _SIGN[:, None] * np.einsum("kji,kj->ki", T, M_O)     # T_kᵀ M

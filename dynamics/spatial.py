@@ -25,6 +25,7 @@ from errors import ShapeError
 __all__ = [
     "as_vector",
     "cross3",
+    "cross_batch",
     "cross_rows",
     "dexp_inv",
     "dexp_inv_rows",
@@ -92,6 +93,26 @@ def skew(w: ArrayLike) -> Array:
     if a.shape != (3,):
         raise ShapeError(f"w: expected shape (3,), got {a.shape}")
     return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+
+
+def cross_batch(a: Array, b: Array) -> Array:
+    """Row-wise ``a × b`` of (..., 3) arrays, broadcast (``numpy.cross`` without its generic
+    overhead, ~10× faster on a few rows).
+
+    Parameters
+    ----------
+    a, b : ndarray, shape (..., 3)
+        Broadcast against each other.
+
+    Returns
+    -------
+    ndarray, shape (..., 3)
+    """
+    out = np.empty(a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
 
 
 def cross3(a: ArrayLike, b: ArrayLike) -> Array:

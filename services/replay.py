@@ -114,10 +114,6 @@ LAG_TOLERANCE_NS = 50 * _MS
 
 
 # ---------------------------------------------------------------- topic selection
-def _is_pattern(p: str) -> bool:
-    return any(c in p for c in "*?[")
-
-
 def select_topics(available: Iterable[str], topics: Iterable[str] | None = None,
                   exclude: Iterable[str] = ()) -> list[str]:
     """Logged topics selected by ``topics`` patterns minus ``exclude`` patterns (fnmatch).
