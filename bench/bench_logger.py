@@ -9,16 +9,23 @@
   a shared machine disturbs less than wall time (``load_avg_1min`` says how shared it
   was). ``record_sink_64KiB_chunks``: the same with 64 KiB chunks (the default is
   mcap's 1 MiB).
+- ``mcap_writer_floor``: the ``mcap`` package's ``Writer.add_message`` alone on the same
+  messages (zstd chunks, as the writer process uses it), messages per CPU second: the
+  ceiling of any writer process built on that library on this machine.
 - ``record_bus``: the same messages over the ZeroMQ bus (ipc): a publisher process
   sends the pre-encoded frames back to back, as fast as pyzmq can; this process
-  drains every queued frame per wake-up (``recv(NOBLOCK)`` until empty, as the sink
-  shell does), splits topic and body and hands each to the logger. Messages/s and
+  drains every queued frame per wake-up (``recv(NOBLOCK)`` until empty, then a pause of
+  ``_SINK_BATCH_S``, as the sink shell does), splits topic and body and hands each to the logger. Messages/s and
   MB/s received (first to last frame) and written (first frame to ``close()``
   returned), zero loss (every seq in the file), and the CPU time of each process as
   messages per CPU second: publisher (sending, with its ZeroMQ I/O thread), receiver
   (with its I/O thread and the hand-over thread) and writer. With fewer free cores
   than busy processes the wall figures measure the machine's load; the per-CPU
-  figures say which process limits the rate.
+  figures say which process limits the rate. ``record_bus_paced``: the publisher paced at
+  ``--record-rate`` (default 100,000 msg/s) for ``--record-seconds`` (default 10 s): whether the logger
+  sustains that rate — zero loss, every seq in the file, and ``close_lag_s`` (last message
+  received to file closed), which stays near the batch period when the writer keeps up and
+  grows with the run length when it does not.
 - ``read``: the whole log of a run (``--log``) read by each reader, messages per CPU
   second: ``mcap``'s public reader (``make_reader(f).iter_messages``, in log-time order
   and in file order), :meth:`services.logger.LogFile.messages` (the same messages in
@@ -61,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 import tests.protocol.toys  # noqa: E402,F401  (toy topics)
 from protocol.codec import encode  # noqa: E402
+from protocol.shell import _SINK_BATCH_S  # noqa: E402
 from services.export import export  # noqa: E402
 from services.logger import CHUNK_SIZE, McapLogger, open_log, read_topics  # noqa: E402
 from services.replay import ReplaySource  # noqa: E402
@@ -112,13 +120,37 @@ def bench_sink(msgs: list[tuple[str, bytes]], path: Path, chunk_size: int = CHUN
             "file_MB": path.stat().st_size / 1e6, "body_MB": nbytes / 1e6}
 
 
+def bench_writer_floor(msgs: list[tuple[str, bytes]], path: Path, chunk_size: int = CHUNK_SIZE) -> dict:
+    """The ``mcap`` package's ``Writer.add_message`` alone (zstd chunks, as the logger's writer process):
+    messages per CPU second of a bare loop over the same messages — the ceiling of any writer built on it."""
+    from mcap.writer import CompressionType, Writer
+    with open(path, "wb") as f:
+        w = Writer(f, chunk_size=chunk_size, compression=CompressionType.ZSTD)
+        w.start(profile="", library="bench")
+        sid = w.register_schema("bench", "jsonschema", b"{}")
+        chan = {t: w.register_channel(t, "msgpack", sid) for t in dict.fromkeys(t for t, _ in msgs)}
+        items = [(chan[t], i, p) for i, (t, p) in enumerate(msgs)]
+        add = w.add_message
+        c0 = time.process_time()
+        for cid, i, p in items:
+            add(cid, i, p, i, i)
+        w.finish()
+        cpu = time.process_time() - c0
+    return {"messages": len(msgs), "cpu_s": cpu, "msg_per_cpu_s": len(msgs) / cpu, "us_per_msg": cpu / len(msgs) * 1e6}
+
+
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
-def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.Event, report: Connection) -> None:
-    """Send every frame as fast as pyzmq can, then ``end``; report its CPU time of sending."""
+def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.Event, report: Connection,
+               rate: float = 0.0) -> None:
+    """Send every frame, then ``end``; report its CPU time of sending.
+
+    ``rate`` 0: back to back, as fast as pyzmq can. ``rate`` > 0 [msg/s]: paced on the
+    wall clock, the frames due at each 1 ms instant sent together.
+    """
     import zmq
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
@@ -129,8 +161,20 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     go.wait(30)
     c0, t0 = _cpu_s(), time.perf_counter()
     send = pub.send
-    for f in frames:
-        send(f)
+    if rate > 0:
+        per_ms, i, k = rate / 1000.0, 0, 0
+        while i < len(frames):
+            k += 1
+            j = min(len(frames), int(k * per_ms))
+            for f in frames[i:j]:
+                send(f)
+            i = j
+            wait = t0 + k * 1e-3 - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+    else:
+        for f in frames:
+            send(f)
     pub.send(b"end\0")
     dt = time.perf_counter() - t0
     time.sleep(1.0)  # linger: everything queued reaches the subscriber
@@ -139,13 +183,19 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     ctx.term()
 
 
-def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path) -> dict:
-    """Publisher process -> ipc -> this process (bulk drain, as the sink shell) -> logger -> writer process."""
+def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float = 0.0) -> dict:
+    """Publisher process -> ipc -> this process (bulk drain, as the sink shell) -> logger -> writer process.
+
+    ``rate`` 0: the publisher sends flat out (capacity); > 0: paced at ``rate`` msg/s
+    (whether the logger sustains that rate: zero loss, and a lag after the last message
+    that does not grow with the run length).
+    """
     import zmq
     url = f"ipc://{tmp}/bench.pub"
     ready, go = mp.Event(), mp.Event()
     report_in, report_out = mp.Pipe(duplex=False)
-    proc = mp.get_context("fork").Process(target=_publisher, args=(url, msgs, ready, go, report_out), daemon=True)
+    proc = mp.get_context("fork").Process(target=_publisher, args=(url, msgs, ready, go, report_out, rate),
+                                               daemon=True)
     proc.start()
     ready.wait(30)
     ctx = zmq.Context()
@@ -178,7 +228,7 @@ def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path) -> dict:
                 on_message(topic, frame[i + 1:])
                 n += 1
         except zmq.Again:
-            pass
+            time.sleep(_SINK_BATCH_S)  # as the sink shell: let messages pile up between wake-ups
     t1 = time.perf_counter()
     lg.close()
     t2, c2 = time.perf_counter(), time.process_time()
@@ -188,8 +238,10 @@ def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path) -> dict:
     proc.join(5)
     t0, c0 = t0 or t1, c0 or c2
     nbytes = sum(len(p) for _, p in msgs)
-    return {"messages": len(msgs), "received": n, "written": lg.written, "lost": sum(lg.lost.values()),
-            "every_seq_present": _every_seq(path),
+    return {"messages": len(msgs), "rate_msg_per_s": rate or "flat out",
+            "sent_msg_per_s": len(msgs) / pub["send_s"] if pub.get("send_s") else None,
+            "received": n, "written": lg.written, "lost": sum(lg.lost.values()),
+            "every_seq_present": _every_seq(path), "close_lag_s": t2 - t1,
             "received_msg_per_s": n / (t1 - t0), "received_MB_per_s": nbytes / (t1 - t0) / 1e6,
             "written_msg_per_s": lg.written / (t2 - t0), "written_MB_per_s": nbytes / (t2 - t0) / 1e6,
             "publisher_send_s": pub.get("send_s"), "publisher_cpu_s": pub.get("cpu_s"),
@@ -306,14 +358,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--log", help="a run's log to replay and export (default: record the toy chain now)")
     ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--record-rate", type=float, default=100_000.0,
+                    help="paced bus recording: messages per second (0: skip) [msg/s]")
+    ap.add_argument("--record-seconds", type=float, default=10.0, help="paced bus recording: length [s]")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-logger-") as d:
         tmp = Path(d)
         msgs = scenario_messages(a.messages)
         res: dict = {"cpu_count": os.cpu_count(), "load_avg_1min": os.getloadavg()[0]}
+        res["mcap_writer_floor"] = bench_writer_floor(msgs, tmp / "floor.mcap")
         res["record_sink"] = bench_sink(msgs, tmp / "sink.mcap")
         res["record_sink_64KiB_chunks"] = bench_sink(msgs, tmp / "sink64.mcap", 1 << 16)
         res["record_bus"] = bench_bus(msgs, tmp / "bus.mcap", tmp)
+        if a.record_rate > 0:
+            paced = scenario_messages(int(a.record_rate * a.record_seconds))
+            res["record_bus_paced"] = bench_bus(paced, tmp / "paced.mcap", tmp, a.record_rate)
+            del paced
         res["seek"] = bench_seek(tmp / "sink.mcap")
         log = Path(a.log) if a.log else toy_log(tmp)
         res["read"] = bench_read(log)
