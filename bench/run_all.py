@@ -4,7 +4,7 @@
 Each ``bench/bench_*.py`` prints one JSON object (its last stdout line that parses as
 one); it is run with short durations where it offers them (``--seconds``,
 ``--lockstep-seconds``, ``--repeat``, ``--number``, ``--steps``, ``--calls``,
-``--messages``, ``--duration``: the values of :data:`SHORT`, applied only to the options its ``--help`` lists). Beside them,
+``--messages``, ``--duration``, ``--record-seconds``, ``--floor-ticks``: the values of :data:`SHORT`, applied only to the options its ``--help`` lists). Beside them,
 the main job's figure: the default scenario (``configs/srms_berthing.toml``) run in
 lockstep as fast as possible, all services as separate processes and again ``--inprocess``
 (every service a thread of one process), each giving simulated seconds per wall second
@@ -44,6 +44,8 @@ SHORT: dict[str, str] = {
     "--calls": "300",
     "--messages": "20000",
     "--duration": "2",
+    "--record-seconds": "3",
+    "--floor-ticks": "5000",
 }
 """Short values for the options a benchmark offers (applied if its ``--help`` lists them)."""
 
