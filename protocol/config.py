@@ -14,6 +14,7 @@ Layout
     base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
     overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
     overrun_limit = 10          # realtime, policy "stop": stop after this many overruns
+    max_lag = 2.0               # realtime: s a service may fall behind the wall clock before it stops (0 = no bound)
     rt_priority = 10            # realtime: SCHED_FIFO priority of each stepping thread (0 = normal)
     ready_timeout = 60.0        # s to wait for every service to be ready
     stats_period = 1.0          # s (wall) between sim/stats messages
@@ -90,6 +91,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "base_tick_ns": (int, None),
     "overrun_policy": (("continue", "freeze", "stop"), "continue"),
     "overrun_limit": (int, 10),
+    "max_lag": (Num, 2.0),
     "ready_timeout": (Num, 60.0),
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
@@ -297,7 +299,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     # a bad value was reported above; the checks below run on its default
     sim = {k: v if v is None or _check_value("", v, SIM_KEYS[k][0]) is None else SIM_KEYS[k][1]
            for k, v in sim.items()}
-    for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout"):
+    for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout", "max_lag"):
         if sim[key] < 0 or sim[key] != sim[key]:
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
     if sim["hosts"] is not None and not all(isinstance(v, str) and v for v in sim["hosts"].values()):

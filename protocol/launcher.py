@@ -482,7 +482,8 @@ class Launcher:
             start = {"op": "start", "t0_ns": t0, "t_end_ns": t_end, "mode": sim["mode"],
                      "speed": float(sim["speed"]), "start_wall_ns": time.time_ns() + 300_000_000,
                      "producers": producers, "services": self._ports(), "overrun_policy": sim["overrun_policy"],
-                     "overrun_limit": sim["overrun_limit"], "stats_period_ns": int(sim["stats_period"] * _S),
+                     "overrun_limit": sim["overrun_limit"], "max_lag_ns": int(sim["max_lag"] * _S),
+                     "stats_period_ns": int(sim["stats_period"] * _S),
                      "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"],
                      "rt_priority": sim["rt_priority"]}
             self._control_pub("start", self._ctl_seq, {"t_end_ns": t_end, "mode": sim["mode"]})

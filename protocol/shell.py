@@ -68,7 +68,10 @@ while stepping (no collector pauses; cyclic garbage made by a model during a
 realtime run is only freed after it). Step-start jitter, overruns (a step ending
 after the next one's start) and input age (wall time since the oldest input the
 step uses was sent) are measured and published on ``sim/stats`` every
-``stats_period``; overrun policy continue / freeze / stop-after-N.
+``stats_period``; overrun policy continue / freeze / stop-after-N. Whatever the policy,
+a service that falls more than ``sim.max_lag`` behind the wall clock (its steps keep
+taking longer than its period: the host cannot run it in real time) stops with an error
+that says so; the launcher then stops the run and the rig parks.
 """
 
 from __future__ import annotations
@@ -678,6 +681,7 @@ class ServiceShell:
     def _realtime_loop(self, m: ServiceModel, h: int, t0: int, t_end: int, policy: str, limit: int,
                        anchor: int, buf: InputBuffer) -> None:
         t = t0
+        max_lag = int(self.start.get("max_lag_ns", 0))
         while not t_end or t < t_end:
             due = anchor + (t - t0)
             self._wait_until(due)
@@ -696,10 +700,16 @@ class ServiceShell:
             self.t_ns = t
             self._publish(outs, t)
             self.steps += 1
-            if time.monotonic_ns() > anchor + (t - t0):
+            late = time.monotonic_ns() - (anchor + (t - t0))
+            if late > 0:
                 self.overruns += 1
                 if policy == "stop" and self.overruns >= limit:
                     raise _Fail(f"{self.overruns} overruns (limit {limit}, policy stop) at t={t} ns")
+                if max_lag and late > max_lag:
+                    raise _Fail(f"{late / 1e9:.3f} s behind the wall clock at t={t / 1e9:.3f} s (sim.max_lag "
+                                f"{max_lag / 1e9:g} s): its steps take longer than its {h / 1e6:g} ms period on this "
+                                f"host ({self.overruns} overruns in {self.steps} steps); run it in lockstep, or on "
+                                "a host with more free cores")
                 if policy == "freeze":
                     self.ctl.send({"op": "frozen", "reason": "overrun", "t_ns": t})
                     self._freeze({})

@@ -33,6 +33,12 @@ def test_valid_plan():
     assert plan.base_tick_ns == 1_000_000 and plan.longest_period_ns == 10_000_000
     assert plan.duration_ns == 1_500_000_000 and plan.sim["mode"] == "lockstep"
     assert {n: s.period_ns for n, s in plan.services.items()} == {"a": 1_000_000, "b": 10_000_000}
+    assert plan.sim["max_lag"] == 2.0  # realtime: the default bound on falling behind the wall clock
+
+
+def test_max_lag_must_not_be_negative():
+    assert "sim.max_lag: expected >= 0, got -0.5" in problems(cfg(max_lag=-0.5))
+    assert validate(cfg(max_lag=0)).sim["max_lag"] == 0  # 0: no bound
 
 
 def test_every_problem_listed_at_once():

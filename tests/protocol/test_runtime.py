@@ -323,6 +323,18 @@ def test_realtime_overrun_policy_stop_after_n(tmp_path):
     assert time.monotonic() - t < 30.0  # stopped long before the 60 s of the run
 
 
+def test_realtime_service_that_falls_behind_the_wall_clock_stops_the_run(tmp_path):
+    # service a (1 kHz) busy-waits 2 ms per step: 1 s behind per second of run; policy continue
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\nmax_lag = 0.3', toy="busy = 0.002")
+    t = time.monotonic()
+    rc, _, err, _ = run(cfg)
+    assert rc == 1, err
+    assert "[a] error: " in err and "s behind the wall clock" in err and "(sim.max_lag 0.3 s)" in err, err
+    lag = float(err.split("[a] error: ", 1)[1].split(" s behind", 1)[0])
+    assert 0.3 <= lag < 0.5  # stopped at the first step past the bound
+    assert time.monotonic() - t < 30.0
+
+
 def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
     cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"',
                    toy="busy = 0.002")
