@@ -104,26 +104,45 @@ def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Arra
     X_LB : ndarray, shape (4, 4)
     V_LB_L : ndarray, shape (6,)
         [ω_LB; d/dt p_LoBo] expressed in L. [rad/s, m/s]
+
+    Raises
+    ------
+    ShapeError
+        If a field does not have its number of components.
     """
+    return _relative_motion(orbiter, payload, _frame_rows(X_OL), _frame_rows(X_TB))[:2]
+
+
+def _frame_rows(X: Array) -> tuple[list[float], tuple[float, ...]]:
+    """A fixed frame's pose (4, 4) as floats: (position (3), rotation row-major (9))."""
+    return X[:3, 3].tolist(), tuple(X[:3, :3].ravel().tolist())
+
+
+def _relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], L: tuple[list[float], tuple[float, ...]],
+                     B: tuple[list[float], tuple[float, ...]]) -> tuple[Array, Array, bool]:
+    """:func:`relative_motion` with ``X_OL``, ``X_TB`` given as :func:`_frame_rows`; also whether
+    every number of the result is finite."""
     R_WO = rotation_rows(*_floats(orbiter["quat_WO"], 4, "quat_WO"))  # plain floats: a dozen tiny
     R_WT = rotation_rows(*_floats(payload["quat_WT"], 4, "quat_WT"))  # numpy products cost more
-    p_OL, R_OL = X_OL[:3, 3].tolist(), X_OL[:3, :3].ravel().tolist()
-    p_TB, R_TB = X_TB[:3, 3].tolist(), X_TB[:3, :3].ravel().tolist()
+    (p_OL, R_OL), (p_TB, R_TB) = L, B
     r_OL = mat_vec_rows(R_WO, *p_OL)  # p_OoLo in W
     r_TB = mat_vec_rows(R_WT, *p_TB)
     R_WL = mat_mat_rows(R_WO, R_OL)
     pT, pO = _floats(payload["p_WoTo_W"], 3, "p_WoTo_W"), _floats(orbiter["p_WoOo_W"], 3, "p_WoOo_W")
-    d = [pT[k] + r_TB[k] - pO[k] - r_OL[k] for k in range(3)]  # p_LoBo in W
+    d = [pT[0] + r_TB[0] - pO[0] - r_OL[0], pT[1] + r_TB[1] - pO[1] - r_OL[1],
+         pT[2] + r_TB[2] - pO[2] - r_OL[2]]  # p_LoBo in W
     R_LB = mat_mat_rows(R_WL[0::3] + R_WL[1::3] + R_WL[2::3], mat_mat_rows(R_WT, R_TB))  # R_WLᵀ R_WT R_TB
     p_LB = mat_t_vec_rows(R_WL, *d)
     wO = mat_vec_rows(R_WO, *_floats(orbiter["w_WO_O"], 3, "w_WO_O"))
     wT = mat_vec_rows(R_WT, *_floats(payload["w_WT_T"], 3, "w_WT_T"))
     vO, vT = _floats(orbiter["v_WOo_W"], 3, "v_WOo_W"), _floats(payload["v_WTo_W"], 3, "v_WTo_W")
     a, b, c = cross_rows(*wO, *r_OL), cross_rows(*wT, *r_TB), cross_rows(*wO, *d)
-    dv = [(vT[k] + b[k]) - (vO[k] + a[k]) - c[k] for k in range(3)]
+    dv = [(vT[0] + b[0]) - (vO[0] + a[0]) - c[0], (vT[1] + b[1]) - (vO[1] + a[1]) - c[1],
+          (vT[2] + b[2]) - (vO[2] + a[2]) - c[2]]
     X_LB = np.array([[*R_LB[0:3], p_LB[0]], [*R_LB[3:6], p_LB[1]], [*R_LB[6:9], p_LB[2]], [0.0, 0.0, 0.0, 1.0]])
-    V = np.array(mat_t_vec_rows(R_WL, wT[0] - wO[0], wT[1] - wO[1], wT[2] - wO[2]) + mat_t_vec_rows(R_WL, *dv))
-    return X_LB, V
+    V = mat_t_vec_rows(R_WL, wT[0] - wO[0], wT[1] - wO[1], wT[2] - wO[2]) + mat_t_vec_rows(R_WL, *dv)
+    finite = all(map(math.isfinite, R_LB)) and all(map(math.isfinite, p_LB)) and all(map(math.isfinite, V))
+    return X_LB, np.array(V), finite
 
 
 def _floats(x: Any, n: int, name: str) -> list[float]:
@@ -223,6 +242,8 @@ class HilBridge:
         self.passivity = PassivityController(self.h, float(comp["restitution_max"]), float(comp["length"]),
                                              enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
         self.impacts = ImpactMonitor()
+        self._predict = bool(comp["predict"])
+        self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
         if link is not None and not realtime:
             link.clock = lambda: self._sim_t
@@ -316,14 +337,15 @@ class HilBridge:
         self._sim_t = t_ns * 1e-9
         orb, pay = u.state("orbiter/state"), u.state("payload/state")
         try:
-            X_LB, V_LB_L = relative_motion(orb.body, pay.body, self.cfg.X_OL, self.cfg.X_TB)
+            X_LB, V_LB_L, finite = _relative_motion(orb.body, pay.body, self._L, self._B)
         except (ShapeError, ValueError):  # a malformed input: the NaN guard below faults
-            X_LB, V_LB_L = np.full((4, 4), np.nan), np.full(6, np.nan)
+            X_LB, V_LB_L, finite = np.full((4, 4), np.nan), np.full(6, np.nan), False
         if self.realtime:  # (lockstep: every reply was taken in its own step)
             self._read(wait=False)
-        rtt = self.link.delay.rtt_s if (self.link is not None and self.native) else math.nan
-        horizon = rtt if (self.cfg.compensation["predict"] and math.isfinite(rtt)) else 0.0
-        finite = bool(np.isfinite(X_LB).all() and np.isfinite(V_LB_L).all())
+        horizon = 0.0
+        if self._predict and self.link is not None and self.native:
+            rtt = self.link.delay.rtt_s
+            horizon = rtt if math.isfinite(rtt) else 0.0
         X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite and horizon > 0.0 else X_LB  # (read-only below)
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
@@ -361,9 +383,12 @@ class HilBridge:
         V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)
         F_out = self.passivity.step(F_B, V_B)
         self.impacts.update(self._sim_t + self.h, F_B, V_B)
-        return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid=valid)
+        return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid=valid,
+                             finite=finite and X_cmd is X_LB)
 
-    def _outputs(self, X_cmd: Array, V: Array, F_B: Array, valid: bool) -> dict[str, dict[str, Any]]:
+    def _outputs(self, X_cmd: Array, V: Array, F_B: Array, valid: bool,
+                 finite: bool = False) -> dict[str, dict[str, Any]]:
+        """The three output bodies; ``finite``: ``X_cmd`` is known to be finite (not checked again)."""
         legs = np.zeros(6)
         n = min(6, self._axes.size)
         legs[:n] = self._axes[:n]
@@ -378,7 +403,7 @@ class HilBridge:
             "energy_dissipated": float(self.passivity.e_dissipated),
             "energy_net": float(self.passivity.e_net),
         })
-        X = np.where(np.isfinite(X_cmd), X_cmd, 0.0)
+        X = X_cmd if finite else np.where(np.isfinite(X_cmd), X_cmd, 0.0)
         return {
             "hil/command": {"X_LB": X, "V_LB_L": np.asarray(V, dtype=np.float64)},
             "hil/feedback": {"F_Bo_B": F_B, "legs": legs,

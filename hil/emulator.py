@@ -67,7 +67,7 @@ from hil.framing import (
     wire_size,
 )
 from hil.link import TELEMETRY6_RAW, open_port
-from hil.safety import ramp_step, rate_limit, transition
+from hil.safety import ramp_step, rate_limit_rows, transition
 from hil.stewart import RigLimits, StewartRig, pose
 
 __all__ = ["READY", "ContactPlane", "RigCore", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
@@ -342,9 +342,13 @@ class RigCore:
                 self.a, self.v = (v - self.v) / dt, v
             else:  # follows the setpoints, linearly interpolated one setpoint period late
                 s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
-                target = self.target_prev + s * (self.target - self.target_prev)
-                v_seg = (self.target - self.target_prev) / self.target_T if s < 1.0 else np.zeros_like(self.x)
-                self.x, self.v, self.a, _ = rate_limit(target, self.x, self.v, self.limits, dt, v_seg)
+                # plain floats on the six axes (numpy's per-call cost exceeded the arithmetic); the
+                # same elementwise operations as on arrays, so the same numbers
+                a0, a1, T = self.target_prev.tolist(), self.target.tolist(), self.target_T
+                target = [p + s * (q - p) for p, q in zip(a0, a1)]
+                v_seg = [(q - p) / T for p, q in zip(a0, a1)] if s < 1.0 else [0.0] * len(a0)
+                x, v, a, _ = rate_limit_rows(target, self.x.tolist(), self.v.tolist(), self.limits, dt, v_seg)
+                self.x, self.v, self.a = np.array(x), np.array(v), np.array(a)
         elif self.state in (RigState.PARKING, RigState.FAULT):
             self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral_axes, self.limits, dt)
             if self.state == RigState.PARKING and np.all(np.abs(self.x - self.neutral_axes) < 1e-6) \

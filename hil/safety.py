@@ -28,7 +28,8 @@ from errors import ConfigError, LifecycleError
 from hil.framing import PROTOCOL_VERSION, Fault, Hello, RigState, Telemetry
 from hil.stewart import RigLimits
 
-__all__ = ["watchdog_timeout", "stop_speed", "ramp_step", "ramp_to", "rate_limit", "transition", "SafetySupervisor"]
+__all__ = ["watchdog_timeout", "stop_speed", "ramp_step", "ramp_to", "rate_limit", "rate_limit_rows", "transition",
+           "SafetySupervisor"]
 
 Array = NDArray[np.float64]
 
@@ -203,10 +204,25 @@ def rate_limit(
     hit : bool
         True if a limit made it differ from ``x_cmd``.
     """
+    xcs, xs, vs = x_cmd.tolist(), x.tolist(), v.tolist()
+    xo, vo, ao, hit = rate_limit_rows(xcs, xs, vs, limits, dt, [0.0] * len(xs) if v_cmd is None else v_cmd.tolist())
+    return np.array(xo), np.array(vo), np.array(ao), hit
+
+
+def rate_limit_rows(
+    x_cmd: list[float], x: list[float], v: list[float], limits: RigLimits, dt: float, v_cmd: list[float]
+) -> tuple[list[float], list[float], list[float], bool]:
+    """:func:`rate_limit` on lists of Python floats (its kernel, for callers that keep their
+    axes as floats): the same arithmetic, lists (n,) in and out.
+
+    Raises
+    ------
+    ValueError
+        If the lists and the limits differ in length.
+    """
     # plain floats per axis: for a handful of axes numpy's per-call cost is most of the work; the
     # clips are written as comparisons (what min/max do, first argument kept on ties and NaN)
-    xs, vs, xcs = x.tolist(), v.tolist(), x_cmd.tolist()
-    vcs = [0.0] * len(xs) if v_cmd is None else v_cmd.tolist()
+    xs, vs, xcs, vcs = x, v, x_cmd, v_cmd
     xo, vo, ao = [], [], []
     hit = False
     sqrt = math.sqrt
@@ -262,7 +278,7 @@ def rate_limit(
         xo.append(xn)
         vo.append(vn)
         ao.append(ai)
-    return np.array(xo), np.array(vo), np.array(ao), hit
+    return xo, vo, ao, hit
 
 
 @dataclass
@@ -306,7 +322,7 @@ class SafetySupervisor:
     _arm_sent: bool = False
     _bad_run: int = 0
     _clamp_run: int = 0
-    _cmd_prev: Array | None = None
+    _cmd_prev: list[float] | None = None  # the last command, as floats
 
     def __post_init__(self) -> None:
         self.neutral = np.asarray(self.neutral, dtype=np.float64)
@@ -412,16 +428,19 @@ class SafetySupervisor:
                 self.fault(Fault.HOST)
             else:
                 cmd = np.asarray(command, dtype=np.float64)
-                if cmd.shape != self.x.shape or not np.isfinite(cmd).all():
+                xc = cmd.tolist() if cmd.shape == self.x.shape else []
+                if not xc or not all(map(math.isfinite, xc)):
                     self.fault(Fault.NAN)
                 elif self._count_clamp(clamped):
                     self.fault(Fault.LIMIT)
-                else:
-                    v_cmd = None if self._cmd_prev is None else (cmd - self._cmd_prev) / self.period_s
-                    self._cmd_prev = cmd
-                    self.x, self.v, self.a, hit = rate_limit(cmd, self.x, self.v, self.limits, self.period_s, v_cmd)
+                else:  # (plain floats: the arithmetic of rate_limit on arrays, without numpy's per-call cost)
+                    prev, h = self._cmd_prev, self.period_s
+                    v_cmd = [0.0] * len(xc) if prev is None else [(c - p) / h for c, p in zip(xc, prev, strict=True)]
+                    self._cmd_prev = xc
+                    x, v, a, hit = rate_limit_rows(xc, self.x.tolist(), self.v.tolist(), self.limits, h, v_cmd)
+                    self.x, self.v, self.a = np.array(x), np.array(v), np.array(a)
                     self.limit_hits += int(hit)
-                    return self.x.copy()
+                    return np.array(x)
         if self.state in (RigState.PARKING, RigState.FAULT):
             if self.at_neutral:
                 if self.state == RigState.PARKING:

@@ -60,6 +60,25 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
+try:  # the LAPACK (gesv) gufunc behind np.linalg.solve: the same numbers without its per-call checks
+    from numpy.linalg._umath_linalg import solve as _gesv
+except ImportError:  # another numpy layout: np.linalg.solve itself
+    _gesv = None
+
+
+def _solve(A: Array, B: Array) -> Array:
+    """``np.linalg.solve(A, B)`` for float64 ``A`` (n, n) and ``B`` (n, k), a third of its cost.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError or FloatingPointError
+        If ``A`` is singular (or not finite).
+    """
+    if _gesv is None:
+        return np.linalg.solve(A, B)
+    with np.errstate(invalid="raise"):  # gesv's singular case, as np.linalg.solve's LinAlgError
+        return _gesv(A, B, signature="dd->d")
+
 
 def _as_pose(X: ArrayLike, name: str) -> Array:
     a = np.asarray(X, dtype=np.float64)
@@ -363,11 +382,11 @@ class StewartRig:
         rhs = np.empty((6, 2))
         rhs[:, 1] = 0.0 if rates is None else rates
         for it in range(1, max_iter + 1):
-            m = self._margin([list(Rf[0:3]), list(Rf[3:6]), list(Rf[6:9])], T)[1]
-            rhs[:, 0] = [a - leg[0] for a, leg in zip(lg, m, strict=True)]
+            lengths, rows = self._legs(Rf, T)
+            rhs[:, 0] = [a - n for a, n in zip(lg, lengths, strict=True)]
             try:
-                sol = np.linalg.solve(self._jacobian_of(m), rhs)
-            except np.linalg.LinAlgError as err:
+                sol = _solve(np.array(rows), rhs)
+            except (np.linalg.LinAlgError, FloatingPointError) as err:
                 raise NoSolutionError(f"stewart.forward: singular Jacobian at iteration {it}") from err
             dx = sol[:, 0].tolist()
             T = [T[0] + dx[3], T[1] + dx[4], T[2] + dx[5]]
@@ -383,6 +402,26 @@ class StewartRig:
             prev = step
         raise NoSolutionError(f"stewart.forward: no convergence in {max_iter} iterations for legs "
                               f"{np.asarray(legs).tolist()}")
+
+    def _legs(self, R: tuple[float, ...], T: list[float]) -> tuple[list[float], list[tuple[float, ...]]]:
+        """Leg lengths (6) and inverse Jacobian rows ``[(R p_k × u_k)ᵀ, u_kᵀ]`` (6 × 6) of the
+        pose (R row-major as nine floats, T), in plain floats: :meth:`_margin`'s legs (the same
+        arithmetic) without the margin, for the Newton iteration."""
+        r00, r01, _, r10, r11, _, r20, r21, _ = R
+        tx, ty, tz = T
+        lengths: list[float] = []
+        rows: list[tuple[float, ...]] = []
+        sqrt = math.sqrt
+        for px, py, bx, by, bz, _, _, _, _, _ in self._rows:
+            rx = r00 * px + r01 * py  # p_k lies in the platform plane z = 0
+            ry = r10 * px + r11 * py
+            rz = r20 * px + r21 * py
+            x, y, z = tx + rx - bx, ty + ry - by, tz + rz - bz
+            n = sqrt(x * x + y * y + z * z)
+            x, y, z = x / n, y / n, z / n
+            lengths.append(n)
+            rows.append((ry * z - rz * y, rz * x - rx * z, rx * y - ry * x, x, y, z))
+        return lengths, rows
 
     def _margin(self, R: list[list[float]], T: list[float]) -> tuple[float, list[tuple[float, ...]]]:
         """Stroke and joint-cone margin of the pose (R, T) in plain floats, and per leg
