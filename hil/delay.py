@@ -198,6 +198,7 @@ class PassivityController:
     _V_prev: Array | None = field(default=None, repr=False)
     _emitted: deque = field(default_factory=deque, repr=False)
     _live: int = field(default=0, repr=False)  # non-zero wrenches in _emitted
+    _w: tuple = field(default=(math.nan, None), repr=False)  # (ℓ, the weights W of that ℓ)
 
     def __post_init__(self) -> None:
         if not self.dt > 0 or not 0.0 <= self.e_max <= 1.0 or not self.length > 0 or self.lag not in (0, 1, 2):
@@ -258,7 +259,9 @@ class PassivityController:
         power = float(F @ V_mid)
         excess = net + power * self.dt + (1.0 - self.e_max**2) * (absorbed + max(-power, 0.0) * self.dt)
         self.alpha = 0.0
-        w = np.array([self.length**2] * 3 + [1.0] * 3)
+        if self._w[0] != self.length:  # diag(ℓ², ℓ², ℓ², 1, 1, 1), made once per ℓ
+            self._w = (self.length, np.array([self.length**2] * 3 + [1.0] * 3))
+        w = self._w[1]
         vwv = float(V_mid @ (w * V_mid))
         if self.enabled and excess > 0.0 and vwv > 1e-18 and power > 0.0:
             # at most cancel this step's power (F·V → 0): a larger α reverses the force and,

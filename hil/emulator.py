@@ -315,7 +315,7 @@ class RigCore:
         # interpolation from where the axis is headed now to the new setpoint, over the
         # setpoint period (as servo drives' interpolated position mode, one period late)
         s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
-        self.target_prev = self.target_prev + s * (self.target - self.target_prev)
+        self.target_prev = np.array([p + s * (q - p) for p, q in zip(self.target_prev.tolist(), self.target.tolist())])
         if self._setpoint_t is not None and t > self._setpoint_t:
             self.target_T = min(t - self._setpoint_t, 0.1)
         self.target = axes

@@ -114,6 +114,15 @@ def _finite(values: tuple[float, ...], name: str) -> tuple[float, ...]:
     return out
 
 
+#: Lookups for the hot paths (an enum call or a format string per frame cost more than the rest):
+#: state and fault bits by value, and per axis count n the structs of a SETPOINT_AXES payload
+#: (count u8, n × f32) and of TELEMETRY's values (n × f32 axes, 6 × f32 wrench).
+_STATES: dict[int, RigState] = {int(s): s for s in RigState}
+_FAULTS: dict[int, Fault] = {}
+_AXES_STRUCTS = {n: struct.Struct(f"<B{n}f") for n in range(1, MAX_AXES + 1)}
+_TELEMETRY_STRUCTS = {n: struct.Struct(f"<{n}f6f") for n in range(1, MAX_AXES + 1)}
+
+
 @dataclass(frozen=True, slots=True)
 class _Empty:
     """Base of the messages with an empty payload."""
@@ -240,14 +249,14 @@ class SetpointAxes:
         vals = _finite(tuple(self.values), "SETPOINT_AXES.values")
         if not 1 <= len(vals) <= MAX_AXES:
             raise FrameError(f"SETPOINT_AXES.values: count must be 1..{MAX_AXES}, got {len(vals)}")
-        return struct.pack(f"<B{len(vals)}f", len(vals), *vals)
+        return _AXES_STRUCTS[len(vals)].pack(len(vals), *vals)
 
     @classmethod
     def unpack(cls, payload: bytes) -> "SetpointAxes":
         n = payload[0] if payload else 0
         if not 1 <= n <= MAX_AXES or len(payload) != 1 + 4 * n:
             raise FrameError(f"SETPOINT_AXES: count {n} and payload length {len(payload)} disagree")
-        return cls(values=_finite(struct.unpack(f"<{n}f", payload[1:]), "SETPOINT_AXES.values"))
+        return cls(values=_finite(_AXES_STRUCTS[n].unpack(payload)[1:], "SETPOINT_AXES.values"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +298,7 @@ class Telemetry:
             raise FrameError(f"TELEMETRY: axes count {len(axes)} / wrench size {len(self.F_Po_P)} invalid")
         head = self._H.pack(self.echo_seq, self.echo_time_us, self.hold_us, int(self.state), int(self.faults),
                             len(axes))
-        return head + struct.pack(f"<{len(axes)}f6f", *axes, *self.F_Po_P)
+        return head + _TELEMETRY_STRUCTS[len(axes)].pack(*axes, *self.F_Po_P)
 
     @classmethod
     def unpack(cls, payload: bytes) -> "Telemetry":
@@ -298,12 +307,14 @@ class Telemetry:
         es, et, hold, state, faults, n = cls._H.unpack_from(payload)
         if not 1 <= n <= MAX_AXES or len(payload) != cls._H.size + 4 * n + 24:
             raise FrameError(f"TELEMETRY: axes count {n} and payload length {len(payload)} disagree")
-        try:
-            st = RigState(state)
-        except ValueError as err:
-            raise FrameError(f"TELEMETRY.state: unknown value {state}") from err
-        vals = struct.unpack_from(f"<{n}f6f", payload, cls._H.size)
-        return cls(es, et, hold, st, Fault(faults), tuple(vals[:n]), tuple(vals[n:]))  # type: ignore[arg-type]
+        st = _STATES.get(state)
+        if st is None:
+            raise FrameError(f"TELEMETRY.state: unknown value {state}")
+        fault = _FAULTS.get(faults)
+        if fault is None:  # a combination not seen before (u16: a handful in practice)
+            fault = _FAULTS[faults] = Fault(faults)
+        vals = _TELEMETRY_STRUCTS[n].unpack_from(payload, cls._H.size)
+        return cls(es, et, hold, st, fault, vals[:n], vals[n:])  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,8 +535,10 @@ class FrameDecoder:
         An empty chunk between two delimiters is ignored (idle line).
         """
         out: list[Frame] = []
-        self._buf += chunk
-        *parts, rest = bytes(self._buf).split(b"\x00")
+        if self._buf:
+            self._buf += chunk
+            chunk = bytes(self._buf)
+        *parts, rest = bytes(chunk).split(b"\x00")  # (bytes() of bytes is the object itself)
         self._buf = bytearray(rest)
         if len(self._buf) > 2 * MAX_RAW_SIZE:  # garbage without a delimiter: drop it
             self._reject("overflow", FrameError(f"overflow: {len(self._buf)} bytes without a delimiter"))

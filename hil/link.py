@@ -7,6 +7,7 @@ bridge gets one from :func:`open_port`. Nothing here subclasses ``serial.Serial`
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import socket
@@ -17,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
 import serial
 import serial.serialposix
 
@@ -156,8 +156,8 @@ class LinkStats:
             "seq_stale": seq.stale,
         }
         p50, p99 = delay.percentile_s(50), delay.percentile_s(99)
-        out["rtt_p50_s"] = p50 if np.isfinite(p50) else -1.0
-        out["rtt_p99_s"] = p99 if np.isfinite(p99) else -1.0
+        out["rtt_p50_s"] = p50 if math.isfinite(p50) else -1.0
+        out["rtt_p99_s"] = p99 if math.isfinite(p99) else -1.0
         return out
 
 

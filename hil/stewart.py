@@ -82,7 +82,7 @@ def _solve(A: Array, B: Array) -> Array:
 
 def _as_pose(X: ArrayLike, name: str) -> Array:
     a = np.asarray(X, dtype=np.float64)
-    if a.shape != (4, 4) or not np.isfinite(a).all():
+    if a.shape != (4, 4) or not all(map(math.isfinite, a.ravel().tolist())):  # (floats: cheaper than numpy's)
         raise ShapeError(f"{name}: expected a finite (4, 4) pose, got shape {a.shape}")
     return a
 
