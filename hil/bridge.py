@@ -395,14 +395,12 @@ class HilBridge:
         one_way = self.link.delay.one_way_s if self.link is not None else math.nan
         link = self.link.status() if self.link is not None else {}
         last = self.impacts.impacts[-1].restitution if self.impacts.impacts else -1.0
-        link.update({
-            "clamped": self._clamped,
-            "limit_hits": self.safety.limit_hits,
-            "impacts": len(self.impacts.impacts),
-            "restitution_last": float(last) if math.isfinite(last) else -1.0,
-            "energy_dissipated": float(self.passivity.e_dissipated),
-            "energy_net": float(self.passivity.e_net),
-        })
+        link["clamped"] = self._clamped
+        link["limit_hits"] = self.safety.limit_hits
+        link["impacts"] = len(self.impacts.impacts)
+        link["restitution_last"] = float(last) if math.isfinite(last) else -1.0
+        link["energy_dissipated"] = float(self.passivity.e_dissipated)
+        link["energy_net"] = float(self.passivity.e_net)
         X = X_cmd if finite else np.where(np.isfinite(X_cmd), X_cmd, 0.0)
         return {
             "hil/command": {"X_LB": X, "V_LB_L": np.asarray(V, dtype=np.float64)},

@@ -315,7 +315,8 @@ class RigCore:
         # interpolation from where the axis is headed now to the new setpoint, over the
         # setpoint period (as servo drives' interpolated position mode, one period late)
         s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
-        self.target_prev = np.array([p + s * (q - p) for p, q in zip(self.target_prev.tolist(), self.target.tolist())])
+        a0, a1 = self.target_prev.tolist(), self.target.tolist()
+        self.target_prev = np.array([p + s * (q - p) for p, q in zip(a0, a1, strict=True)])
         if self._setpoint_t is not None and t > self._setpoint_t:
             self.target_T = min(t - self._setpoint_t, 0.1)
         self.target = axes
@@ -345,8 +346,8 @@ class RigCore:
                 # plain floats on the six axes (numpy's per-call cost exceeded the arithmetic); the
                 # same elementwise operations as on arrays, so the same numbers
                 a0, a1, T = self.target_prev.tolist(), self.target.tolist(), self.target_T
-                target = [p + s * (q - p) for p, q in zip(a0, a1)]
-                v_seg = [(q - p) / T for p, q in zip(a0, a1)] if s < 1.0 else [0.0] * len(a0)
+                target = [p + s * (q - p) for p, q in zip(a0, a1, strict=True)]
+                v_seg = [(q - p) / T for p, q in zip(a0, a1, strict=True)] if s < 1.0 else [0.0] * len(a0)
                 x, v, a, _ = rate_limit_rows(target, self.x.tolist(), self.v.tolist(), self.limits, dt, v_seg)
                 self.x, self.v, self.a = np.array(x), np.array(v), np.array(a)
         elif self.state in (RigState.PARKING, RigState.FAULT):

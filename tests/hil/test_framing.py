@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from cobs import cobs
@@ -161,3 +162,16 @@ def test_wire_size():
     assert fr.wire_size(254) == 256
     assert fr.wire_size(255) == 258
     assert len(fr.encode_frame(fr.SetpointPose((0.0, 0.0, 0.5), (1.0, 0.0, 0.0, 0.0)))) <= fr.wire_size(38)
+
+
+
+def test_telemetry_state_and_fault_bits_decode_by_value():
+    tel = fr.Telemetry(7, 7000, 250, fr.RigState.FAULT, fr.Fault.WATCHDOG | fr.Fault.LIMIT, (0.5,) * 6,
+                       (0.0,) * 5 + (-10.0,))
+    for bits in (int(tel.faults), 1 << 12, 0):  # also bits no name stands for, and none
+        got = fr.decode_frame(fr.encode_frame(replace(tel, faults=fr.Fault(bits)), 1, 2)[:-1]).msg
+        assert got == replace(tel, faults=fr.Fault(bits)) and isinstance(got.faults, fr.Fault)
+    payload = bytearray(cobs.decode(fr.encode_frame(tel, 1, 2)[:-1]))[fr.HEADER_SIZE:-fr.CRC_SIZE]
+    payload[10] = 9  # the state byte: no such state
+    with pytest.raises(FrameError, match="state: unknown value 9"):
+        fr.Telemetry.unpack(bytes(payload))

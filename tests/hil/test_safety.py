@@ -7,7 +7,7 @@ import pytest
 
 from errors import LifecycleError
 from hil.framing import Fault, Hello, RigState, Telemetry
-from hil.safety import SafetySupervisor, ramp_to, rate_limit, transition, watchdog_timeout
+from hil.safety import SafetySupervisor, ramp_to, rate_limit, rate_limit_rows, transition, watchdog_timeout
 from hil.stewart import RigLimits
 
 LIM = RigLimits.uniform(6, 0.40, 0.70, 0.5, 5.0, 100.0)
@@ -190,3 +190,35 @@ def test_consecutive_clamped_commands_fault_the_host_and_ramp_to_neutral():
     for k in range(50):
         never.tick(k * DT, cmd, k * DT, k * DT, clamped=True)
     assert never.state == RigState.ENGAGED
+
+
+def test_rate_limit_rows_is_rate_limit_on_floats_bit_for_bit():
+    rng = np.random.default_rng(3)
+    x, v = NEUTRAL.copy(), np.zeros(6)
+    hits = 0
+    for k in range(400):  # small steps, then jumps toward and past the stroke ends
+        cmd = NEUTRAL + (0.002 * np.sin(0.05 * k) if k < 200 else rng.uniform(-0.2, 0.2, 6))
+        v_cmd = None if k % 7 == 0 else rng.normal(size=6) * 0.3
+        xa, va, aa, hit = rate_limit(cmd, x, v, LIM, DT, v_cmd)
+        xr, vr, ar, hit_r = rate_limit_rows(cmd.tolist(), x.tolist(), v.tolist(), LIM, DT,
+                                            [0.0] * 6 if v_cmd is None else v_cmd.tolist())
+        assert (xa.tolist(), va.tolist(), aa.tolist(), hit) == (xr, vr, ar, hit_r)
+        hits += hit
+        x, v = xa, va
+    assert 0 < hits < 400
+    with pytest.raises(ValueError):
+        rate_limit_rows([0.5] * 5, [0.5] * 6, [0.0] * 6, LIM, DT, [0.0] * 6)
+
+
+def test_supervisor_setpoints_are_rate_limit_of_the_command_stream():
+    """The supervisor's float path gives rate_limit's numbers on the command and its difference quotient."""
+    s = engaged()
+    x, v, prev = NEUTRAL.copy(), np.zeros(6), None
+    for k in range(300):
+        cmd = NEUTRAL + 0.03 * np.sin(0.03 * k + np.arange(6)) * (1.0 if k < 150 else 4.0)
+        out = s.tick(k * DT, cmd, k * DT, k * DT)
+        v_cmd = None if prev is None else (cmd - prev) / DT
+        x, v, a, _ = rate_limit(cmd, x, v, LIM, DT, v_cmd)
+        prev = cmd
+        assert out.tolist() == x.tolist() and s.v.tolist() == v.tolist() and s.a.tolist() == a.tolist()
+    assert s.state == RigState.ENGAGED and s.limit_hits > 0

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from dynamics.spatial import pose, quat_to_rotation
-from errors import ConfigError
+from errors import ConfigError, NoSolutionError
 from hil.stewart import (
     GeodesicPath,
     PoseMap,
     RigLimits,
     ServoRig,
     StewartRig,
+    _solve,
     axis_map_matrix,
     last_feasible,
     pose_from_vector,
@@ -287,3 +288,28 @@ def test_conditioning_bound_gives_the_exact_answer_along_a_stream():
     assert verdicts == {True, False}
     n, verdicts, svds = _cond_stream(50.0)  # the default: far from the edge
     assert verdicts == {True} and svds < n / 20
+
+
+def test_newton_legs_and_solve_are_the_margin_legs_and_numpy_solve_bit_for_bit():
+    rig = make_rig()
+    rng = np.random.default_rng(11)
+    for X in random_reachable(rig, rng, 20):
+        R, T = X[:3, :3], X[:3, 3].tolist()
+        lengths, rows = rig._legs(tuple(R.ravel().tolist()), T)
+        legs = rig._margin(R.tolist(), T)[1]
+        assert lengths == [leg[0] for leg in legs]
+        J = np.array(rows)
+        assert J.tolist() == rig._jacobian_of(legs).tolist()
+        B = rng.normal(size=(6, 2))
+        assert _solve(J, B).tolist() == np.linalg.solve(J, B).tolist()
+    with pytest.raises((np.linalg.LinAlgError, FloatingPointError)):
+        _solve(np.zeros((6, 6)), np.ones((6, 2)))
+
+
+def test_newton_on_a_singular_jacobian_raises_no_solution():
+    rig = make_rig()
+    legs = rig.inverse(rig.neutral)
+    # guess: the platform in the base plane, where every leg lies in z = 0 and the Jacobian's
+    # columns for ω_x, ω_y and v_z are exactly zero
+    with pytest.raises(NoSolutionError, match="singular"):
+        rig.newton(legs, np.array([1.0, 0.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0]))
