@@ -379,19 +379,29 @@ class ControlClient(_Closing):
 
 
 class SequenceTracker:
-    """Counts sequence gaps per (sender, topic): ``seq`` must grow by one each message."""
+    """Counts sequence gaps per (sender, topic): ``seq`` must grow by one each message.
 
-    __slots__ = ("_last", "dropped")
+    Attributes
+    ----------
+    last : dict[tuple[str, str], int]
+        (sender, topic) -> the last ``seq`` seen. A caller on a hot path may test
+        ``seq == last[key] + 1`` (or a first message) itself and store ``seq``, calling
+        :meth:`see` only otherwise.
+    dropped : int
+        Messages missed so far (sum of the gaps).
+    """
+
+    __slots__ = ("dropped", "last")
 
     def __init__(self) -> None:
-        self._last: dict[tuple[str, str], int] = {}
+        self.last: dict[tuple[str, str], int] = {}
         self.dropped = 0
 
     def see(self, sender: str, topic: str, seq: int) -> int:
         """Record one message; return how many were missed before it (0 normally)."""
         key = (sender, topic)
-        last = self._last.get(key)
-        self._last[key] = seq
+        last = self.last.get(key)
+        self.last[key] = seq
         if last is None or seq == last + 1:
             return 0
         missed = seq - last - 1 if seq > last else 0

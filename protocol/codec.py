@@ -15,7 +15,9 @@ arrays are read-only views of the received buffer (copy before mutating).
 from __future__ import annotations
 
 import math
+import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from math import isfinite
@@ -29,7 +31,7 @@ from errors import MessageError
 from protocol.messages import _TABLE, MAX_PAYLOAD_BYTES, TopicSchema, schema_for
 from protocol.service import Sample
 
-__all__ = ["encode", "decode", "envelope"]
+__all__ = ["encode", "decode", "envelope", "topic_codec", "TopicCodec"]
 
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
@@ -37,6 +39,7 @@ _F8 = np.dtype("<f8")
 frombuffer = np.frombuffer
 _isfinite = np.isfinite
 _count_nonzero = np.count_nonzero
+unpackb = msgpack.unpackb
 _new_sample = tuple.__new__  # Sample is a NamedTuple: build it without the keyword-parsing __new__
 
 
@@ -200,22 +203,31 @@ _SIMPLE: dict[str, tuple[Decoder, Encoder]] = {
 }
 
 
-class _Compiled:
-    """A topic's schema compiled for the hot path (built once per topic, see :func:`_compiled`).
+class TopicCodec:
+    """One topic's schema compiled for the hot path: its encoder and decoder.
+
+    Built once per topic by :func:`topic_codec` (cached) and bound to the schema
+    registered then; :func:`encode` and :func:`decode` use it. A caller that encodes or
+    decodes one topic many times may keep it and call :meth:`encode` / :meth:`decode`
+    directly (no per-call lookup; the results and errors are those of :func:`encode` /
+    :func:`decode`). Safe to share between threads.
 
     Array fields are validated together: their bytes are joined, checked finite once
-    (:func:`_all_finite`) and read with one ``np.frombuffer``; each field is a view of
+    (:func:`_finite_check`) and read with one ``np.frombuffer``; each field is a view of
     that buffer.
     Scalar fields go through ``scalars`` (a float is checked inline). Whenever the
     fast path finds anything wrong, the per-field functions of ``decoders`` /
     ``encoders`` run again to raise the error that names the field and the value.
     """
 
-    __slots__ = ("schema", "names", "decoders", "encoders", "nfields", "arrays", "array_names", "array_lens",
-                 "array_encoders", "nvalues", "scalars", "scalar_encoders", "get_arrays")
+    __slots__ = ("topic", "schema", "version", "names", "decoders", "encoders", "nfields", "arrays", "array_names",
+                 "array_lens", "array_encoders", "nvalues", "scalars", "scalar_encoders", "get_arrays", "finite",
+                 "one_array", "whole")
 
-    def __init__(self, schema: TopicSchema) -> None:
+    def __init__(self, topic: str, schema: TopicSchema) -> None:
+        self.topic = topic
         self.schema = schema
+        self.version = schema.version
         self.names = tuple(schema.fields)
         self.nfields = len(self.names)
         decs, encs = [], []
@@ -233,9 +245,9 @@ class _Compiled:
                 arrays.append((name, lo, lo + n, shape if len(shape) != 1 else None))
                 array_encs.append((name, shape, e))
                 lo += n
-            else:
-                scalars.append((name, d))
-                scalar_encs.append((name, e))
+            else:  # (name, check, whether it is a float: checked inline first)
+                scalars.append((name, d, d is _float_dec))
+                scalar_encs.append((name, e, e is _float_enc))
         self.decoders = tuple(zip(self.names, decs, strict=True))
         self.encoders = tuple(zip(self.names, encs, strict=True))
         self.arrays = tuple(arrays)           # (name, first, end, shape or None for 1-D) in float64 elements
@@ -244,39 +256,182 @@ class _Compiled:
         self.array_lens = tuple(8 * (a[2] - a[1]) for a in arrays)  # bytes per array field
         self.array_encoders = tuple(array_encs)  # (name, shape, per-field encoder)
         self.nvalues = lo  # float64 values over all array fields
+        self.finite = _finite_check(lo)  # of the joined bytes of every array field
+        self.one_array = len(arrays) == 1  # get_arrays gives that field's value, not a tuple
+        self.whole = len(arrays) == 1 and arrays[0][3] is None  # one 1-D array field: the buffer's array itself
         self.scalars = tuple(scalars)
         self.scalar_encoders = tuple(scalar_encs)
 
+    def encode(self, fields: Mapping[str, Any], sender: str, seq: int, t_ns: int, h_ns: int,
+               wall_ns: int | None = None) -> bytes:
+        """:func:`encode` of this topic, arguments by position (same bytes, same errors)."""
+        topic = self.topic
+        if type(fields) is not dict and not isinstance(fields, Mapping):
+            raise _bad(topic, "<fields>", "expected a mapping", fields)
+        if len(fields) != self.nfields:
+            raise _missing_or_extra(topic, self, fields)
+        out = dict.fromkeys(self.names)  # schema order
+        try:
+            if self.arrays:
+                bins = []
+                for name, shape, enc in self.array_encoders:
+                    v = fields[name]
+                    if type(v) is np.ndarray and v.dtype is _F8 and v.shape == shape:
+                        b = v.tobytes()
+                    else:  # lists, other dtypes: converted and checked one by one
+                        b = enc(topic, name, v)
+                    out[name] = b
+                    bins.append(b)
+                # one finiteness check over every array field; the per-field check only names a culprit
+                if not self.finite(b"".join(bins)):
+                    _check_fields(topic, self.encoders, fields)
+            for name, enc, is_float in self.scalar_encoders:
+                v = fields[name]
+                out[name] = v if is_float and type(v) is float and isfinite(v) else enc(topic, name, v)
+        except KeyError:
+            raise _missing_or_extra(topic, self, fields) from None
+        if not (type(seq) is int and type(t_ns) is int and type(h_ns) is int and 0 <= seq <= _I64_MAX
+                and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX):
+            for name, v in (("seq", seq), ("t_ns", t_ns), ("h_ns", h_ns)):
+                if not _is_int(v) or (name != "t_ns" and v < (1 if name == "h_ns" else 0)):
+                    raise _bad(topic, name, "envelope value out of range", v)
+        if type(sender) is not str or not sender:
+            raise _bad(topic, "sender", "expected a non-empty str", sender)
+        env = [self.version, sender, seq, t_ns, h_ns, time.time_ns() if wall_ns is None else wall_ns, out]
+        try:
+            try:
+                pack = _local.pack
+            except AttributeError:  # first message of this thread
+                pack = _local.pack = msgpack.Packer(use_bin_type=True).pack
+            return pack(env)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise _bad(topic, "<fields>", f"not msgpack-serialisable ({err})", fields) from err
 
-_CACHE: dict[str, _Compiled] = {}
+    def unpack(self, payload: bytes) -> list[Any]:
+        """The checked envelope ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]`` of a body
+        (fields a dict, not validated); MessageError as :func:`decode`."""
+        topic = self.topic
+        if type(payload) is not bytes or len(payload) > MAX_PAYLOAD_BYTES:
+            payload = _payload(topic, payload)
+        try:
+            env = unpackb(payload, raw=False, use_list=True, strict_map_key=False)
+        except Exception as err:  # msgpack raises several unrelated types on garbage
+            raise _bad(topic, "<payload>", f"not msgpack ({type(err).__name__})", payload[:32]) from err
+        if type(env) is not list or len(env) != 7:
+            raise _bad(topic, "<envelope>", "expected a 7-element array", env)
+        version, sender, seq, t_ns, h_ns, wall_ns, fields = env
+        expected = self.version
+        if (type(version) is int and version == expected and type(sender) is str and sender
+                and type(seq) is int and type(t_ns) is int and type(h_ns) is int and type(wall_ns) is int
+                and 0 <= seq <= _I64_MAX and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX
+                and _I64_MIN <= wall_ns <= _I64_MAX and type(fields) is dict):
+            return env
+        if version != expected or type(version) is not int:
+            raise _bad(topic, "version", f"expected schema version {expected}", version)
+        if type(sender) is not str or not sender:
+            raise _bad(topic, "sender", "expected a non-empty str", sender)
+        if not _is_int(seq) or seq < 0:
+            raise _bad(topic, "seq", "expected an int64 >= 0", seq)
+        if not _is_int(t_ns):
+            raise _bad(topic, "t_ns", "expected an int64", t_ns)
+        if not _is_int(h_ns) or h_ns <= 0:
+            raise _bad(topic, "h_ns", "expected an int64 > 0", h_ns)
+        if not _is_int(wall_ns):
+            raise _bad(topic, "wall_ns", "expected an int64", wall_ns)
+        raise _bad(topic, "<fields>", "expected a map", fields)
 
-_SUM_MAX = 256  # up to this many values, a finiteness check by summing beats numpy's call overhead
+    def decode(self, payload: bytes) -> Sample:
+        """:func:`decode` of this topic (same Sample, same errors)."""
+        topic = self.topic
+        _, sender, seq, t_ns, h_ns, wall_ns, body = self.unpack(payload)
+        if len(body) != self.nfields:
+            raise _missing_or_extra(topic, self, body)
+        # the received map becomes the body, checked and converted in place, when its keys are the
+        # schema's in schema order (as encode writes them); otherwise a copy in schema order
+        if tuple(body) != self.names:
+            fields = body
+            body = dict.fromkeys(self.names)
+            try:
+                for name in self.names:
+                    body[name] = fields[name]
+            except KeyError:
+                raise _missing_or_extra(topic, self, fields) from None
+        if self.get_arrays is not None:  # array fields
+            # every array field at once: one length check, one finiteness check; anything
+            # wrong -> the per-field checks raise the error naming the field
+            bins = self.get_arrays(body)
+            try:
+                if self.one_array:
+                    buf = bins
+                    ok = type(buf) is bytes and len(buf) == 8 * self.nvalues
+                else:
+                    buf = b"".join(bins)
+                    ok = tuple(map(len, bins)) == self.array_lens
+                ok = ok and self.finite(buf)
+            except TypeError:  # a field is not msgpack bin
+                ok = False
+            if not ok:
+                _check_fields(topic, self.decoders, body)
+            a = frombuffer(buf, _F8)
+            if self.whole:
+                body[self.arrays[0][0]] = a
+            else:
+                for name, lo, hi, shape in self.arrays:
+                    body[name] = a[lo:hi] if shape is None else a[lo:hi].reshape(shape)
+        for name, dec, is_float in self.scalars:
+            v = body[name]
+            if is_float and type(v) is float and isfinite(v):
+                continue
+            checked = dec(topic, name, v)
+            if checked is not v:
+                body[name] = checked
+        return _new_sample(Sample, (t_ns, h_ns, sender, seq, body, wall_ns))
+
+
+_CACHE: dict[str, TopicCodec] = {}
+_local = threading.local()  # .pack: this thread's msgpack Packer (a Packer is not thread-safe)
+
+_STRUCT_MAX = 16  # up to this many values, struct's unpack then sum is the cheapest finiteness check
+_SUM_MAX = 256  # up to this many, a sum over a memoryview still beats numpy's call overhead
 _NATIVE_LE = sys.byteorder == "little"
 
 
-def _all_finite(buf: bytes, n: int) -> bool:
-    """Whether the ``n`` little-endian float64 values in ``buf`` are all finite.
+def _finite_check(n: int) -> Callable[[bytes], bool]:
+    """A check whether the ``n`` little-endian float64 values of a ``bytes`` of ``8 n`` bytes are all finite.
 
     A sum of finite values is finite unless it overflows, and any NaN or infinity makes
-    it NaN or infinite; so a finite sum (a C loop over a memoryview, no numpy call)
-    decides at once, and only an infinite or NaN sum is checked value by value.
+    it NaN or infinite; so a finite sum (a C loop: ``struct`` unpacking for a few values,
+    a memoryview for more, no numpy call) decides at once, and only an infinite or NaN
+    sum is checked value by value.
     """
+    def by_numpy(buf: bytes) -> bool:
+        return bool(_count_nonzero(_isfinite(frombuffer(buf, _F8))) == n)
+
+    if n <= _STRUCT_MAX:
+        values = struct.Struct(f"<{n}d").unpack
+
+        def by_struct(buf: bytes) -> bool:
+            total = sum(values(buf))
+            return total - total == 0.0 or by_numpy(buf)
+        return by_struct
     if n <= _SUM_MAX and _NATIVE_LE:
-        total = sum(memoryview(buf).cast("d"))
-        if total - total == 0.0:
-            return True
-    return bool(_count_nonzero(_isfinite(frombuffer(buf, dtype=_F8))) == n)
+        def by_sum(buf: bytes) -> bool:
+            total = sum(memoryview(buf).cast("d"))
+            return total - total == 0.0 or by_numpy(buf)
+        return by_sum
+    return by_numpy
 
 
-def _compiled(topic: str) -> _Compiled:
-    c = _CACHE.get(topic)
-    if c is not None and c.schema is _TABLE.get(topic):  # re-registered schemas recompile
-        return c
-    c = _CACHE[topic] = _Compiled(schema_for(topic))
-    return c
+def _payload(topic: str, payload: Any) -> bytes:
+    """``payload`` as bytes; MessageError if it is larger than :data:`MAX_PAYLOAD_BYTES`."""
+    if type(payload) is not bytes:
+        payload = bytes(payload)
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise _bad(topic, "<payload>", f"larger than {MAX_PAYLOAD_BYTES} bytes", f"{len(payload)} bytes")
+    return payload
 
 
-def _missing_or_extra(topic: str, c: _Compiled, fields: Mapping[str, Any]) -> MessageError:
+def _missing_or_extra(topic: str, c: TopicCodec, fields: Mapping[str, Any]) -> MessageError:
     missing = [n for n in c.names if n not in fields]
     if missing:
         return MessageError(f"topic {topic!r}, field {missing[0]!r}: missing (schema {c.schema.name} "
@@ -293,7 +448,31 @@ def _check_fields(topic: str, checks: tuple[tuple[str, Decoder], ...], fields: M
     raise MessageError(f"topic {topic!r}: array fields failed validation")  # not reached: a check raised
 
 
+def _codec_of(topic: str, payload: Any) -> TopicCodec:
+    """:func:`topic_codec` for a received body: an oversize body is refused before an unknown topic."""
+    try:
+        return topic_codec(topic)
+    except MessageError:
+        _payload(topic, payload)
+        raise
+
+
 # ---------------------------------------------------------------- public API
+def topic_codec(topic: str) -> TopicCodec:
+    """The compiled codec of ``topic`` (built on first use; rebuilt if the topic's schema was re-registered).
+
+    Raises
+    ------
+    MessageError
+        If ``topic`` has no schema (naming it).
+    """
+    c = _CACHE.get(topic)
+    if c is not None and c.schema is _TABLE.get(topic):
+        return c
+    c = _CACHE[topic] = TopicCodec(topic, schema_for(topic))
+    return c
+
+
 def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns: int, h_ns: int,
            wall_ns: int | None = None) -> bytes:
     """Encode one message body (the bytes after ``topic\\0`` in a frame).
@@ -324,76 +503,7 @@ def encode(topic: str, fields: Mapping[str, Any], *, sender: str, seq: int, t_ns
         Unknown topic, missing or unknown field, wrong type or shape, non-finite value,
         or an envelope value out of range; the message names topic, field and value.
     """
-    c = _compiled(topic)
-    if type(fields) is not dict and not isinstance(fields, Mapping):
-        raise _bad(topic, "<fields>", "expected a mapping", fields)
-    if len(fields) != c.nfields:
-        raise _missing_or_extra(topic, c, fields)
-    out = dict.fromkeys(c.names)  # schema order
-    try:
-        if c.arrays:
-            bins = []
-            for name, shape, enc in c.array_encoders:
-                v = fields[name]
-                if type(v) is np.ndarray and v.dtype is _F8 and v.shape == shape:
-                    b = v.tobytes()
-                else:  # lists, other dtypes: converted and checked one by one
-                    b = enc(topic, name, v)
-                out[name] = b
-                bins.append(b)
-            # one finiteness check over every array field; the per-field check only names a culprit
-            if not _all_finite(b"".join(bins), c.nvalues):
-                _check_fields(topic, c.encoders, fields)
-        for name, enc in c.scalar_encoders:
-            v = fields[name]
-            out[name] = v if enc is _float_enc and type(v) is float and isfinite(v) else enc(topic, name, v)
-    except KeyError:
-        raise _missing_or_extra(topic, c, fields) from None
-    if not (type(seq) is int and type(t_ns) is int and type(h_ns) is int and 0 <= seq <= _I64_MAX
-            and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX):
-        for name, v in (("seq", seq), ("t_ns", t_ns), ("h_ns", h_ns)):
-            if not _is_int(v) or (name != "t_ns" and v < (1 if name == "h_ns" else 0)):
-                raise _bad(topic, name, "envelope value out of range", v)
-    if type(sender) is not str or not sender:
-        raise _bad(topic, "sender", "expected a non-empty str", sender)
-    env = [c.schema.version, sender, seq, t_ns, h_ns, time.time_ns() if wall_ns is None else wall_ns, out]
-    try:
-        return msgpack.packb(env, use_bin_type=True)
-    except (TypeError, ValueError, OverflowError) as err:
-        raise _bad(topic, "<fields>", f"not msgpack-serialisable ({err})", fields) from err
-
-
-def _unpack(topic: str, payload: bytes) -> tuple[list[Any], _Compiled]:
-    if type(payload) is not bytes:
-        payload = bytes(payload)
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise _bad(topic, "<payload>", f"larger than {MAX_PAYLOAD_BYTES} bytes", f"{len(payload)} bytes")
-    c = _compiled(topic)
-    try:
-        env = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=False)
-    except Exception as err:  # msgpack raises several unrelated types on garbage
-        raise _bad(topic, "<payload>", f"not msgpack ({type(err).__name__})", payload[:32]) from err
-    if type(env) is not list or len(env) != 7:
-        raise _bad(topic, "<envelope>", "expected a 7-element array", env)
-    version, sender, seq, t_ns, h_ns, wall_ns, fields = env
-    if (type(version) is int and version == c.schema.version and type(sender) is str and sender
-            and type(seq) is int and type(t_ns) is int and type(h_ns) is int and type(wall_ns) is int
-            and 0 <= seq <= _I64_MAX and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX
-            and _I64_MIN <= wall_ns <= _I64_MAX and type(fields) is dict):
-        return env, c
-    if version != c.schema.version or type(version) is not int:
-        raise _bad(topic, "version", f"expected schema version {c.schema.version}", version)
-    if type(sender) is not str or not sender:
-        raise _bad(topic, "sender", "expected a non-empty str", sender)
-    if not _is_int(seq) or seq < 0:
-        raise _bad(topic, "seq", "expected an int64 >= 0", seq)
-    if not _is_int(t_ns):
-        raise _bad(topic, "t_ns", "expected an int64", t_ns)
-    if not _is_int(h_ns) or h_ns <= 0:
-        raise _bad(topic, "h_ns", "expected an int64 > 0", h_ns)
-    if not _is_int(wall_ns):
-        raise _bad(topic, "wall_ns", "expected an int64", wall_ns)
-    raise _bad(topic, "<fields>", "expected a map", fields)
+    return topic_codec(topic).encode(fields, sender, seq, t_ns, h_ns, wall_ns)
 
 
 def envelope(topic: str, payload: bytes) -> tuple[int, str, int, int, int, int]:
@@ -407,7 +517,7 @@ def envelope(topic: str, payload: bytes) -> tuple[int, str, int, int, int, int]:
     MessageError
         As :func:`decode`, for the envelope part.
     """
-    env, _ = _unpack(topic, payload)
+    env = _codec_of(topic, payload).unpack(payload)
     return env[0], env[1], env[2], env[3], env[4], env[5]
 
 
@@ -434,31 +544,4 @@ def decode(topic: str, payload: bytes) -> Sample:
         missing/unknown field, wrong type or shape, non-finite value. The message
         names topic, field and value.
     """
-    env, c = _unpack(topic, payload)
-    fields = env[6]
-    if len(fields) != c.nfields:
-        raise _missing_or_extra(topic, c, fields)
-    body = dict.fromkeys(c.names)  # schema order
-    try:
-        if c.arrays:
-            # every array field at once: one length check, one finiteness check; anything
-            # wrong -> the per-field checks raise the error naming the field
-            bins = c.get_arrays(fields)
-            if type(bins) is not tuple:
-                bins = (bins,)
-            try:
-                buf = b"".join(bins)
-                ok = tuple(map(len, bins)) == c.array_lens and _all_finite(buf, c.nvalues)
-            except TypeError:  # a field is not msgpack bin
-                ok = False
-            if not ok:
-                _check_fields(topic, c.decoders, fields)
-            a = frombuffer(buf, dtype=_F8)
-            for name, lo, hi, shape in c.arrays:
-                body[name] = a[lo:hi] if shape is None else a[lo:hi].reshape(shape)
-        for name, dec in c.scalars:
-            v = fields[name]
-            body[name] = v if dec is _float_dec and type(v) is float and isfinite(v) else dec(topic, name, v)
-    except KeyError:
-        raise _missing_or_extra(topic, c, fields) from None
-    return _new_sample(Sample, (env[3], env[4], env[1], env[2], body, env[5]))
+    return _codec_of(topic, payload).decode(payload)

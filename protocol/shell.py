@@ -90,7 +90,7 @@ import zmq
 
 from errors import LifecycleError, MessageError
 from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
-from protocol.codec import decode, encode
+from protocol.codec import decode, encode, topic_codec
 from protocol.messages import SCHEMAS, SEPARATOR, schema_for
 from protocol.security import Security
 from protocol.service import Port, ServiceModel
@@ -256,10 +256,14 @@ class ServiceShell:
         self.buf = InputBuffer(self.inputs)
         # subscribed topics by their frame prefix (without the NUL): one dict lookup per frame
         self._topic_of: dict[bytes, str] = {t.encode(): t for t in ("sim/control", *(p.topic for p in self.inputs))}
+        # a model's input topics with a schema by their frame prefix: (topic, its decoder), for _ingest's fast path
+        self._inputs_of: dict[bytes, tuple[str, Any]] = {} if self.role == "sink" else {
+            p.topic.encode(): (p.topic, topic_codec(p.topic).decode) for p in self.inputs
+            if p.topic != "sim/control" and p.topic in SCHEMAS}
         self._out_seq = {p.topic: 0 for p in self.outputs}
         # what _publish sends after a step, events first (see protocol.stepping): (topic, frame prefix,
-        # empty body or None, sparse); sparse event ports are set from the start message
-        self._out_plan: tuple[tuple[str, bytes, dict[str, Any] | None, bool], ...] = ()
+        # empty body or None, sparse, encoder); sparse event ports are set from the start message
+        self._out_plan: tuple[tuple[str, bytes, dict[str, Any] | None, bool, Any], ...] = ()
         self._plan_outputs(frozenset())
         self._stats_seq = 0
         # statistics
@@ -269,6 +273,7 @@ class ServiceShell:
         self.invalid = 0
         self.dropped = 0
         self._gaps = SequenceTracker()
+        self._last_seq = self._gaps.last
         self._jitter = array("q")
         self._age = array("q")
         self._win = 0
@@ -362,9 +367,27 @@ class ServiceShell:
 
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
-        """Handle one data frame: control probes, a sink's message, or a model's input sample."""
+        """Handle one data frame: a model's input sample, control probes, or a sink's message."""
         self.received += 1
         i = frame.find(SEPARATOR)
+        if i > 0:
+            route = self._inputs_of.get(frame[:i])
+            if route is not None:  # an input sample: decode, count sequence gaps, store
+                name, decode_body = route
+                try:
+                    sample = decode_body(frame[i + 1:])
+                except MessageError:
+                    self.invalid += 1
+                    return
+                sender, seq = sample.sender, sample.seq
+                key = (sender, name)
+                last = self._last_seq.get(key)
+                if last is None or seq == last + 1:  # in sequence (SequenceTracker.see, inlined)
+                    self._last_seq[key] = seq
+                elif self._gaps.see(sender, name, seq):
+                    self._gap(name, sender, seq)
+                self.buf.add(name, sample)
+                return
         topic = self._topic_of.get(frame[:i]) if i > 0 else None
         if topic is None:  # not a subscribed input (a sink subscribed to everything, or garbage)
             if self.role != "sink":
@@ -398,10 +421,13 @@ class ServiceShell:
             self.invalid += 1
             return
         if self._gaps.see(s.sender, topic, s.seq):
-            self.dropped = self._gaps.dropped
-            print(f"[{self.name}] sequence gap on {topic!r} from {s.sender!r} before seq {s.seq}",
-                  file=sys.stderr, flush=True)
+            self._gap(topic, s.sender, s.seq)
         self.buf.add(topic, s)
+
+    def _gap(self, topic: str, sender: str, seq: int) -> None:
+        """Report a sequence gap (counted by ``_gaps``) before ``seq`` of ``topic`` from ``sender``."""
+        self.dropped = self._gaps.dropped
+        print(f"[{self.name}] sequence gap on {topic!r} from {sender!r} before seq {seq}", file=sys.stderr, flush=True)
 
     def _drain(self) -> None:
         """Ingest every frame already queued, without blocking."""
@@ -519,7 +545,8 @@ class ServiceShell:
             for p in self.outputs:
                 if (p.kind == "event") == events_first:
                     empty = {"events": []} if tuple(schema_for(p.topic).fields) == ("events",) else None
-                    plan.append((p.topic, p.topic.encode() + SEPARATOR, empty, p.topic in sparse and empty is not None))
+                    plan.append((p.topic, p.topic.encode() + SEPARATOR, empty, p.topic in sparse and empty is not None,
+                                 topic_codec(p.topic).encode))
         self._out_plan = tuple(plan)
 
     def _publish(self, outs: dict[str, Any], t: int) -> None:
@@ -527,7 +554,7 @@ class ServiceShell:
             bad = [k for k in outs if k not in self._out_seq]
             raise LifecycleError(f"{self.name}: output topic {bad[0]!r} is not a declared output port")
         send, h, now, name, seqs = self.bus.pub.send, self.period_ns, time.time_ns(), self.name, self._out_seq
-        for topic, prefix, empty, sparse in self._out_plan:
+        for topic, prefix, empty, sparse, encode_body in self._out_plan:
             fields = outs.get(topic)
             if fields is None:
                 if sparse:
@@ -539,7 +566,7 @@ class ServiceShell:
                 continue
             seq = seqs[topic]
             seqs[topic] = seq + 1
-            send(prefix + encode(topic, fields, sender=name, seq=seq, t_ns=t, h_ns=h, wall_ns=now))
+            send(prefix + encode_body(fields, name, seq, t, h, now))
 
     def stats(self) -> dict[str, Any]:
         """The ``sim/stats`` fields now (jitter and input age over the current window)."""

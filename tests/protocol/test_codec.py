@@ -172,3 +172,93 @@ def test_wrong_length_bins_refused_even_when_the_total_matches():
     env[6]["F_Eo_W"], env[6]["F_So_W"] = env[6]["F_Eo_W"][:40], env[6]["F_So_W"] + env[6]["F_Eo_W"][40:]
     with pytest.raises(MessageError, match="F_Eo_W.*48 bytes"):
         codec.decode("arm/wrench", msgpack.packb(env, use_bin_type=True))
+
+
+@pytest.mark.parametrize("topic", sorted(SCHEMAS))
+def test_topic_codec_gives_the_bytes_and_samples_of_encode_and_decode(topic):
+    f = _fields(topic)
+    c = codec.topic_codec(topic)
+    raw = c.encode(f, "svc", 7, -5, 1_000_000, 123)
+    assert raw == _enc(topic, f) == msgpack.packb([SCHEMAS[topic].version, "svc", 7, -5, 1_000_000, 123,
+                                                    msgpack.unpackb(raw, raw=False)[6]], use_bin_type=True)
+    a, b = c.decode(raw), codec.decode(topic, raw)
+    assert a[:4] == b[:4] and a.wall_ns == b.wall_ns and list(a.body) == list(b.body) == list(SCHEMAS[topic].fields)
+    for k, v in a.body.items():
+        assert type(v) is type(b.body[k])
+        if isinstance(v, np.ndarray):
+            assert v.shape == b.body[k].shape and v.tobytes() == b.body[k].tobytes() and not v.flags.writeable
+        else:
+            assert v == b.body[k]
+    with pytest.raises(MessageError, match=f"{topic}.*version"):
+        c.decode(msgpack.packb([99, "svc", 0, 0, 1, 0, {}]))
+    with pytest.raises(MessageError, match=f"{topic}.*sender"):
+        c.encode(f, "", 0, 0, 1)
+
+
+def test_topic_codec_follows_a_re_registered_schema():
+    register_schema("test/y", TopicSchema("berthsim.TestY", 1, "state", {"a": ("f8", ())}))
+    c1 = codec.topic_codec("test/y")
+    assert codec.topic_codec("test/y") is c1
+    register_schema("test/y", TopicSchema("berthsim.TestY", 2, "state", {"a": ("f8", ()), "b": ("int", ())}))
+    c2 = codec.topic_codec("test/y")
+    assert c2 is not c1 and c2.version == 2
+    assert codec.decode("test/y", _enc("test/y", {"a": 1.0, "b": 2})).body == {"a": 1.0, "b": 2}
+    with pytest.raises(MessageError, match="test/y.*'b'.*missing"):
+        _enc("test/y", {"a": 1.0})
+
+
+def test_decode_body_in_schema_order_whatever_the_wire_order():
+    """A sender may write the fields in any order: the body is in schema order, checked the same."""
+    f = _fields("arm/state")
+    env = msgpack.unpackb(_raw("arm/state", f), raw=False)
+    env[6] = dict(reversed(list(env[6].items())))
+    s = codec.decode("arm/state", msgpack.packb(env, use_bin_type=True))
+    assert list(s.body) == list(SCHEMAS["arm/state"].fields)
+    assert s.body["loads"].tobytes() == f["loads"].tobytes() and s.body["loads"].shape == (9, 6)
+    assert s.body["warnings"] == f["warnings"] and s.body["sigma_min"] == f["sigma_min"]
+    bad = dict(env[6])
+    bad["sigma_min"] = math.nan
+    env[6] = bad
+    with pytest.raises(MessageError, match="arm/state.*'sigma_min'.*finite"):
+        codec.decode("arm/state", msgpack.packb(env, use_bin_type=True))
+    del bad["sigma_min"]
+    bad["sigma_max"] = 1.0
+    with pytest.raises(MessageError, match="arm/state.*'sigma_min'.*missing"):
+        codec.decode("arm/state", msgpack.packb(env, use_bin_type=True))
+
+
+def test_decoded_ints_become_floats_and_lists_are_copied():
+    """Scalar conversions of decode (int to float, a str list copied) also apply on the fast path."""
+    s = codec.decode("hil/feedback", _raw("hil/feedback", {**_fields("hil/feedback"), "delay_s": 3}))
+    assert type(s.body["delay_s"]) is float and s.body["delay_s"] == 3.0
+    assert list(s.body) == list(SCHEMAS["hil/feedback"].fields)
+    f = _fields("arm/state")
+    s = codec.decode("arm/state", _enc("arm/state", f))
+    assert s.body["warnings"] == ["a", "b"]
+
+
+def test_oversize_body_refused_before_an_unknown_topic():
+    big = b"\x92" * (MAX_PAYLOAD_BYTES + 1)
+    for fn in (codec.decode, codec.envelope):
+        with pytest.raises(MessageError, match="no/such.*larger than"):
+            fn("no/such", big)
+        with pytest.raises(MessageError, match="no/such.*no schema"):
+            fn("no/such", b"\x90")
+
+
+def test_encode_from_several_threads_gives_the_same_bytes():
+    """Each thread packs with its own msgpack Packer (a Packer is not thread-safe)."""
+    import threading
+    f = _fields("arm/state")
+    want = [_enc("arm/state", f, seq=i) for i in range(300)]
+    got: dict[int, list[bytes]] = {}
+
+    def work(k: int) -> None:
+        got[k] = [_enc("arm/state", f, seq=i) for i in range(300)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(got[k] == want for k in range(4))
