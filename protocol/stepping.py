@@ -74,7 +74,7 @@ sample received since the previous step, oldest first.
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -202,6 +202,31 @@ class StepInputs:
         return min(walls) if walls else None
 
 
+_NO_BOUND = -(1 << 62)  # progress bound of an event topic nothing has been heard of yet
+
+
+def _flow_parts(times: list[int], samples: list[Sample], t: int, h: int) -> list[tuple[Sample, int]] | None:
+    """Samples of a flow topic overlapping ``[t, t + h)`` with their overlaps, or None if they leave a gap."""
+    end = t + h
+    i = bisect_right(times, t) - 1
+    if i < 0:
+        return None
+    cur = t
+    parts: list[tuple[Sample, int]] = []
+    n = len(times)
+    while i < n and cur < end:
+        s = samples[i]
+        lo = s.t_ns
+        hi = lo + s.h_ns
+        if hi > cur:
+            if lo > cur:
+                return None
+            parts.append((s, (hi if hi < end else end) - (lo if lo > t else t)))
+            cur = hi
+        i += 1
+    return parts if cur >= end else None
+
+
 class InputBuffer:
     """Samples received by one service, by topic, sorted by ``t_ns``; the lockstep rule.
 
@@ -220,11 +245,19 @@ class InputBuffer:
         self._kind: dict[str, str] = {p.topic: p.kind for p in self.ports}
         self._samples: dict[str, list[Sample]] = {p.topic: [] for p in self.ports}
         self._times: dict[str, list[int]] = {p.topic: [] for p in self.ports}
+        # per topic, what add needs in one lookup: (times, samples, is an event topic)
+        self._slot: dict[str, tuple[list[int], list[Sample], bool]] = {
+            t: (self._times[t], self._samples[t], k == "event") for t, k in self._kind.items()}
+        # per port, in port order, what the rule reads: (topic, kind, times, samples); _live: present ports only
+        self._all: tuple[tuple[str, str, list[int], list[Sample]], ...] = tuple(
+            (p.topic, p.kind, self._times[p.topic], self._samples[p.topic]) for p in self.ports)
+        self._live = self._all
         self._hi: dict[str, int] = {}            # event topics: progress bound (events before it all held)
         self._bounds: dict[str, list[tuple[str, bool]]] = {}  # witness topic -> [(event topic, strict)]
         self._present: set[str] = set(self._kind)
-        self._pending: list[Port] = []
-        self._step: tuple[int, int] | None = None
+        self._pending: list[tuple[str, str, list[int], list[Sample]]] = []  # _live entries not ready
+        self._step_t: int | None = None      # the step ready() last looked at (None: none)
+        self._step_h: int | None = None
         self._dirty: set[str] = set()        # topics that received samples since the last ready()
         if producers is not None:
             self.set_producers(producers)
@@ -245,6 +278,7 @@ class InputBuffer:
             is not a state or flow input.
         """
         self._present = {t for t in self._kind if t in producers}
+        self._live = tuple(e for e in self._all if e[0] in self._present)
         self._bounds = {}
         for event, (topics, strict) in (witnesses or {}).items():
             if self._kind.get(event) != "event":
@@ -253,7 +287,7 @@ class InputBuffer:
                 if self._kind.get(w) not in ("state", "flow"):
                     raise ConfigError(f"witnesses of {event!r}: {w!r} is not a state or flow input of this buffer")
                 self._bounds.setdefault(w, []).append((event, bool(strict)))
-        self._step = None
+        self._step_t = self._step_h = None
 
     def absent(self) -> list[str]:
         """Input topics with no producer in this run."""
@@ -264,33 +298,33 @@ class InputBuffer:
 
         A second sample of a topic with the same ``t_ns`` replaces the first.
         """
-        times = self._times.get(topic)
-        if times is None:
+        slot = self._slot.get(topic)
+        if slot is None:
             return False
+        times, samples, event = slot
         t = sample.t_ns
-        samples = self._samples[topic]
         if not times or t > times[-1]:
             times.append(t)
             samples.append(sample)
         else:
-            i = bisect.bisect_left(times, t)
+            i = bisect_left(times, t)
             if i < len(times) and times[i] == t:
                 samples[i] = sample
             else:
                 times.insert(i, t)
                 samples.insert(i, sample)
-        if self._kind[topic] == "event":
+        if event:
             hi = t + sample.h_ns
-            if hi > self._hi.get(topic, -(1 << 62)):
+            if hi > self._hi.get(topic, _NO_BOUND):
                 self._hi[topic] = hi
-        else:
+        elif self._bounds:
             bounds = self._bounds.get(topic)
             if bounds is not None:
-                for event, strict in bounds:
+                for event_topic, strict in bounds:
                     hi = t if strict else t + sample.h_ns
-                    if hi > self._hi.get(event, -(1 << 62)):
-                        self._hi[event] = hi
-                        self._dirty.add(event)
+                    if hi > self._hi.get(event_topic, _NO_BOUND):
+                        self._hi[event_topic] = hi
+                        self._dirty.add(event_topic)
         self._dirty.add(topic)
         return True
 
@@ -299,64 +333,36 @@ class InputBuffer:
         return len(self._times.get(topic, ()))
 
     # ------------------------------------------------------------ lockstep rule
-    def _state_index(self, topic: str, t: int) -> int:
-        """Index of the sample with t_k <= t < t_k + h_k, or -1."""
-        times = self._times[topic]
-        i = bisect.bisect_right(times, t) - 1
-        if i >= 0:
-            s = self._samples[topic][i]
-            if t < s.t_ns + s.h_ns:
-                return i
-        return -1
-
-    def _flow_parts(self, topic: str, t: int, h: int) -> list[tuple[Sample, int]] | None:
-        """Samples overlapping [t, t+h) with overlaps, or None if they leave a gap."""
-        times = self._times[topic]
-        samples = self._samples[topic]
-        end = t + h
-        i = bisect.bisect_right(times, t) - 1
-        if i < 0:
-            return None
-        cur = t
-        parts: list[tuple[Sample, int]] = []
-        n = len(times)
-        while i < n and cur < end:
+    def _entry_ready(self, entry: tuple[str, str, list[int], list[Sample]], t: int, h: int) -> bool:
+        """Whether a present port (an entry of ``_live``) holds what the step ``t → t + h`` needs."""
+        topic, kind, times, samples = entry
+        if kind == "state":  # the sample with t_k <= t < t_k + h_k
+            i = bisect_right(times, t) - 1
+            if i < 0:
+                return False
             s = samples[i]
-            lo, hi = s.t_ns, s.t_ns + s.h_ns
-            if hi > cur:
-                if lo > cur:
-                    return None
-                parts.append((s, min(hi, end) - max(lo, t)))
-                cur = hi
-            i += 1
-        return parts if cur >= end else None
-
-    def _port_ready(self, port: Port, t: int, h: int) -> bool:
-        topic = port.topic
-        if topic not in self._present:
-            return True
-        kind = port.kind
-        if kind == "state":
-            return self._state_index(topic, t) >= 0
+            return t < s.t_ns + s.h_ns
         if kind == "flow":
-            return self._flow_parts(topic, t, h) is not None
-        return self._hi.get(topic, -(1 << 62)) > t
+            return _flow_parts(times, samples, t, h) is not None
+        return self._hi.get(topic, _NO_BOUND) > t
 
     def ready(self, t_ns: int, h_ns: int) -> bool:
         """Whether the buffer holds every input the rule needs for the step ``t → t + h``."""
-        if self._step != (t_ns, h_ns):
-            self._step = (t_ns, h_ns)
-            self._pending = [p for p in self.ports if not self._port_ready(p, t_ns, h_ns)]
+        if t_ns != self._step_t or h_ns != self._step_h:
+            self._step_t = t_ns
+            self._step_h = h_ns
+            entry_ready = self._entry_ready
+            self._pending = [e for e in self._live if not entry_ready(e, t_ns, h_ns)]
             self._dirty.clear()
         elif self._pending and self._dirty:  # re-check only topics that received something
-            dirty = self._dirty
-            self._pending = [p for p in self._pending if p.topic not in dirty or not self._port_ready(p, t_ns, h_ns)]
+            dirty, entry_ready = self._dirty, self._entry_ready
+            self._pending = [e for e in self._pending if e[0] not in dirty or not entry_ready(e, t_ns, h_ns)]
             dirty.clear()
         return not self._pending
 
     def missing(self, t_ns: int, h_ns: int) -> list[str]:
         """Input topics not yet ready for the step ``t → t + h`` (diagnostics)."""
-        return [p.topic for p in self.ports if not self._port_ready(p, t_ns, h_ns)]
+        return [e[0] for e in self._live if not self._entry_ready(e, t_ns, h_ns)]
 
     def select(self, t_ns: int, h_ns: int) -> StepInputs:
         """The inputs of the step ``t → t + h`` by the lockstep rule.
@@ -369,27 +375,21 @@ class InputBuffer:
         state: dict[str, Sample] = {}
         flow: dict[str, list[tuple[Sample, int]]] = {}
         events: dict[str, list[Sample]] = {}
-        for port in self.ports:
-            topic = port.topic
-            if topic not in self._present:
-                continue
-            if port.kind == "state":
-                i = self._state_index(topic, t_ns)
-                if i < 0:
+        for topic, kind, times, samples in self._live:
+            if kind == "state":
+                i = bisect_right(times, t_ns) - 1
+                if i < 0 or t_ns >= samples[i].t_ns + samples[i].h_ns:
                     raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns")
-                state[topic] = self._samples[topic][i]
-            elif port.kind == "flow":
-                parts = self._flow_parts(topic, t_ns, h_ns)
+                state[topic] = samples[i]
+            elif kind == "flow":
+                parts = _flow_parts(times, samples, t_ns, h_ns)
                 if parts is None:
                     raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns, h={h_ns} ns")
                 flow[topic] = parts
             else:
-                if self._hi.get(topic, -(1 << 62)) <= t_ns:
+                if self._hi.get(topic, _NO_BOUND) <= t_ns:
                     raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns")
-                times = self._times[topic]
-                lo = bisect.bisect_right(times, t_ns - h_ns)
-                hi = bisect.bisect_right(times, t_ns)
-                events[topic] = self._samples[topic][lo:hi]
+                events[topic] = samples[bisect_right(times, t_ns - h_ns):bisect_right(times, t_ns)]
         return StepInputs(t_ns, h_ns, state, flow, events)
 
     def prune(self, t_next_ns: int, h_next_ns: int | None = None) -> None:
@@ -399,24 +399,22 @@ class InputBuffer:
         ending after ``t_next_ns``; events keep those stamped after ``t_next_ns - h_next_ns``
         (the next step's window; ``h_next_ns`` None keeps those after ``t_next_ns``).
         """
-        for port in self.ports:
-            topic = port.topic
-            times = self._times[topic]
+        for _, kind, times, samples in self._all:
             if not times:
                 continue
-            if port.kind == "state":
-                k = bisect.bisect_right(times, t_next_ns) - 1
-            elif port.kind == "flow":
-                k = bisect.bisect_right(times, t_next_ns) - 1
+            if kind == "state":
+                k = bisect_right(times, t_next_ns) - 1
+            elif kind == "flow":
+                k = bisect_right(times, t_next_ns) - 1
                 if k >= 0:
-                    s = self._samples[topic][k]
+                    s = samples[k]
                     if s.t_ns + s.h_ns <= t_next_ns:
                         k += 1
             else:
-                k = bisect.bisect_right(times, t_next_ns - (h_next_ns or 0))
+                k = bisect_right(times, t_next_ns - (h_next_ns or 0))
             if k > 0:
                 del times[:k]
-                del self._samples[topic][:k]
+                del samples[:k]
 
     # ------------------------------------------------------------ realtime selection
     def latest(self, t_ns: int, h_ns: int) -> StepInputs:
