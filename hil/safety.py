@@ -222,11 +222,10 @@ def rate_limit_rows(
     """
     # plain floats per axis: for a handful of axes numpy's per-call cost is most of the work; the
     # clips are written as comparisons (what min/max do, first argument kept on ties and NaN)
-    xs, vs, xcs, vcs = x, v, x_cmd, v_cmd
     xo, vo, ao = [], [], []
     hit = False
     sqrt = math.sqrt
-    for xi, vi, xc, vc, (lo, hi, vm, am, adt, adt2, am8, margin, k, k2) in zip(xs, vs, xcs, vcs,
+    for xi, vi, xc, vc, (lo, hi, vm, am, adt, adt2, am8, margin, k, k2) in zip(x, v, x_cmd, v_cmd,
                                                                               _rate_constants(limits, dt),
                                                                               strict=True):
         if -vm > vc:

@@ -76,7 +76,8 @@ def _solve(A: Array, B: Array) -> Array:
     """
     if _gesv is None:
         return np.linalg.solve(A, B)
-    with np.errstate(invalid="raise"):  # gesv's singular case, as np.linalg.solve's LinAlgError
+    # np.linalg.solve's floating-point state, with the singular case (invalid) raised
+    with np.errstate(invalid="raise", over="ignore", divide="ignore", under="ignore"):
         return _gesv(A, B, signature="dd->d")
 
 
