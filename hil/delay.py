@@ -325,6 +325,7 @@ class ImpactMonitor:
     _prev_v: Array | None = None
     _start: tuple[float, Array] | None = None
     _peak: Array | None = None
+    _peak_norm: float = 0.0  # |_peak|, kept with it
 
     def update(self, t: float, F: ArrayLike, V: ArrayLike) -> Impact | None:
         """Feed one sample; returns the impact that ended with it, else None.
@@ -344,17 +345,18 @@ class ImpactMonitor:
             self._prev_v = v.copy()
             return None
         done = None
-        touching = float(np.linalg.norm(f)) > self.threshold
+        f_norm = float(np.linalg.norm(f))  # (once per sample: the peak's is kept with it)
+        touching = f_norm > self.threshold
         if touching and self._start is None:
             self._start = (t, self._prev_v if self._prev_v is not None else v)
-            self._peak = f.copy()
-        elif touching and self._peak is not None and np.linalg.norm(f) > np.linalg.norm(self._peak):
-            self._peak = f.copy()
+            self._peak, self._peak_norm = f.copy(), f_norm
+        elif touching and self._peak is not None and f_norm > self._peak_norm:
+            self._peak, self._peak_norm = f.copy(), f_norm
         elif not touching and self._start is not None and self._peak is not None:
             t0, v0 = self._start
-            n = self._peak / np.linalg.norm(self._peak)
+            n = self._peak / self._peak_norm
             v_app, v_sep = float(-v0 @ n), float(v @ n)
-            done = Impact(t0, t, v_app, v_sep, restitution(v_app, v_sep), float(np.linalg.norm(self._peak)))
+            done = Impact(t0, t, v_app, v_sep, restitution(v_app, v_sep), self._peak_norm)
             self.impacts.append(done)
             self._start = self._peak = None
         self._prev_v = v.copy()
