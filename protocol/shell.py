@@ -553,7 +553,8 @@ class ServiceShell:
         if len(outs) != len(self.outputs) and any(k not in self._out_seq for k in outs):
             bad = [k for k in outs if k not in self._out_seq]
             raise LifecycleError(f"{self.name}: output topic {bad[0]!r} is not a declared output port")
-        send, h, now, name, seqs = self.bus.pub.send, self.period_ns, time.time_ns(), self.name, self._out_seq
+        h, now, name, seqs = self.period_ns, time.time_ns(), self.name, self._out_seq
+        frames = []
         for topic, prefix, empty, sparse, encode_body in self._out_plan:
             fields = outs.get(topic)
             if fields is None:
@@ -566,7 +567,10 @@ class ServiceShell:
                 continue
             seq = seqs[topic]
             seqs[topic] = seq + 1
-            send(prefix + encode_body(fields, name, seq, t, h, now))
+            frames.append(prefix + encode_body(fields, name, seq, t, h, now))
+        send = self.bus.send_frame
+        for frame in frames:  # back to back, no encoding between the sends
+            send(frame)
 
     def stats(self) -> dict[str, Any]:
         """The ``sim/stats`` fields now (jitter and input age over the current window)."""
@@ -756,7 +760,7 @@ class ServiceShell:
         realtime = self.start["mode"] == "realtime"
         speed = 1.0 if realtime else float(self.start.get("speed") or 0.0)
         anchor = (self._mono_from_wall(int(self.start["start_wall_ns"])) if realtime else time.monotonic_ns())
-        read, send, now, prefix_of = src.read, self.bus.pub.send, time.monotonic_ns, self.bus.frame_prefix
+        read, send, now, prefix_of = src.read, self.bus.send_frame, time.monotonic_ns, self.bus.frame_prefix
         prefixes: dict[str, bytes] = {}
         self._resume_msg = None
         n = 0

@@ -221,7 +221,7 @@ def _flow_parts(times: list[int], samples: list[Sample], t: int, h: int) -> list
         if hi > cur:
             if lo > cur:
                 return None
-            parts.append((s, (hi if hi < end else end) - (lo if lo > t else t)))
+            parts.append((s, min(hi, end) - max(lo, t)))
             cur = hi
         i += 1
     return parts if cur >= end else None

@@ -26,6 +26,7 @@ class _Pub:
 class _Bus:
     def __init__(self) -> None:
         self.pub = _Pub()
+        self.send_frame = self.pub.send
 
 
 def _shell() -> ServiceShell:
