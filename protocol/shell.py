@@ -53,7 +53,8 @@ from the ``services`` of the start message, says every consumer has a witness.
 
 Stepping
 --------
-*lockstep* — step ``t → t + h`` only once :meth:`protocol.stepping.InputBuffer.ready`;
+*lockstep* — step ``t → t + h`` only once :meth:`protocol.stepping.InputBuffer.ready`
+(:meth:`~protocol.stepping.InputBuffer.take`: ready, then the selection);
 with ``speed > 0`` a step also waits for the wall instant ``start + (t - t0) / speed``.
 A run with ``t_end_ns`` stops every service at exactly ``t_end_ns``.
 *realtime* — step ``k`` starts at the absolute wall instant ``start_wall_ns + k·h``
@@ -625,11 +626,11 @@ class ServiceShell:
         speed = float(self.start.get("speed") or 0.0)
         anchor = time.monotonic_ns()
         self._resume_msg = None
-        buf, ingest, recv, tick = self.buf, self._ingest, self.bus.sub.recv, self._tick_stats
+        buf, ingest, recv, tick, take = self.buf, self._ingest, self.bus.sub.recv, self._tick_stats, self.buf.take
         self.bus.sub.rcvtimeo = 50  # ms: a blocking receive that still wakes for control
         self._publish(m.initial(t0), t0)
         while not t_end or t < t_end:
-            while not buf.ready(t, h):
+            while (u := take(t, h)) is None:  # buf.ready(t, h), then buf.select(t, h)
                 try:
                     ingest(recv())
                 except zmq.Again:
@@ -640,7 +641,7 @@ class ServiceShell:
                     anchor = time.monotonic_ns() - int((t - t0) / speed)
                     self._resume_msg = None
                 self._wait_until(anchor + int((t - t0) / speed))
-            u = buf.select(t, h)
+                u = buf.select(t, h)  # with what arrived while waiting
             outs = m.step(t, h, u)
             t += h
             self.t_ns = t

@@ -256,6 +256,7 @@ class InputBuffer:
         self._bounds: dict[str, list[tuple[str, bool]]] = {}  # witness topic -> [(event topic, strict)]
         self._present: set[str] = set(self._kind)
         self._pending: list[tuple[str, str, list[int], list[Sample]]] = []  # _live entries not ready
+        self._picked: dict[str, Any] = {}    # topic -> its selection, computed by ready() for take()
         self._step_t: int | None = None      # the step ready() last looked at (None: none)
         self._step_h: int | None = None
         self._dirty: set[str] = set()        # topics that received samples since the last ready()
@@ -333,36 +334,95 @@ class InputBuffer:
         return len(self._times.get(topic, ()))
 
     # ------------------------------------------------------------ lockstep rule
-    def _entry_ready(self, entry: tuple[str, str, list[int], list[Sample]], t: int, h: int) -> bool:
-        """Whether a present port (an entry of ``_live``) holds what the step ``t → t + h`` needs."""
+    def _pick(self, entry: tuple[str, str, list[int], list[Sample]], t: int, h: int) -> Any:
+        """What a present port (an entry of ``_live``) gives the step ``t → t + h``, or None if not ready.
+
+        state: the sample with ``t_k <= t < t_k + h_k``; flow: the overlapping samples with their
+        overlaps (:func:`_flow_parts`); event: the samples with ``t - h < t_k <= t``.
+        """
         topic, kind, times, samples = entry
-        if kind == "state":  # the sample with t_k <= t < t_k + h_k
+        if kind == "state":
             i = bisect_right(times, t) - 1
-            if i < 0:
-                return False
-            s = samples[i]
-            return t < s.t_ns + s.h_ns
+            if i >= 0:
+                s = samples[i]
+                if t < s.t_ns + s.h_ns:
+                    return s
+            return None
         if kind == "flow":
-            return _flow_parts(times, samples, t, h) is not None
-        return self._hi.get(topic, _NO_BOUND) > t
+            return _flow_parts(times, samples, t, h)
+        if self._hi.get(topic, _NO_BOUND) > t:
+            return samples[bisect_right(times, t - h):bisect_right(times, t)]
+        return None
 
     def ready(self, t_ns: int, h_ns: int) -> bool:
         """Whether the buffer holds every input the rule needs for the step ``t → t + h``."""
+        pick = self._pick
         if t_ns != self._step_t or h_ns != self._step_h:
             self._step_t = t_ns
             self._step_h = h_ns
-            entry_ready = self._entry_ready
-            self._pending = [e for e in self._live if not entry_ready(e, t_ns, h_ns)]
+            picked: dict[str, Any] = {}
+            pending = []
+            for e in self._live:
+                x = pick(e, t_ns, h_ns)
+                if x is None:
+                    pending.append(e)
+                else:
+                    picked[e[0]] = x
+            self._picked = picked
+            self._pending = pending
             self._dirty.clear()
-        elif self._pending and self._dirty:  # re-check only topics that received something
-            dirty, entry_ready = self._dirty, self._entry_ready
-            self._pending = [e for e in self._pending if e[0] not in dirty or not entry_ready(e, t_ns, h_ns)]
+        elif self._dirty:  # re-check only pending topics that received something
+            dirty, picked = self._dirty, self._picked
+            for topic in dirty:  # a selection made before a topic's new samples is recomputed by take()
+                picked.pop(topic, None)
+            if self._pending:
+                pending = []
+                for e in self._pending:
+                    x = pick(e, t_ns, h_ns) if e[0] in dirty else None
+                    if x is None:
+                        pending.append(e)
+                    else:
+                        picked[e[0]] = x
+                self._pending = pending
             dirty.clear()
         return not self._pending
 
+    def take(self, t_ns: int, h_ns: int) -> StepInputs | None:
+        """``select(t_ns, h_ns)`` if ``ready(t_ns, h_ns)``, else None; reuses the readiness checks' work.
+
+        The selection is the one :meth:`select` makes at this call (a topic that received
+        samples since it was checked is selected again).
+
+        Raises
+        ------
+        KeyError
+            As :meth:`select` (only if a topic found ready became not ready since).
+        """
+        if not self.ready(t_ns, h_ns):
+            return None
+        picked, pick = self._picked, self._pick
+        self._picked = {}  # taken: another take of this step selects afresh
+        state: dict[str, Sample] = {}
+        flow: dict[str, list[tuple[Sample, int]]] = {}
+        events: dict[str, list[Sample]] = {}
+        for e in self._live:
+            topic, kind = e[0], e[1]
+            x = picked.get(topic)
+            if x is None:
+                x = pick(e, t_ns, h_ns)
+                if x is None:
+                    return self.select(t_ns, h_ns)  # raises the KeyError naming the first topic not ready
+            if kind == "state":
+                state[topic] = x
+            elif kind == "flow":
+                flow[topic] = x
+            else:
+                events[topic] = x
+        return StepInputs(t_ns, h_ns, state, flow, events)
+
     def missing(self, t_ns: int, h_ns: int) -> list[str]:
         """Input topics not yet ready for the step ``t → t + h`` (diagnostics)."""
-        return [e[0] for e in self._live if not self._entry_ready(e, t_ns, h_ns)]
+        return [e[0] for e in self._live if self._pick(e, t_ns, h_ns) is None]
 
     def select(self, t_ns: int, h_ns: int) -> StepInputs:
         """The inputs of the step ``t → t + h`` by the lockstep rule.
@@ -399,6 +459,7 @@ class InputBuffer:
         ending after ``t_next_ns``; events keep those stamped after ``t_next_ns - h_next_ns``
         (the next step's window; ``h_next_ns`` None keeps those after ``t_next_ns``).
         """
+        self._picked = {}
         for _, kind, times, samples in self._all:
             if not times:
                 continue
@@ -422,6 +483,7 @@ class InputBuffer:
 
         Consumes the events it returns and keeps only the latest state/flow sample.
         """
+        self._picked = {}
         state: dict[str, Sample] = {}
         flow: dict[str, list[tuple[Sample, int]]] = {}
         events: dict[str, list[Sample]] = {}
