@@ -10,6 +10,10 @@ same rules, so a model that produces a NaN fails loudly at its source.
 
 Arrays travel as msgpack *bin* (little-endian float64 bytes, C order); decoded
 arrays are read-only views of the received buffer (copy before mutating).
+
+:func:`topic_codec` gives a topic's compiled :class:`TopicCodec`, whose ``encode`` and
+``decode`` methods are :func:`encode` and :func:`decode` without the per-call schema
+lookup (the service shell keeps one per input and output topic).
 """
 
 from __future__ import annotations
