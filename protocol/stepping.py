@@ -400,25 +400,8 @@ class InputBuffer:
         """
         if not self.ready(t_ns, h_ns):
             return None
-        picked, pick = self._picked, self._pick
-        self._picked = {}  # taken: another take of this step selects afresh
-        state: dict[str, Sample] = {}
-        flow: dict[str, list[tuple[Sample, int]]] = {}
-        events: dict[str, list[Sample]] = {}
-        for e in self._live:
-            topic, kind = e[0], e[1]
-            x = picked.get(topic)
-            if x is None:
-                x = pick(e, t_ns, h_ns)
-                if x is None:
-                    return self.select(t_ns, h_ns)  # raises the KeyError naming the first topic not ready
-            if kind == "state":
-                state[topic] = x
-            elif kind == "flow":
-                flow[topic] = x
-            else:
-                events[topic] = x
-        return StepInputs(t_ns, h_ns, state, flow, events)
+        picked, self._picked = self._picked, {}  # taken: another take of this step selects afresh
+        return self._selection(t_ns, h_ns, picked)
 
     def missing(self, t_ns: int, h_ns: int) -> list[str]:
         """Input topics not yet ready for the step ``t → t + h`` (diagnostics)."""
@@ -432,24 +415,28 @@ class InputBuffer:
         KeyError
             Naming the first topic that is not ready (call :meth:`ready` first).
         """
+        return self._selection(t_ns, h_ns, {})
+
+    def _selection(self, t_ns: int, h_ns: int, picked: Mapping[str, Any]) -> StepInputs:
+        """The step's inputs: each present port's selection from ``picked`` (what :meth:`ready`
+        found), else made now by :meth:`_pick`; KeyError naming the first port not ready."""
         state: dict[str, Sample] = {}
         flow: dict[str, list[tuple[Sample, int]]] = {}
         events: dict[str, list[Sample]] = {}
-        for topic, kind, times, samples in self._live:
+        for e in self._live:
+            topic, kind = e[0], e[1]
+            x = picked.get(topic)
+            if x is None:
+                x = self._pick(e, t_ns, h_ns)
+                if x is None:
+                    span = f", h={h_ns} ns" if kind == "flow" else ""
+                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns{span}")
             if kind == "state":
-                i = bisect_right(times, t_ns) - 1
-                if i < 0 or t_ns >= samples[i].t_ns + samples[i].h_ns:
-                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns")
-                state[topic] = samples[i]
+                state[topic] = x
             elif kind == "flow":
-                parts = _flow_parts(times, samples, t_ns, h_ns)
-                if parts is None:
-                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns, h={h_ns} ns")
-                flow[topic] = parts
+                flow[topic] = x
             else:
-                if self._hi.get(topic, _NO_BOUND) <= t_ns:
-                    raise KeyError(f"input {topic!r} not ready for step t={t_ns} ns")
-                events[topic] = samples[bisect_right(times, t_ns - h_ns):bisect_right(times, t_ns)]
+                events[topic] = x
         return StepInputs(t_ns, h_ns, state, flow, events)
 
     def prune(self, t_next_ns: int, h_next_ns: int | None = None) -> None:
