@@ -67,6 +67,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import tests.protocol.toys  # noqa: E402,F401  (toy topics)
+from protocol.bus import open_bus  # noqa: E402
 from protocol.codec import encode  # noqa: E402
 from protocol.shell import _SINK_BATCH_S  # noqa: E402
 from services.export import export  # noqa: E402
@@ -74,6 +75,7 @@ from services.logger import CHUNK_SIZE, McapLogger, open_log, read_topics  # noq
 from services.replay import ReplaySource  # noqa: E402
 
 MS = 1_000_000
+END = b"end\0"  # the publisher's last frame
 
 
 def scenario_messages(n: int) -> list[tuple[str, bytes]]:
@@ -175,7 +177,7 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     else:
         for f in frames:
             send(f)
-    pub.send(b"end\0")
+    pub.send(END)
     dt = time.perf_counter() - t0
     time.sleep(1.0)  # linger: everything queued reaches the subscriber
     report.send({"cpu_s": _cpu_s() - c0, "send_s": dt})
@@ -190,7 +192,6 @@ def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float 
     (whether the logger sustains that rate: zero loss, and a lag after the last message
     that does not grow with the run length).
     """
-    import zmq
     url = f"ipc://{tmp}/bench.pub"
     ready, go = mp.Event(), mp.Event()
     report_in, report_out = mp.Pipe(duplex=False)
@@ -198,42 +199,29 @@ def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float 
                                                daemon=True)
     proc.start()
     ready.wait(30)
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    sub.rcvhwm = 0
-    sub.setsockopt(zmq.SUBSCRIBE, b"")
-    sub.connect(url)
+    bus = open_bus(None, [url], topics=[""])
+    bus.sub.rcvhwm = 0
     time.sleep(0.3)  # the subscription reaches the publisher before it sends
     lg = McapLogger(path)
-    on_message, recv, noblock = lg.on_message, sub.recv, zmq.NOBLOCK
-    topics: dict[bytes, str] = {}
+    recv_frames, on_frames, poll = bus.recv_frames, lg.on_frames, bus.sub.poll
     go.set()
     n = 0
     t0 = c0 = None
     done = False
-    while not done and sub.poll(10_000):
+    while not done and poll(10_000):
         if t0 is None:
             t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            while True:  # every frame queued, per wake-up
-                frame = recv(noblock)
-                i = frame.find(b"\0")
-                head = frame[:i]
-                topic = topics.get(head)
-                if topic is None:
-                    topic = topics[head] = head.decode()
-                    if topic == "end":
-                        done = True
-                        break
-                on_message(topic, frame[i + 1:])
-                n += 1
-        except zmq.Again:
-            time.sleep(_SINK_BATCH_S)  # as the sink shell: let messages pile up between wake-ups
+        frames = recv_frames()  # every frame queued, per wake-up, in one call (as the sink shell)
+        if frames[-1] == END:
+            frames.pop()
+            done = True
+        n += len(frames)
+        on_frames(frames)
+        time.sleep(_SINK_BATCH_S)  # as the sink shell: let messages pile up between wake-ups
     t1 = time.perf_counter()
     lg.close()
     t2, c2 = time.perf_counter(), time.process_time()
-    sub.close(linger=0)
-    ctx.term()
+    bus.close()
     pub = report_in.recv() if report_in.poll(10) else {}
     proc.join(5)
     t0, c0 = t0 or t1, c0 or c2

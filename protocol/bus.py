@@ -175,6 +175,11 @@ def _bind(sock: zmq.Socket, ep: str, what: str) -> None:
         raise BusError(f"{what}: cannot bind {ep!r}: {err}") from err
 
 
+RECV_FRAMES_MAX = 65536
+"""Frames one :meth:`ZmqBus.recv_frames` call takes at most (bounds its time and memory)."""
+_NOBLOCK = int(zmq.NOBLOCK)  # a plain int: pyzmq's enum flags cost Python-level enum arithmetic per call
+
+
 class ZmqBus(_Closing):
     """The ZeroMQ data plane of one participant: a PUB bound here, a SUB on the peers' PUBs.
 
@@ -256,6 +261,21 @@ class ZmqBus(_Closing):
         if not self._poller.poll(ms):
             return None
         return split_frame(self.sub.recv(copy=True))
+
+    def recv_frames(self, limit: int = RECV_FRAMES_MAX) -> list[bytes]:
+        """Every frame already queued, at most ``limit``, as whole frames ``topic\\0payload``; never waits.
+
+        For sinks that take messages in bulk (:meth:`protocol.shell.Sink.on_frames`):
+        no per-message split, lookup or call.
+        """
+        frames: list[bytes] = []
+        append, recv = frames.append, self.sub.recv
+        try:
+            for _ in range(limit):
+                append(recv(_NOBLOCK))
+        except zmq.Again:
+            pass
+        return frames
 
     def close(self, linger_ms: int = 0) -> None:
         """Close both sockets (idempotent); the PUB's queued messages are kept for ``linger_ms``

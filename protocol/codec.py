@@ -23,19 +23,20 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from math import isfinite
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from errors import MessageError
 from protocol.messages import _TABLE, MAX_PAYLOAD_BYTES, TopicSchema, schema_for
 from protocol.service import Sample
 
-__all__ = ["encode", "decode", "envelope", "topic_codec", "TopicCodec"]
+__all__ = ["encode", "decode", "envelope", "envelopes", "Envelopes", "topic_codec", "TopicCodec"]
 
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
@@ -523,6 +524,202 @@ def envelope(topic: str, payload: bytes) -> tuple[int, str, int, int, int, int]:
     """
     env = _codec_of(topic, payload).unpack(payload)
     return env[0], env[1], env[2], env[3], env[4], env[5]
+
+
+class Envelopes(NamedTuple):
+    """The checked envelope headers of a batch of bodies, as :func:`envelopes` returns them.
+
+    Attributes
+    ----------
+    ok : ndarray, shape (n,), bool
+        Whether :func:`envelope` accepts the body (see :func:`envelopes` for the one
+        difference).
+    sender : ndarray, shape (n,), intp
+        Index of the body's sender in ``senders`` (-1 where not ``ok``).
+    senders : list of str
+        The distinct senders of the batch.
+    seq, t_ns, h_ns, wall_ns : ndarray, shape (n,), int64
+        The header values (0 where not ``ok``); ``t_ns`` and ``wall_ns`` in [ns].
+    """
+
+    ok: np.ndarray
+    sender: np.ndarray
+    senders: list[str]
+    seq: np.ndarray
+    t_ns: np.ndarray
+    h_ns: np.ndarray
+    wall_ns: np.ndarray
+
+
+_PAD = bytes(80)  # past the last body: every fixed-width read of a header stays inside the buffer
+_SENDER_W = 32  # fixstr marker + at most 31 bytes
+_SENDER_COLS = np.arange(_SENDER_W)
+# per msgpack marker byte: bytes an int takes (0: not an int), bits to shift its 8-byte big-endian
+# read right, and whether it is signed (fixints are handled apart)
+_INT_SIZE = np.zeros(256, np.int64)
+_INT_SHIFT = np.zeros(256, np.uint64)
+_INT_SIGNED = np.zeros(256, bool)
+_INT_SIZE[:0x80] = 1
+_INT_SIZE[0xE0:] = 1
+for _marker, _nbytes, _signed in ((0xCC, 1, False), (0xCD, 2, False), (0xCE, 4, False), (0xCF, 8, False),
+                                  (0xD0, 1, True), (0xD1, 2, True), (0xD2, 4, True), (0xD3, 8, True)):
+    _INT_SIZE[_marker] = 1 + _nbytes
+    _INT_SHIFT[_marker] = 64 - 8 * _nbytes
+    _INT_SIGNED[_marker] = _signed
+_SKIP_ERRORS = (ValueError, msgpack.OutOfData, msgpack.StackError, msgpack.FormatError)
+_RESYNCS = 8  # a batch with more malformed bodies than this checks the rest one by one
+
+
+def _ints(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The msgpack ints at offsets ``q`` of ``a``: ``(value int64, bytes taken, is an int64)``."""
+    m = a[q]
+    size = _INT_SIZE[m]
+    raw = np.ascontiguousarray(sliding_window_view(a, 8)[q + 1]).view(">u8").ravel()
+    shift = _INT_SHIFT[m]
+    unsigned = (raw.astype(np.uint64) >> shift).view(np.int64)
+    signed = raw.view(">i8").astype(np.int64) >> shift.view(np.int64)
+    fix = np.where(m < 0x80, m.astype(np.int64), m.astype(np.int64) - 256)
+    value = np.where(size == 1, fix, np.where(_INT_SIGNED[m], signed, unsigned))
+    fits = (size > 0) & ~((m == 0xCF) & (unsigned < 0))  # a uint64 above the int64 range is refused
+    return value, size, fits
+
+
+def envelopes(topics: Sequence[str], tids: Sequence[int] | np.ndarray, bodies: Sequence[bytes]) -> Envelopes:
+    """The checked envelope headers of many bodies at once: :func:`envelope` of each, vectorized.
+
+    For sinks that see many messages (the logger): the headers are read with numpy
+    over the joined bodies and each body's structure is checked with msgpack's
+    ``Unpacker.skip`` (nothing decoded), about 1 µs per body against 3 µs for
+    :func:`envelope`. A body that this fast path cannot read (any encoding it does not
+    expect) goes through :func:`envelope` itself.
+
+    Parameters
+    ----------
+    topics : sequence of str
+        The topics of the batch.
+    tids : sequence of int, shape (n,)
+        Body ``i``'s topic is ``topics[tids[i]]``.
+    bodies : sequence of bytes, length n
+        msgpack bodies (frame bytes after ``topic\\0``).
+
+    Returns
+    -------
+    Envelopes
+        Row ``i`` is ``ok`` exactly when ``envelope(topics[tids[i]], bodies[i])``
+        returns, and then holds its values, with one difference: the ``fields`` map is
+        checked to be well-formed msgpack, not decoded, so a map whose strings are not
+        UTF-8 or whose keys are maps (which :func:`envelope` refuses) is accepted.
+
+    Raises
+    ------
+    IndexError
+        If a ``tids`` entry is not an index of ``topics``.
+    """
+    n = len(bodies)
+    tid = np.asarray(tids, np.intp).reshape(n)
+    size = np.fromiter(map(len, bodies), np.int64, n)
+    end = np.cumsum(size)
+    p = end - size
+    blob = b"".join(bodies)
+    a = np.frombuffer(blob + _PAD, np.uint8)
+    versions = np.full(len(topics) + 1, -1, np.int64)
+    for k, topic in enumerate(topics):
+        try:
+            versions[k] = topic_codec(topic).version
+        except MessageError:
+            pass  # no schema: every body of the topic is refused (by envelope, below)
+    if n and (tid.min() < 0 or tid.max() >= len(topics)):
+        raise IndexError(f"tids: expected indices of {len(topics)} topics, got {tid.min()}..{tid.max()}")
+    ok = (size <= MAX_PAYLOAD_BYTES) & (a[p] == 0x97) & (versions[tid] < 0x80) & (a[p + 1] == versions[tid])
+    m = a[p + 2].astype(np.int64)  # the sender: a fixstr of 1..31 bytes
+    readable = (m >= 0xA1) & (m <= 0xBF)
+    slen = np.where(readable, m - 0xA0, 0)
+    seq, n1, f1 = _ints(a, p + 3 + slen)
+    q = p + 3 + slen + n1
+    t_ns, n2, f2 = _ints(a, q)
+    q += n2
+    h_ns, n3, f3 = _ints(a, q)
+    q += n3
+    wall_ns, n4, f4 = _ints(a, q)
+    f = a[q + n4]
+    ok &= f1 & f2 & f3 & f4 & (seq >= 0) & (h_ns > 0) & (((f & 0xF0) == 0x80) | (f == 0xDE) | (f == 0xDF))
+    # the sender: compared with the first body of its topic in the batch; others looked up one by one
+    win = sliding_window_view(a, _SENDER_W)[p + 2]
+    win[_SENDER_COLS[None, :] > slen[:, None]] = 0
+    _, first = np.unique(tid, return_index=True)
+    rep = np.zeros(len(topics), np.intp)
+    rep[tid[first]] = first
+    r = rep[tid]
+    same = (win == win[r]).all(axis=1)
+    senders: list[str] = []
+    ids: dict[bytes, int] = {}
+    own = np.full(n, -1, np.intp)
+    for i in (*first, *np.flatnonzero(readable & ~same)):
+        if readable[i]:
+            key = win[i].tobytes()
+            sid = ids.get(key)
+            if sid is None:
+                try:
+                    senders.append(key[1:1 + slen[i]].decode())
+                    sid = len(senders) - 1
+                except UnicodeDecodeError:
+                    sid = -1
+                ids[key] = sid
+            own[i] = sid
+    sender = np.where(same, own[r], own)
+    ok &= (sender >= 0) & _well_formed(blob, p, end)
+    # what the fast path refused goes through envelope() itself
+    for i in np.flatnonzero(~ok):
+        body = bodies[i]
+        try:
+            _, s, seq[i], t_ns[i], h_ns[i], wall_ns[i] = envelope(topics[tid[i]], body)
+        except MessageError:
+            continue
+        ok[i] = True
+        sid = next((k for k, known in enumerate(senders) if known == s), None)
+        if sid is None:
+            senders.append(s)
+            sid = len(senders) - 1
+        sender[i] = sid
+    zero = ~ok
+    for arr in (seq, t_ns, h_ns, wall_ns):
+        arr[zero] = 0
+    sender[zero] = -1
+    return Envelopes(ok, sender, senders, seq, t_ns, h_ns, wall_ns)
+
+
+def _well_formed(blob: bytes, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Whether each ``blob[start[i]:end[i]]`` is exactly one msgpack object (``Unpacker.skip``, nothing decoded)."""
+    n = len(start)
+    good = np.zeros(n, bool)
+    i = 0
+    for _ in range(_RESYNCS + 1):
+        if i >= n:
+            break
+        u = msgpack.Unpacker(max_buffer_size=max(len(blob) - int(start[i]), 1))
+        u.feed(memoryview(blob)[int(start[i]):])
+        base = int(start[i])
+        skip, tell = u.skip, u.tell
+        tells: list[int] = []
+        add = tells.append
+        try:
+            for _ in range(n - i):
+                skip()
+                add(tell())
+        except _SKIP_ERRORS:
+            pass
+        k = len(tells)
+        if not k:  # body i itself is not msgpack
+            i += 1
+            continue
+        got = np.asarray(tells, np.int64) + base
+        prev = np.concatenate(([base], got[:-1]))
+        good[i:i + k] = (got == end[i:i + k]) & (prev == start[i:i + k])
+        bad = np.flatnonzero(~good[i:i + k])
+        if k == n - i and not len(bad):
+            return good
+        i += int(bad[0]) + 1 if len(bad) else k + 1  # the next body after the first that did not fit
+    return good
 
 
 def decode(topic: str, payload: bytes) -> Sample:

@@ -10,7 +10,10 @@ What it runs
 *sink* — an object with ``name``, ``topics`` (``()`` = every topic) and
 ``on_message(topic: str, payload: bytes) -> None``: it sees every message of those
 topics, undecoded (the wire bytes; :func:`protocol.codec.envelope` reads the
-header), and never steps. The logger is a sink.
+header), and never steps. A sink that also has ``on_frames(frames: list[bytes])`` is
+handed, once running, every drain's whole frames (``topic\\0payload``) in one call
+instead (:func:`protocol.codec.envelopes` reads their headers at once). The logger
+is a sink.
 *source* — an object with ``name``, ``period_ns``, ``outputs`` (ports) and
 ``read() -> tuple[t_ns, topic, payload] | None`` giving already-encoded messages in
 time order (``None`` at the end): the shell publishes each when its time comes
@@ -114,6 +117,8 @@ class Sink(Protocol):
         """Handle one message (the msgpack body, as on the wire)."""
         ...
 
+    # optional: ``on_frames(frames: list[bytes]) -> None``, every frame of one drain at once
+
 
 @runtime_checkable
 class Source(Protocol):
@@ -157,6 +162,7 @@ PROBE_PERIOD_NS = 10_000_000
 FLUSH_MS = 2000  # a stopping worker process delivers its queued messages for at most this long [ms]
 SINK_DRAIN_LIMIT_NS = 20_000 * _MS  # a sink at stop drains what is queued for at most this long
 _SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
+_CONTROL_PREFIX = b"sim/control" + SEPARATOR
 _SINK_BATCH_S = 0.02  # sink: pause after each drain, so one wake-up takes many messages (≤ 50 wake-ups/s)
 _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before a step start,
 _DRAIN_NS = 200_000  # and again this long before it
@@ -801,18 +807,33 @@ class ServiceShell:
         """
         end = time.monotonic_ns() + limit_ns
         sub = self.bus.sub
+        drain = self._drain_sink if self.role == "sink" else self._drain
         while time.monotonic_ns() < end and sub.poll(quiet_ns // _MS):
-            self._drain()
+            drain()
 
     def _run_sink(self) -> None:
         """Drain in bulk: after each wake-up, sleep :data:`_SINK_BATCH_S` so messages pile up."""
         poll = self._poller.poll
         while True:
             if poll(100):
-                self._drain()
+                self._drain_sink()
                 self._control()
                 time.sleep(_SINK_BATCH_S)
             self._tick_stats()
+
+    def _drain_sink(self) -> None:
+        """A running sink: every queued frame to ``on_frames`` in one call (or one by one to ``on_message``)."""
+        on_frames = getattr(self.obj, "on_frames", None)
+        if on_frames is None:
+            self._drain()
+            return
+        frames = self.bus.recv_frames()
+        if not frames:
+            return
+        self.received += len(frames)
+        if not self._sink_control:  # the SUB takes sim/control for the handshake's probes: not recorded
+            frames = [f for f in frames if not f.startswith(_CONTROL_PREFIX)]
+        on_frames(frames)
 
     def _finish(self) -> None:
         """Report done, then serve until stop (sockets stay open so nothing is lost)."""

@@ -83,6 +83,7 @@ Service configuration::
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import io
 import json
 import os
@@ -97,6 +98,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from importlib import metadata as importlib_metadata
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
@@ -125,8 +127,8 @@ from numpy.typing import NDArray
 
 from errors import ConfigError, LogError, MessageError
 from protocol.bus import SequenceTracker
-from protocol.codec import envelope
-from protocol.messages import SCHEMAS, TopicSchema, register_schema, schema_for
+from protocol.codec import envelopes
+from protocol.messages import SCHEMAS, SEPARATOR, TopicSchema, register_schema, schema_for
 
 __all__ = [
     "CHUNK_SIZE",
@@ -284,6 +286,9 @@ def _run_metadata(config: Mapping[str, Any] | None) -> dict[str, str]:
 # ---------------------------------------------------------------- writer
 _BATCH_S = 0.1
 """How long the receiving process collects messages before it hands them over. [s]"""
+_PIPE_BYTES = 4 << 20
+"""Pipe capacity the logger asks for (Linux grants at most ``/proc/sys/fs/pipe-max-size``, 1 MiB by default). [bytes]"""
+_PIPE_DEFAULT = 1 << 16
 _BATCH_MAX = 4096
 """Messages per hand-over to the writer process, at most (one pipe write each)."""
 _OP_BATCH, _OP_CLOSE = 0, 1
@@ -347,7 +352,9 @@ class McapLogger:
         self.lost: dict[str, int] = {}
         self.writer_cpu_s = 0.0
         self._tracker = SequenceTracker()
-        self._topic_ids: dict[str, int] = {}
+        self._topics: list[str] = []  # topic index -> topic (known topics: they have a schema)
+        self._tid_of: dict[bytes, int] = {}  # frame prefix (the topic's bytes) -> topic index
+        self._channels: set[int] = set()  # topic indices whose channel the writer process has
         self._new_channels: list[list[Any]] = []
         try:
             file = open(self.path, "wb")  # noqa: SIM115 - the writer process owns it
@@ -363,6 +370,7 @@ class McapLogger:
             attachments.append(["command_line.txt", "text/plain", command_line.encode()])
         head = (attachments, _run_metadata(config))
         data_in, data_out = Pipe(duplex=False)
+        self._pipe_bytes = _widen(data_out)
         status_in, status_out = Pipe(duplex=False)
         try:
             pid = os.fork()
@@ -388,7 +396,7 @@ class McapLogger:
         self._pid = pid
         self._out, self._status = data_out, status_in
         _PARENT_ENDS.update((data_out, status_in))
-        self._pending: deque[tuple[str, bytes]] = deque()
+        self._pending: deque[list[bytes]] = deque()
         self._append = self._pending.append
         self._error: str | None = None
         self._closed = False
@@ -406,9 +414,21 @@ class McapLogger:
             Once the writer process has failed (disk full, ...): the run learns it now,
             not at the end.
         """
+        self.on_frames([topic.encode() + SEPARATOR + payload])
+
+    def on_frames(self, frames: list[bytes]) -> None:
+        """Queue whole frames (``topic\\0body`` each, as on the wire: one drain of the bus); never blocks.
+
+        The list is kept as it is (not copied): the caller must not change it afterwards.
+
+        Raises
+        ------
+        LogError
+            As :meth:`on_message`.
+        """
         if self._error is not None:
             raise LogError(f"log {str(self.path)!r}: writer failed: {self._error}")
-        self._append((topic, payload))
+        self._append(frames)
 
     # ---------------------------------------------------------------- hand-over thread
     def _hand_over_loop(self) -> None:
@@ -417,8 +437,11 @@ class McapLogger:
         try:
             while True:
                 stopping = stop.wait(_BATCH_S)
+                frames: list[bytes] = []
                 while pending:
-                    self._hand_over([popleft() for _ in range(min(len(pending), _BATCH_MAX))])
+                    frames += popleft()
+                for i, j in _batches(frames, self._pipe_bytes // 2):
+                    self._hand_over(frames[i:j])
                 if status.poll():  # the writer process speaks unasked only when it fails
                     self._error = self._writer_reply()[1]
                     return
@@ -436,46 +459,100 @@ class McapLogger:
             pass
         return f"{type(err).__name__}: {err}"
 
-    def _hand_over(self, batch: list[tuple[str, bytes]]) -> None:
-        """Check and count one batch; the valid messages to the writer process (one pipe write)."""
-        ids: list[int] = []
-        times: list[int] = []
-        walls: list[int] = []
-        seqs: list[int] = []
-        bodies: list[bytes] = []
-        topic_ids, see, lost = self._topic_ids, self._tracker.see, self.lost
-        for topic, payload in batch:
-            try:
-                _, sender, seq, t_ns, _, wall_ns = envelope(topic, payload)
-                tid = topic_ids.get(topic)
-                if tid is None:
-                    tid = self._channel(topic)
-            except MessageError:
-                self.invalid[topic] = self.invalid.get(topic, 0) + 1
-                continue
-            missed = see(sender, topic, seq)
-            if missed:
-                lost[topic] = lost.get(topic, 0) + missed
-            if t_ns < 0:
-                self.negative_t += 1
-                t_ns = 0
-            ids.append(tid)
-            times.append(t_ns)
-            walls.append(wall_ns & _U64 if wall_ns >= 0 else 0)
-            seqs.append(seq & 0xFFFFFFFF)
-            bodies.append(payload)
-        self.received += len(batch)
-        self.written += len(ids)
-        self._out.send_bytes(msgpack.packb([_OP_BATCH, self._new_channels, ids, times, walls, seqs, bodies,
-                                            self.close_metadata()]))  # the counts so far, should this process die
+    def _hand_over(self, frames: list[bytes]) -> None:
+        """Check and count one batch of frames; the valid messages to the writer process (one pipe write).
+
+        Headers are read for the whole batch at once (:func:`protocol.codec.envelopes`),
+        and sequence gaps counted per (sender, topic) in arrival order, as
+        :meth:`protocol.bus.SequenceTracker.see` would one by one.
+        """
+        n = len(frames)
+        seps = list(map(bytes.find, frames, repeat(SEPARATOR, n)))
+        tid_of = self._tid_of
+        tids = [tid_of.get(f[:i], -1) for f, i in zip(frames, seps)]
+        if -1 in seps:  # no separator: no topic (and f[:-1] is not one)
+            tids = [t if i >= 0 else -1 for t, i in zip(tids, seps)]
+        if -1 in tids:  # a new topic, or garbage
+            for k in [k for k, t in enumerate(tids) if t < 0]:
+                tids[k] = self._topic_index(frames[k], seps[k])
+            keep = [k for k, t in enumerate(tids) if t >= 0]
+            frames, seps, tids = [frames[k] for k in keep], [seps[k] for k in keep], [tids[k] for k in keep]
+        bodies = [f[i + 1:] for f, i in zip(frames, seps)]
+        env = envelopes(self._topics, tids, bodies)
+        tid = np.asarray(tids, np.int64).reshape(len(tids))
+        ok = env.ok
+        if not ok.all():
+            for k, count in zip(*np.unique(tid[~ok], return_counts=True)):
+                topic = self._topics[k]
+                self.invalid[topic] = self.invalid.get(topic, 0) + int(count)
+            rows = np.flatnonzero(ok)
+            bodies = [bodies[i] for i in rows.tolist()]
+        else:
+            rows = slice(None)
+        tid = tid[rows]
+        t_ns, wall_ns, seq = env.t_ns[rows], env.wall_ns[rows], env.seq[rows]
+        negative = t_ns < 0
+        if negative.any():
+            self.negative_t += int(negative.sum())
+            t_ns[negative] = 0
+        self._count_gaps(env.sender[rows] * len(self._topics) + tid, seq, env.senders)
+        for k in set(np.unique(tid).tolist()) - self._channels:
+            self._channel(k)
+        self.received += n
+        self.written += len(bodies)
+        self._out.send_bytes(msgpack.packb([
+            _OP_BATCH, self._new_channels, tid.astype(np.int32).tobytes(), t_ns.tobytes(),
+            np.maximum(wall_ns, 0).tobytes(), (seq & 0xFFFFFFFF).tobytes(), bodies,
+            self.close_metadata()]))  # the counts so far, should this process die
         self._new_channels = []
 
-    def _channel(self, topic: str) -> int:
-        """A new topic's index; its channel (and schema) go to the writer with the next batch."""
-        schema = schema_for(topic)
-        tid = self._topic_ids[topic] = len(self._topic_ids)
-        self._new_channels.append([topic, schema.name, json_schema(schema), str(schema.version), schema.kind])
+    def _topic_index(self, frame: bytes, sep: int) -> int:
+        """The index of a frame's topic (new ones get the next); -1 (counted invalid) without a topic or schema."""
+        known = self._tid_of.get(frame[:sep]) if sep > 0 else None
+        if known is not None:
+            return known
+        topic = frame[:sep].decode(errors="replace") if sep > 0 else ""
+        try:
+            schema_for(topic)
+        except MessageError:  # no schema: not recorded (garbage must not grow the tables)
+            self.invalid[topic] = self.invalid.get(topic, 0) + 1
+            return -1
+        tid = self._tid_of[frame[:sep]] = len(self._topics)
+        self._topics.append(topic)
         return tid
+
+    def _count_gaps(self, key: NDArray[np.int64], seq: NDArray[np.int64], senders: list[str]) -> None:
+        """Sequence gaps of one batch: ``key`` = sender index * topics + topic index, rows in arrival order."""
+        if not len(key):
+            return
+        order = np.argsort(key, kind="stable")
+        key, seq = key[order], seq[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        last = np.r_[first[1:], len(key)] - 1
+        prev = np.r_[0, seq[:-1]]
+        known = np.ones(len(key), bool)
+        ntopics, seen = len(self._topics), self._tracker.last
+        names = [(senders[k // ntopics], self._topics[k % ntopics]) for k in key[first].tolist()]
+        for i, name in zip(first.tolist(), names):
+            before = seen.get(name)
+            known[i] = before is not None
+            prev[i] = before if before is not None else 0
+        missed = np.where(known, np.maximum(seq - prev - 1, 0), 0)
+        for name, s in zip(names, seq[last].tolist()):
+            seen[name] = s
+        if missed.any():
+            self._tracker.dropped += int(missed.sum())
+            per_topic = np.bincount(key % ntopics, weights=missed, minlength=ntopics)
+            for k in np.flatnonzero(per_topic):
+                topic = self._topics[k]
+                self.lost[topic] = self.lost.get(topic, 0) + int(per_topic[k])
+
+    def _channel(self, tid: int) -> None:
+        """A topic's channel (and schema) go to the writer process with the next batch."""
+        topic = self._topics[tid]
+        schema = schema_for(topic)
+        self._channels.add(tid)
+        self._new_channels.append([tid, topic, schema.name, json_schema(schema), str(schema.version), schema.kind])
 
     def _writer_reply(self) -> list[Any]:
         """The writer process's next word: ``["ok", written]`` or ``["error", reason]``."""
@@ -528,6 +605,31 @@ class McapLogger:
         return meta
 
 
+def _batches(frames: list[bytes], max_bytes: int) -> Iterator[tuple[int, int]]:
+    """``(i, j)`` slices of ``frames`` of at most ``_BATCH_MAX`` frames and about ``max_bytes`` (at least one frame)."""
+    n = len(frames)
+    total = np.cumsum(np.fromiter(map(len, frames), np.int64, n))
+    i = 0
+    while i < n:
+        fit = int(np.searchsorted(total, (total[i - 1] if i else 0) + max_bytes, side="right"))
+        j = min(n, i + _BATCH_MAX, max(i + 1, fit))
+        yield i, j
+        i = j
+
+
+def _widen(end: Connection) -> int:
+    """Grow a pipe towards ``_PIPE_BYTES`` (Linux allows up to ``/proc/sys/fs/pipe-max-size``): a batch
+    then goes through in one write instead of a round trip per 64 KiB; the capacity it has. [bytes]"""
+    try:
+        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        limit = _PIPE_DEFAULT
+    try:
+        return int(fcntl.fcntl(end.fileno(), fcntl.F_SETPIPE_SZ, min(limit, _PIPE_BYTES)))
+    except (AttributeError, OSError):  # not Linux, or refused: the default
+        return _PIPE_DEFAULT
+
+
 def _name_thread(name: bytes) -> None:
     """Linux: the calling thread's name as ``top``, ``ps -L`` and py-spy show it (PR_SET_NAME)."""
     try:
@@ -555,8 +657,8 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
             w.add_attachment(time.time_ns(), 0, name, media_type, data)
         w.add_metadata("berthsim.run", run_meta)
         file.flush()
-        add = w.add_message
-        channels: list[int] = []  # topic index -> channel id
+        add, consume = w.add_message, deque(maxlen=0).extend
+        channels: list[int] = []  # topic index -> channel id (0: none yet)
         schemas: dict[str, int] = {}
         next_close = time.monotonic_ns() + flush_ns
         counts: dict[str, str] = {}  # the logger's berthsim.close metadata as of the last batch
@@ -580,16 +682,19 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
                     status_out.send_bytes(msgpack.packb(["ok", written]))
                 return 0
             if msg:
-                _, new, ids, times, walls, seqs, bodies, counts = msg
-                for topic, schema_name, schema_data, version, kind in new:
+                _, new, tids, times, walls, seqs, bodies, counts = msg
+                for tid, topic, schema_name, schema_data, version, kind in new:
                     sid = schemas.get(schema_name)
                     if sid is None:
                         sid = schemas[schema_name] = w.register_schema(schema_name, "jsonschema", schema_data)
-                    channels.append(w.register_channel(topic, "msgpack", sid,
-                                                       {"schema_version": version, "kind": kind}))
-                for tid, t_ns, data, wall_ns, seq in zip(ids, times, bodies, walls, seqs):
-                    add(channels[tid], t_ns, data, wall_ns, seq)
-                written += len(ids)
+                    if tid >= len(channels):
+                        channels += [0] * (tid + 1 - len(channels))
+                    channels[tid] = w.register_channel(topic, "msgpack", sid, {"schema_version": version,
+                                                                               "kind": kind})
+                cids = np.asarray(channels, np.int64)[np.frombuffer(tids, np.int32)].tolist()
+                consume(map(add, cids, np.frombuffer(times, np.int64).tolist(), bodies,  # add() per message,
+                            np.frombuffer(walls, np.int64).tolist(), np.frombuffer(seqs, np.int64).tolist()))  # no loop
+                written += len(cids)
             if flush_ns and time.monotonic_ns() >= next_close:
                 w.flush()  # closes the chunk in progress and flushes the file
                 next_close = time.monotonic_ns() + flush_ns
