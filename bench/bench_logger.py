@@ -14,8 +14,9 @@
   ceiling of any writer process built on that library on this machine.
 - ``record_bus``: the same messages over the ZeroMQ bus (ipc): a publisher process
   sends the pre-encoded frames back to back, as fast as pyzmq can; this process
-  drains every queued frame per wake-up (``recv(NOBLOCK)`` until empty, then a pause of
-  ``_SINK_BATCH_S``, as the sink shell does), splits topic and body and hands each to the logger. Messages/s and
+  takes every queued frame per wake-up (``ZmqBus.recv_frames``, then a pause of
+  ``_SINK_BATCH_S``) and hands them to the logger in one ``on_frames`` call, as the sink
+  shell does. Messages/s and
   MB/s received (first to last frame) and written (first frame to ``close()``
   returned), zero loss (every seq in the file), and the CPU time of each process as
   messages per CPU second: publisher (sending, with its ZeroMQ I/O thread), receiver

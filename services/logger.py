@@ -2,19 +2,26 @@
 
 Recording
 ---------
-The logger is a *sink* (:mod:`protocol.shell`): the shell hands it every message's
-msgpack body undecoded, and :meth:`McapLogger.on_message` only queues it. Two
-processes share the rest, so that writing neither sits on a service's critical path
-nor competes for the receiving process's interpreter lock:
+The logger is a *sink* (:mod:`protocol.shell`): once running, the shell hands it each
+drain of the bus as one list of whole frames (:meth:`McapLogger.on_frames`;
+:meth:`McapLogger.on_message` takes one message), which it only queues. Two processes
+share the rest, so that writing neither sits on a service's critical path nor
+competes for the receiving process's interpreter lock:
 
-- in the logger's process, a hand-over thread wakes every ``_BATCH_S`` (0.1 s), reads
-  the envelope header of each queued message (:func:`protocol.codec.envelope`),
-  counts invalid messages and sequence gaps, and sends the valid ones (topic index,
-  ``t_ns``, ``wall_ns``, ``seq``, body) as one msgpack batch down a pipe;
+- in the logger's process, a hand-over thread wakes every ``_BATCH_S`` (0.1 s), splits
+  the queued frames into topic and body, reads every header of the batch at once
+  (:func:`protocol.codec.envelopes`), counts invalid messages and sequence gaps, and
+  sends the valid ones (topic indices, ``t_ns``, ``wall_ns``, ``seq``, bodies) as one
+  msgpack batch down a pipe, grown to hold a batch (``_widen``);
 - a *writer process*, forked when the logger is made, owns the file and mcap's public
   :class:`mcap.writer.Writer` (chunks of ``CHUNK_SIZE``, mcap's default) and only
-  calls ``add_message``. At close it writes the ``berthsim.close`` metadata the
-  logger sends and the summary, answers with its count, and exits.
+  calls ``add_message`` (through ``map``: no Python loop of ours per message). At
+  close it writes the ``berthsim.close`` metadata the logger sends and the summary,
+  answers with its count, and exits.
+
+mcap's ``add_message`` is pure Python: 6-10 µs per message on the 2-core reference
+machine, so the writer process needs most of a core at 100,000 msg/s
+(``bench/bench_logger.py``: ``mcap_writer_floor``, ``record_bus_paced``).
 
 File layout (MCAP, ``mcap`` package):
 
@@ -36,7 +43,8 @@ File layout (MCAP, ``mcap`` package):
   and written, invalid ones, and the lost messages (sequence gaps) per topic.
 
 Messages whose envelope is invalid or whose topic has no schema are counted
-(``invalid`` in ``berthsim.close``) and not written. A negative ``t_ns`` cannot be an
+(``invalid`` in ``berthsim.close``) and not written; the fields are checked to be
+well-formed msgpack, not decoded (see :func:`protocol.codec.envelopes`). A negative ``t_ns`` cannot be an
 MCAP ``log_time`` (unsigned): it is written with ``log_time`` 0 and counted.
 
 Crash safety
@@ -328,11 +336,11 @@ class McapLogger:
 
     Notes
     -----
-    Two processes (see the module docstring, *Recording*): :meth:`on_message` only
-    appends to a queue; a thread of this process reads each message's envelope header
-    (:func:`protocol.codec.envelope`), counts sequence gaps and invalid messages, and
-    every ``_BATCH_S`` hands the valid ones over to a forked *writer process* through a
-    pipe; the writer process owns the ``mcap`` :class:`~mcap.writer.Writer` and the
+    Two processes (see the module docstring, *Recording*): :meth:`on_frames` and
+    :meth:`on_message` only append to a queue; a thread of this process reads the
+    envelope headers of everything queued at once (:func:`protocol.codec.envelopes`),
+    counts sequence gaps and invalid messages, and every ``_BATCH_S`` hands the valid
+    ones over to a forked *writer process* through a pipe; the writer process owns the ``mcap`` :class:`~mcap.writer.Writer` and the
     file. :meth:`close` hands over the rest and the ``berthsim.close`` metadata and
     waits for the writer process to finish the file. Counters (``received``,
     ``written``, ``invalid``, ``lost``, ``negative_t``) are final after ``close``;

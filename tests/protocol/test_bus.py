@@ -64,6 +64,25 @@ def test_round_trip_exact_topics_order_no_drops(url):
         assert b.recv(0.05) is None
 
 
+def test_recv_frames_takes_every_queued_frame_in_order_up_to_the_limit(url):
+    a, b = _pair(url, ["arm/state"])
+    with a, b:
+        _connected(a, b)
+        assert b.recv_frames() == []
+        n = 5000
+        for i in range(n):
+            a.send("arm/state", i.to_bytes(4, "little"))
+        got: list[bytes] = []
+        end = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < end:
+            if b.sub.poll(1000):
+                frames = b.recv_frames(limit=700)
+                assert 0 < len(frames) <= 700
+                got += frames
+        assert got == [b"arm/state\0" + i.to_bytes(4, "little") for i in range(n)]  # whole frames
+        assert b.recv_frames() == []
+
+
 def test_subscriber_of_several_publishers(url):
     ep = mesh_endpoints(url, ["a", "b", "c"])
     with open_bus(ep["a"]) as a, open_bus(ep["b"]) as b, \

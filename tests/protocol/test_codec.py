@@ -262,3 +262,137 @@ def test_encode_from_several_threads_gives_the_same_bytes():
     for t in threads:
         t.join()
     assert all(got[k] == want for k in range(4))
+
+
+# ---------------------------------------------------------------- envelopes (a batch of headers at once)
+_INT_FORMS = {"u8": (0xCC, 1, False), "u16": (0xCD, 2, False), "u32": (0xCE, 4, False), "u64": (0xCF, 8, False),
+              "i8": (0xD0, 1, True), "i16": (0xD1, 2, True), "i32": (0xD2, 4, True), "i64": (0xD3, 8, True)}
+
+
+def _int(v, form):
+    """``v`` as a msgpack int in ``form`` ("min": msgpack's own, the smallest), or None where it does not fit."""
+    if form == "min":
+        return msgpack.packb(v)
+    marker, n, signed = _INT_FORMS[form]
+    try:
+        return bytes([marker]) + v.to_bytes(n, "big", signed=signed)
+    except OverflowError:
+        return None
+
+
+def _header_case(topic, fields_bytes, r):
+    """One body of ``topic``: a valid header in a random encoding, or one mutated to be refused."""
+    version = SCHEMAS[topic].version if topic in SCHEMAS else 1
+    sender = r.choice(["arm", "contact", "s" * 31, "s" * 32, "é"]).encode()
+    vals = {"seq": int(r.choice([0, 1, 127, 128, 255, 65_536, 1 << 40, (1 << 63) - 1])),
+            "t": int(r.choice([0, -5, -(1 << 63), (1 << 63) - 1, 1_000_000, -200, 1 << 31])),
+            "h": int(r.choice([1, 1_000_000, (1 << 63) - 1])),
+            "wall": int(r.choice([0, 123, -1, 1 << 62, -(1 << 63)]))}
+    mutation = r.choice(["none"] * 8 + ["version", "version u8", "str8 sender", "bad utf-8 sender", "empty sender",
+                                        "seq -1", "seq 2**63", "h 0", "h -1", "t 2**63", "wall 2**64-1", "float t", "nil h", "fields array",
+                                        "truncated", "trailing", "flip", "garbage", "empty"])
+    if mutation.startswith(("seq ", "h ", "t ", "wall ")):
+        name, v = mutation.split()
+        vals[name] = {"-1": -1, "0": 0, "2**63": 1 << 63, "2**64-1": (1 << 64) - 1}[v]
+    ints = []
+    for name, v in vals.items():
+        enc = _int(v, r.choice(["min", "min", *_INT_FORMS]))
+        ints.append(enc if enc is not None else msgpack.packb(v) if -(1 << 63) <= v < (1 << 64) else b"\xc0")
+    ver = msgpack.packb(version + 1 if mutation == "version" else version)
+    if mutation == "version u8":
+        ver = bytes([0xCC, version])
+    snd = msgpack.packb(sender.decode())
+    if mutation == "str8 sender" and sender:
+        snd = bytes([0xD9, len(sender)]) + sender
+    if mutation == "bad utf-8 sender":
+        snd = bytes([0xA2, 0xFF, 0xFE])
+    if mutation == "empty sender":
+        snd = b"\xa0"
+    if mutation == "float t":
+        ints[1] = msgpack.packb(1.0)
+    if mutation == "nil h":
+        ints[2] = b"\xc0"
+    fields = msgpack.packb([1, 2]) if mutation == "fields array" else fields_bytes
+    head = b"\x97" + ver + snd + b"".join(ints)
+    body = head + fields
+    if mutation == "truncated":
+        body = body[:int(r.integers(0, len(body)))]
+    elif mutation == "trailing":
+        body = body + b"\x00"
+    elif mutation == "flip":  # inside the header only: the fields' strings stay UTF-8 (see envelopes)
+        k = int(r.integers(0, len(head)))
+        body = body[:k] + bytes([int(r.integers(0, 256))]) + body[k + 1:]
+    elif mutation == "garbage":
+        body = bytes(r.integers(0, 256, int(r.integers(1, 80)), dtype=np.uint8))
+    elif mutation == "empty":
+        body = b""
+    return body
+
+
+def _fields_bytes(topic):
+    return msgpack.packb(msgpack.unpackb(_enc(topic, _fields(topic)))[6], use_bin_type=True)
+
+
+def _check_rows(topics, tids, bodies, env):
+    for i, (tid, body) in enumerate(zip(tids, bodies)):
+        try:
+            want = codec.envelope(topics[tid], body)
+        except MessageError:
+            assert not env.ok[i], (i, topics[tid], body[:40])
+            assert env.sender[i] == -1 and env.seq[i] == env.t_ns[i] == env.h_ns[i] == env.wall_ns[i] == 0
+            continue
+        assert env.ok[i], (i, topics[tid], body[:40])
+        got = (SCHEMAS[topics[tid]].version, env.senders[env.sender[i]], int(env.seq[i]), int(env.t_ns[i]),
+               int(env.h_ns[i]), int(env.wall_ns[i]))
+        assert got == want, (i, body[:40])
+
+
+def test_envelopes_agree_with_envelope_body_by_body():
+    """The independent reference is envelope() (msgpack's own unpackb) on each body: same verdict, same values,
+    over every topic, every msgpack int encoding, long and bad senders, and bodies mutated to be refused."""
+    r = np.random.default_rng(11)
+    topics = sorted(SCHEMAS) + ["no/such/topic"]
+    fields = {t: _fields_bytes(t) for t in SCHEMAS}
+    fields["no/such/topic"] = fields["arm/wrench"]
+    tids = [int(r.integers(0, len(topics))) for _ in range(3000)]
+    bodies = [_header_case(topics[k], fields[topics[k]], r) for k in tids]
+    env = codec.envelopes(topics, tids, bodies)
+    assert 0.3 < env.ok.mean() < 0.9  # both verdicts are well exercised
+    _check_rows(topics, tids, bodies, env)
+    for lo, hi in ((0, 1), (0, 7), (100, 450), (2990, 3000)):  # and in pieces, each its own batch
+        _check_rows(topics, tids[lo:hi], bodies[lo:hi], codec.envelopes(topics, tids[lo:hi], bodies[lo:hi]))
+
+
+def test_envelopes_of_a_clean_batch_and_of_an_empty_one():
+    topics = ["arm/wrench", "toy/state0"] if "toy/state0" in SCHEMAS else ["arm/wrench"]
+    bodies = [_enc("arm/wrench", _fields("arm/wrench"), sender=f"s{i % 3}", seq=i, t_ns=i * 7 - 50, wall_ns=i)
+              for i in range(500)]
+    env = codec.envelopes(topics, [0] * 500, bodies)
+    assert env.ok.all() and sorted(env.senders) == ["s0", "s1", "s2"]
+    assert [env.senders[k] for k in env.sender] == [f"s{i % 3}" for i in range(500)]
+    assert env.seq.tolist() == list(range(500)) and env.t_ns.tolist() == [i * 7 - 50 for i in range(500)]
+    empty = codec.envelopes(topics, [], [])
+    assert empty.ok.shape == (0,) and empty.senders == []
+
+
+def test_envelopes_accepts_a_well_formed_fields_map_that_envelope_refuses():
+    """The one documented difference: the fields map is skipped, not decoded."""
+    body = msgpack.packb([SCHEMAS["arm/wrench"].version, "svc", 1, 0, 10, 0, {b"\xff\xfe": 1}], use_bin_type=False)
+    with pytest.raises(MessageError):
+        codec.envelope("arm/wrench", body)
+    env = codec.envelopes(["arm/wrench"], [0], [body])
+    assert env.ok[0] and env.senders[env.sender[0]] == "svc" and env.seq[0] == 1
+
+
+def test_envelopes_many_malformed_bodies_in_one_batch():
+    """More malformed bodies than the structure check re-synchronises on: the rest are still judged right."""
+    good = [_enc("arm/wrench", _fields("arm/wrench"), seq=i) for i in range(60)]
+    bodies = [b[:-3] if i % 3 == 0 else b for i, b in enumerate(good)]  # 20 truncated, spread out
+    env = codec.envelopes(["arm/wrench"], [0] * 60, bodies)
+    assert env.ok.tolist() == [i % 3 != 0 for i in range(60)]
+    assert env.seq[env.ok].tolist() == [i for i in range(60) if i % 3]
+
+
+def test_envelopes_bad_topic_index():
+    with pytest.raises(IndexError, match="tids"):
+        codec.envelopes(["arm/wrench"], [1], [_enc("arm/wrench", _fields("arm/wrench"))])

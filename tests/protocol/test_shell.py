@@ -85,3 +85,39 @@ def test_publish_sends_events_first_with_per_topic_sequences():
         fields = outs[topic] if topic != "toy/event1" or k < 3 else {"events": []}
         assert payload == encode(topic, fields, sender="m1", seq=seq, t_ns=t, h_ns=H,
                                  wall_ns=envelope(topic, payload)[5])
+
+
+class _FramesBus:
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+
+    def recv_frames(self) -> list[bytes]:
+        out, self.frames = self.frames, []
+        return out
+
+
+class _BulkSink:
+    name, topics = "log", ()
+
+    def __init__(self) -> None:
+        self.calls: list[list[bytes]] = []
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        raise AssertionError("a sink with on_frames gets no on_message")
+
+    def on_frames(self, frames: list[bytes]) -> None:
+        self.calls.append(frames)
+
+
+def test_a_running_sink_with_on_frames_gets_each_drain_in_one_call():
+    probe = b"sim/control\0" + encode("sim/control", {"cmd": "probe", "info": {}}, sender="x", seq=0, t_ns=0, h_ns=1)
+    drain = [_state(0), probe, b"garbage", _state(1)]
+    for records_control in (True, False):
+        sink = _BulkSink()
+        sh = ServiceShell(sink, "ipc:///nowhere", {"log": "ipc:///nowhere.log.pub"})
+        sh._sink_control = records_control  # as the handshake sets it: topics () or "sim/control" record control
+        sh.bus = _FramesBus(list(drain))  # type: ignore[assignment]
+        sh._drain_sink()
+        sh._drain_sink()  # nothing queued: no call
+        want = drain if records_control else [f for f in drain if f is not probe]
+        assert sink.calls == [want] and sh.received == 4 and sh.invalid == 0

@@ -24,7 +24,8 @@ from mcap.stream_reader import StreamReader, breakup_chunk
 
 import tests.protocol.toys  # noqa: F401  (registers the toy topics)
 from errors import LogError
-from protocol.codec import decode, encode
+from protocol.bus import SequenceTracker
+from protocol.codec import decode, encode, envelope
 from protocol.messages import SCHEMAS
 from services.logger import (
     McapLogger,
@@ -161,6 +162,46 @@ def test_sequence_gaps_and_invalid_messages_are_counted(tmp_path):
         meta = log.metadata()["berthsim.close"]
         assert meta["lost"] == "3" and meta["lost.toy/state0"] == "3" and meta["invalid"] == "2"
         assert [m.seq for m in log.messages()] == [i for i in range(20) if i not in (5, 6, 12)]
+
+
+def test_frames_in_bulk_count_gaps_as_the_sequence_tracker_does_one_by_one(tmp_path):
+    """Whole frames in drains of random size, handed over in several batches: two senders on one topic,
+    drops, repeats and reordering. Reference: SequenceTracker.see on every valid message in arrival order."""
+    r = np.random.default_rng(5)
+    streams = {("a", "toy/state0"): toy_messages(400, "toy/state0", "a"),
+               ("b", "toy/state0"): toy_messages(400, "toy/state0", "b"),
+               ("a", "toy/state1"): toy_messages(400, "toy/state1", "a")}
+    arrivals = []
+    for (sender, topic), msgs in streams.items():
+        keep = [i for i in range(400) if r.random() > 0.05]  # drops
+        keep += [int(k) for k in r.choice(keep, 10)]  # repeats, arriving later
+        arrivals += [(int(r.integers(0, 1 << 30)) + 1000 * j, topic, msgs[i]) for j, i in enumerate(keep)]
+    arrivals.sort()
+    for k in range(0, len(arrivals) - 1, 37):  # some neighbours swapped: out of order
+        arrivals[k], arrivals[k + 1] = arrivals[k + 1], arrivals[k]
+    frames = [topic.encode() + b"\0" + body for _, topic, body in arrivals]
+    frames[100:100] = [b"toy/state0", b"\0" + frames[0][11:], b"no/such/topic\0" + frames[0][11:],
+                       b"toy/state0\0" + frames[0][11:-4]]  # no separator, empty topic, unknown topic, truncated
+    ref = SequenceTracker()
+    lost: dict[str, int] = {}
+    for _, topic, body in arrivals:
+        _, sender, seq, *_ = envelope(topic, body)
+        lost[topic] = lost.get(topic, 0) + ref.see(sender, topic, seq)
+    lg = McapLogger(tmp_path / "bulk.mcap")
+    i = 0
+    while i < len(frames):
+        j = i + int(r.integers(1, 400))
+        lg.on_frames(frames[i:j])
+        if r.random() < 0.3:
+            time.sleep(0.15)  # the hand-over thread takes what is queued: another batch
+        i = j
+    lg.close()
+    assert lg.lost == {t: n for t, n in lost.items() if n} and sum(lost.values()) > 0
+    assert lg.invalid == {"": 2, "no/such/topic": 1, "toy/state0": 1}
+    assert lg.received == len(frames) and lg.written == len(arrivals)
+    with open_log(tmp_path / "bulk.mcap") as log:
+        logged = sorted((m.topic, m.payload) for m in log.messages())
+    assert logged == sorted((topic, body) for _, topic, body in arrivals)
 
 
 # ---------------------------------------------------------------- windows and seek
