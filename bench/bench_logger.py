@@ -26,7 +26,10 @@
   ``--record-rate`` (default 100,000 msg/s) for ``--record-seconds`` (default 10 s): whether the logger
   sustains that rate — zero loss, every seq in the file, and ``close_lag_s`` (last message
   received to file closed), which stays near the batch period when the writer keeps up and
-  grows with the run length when it does not.
+  grows with the run length when it does not. ``record_bus_pinned`` and
+  ``record_bus_paced_pinned`` (machines with 2 CPUs or more): the same with the writer
+  process on a CPU of its own (``McapLogger(writer_cpus=...)``) and the publisher and
+  receiving process on another.
 - ``read``: the whole log of a run (``--log``) read by each reader, messages per CPU
   second: ``mcap``'s public reader (``make_reader(f).iter_messages``, in log-time order
   and in file order), :meth:`services.logger.LogFile.messages` (the same messages in
@@ -186,13 +189,28 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     ctx.term()
 
 
-def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float = 0.0) -> dict:
+def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float = 0.0,
+              pin: tuple[set[int], set[int]] | None = None) -> dict:
     """Publisher process -> ipc -> this process (bulk drain, as the sink shell) -> logger -> writer process.
 
     ``rate`` 0: the publisher sends flat out (capacity); > 0: paced at ``rate`` msg/s
     (whether the logger sustains that rate: zero loss, and a lag after the last message
-    that does not grow with the run length).
+    that does not grow with the run length). ``pin`` = (CPUs of the publisher and this
+    process, CPUs of the writer process: ``McapLogger(writer_cpus=...)``); None: any.
     """
+    affinity = os.sched_getaffinity(0)
+    if pin is not None:
+        os.sched_setaffinity(0, pin[0])  # the publisher, forked below, inherits it
+    try:
+        out = _bench_bus(msgs, path, tmp, rate, pin[1] if pin else set())
+    finally:
+        os.sched_setaffinity(0, affinity)
+    if pin is not None:
+        out["cpus"] = {"publisher_and_receiver": sorted(pin[0]), "writer": sorted(pin[1])}
+    return out
+
+
+def _bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float, writer_cpus: set[int]) -> dict:
     url = f"ipc://{tmp}/bench.pub"
     ready, go = mp.Event(), mp.Event()
     report_in, report_out = mp.Pipe(duplex=False)
@@ -203,7 +221,7 @@ def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float 
     bus = open_bus(None, [url], topics=[""])
     bus.sub.rcvhwm = 0
     time.sleep(0.3)  # the subscription reaches the publisher before it sends
-    lg = McapLogger(path)
+    lg = McapLogger(path, writer_cpus=writer_cpus)
     recv_frames, on_frames, poll = bus.recv_frames, lg.on_frames, bus.sub.poll
     go.set()
     n = 0
@@ -350,25 +368,41 @@ def main() -> None:
     ap.add_argument("--record-rate", type=float, default=100_000.0,
                     help="paced bus recording: messages per second (0: skip) [msg/s]")
     ap.add_argument("--record-seconds", type=float, default=10.0, help="paced bus recording: length [s]")
+    ap.add_argument("--parts", default="record,log",
+                    help="comma-separated: record (writer floor, sink, bus, paced), log (seek, read, replay, report, "
+                         "export)")
     a = ap.parse_args()
+    parts = set(a.parts.split(","))
+    if not parts <= {"record", "log"}:
+        ap.error(f"--parts: unknown {sorted(parts - {'record', 'log'})} (known: record, log)")
     with tempfile.TemporaryDirectory(prefix="bench-logger-") as d:
         tmp = Path(d)
         msgs = scenario_messages(a.messages)
         res: dict = {"cpu_count": os.cpu_count(), "load_avg_1min": os.getloadavg()[0]}
-        res["mcap_writer_floor"] = bench_writer_floor(msgs, tmp / "floor.mcap")
-        res["record_sink"] = bench_sink(msgs, tmp / "sink.mcap")
-        res["record_sink_64KiB_chunks"] = bench_sink(msgs, tmp / "sink64.mcap", 1 << 16)
-        res["record_bus"] = bench_bus(msgs, tmp / "bus.mcap", tmp)
-        if a.record_rate > 0:
-            paced = scenario_messages(int(a.record_rate * a.record_seconds))
-            res["record_bus_paced"] = bench_bus(paced, tmp / "paced.mcap", tmp, a.record_rate)
-            del paced
-        res["seek"] = bench_seek(tmp / "sink.mcap")
-        log = Path(a.log) if a.log else toy_log(tmp)
-        res["read"] = bench_read(log)
-        res["replay"] = bench_replay(log)
-        res["report"] = bench_report(log, tmp)
-        res["export"] = bench_export(log, tmp)
+        if "record" in parts:
+            res["mcap_writer_floor"] = bench_writer_floor(msgs, tmp / "floor.mcap")
+            res["record_sink"] = bench_sink(msgs, tmp / "sink.mcap")
+            res["record_sink_64KiB_chunks"] = bench_sink(msgs, tmp / "sink64.mcap", 1 << 16)
+            res["record_bus"] = bench_bus(msgs, tmp / "bus.mcap", tmp)
+            cpus = sorted(os.sched_getaffinity(0))
+            pin = ({cpus[0]}, {cpus[1]}) if len(cpus) >= 2 else None
+            if pin:
+                res["record_bus_pinned"] = bench_bus(msgs, tmp / "bus_pinned.mcap", tmp, pin=pin)
+            if a.record_rate > 0:
+                paced = scenario_messages(int(a.record_rate * a.record_seconds))
+                res["record_bus_paced"] = bench_bus(paced, tmp / "paced.mcap", tmp, a.record_rate)
+                if pin:
+                    res["record_bus_paced_pinned"] = bench_bus(paced, tmp / "paced_pinned.mcap", tmp, a.record_rate, pin)
+                del paced
+        if "log" in parts:
+            if not (tmp / "sink.mcap").exists():
+                bench_sink(msgs, tmp / "sink.mcap")
+            res["seek"] = bench_seek(tmp / "sink.mcap")
+            log = Path(a.log) if a.log else toy_log(tmp)
+            res["read"] = bench_read(log)
+            res["replay"] = bench_replay(log)
+            res["report"] = bench_report(log, tmp)
+            res["export"] = bench_export(log, tmp)
         res["load_avg_1min_end"] = os.getloadavg()[0]
     print(json.dumps(res, indent=1))
 

@@ -23,7 +23,7 @@ from mcap.records import Chunk
 from mcap.stream_reader import StreamReader, breakup_chunk
 
 import tests.protocol.toys  # noqa: F401  (registers the toy topics)
-from errors import LogError
+from errors import ConfigError, LogError
 from protocol.bus import SequenceTracker
 from protocol.codec import decode, encode, envelope
 from protocol.messages import SCHEMAS
@@ -361,6 +361,34 @@ def test_missing_truncated_and_non_mcap_files_name_the_file(tmp_path, big_log, c
 def test_unwritable_log_is_a_log_error(tmp_path):
     with pytest.raises(LogError, match="cannot create"):
         McapLogger(tmp_path / "no" / "dir" / "x.mcap")
+
+
+def test_writer_cpus_pin_the_writer_process_and_bad_ones_are_refused(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    lg = McapLogger(tmp_path / "pinned.mcap", writer_cpus=[cpus[-1]])
+    try:
+        status = Path(f"/proc/{lg._pid}/status").read_text()
+        deadline = time.monotonic() + 5
+        while f"Cpus_allowed_list:\t{cpus[-1]}\n" not in status and time.monotonic() < deadline:
+            time.sleep(0.01)  # the writer process pins itself as it starts
+            status = Path(f"/proc/{lg._pid}/status").read_text()
+        assert f"Cpus_allowed_list:\t{cpus[-1]}\n" in status
+        for p in toy_messages(10):
+            lg.on_message("toy/state0", p)
+    finally:
+        lg.close()
+    assert lg.written == 10
+    with pytest.raises(LogError, match=r"writer_cpus: CPUs \[4096\] are not on this machine"):
+        McapLogger(tmp_path / "x.mcap", writer_cpus=[4096])
+    from protocol.config import validate
+    cfg = {"services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "index": 0},
+                        "logger": {"kind": "logger", "rate_hz": 1000, "writer_cpus": [4096]}},
+           "toy": {"mass": [1.0], "k": [], "rest": [], "x0": [0.0], "v0": [0.0]}}
+    with pytest.raises(ConfigError, match=r"writer_cpus: CPUs \[4096\] are not on this machine"):
+        validate(cfg)
+    cfg["services"]["logger"]["writer_cpus"] = [-1]
+    with pytest.raises(ConfigError, match=r"writer_cpus: expected a list of CPU numbers"):
+        validate(cfg)
 
 
 def test_a_failing_writer_is_reported_by_the_next_message_and_by_close():
