@@ -30,6 +30,11 @@
   ``record_bus_paced_pinned`` (machines with 2 CPUs or more): the same with the writer
   process on a CPU of its own (``McapLogger(writer_cpus=...)``) and the publisher and
   receiving process on another.
+- ``record_launch``: the logger *service* end to end: ``launch.py replay LOG --max --log
+  OUT`` of a log of ``2 × --messages`` such messages (the replay source publishes as
+  fast as it can; the real shell's bulk drains, hand-over and writer process record
+  it): messages written per second from the logger's start (handshake included) to
+  its file closed, from the output log's own metadata; lost and invalid counts.
 - ``read``: the whole log of a run (``--log``) read by each reader, messages per CPU
   second: ``mcap``'s public reader (``make_reader(f).iter_messages``, in log-time order
   and in file order), :meth:`services.logger.LogFile.messages` (the same messages in
@@ -257,6 +262,34 @@ def _bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float
             "receiver_msg_per_cpu_s": n / (c2 - c0), "writer_msg_per_cpu_s": lg.written / lg.writer_cpu_s}
 
 
+def bench_record_launch(msgs: list[tuple[str, bytes]], tmp: Path) -> dict:
+    """The logger service end to end: ``launch.py replay LOG --max --log OUT`` of a log of ``msgs``.
+
+    The replay source publishes as fast as it can; the logger service (the real shell,
+    bulk drains, hand-over, writer process) records everything. Messages per second =
+    messages written / (logger made → file closed, from the log's own ``berthsim.run``
+    and ``berthsim.close`` metadata): the handshake included, so a lower bound.
+    """
+    src, out = tmp / "launch_src.mcap", tmp / "launch_out.mcap"
+    lg = McapLogger(src)
+    lg.on_frames([t.encode() + b"\0" + p for t, p in msgs])
+    lg.close()
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "replay", str(src), "--max", "--log", str(out),
+                        "--quiet"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    with open_log(out) as log:
+        meta = log.metadata()
+        close, run = meta["berthsim.close"], meta["berthsim.run"]
+        logged = sum(n for t, n in log.topics.items() if t in {t for t, _ in msgs})  # the replayed topics
+    span = (int(close["end_wall_ns"]) - int(run["start_wall_ns"])) * 1e-9
+    return {"messages": len(msgs), "logged": logged, "lost": int(close["lost"]), "invalid": int(close["invalid"]),
+            "logger_s": span, "written_msg_per_s": int(close["written"]) / span,
+            "written_MB_per_s": sum(len(b) for _, b in msgs) / span / 1e6, "command_wall_s": wall}
+
+
 def toy_log(tmp: Path) -> Path:
     cfg = tmp / "chain4.toml"
     cfg.write_text((ROOT / "configs" / "toy_chain4.toml").read_text()
@@ -384,6 +417,7 @@ def main() -> None:
             res["record_sink"] = bench_sink(msgs, tmp / "sink.mcap")
             res["record_sink_64KiB_chunks"] = bench_sink(msgs, tmp / "sink64.mcap", 1 << 16)
             res["record_bus"] = bench_bus(msgs, tmp / "bus.mcap", tmp)
+            res["record_launch"] = bench_record_launch(scenario_messages(2 * len(msgs)), tmp)
             cpus = sorted(os.sched_getaffinity(0))
             pin = ({cpus[0]}, {cpus[1]}) if len(cpus) >= 2 else None
             if pin:
