@@ -58,6 +58,7 @@ from errors import MessageError
 
 __all__ = [
     "SEPARATOR",
+    "CONTROL_PREFIX",
     "MAX_PAYLOAD_BYTES",
     "FIELD_TYPES",
     "TopicSchema",
@@ -68,6 +69,8 @@ __all__ = [
 
 SEPARATOR = b"\0"
 """Separates the topic from the msgpack body in a frame."""
+CONTROL_PREFIX = b"sim/control" + SEPARATOR
+"""The start of every ``sim/control`` frame (the ready-handshake's probes)."""
 
 MAX_PAYLOAD_BYTES = 1 << 20
 """Largest msgpack body accepted by the decoder. [bytes]"""

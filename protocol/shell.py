@@ -95,7 +95,7 @@ import zmq
 from errors import LifecycleError, MessageError
 from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
 from protocol.codec import decode, encode, topic_codec
-from protocol.messages import SCHEMAS, SEPARATOR, schema_for
+from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
 from protocol.security import Security
 from protocol.service import Port, ServiceModel
 from protocol.stepping import InputBuffer, event_progress
@@ -162,7 +162,6 @@ PROBE_PERIOD_NS = 10_000_000
 FLUSH_MS = 2000  # a stopping worker process delivers its queued messages for at most this long [ms]
 SINK_DRAIN_LIMIT_NS = 20_000 * _MS  # a sink at stop drains what is queued for at most this long
 _SOURCE_BATCH = 64  # source: messages published between looks at the clock (control, stats)
-_CONTROL_PREFIX = b"sim/control" + SEPARATOR
 _SINK_BATCH_S = 0.02  # sink: pause after each drain, so one wake-up takes many messages (≤ 50 wake-ups/s)
 _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before a step start,
 _DRAIN_NS = 200_000  # and again this long before it
@@ -832,7 +831,7 @@ class ServiceShell:
             return
         self.received += len(frames)
         if not self._sink_control:  # the SUB takes sim/control for the handshake's probes: not recorded
-            frames = [f for f in frames if not f.startswith(_CONTROL_PREFIX)]
+            frames = [f for f in frames if not f.startswith(CONTROL_PREFIX)]
         on_frames(frames)
 
     def _finish(self) -> None:

@@ -40,7 +40,9 @@ File layout (MCAP, ``mcap`` package):
   can find it) and ``command_line.txt``;
 - metadata ``berthsim.run`` at the start (package versions, git commit, seed, host
   names, mode, start wall time) and ``berthsim.close`` at the end: messages received
-  and written, invalid ones, and the lost messages (sequence gaps) per topic.
+  and written, invalid ones, the lost messages (sequence gaps) per topic, and the wall
+  clock of the first data message received (not ``sim/control``) and of the close
+  (``first_wall_ns``, ``end_wall_ns``).
 
 Messages whose envelope is invalid or whose topic has no schema are counted
 (``invalid`` in ``berthsim.close``) and not written; the fields are checked to be
@@ -137,7 +139,7 @@ from numpy.typing import NDArray
 from errors import ConfigError, LogError, MessageError
 from protocol.bus import SequenceTracker
 from protocol.codec import envelopes
-from protocol.messages import SCHEMAS, SEPARATOR, TopicSchema, register_schema, schema_for
+from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, TopicSchema, register_schema, schema_for
 
 __all__ = [
     "CHUNK_SIZE",
@@ -371,6 +373,7 @@ class McapLogger:
         self.negative_t = 0
         self.lost: dict[str, int] = {}
         self.writer_cpu_s = 0.0
+        self._first_wall_ns = 0  # wall clock of the first data message (not sim/control) handed over (0: none) [ns]
         self._tracker = SequenceTracker()
         self._topics: list[str] = []  # topic index -> topic (known topics: they have a schema)
         self._tid_of: dict[bytes, int] = {}  # frame prefix (the topic's bytes) -> topic index
@@ -450,6 +453,8 @@ class McapLogger:
         """
         if self._error is not None:
             raise LogError(f"log {str(self.path)!r}: writer failed: {self._error}")
+        if not self._first_wall_ns and not all(f.startswith(CONTROL_PREFIX) for f in frames):
+            self._first_wall_ns = time.time_ns()  # the first data message (the handshake's probes are not)
         self._append(frames)
 
     # ---------------------------------------------------------------- hand-over thread
@@ -619,7 +624,8 @@ class McapLogger:
 
     def close_metadata(self) -> dict[str, str]:
         """The ``berthsim.close`` metadata: counts, and lost messages (sequence gaps) per topic."""
-        meta = {"end_wall_ns": str(time.time_ns()), "received": str(self.received), "written": str(self.written),
+        meta = {"first_wall_ns": str(self._first_wall_ns), "end_wall_ns": str(time.time_ns()),
+                "received": str(self.received), "written": str(self.written),
                 "invalid": str(sum(self.invalid.values())), "lost": str(sum(self.lost.values())),
                 "negative_t_ns": str(self.negative_t)}
         meta.update({f"lost.{t}": str(n) for t, n in sorted(self.lost.items())})
