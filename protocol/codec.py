@@ -622,7 +622,7 @@ def envelopes(topics: Sequence[str], tids: Sequence[int] | np.ndarray, bodies: S
     p = end - size
     blob = b"".join(bodies)
     a = np.frombuffer(blob + _PAD, np.uint8)
-    versions = np.full(len(topics) + 1, -1, np.int64)
+    versions = np.full(len(topics), -1, np.int64)
     for k, topic in enumerate(topics):
         try:
             versions[k] = topic_codec(topic).version
