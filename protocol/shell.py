@@ -93,7 +93,7 @@ import numpy as np
 import zmq
 
 from errors import LifecycleError, MessageError
-from protocol.bus import ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
+from protocol.bus import _NOBLOCK, ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
 from protocol.codec import decode, encode, topic_codec
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
 from protocol.security import Security
@@ -154,7 +154,6 @@ class _Fail(Exception):
 
 
 _MS = 1_000_000
-_NOBLOCK = int(zmq.NOBLOCK)  # a plain int: pyzmq's enum flags cost Python-level enum arithmetic per call
 _CTL_EVERY_NS = 20 * _MS  # control and heartbeat checked at least this often while stepping
 PROBE_PERIOD_NS = 10_000_000
 """Interval of a service's ready-handshake probes on ``sim/control``. [ns]"""
