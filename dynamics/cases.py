@@ -1,13 +1,15 @@
 """Builders for the seed and reference systems: Yoshida's 3 rods, Cyril's 5 bodies, SRMS, ETS-VII.
 
-Reference data are read from ``../shared/reference/`` relative to the repository root
-(a missing file raises :class:`errors.ConfigError` naming the path). Every value not
-given by a source is marked **assumed** here and in the case description.
+The robot models are package data of :mod:`dynamics` (``dynamics/data/``, each file
+with its source in its header, the figures and their sources in ``dynamics/data/README.md``),
+found with :mod:`importlib.resources` by :func:`reference_path`. Every value not given
+by a source is marked **assumed** here and in the case description.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +36,7 @@ __all__ = [
 
 Array = NDArray[np.float64]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-REFERENCE_DIR = REPO_ROOT / ".." / "shared" / "reference"
-
-#: Orbiter mass [kg] — **assumed** (../shared/reference/README.md).
+#: Orbiter mass [kg] — **assumed** (``dynamics/data/README.md``: not in public sources).
 ORBITER_MASS = 1.0e5
 #: Orbiter inertia about its CoM, orbiter body axes [kg·m²] — **assumed** (same README).
 ORBITER_INERTIA = np.diag([1.2e6, 8.0e6, 8.5e6])
@@ -95,17 +94,27 @@ class RigidPayload:
 
 
 def reference_path(name: str) -> Path:
-    """Path of a file in ``../shared/reference/`` (relative to the repository root).
+    """Path of a reference file shipped as package data (``dynamics/data/NAME``).
+
+    Parameters
+    ----------
+    name : str
+        File name, e.g. ``"SRMS_Canadarm.urdf"``, ``"ETSVII.urdf"``, ``"README.md"``.
+
+    Returns
+    -------
+    Path
+        The file on the file system (the package is installed as files, not zipped).
 
     Raises
     ------
     ConfigError
-        If the file does not exist (the path is named).
+        If the package has no such data file (the name and where it was looked for are named).
     """
-    p = (REFERENCE_DIR / name).resolve()
-    if not p.is_file():
-        raise ConfigError(f"reference file {name!r} not found at {p} (expected ../shared/reference/ beside the repo)")
-    return p
+    res = resources.files("dynamics").joinpath("data", name)
+    if not res.is_file():
+        raise ConfigError(f"reference file {name!r}: not in the package data of dynamics ({res})")
+    return Path(str(res))
 
 
 def _rod_inertia(m: float, L: float) -> Array:

@@ -143,7 +143,7 @@ def check_inertia(I: Array, body: str, *, rtol: float = 1e-9) -> None:
     Notes
     -----
     The triangle inequality of principal moments (``I1 + I2 ≥ I3``) is *not* enforced:
-    the published ETS-VII data (``../shared/reference/ETSVII.urdf``, Link_1: 0.25,
+    the published ETS-VII data (``dynamics/data/ETSVII.urdf``, Link_1: 0.25,
     0.25, 1.69 kg·m²) violate it, and the dynamics stay well defined without it.
     """
     if not np.all(np.isfinite(I)):

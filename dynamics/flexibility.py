@@ -14,7 +14,7 @@ translation) of that point, both expressed in one frame (O for the arm quantitie
 - :func:`first_mode_two_body` and :func:`first_mode_chain` — the first elastic mode of
   the linearized orbiter–arm–payload system (massless arm) and of the multibody arm
   with joint springs, for the checks against the published bands
-  (``../shared/reference/README.md``).
+  (``dynamics/data/README.md``).
 
 The SRMS beam and joint stiffnesses are not published: the defaults here are
 **ASSUMED** (see :data:`ASSUMED_BEAMS`, :data:`ASSUMED_JOINT_STIFFNESS`) and were chosen

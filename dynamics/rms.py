@@ -3,7 +3,7 @@
 Frames (STYLE): O orbiter body (origin Oo at its CoM), S shoulder = the SRMS base frame
 (fixed in O at ``X_OS``), B1…B6 the six moving links after shoulder yaw, shoulder pitch,
 elbow pitch, wrist pitch, wrist yaw and wrist roll (SVDS 2-14 order; the URDF links
-B2…B7 of ``../shared/reference/SRMS_Canadarm.urdf``), E the end effector: the frame of
+B2…B7 of ``dynamics/data/SRMS_Canadarm.urdf``), E the end effector: the frame of
 the last link moved to the *point of resolution* ``p_B6oEo_B6`` (configurable; the
 end-effector tip, 0.6604 m along the roll axis, by default).
 
@@ -779,7 +779,7 @@ def auto_profile(distance: float, angle: float, v_max: float, w_max: float, a_ma
     residual of a raised-cosine ramp of length T at ω falls as ``1/((ωT/π)² − 1)``
     (its Fourier transform), against ``1/(ωT)`` for a constant-acceleration ramp. This is
     the point of the acceleration limit with a heavy payload (first loaded mode of the
-    SRMS 0.03–0.05 Hz, ``../shared/reference/README.md``).
+    SRMS 0.03–0.05 Hz, ``dynamics/data/README.md``).
 
     Parameters
     ----------

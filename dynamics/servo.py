@@ -24,7 +24,7 @@ while ``|τ_L|`` is at most the slip torque, and slips against it beyond.
 Values that are not published (gear ratios, motor constants and inertias, friction,
 gains, slip torques) are **ASSUMED** (:func:`srms_servo_params`); the current limit is
 chosen so that ``N K_t i_max`` equals the published joint torque limit
-(``../shared/reference/README.md``). The integration is semi-implicit Euler with
+(``dynamics/data/README.md``). The integration is semi-implicit Euler with
 ``n_sub`` substeps per call.
 
 No I/O, clock or globals.

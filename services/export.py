@@ -11,7 +11,7 @@ One table per topic (``DIR/<topic with / as __>.parquet`` or ``.csv``; default D
   quaternions, ``tx ty tz fx fy fz`` for wrenches ``F_*`` [τ; f], ``wx wy wz vx vy vz``
   for spatial velocities ``V_*`` [ω; v], ``1..6`` for joint vectors, ``<row><col>`` for
   matrices (a pose ``X_*`` is unitless in its rotation and in m in its translation).
-  Units follow the field-name conventions of ``../shared/STYLE.md``
+  Units follow the field-name conventions of ``docs/architecture.md`` (*Conventions*)
   (:func:`field_columns`): ``m``, ``m_s``, ``m_s2``, ``rad``, ``rad_s``, ``rad_s2``,
   ``N``, ``Nm``, ``s``, ``1`` (dimensionless); a field whose unit is not known
   from its name has no unit suffix; lists of strings are joined with ``;``, maps
@@ -63,7 +63,7 @@ def field_columns(name: str, ftype: str, shape: tuple[int, ...]) -> list[tuple[s
     Parameters
     ----------
     name : str
-        Field name (monogram notation, ``../shared/STYLE.md``).
+        Field name (monogram notation, ``docs/architecture.md`` (*Conventions*)).
     ftype : str
         Schema type (:data:`protocol.messages.FIELD_TYPES`).
     shape : tuple of int

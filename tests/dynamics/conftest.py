@@ -1,6 +1,6 @@
 """Pinocchio oracle helpers for the chain tests (Pinocchio is a test-only dependency).
 
-Conventions (../shared/reference/README.md): Pinocchio's free-flyer q is
+Conventions (dynamics/data/README.md): Pinocchio's free-flyer q is
 [xyz, quat x,y,z,w], its v is [v, ω] of the base origin in the *base body* frame, and
 its acceleration is spatial (add ω×v for the classical one). Ours: q = [xyz, quat
 w,x,y,z, θ], v = [ω_W, v_Bo_W, θ̇], v̇ classical. Gravity is zeroed.

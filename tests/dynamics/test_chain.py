@@ -310,7 +310,7 @@ def test_bad_state_shapes_refused():
 
 
 def test_config_rows_build_the_same_model_as_urdf():
-    """The ETS-VII written as a config table (values from ../shared/reference/ETSVII.urdf)."""
+    """The ETS-VII written as a config table (values from dynamics/data/ETSVII.urdf)."""
     from dynamics.urdf import chain_from_urdf
 
     rows = [

@@ -15,7 +15,7 @@ ETS = cases.reference_path("ETSVII.urdf")
 
 
 def test_srms_table_values():
-    """Masses, joints and limits of ../shared/reference/README.md (SRMS table)."""
+    """Masses, joints and limits of dynamics/data/README.md (SRMS table)."""
     m = chain_from_urdf(SRMS)
     assert m.names == ("Base_SRMS", "B2", "B3", "B4", "B5", "B6", "B7")
     np.testing.assert_array_equal(ch.chain_from_urdf(str(SRMS)).X_PJ, m.X_PJ)  # the re-export
