@@ -32,7 +32,7 @@ import pinocchio as pin  # noqa: E402
 from dynamics import cases, exgit  # noqa: E402
 from dynamics import chain as ch  # noqa: E402
 from dynamics.urdf import chain_from_urdf_string  # noqa: E402
-from tests.dynamics.conftest import pin_from_urdf, pin_q, sym_upper  # noqa: E402
+from testkit.pin_oracle import pin_from_urdf, pin_q, sym_upper  # noqa: E402
 
 
 def chain12_urdf(seed: int = 12) -> str:

@@ -75,7 +75,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import tests.protocol.toys  # noqa: E402,F401  (toy topics)
+import testkit.toys  # noqa: E402,F401  (toy topics)
 from protocol.bus import open_bus  # noqa: E402
 from protocol.codec import encode  # noqa: E402
 from protocol.shell import _SINK_BATCH_S  # noqa: E402

@@ -70,7 +70,7 @@ def latency(scheme: str, n: int) -> dict[str, float]:
     import numpy as np
 
     from protocol.bus import mesh_endpoints, open_bus
-    from tests.protocol.conftest import bus_url
+    from testkit.ports import bus_url
     tmp = tempfile.mkdtemp(prefix="bs-bench-")
     url = bus_url(scheme, tmp)
     ep = mesh_endpoints(url, ["tx", "rx"])
@@ -154,7 +154,7 @@ def _chain_node(url: str, i: int, n: int, ticks: int) -> None:
 
     import zmq
 
-    import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+    import testkit.toys  # noqa: F401  (registers the toy topics)
     from protocol.bus import mesh_endpoints, open_bus
 
     def fail(msg: str) -> None:
@@ -375,7 +375,7 @@ def source(n: int) -> dict[str, float]:
     a toy sink recording them; messages per wall second (launcher start to source done)."""
     import msgpack
 
-    import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+    import testkit.toys  # noqa: F401  (registers the toy topics)
     from protocol.codec import encode
     tmp = Path(tempfile.mkdtemp(prefix="bs-bench-src-"))
     try:
@@ -389,13 +389,13 @@ def source(n: int) -> dict[str, float]:
 [sim]
 duration = {n * 200_000 / 1e9 + 0.001}
 [services.replay]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = 1000
 role = "source"
 replay = "{tmp / 'in.rec'}"
 topics = ["toy/state0"]
 [services.rec]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = 1000
 role = "sink"
 topics = ["toy/state0"]

@@ -65,7 +65,6 @@ __all__ = [
     "ChainData",
     "chain_from_table",
     "chain_from_rows",
-    "chain_from_urdf",
     "pose_xyz_rpy",
     "check_inertia",
     "make_data",
@@ -553,22 +552,6 @@ def chain_from_rows(rows: Sequence[dict]) -> ChainModel:
         X[0] = np.eye(4)
     return chain_from_table(names, parent, jt, X, axes, mass, com, inertia, q_lower=lim["lower"],
                             q_upper=lim["upper"], qd_max=lim["velocity"], tau_max=lim["effort"])
-
-
-def chain_from_urdf(
-    path: str,
-    *,
-    floating_base: bool = True,
-    base_mass: float | None = None,
-    base_inertia: ArrayLike | None = None,
-    base_com: ArrayLike | None = None,
-    X_WBase: ArrayLike | None = None,
-) -> ChainModel:
-    """Read a URDF into a :class:`ChainModel`: :func:`dynamics.urdf.chain_from_urdf`, re-exported here."""
-    from dynamics.urdf import chain_from_urdf as _read  # the reader imports this module
-
-    return _read(path, floating_base=floating_base, base_mass=base_mass, base_inertia=base_inertia,
-                 base_com=base_com, X_WBase=X_WBase)
 
 
 # --------------------------------------------------------------------------- state

@@ -29,7 +29,7 @@ Layout
     allowed = ["client"]
 
     [services.NAME]             # one per service process
-    kind = "orbiter"            # services/orbiter.py, or a dotted module path ("tests.protocol.toys")
+    kind = "orbiter"            # services/orbiter.py, or a dotted module path ("testkit.toys")
     rate_hz = 100               # step rate [Hz]; periods must share a base tick and divide the longest
     host = "a"                  # optional label of the machine it runs on (informative)
     endpoint = "tcp://10.0.0.2:5560"  # tcp: this service's PUB. Default: port = sim.bus port + 2 + index

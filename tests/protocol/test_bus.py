@@ -153,7 +153,7 @@ def test_non_loopback_bind_without_keys_refused():
 
 
 def test_bind_conflict_is_bus_error():
-    from tests.protocol.conftest import bus_url
+    from testkit.ports import bus_url
     url = bus_url("tcp")
     with ControlServer(url):
         with pytest.raises(BusError) as ei:

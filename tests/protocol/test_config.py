@@ -18,8 +18,8 @@ TOY = {"mass": [1.0, 4.0], "k": [40.0], "rest": [1.0], "x0": [0.0, 1.1], "v0": [
 
 def cfg(**sim):
     return {"sim": dict(sim), "toy": dict(TOY),
-            "services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "index": 0},
-                         "b": {"kind": "tests.protocol.toys", "rate_hz": 100, "index": 1}}}
+            "services": {"a": {"kind": "testkit.toys", "rate_hz": 1000, "index": 0},
+                         "b": {"kind": "testkit.toys", "rate_hz": 100, "index": 1}}}
 
 
 def problems(c, **kw):
@@ -46,7 +46,7 @@ def test_every_problem_listed_at_once():
     c["services"]["a"]["colour"] = "red"
     c["services"]["b"]["rate_hz"] = 3
     c["services"]["c"] = {"kind": "no.such.module", "rate_hz": 10}
-    c["services"][LAUNCHER] = {"kind": "tests.protocol.toys", "rate_hz": 100, "index": 1}
+    c["services"][LAUNCHER] = {"kind": "testkit.toys", "rate_hz": 100, "index": 1}
     c["stray"] = {"x": 1}
     c["toy"]["k"] = [1.0, 2.0]
     p = "\n".join(problems(c))

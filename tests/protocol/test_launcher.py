@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+import testkit.toys  # noqa: F401  (registers the toy topics)
 from protocol.config import validate
 from protocol.launcher import Launcher
 
@@ -16,8 +16,8 @@ pytestmark = pytest.mark.integration
 def _plan(duration: float = 0.3):
     cfg = {"sim": {"duration": duration, "transport": "inproc", "stats_period": 0.05},
            "toy": {"mass": [1.0, 4.0], "k": [40.0], "rest": [1.0], "x0": [0.0, 1.1], "v0": [0.0, 0.0]},
-           "services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "index": 0},
-                        "b": {"kind": "tests.protocol.toys", "rate_hz": 100, "index": 1}}}
+           "services": {"a": {"kind": "testkit.toys", "rate_hz": 1000, "index": 0},
+                        "b": {"kind": "testkit.toys", "rate_hz": 100, "index": 1}}}
     return validate(cfg)
 
 

@@ -18,8 +18,8 @@ import msgpack
 import numpy as np
 import pytest
 
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
-from tests.protocol.conftest import free_base_port
+import testkit.toys  # noqa: F401  (registers the toy topics)
+from testkit.ports import free_base_port
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +40,11 @@ def make_cfg(tmp: Path, *, rates=(1000, 100), duration=2.0, sim: str = "", toy: 
 duration = {duration}
 {sim}
 [services.a]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = {rates[0]}
 index = 0
 [services.b]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = {rates[1]}
 index = 1
 {extra}
@@ -169,7 +169,7 @@ def test_injected_bad_messages_counted_and_dropped_same_result(tmp_path):
     ref = reference(tmp_path, 0.6)
     bad = tmp_path / "bad"
     bad.mkdir()
-    inj = '[services.inj]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "injector"\n'
+    inj = '[services.inj]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "injector"\n'
     rc, _, err, summary = run(make_cfg(bad, duration=0.6, extra=inj))
     assert rc == 0, err
     n_garbage = 5 * 200 + 2 * 4
@@ -182,7 +182,7 @@ def test_injected_bad_messages_counted_and_dropped_same_result(tmp_path):
 
 def test_bad_config_exits_2_listing_every_problem_and_starts_nothing(tmp_path):
     cfg = make_cfg(tmp_path, rates=(1000, 300), sim='bogus = 1\nspeed = "fast"\ntransport = "tcp"',
-                   extra='[services.c]\nkind = "tests.protocol.toys"\nrate_hz = 400\nindex = 1\ncolour = "red"\n'
+                   extra='[services.c]\nkind = "testkit.toys"\nrate_hz = 400\nindex = 1\ncolour = "red"\n'
                          '[stray]\nx = 1')
     t = time.monotonic()
     rc, out, err, _ = run(cfg)
@@ -351,8 +351,8 @@ def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
 
 
 def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
-    rec = ('[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\n'
-           '[services.rec1]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\ntopics = ["toy/state1"]\n')
+    rec = ('[services.rec]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "sink"\n'
+           '[services.rec1]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "sink"\ntopics = ["toy/state1"]\n')
     cfg = make_cfg(tmp_path, duration=0.5, extra=rec, toy="events = true")
     rc, _, err, _ = run(cfg)
     assert rc == 0, err
@@ -378,10 +378,10 @@ def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
     full_b = np.load(tmp_path / "out" / "b.npy")
     d = tmp_path / "re"
     d.mkdir()
-    src = (f'[services.rep]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "source"\n'
+    src = (f'[services.rep]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "source"\n'
            f'replay = "{tmp_path / "out" / "rec.rec"}"\ntopics = ["toy/state0", "toy/spring0", "toy/event0"]\n')
     cfg2 = make_cfg(d, duration=0.5, extra=src, toy="events = true")
-    text = cfg2.read_text().replace('[services.a]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nindex = 0\n', "")
+    text = cfg2.read_text().replace('[services.a]\nkind = "testkit.toys"\nrate_hz = 1000\nindex = 0\n', "")
     cfg2.write_text(text)
     rc, _, err, _ = run(cfg2)
     assert rc == 0, err
@@ -397,13 +397,13 @@ def test_unpaced_source_far_ahead_of_a_sink_loses_nothing(tmp_path):
                                    h_ns=1_000_000)) for k in range(n)]
     log = tmp_path / "in.rec"
     log.write_bytes(msgpack.packb(items, use_bin_type=True))
-    extra = (f'[services.rep]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "source"\nreplay = "{log}"\n'
+    extra = (f'[services.rep]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "source"\nreplay = "{log}"\n'
              'topics = ["toy/state0"]\n'
-             '[services.rec]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nrole = "sink"\ntopics = ["toy/state0"]\n')
+             '[services.rec]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "sink"\ntopics = ["toy/state0"]\n')
     cfg = make_cfg(tmp_path, duration=6.0, extra=extra)
     text = cfg.read_text()
-    for svc in ('[services.a]\nkind = "tests.protocol.toys"\nrate_hz = 1000\nindex = 0\n',
-                '[services.b]\nkind = "tests.protocol.toys"\nrate_hz = 100\nindex = 1\n'):
+    for svc in ('[services.a]\nkind = "testkit.toys"\nrate_hz = 1000\nindex = 0\n',
+                '[services.b]\nkind = "testkit.toys"\nrate_hz = 100\nindex = 1\n'):
         text = text.replace(svc, "")
     cfg.write_text(text)
     rc, _, err, _ = run(cfg, "--speed", "0")

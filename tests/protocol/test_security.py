@@ -14,7 +14,7 @@ import zmq
 
 from protocol.bus import mesh_endpoints, open_bus
 from protocol.security import Security, is_loopback, write_keys
-from tests.protocol.conftest import free_base_port
+from testkit.ports import free_base_port
 from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, reference, run, same_as, workers
 
 

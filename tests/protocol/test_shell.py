@@ -7,7 +7,7 @@ import numpy as np
 
 from protocol.codec import encode, envelope
 from protocol.shell import ServiceShell
-from tests.protocol.toys import ChainMass
+from testkit.toys import ChainMass
 
 H = 1_000_000
 CFG = {"toy": {"mass": [1.0, 2.0, 1.0], "k": [40.0, 40.0], "rest": [1.0, 1.0], "x0": [0.0, 1.1, 2.0],

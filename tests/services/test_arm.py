@@ -341,7 +341,7 @@ rate_hz = 500
 kind = "operator"
 rate_hz = 100
 [services.rec]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = 500
 role = "sink"
 topics = ["arm/state"]

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import ConfigError, LogError
 from protocol.codec import encode
 from services.export import export, field_columns

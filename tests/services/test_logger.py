@@ -22,7 +22,7 @@ from mcap.reader import make_reader
 from mcap.records import Chunk
 from mcap.stream_reader import StreamReader, breakup_chunk
 
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import ConfigError, LogError
 from protocol.bus import SequenceTracker
 from protocol.codec import decode, encode, envelope
@@ -41,11 +41,11 @@ LAUNCH = ROOT / "launch.py"
 
 TOY = """
 [services.a]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = 1000
 index = 0
 [services.b]
-kind = "tests.protocol.toys"
+kind = "testkit.toys"
 rate_hz = 100
 index = 1
 [services.logger]
@@ -381,7 +381,7 @@ def test_writer_cpus_pin_the_writer_process_and_bad_ones_are_refused(tmp_path):
     with pytest.raises(LogError, match=r"writer_cpus: CPUs \[4096\] are not on this machine"):
         McapLogger(tmp_path / "x.mcap", writer_cpus=[4096])
     from protocol.config import validate
-    cfg = {"services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "index": 0},
+    cfg = {"services": {"a": {"kind": "testkit.toys", "rate_hz": 1000, "index": 0},
                         "logger": {"kind": "logger", "rate_hz": 1000, "writer_cpus": [4096]}},
            "toy": {"mass": [1.0], "k": [], "rest": [], "x0": [0.0], "v0": [0.0]}}
     with pytest.raises(ConfigError, match=r"writer_cpus: CPUs \[4096\] are not on this machine"):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import ConfigError, LogError
 from protocol.codec import decode, encode
 from services.logger import McapLogger, open_log
@@ -226,7 +226,7 @@ def test_rate_keys_double_and_halve(small_log):
 # ---------------------------------------------------------------- configs
 def test_toml_dumps_round_trips():
     cfg = {"sim": {"duration": 1.5, "mode": "lockstep", "seed": 3, "bus": "ipc:///tmp/x y/bus"},
-           "services": {"a": {"kind": "tests.protocol.toys", "rate_hz": 1000, "topics": ["a/b", "c\"d"]}},
+           "services": {"a": {"kind": "testkit.toys", "rate_hz": 1000, "topics": ["a/b", "c\"d"]}},
            "toy": {"mass": [1.0, 4.0], "flag": True, "nested": {"deep": {"x": -0.0}}, "pts": [{"a": 1}]}}
     assert tomllib.loads(toml_dumps(cfg)) == cfg
 

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-import tests.protocol.toys  # noqa: F401  (registers the toy topics)
+import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import LogError
 from protocol.codec import encode
 from services.logger import McapLogger

@@ -1,4 +1,5 @@
-"""Toy services for the runtime tests: a chain of point masses joined by springs, one mass per service.
+"""Toy services for the runtime's tests, benchmarks and toy scenarios: a chain of point masses
+joined by springs, one mass per service.
 
 Service ``i`` integrates mass ``i`` (position ``x``, velocity ``v`` on a line) at its own
 rate. The spring between masses ``i`` and ``i+1`` is computed once, by service ``i``,
@@ -17,7 +18,7 @@ continuous system with an error that shrinks with the slower period.
 Config::
 
     [services.a]
-    kind = "tests.protocol.toys"
+    kind = "testkit.toys"
     rate_hz = 1000
     index = 0                  # which mass
     [toy]
@@ -35,17 +36,17 @@ Config::
                                # it; trajectory rows get two columns: events emitted, events seen
 
     [services.rec]             # role = "sink": records every message (or ``topics``) to out_dir/rec.rec
-    kind = "tests.protocol.toys"
+    kind = "testkit.toys"
     rate_hz = 1000
     role = "sink"
     [services.replay]          # role = "source": replays ``topics`` of a record in lockstep
-    kind = "tests.protocol.toys"
+    kind = "testkit.toys"
     rate_hz = 1000
     role = "source"
     replay = "out/rec.rec"
     topics = ["toy/state0", "toy/spring0"]
     [services.inj]             # role = "injector": publishes malformed messages on the toy topics
-    kind = "tests.protocol.toys"
+    kind = "testkit.toys"
     rate_hz = 1000
     role = "injector"
 """

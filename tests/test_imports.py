@@ -1,0 +1,163 @@
+"""Imports point one way (docs/architecture.md §7), read from the source with :mod:`ast`.
+
+- ``dynamics`` and ``protocol`` import nothing of the project but ``errors``;
+- ``services`` and ``hil`` never import each other, and a service never imports another
+  service module;
+- nothing outside ``tests/`` imports ``tests`` (nor names it as a service ``kind``);
+- no import cycle between the project's modules (imports inside functions count).
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("dynamics", "protocol", "services", "hil", "testkit", "tests")
+TOP_MODULES = ("launch", "errors")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``dynamics/chain.py`` -> ``dynamics.chain``; a package's ``__init__.py`` -> the package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_files(root: Path = ROOT) -> list[Path]:
+    """Every Python file of the project (packages, top-level modules, bench)."""
+    files = [root / f"{m}.py" for m in TOP_MODULES]
+    for pkg in (*PACKAGES, "bench"):
+        files += sorted((root / pkg).rglob("*.py"))
+    return [f for f in files if f.is_file() and "__pycache__" not in f.parts]
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The project modules ``path`` imports (anywhere in the file), resolved to modules where they are."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] not in (*PACKAGES, *TOP_MODULES):
+                continue
+            while name and name not in modules:  # "pkg.module.attr" -> "pkg.module"
+                name = name.rpartition(".")[0]
+            if name:
+                out.add(name)
+    return out
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (packages' ``__init__`` left out as targets)."""
+    files = project_files(root)
+    modules = {module_name(f, root) for f in files}
+    graph = {}
+    for f in files:
+        me = module_name(f, root)
+        graph[me] = {m for m in imports_of(f, modules) if m != me and m not in PACKAGES}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def package(module: str) -> str:
+    return module.split(".")[0]
+
+
+GRAPH = import_graph()
+
+
+@pytest.mark.parametrize("pkg", ["dynamics", "protocol"])
+def test_core_packages_import_nothing_of_the_project_but_errors(pkg):
+    bad = {m: sorted(t for t in ts if package(t) not in (pkg, "errors"))
+           for m, ts in GRAPH.items() if package(m) == pkg}
+    assert not {m: t for m, t in bad.items() if t}, f"{pkg} imports more than errors: {bad}"
+
+
+def test_services_and_hil_do_not_import_each_other():
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts
+           if {package(m), package(t)} == {"services", "hil"}]
+    assert not bad
+
+
+@pytest.mark.xfail(strict=True, reason="services.arm and services.contact still take helpers from "
+                   "services.orbiter and services.operator (moving to dynamics/ and the schemas)")
+def test_services_do_not_import_services():
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts if package(m) == package(t) == "services"]
+    assert not bad, bad
+
+
+def test_nothing_outside_tests_imports_tests():
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts if package(t) == "tests" and package(m) != "tests"]
+    assert not bad, bad
+
+
+def test_no_config_names_a_service_kind_in_tests():
+    bad = []
+    for path in sorted((ROOT / "configs").rglob("*.toml")):
+        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
+        for name, svc in cfg.get("services", {}).items():
+            if str(svc.get("kind", "")).split(".")[0] == "tests":
+                bad.append(f"{path.relative_to(ROOT)}: services.{name}.kind = {svc['kind']!r}")
+    assert not bad, bad
+
+
+def test_no_import_cycles():
+    assert cycles(GRAPH) == []
+
+
+def test_the_checks_see_a_cycle_and_a_wrong_import(tmp_path):
+    """The graph is read from source: a planted cycle and a planted core → services import are found."""
+    (tmp_path / "dynamics").mkdir()
+    (tmp_path / "services").mkdir()
+    (tmp_path / "dynamics" / "__init__.py").write_text("")
+    (tmp_path / "services" / "__init__.py").write_text("")
+    (tmp_path / "dynamics" / "a.py").write_text("from dynamics.b import f\n")
+    (tmp_path / "dynamics" / "b.py").write_text("def f():\n    from dynamics import a\n    import services.x\n")
+    (tmp_path / "services" / "x.py").write_text("import numpy\n")
+    g = import_graph(tmp_path)
+    assert g["dynamics.a"] == {"dynamics.b"} and g["dynamics.b"] == {"dynamics.a", "services.x"}
+    assert cycles(g) == [["dynamics.a", "dynamics.b"]]
