@@ -7,15 +7,19 @@ arguments runs :data:`DEFAULT_CONFIG`, the SRMS berthing scenario (the main job)
 
     launch.py run [CONFIG] [--only a,b] [--inprocess] [--mode lockstep|realtime]
                            [--duration S] [--speed X] [--transport ipc|tcp|inproc] [--log PATH]
-                           [--hil URL] [--no-report]
+                           [--hil URL] [--no-report] [--json]
     launch.py check CONFIG [--only a,b]
     launch.py keys DIR [--names server,client]
+    launch.py recover LOG [--out PATH]
 
-The main job (``run`` of a scenario with a contact service and a logger): a progress line
-on stderr (simulation time, real-time factor, phase; ``BERTHSIM_NO_PROGRESS=1`` turns it
-off), the log under ``runs/<timestamp>/run.mcap`` unless ``--log`` or ``sim.log`` says
-otherwise, and beside it the report (``report/``), the figures (``summary.json``) and, on
-stderr, a table of them (:func:`run_figures`, :func:`summary_table`).
+The main job (``run`` of a scenario with a contact service and a logger): a progress bar
+on stderr on a terminal (simulation time, real-time factor, phase; ``BERTHSIM_NO_PROGRESS=1``
+turns it off), the log under ``runs/<timestamp>/run.mcap`` unless ``--log`` or ``sim.log``
+says otherwise, and beside it the report (``report/``) and the JSON summary
+(``summary.json``: the run's figures and every service's final statistics); on stdout, the
+table of the figures (:func:`services.report.run_figures`,
+:func:`services.report.summary_table`), and the JSON summary too with ``--json``. Any other
+run prints a table of the services' statistics (and ``summary.json`` beside its log).
 
 Exit codes: 0 success (for a scripted scenario: it went as scripted), 1 a service failed,
 2 invalid configuration or usage, 3 the run ended but not as scripted (a phase missing,
@@ -28,8 +32,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import importlib
+import io
 import json
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -68,166 +74,6 @@ def _config_problems(err: ConfigError) -> int:
     return 2
 
 
-# ---------------------------------------------------------------- the main job: progress, figures, table
-PHASES = ("approach", "capture", "berthing move", "berthing contact", "release")
-"""The five phases of a berthing run, entered on the contact events of :func:`phase_after`."""
-_ENTERS = {"capture": 1, "rigidize": 2, "first_contact": 3, "release": 4}
-
-
-def phase_after(phase: int, event: str) -> int:
-    """Phase index after a ``contact/event`` kind: capture → capture, rigidize → berthing move,
-    first_contact (once grappled) → berthing contact, release → release; never backwards."""
-    nxt = _ENTERS.get(event, phase)
-    if event == "first_contact" and phase < 2:
-        return phase
-    return max(phase, nxt)
-
-
-def _expected_events(config: dict[str, Any], t_end_s: float) -> list[str]:
-    """Contact events a run to ``t_end_s`` must show to have gone as scripted.
-
-    A scripted ``capture`` before the end must give ``capture`` (and ``rigidize`` once
-    ``contact.rigidize_delay`` has passed); a scripted ``release`` must find the payload
-    berthed first (``first_contact``, ``latch``) and give ``release``.
-    """
-    delay = float(config.get("contact", {}).get("rigidize_delay", 0.5))
-    out: list[str] = []
-    for c in config.get("operator", {}).get("script", []):
-        t = float(c.get("t", 0.0))
-        if c.get("cmd") == "capture" and t < t_end_s:
-            out += ["capture"] + (["rigidize"] if t + delay < t_end_s else [])
-        elif c.get("cmd") == "release" and t < t_end_s:
-            out += ["first_contact", "latch", "release"]
-    return out
-
-
-def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The main job's figures from a run's log.
-
-    Phase start times, the capture (relative velocity before the snare, the envelope
-    metrics), peak berthing-interface force and moment on the orbiter at Lo (from the
-    first contact on; the snare's one-step impulse is not an interface load) and the
-    rig's sensed peak, the misalignment of B from its berthed pose in L when the
-    latches closed, the drift of the total linear momentum of orbiter + payload (the
-    SVDS arm is massless, seed 003 2-4…2-9) and the rig link's counters.
-
-    Raises
-    ------
-    LogError
-        If the log is missing, truncated or not MCAP.
-    """
-    import numpy as np
-
-    from dynamics.spatial import pose_from_vector
-    from services.logger import open_log, read_topics
-
-    with open_log(log_path) as log:
-        cfg = config if config is not None else (log.config() or {})
-        wanted = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
-        d = read_topics(log, [t for t in wanted if t in log.topics])
-    empty: dict[str, Any] = {}
-    m_O = float(cfg.get("orbiter", {}).get("mass", 0.0))
-    m_T = float(cfg.get("payload", {}).get("mass", 0.0))
-    events: list[dict[str, Any]] = []
-    t_contact = None
-    ce = d.get("contact/event", empty)
-    for t_ns, evs in zip(ce.get("t_ns", ()), ce.get("events", ())):
-        for ev in evs:
-            events.append(dict(ev))
-            if ev["kind"] == "first_contact" and t_contact is None and any(e["kind"] == "rigidize" for e in events):
-                t_contact = int(t_ns)
-    F_peak = M_peak = F_rig = 0.0
-    cw = d.get("contact/wrench", empty)
-    if t_contact is not None and len(cw.get("t_ns", ())):
-        on = (cw["t_ns"] >= t_contact) & cw["active"]
-        if on.any():
-            F = cw["F_Lo_W"][on]
-            F_peak = float(np.linalg.norm(F[:, 3:], axis=1).max())
-            M_peak = float(np.linalg.norm(F[:, :3], axis=1).max())
-    fb = d.get("hil/feedback", empty)
-    if len(fb.get("t_ns", ())) and fb["valid"].any():
-        F_rig = float(np.linalg.norm(fb["F_Bo_B"][fb["valid"]][:, 3:], axis=1).max())
-    st = d.get("hil/status", empty)
-    link, hil_state = (dict(st["link"][-1]), st["state"][-1]) if len(st.get("t_ns", ())) else ({}, None)
-    # total linear momentum where an orbiter and a payload sample share a time stamp
-    P0, dP = None, 0.0
-    orb, pay = d.get("orbiter/state", empty), d.get("payload/state", empty)
-    if len(orb.get("t_ns", ())) and len(pay.get("t_ns", ())):
-        _, i_o, i_p = np.intersect1d(orb["t_ns"], pay["t_ns"], return_indices=True)
-        if len(i_o):
-            P = m_O * orb["v_WOo_W"][i_o] + m_T * pay["v_WTo_W"][i_p]
-            P0 = P[0]
-            dP = float(np.linalg.norm(P - P0, axis=1).max())
-    first = {}
-    for ev in events:
-        first.setdefault(ev["kind"], ev)
-    phase, starts = 0, {PHASES[0]: 0.0}
-    for ev in events:
-        nxt = phase_after(phase, ev["kind"])
-        if nxt != phase:
-            phase = nxt
-            starts.setdefault(PHASES[phase], float(ev["t"]))
-    out: dict[str, Any] = {"phases": starts, "events": [[round(float(e["t"]), 4), e["kind"]] for e in events],
-                           "phases_completed": len(starts)}
-    if "capture" in first:
-        V = np.asarray(first["capture"]["V_rel_pre_W"], dtype=float)
-        out["capture"] = {"t": first["capture"]["t"], "v_rel_m_s": float(np.linalg.norm(V[3:])),
-                          "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
-                          **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll") if k in first["capture"]}}
-    if "miss" in first:
-        out["miss"] = {"t": first["miss"]["t"], "reason": first["miss"].get("reason", "")}
-    if "latch" in first and "X_LB" in first["latch"]:
-        X = np.asarray(first["latch"]["X_LB"], dtype=float)
-        Xb = pose_from_vector(cfg.get("contact", {}).get("latch", {}).get("X_LB", [0.0] * 6))
-        dR = Xb[:3, :3].T @ X[:3, :3]
-        out["latch"] = {"t": first["latch"]["t"],
-                        "misalignment_m": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),
-                        "misalignment_deg": float(np.degrees(np.arccos(np.clip((np.trace(dR) - 1) / 2, -1, 1))))}
-    out["interface_peak"] = {"force_N": F_peak, "moment_Nm": M_peak, "rig_force_N": F_rig}
-    out["momentum_drift_Ns"] = dP
-    out["orbit_on"] = float(cfg.get("orbiter", {}).get("orbit_altitude", 0.0)) > 0.0
-    out["momentum_P0_Ns"] = float(np.linalg.norm(P0)) if P0 is not None else 0.0
-    out["rig"] = {"state": hil_state, **{k: link[k] for k in ("crc_errors", "bad_frames", "seq_lost", "rx_fps",
-                                                           "rtt_p99_s", "tx_frames", "rx_frames") if k in link}}
-    return out
-
-
-def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: bool) -> str:
-    """The end-of-run table (text) from :func:`run_figures` and the services' final statistics."""
-    rows: list[tuple[str, str]] = []
-    for name in PHASES:
-        t = fig["phases"].get(name)
-        rows.append((f"phase: {name}", "—" if t is None else f"from t = {t:7.2f} s"))
-    if "latch" in fig:
-        rows.append(("latches closed", f"t = {fig['latch']['t']:7.2f} s"))
-    c = fig.get("capture")
-    if c:
-        rows.append(("capture relative velocity", f"{c['v_rel_m_s'] * 1e3:.1f} mm/s, {c['w_rel_deg_s']:.3f} °/s"))
-    if "miss" in fig:
-        rows.append(("capture MISSED", f"t = {fig['miss']['t']:.2f} s: {fig['miss']['reason']}"))
-    p = fig["interface_peak"]
-    rig = f" (rig sensed {p['rig_force_N']:.0f} N)" if p["rig_force_N"] else ""
-    rows.append(("peak interface force / moment", f"{p['force_N']:.0f} N / {p['moment_Nm']:.0f} N·m{rig}"))
-    if "latch" in fig:
-        lat = fig["latch"]
-        rows.append(("misalignment at latch", f"{lat['misalignment_m'] * 1e3:.1f} mm, {lat['misalignment_deg']:.2f}°"))
-    orbit = " (orbital terms on: not an invariant)" if fig.get("orbit_on") else ""
-    rows.append(("momentum drift (orbiter + payload)",
-                 f"{fig['momentum_drift_Ns']:.3g} N·s of {fig['momentum_P0_Ns']:.3g} N·s{orbit}"))
-    over = {n: (int(s.get("overruns", 0)), int(s.get("steps", 0))) for n, s in stats.items() if s and "steps" in s}
-    rows.append(("overruns", ", ".join(f"{n} {o}" + (f" of {k} steps" if o else "")
-                                       for n, (o, k) in over.items() if k) or "—"))
-    r = fig["rig"]
-    if r.get("state") is not None:
-        link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
-                f"{r.get('crc_errors', 0)}, bad frames {r.get('bad_frames', 0)}, lost {r.get('seq_lost', 0)}; "
-                f"rig {r['state']}")
-        rows.append(("rig link", link))
-    rows.append(("completed as scripted", "yes" if ok else "NO"))
-    w = max(len(k) for k, _ in rows)
-    return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)
-
-
 # ---------------------------------------------------------------- run
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario (default: the embedded one)")
@@ -240,6 +86,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", help="MCAP log path (default runs/<timestamp>/run.mcap when the run has a logger)")
     p.add_argument("--hil", metavar="URL", help="the rig's serial port or pyserial URL instead of [hil] url")
     p.add_argument("--no-report", action="store_true", help="no report and figures after the run")
+    p.add_argument("--json", action="store_true",
+                   help="also print the JSON summary (figures, every service's statistics) on stdout")
 
 
 def _run_dir() -> Path:
@@ -254,23 +102,29 @@ def _run_dir() -> Path:
 
 def _with_hil_url(config_path: str, url: str, where: Path) -> str:
     """A copy of the config with ``[hil] url`` replaced, written into ``where``; its path."""
+    import tomli_w
+
     from protocol.config import load
-    from services.replay import toml_dumps
     cfg = load(config_path)
     cfg["hil"] = {**cfg.get("hil", {}), "url": url}
     sec = cfg.get("security")
     if isinstance(sec, dict) and not Path(sec.get("keys_dir", "keys")).is_absolute():
         sec["keys_dir"] = str(Path(config_path).resolve().parent / sec.get("keys_dir", "keys"))
     out = where / f"{Path(config_path).stem}-hil.toml"
-    out.write_text(f"# {config_path} with [hil] url = {url!r} (launch.py run --hil)\n" + toml_dumps(cfg))
+    out.write_text(f"# {config_path} with [hil] url = {url!r} (launch.py run --hil)\n" + tomli_w.dumps(cfg))
     return str(out)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    """Validate, then launch and supervise the run; after it, the main job's figures and report.
+    """Validate, then launch and supervise the run; after it, its summary.
 
-    Exit code 0 only when every service ran to the end and, for a scripted scenario, the
-    run went as scripted (:func:`_expected_events`); 3 when it ran to the end but did not.
+    The human summary goes to stdout: for the main job (a scenario with a contact service
+    and a log) the table of its figures (:func:`services.report.summary_table`), else a
+    table of the services' statistics. The JSON summary — the figures and every service's
+    final statistics — goes into ``summary.json`` beside the log, and onto stdout only
+    with ``--json``. Exit code 0 only when every service ran to the end and, for a scripted
+    scenario, the run went as scripted (:func:`services.report.expected_events`); 3 when
+    it ran to the end but did not.
     """
     only = _only(a.only)
     try:
@@ -286,6 +140,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.hil:
         config_path = _with_hil_url(a.config, a.hil, run_dir or Path(tempfile.mkdtemp(prefix="berthsim-hil-")))
     overrides = _overrides(a)
+    # provenance for the logger (it records them; it does not read the process's command line)
+    overrides.update(command_line=a.command_line, config_file=str(Path(config_path).resolve()))
     try:
         plan = _plan(config_path, only, overrides)
     except ConfigError as err:
@@ -293,32 +149,45 @@ def cmd_run(a: argparse.Namespace) -> int:
     show = os.environ.get("BERTHSIM_NO_PROGRESS", "") in ("", "0")
     from protocol.launcher import Launcher
 
+    main_job = "contact" in plan.config.get("services", {})
     hooks: dict[str, Any] = {}
     progress = None
     if show:
-        progress = Progress(sys.stderr, plan.duration_ns)
+        progress = Progress(sys.stderr, plan.duration_ns, phases=main_job)
         hooks = {"on_tick": progress.on_tick, "on_message": progress.on_message,
-                 "subscribe": PROGRESS_TOPICS if "contact" in plan.services else ()}
-    launcher = Launcher(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides, **hooks)
+                 "subscribe": PROGRESS_TOPICS if main_job and "contact" in plan.services else ()}
+    out = io.StringIO()  # the launcher's JSON summary line
+    launcher = Launcher(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides, out=out, **hooks)
     code = launcher.run()
     if progress is not None:
         progress.close()
+    lines = out.getvalue().strip().splitlines()
+    summary: dict[str, Any] = json.loads(lines[-1]) if lines else {}
     log = Path(plan.sim["log"]) if plan.sim.get("log") else None
-    if code in (0, 1) and log is not None and log.exists() and "contact" in plan.config.get("services", {}):
-        code = _after_run(plan, log, launcher, code, report=not a.no_report)
+    if code in (0, 1) and log is not None and log.exists() and main_job:
+        code = _after_run(plan, log, launcher, code, summary, report=not a.no_report)
+    else:
+        if log is not None and log.exists():
+            (log.parent / "summary.json").write_text(json.dumps({"run": summary}, indent=1))
+        if summary.get("services"):
+            print(services_table(summary["services"]))
+    if a.json and summary:
+        print(json.dumps(summary), flush=True)
     return code
 
 
-def _after_run(plan: Any, log: Path, launcher: Any, code: int, report: bool) -> int:
+def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str, Any], report: bool) -> int:
     """Figures, table, ``summary.json`` and report beside the log; the run's exit code."""
     from errors import LogError
+    from services.report import expected_events, make_report, run_figures, summary_table
     try:
         fig = run_figures(log, plan.config)
     except LogError as err:
         print(f"berthsim: cannot read the log for the summary: {err}", file=sys.stderr)
         return code or 1
-    t_end_s = plan.duration_ns * 1e-9 if code == 0 else max((r.t_ns for r in launcher.records.values()), default=0) * 1e-9
-    expected = _expected_events(plan.config, t_end_s)
+    t_end_ns = plan.duration_ns if code == 0 else max((r.t_ns for r in launcher.records.values()), default=0)
+    t_end_s = t_end_ns * 1e-9
+    expected = expected_events(plan.config, t_end_s)
     seen = [k for _, k in fig["events"]]
     it = iter(seen)
     as_scripted = all(k in it for k in expected) and "miss" not in seen  # in order (a subsequence)
@@ -326,18 +195,18 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, report: bool) -> 
     fig["expected_events"] = expected
     stats = {n: r.stats or r.live for n, r in launcher.records.items()}  # final, else the latest sim/stats
     fig["overruns"] = {n: int(s.get("overruns", 0)) for n, s in stats.items() if s}
-    (log.parent / "summary.json").write_text(json.dumps(fig, indent=1, default=float))
+    fig["run"] = summary
     if report:
         try:
-            from services.report import make_report
             rep = make_report(log, log.parent / "report")
             fig["report"] = str(rep.pdf)
         except Exception as err:  # noqa: BLE001 - the run's result stands without its plots
             print(f"berthsim: report failed: {type(err).__name__}: {err}", file=sys.stderr)
+    (log.parent / "summary.json").write_text(json.dumps(fig, indent=1, default=float))
     where = f"log {log}" + (f", report {fig['report']}" if "report" in fig else "")
     verdict = "completed as scripted" if fig["ok"] else "did NOT complete as scripted"
-    print(f"berthsim: run {verdict}; {where}", file=sys.stderr)
-    print(summary_table(fig, stats, fig["ok"]), file=sys.stderr)
+    print(f"berthsim: run {verdict}; {where}; figures in {log.parent / 'summary.json'}")
+    print(summary_table(fig, stats, fig["ok"]), flush=True)
     if code == 0 and not as_scripted:
         missing = [k for k in expected if k not in seen]
         miss = f"; capture missed: {fig['miss']['reason']}" if "miss" in fig else ""
@@ -346,43 +215,65 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, report: bool) -> 
     return code
 
 
+def services_table(stats: dict[str, dict[str, Any]]) -> str:
+    """The end-of-run table of a run that is not the main job: each service's final statistics."""
+    cols = ("steps", "overruns", "msgs_received", "msgs_dropped", "msgs_invalid")
+    rows = [("service", "state", *cols)]
+    rows += [(n, str(s.get("state", "—")), *(str(s.get(c, "—")) for c in cols)) for n, s in stats.items() if s]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  " + "  ".join(v.rjust(w) if i > 1 else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
+                     for r in rows)
+
+
 class Progress:
-    """The main job's progress line on a stream: simulation time, real-time factor, phase.
+    """The run's progress bar (``tqdm``) on a stream: simulation time, real-time factor, phase.
 
     Plugs into :class:`protocol.launcher.Launcher` through its public hooks: ``on_tick``
-    draws the line (every 0.25 s on a terminal, every 10 s otherwise), ``on_message``
-    follows the phase from the ``contact/event`` topic (:data:`PROGRESS_TOPICS`).
+    moves the bar, ``on_message`` follows the phase of a berthing run from the
+    ``contact/event`` topic (:data:`PROGRESS_TOPICS`; :func:`services.report.phase_after`).
+    Drawn on a terminal only (tqdm's rule), at most every 0.25 s.
     """
 
-    def __init__(self, stream: Any, t_end_ns: int) -> None:
-        self.stream, self.t_end_ns = stream, int(t_end_ns)
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.phase, self.t_ns, self._next = 0, 0, 0.0
+    def __init__(self, stream: Any, t_end_ns: int, phases: bool = True) -> None:
+        from tqdm import tqdm
+        self.t_end_ns = int(t_end_ns)
+        self.phase, self.t_ns = 0, 0
+        self._phases = None
+        if phases:
+            from services.report import PHASES, phase_after
+            self._phases, self._after = PHASES, phase_after
+        end = self.t_end_ns > 0
+        self._next = 0.0
+        self.bar = tqdm(total=round(self.t_end_ns * 1e-9, 3) if end else None, unit="s", file=stream,
+                        disable=None, dynamic_ncols=True,
+                        bar_format="{percentage:3.0f}%|{bar}| {desc}" if end else "{desc}")
 
     def on_message(self, topic: str, sample: Any) -> None:
         """Follow the phase from a ``contact/event`` sample."""
         self.t_ns = max(self.t_ns, sample.t_ns)
-        for ev in sample.body["events"]:
-            self.phase = phase_after(self.phase, ev.get("kind", ""))
+        if self._phases is not None:
+            for ev in sample.body["events"]:
+                self.phase = self._after(self.phase, ev.get("kind", ""))
 
     def on_tick(self, t_ns: int, wall_s: float, stats: dict[str, dict[str, Any]]) -> None:
-        """Draw the line (rate-limited off a terminal); a final newline once the end is reached."""
+        """Move the bar to the least simulation time the services have reached."""
         now = time.monotonic()
         end = t_ns >= self.t_end_ns > 0
-        if now < self._next and not end:
+        if self.bar.disable or (now < self._next and not end):
             return
-        self._next = now + (0.25 if self.tty else 10.0)
+        self._next = now + 0.25
         t = max(t_ns, self.t_ns) if t_ns else self.t_ns
-        frac = min(t / self.t_end_ns, 1.0) if self.t_end_ns else 0.0
-        bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
-        text = (f"[{bar}] t = {t * 1e-9:7.2f}/{self.t_end_ns * 1e-9:.0f} s  "
-                f"{t * 1e-9 / max(wall_s, 1e-9):5.2f}x real time  phase: {PHASES[self.phase]}")
-        print("\r" + text if self.tty else text, end="" if self.tty else "\n", file=self.stream, flush=True)
+        end_s = f"/{self.t_end_ns * 1e-9:.0f}" if self.t_end_ns > 0 else ""
+        text = f"t = {t * 1e-9:.2f}{end_s} s  {t * 1e-9 / max(wall_s, 1e-9):5.2f}x real time"
+        if self._phases is not None:
+            text += f"  phase: {self._phases[self.phase]}"
+        self.bar.n = round(t * 1e-9, 3)
+        self.bar.set_description_str(text, refresh=False)
+        self.bar.refresh()
 
     def close(self) -> None:
-        """End the line on a terminal."""
-        if self.tty:
-            print(file=self.stream, flush=True)
+        """End the bar."""
+        self.bar.close()
 
 
 PROGRESS_TOPICS = ("contact/event",)
@@ -418,6 +309,26 @@ def cmd_keys(a: argparse.Namespace) -> int:
     from protocol.security import write_keys
     for pub in write_keys(a.dir, _only(a.names)):
         print(pub)
+    return 0
+
+
+# ---------------------------------------------------------------- recover
+def _recover_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log", help="MCAP log whose writer died")
+    p.add_argument("--out", help="write the rebuilt log here (default: replace LOG)")
+
+
+def cmd_recover(a: argparse.Namespace) -> int:
+    """Rebuild a killed run's log (:func:`protocol.logrecover.recover`): 0 rebuilt, 2 bad input (one line naming it)."""
+    from errors import LogError
+    from protocol.logrecover import recover
+    try:
+        r = recover(a.log, a.out)
+    except LogError as err:
+        print(f"berthsim recover: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({"event": "recover", "out": str(r.out), "messages": r.messages, "chunks": r.chunks,
+                      "dropped_bytes": r.dropped_bytes, "was_complete": r.complete}))
     return 0
 
 
@@ -504,11 +415,10 @@ COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None],
     "check": ("validate a scenario and print its plan", _check_args, cmd_check),
     "keys": ("write CurveZMQ key pairs", _keys_args, cmd_keys),
     "replay": ("replay a log onto the bus, or re-simulate one service (--resim)",
-               *_lazy("services.replay", "add_arguments", "main", __file__)),
+               *_lazy("services.resim", "add_arguments", "main", __file__)),
     "report": ("plot a log: PNG figures and a multi-page PDF", *_lazy("services.report", "add_arguments", "main")),
     "export": ("export a log to Parquet or CSV", *_lazy("services.export", "add_arguments", "main")),
-    "recover": ("rebuild the index and summary of a log whose logger died",
-                *_lazy("services.logger", "add_recover_arguments", "recover_main")),
+    "recover": ("rebuild the index and summary of a log whose logger died", _recover_args, cmd_recover),
     "analyze": ("reproduce a seed's worked example", _analyze_args, cmd_analyze),
     "_worker": (None, _worker_args, cmd_worker),
 }
@@ -516,7 +426,9 @@ COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None],
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and dispatch through :data:`COMMANDS`."""
+    prog = sys.argv[0] if argv is None else "launch.py"
     argv = list(sys.argv[1:] if argv is None else argv)
+    command_line = shlex.join([prog, *argv])  # as typed: recorded by the logger
     if not argv:
         argv = ["run"]
     name = argv[0]
@@ -524,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     if entry is not None and entry[0] is None:  # hidden command: own parser
         p = argparse.ArgumentParser(prog=f"launch.py {name}")
         entry[1](p)
-        return entry[2](p.parse_args(argv[1:]))
+        return entry[2](p.parse_args(argv[1:], argparse.Namespace(command_line=command_line)))
     parser = argparse.ArgumentParser(prog="launch.py", description="berthsim: co-simulation of on-orbit berthing")
     sub = parser.add_subparsers(dest="command", required=True)
     for cname, (help_, add, handler) in COMMANDS.items():
@@ -534,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         if cname == name:  # only the chosen command's options: the others' modules stay unimported
             add(sp)
         sp.set_defaults(handler=handler)
-    a = parser.parse_args(argv)
+    a = parser.parse_args(argv, argparse.Namespace(command_line=command_line))
     return a.handler(a)
 
 

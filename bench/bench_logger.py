@@ -37,9 +37,9 @@
   closed, from the output log's own metadata; lost and invalid counts.
 - ``read``: the whole log of a run (``--log``) read by each reader, messages per CPU
   second: ``mcap``'s public reader (``make_reader(f).iter_messages``, in log-time order
-  and in file order), :meth:`services.logger.LogFile.messages` (the same messages in
-  the same order as mcap's log-time order), :meth:`~services.logger.LogFile.blocks`
-  (chunk blocks, what replay reads) and :func:`services.logger.read_topics` (per-topic
+  and in file order), :meth:`protocol.logfile.LogFile.messages` (the same messages in
+  the same order as mcap's log-time order), :meth:`~protocol.logfile.LogFile.blocks`
+  (chunk blocks, what replay reads) and :func:`protocol.logfile.read_topics` (per-topic
   arrays, what report and export read).
 - ``replay``: a log of a run (``--log``; default: the four-mass toy chain at 1 kHz,
   recorded now; the default scenario's: ``launch.py run configs/srms_berthing.toml
@@ -78,9 +78,10 @@ sys.path.insert(0, str(ROOT))
 import testkit.toys  # noqa: E402,F401  (toy topics)
 from protocol.bus import open_bus  # noqa: E402
 from protocol.codec import encode  # noqa: E402
+from protocol.logfile import open_log, read_topics  # noqa: E402
 from protocol.shell import _SINK_BATCH_S  # noqa: E402
 from services.export import export  # noqa: E402
-from services.logger import CHUNK_SIZE, McapLogger, open_log, read_topics  # noqa: E402
+from services.logger import CHUNK_SIZE, McapLogger  # noqa: E402
 from services.replay import ReplaySource  # noqa: E402
 
 MS = 1_000_000

@@ -20,6 +20,8 @@ Layout
     stats_period = 1.0          # s (wall) between sim/stats messages
     heartbeat_timeout = 5.0     # s without the launcher before a service gives up
     log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
+    command_line = "..."        # set by ``launch.py``: the command that started the run (the logger records it)
+    config_file = "..."         # set by ``launch.py``: the config file (the logger attaches its text)
     hosts = {a = "10.0.0.1", b = "10.0.0.2"}  # tcp, several machines: address of each host label
 
     [security]                  # CurveZMQ, required for tcp on a non-loopback address
@@ -96,6 +98,8 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
     "log": (str, None),
+    "command_line": (str, None),
+    "config_file": (str, None),
     "hosts": (dict, None),
     "rt_priority": (int, 10),
 }

@@ -36,9 +36,8 @@ from typing import Any
 import numpy as np
 
 from errors import ConfigError, LogError
+from protocol.logfile import LogFile, open_log, read_topics, schema_from_json, select_topics
 from protocol.messages import TopicSchema
-from services.logger import LogFile, open_log, read_topics, schema_from_json
-from services.replay import select_topics
 
 __all__ = ["FORMATS", "add_arguments", "export", "field_columns", "main", "topic_table", "topic_tables"]
 
@@ -138,7 +137,7 @@ def topic_table(log: LogFile, topic: str, start_ns: int | None = None, end_ns: i
 
 
 def _columns(schema: TopicSchema, arrays: dict[str, Any]) -> dict[str, Any]:
-    """Flat columns from the per-field arrays of :func:`services.logger.read_topics`."""
+    """Flat columns from the per-field arrays of :func:`protocol.logfile.read_topics`."""
     t_ns = arrays["t_ns"]
     cols: dict[str, Any] = {"t_ns": t_ns, "t_s": t_ns * 1e-9, "wall_ns": arrays["wall_ns"], "seq": arrays["seq"],
                             "sender": arrays["sender"].tolist()}

@@ -1,4 +1,7 @@
-"""The logger: every bus message into one MCAP file, reading logs back, and ``recover`` (DESIGN §6).
+"""The logger service: every bus message into one MCAP file (DESIGN §6).
+
+The file layout, and reading logs back, are :mod:`protocol.logfile`; repairing the log of a
+killed run is :mod:`protocol.logrecover`. This module only records.
 
 Recording
 ---------
@@ -23,26 +26,12 @@ mcap's ``add_message`` is pure Python: 6-10 µs per message on the 2-core refere
 machine, so the writer process needs most of a core at 100,000 msg/s
 (``bench/bench_logger.py``: ``mcap_writer_floor``, ``record_bus_paced``).
 
-File layout (MCAP, ``mcap`` package):
-
-- one *schema* per message type, named as in :mod:`protocol.messages`
-  (``"berthsim.OrbiterState"``), encoding ``"jsonschema"``: a JSON Schema of the
-  msgpack envelope array ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]``
-  with every field's type and shape (ids start at 1);
-- one *channel* per topic, ``message_encoding="msgpack"``, channel metadata
-  ``schema_version`` and ``kind``;
-- one *message* per bus message: ``data`` is the msgpack **body**, byte for byte as on
-  the wire (the frame without its ``topic\\0`` prefix; the topic is the channel's),
-  ``log_time`` = ``t_ns`` (simulation time), ``publish_time`` = ``wall_ns`` (the
-  sender's wall clock), ``sequence`` = ``seq`` (uint32 in MCAP: the low 32 bits);
-- attachments ``config.json`` (the run's configuration, canonical JSON; replay
-  ``--resim`` reads it), ``config.toml`` (the config file as written, when the logger
-  can find it) and ``command_line.txt``;
-- metadata ``berthsim.run`` at the start (package versions, git commit, seed, host
-  names, mode, start wall time) and ``berthsim.close`` at the end: messages received
-  and written, invalid ones, the lost messages (sequence gaps) per topic, and the wall
-  clock of the first data message received (not ``sim/control``) and of the close
-  (``first_wall_ns``, ``end_wall_ns``).
+What is written: :mod:`protocol.logfile` (*File layout*): a channel and a JSON schema per
+topic, the wire bodies unchanged, attachments ``config.json``, ``config.toml`` and
+``command_line.txt``, metadata ``berthsim.run`` and ``berthsim.close``. ``berthsim.close``
+holds the messages received and written, invalid ones, the lost messages (sequence gaps)
+per topic, and the wall clock of the first data message received (not ``sim/control``)
+and of the close (``first_wall_ns``, ``end_wall_ns``).
 
 Messages whose envelope is invalid or whose topic has no schema are counted
 (``invalid`` in ``berthsim.close``) and not written; the fields are checked to be
@@ -60,22 +49,8 @@ that it was re-parented), writes every message it had been handed, a
 last batch: each batch carries them) and the summary, and exits: a
 valid file, short of the messages not yet handed over (at most ``_BATCH_S`` of
 them), and no orphan. Both killed (or the writer alone): every complete chunk is
-readable, and :func:`recover` (``launch.py recover LOG``) rebuilds a valid file with
-its summary.
-
-Reading
--------
-:func:`open_log` checks a file and returns a :class:`LogFile`: topics, time range,
-attachments, metadata, and :meth:`LogFile.messages` by topic and time window in
-``log_time`` order (indexed: a seek reads only the chunks it needs) — the same
-messages in the same order as mcap's ``iter_messages(log_time_order=True)``.
-:meth:`LogFile.blocks` gives them as arrays a chunk at a time (replay), and
-:func:`read_topics` as per-topic, per-field numpy arrays in one pass (report, export,
-figures). Summary, chunk records and decompression are mcap's; the messages of a
-chunk are located through its MessageIndex records and their headers read as one
-numpy gather, because mcap's per-record reader is 3-6x slower per message (measured
-in ``bench/bench_logger.py``, ``read``). A missing, truncated or non-MCAP file raises
-:class:`errors.LogError` with a one-line message naming the file.
+readable, and :func:`protocol.logrecover.recover` (``launch.py recover LOG``) rebuilds a
+valid file with its summary.
 
 Service configuration::
 
@@ -90,6 +65,10 @@ Service configuration::
     schemas_from = "old.mcap"      # optional: register the schemas of this log's topics (replay runs)
     flush_interval = 1.0           # optional, s of wall time between chunk closes
     writer_cpus = [1]              # optional: the writer process runs on these CPUs only (default: any)
+
+Provenance comes from the configuration, never from the process's command line:
+``sim.command_line`` (attached as ``command_line.txt``) and ``sim.config_file`` (its text
+attached as ``config.toml``), which ``launch.py`` sets for the runs it starts.
 """
 
 from __future__ import annotations
@@ -102,67 +81,29 @@ import os
 import platform
 import signal
 import socket
-import struct
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from itertools import repeat
 from importlib import metadata as importlib_metadata
+from itertools import repeat
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgpack
 import numpy as np
-import zstandard
-from mcap.data_stream import ReadDataStream
-from mcap.exceptions import McapError
-from mcap.opcode import Opcode
-from mcap.reader import make_reader
-from mcap.records import (
-    Attachment,
-    Channel,
-    Chunk,
-    DataEnd,
-    Footer,
-    Message,
-    Metadata,
-    Schema,
-)
-from mcap.stream_reader import StreamReader, breakup_chunk, get_chunk_data_stream
 from mcap.writer import CompressionType, Writer
 from numpy.typing import NDArray
 
 from errors import ConfigError, LogError, MessageError
 from protocol.bus import SequenceTracker
 from protocol.codec import envelopes
-from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, TopicSchema, register_schema, schema_for
+from protocol.logfile import json_schema, open_log
+from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
 
-__all__ = [
-    "CHUNK_SIZE",
-    "MAGIC",
-    "OPTIONS",
-    "TABLES",
-    "LogBlock",
-    "LogFile",
-    "LogMessage",
-    "McapLogger",
-    "RecoverResult",
-    "build",
-    "json_schema",
-    "open_log",
-    "read_topics",
-    "recover",
-    "schema_from_json",
-    "validate",
-]
-
-MAGIC = b"\x89MCAP0\r\n"
-"""The 8 bytes an MCAP file starts and ends with."""
+__all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"path": str, "topics": list, "chunk_size": int, "flush_interval": (int, float),
@@ -173,84 +114,6 @@ CHUNK_SIZE = 1 << 20
 costs little per chunk; a chunk also closes every ``flush_interval`` s. [bytes]"""
 
 _PACKAGES = ("berthsim", "numpy", "scipy", "pyzmq", "msgpack", "mcap", "zstandard", "pyserial", "matplotlib")
-_U64 = (1 << 64) - 1
-
-
-# ---------------------------------------------------------------- schemas
-def _field_schema(ftype: str, shape: tuple[int, ...]) -> dict[str, Any]:
-    if ftype == "f8" and shape == ():
-        return {"type": "number"}
-    if ftype == "f8":
-        return {"type": "string", "contentEncoding": "binary", "contentMediaType": "application/x-float64le",
-                "description": f"float64 little-endian, C order, shape {list(shape)}", "x-shape": list(shape)}
-    if ftype == "int":
-        return {"type": "integer"}
-    if ftype == "bool":
-        return {"type": "boolean"}
-    if ftype == "str":
-        return {"type": "string"}
-    if ftype == "list[str]":
-        return {"type": "array", "items": {"type": "string"}}
-    if ftype == "map":
-        return {"type": "object", "additionalProperties": {"type": ["integer", "number", "string", "boolean"]}}
-    return {"type": "array", "items": {"type": "object", "properties": {"kind": {"type": "string"}},
-                                       "required": ["kind"]}}
-
-
-def json_schema(schema: TopicSchema) -> bytes:
-    """JSON Schema (draft 2020-12) of one topic's msgpack envelope, as written into MCAP.
-
-    Parameters
-    ----------
-    schema : TopicSchema
-        From :data:`protocol.messages.SCHEMAS`.
-
-    Returns
-    -------
-    bytes
-        UTF-8 JSON: an array ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]``
-        (``prefixItems``); ``fields`` an object with every schema field required.
-    """
-    props = {name: {**_field_schema(ftype, shape), "x-berthsim-type": ftype, "x-shape": list(shape)}
-             for name, (ftype, shape) in schema.fields.items()}
-    doc = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": schema.name,
-        "description": f"berthsim message envelope (msgpack), schema version {schema.version}, kind {schema.kind}",
-        "type": "array",
-        "prefixItems": [
-            {"title": "version", "const": schema.version},
-            {"title": "sender", "type": "string"},
-            {"title": "seq", "type": "integer"},
-            {"title": "t_ns", "type": "integer", "description": "simulation time [ns]"},
-            {"title": "h_ns", "type": "integer", "description": "producer period [ns]"},
-            {"title": "wall_ns", "type": "integer", "description": "wall-clock send time [ns]"},
-            {"title": "fields", "type": "object", "properties": props, "required": list(props),
-             "additionalProperties": False},
-        ],
-        "minItems": 7,
-        "maxItems": 7,
-        "x-berthsim-kind": schema.kind,
-    }
-    return json.dumps(doc, separators=(",", ":")).encode()
-
-
-def schema_from_json(data: bytes) -> TopicSchema:
-    """The :class:`TopicSchema` a :func:`json_schema` document describes (logs are self-describing).
-
-    Raises
-    ------
-    LogError
-        If the document is not one :func:`json_schema` wrote.
-    """
-    try:
-        doc = json.loads(data)
-        items = doc["prefixItems"]
-        props = items[6]["properties"]
-        fields = {k: (v["x-berthsim-type"], tuple(v["x-shape"])) for k, v in props.items()}
-        return TopicSchema(doc["title"], int(items[0]["const"]), doc["x-berthsim-kind"], fields)
-    except (ValueError, KeyError, IndexError, TypeError, MessageError) as err:
-        raise LogError(f"schema: not a berthsim JSON schema ({type(err).__name__}: {err})") from err
 
 
 # ---------------------------------------------------------------- provenance
@@ -779,24 +642,6 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return out
 
 
-def _command_line() -> tuple[str, str | None]:
-    """The user's command line (the launcher's, seen from a worker) and the config file path, if known."""
-    argv = list(sys.argv)
-    if len(argv) > 2 and argv[1] == "_worker":
-        config_path = argv[2]
-        try:
-            raw = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
-            parent = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-            if parent:
-                argv = parent
-        except OSError:
-            pass
-        return " ".join(argv), config_path
-    if len(argv) > 2 and argv[1] in ("run", "replay"):
-        return " ".join(argv), argv[2] if argv[1] == "run" else None
-    return " ".join(argv), None
-
-
 def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
     """The logger sink of service ``name`` (see the module docstring for its keys)."""
     from protocol.config import service_module
@@ -811,8 +656,9 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
     if svc.get("schemas_from"):  # a replay run: the replayed topics' schemas come from the log
         with open_log(svc["schemas_from"]) as log:
             log.register_schemas()
-    path = svc.get("path") or config.get("sim", {}).get("log") or _default_log_name()
-    cmd, config_path = _command_line()
+    sim = config.get("sim", {})
+    path = svc.get("path") or sim.get("log") or _default_log_name()
+    cmd, config_path = sim.get("command_line"), sim.get("config_file")
     text = None
     if config_path:
         try:
@@ -822,576 +668,3 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
     return McapLogger(path, name=name, topics=svc.get("topics", ()), config=config, config_text=text,
                       command_line=cmd, chunk_size=int(svc.get("chunk_size", CHUNK_SIZE)),
                       flush_interval=float(svc.get("flush_interval", 1.0)), writer_cpus=svc.get("writer_cpus", ()))
-
-
-# ---------------------------------------------------------------- reading
-class LogMessage(NamedTuple):
-    """One logged message.
-
-    Attributes
-    ----------
-    t_ns : int
-        ``log_time``: the simulation instant. [ns]
-    topic : str
-        The channel's topic.
-    payload : bytes
-        The msgpack body, as it was on the wire.
-    wall_ns : int
-        ``publish_time``: the sender's wall clock. [ns]
-    seq : int
-        ``sequence`` (the low 32 bits of the message's seq).
-    """
-
-    t_ns: int
-    topic: str
-    payload: bytes
-    wall_ns: int
-    seq: int
-
-
-class LogBlock(NamedTuple):
-    """Consecutive logged messages in ``log_time`` order, as arrays (at most a chunk's worth).
-
-    Attributes
-    ----------
-    t_ns : ndarray of int64, shape (n,)
-        ``log_time``: the simulation instants. [ns]
-    topic : ndarray of object (str), shape (n,)
-        The channels' topics.
-    payload : ndarray of object (bytes), shape (n,)
-        The msgpack bodies, as they were on the wire.
-    wall_ns : ndarray of int64, shape (n,)
-        ``publish_time``: the senders' wall clock. [ns]
-    seq : ndarray of int64, shape (n,)
-        ``sequence`` (the low 32 bits of each message's seq).
-    """
-
-    t_ns: NDArray[np.int64]
-    topic: NDArray[np.object_]
-    payload: NDArray[np.object_]
-    wall_ns: NDArray[np.int64]
-    seq: NDArray[np.int64]
-
-
-# An MCAP Message record's header (MCAP spec, "Message"): opcode u8, record length u64,
-# channel id u16, sequence u32, log time u64, publish time u64; the data follows.
-_MESSAGE_HEAD = np.dtype([("op", "u1"), ("length", "<u8"), ("channel", "<u2"), ("seq", "<u4"),
-                          ("log_time", "<u8"), ("publish_time", "<u8")])
-# A MessageIndex record (MCAP spec, "Message Index"): opcode u8, record length u64,
-# channel id u16, records length u32, then (log time u64, offset u64) pairs.
-_INDEX_HEAD = struct.Struct("<BQHI")
-_MERGE_MIN = 4096
-"""Messages read before chunks are merged into a block (at least)."""
-
-
-def _objects(items: list[Any]) -> NDArray[np.object_]:
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out
-
-
-def _empty_columns() -> list[np.ndarray]:
-    i8 = np.zeros(0, dtype=np.int64)
-    return [i8, i8, i8, _objects([]), _objects([]), i8, i8]
-
-
-def _check_head(path: Path) -> None:
-    if not path.exists():
-        raise LogError(f"log {str(path)!r}: no such file")
-    if not path.is_file():
-        raise LogError(f"log {str(path)!r}: not a regular file")
-    try:
-        with path.open("rb") as f:
-            head = f.read(8)
-    except OSError as err:
-        raise LogError(f"log {str(path)!r}: cannot read: {err.strerror or err}") from err
-    if head != MAGIC:
-        raise LogError(f"log {str(path)!r}: not an MCAP file (starts with {head[:8]!r})")
-
-
-@dataclass
-class LogFile:
-    """A finished MCAP log opened for reading (use :func:`open_log`).
-
-    Attributes
-    ----------
-    path : Path
-    topics : dict[str, int]
-        Topic -> message count.
-    schema_names : dict[str, str]
-        Topic -> schema name.
-    start_ns, end_ns : int
-        First and last ``log_time``. [ns]
-    message_count : int
-    chunk_count : int
-    """
-
-    path: Path
-    _file: Any = field(repr=False)
-    _reader: Any = field(repr=False)
-    topics: dict[str, int]
-    schema_names: dict[str, str]
-    start_ns: int
-    end_ns: int
-    message_count: int
-    chunk_count: int
-    schema_data: dict[str, bytes] = field(default_factory=dict)
-
-    def register_schemas(self) -> list[str]:
-        """Register the logged schemas of topics this process has no schema for; the topics registered."""
-        done = []
-        for topic, data in self.schema_data.items():
-            if topic not in SCHEMAS:
-                try:
-                    register_schema(topic, schema_from_json(data))
-                except (LogError, MessageError):
-                    continue
-                done.append(topic)
-        return done
-
-    def messages(self, topics: Iterable[str] | None = None, start_ns: int | None = None,
-                 end_ns: int | None = None) -> Iterator[LogMessage]:
-        """Messages in ``log_time`` order (ties: file order), optionally by topic and time window.
-
-        The same messages in the same order as the ``mcap`` package's reader
-        (``make_reader(f).iter_messages(topics, start, end + 1, log_time_order=True)``).
-
-        Parameters
-        ----------
-        topics : iterable of str, optional
-            Only these topics (default all).
-        start_ns, end_ns : int, optional
-            Inclusive window of ``log_time``. [ns]
-
-        Raises
-        ------
-        LogError
-            If a chunk cannot be read (the message names the file).
-        """
-        make = LogMessage._make
-        for b in self.blocks(topics, start_ns, end_ns):
-            yield from map(make, zip(b.t_ns.tolist(), b.topic.tolist(), b.payload.tolist(), b.wall_ns.tolist(),
-                                     b.seq.tolist()))
-
-    def blocks(self, topics: Iterable[str] | None = None, start_ns: int | None = None,
-               end_ns: int | None = None) -> Iterator[LogBlock]:
-        """The messages of :meth:`messages` (same order) as :class:`LogBlock` arrays, a chunk at a time.
-
-        For bulk readers (replay, report, export): no per-message object is made.
-
-        Raises
-        ------
-        LogError
-            If a chunk cannot be read (the message names the file).
-        """
-        try:
-            yield from self._merged(topics, start_ns, end_ns)
-        except (McapError, EOFError, ValueError, OSError, KeyError, struct.error, zstandard.ZstdError) as err:
-            raise LogError(f"log {str(self.path)!r}: unreadable data: {type(err).__name__}: {err}") from err
-
-    def _merged(self, topics: Iterable[str] | None, start_ns: int | None,
-                end_ns: int | None) -> Iterator[LogBlock]:
-        """Chunks merged in (log_time, chunk offset, position in chunk) order, as mcap's reader does.
-
-        Chunks are read lazily, in order of their first log time. Messages that a
-        chunk not read yet could still precede (log time at or after its first) are
-        held back and merged with the next chunks; a merge waits until the messages
-        read since outnumber those held back, so each message is sorted O(1) times
-        (a log whose services ran up to ~1 s apart has chunks overlapping by that much).
-        """
-        summary = self._reader.get_summary()
-        want = None if topics is None else set(topics)
-        chan = {cid: c.topic for cid, c in summary.channels.items() if want is None or c.topic in want}
-        lo = -1 if start_ns is None else start_ns
-        hi = _U64 if end_ns is None else end_ns
-        chunks = [ci for ci in summary.chunk_indexes if ci.message_end_time >= lo and ci.message_start_time <= hi
-                  and (want is None or not ci.message_index_offsets or chan.keys() & ci.message_index_offsets.keys())]
-        chunks.sort(key=lambda ci: (ci.message_start_time, ci.chunk_start_offset))
-        held: list[list[np.ndarray]] = []  # chunks read and not yet merged; columns as _chunk's
-        carried = fresh = 0  # messages carried over from the last merge; read since
-        for i, ci in enumerate(chunks):
-            cols = self._chunk(ci, chan, lo, hi)
-            held.append(cols)
-            fresh += len(cols[0])
-            last = i + 1 == len(chunks)
-            if not last and fresh < max(carried, _MERGE_MIN):
-                continue  # merge when the new messages outnumber those carried over (amortised)
-            cols = [np.concatenate(c) for c in zip(*held)] if len(held) > 1 else held[0]
-            if len(held) > 1:
-                order = np.lexsort((cols[2], cols[1], cols[0]))
-                cols = [c[order] for c in cols]
-            # every chunk not read yet starts at or after the next one's first log time
-            j = len(cols[0]) if last else int(np.searchsorted(cols[0], chunks[i + 1].message_start_time, "left"))
-            if j:
-                yield LogBlock(cols[0][:j], cols[3][:j], cols[4][:j], cols[5][:j], cols[6][:j])
-            held = [[c[j:] for c in cols]]
-            carried, fresh = len(cols[0]) - j, 0
-
-    def _chunk(self, ci: Any, chan: dict[int, str], lo: int, hi: int) -> list[np.ndarray]:
-        """The wanted messages of one chunk in (log time, position) order, as column arrays.
-
-        The chunk record is read and decompressed by ``mcap`` (``Chunk.read``,
-        ``get_chunk_data_stream``). The messages are located through the chunk's
-        MessageIndex records, and their headers read as one numpy gather (the
-        ``_MESSAGE_HEAD`` layout of the MCAP spec): mcap's per-record parser costs
-        several times more per message (see ``bench/bench_logger.py``, ``read``). A
-        chunk without message indexes is split by mcap's ``breakup_chunk``.
-        """
-        f = self._file
-        f.seek(ci.chunk_start_offset)
-        raw = f.read(ci.chunk_length + ci.message_index_length)
-        chunk = Chunk.read(ReadDataStream(io.BytesIO(raw[9:ci.chunk_length])))
-        if not ci.message_index_offsets:
-            return self._chunk_unindexed(chunk, ci.chunk_start_offset, chan, lo, hi)
-        stream, size = get_chunk_data_stream(chunk)
-        data = stream.read(size)
-        times, offsets, codes, names = [], [], [], []
-        for cid, at in ci.message_index_offsets.items():
-            topic = chan.get(cid)
-            if topic is None:
-                continue
-            o = at - ci.chunk_start_offset
-            op, _, index_cid, nbytes = _INDEX_HEAD.unpack_from(raw, o)
-            if op != Opcode.MESSAGE_INDEX or index_cid != cid:
-                raise LogError(f"log {str(self.path)!r}: bad message index for channel {cid} at byte {at}")
-            pairs = np.frombuffer(raw, "<i8", count=nbytes // 8, offset=o + _INDEX_HEAD.size).reshape(-1, 2)
-            times.append(pairs[:, 0])
-            offsets.append(pairs[:, 1])
-            codes.append(len(pairs))
-            names.append(topic)
-        if not times:
-            return _empty_columns()
-        t, off = np.concatenate(times), np.concatenate(offsets)
-        code = np.repeat(np.arange(len(names)), codes)
-        keep = (t >= lo) & (t <= hi)
-        if not keep.all():
-            t, off, code = t[keep], off[keep], code[keep]
-        order = np.lexsort((off, t))
-        t, off, topic = t[order], off[order], _objects(names)[code[order]]
-        size = len(data)
-        if len(off) and (off.min() < 0 or off.max() + _MESSAGE_HEAD.itemsize > size):
-            raise LogError(f"log {str(self.path)!r}: message index beyond chunk at byte {ci.chunk_start_offset}")
-        # a record header at every byte position (overlapping, no copy), picked at the offsets
-        heads = np.ndarray((max(size - _MESSAGE_HEAD.itemsize + 1, 0),), _MESSAGE_HEAD, data, 0, (1,))
-        head = heads[off]
-        start = off + _MESSAGE_HEAD.itemsize
-        end = off + 9 + head["length"].astype(np.int64)
-        if not ((head["op"] == Opcode.MESSAGE).all() and (head["log_time"].astype(np.int64) == t).all()
-                and (end <= size).all()):
-            raise LogError(f"log {str(self.path)!r}: message index does not match chunk at byte "
-                           f"{ci.chunk_start_offset}")
-        payload = _objects([data[a:b] for a, b in zip(start.tolist(), end.tolist())])
-        return [t, np.full(len(t), ci.chunk_start_offset, dtype=np.int64), off, topic, payload,
-                head["publish_time"].astype(np.int64), head["seq"].astype(np.int64)]
-
-    @staticmethod
-    def _chunk_unindexed(chunk: Chunk, chunk_offset: int, chan: dict[int, str], lo: int,
-                         hi: int) -> list[np.ndarray]:
-        msgs = [(r.log_time, k, chan[r.channel_id], r.data, r.publish_time, r.sequence)
-                for k, r in enumerate(breakup_chunk(chunk)) if isinstance(r, Message)
-                and r.channel_id in chan and lo <= r.log_time <= hi]
-        if not msgs:
-            return _empty_columns()
-        msgs.sort(key=lambda m: (m[0], m[1]))
-        t, pos, topic, payload, wall, seq = zip(*msgs)
-        return [np.array(t, dtype=np.int64), np.full(len(t), chunk_offset, dtype=np.int64),
-                np.array(pos, dtype=np.int64), _objects(list(topic)), _objects(list(payload)),
-                np.array(wall, dtype=np.int64), np.array(seq, dtype=np.int64)]
-
-    def attachments(self) -> dict[str, bytes]:
-        """Attachment name -> data."""
-        return {a.name: a.data for a in self._reader.iter_attachments()}
-
-    def metadata(self) -> dict[str, dict[str, str]]:
-        """Metadata record name -> key/value map."""
-        return {m.name: dict(m.metadata) for m in self._reader.iter_metadata()}
-
-    def config(self) -> dict[str, Any] | None:
-        """The run configuration (``config.json`` attachment), or None if the log has none."""
-        data = self.attachments().get("config.json")
-        return None if data is None else json.loads(data)
-
-    def close(self) -> None:
-        """Close the file (idempotent)."""
-        self._file.close()
-
-    def __enter__(self) -> LogFile:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def open_log(path: str | os.PathLike[str]) -> LogFile:
-    """Open a finished MCAP log for reading.
-
-    Parameters
-    ----------
-    path : str or Path
-
-    Returns
-    -------
-    LogFile
-
-    Raises
-    ------
-    LogError
-        Missing file, not MCAP, or truncated / unfinished (no footer or summary:
-        ``launch.py recover`` repairs it); a one-line message naming the file.
-    """
-    p = Path(path)
-    _check_head(p)
-    f = p.open("rb")
-    try:
-        f.seek(-8, io.SEEK_END)
-        tail = f.read(8)
-        if tail != MAGIC:
-            raise LogError(f"log {str(p)!r}: truncated or unfinished (no MCAP footer); "
-                           f"'launch.py recover {p}' rebuilds it")
-        f.seek(0)
-        reader = make_reader(f)
-        summary = reader.get_summary()
-        if summary is None or summary.statistics is None:
-            raise LogError(f"log {str(p)!r}: has no summary; 'launch.py recover {p}' rebuilds it")
-        st = summary.statistics
-        counts = {summary.channels[cid].topic: n for cid, n in st.channel_message_counts.items()}
-        names = {c.topic: (summary.schemas[c.schema_id].name if c.schema_id in summary.schemas else "")
-                 for c in summary.channels.values()}
-        data = {c.topic: summary.schemas[c.schema_id].data for c in summary.channels.values()
-                if c.schema_id in summary.schemas}
-        return LogFile(p, f, reader, counts, names, st.message_start_time, st.message_end_time,
-                       st.message_count, st.chunk_count, data)
-    except LogError:
-        f.close()
-        raise
-    except (McapError, EOFError, ValueError, OSError, KeyError, IndexError) as err:
-        f.close()
-        raise LogError(f"log {str(p)!r}: corrupt MCAP ({type(err).__name__}: {err})") from err
-
-
-def read_topics(log: str | os.PathLike[str] | LogFile, topics: Iterable[str], start_ns: int | None = None,
-                end_ns: int | None = None) -> dict[str, dict[str, Any]]:
-    """Per-topic arrays of every envelope and schema field, read from a log in one pass.
-
-    Each topic's messages are decoded in bulk (one ``msgpack.Unpacker`` over the
-    topic's bodies, numeric fields stacked with numpy), by the schema logged with the
-    topic (:func:`schema_from_json`), so a log stays readable when the code's schemas
-    have moved on.
-
-    Parameters
-    ----------
-    log : str, Path or LogFile
-        The log (a path is opened and closed here).
-    topics : iterable of str
-        Logged topics to read.
-    start_ns, end_ns : int, optional
-        Inclusive window of ``log_time``. [ns]
-
-    Returns
-    -------
-    dict
-        Topic -> field -> values, one row per message in ``log_time`` order:
-        ``t_ns``, ``h_ns``, ``wall_ns``, ``seq`` (int64, the envelope's; [ns] for the
-        times) and ``sender`` (object array of str); then every schema field: ``f8``
-        as float64 of shape ``(n, *shape)``, ``int`` int64 ``(n,)``, ``bool`` bool
-        ``(n,)``, ``str``, ``list[str]``, ``map`` and ``events`` as object arrays
-        ``(n,)`` of the decoded values.
-
-    Raises
-    ------
-    LogError
-        Bad log; a topic not in the log or without a usable schema; a message that
-        does not match its schema. The message names the file and the topic.
-    """
-    if not isinstance(log, LogFile):
-        with open_log(log) as opened:
-            return read_topics(opened, topics, start_ns, end_ns)
-    topics = list(dict.fromkeys(topics))
-    where = f"log {str(log.path)!r}"
-    schemas: dict[str, TopicSchema] = {}
-    for topic in topics:
-        if topic not in log.topics:
-            raise LogError(f"{where}: no topic {topic!r} (logged: {', '.join(sorted(log.topics))})")
-        if topic not in log.schema_data:
-            raise LogError(f"{where}: topic {topic!r} has no schema")
-        try:
-            schemas[topic] = schema_from_json(log.schema_data[topic])
-        except LogError as err:
-            raise LogError(f"{where}: topic {topic!r}: {err}") from err
-    bodies: dict[str, list[bytes]] = {t: [] for t in topics}
-    for b in log.blocks(topics, start_ns, end_ns):
-        if len(topics) == 1:
-            bodies[topics[0]].extend(b.payload.tolist())
-            continue
-        for topic in topics:
-            sel = b.payload[b.topic == topic]
-            if len(sel):
-                bodies[topic].extend(sel.tolist())
-    return {t: _topic_arrays(where, t, schemas[t], bodies[t]) for t in topics}
-
-
-def _topic_arrays(where: str, topic: str, schema: TopicSchema, bodies: list[bytes]) -> dict[str, Any]:
-    """The columns of :func:`read_topics` for one topic's message bodies."""
-    n = len(bodies)
-    try:
-        envs = list(msgpack.Unpacker(io.BytesIO(b"".join(bodies)), raw=False, max_buffer_size=1 << 30))
-        if len(envs) != n:
-            raise ValueError(f"{n} bodies hold {len(envs)} msgpack objects")
-        head = np.array([e[2:6] for e in envs], dtype=np.int64).reshape(n, 4)
-        out: dict[str, Any] = {"t_ns": head[:, 1].copy(), "h_ns": head[:, 2].copy(), "wall_ns": head[:, 3].copy(),
-                               "seq": head[:, 0].copy(), "sender": _objects([e[1] for e in envs])}
-        fields = [e[6] for e in envs]
-        for name, (ftype, shape) in schema.fields.items():
-            vals = [f[name] for f in fields]
-            if ftype == "f8" and shape:
-                data = b"".join(vals)
-                size = int(np.prod(shape))
-                if len(data) != 8 * size * n:
-                    raise ValueError(f"field {name!r}: {len(data)} bytes for {n} values of shape {shape}")
-                out[name] = np.frombuffer(data, dtype="<f8").reshape(n, *shape)
-            elif ftype == "f8":
-                out[name] = np.array(vals, dtype=np.float64).reshape(n)
-            elif ftype == "int":
-                out[name] = np.array(vals, dtype=np.int64).reshape(n)
-            elif ftype == "bool":
-                out[name] = np.array(vals, dtype=bool).reshape(n)
-            else:
-                out[name] = _objects(vals)
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError, msgpack.UnpackException) as err:
-        raise LogError(f"{where}: topic {topic!r}: messages do not match schema {schema.name} "
-                       f"({type(err).__name__}: {err})") from err
-    return out
-
-
-# ---------------------------------------------------------------- recover
-@dataclass(frozen=True)
-class RecoverResult:
-    """What :func:`recover` kept.
-
-    Attributes
-    ----------
-    out : Path
-        The rebuilt file.
-    messages, chunks : int
-        Messages and complete chunks recovered.
-    dropped_bytes : int
-        Bytes at the end of the input not copied: the torn tail, or the old summary of
-        a finished file (rebuilt). [bytes]
-    complete : bool
-        Whether the input's data section was finished (it needed no repair).
-    """
-
-    out: Path
-    messages: int
-    chunks: int
-    dropped_bytes: int
-    complete: bool
-
-
-def recover(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> RecoverResult:
-    """Rebuild a valid, indexed MCAP file from a log whose writer died (SIGKILL, power loss).
-
-    Every complete record (schema, channel, complete chunk, attachment, metadata) is
-    copied; the incomplete tail is dropped; chunks are re-written with indexes and the
-    summary. The result is written to a temporary file next to ``out`` and then
-    renamed over it.
-
-    Parameters
-    ----------
-    path : str or Path
-        The damaged log.
-    out : str or Path, optional
-        Where to write; default: replace ``path`` in place.
-
-    Returns
-    -------
-    RecoverResult
-
-    Raises
-    ------
-    LogError
-        Missing or non-MCAP input, or nothing recoverable; the message names the file.
-    """
-    src = Path(path)
-    _check_head(src)
-    dst = Path(out) if out is not None else src
-    tmp = dst.with_name(dst.name + ".recovering")
-    schemas: dict[int, Schema] = {}
-    channels: dict[int, Channel] = {}
-    new_schema: dict[int, int] = {}
-    new_channel: dict[int, int] = {}
-    n_msg = n_chunk = 0
-    complete = False
-    tail = ""
-    size = src.stat().st_size
-    good_end = 8
-    with src.open("rb") as f, tmp.open("wb") as g:
-        w = Writer(g, compression=CompressionType.ZSTD)
-        w.start(profile="", library="berthsim recover")
-
-        def put(rec: Any) -> None:
-            nonlocal n_msg
-            if isinstance(rec, Schema):
-                if rec.id not in schemas:
-                    schemas[rec.id] = rec
-                    new_schema[rec.id] = w.register_schema(rec.name, rec.encoding, rec.data)
-            elif isinstance(rec, Channel):
-                if rec.id not in channels:
-                    channels[rec.id] = rec
-                    new_channel[rec.id] = w.register_channel(rec.topic, rec.message_encoding,
-                                                             new_schema.get(rec.schema_id, 0), dict(rec.metadata))
-            elif isinstance(rec, Message):
-                cid = new_channel.get(rec.channel_id)
-                if cid is not None:
-                    w.add_message(cid, rec.log_time, rec.data, rec.publish_time, rec.sequence)
-                    n_msg += 1
-            elif isinstance(rec, Attachment):
-                w.add_attachment(rec.create_time, rec.log_time, rec.name, rec.media_type, rec.data)
-            elif isinstance(rec, Metadata):
-                w.add_metadata(rec.name, dict(rec.metadata))
-
-        reader = StreamReader(f, emit_chunks=True)
-        try:
-            for rec in reader.records:
-                if isinstance(rec, Chunk):
-                    inner = breakup_chunk(rec, validate_crc=True)
-                    n_chunk += 1
-                    for r in inner:
-                        put(r)
-                elif isinstance(rec, (DataEnd, Footer)):
-                    complete = True  # the writer finished its data section
-                    good_end = f.tell()
-                    break
-                else:
-                    put(rec)
-                good_end = f.tell()
-        except Exception as err:  # noqa: BLE001 - the torn tail: keep what came before it, say what stopped us
-            tail = f"{type(err).__name__}: {err}"
-        if n_msg == 0 and not channels:
-            g.close()
-            tmp.unlink(missing_ok=True)
-            raise LogError(f"log {str(src)!r}: nothing recoverable (no complete chunk)")
-        w.add_metadata("berthsim.recover", {"source_bytes": str(size), "kept_bytes": str(good_end),
-                                            "messages": str(n_msg), "chunks": str(n_chunk), "tail": tail})
-        w.finish()
-    os.replace(tmp, dst)
-    return RecoverResult(dst, n_msg, n_chunk, max(0, size - good_end), complete)
-
-
-# ---------------------------------------------------------------- command line
-def add_recover_arguments(p: Any) -> None:
-    """The options of ``launch.py recover``."""
-    p.add_argument("log", help="MCAP log whose writer died")
-    p.add_argument("--out", help="write the rebuilt log here (default: replace LOG)")
-
-
-def recover_main(a: Any) -> int:
-    """``launch.py recover LOG [--out PATH]``: 0 rebuilt, 2 bad input (one line naming the file)."""
-    try:
-        r = recover(a.log, a.out)
-    except LogError as err:
-        print(f"berthsim recover: {err}", file=sys.stderr)
-        return 2
-    print(json.dumps({"event": "recover", "out": str(r.out), "messages": r.messages, "chunks": r.chunks,
-                      "dropped_bytes": r.dropped_bytes, "was_complete": r.complete}))
-    return 0

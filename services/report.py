@@ -32,7 +32,7 @@ Events (every topic whose schema kind is ``event``: ``contact/event``,
 
 PNG files ``DIR/<page>.png`` and ``DIR/report.pdf`` (default DIR ``<LOG stem>_report``).
 
-Cost: the log is read once (:func:`services.logger.read_topics`: per-topic arrays
+Cost: the log is read once (:func:`protocol.logfile.read_topics`: per-topic arrays
 decoded in bulk); every series is drawn decimated to its min/max envelope per pixel
 column (:func:`decimate`: the peaks stay); figures have fixed margins (no layout
 engine), few ticks and one legend per group of axes; PNGs are written with zlib level 1;
@@ -53,9 +53,9 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.spatial import quat_angle, quat_rotate
+from dynamics.spatial import pose_from_vector, quat_angle, quat_rotate
 from errors import LogError
-from services.logger import LogFile, open_log, read_topics
+from protocol.logfile import LogFile, open_log, read_topics
 
 __all__ = ["PAGES", "Report", "add_arguments", "decimate", "main", "make_report"]
 
@@ -105,7 +105,7 @@ def _event_topics(log: LogFile) -> list[str]:
 
 
 class _Tables:
-    """The report's topics as per-field arrays (:func:`services.logger.read_topics`), read in one pass."""
+    """The report's topics as per-field arrays (:func:`protocol.logfile.read_topics`), read in one pass."""
 
     def __init__(self, log: LogFile, extra: list[str]) -> None:
         self.log = log
@@ -328,8 +328,7 @@ def _page_contact(log: _Tables, rep: Report) -> Any:
             for ax in axes[k:k + 2]:
                 _shade(ax, t, c["active"].astype(bool))
         if len(t):
-            rep.peaks[f"{name} |force| max [N]"] = float(np.linalg.norm(F[:, 3:], axis=1).max())
-            rep.peaks[f"{name} |moment| max [N·m]"] = float(np.linalg.norm(F[:, :3], axis=1).max())
+            rep.peaks[f"{name} |force| max [N]"], rep.peaks[f"{name} |moment| max [N·m]"] = wrench_peaks(F)
         k += 2
     return fig, axes
 
@@ -444,6 +443,183 @@ def _summary_page(log: LogFile, rep: Report) -> Any:
     lines += [f"  {k}: {why}" for k, why in rep.skipped.items()] or ["  (none)"]
     fig.text(0.05, 0.97, "\n".join(lines), va="top", ha="left", family="monospace", fontsize=7.5)
     return fig
+
+
+# ---------------------------------------------------------------- the run's figures (the main job's summary)
+PHASES = ("approach", "capture", "berthing move", "berthing contact", "release")
+"""The five phases of a berthing run, entered on the contact events of :func:`phase_after`."""
+_ENTERS = {"capture": 1, "rigidize": 2, "first_contact": 3, "release": 4}
+
+
+def phase_after(phase: int, event: str) -> int:
+    """Phase index after a ``contact/event`` kind: capture → capture, rigidize → berthing move,
+    first_contact (once grappled) → berthing contact, release → release; never backwards."""
+    nxt = _ENTERS.get(event, phase)
+    if event == "first_contact" and phase < 2:
+        return phase
+    return max(phase, nxt)
+
+
+def expected_events(config: dict[str, Any], t_end_s: float) -> list[str]:
+    """Contact events a run to ``t_end_s`` must show to have gone as scripted.
+
+    A scripted ``capture`` before the end must give ``capture`` (and ``rigidize`` once
+    ``contact.rigidize_delay`` has passed); a scripted ``release`` must find the payload
+    berthed first (``first_contact``, ``latch``) and give ``release``.
+    """
+    delay = float(config.get("contact", {}).get("rigidize_delay", 0.5))
+    out: list[str] = []
+    for c in config.get("operator", {}).get("script", []):
+        t = float(c.get("t", 0.0))
+        if c.get("cmd") == "capture" and t < t_end_s:
+            out += ["capture"] + (["rigidize"] if t + delay < t_end_s else [])
+        elif c.get("cmd") == "release" and t < t_end_s:
+            out += ["first_contact", "latch", "release"]
+    return out
+
+
+def wrench_peaks(F: np.ndarray, where: np.ndarray | None = None) -> tuple[float, float]:
+    """Peak force and moment magnitudes of a series of wrenches: the one peak computation.
+
+    Used by :func:`run_figures` (the peak berthing-interface load, the rig's sensed peak)
+    and by the report's contact page.
+
+    Parameters
+    ----------
+    F : ndarray, shape (n, 6)
+        Wrenches ``[τ; f]`` (any one point and frame, the same for every row). [N·m, N]
+    where : ndarray of bool, shape (n,), optional
+        The rows to take (default all).
+
+    Returns
+    -------
+    force, moment : float
+        ``max |f|`` and ``max |τ|`` over the rows taken; 0 when none is. [N, N·m]
+    """
+    F = np.asarray(F, dtype=np.float64).reshape(-1, 6)
+    if where is not None:
+        F = F[np.asarray(where, dtype=bool)]
+    if not len(F):
+        return 0.0, 0.0
+    return float(np.linalg.norm(F[:, 3:], axis=1).max()), float(np.linalg.norm(F[:, :3], axis=1).max())
+
+
+def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The main job's figures from a run's log.
+
+    Phase start times, the capture (relative velocity before the snare, the envelope
+    metrics), peak berthing-interface force and moment on the orbiter at Lo (from the
+    first contact on; the snare's one-step impulse is not an interface load) and the
+    rig's sensed peak, the misalignment of B from its berthed pose in L when the
+    latches closed, the drift of the total linear momentum of orbiter + payload (the
+    SVDS arm is massless, seed 003 2-4…2-9) and the rig link's counters.
+
+    Raises
+    ------
+    LogError
+        If the log is missing, truncated or not MCAP.
+    """
+    with open_log(log_path) as log:
+        cfg = config if config is not None else (log.config() or {})
+        wanted = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
+        d = read_topics(log, [t for t in wanted if t in log.topics])
+    empty: dict[str, Any] = {}
+    m_O = float(cfg.get("orbiter", {}).get("mass", 0.0))
+    m_T = float(cfg.get("payload", {}).get("mass", 0.0))
+    events: list[dict[str, Any]] = []
+    t_contact = None
+    ce = d.get("contact/event", empty)
+    for t_ns, evs in zip(ce.get("t_ns", ()), ce.get("events", ())):
+        for ev in evs:
+            events.append(dict(ev))
+            if ev["kind"] == "first_contact" and t_contact is None and any(e["kind"] == "rigidize" for e in events):
+                t_contact = int(t_ns)
+    F_peak = M_peak = F_rig = 0.0
+    cw = d.get("contact/wrench", empty)
+    if t_contact is not None and len(cw.get("t_ns", ())):
+        F_peak, M_peak = wrench_peaks(cw["F_Lo_W"], (cw["t_ns"] >= t_contact) & cw["active"])
+    fb = d.get("hil/feedback", empty)
+    if len(fb.get("t_ns", ())):
+        F_rig, _ = wrench_peaks(fb["F_Bo_B"], fb["valid"])
+    st = d.get("hil/status", empty)
+    link, hil_state = (dict(st["link"][-1]), st["state"][-1]) if len(st.get("t_ns", ())) else ({}, None)
+    # total linear momentum where an orbiter and a payload sample share a time stamp
+    P0, dP = None, 0.0
+    orb, pay = d.get("orbiter/state", empty), d.get("payload/state", empty)
+    if len(orb.get("t_ns", ())) and len(pay.get("t_ns", ())):
+        _, i_o, i_p = np.intersect1d(orb["t_ns"], pay["t_ns"], return_indices=True)
+        if len(i_o):
+            P = m_O * orb["v_WOo_W"][i_o] + m_T * pay["v_WTo_W"][i_p]
+            P0 = P[0]
+            dP = float(np.linalg.norm(P - P0, axis=1).max())
+    first = {}
+    for ev in events:
+        first.setdefault(ev["kind"], ev)
+    phase, starts = 0, {PHASES[0]: 0.0}
+    for ev in events:
+        nxt = phase_after(phase, ev["kind"])
+        if nxt != phase:
+            phase = nxt
+            starts.setdefault(PHASES[phase], float(ev["t"]))
+    out: dict[str, Any] = {"phases": starts, "events": [[round(float(e["t"]), 4), e["kind"]] for e in events],
+                           "phases_completed": len(starts)}
+    if "capture" in first:
+        V = np.asarray(first["capture"]["V_rel_pre_W"], dtype=float)
+        out["capture"] = {"t": first["capture"]["t"], "v_rel_m_s": float(np.linalg.norm(V[3:])),
+                          "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
+                          **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll") if k in first["capture"]}}
+    if "miss" in first:
+        out["miss"] = {"t": first["miss"]["t"], "reason": first["miss"].get("reason", "")}
+    if "latch" in first and "X_LB" in first["latch"]:
+        X = np.asarray(first["latch"]["X_LB"], dtype=float)
+        Xb = pose_from_vector(cfg.get("contact", {}).get("latch", {}).get("X_LB", [0.0] * 6))
+        dR = Xb[:3, :3].T @ X[:3, :3]
+        out["latch"] = {"t": first["latch"]["t"],
+                        "misalignment_m": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),
+                        "misalignment_deg": float(np.degrees(np.arccos(np.clip((np.trace(dR) - 1) / 2, -1, 1))))}
+    out["interface_peak"] = {"force_N": F_peak, "moment_Nm": M_peak, "rig_force_N": F_rig}
+    out["momentum_drift_Ns"] = dP
+    out["orbit_on"] = float(cfg.get("orbiter", {}).get("orbit_altitude", 0.0)) > 0.0
+    out["momentum_P0_Ns"] = float(np.linalg.norm(P0)) if P0 is not None else 0.0
+    out["rig"] = {"state": hil_state, **{k: link[k] for k in ("crc_errors", "bad_frames", "seq_lost", "rx_fps",
+                                                           "rtt_p99_s", "tx_frames", "rx_frames") if k in link}}
+    return out
+
+
+def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: bool) -> str:
+    """The end-of-run table (text) from :func:`run_figures` and the services' final statistics."""
+    rows: list[tuple[str, str]] = []
+    for name in PHASES:
+        t = fig["phases"].get(name)
+        rows.append((f"phase: {name}", "—" if t is None else f"from t = {t:7.2f} s"))
+    if "latch" in fig:
+        rows.append(("latches closed", f"t = {fig['latch']['t']:7.2f} s"))
+    c = fig.get("capture")
+    if c:
+        rows.append(("capture relative velocity", f"{c['v_rel_m_s'] * 1e3:.1f} mm/s, {c['w_rel_deg_s']:.3f} °/s"))
+    if "miss" in fig:
+        rows.append(("capture MISSED", f"t = {fig['miss']['t']:.2f} s: {fig['miss']['reason']}"))
+    p = fig["interface_peak"]
+    rig = f" (rig sensed {p['rig_force_N']:.0f} N)" if p["rig_force_N"] else ""
+    rows.append(("peak interface force / moment", f"{p['force_N']:.0f} N / {p['moment_Nm']:.0f} N·m{rig}"))
+    if "latch" in fig:
+        lat = fig["latch"]
+        rows.append(("misalignment at latch", f"{lat['misalignment_m'] * 1e3:.1f} mm, {lat['misalignment_deg']:.2f}°"))
+    orbit = " (orbital terms on: not an invariant)" if fig.get("orbit_on") else ""
+    rows.append(("momentum drift (orbiter + payload)",
+                 f"{fig['momentum_drift_Ns']:.3g} N·s of {fig['momentum_P0_Ns']:.3g} N·s{orbit}"))
+    over = {n: (int(s.get("overruns", 0)), int(s.get("steps", 0))) for n, s in stats.items() if s and "steps" in s}
+    rows.append(("overruns", ", ".join(f"{n} {o}" + (f" of {k} steps" if o else "")
+                                       for n, (o, k) in over.items() if k) or "—"))
+    r = fig["rig"]
+    if r.get("state") is not None:
+        link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
+                f"{r.get('crc_errors', 0)}, bad frames {r.get('bad_frames', 0)}, lost {r.get('seq_lost', 0)}; "
+                f"rig {r['state']}")
+        rows.append(("rig link", link))
+    rows.append(("completed as scripted", "yes" if ok else "NO"))
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)
 
 
 # ---------------------------------------------------------------- entry

@@ -1,8 +1,8 @@
-"""The main job's end-of-run table (``launch.summary_table``): what a user reads first."""
+"""The main job's end-of-run table (``services.report.summary_table``): what a user reads first."""
 
 from __future__ import annotations
 
-from launch import summary_table
+from services.report import summary_table
 
 FIG = {"phases": {"approach": 0.0}, "interface_peak": {"force_N": 1.0, "moment_Nm": 2.0, "rig_force_N": 0.0},
        "momentum_drift_Ns": 0.0, "momentum_P0_Ns": 36.0, "rig": {}}

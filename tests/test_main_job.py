@@ -36,12 +36,13 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+import tomli_w
 
 from dynamics.spatial import pose_vector, quat_to_rotation
 from errors import LogError
 from protocol.codec import decode
-from services.logger import open_log, recover
-from services.replay import toml_dumps
+from protocol.logfile import open_log
+from protocol.logrecover import recover
 from tests.test_configs import approach, arm_geometry
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -69,13 +70,6 @@ def _env() -> dict[str, str]:
 def _launch(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(LAUNCH), *args], cwd=cwd, env=_env(), capture_output=True,
                           text=True, timeout=timeout, check=False)
-
-
-def _summary(stdout: str) -> dict:
-    for line in reversed(stdout.strip().splitlines()):
-        if line.startswith('{"event": "summary"'):
-            return json.loads(line)
-    raise AssertionError(f"no summary line in {stdout[-2000:]!r}")
 
 
 def _default() -> dict:
@@ -106,15 +100,16 @@ def late_start_config(t_late: float = T_LATE, orbit_altitude: float = 0.0) -> di
 
 # ---------------------------------------------------------------- the default run
 def test_default_run_and_replay(tmp_path: Path) -> None:
-    p = _launch(["run", "--duration", str(T_SHORT)], tmp_path, timeout=400)
+    p = _launch(["run", "--duration", str(T_SHORT), "--json"], tmp_path, timeout=400)
     assert p.returncode == 0, p.stderr[-3000:]
     logs = sorted((tmp_path / "runs").glob("*/run.mcap"))
     assert len(logs) == 1, list((tmp_path / "runs").rglob("*"))
     run_dir = logs[0].parent
-    assert _summary(p.stdout)["t_end_ns"] == int(T_SHORT * 1e9)
-    # the table, the figures and the report beside the log
-    assert "completed as scripted" in p.stderr
+    # the table on stdout, then (--json) the JSON summary; the figures and the report beside the log
+    table, last = p.stdout.strip().rsplit("\n", 1)
+    assert "completed as scripted" in table and "peak interface force" in table and "{" not in table
     fig = json.loads((run_dir / "summary.json").read_text())
+    assert json.loads(last) == fig["run"] and fig["run"]["t_end_ns"] == int(T_SHORT * 1e9)
     assert fig["ok"] is True and list(fig["phases"]) == ["approach"]
     assert fig["rig"]["crc_errors"] == 0 and fig["rig"]["bad_frames"] == 0 and fig["rig"]["seq_lost"] == 0
     assert fig["rig"]["tx_frames"] >= int(T_SHORT * 250) and fig["rig"]["state"] == "ENGAGED"
@@ -205,7 +200,7 @@ def test_capture_deterministic_and_momentum_conserved(tmp_path: Path) -> None:
     assert t_cap == T_LATE + 1.0, "T_LATE must stay 1 s before the default's capture command"
     cfg = late_start_config()
     cfg_path = tmp_path / "late_start.toml"
-    cfg_path.write_text(toml_dumps(cfg))
+    cfg_path.write_text(tomli_w.dumps(cfg))
     logs = []
     for k in range(2):
         log = tmp_path / f"run{k}.mcap"

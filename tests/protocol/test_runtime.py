@@ -79,8 +79,9 @@ def workers(cfg: Path) -> list[int]:
 
 
 def run(cfg: Path, *args: str, timeout: float = 60) -> tuple[int, str, str, dict | None]:
-    p = subprocess.run([sys.executable, str(LAUNCH), "run", str(cfg), *args], capture_output=True, text=True,
-                       timeout=timeout, cwd=ROOT)
+    """``launch.py run CFG --json ARGS``: exit code, stdout, stderr, the JSON summary (its last stdout line)."""
+    p = subprocess.run([sys.executable, str(LAUNCH), "run", str(cfg), "--json", *args], capture_output=True,
+                       text=True, timeout=timeout, cwd=ROOT)
     summary = None
     lines = p.stdout.strip().splitlines()
     if lines:

@@ -26,15 +26,10 @@ import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import ConfigError, LogError
 from protocol.bus import SequenceTracker
 from protocol.codec import decode, encode, envelope
+from protocol.logfile import json_schema, open_log, read_topics, schema_from_json
+from protocol.logrecover import recover
 from protocol.messages import SCHEMAS
-from services.logger import (
-    McapLogger,
-    json_schema,
-    open_log,
-    read_topics,
-    recover,
-    schema_from_json,
-)
+from services.logger import McapLogger
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "launch.py"
@@ -425,8 +420,13 @@ def test_1khz_run_logs_every_message_and_the_bytes_sent(tmp_path):
             assert seqs == list(range(len(seqs))), topic  # every seq present, in order
         logged = [m.payload for m in lf.messages(["toy/state7"])]
         meta = lf.metadata()["berthsim.close"]
+        atts = lf.attachments()
     assert logged == sent  # the logged bytes are the bytes sent
     assert meta["lost"] == "0" and meta["invalid"] == "0"
+    # provenance from launch.py (through sim.command_line and sim.config_file), not read by the logger itself
+    cfg = tmp_path / "c.toml"
+    assert atts["command_line.txt"].decode() == f"{LAUNCH} run {cfg} --log {log}"
+    assert atts["config.toml"] == cfg.read_bytes()
 
 
 def _complete_chunks(log: Path) -> tuple[int, int]:
