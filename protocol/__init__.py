@@ -10,4 +10,6 @@
 - :mod:`protocol.shell`    runs one model / sink / source: handshake, lifecycle, stepping, stats
 - :mod:`protocol.config`   the TOML layout and validation
 - :mod:`protocol.launcher` starts, supervises and stops the services of a run
+- :mod:`protocol.logfile`  the MCAP log format and its one reader (logs hold wire bytes)
+- :mod:`protocol.logrecover` rebuilds the log of a killed run
 """

@@ -1,4 +1,12 @@
-"""``launch.py report LOG [--out DIR]``: the figures of a run, as PNG files and one multi-page PDF.
+"""The report of a run: its figures (the main job's summary) and ``launch.py report LOG [--out DIR]``,
+its plots as PNG files and one multi-page PDF.
+
+Figures (:func:`run_figures`, read from the log): the phases of a berthing run
+(:data:`PHASES`, :func:`phase_after`) and the events a script expects
+(:func:`expected_events`), the capture, the peak berthing-interface load and the rig's
+sensed peak (:func:`wrench_peaks`, also behind the contact page's peaks), the
+misalignment at latch, the momentum drift and the rig link's counters;
+:func:`summary_table` is their table, printed by ``launch.py run``.
 
 Pages (each only when its topics are in the log; otherwise the summary notes it as
 skipped, never an error — a log of the toy services has none of them):
@@ -57,7 +65,8 @@ from dynamics.spatial import pose_from_vector, quat_angle, quat_rotate
 from errors import LogError
 from protocol.logfile import LogFile, open_log, read_topics
 
-__all__ = ["PAGES", "Report", "add_arguments", "decimate", "main", "make_report"]
+__all__ = ["PAGES", "PHASES", "Report", "add_arguments", "decimate", "expected_events", "main", "make_report",
+           "phase_after", "run_figures", "summary_table", "wrench_peaks"]
 
 PAGES = ("summary", "relative_pose", "relative_rates", "contact", "joints", "momentum_energy", "timing")
 
