@@ -1,5 +1,6 @@
 """HIL link figures (prints JSON): throughput against the line limit, setpoint latency, 250 Hz
-jitter, delay-estimate error, and CPU time per step of the bridge and the emulator.
+jitter, delay-estimate error, CPU time per step of the bridge and the emulator, and the wall
+time of lockstep steps over a lossy line against a clean one.
 
 Run from the repository root::
 
@@ -160,6 +161,39 @@ def lockstep_cpu(steps: int, far: bool) -> dict:
             "emulator_cpu_ms_per_step": round((e1 - e0) / steps * 1e3, 4)}
 
 
+def lossy_lockstep(steps: int, errors: dict) -> dict:
+    """Wall time of ``steps`` lockstep steps over the pty (the emulator process, as in the main
+    job) with ``errors`` (``bit_error``, ``drop``) on the host → rig line, and the link counters.
+
+    Every frame the rig rejects is resent until its reply comes (:meth:`hil.bridge.HilBridge._read`):
+    the figure to compare is the wall time against a clean line's (``errors = {}``).
+    """
+    import tomllib
+
+    from hil.bridge import build
+
+    hil = tomllib.loads((ROOT / "configs" / "srms_berthing.toml").read_text())["hil"]
+    hil["emulator"] = {**hil.get("emulator", {}), **errors}
+    config = {"sim": {"mode": "lockstep"}, "services": {"hil": {"kind": "hil.bridge", "rate_hz": 250}}, "hil": hil}
+    h_ns = 4_000_000
+    bridge = build(config, "hil", h_ns)
+    X_OL, X_TB = bridge.cfg.X_OL, bridge.cfg.X_TB
+    try:
+        bridge.initial(0)
+        t0 = time.monotonic()
+        for k in range(steps):
+            u = _Inputs(k * h_ns, h_ns, 0.0)
+            u.s["payload/state"].body["p_WoTo_W"] = X_OL[:3, 3] - X_TB[:3, 3] + np.array([0.002 * np.sin(0.02 * k),
+                                                                                          0.0, 0.0])
+            out = bridge.step(k * h_ns, h_ns, u)
+        wall = time.monotonic() - t0
+    finally:
+        bridge.close()
+    link = out["hil/status"]["link"]
+    return {"errors": errors, "steps": steps, "wall_s": round(wall, 3), "state": out["hil/status"]["state"],
+            **{k: link[k] for k in ("tx_frames", "rig_rejected", "resent", "reply_timeouts", "replies_missed")}}
+
+
 def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
     """The bridge in realtime at 250 Hz: step() called → the setpoint's last byte at the rig.
 
@@ -226,6 +260,8 @@ def main() -> int:
     a = ap.parse_args()
     out: dict = {"load_average": os.getloadavg(), "reference_loop_ms": reference_loop_ms()}
     out["lockstep_cpu"] = [lockstep_cpu(a.steps, far) for far in (True, False)]
+    lossy = {"bit_error": 0.001, "drop": 0.001}
+    out["lossy_lockstep"] = [lossy_lockstep(a.steps, e) for e in ({}, lossy, {}, lossy)]  # A B A B
     with TemporaryDirectory() as d:
         tmp = Path(d)
         out["throughput"] = [throughput(b, a.seconds, tmp) for b in (115200, 921600)]

@@ -22,11 +22,25 @@ then simulated-time figures: the emulator's configured transport delay, rounded 
 bridge's steps. Prediction (``[hil.compensation] predict``) uses that simulated round
 trip in lockstep — deterministic too — and the wall-clock round trip in realtime.
 
+A lossy link in lockstep: every frame is followed by a second delimiter, so that a
+corrupted frame ends where it should and the rig rejects it with a NAK; a frame the rig
+rejects is resent at once, one it does not answer within ``[hil] resend_after`` (both
+delimiters lost, or the reply) then, with the same content and time stamp, until its
+reply comes. The rig handles a resent frame as the one it replaces, so a lossy link costs
+wall time, not results. Only a step whose reply never comes (``bad_frames_max`` resends
+or ``reply_timeout`` in all) goes on with the previous reply, counted in
+``replies_missed``. The resend decision reads the rig's answers, not the clock, except
+when nothing comes back for ``resend_after``: a run stays bit-identical unless the
+emulator stalls that long.
+
 Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrench on B
 at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
-link statistics). The fed-back wrench is zero and ``valid`` false unless the rig is
-engaged, was heard from within the watchdog, and the command was not clamped (a
-clamped rig pose is not the simulated one, so its contact force would be wrong).
+link statistics: :meth:`hil.link.SerialLink.status`, with the rig's own count of rejected
+chunks ``rig_rejected``, and the bridge's ``resent``, ``reply_timeouts`` (waits of
+``resend_after`` that ended without a reply) and ``replies_missed``). The fed-back
+wrench is zero and ``valid`` false unless the rig is engaged, was heard from within the
+watchdog, and the command was not clamped (a clamped rig pose is not the simulated one,
+so its contact force would be wrong).
 
 Unlike other models this one does I/O — a serial link is its purpose — but the link is
 injected: :func:`build` opens it from ``[hil] url``, tests pass a
@@ -68,6 +82,8 @@ from hil.framing import (
     Fault,
     Heartbeat,
     Hello,
+    Message,
+    Nak,
     Park,
     RigState,
     SetpointAxes,
@@ -211,7 +227,8 @@ class HilBridge:
     realtime : bool
         Realtime: frames are stamped with the link's (wall) clock and nothing waits.
         Lockstep (False): frames are stamped with the simulation time and each step
-        waits (up to ``reply_timeout``) for the rig's reply, so runs are deterministic.
+        waits for the rig's reply, resending its frame on a NAK or after ``resend_after``
+        (bounded by ``bad_frames_max`` resends and ``reply_timeout``), so runs are deterministic.
         The safety watchdogs run on the simulation time in both modes (in realtime it
         follows the wall clock).
     on_close : list of callables
@@ -252,6 +269,10 @@ class HilBridge:
         self._rx_t: float | None = None
         self._bad_seen = 0
         self._awaiting: tuple[int, int] | None = None  # (seq, time_us) of the frame whose reply is due
+        self._sent: tuple[Message, int] | None = None  # (message, time_us) of that frame, to resend it
+        self.resent = 0  # frames sent again (lockstep)
+        self.reply_timeouts = 0  # waits of resend_after that ended without a reply (lockstep)
+        self.replies_missed = 0  # steps that went on without their reply (lockstep)
         self._clamped = 0
         self._sent_arm = False
         self._next_arm = -math.inf
@@ -265,14 +286,24 @@ class HilBridge:
         This step's reply is the telemetry frame that echoes the seq of the frame sent this
         step, or (the lockstep emulator, whose measurement lags by the simulated transport
         delay and so echoes an older frame) that carries this frame's time stamp in its
-        header. Replies to earlier frames that arrive first are handled in order. The wait
-        is bounded by ``reply_timeout`` (wall clock); only a rig that does not answer hits it.
+        header. Replies to earlier frames that arrive first are handled in order.
+
+        Waiting (lockstep), the frame is sent again when the rig rejects what it got (a
+        NAK) or when ``resend_after`` passes without a reply; at most ``bad_frames_max``
+        times and for ``reply_timeout`` (wall clock) in all. A step whose reply never comes
+        goes on with the previous one (``replies_missed``).
         """
         if self.link is None or not self.native:
             return
-        deadline = time.monotonic() + float(self.cfg.table["reply_timeout"]) if wait else 0.0
+        t = self.cfg.table
+        now = time.monotonic()
+        deadline = now + float(t["reply_timeout"]) if wait else 0.0
+        retry_at = now + float(t["resend_after"])
+        resends = 0
         while True:
-            frames = self.link.receive(timeout=max(0.0, deadline - time.monotonic()) if wait else None)
+            wait_s = max(0.0, min(deadline, retry_at) - time.monotonic()) if wait else None
+            frames = self.link.receive(timeout=wait_s)
+            nak = False
             for f in frames:
                 if isinstance(f.msg, Telemetry):
                     if self._awaiting is not None and (f.msg.echo_seq == self._awaiting[0]
@@ -282,6 +313,8 @@ class HilBridge:
                     self._axes = np.asarray(f.msg.axes, dtype=np.float64)
                     self._F_P = np.asarray(f.msg.F_Po_P, dtype=np.float64)
                     self.safety.on_telemetry(f.msg)
+                elif isinstance(f.msg, Nak):
+                    nak = True
                 elif isinstance(f.msg, Hello):
                     self._rx_t = self._sim_t
                     self.safety.on_hello(f.msg, f.version)
@@ -291,16 +324,37 @@ class HilBridge:
                 self.safety.on_frames(len(frames), bad)
             if not wait or self._awaiting is None:
                 return
-            if time.monotonic() > deadline:
-                self._awaiting = None
-                return
+            now = time.monotonic()
+            if not nak and now < min(retry_at, deadline):
+                continue  # no word from the rig yet
+            self.reply_timeouts += not nak
+            if resends < int(t["bad_frames_max"]) and now < deadline:
+                resends += 1
+                self._resend()
+                retry_at = time.monotonic() + float(t["resend_after"])
+                continue
+            self.replies_missed += 1
+            self._awaiting = None
+            return
+
+    def _resend(self) -> None:
+        """Send the awaited frame again (a new seq; the same message and time stamp)."""
+        assert self.link is not None and self._sent is not None
+        msg, t_us = self._sent
+        try:
+            self._send(self.link, msg, t_us)
+        except (FrameError, RigFault):
+            self.safety.fault(Fault.HOST)
+        self.resent += 1
 
     def _send(self, link: SerialLink, msg: Any, t_us: int | None) -> None:
-        """Send one frame; in lockstep (``t_us`` given) its reply is awaited by :meth:`_read`."""
+        """Send one frame; in lockstep (``t_us`` given) its reply is awaited by :meth:`_read`,
+        and a second delimiter guards it (:meth:`hil.link.SerialLink.send`)."""
         seq = link.seq
-        link.send(msg, t_us)
+        link.send(msg, t_us, guard=t_us is not None)
         if t_us is not None:
             self._awaiting = (seq, t_us & 0xFFFFFFFF)
+            self._sent = (msg, t_us)
 
     def _send_native(self, link: SerialLink, setpoint: Array | None, X_RP: Array) -> None:
         s = self.safety
@@ -395,6 +449,9 @@ class HilBridge:
         one_way = self.link.delay.one_way_s if self.link is not None else math.nan
         link = self.link.status() if self.link is not None else {}
         last = self.impacts.impacts[-1].restitution if self.impacts.impacts else -1.0
+        link["resent"] = self.resent
+        link["reply_timeouts"] = self.reply_timeouts
+        link["replies_missed"] = self.replies_missed
         link["clamped"] = self._clamped
         link["limit_hits"] = self.safety.limit_hits
         link["impacts"] = len(self.impacts.impacts)

@@ -15,7 +15,10 @@ electric Stewart platform (assumed, not a particular product)::
     bad_frames_max = 5
     clamp_fault_after = 0         # host fault after this many consecutive clamped commands; 0: never
     watchdog = 0.0                # s; 0: max(3 periods, 20 ms)
-    reply_timeout = 1.0           # s; lockstep: wait this long for the rig's reply (then go on)
+    reply_timeout = 1.0           # s; lockstep: the longest wait for one step's reply, resends included
+                                  # (then the step goes on with the previous reply)
+    resend_after = 0.5            # s; lockstep: resend a frame the rig has not answered within this
+                                  # (a NAK from the rig resends at once); at most bad_frames_max times
     start_timeout = 30.0          # s; url = "emulator": wait this long for the emulator process to serve
     X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad);
                                   # absent: [orbiter] X_OL, else identity (see hil_table)
@@ -100,6 +103,7 @@ DEFAULTS: dict[str, Any] = {
     "clamp_fault_after": 0,
     "watchdog": 0.0,
     "reply_timeout": 1.0,
+    "resend_after": 0.5,
     "start_timeout": 30.0,
     "X_OL": [0.0] * 6,
     "X_TB": [0.0] * 6,
@@ -270,6 +274,9 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     if t["watchdog"] < 0 or t["reply_timeout"] <= 0:
         problems.append(f"hil.watchdog / hil.reply_timeout: must be >= 0 / > 0, got {t['watchdog']!r} / "
                         f"{t['reply_timeout']!r}")
+    if not 0 < t["resend_after"] <= t["reply_timeout"]:
+        problems.append(f"hil.resend_after: must be > 0 and <= hil.reply_timeout ({t['reply_timeout']!r}), "
+                        f"got {t['resend_after']!r}")
     em = t["emulator"]
     for key in ("drop", "bit_error"):
         if not 0.0 <= em[key] < 1.0:

@@ -49,6 +49,7 @@ from errors import ConfigError, FrameError, NoSolutionError, RigFault
 from hil.config import HilConfig, parse
 from hil.framing import (
     NO_ECHO,
+    REJECT_REASONS,
     Arm,
     Engage,
     EStop,
@@ -56,6 +57,7 @@ from hil.framing import (
     Frame,
     FrameDecoder,
     Hello,
+    Nak,
     Park,
     Reset,
     RigState,
@@ -64,6 +66,7 @@ from hil.framing import (
     SetpointPose,
     Telemetry,
     encode_frame,
+    rejection_kind,
     wire_size,
 )
 from hil.link import TELEMETRY6_RAW, open_port
@@ -75,8 +78,9 @@ __all__ = ["READY", "ContactPlane", "RigCore", "Channel", "LockstepRig", "Lockst
 
 Array = NDArray[np.float64]
 
-#: What the emulator writes first, once it serves: an empty frame (a lone delimiter), which
-#: every decoder skips as an idle line, so that the host can wait for it to be up.
+#: What the emulator writes first, once its rig core exists and it serves: an empty frame (a
+#: lone delimiter), which every decoder skips as an idle line, so that the host can wait for it
+#: to be up.
 READY = b"\x00"
 
 
@@ -144,6 +148,12 @@ class RigCore:
     :meth:`handle` (or raw bytes with :meth:`receive_bytes`), advance with :meth:`advance`,
     and read what the rig sends from :attr:`outbox` (encoded frames with their send time).
 
+    Rejections are answered with a :class:`hil.framing.Nak`: chunks that fail to decode
+    (:meth:`receive_bytes`) and setpoints that pass every check of the frame but would move
+    an axis farther than the actuators' speed limit allows within the watchdog, the longest
+    a host may leave between two frames (the *step gate*: ``counts["implausible"]``; the
+    residual errors of the CRC, see ``hil/PROTOCOL.md``).
+
     Parameters
     ----------
     cfg : HilConfig
@@ -187,20 +197,20 @@ class RigCore:
         self.rx_seq = SeqTracker()
         self.last_rx: tuple[int, int, float] | None = None  # seq, host time, rig receive time
         self.tx_seq = 0
-        self.outbox: deque[tuple[float, Hello | Telemetry]] = deque()
+        self.outbox: deque[tuple[float, Hello | Telemetry | Nak]] = deque()
         self.applied: deque[tuple[int, tuple[float, ...]]] = deque(maxlen=100_000)
         self.arrivals: deque[tuple[int, int]] = deque(maxlen=100_000)  # (seq, monotonic ns) of valid frames
         self.fault_log: list[tuple[float, int, float]] = []  # (t, bits, time since the last host frame)
-        self.counts = {"frames": 0, "applied": 0, "refused": 0, "stale": 0, "bad_run_faults": 0}
+        self.counts = {"frames": 0, "applied": 0, "refused": 0, "stale": 0, "bad_run_faults": 0, "implausible": 0}
         self._bad_seen = 0
         self._bad_run = 0
 
     # ------------------------------------------------------------------ frames
-    def send(self, msg: Hello | Telemetry, t: float) -> None:
+    def send(self, msg: Hello | Telemetry | Nak, t: float) -> None:
         """Queue one rig message made at rig time ``t`` (encoded by :meth:`encode` when it leaves)."""
         self.outbox.append((t, msg))
 
-    def encode(self, msg: Hello | Telemetry, t: float) -> bytes:
+    def encode(self, msg: Hello | Telemetry | Nak, t: float) -> bytes:
         """The wire frame of ``msg`` with the next rig seq, stamped ``t`` (in leaving order)."""
         frame = encode_frame(msg, self.tx_seq, int(round(t * 1e6)))
         self.tx_seq = (self.tx_seq + 1) & 0xFFFF
@@ -217,16 +227,34 @@ class RigCore:
         return Telemetry(es, et, hold, self.state, self.faults, tuple(self.x.tolist()),
                          tuple(self.F.tolist()))  # type: ignore[arg-type]
 
+    def nak(self, rejected_chunks: int, reason: str) -> Nak:
+        """The NAK for ``rejected_chunks`` chunks rejected by a decoder so far (plus the
+        implausible setpoints), the latest for ``reason`` (a key of :data:`REJECT_REASONS`)."""
+        echo = self.last_rx[0] if self.last_rx is not None else 0
+        return Nak((rejected_chunks + self.counts["implausible"]) & 0xFFFFFFFF, echo, REJECT_REASONS.get(reason, 0))
+
     def receive_bytes(self, data: bytes, t: float, reply: bool = True, wall_ns: int | None = None) -> list[Frame]:
         """Decode raw host bytes arrived at ``t``; handle each valid frame; count bad ones.
 
-        ``wall_ns`` is when the bytes were read (``time.monotonic_ns``), recorded in
-        :attr:`arrivals`; now if omitted.
+        Rejected chunks are answered with one NAK, queued before the answer to the next
+        valid frame (or last). ``wall_ns`` is when the bytes were read
+        (``time.monotonic_ns``), recorded in :attr:`arrivals`; now if omitted.
         """
-        frames = self.decoder.feed(data)
+        items = self.decoder.feed_all(data)
+        frames = [x for x in items if isinstance(x, Frame)]
         self._count_bad(frames, t)
-        for f in frames:
-            self.handle(f, t, reply=reply, wall_ns=wall_ns)
+        rejected = self.decoder.bad - (len(items) - len(frames))
+        reason = None
+        for x in items:
+            if not isinstance(x, Frame):
+                rejected, reason = rejected + 1, rejection_kind(x)
+                continue
+            if reason is not None:
+                self.send(self.nak(rejected, reason), t)
+                reason = None
+            self.handle(x, t, reply=reply, wall_ns=wall_ns)
+        if reason is not None:
+            self.send(self.nak(rejected, reason), t)
         return frames
 
     def _count_bad(self, frames: list[Frame], t: float) -> None:
@@ -257,9 +285,9 @@ class RigCore:
         """Act on one valid host frame received at rig time ``t``.
 
         Stale or duplicate frames (reordered) are dropped unapplied; every other frame
-        feeds the watchdog. Setpoints are applied only in ENGAGED and only if within
-        the stroke (else a LIMIT fault). With ``reply``, a telemetry frame (HELLO for ARM)
-        is queued in the outbox.
+        feeds the watchdog. Setpoints are applied only in ENGAGED, only if plausible (the
+        step gate, else a NAK is queued) and only if within the stroke (else a LIMIT
+        fault). With ``reply``, a telemetry frame (HELLO for ARM) is queued in the outbox.
         """
         self._bad_run = 0
         self.counts["frames"] += 1
@@ -308,6 +336,10 @@ class RigCore:
                                          msg.p_RoPo_R))
         else:
             axes = np.asarray(msg.values, dtype=np.float64)
+        if axes.shape == self.x.shape and not self.plausible(axes):
+            self.counts["implausible"] += 1
+            self.send(self.nak(self.decoder.bad, "step"), t)
+            return
         if axes.shape != self.x.shape or self.limits.violations(axes):
             self.counts["refused"] += 1
             self._fault(Fault.LIMIT)
@@ -323,6 +355,15 @@ class RigCore:
         self.target_t = self._setpoint_t = t
         self.counts["applied"] += 1
         self.applied.append((seq, tuple(axes.tolist())))
+
+    def plausible(self, axes: Array) -> bool:
+        """The step gate: whether no axis of a setpoint lies farther from the current setpoint
+        than the actuators' speed limit covers within the watchdog (plus 1e-6 for float32).
+
+        A host streams setpoints rate-limited to its soft limits, inside these, at least once
+        per watchdog; a setpoint outside the gate is a corrupted frame that passed the CRC."""
+        reach = (self.limits.v_max * self.watchdog_s + 1e-6).tolist()
+        return all(abs(a - b) <= r for a, b, r in zip(axes.tolist(), self.target.tolist(), reach, strict=True))
 
     # ------------------------------------------------------------------ physics
     def advance(self, t: float) -> None:
@@ -470,14 +511,16 @@ class LockstepRig:
     the core is advanced to ``t``; the reply is exactly one telemetry frame, the rig's
     measurement at the latest host instant ``≤ t − delay`` (the rig → host delay), plus
     any HELLO that is due. So every host frame gets one reply, and the round trip the
-    host measures is the configured one rounded up to its own steps. No wall clock is
-    read; byte drops and bit errors come from a seeded generator.
+    host measures is the configured one rounded up to its own steps. Chunks that do not
+    decode (bit errors, drops) are answered at once with a NAK, so that the host resends
+    without waiting. No wall clock is read; byte drops and bit errors come from a seeded
+    generator.
     """
 
     def __init__(self, cfg: HilConfig) -> None:
         self.core = RigCore(cfg)
         self.up, self.down = _channels(cfg)
-        self.decoder = FrameDecoder()
+        self.decoder = self.core.decoder  # one count of rejected chunks for the NAKs
         self.pending: deque[tuple[float, Frame]] = deque()
         self.history: deque[tuple[float, Telemetry]] = deque()
         self._epoch = 0
@@ -490,21 +533,29 @@ class LockstepRig:
         return (self._epoch * 0x100000000 + time_us) * 1e-6
 
     def exchange(self, data: bytes) -> bytes:
-        """Host bytes in; the rig's reply bytes out (one telemetry per valid host frame)."""
+        """Host bytes in; the rig's reply bytes out (one telemetry per valid host frame; one NAK
+        for the chunks rejected before a valid frame, or at the end, before its telemetry)."""
         self.up.push(0.0, data)  # corruption only; the delay is applied per frame below
         raw = b"".join(chunk for _, chunk in self.up.queue)
         self.up.queue.clear()
         bad_before = self.decoder.bad
-        frames = self.decoder.feed(raw)
+        items = self.decoder.feed_all(raw)
         if self.decoder.bad > bad_before:
             self.core.count_bad(self.decoder.bad - bad_before, self.core.t)
         out = b""
-        for f in frames:
+        rejected, reason = bad_before, None
+        for f in items:
+            if not isinstance(f, Frame):
+                rejected, reason = rejected + 1, rejection_kind(f)
+                continue
+            if reason is not None:
+                out += self.core.encode(self.core.nak(rejected, reason), self.core.t)
+                reason = None
             t_host = self._unwrap(f.time_us)
             self.pending.append((t_host + self.up.delay, f))
             self._advance(t_host)
             self.history.append((t_host, self.core.telemetry(t_host)))
-            while self.core.outbox:  # HELLOs
+            while self.core.outbox:  # HELLOs, NAKs of implausible setpoints
                 ts, msg = self.core.outbox.popleft()
                 self.down.queue.append((ts + self.down.delay, msg))
             while self.down.queue and self.down.queue[0][0] <= t_host + 1e-12:
@@ -512,6 +563,8 @@ class LockstepRig:
             while len(self.history) > 1 and self.history[1][0] <= t_host - self.down.delay + 1e-9:
                 self.history.popleft()
             out += self.core.encode(self.history[0][1], t_host)
+        if reason is not None:
+            out += self.core.encode(self.core.nak(rejected, reason), self.core.t)
         return out
 
     def _advance(self, t: float) -> None:
@@ -611,7 +664,8 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
           telemetry_hz: float = 50.0, max_seconds: float | None = None, baud: float = 0.0) -> RigCore:
     """Run the emulator on ``port`` until ``stop`` is set, the peer closes, or ``max_seconds``.
 
-    It first writes :data:`READY` (a lone frame delimiter) to say it is up.
+    It first builds the rig core, then writes :data:`READY` (a lone frame delimiter) to say
+    it is up: the host's first frame is answered without the core's start-up on top.
 
     Realtime: the rig clock is ``time.monotonic()``; host bytes pass the host → rig
     channel (delay, drops, bit errors) before decoding; each valid host frame gets a
@@ -625,9 +679,9 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
     """
     stop = stop or threading.Event()
     t0 = time.monotonic()
-    port.write(READY)
     if lockstep:
         rig = LockstepRig(cfg)
+        port.write(READY)  # once the core exists: building it imports and sets up (0.2 s and more)
         port.timeout = 0.05  # purely data-driven: no need to wake up often
         while not stop.is_set() and (max_seconds is None or time.monotonic() - t0 < max_seconds):
             try:
@@ -641,6 +695,7 @@ def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event
         return rig.core
     core = RigCore(cfg)
     up, down = _channels(cfg, baud)
+    port.write(READY)
     last_tx = 0.0
     # replies at most at 500 Hz and within half the line (a real rig answers at its own rate)
     reply_hz = 500.0 if baud <= 0 else min(500.0, 0.5 * baud / (down.bits * wire_size(TELEMETRY6_RAW)))

@@ -44,11 +44,14 @@ __all__ = [
     "SetpointAxes",
     "Telemetry",
     "Hello",
+    "Nak",
+    "REJECT_REASONS",
     "Message",
     "Frame",
     "crc16",
     "encode_frame",
     "decode_frame",
+    "rejection_kind",
     "wire_size",
     "seq_delta",
     "SeqTracker",
@@ -79,6 +82,7 @@ class MsgType(enum.IntEnum):
     SETPOINT_AXES = 0x11
     TELEMETRY = 0x80
     HELLO = 0x81
+    NAK = 0x82
 
 
 class RigState(enum.IntEnum):
@@ -347,9 +351,51 @@ class Hello:
         return cls(*cls._S.unpack(payload))
 
 
-Message = Union[Heartbeat, Arm, Engage, Park, Reset, EStop, SetpointPose, SetpointAxes, Telemetry, Hello]
+#: Why a receiver rejected a chunk: the kinds of :class:`FrameDecoder` (and ``step``, a setpoint
+#: that passed every check but moves an axis farther than the rig can in the time allowed), as
+#: :attr:`Nak.reason` codes.
+REJECT_REASONS: dict[str, int] = {"cobs": 1, "length": 2, "crc": 3, "version": 4, "type": 5, "payload": 6,
+                                  "overflow": 7, "step": 8}
+
+
+@dataclass(frozen=True, slots=True)
+class Nak:
+    """Rig → host: the rig rejected what it received since its last answer.
+
+    Sent after one or more rejected chunks (corrupted, wrong version or type, or an
+    implausible setpoint), before the rig's next reply, so that a lockstep host resends
+    its frame at once instead of waiting for a reply that will not come.
+
+    Attributes
+    ----------
+    rejected : int
+        Chunks the rig has rejected since it booted (u32, wraps): the rig-side count the
+        host reports.
+    echo_seq : int
+        Seq of the latest host frame the rig accepted (u16).
+    reason : int
+        Why the latest chunk was rejected (u8): a value of :data:`REJECT_REASONS`.
+    """
+
+    rejected: int
+    echo_seq: int
+    reason: int
+    TYPE: ClassVar[MsgType] = MsgType.NAK
+    _S: ClassVar[struct.Struct] = struct.Struct("<IHB")
+
+    def pack(self) -> bytes:
+        return self._S.pack(self.rejected, self.echo_seq, self.reason)
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> "Nak":
+        if len(payload) != cls._S.size:
+            raise FrameError(f"NAK: payload length must be {cls._S.size}, got {len(payload)}")
+        return cls(*cls._S.unpack(payload))
+
+
+Message = Union[Heartbeat, Arm, Engage, Park, Reset, EStop, SetpointPose, SetpointAxes, Telemetry, Hello, Nak]
 _BY_TYPE: dict[int, type] = {
-    c.TYPE: c for c in (Heartbeat, Arm, Engage, Park, Reset, EStop, SetpointPose, SetpointAxes, Telemetry, Hello)
+    c.TYPE: c for c in (Heartbeat, Arm, Engage, Park, Reset, EStop, SetpointPose, SetpointAxes, Telemetry, Hello, Nak)
 }
 
 
@@ -444,6 +490,11 @@ def decode_frame(encoded: bytes, version: int = PROTOCOL_VERSION) -> Frame:
     return Frame(seq=seq, time_us=t_us, msg=msg, version=ver)
 
 
+def rejection_kind(err: FrameError) -> str:
+    """The kind of a rejection raised by :func:`decode_frame` (``crc``, ``cobs``, …): its message's prefix."""
+    return str(err).split(":", 1)[0]
+
+
 def wire_size(raw_size: int) -> int:
     """Worst-case bytes on the wire for a raw frame of ``raw_size`` bytes (COBS + delimiter)."""
     return raw_size + max(1, math.ceil(raw_size / 254)) + 1
@@ -534,22 +585,30 @@ class FrameDecoder:
         Rejected chunks are counted, never raised: one bad frame must not stop the link.
         An empty chunk between two delimiters is ignored (idle line).
         """
-        out: list[Frame] = []
+        return [x for x in self.feed_all(chunk) if isinstance(x, Frame)]
+
+    def feed_all(self, chunk: bytes) -> list[Frame | FrameError]:
+        """:meth:`feed`, with each rejected chunk in its place as the :class:`errors.FrameError`
+        it raised (counted as by :meth:`feed`): for a receiver that answers rejections in order."""
+        out: list[Frame | FrameError] = []
         if self._buf:
             self._buf += chunk
             chunk = bytes(self._buf)
         *parts, rest = bytes(chunk).split(b"\x00")  # (bytes() of bytes is the object itself)
         self._buf = bytearray(rest)
-        if len(self._buf) > 2 * MAX_RAW_SIZE:  # garbage without a delimiter: drop it
-            self._reject("overflow", FrameError(f"overflow: {len(self._buf)} bytes without a delimiter"))
-            self._buf.clear()
         for part in parts:
             if not part:
                 continue
             try:
                 out.append(decode_frame(part, self.version))
             except FrameError as err:
-                self._reject(str(err).split(":", 1)[0], err)
+                self._reject(rejection_kind(err), err)
+                out.append(err)
                 continue
             self.frames += 1
+        if len(self._buf) > 2 * MAX_RAW_SIZE:  # garbage without a delimiter: drop it
+            err = FrameError(f"overflow: {len(self._buf)} bytes without a delimiter")
+            self._reject("overflow", err)
+            out.append(err)
+            self._buf.clear()
         return out

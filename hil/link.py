@@ -30,6 +30,7 @@ from hil.framing import (
     Frame,
     FrameDecoder,
     Message,
+    Nak,
     SeqTracker,
     Telemetry,
     encode_frame,
@@ -140,9 +141,12 @@ class LinkStats:
     rx_frames: int = 0
     rx_bytes: int = 0
     rx_times: deque = field(default_factory=lambda: deque(maxlen=1000))
+    rig_rejected: int = 0  # chunks the rig says it rejected (the latest NAK's count)
+    naks: int = 0  # NAK frames received
 
     def as_map(self, decoder: FrameDecoder, seq: SeqTracker, delay: DelayEstimator) -> dict[str, float | int]:
-        """Flat map: frames/s, counts, seq gaps, delay p50/p99 [s]."""
+        """Flat map: frames/s, counts (ours and, from its NAKs, the rig's rejections), seq gaps,
+        delay p50/p99 [s]."""
         t = self.rx_times
         fps = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 and t[-1] > t[0] else 0.0
         out: dict[str, float | int] = {
@@ -154,6 +158,8 @@ class LinkStats:
             "seq_gaps": seq.gaps,
             "seq_lost": seq.lost,
             "seq_stale": seq.stale,
+            "rig_rejected": self.rig_rejected,
+            "naks": self.naks,
         }
         p50, p99 = delay.percentile_s(50), delay.percentile_s(99)
         out["rtt_p50_s"] = p50 if math.isfinite(p50) else -1.0
@@ -211,8 +217,13 @@ class SerialLink:
         """Host time [µs] modulo 2**32."""
         return int(round(self.clock() * 1e6)) & 0xFFFFFFFF
 
-    def send(self, msg: Message, time_us: int | None = None) -> bytes:
-        """Encode, stamp and write one message; returns the frame written.
+    def send(self, msg: Message, time_us: int | None = None, *, guard: bool = False) -> bytes:
+        """Encode, stamp and write one message; returns the bytes written.
+
+        With ``guard`` a second delimiter follows the frame (an empty chunk, which every
+        decoder skips): should the frame's own delimiter be lost or corrupted, the frame
+        still ends there, is rejected (and NAKed by a rig) instead of merging with the
+        next frame.
 
         Raises
         ------
@@ -222,6 +233,8 @@ class SerialLink:
             If the port fails.
         """
         frame = encode_frame(msg, self._seq, self.now_us() if time_us is None else time_us)
+        if guard:
+            frame += b"\x00"
         try:
             if self._fd is None:
                 self.port.write(frame)
@@ -340,8 +353,12 @@ class SerialLink:
             out.append(f)
             self.stats.rx_frames += 1
             self.stats.rx_times.append(self.clock())
-            if isinstance(f.msg, Telemetry) and f.msg.hold_us != NO_ECHO:
-                self.delay.update(now_us, f.msg.echo_time_us, f.msg.hold_us)
+            if isinstance(f.msg, Telemetry):
+                if f.msg.hold_us != NO_ECHO:
+                    self.delay.update(now_us, f.msg.echo_time_us, f.msg.hold_us)
+            elif isinstance(f.msg, Nak):
+                self.stats.naks += 1
+                self.stats.rig_rejected = f.msg.rejected
         return out
 
     def status(self) -> dict[str, float | int]:

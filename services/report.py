@@ -591,7 +591,9 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
     out["orbit_on"] = float(cfg.get("orbiter", {}).get("orbit_altitude", 0.0)) > 0.0
     out["momentum_P0_Ns"] = float(np.linalg.norm(P0)) if P0 is not None else 0.0
     out["rig"] = {"state": hil_state, **{k: link[k] for k in ("crc_errors", "bad_frames", "seq_lost", "rx_fps",
-                                                           "rtt_p99_s", "tx_frames", "rx_frames") if k in link}}
+                                                           "rtt_p99_s", "tx_frames", "rx_frames", "rig_rejected",
+                                                           "resent", "reply_timeouts", "replies_missed")
+                                         if k in link}}
     return out
 
 
@@ -624,7 +626,8 @@ def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: boo
     if r.get("state") is not None:
         link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
                 f"{r.get('crc_errors', 0)}, bad frames {r.get('bad_frames', 0)}, lost {r.get('seq_lost', 0)}; "
-                f"rig {r['state']}")
+                f"rejected by the rig {r.get('rig_rejected', 0)}, resent {r.get('resent', 0)}, reply timeouts "
+                f"{r.get('reply_timeouts', 0)}, replies missed {r.get('replies_missed', 0)}; rig {r['state']}")
         rows.append(("rig link", link))
     rows.append(("completed as scripted", "yes" if ok else "NO"))
     w = max(len(k) for k, _ in rows)

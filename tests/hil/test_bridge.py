@@ -130,6 +130,49 @@ def test_stale_input_faults_and_nan_input_faults():
     assert out["hil/status"]["faults"] & Fault.NAN
 
 
+def _contact_run(errors: dict, steps: int = 300) -> tuple[HilBridge, list[dict]]:
+    """The loop of :func:`run_contact` (10 ms delay each way, a 20 kg payload hits the rig's
+    plane) over the lockstep emulator with ``errors`` on the host → rig line; every step's outputs."""
+    cfg = parse({"resend_after": 0.01, "compensation": {"predict": True, "passivity": True, "lag": 0},
+                 "emulator": {"delay": 0.010, "stiffness": 2.0e5, "plane_offset": 0.505, "seed": 5, **errors}})
+    h_ns = 4_000_000
+    bridge = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    outs = [bridge.initial(0)]
+    z, v, h = 0.0, 0.0, h_ns * 1e-9
+    for n in range(steps):
+        t_ns = n * h_ns
+        v = 0.05 if n == 25 else v
+        u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, v]))})
+        outs.append(bridge.step(t_ns, h_ns, u))
+        v += outs[-1]["hil/feedback"]["F_Bo_B"][5] / 20.0 * h
+        z += v * h
+    return bridge, outs
+
+
+def test_lossy_link_in_lockstep_resends_and_gives_the_clean_results_quickly():
+    """Bit errors and drops on the host → rig line: every rejected frame is resent (at once on
+    the rig's NAK, after resend_after when its delimiter was lost) until its reply comes, so the
+    simulation sees exactly what it sees over a clean line; the losses are counted."""
+    import time
+
+    _, clean = _contact_run({})
+    t0 = time.monotonic()
+    bridge, lossy = _contact_run({"bit_error": 0.002, "drop": 0.002})
+    wall = time.monotonic() - t0
+    assert any(abs(o["hil/feedback"]["F_Bo_B"][5]) > 1.0 for o in clean)  # in contact: something to compare
+    for n, (a, b) in enumerate(zip(clean, lossy, strict=True)):
+        for topic in ("hil/feedback", "hil/command"):
+            for key, value in a[topic].items():
+                assert np.array_equal(np.asarray(value), np.asarray(b[topic][key])), (n, topic, key)
+    link = lossy[-1]["hil/status"]["link"]
+    rig = bridge.link.port.rig
+    assert link["rig_rejected"] == rig.decoder.bad > 10  # the rig's own count, reported
+    assert link["resent"] >= link["rig_rejected"] and link["replies_missed"] == 0
+    assert link["reply_timeouts"] <= link["resent"]
+    assert wall < 0.01 * link["reply_timeouts"] + 5.0  # not reply_timeout (1 s) per lost frame
+
+
 def _config(rate_hz=250, **hil):
     return {"services": {"hil": {"kind": "hil.bridge", "rate_hz": rate_hz}}, "hil": hil}
 

@@ -23,12 +23,14 @@ from hil.emulator import (
     spawn_emulator,
 )
 from hil.framing import (
+    REJECT_REASONS,
     Arm,
     Engage,
     Fault,
     FrameDecoder,
     Heartbeat,
     Hello,
+    Nak,
     RigState,
     SetpointAxes,
     Telemetry,
@@ -78,10 +80,48 @@ def test_wrong_fingerprint_refused_and_setpoints_gated_before_engage():
 
 
 def test_out_of_stroke_setpoint_faults_instead_of_moving():
-    core = engaged_core()
-    (f,) = FrameDecoder().feed(encode_frame(SetpointAxes(tuple(NEUTRAL + 1.0)), 2, 0))
+    core = engaged_core()  # watchdog 1 s: the step gate lets 0.75 m through, the stroke ends 0.16 m away
+    (f,) = FrameDecoder().feed(encode_frame(SetpointAxes(tuple(NEUTRAL + 0.2)), 2, 0))
     core.handle(f, 0.0)
     assert core.state == RigState.FAULT and core.faults & Fault.LIMIT and not core.applied
+
+
+def _core_with_watchdog(watchdog_ms: int) -> RigCore:
+    core = RigCore(CFG)
+    for f in FrameDecoder().feed(encode_frame(Arm(CFG.fingerprint, watchdog_ms), 0, 0) + encode_frame(Engage(), 1, 0)):
+        core.handle(f, 0.0)
+    return core
+
+
+def test_step_gate_refuses_a_setpoint_beyond_the_speed_limit_over_the_watchdog_without_fault():
+    # hard speed limit 1.5 × 0.5 m/s; watchdog 20 ms: no axis may move more than 15 mm per setpoint
+    core = _core_with_watchdog(20)
+    reach = 1.5 * 0.5 * 0.020
+    inside = tuple(float(np.float32(v)) for v in NEUTRAL + [0.9 * reach, 0, 0, 0, 0, -0.9 * reach])
+    beyond = tuple(float(np.float32(v)) for v in np.array(inside) + [0, 0, 1.2 * reach, 0, 0, 0])
+    for seq, sp in ((2, inside), (3, beyond)):
+        (f,) = FrameDecoder().feed(encode_frame(SetpointAxes(sp), seq, seq * 4000))
+        core.handle(f, seq * 0.004)
+    assert [s for s, _ in core.applied] == [2]
+    assert core.state == RigState.ENGAGED and core.counts["implausible"] == 1
+    naks = [m for _, m in core.outbox if isinstance(m, Nak)]
+    assert len(naks) == 1 and naks[0].reason == REJECT_REASONS["step"] and naks[0].rejected == 1
+    assert naks[0].echo_seq == 3  # it was received (fed the watchdog), not applied
+
+
+def test_rejected_chunks_answered_by_one_nak_before_the_next_reply():
+    core = _core_with_watchdog(1000)
+    core.outbox.clear()
+    good = encode_frame(SetpointAxes(setpoint(2)), 2, 8000)
+    bad = bytearray(encode_frame(SetpointAxes(setpoint(3)), 3, 12000))
+    bad[5] ^= 0x10  # a CRC error
+    core.receive_bytes(bytes(bad) + bytes(bad) + good, 0.01)
+    kinds = [type(m).__name__ for _, m in core.outbox]
+    assert kinds == ["Nak", "Telemetry"]
+    nak = core.outbox[0][1]
+    assert nak.rejected == 2 and nak.reason == REJECT_REASONS["crc"] and nak.echo_seq == 1
+    core.receive_bytes(bytes(bad), 0.02)  # nothing valid after it: the NAK comes last
+    assert isinstance(core.outbox[-1][1], Nak) and core.outbox[-1][1].rejected == 3
 
 
 def test_bit_errors_and_drops_detected_none_applied_lockstep():
@@ -138,6 +178,26 @@ def test_bit_errors_over_a_real_pty_none_applied(tmp_path):
     assert len(applied) > 200
     assert all(tuple(v) == sent[seq] for seq, v in applied)
     assert sum(s["decoder"].values()) > 0 and s["seq"]["lost"] > 0
+
+
+@pytest.mark.integration
+def test_first_reply_comes_promptly_after_ready():
+    """READY is written once the rig core exists: building it (imports, geometry; 0.2 s on an
+    idle machine, over 1 s on a loaded one) must not fall between READY and the first reply."""
+    best = float("inf")
+    for lockstep in (True, False):
+        with spawn_emulator({}, lockstep=lockstep) as emu:
+            link = SerialLink(open_port(emu.host_path, 921600, timeout=0.05))
+            t_end = time.monotonic() + 30.0
+            while not link.port.read(1):  # READY
+                assert time.monotonic() < t_end, "no READY"
+            t0 = time.monotonic()
+            link.send(Arm(CFG.fingerprint, 1000), 0)
+            while not link.receive(timeout=0.05):
+                assert time.monotonic() - t0 < 5.0, "no reply"
+            best = min(best, time.monotonic() - t0)
+            link.close()
+    assert best < 0.1
 
 
 def _stream_then_stop(link: SerialLink, seconds: float, period: float = 0.004) -> float:
