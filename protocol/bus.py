@@ -47,7 +47,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import msgpack
+import numpy as np
 import zmq
+from numpy.typing import NDArray
 
 from errors import BusError
 from protocol.messages import SEPARATOR
@@ -415,6 +417,9 @@ class ControlClient(_Closing):
 class SequenceTracker:
     """Counts sequence gaps per (sender, topic): ``seq`` must grow by one each message.
 
+    The one sequence-gap counter: the shell counts its inputs with it (:meth:`see`), the
+    logger whole batches (:meth:`see_batch`).
+
     Attributes
     ----------
     last : dict[tuple[str, str], int]
@@ -440,4 +445,44 @@ class SequenceTracker:
             return 0
         missed = seq - last - 1 if seq > last else 0
         self.dropped += missed
+        return missed
+
+    def see_batch(self, code: NDArray[np.int64], seq: NDArray[np.int64],
+                  name_of: Callable[[int], tuple[str, str]]) -> NDArray[np.int64]:
+        """Record a batch of messages in arrival order, as :meth:`see` would one by one.
+
+        Parameters
+        ----------
+        code : ndarray of int64, shape (n,)
+            Each message's (sender, topic) as an integer code (the caller's numbering).
+        seq : ndarray of int64, shape (n,)
+            Each message's ``seq``.
+        name_of : callable
+            ``name_of(code) -> (sender, topic)``: the key :attr:`last` holds for a code.
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            How many were missed before each message (0 normally), in the rows' order.
+        """
+        code = np.asarray(code, dtype=np.int64).reshape(-1)
+        seq = np.asarray(seq, dtype=np.int64).reshape(-1)
+        missed = np.zeros(len(code), dtype=np.int64)
+        if not len(code):
+            return missed
+        order = np.argsort(code, kind="stable")  # per code, arrival order kept
+        key, s = code[order], seq[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        last = np.r_[first[1:], len(key)] - 1
+        prev = np.r_[0, s[:-1]]
+        known = np.ones(len(key), bool)
+        names = [name_of(k) for k in key[first].tolist()]
+        for i, name in zip(first.tolist(), names):
+            before = self.last.get(name)
+            known[i] = before is not None
+            prev[i] = before if before is not None else 0
+        missed[order] = np.where(known, np.maximum(s - prev - 1, 0), 0)
+        for name, v in zip(names, s[last].tolist()):
+            self.last[name] = v
+        self.dropped += int(missed.sum())
         return missed

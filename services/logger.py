@@ -419,25 +419,9 @@ class McapLogger:
 
     def _count_gaps(self, key: NDArray[np.int64], seq: NDArray[np.int64], senders: list[str]) -> None:
         """Sequence gaps of one batch: ``key`` = sender index * topics + topic index, rows in arrival order."""
-        if not len(key):
-            return
-        order = np.argsort(key, kind="stable")
-        key, seq = key[order], seq[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        last = np.r_[first[1:], len(key)] - 1
-        prev = np.r_[0, seq[:-1]]
-        known = np.ones(len(key), bool)
-        ntopics, seen = len(self._topics), self._tracker.last
-        names = [(senders[k // ntopics], self._topics[k % ntopics]) for k in key[first].tolist()]
-        for i, name in zip(first.tolist(), names):
-            before = seen.get(name)
-            known[i] = before is not None
-            prev[i] = before if before is not None else 0
-        missed = np.where(known, np.maximum(seq - prev - 1, 0), 0)
-        for name, s in zip(names, seq[last].tolist()):
-            seen[name] = s
+        ntopics = len(self._topics)
+        missed = self._tracker.see_batch(key, seq, lambda k: (senders[k // ntopics], self._topics[k % ntopics]))
         if missed.any():
-            self._tracker.dropped += int(missed.sum())
             per_topic = np.bincount(key % ntopics, weights=missed, minlength=ntopics)
             for k in np.flatnonzero(per_topic):
                 topic = self._topics[k]

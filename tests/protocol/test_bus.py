@@ -2,12 +2,14 @@
 
 import time
 
+import numpy as np
 import pytest
 import zmq
 
 from errors import BusError
 from protocol.bus import (
     LAUNCHER,
+    Bus,
     ControlClient,
     ControlServer,
     Message,
@@ -112,11 +114,33 @@ def test_subscribe_all_sees_every_topic(url):
         assert [b.recv(2.0).topic for _ in range(3)] == ["a", "b/c", "sim/stats"]
 
 
+def _bind_again(ep: str, timeout: float = 2.0):
+    """A new bus on ``ep`` once the endpoint is free (ZeroMQ releases a closed socket's bind asynchronously)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            return open_bus(ep)
+        except BusError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.01)
+
+
 def test_close_idempotent_and_context_manager(url):
-    bus = open_bus(mesh_endpoints(url, ["a"])["a"])
-    with bus:
-        pass
-    bus.close()
+    ep = mesh_endpoints(url, ["a"])["a"]
+    with open_bus(ep) as bus:
+        assert isinstance(bus, Bus) and not bus.pub.closed and not bus.sub.closed
+        if not ep.startswith("ipc://"):  # (ZeroMQ lets a second ipc bind take the path over)
+            with pytest.raises(BusError):  # the endpoint is taken while the bus lives
+                open_bus(ep)
+    assert bus.pub.closed and bus.sub.closed  # leaving the block closed both sockets
+    bus.close()  # and closing again is harmless
+    bus.close(linger_ms=100)
+    with pytest.raises(RuntimeError, match="inside"):
+        with _bind_again(ep) as again:  # the endpoint was released: a new bus binds it
+            raise RuntimeError("inside")
+    assert again.pub.closed and again.sub.closed  # closed on the way out of an exception too
+    _bind_again(ep).close()
 
 
 def test_control_round_trip(url):
@@ -172,6 +196,26 @@ def test_sequence_tracker():
     t = SequenceTracker()
     assert [t.see("a", "x", s) for s in (0, 1, 2, 5, 6)] == [0, 0, 0, 2, 0]
     assert t.see("b", "x", 7) == 0 and t.dropped == 2
+
+
+def test_sequence_tracker_batches_count_as_one_by_one():
+    """see_batch over random batches (gaps, repeats, reordering, interleaved keys) equals see() per message."""
+    rng = np.random.default_rng(3)
+    names = [("a", "x"), ("a", "y"), ("b", "x")]
+    one, bulk = SequenceTracker(), SequenceTracker()
+    nxt = {n: 0 for n in names}
+    for _ in range(50):
+        codes, seqs = [], []
+        for _ in range(int(rng.integers(0, 40))):
+            c = int(rng.integers(0, len(names)))
+            nxt[names[c]] += int(rng.choice([1, 1, 1, 2, 5, 0, -1]))
+            codes.append(c)
+            seqs.append(nxt[names[c]])
+        expect = [one.see(*names[c], s) for c, s in zip(codes, seqs)]
+        got = bulk.see_batch(np.array(codes, np.int64), np.array(seqs, np.int64), names.__getitem__)
+        assert got.tolist() == expect
+        assert bulk.dropped == one.dropped and bulk.last == one.last
+    assert one.dropped > 0
 
 
 def test_close_with_linger_delivers_what_the_pub_still_queues(tmp_path):
