@@ -12,6 +12,8 @@ Modules (one concept each):
 - :mod:`dynamics.chain` — free-floating or ground-based serial chains: kinematics, mass matrix, dynamics;
 - :mod:`dynamics.urdf` — URDF files to chain models;
 - :mod:`dynamics.udu` — Saha's UDU^T decomposition and the O(n) solve (seed 001);
+- :mod:`dynamics.beam` — Euler–Bernoulli beam links by assumed modes: shapes, inertia invariants, stiffness;
+- :mod:`dynamics.flexible` — chains with beam links: elastic coordinates in the chain algorithms (seeds 002, 004);
 - :mod:`dynamics.exgit` — generalized Jacobian J*, H*, Ex-GIT G*, virtual masses (seed 000);
 - :mod:`dynamics.impact` — impulsive impact of multibody systems and rigid bodies, r_E and r_f (seed 002);
 - :mod:`dynamics.contact` — compliant contact (Hunt–Crossley, Coulomb), capture envelope, plastic lock;

@@ -19,6 +19,12 @@ offset from it). ``v`` holds the base twist expressed in W with the linear veloc
 (``joint_type[0] == "fixed_base"``) has ``q = θ``, ``v = θ̇`` and its base sits at the
 constant pose ``X_PJ[0]`` in W.
 
+Flexible links: bodies named in ``ChainModel.beams`` are assumed-mode Euler–Bernoulli
+beams (:mod:`dynamics.beam`); q and v then end with their ``ne`` elastic coordinates η,
+η̇ (``q = [base, θ, η]``), the equations gain the strain and structural damping forces
+(:func:`elastic_forces`), and every function below dispatches to
+:mod:`dynamics.flexible` (Cyril et al. 1998, seed 002 §2; Quiocho et al., seed 004).
+
 Each body b ≥ 1 hangs on one joint (revolute or prismatic) from ``parent[b] < b``.
 Its joint frame J is fixed in the parent at ``X_PJ[b]`` for zero joint value, and the
 body frame coincides with the joint frame moved by the joint:
@@ -50,15 +56,17 @@ inadmissible model data raise :class:`errors.ModelError` naming the body and val
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dynamics import flexible as _flex
 from dynamics import spatial as sp
 from dynamics import udu
-from errors import ConfigError, ModelError, ShapeError
+from dynamics.beam import BeamLink
+from errors import ConfigError, ModelError, ShapeError, SingularityError
 
 __all__ = [
     "ChainModel",
@@ -83,6 +91,13 @@ __all__ = [
     "forward_dynamics_dense",
     "mass_matrix_udu",
     "step_rk4",
+    "simulate",
+    "Trajectory",
+    "with_beams",
+    "elastic_forces",
+    "potential_energy",
+    "tip_deflection",
+    "beam_points",
 ]
 
 Array = NDArray[np.float64]
@@ -186,6 +201,12 @@ class ChainModel:
         Joint limits, ±inf if none. [rad or m, rad/s or m/s, N·m or N]
     joint_names : tuple of str, (n,)
         Names of the joints (default: the child body names).
+    beams : tuple of BeamLink or None, (nb,) or ()
+        Flexible links (:mod:`dynamics.beam`): body b is an assumed-mode beam along its
+        x axis when ``beams[b]`` is a :class:`dynamics.beam.BeamLink`; its children hang
+        on the beam's tip (:mod:`dynamics.flexible`). Its table mass and inertia are
+        then a rigid part added to the beam's and may be zero. ``()``: all rigid.
+        With beams, q and v end with the ``ne`` elastic coordinates (:attr:`ne`).
 
     Raises
     ------
@@ -213,7 +234,9 @@ class ChainModel:
     qd_max: Array
     tau_max: Array
     joint_names: tuple[str, ...] = ()
+    beams: tuple[BeamLink | None, ...] = ()
     # Derived, precomputed in __post_init__ (not part of the constructor).
+    flex: _flex.FlexIndex | None = field(init=False, repr=False)
     floating: bool = field(init=False)
     serial: bool = field(init=False)
     v_index: NDArray[np.int64] = field(init=False, repr=False)
@@ -264,6 +287,9 @@ class ChainModel:
         ):
             object.__setattr__(self, name, _readonly(getattr(self, name), shape, name))
         floating = self.joint_type[0] == "free"
+        beams = tuple(self.beams) if self.beams else (None,) * nb
+        if len(beams) != nb:
+            raise ModelError(f"beams: {len(beams)} entries for {nb} bodies (one per body, None for rigid)")
         for b in range(nb):
             X = self.X_PJ[b]
             if not np.all(np.isfinite(X)):
@@ -274,7 +300,7 @@ class ChainModel:
             if np.abs(X[3] - [0.0, 0.0, 0.0, 1.0]).max() > 0.0:
                 raise ModelError(f"body {self.names[b]!r}: X_PJ last row {X[3].tolist()} != [0, 0, 0, 1]")
             m = float(self.mass[b])
-            if not (np.isfinite(m) and (m > 0.0 or (b == 0 and not floating and m == 0.0))):
+            if not (np.isfinite(m) and (m > 0.0 or (m == 0.0 and ((b == 0 and not floating) or beams[b] is not None)))):
                 raise ModelError(f"body {self.names[b]!r}: mass must be positive, got {m} kg")
             if not np.all(np.isfinite(self.p_BoBcm_B[b])):
                 raise ModelError(f"body {self.names[b]!r}: CoM not finite: {self.p_BoBcm_B[b].tolist()}")
@@ -314,7 +340,12 @@ class ChainModel:
         T_PB[:, 1, :, :3] = self.X_PJ[1:, :, :3] @ K[1:]
         T_PB[:, 2, :, :3] = self.X_PJ[1:, :, :3] @ K2[1:]
         T_PB[:, 3, :, 3] = (self.X_PJ[1:, :, :3] @ self.axis_J[1:, :, None])[..., 0]
+        flex = None
+        if any(bk is not None for bk in beams):
+            flex = _flex.derive(tuple(self.names), floating, np.asarray(self.mass), anc_b, beams)
         for name, val in (
+            ("beams", beams if flex is not None else ()),
+            ("flex", flex),
             ("floating", floating),
             ("serial", all(self.parent[b] == b - 1 for b in range(1, nb))),
             ("v_index", v_index),
@@ -344,19 +375,25 @@ class ChainModel:
         return len(self.names) - 1
 
     @property
+    def ne(self) -> int:
+        """Number of elastic coordinates of the beam links (0 for a rigid chain)."""
+        return 0 if self.flex is None else self.flex.ne
+
+    @property
     def nq(self) -> int:
-        """Size of q: 7 + n floating, n ground-based."""
-        return self.n + (7 if self.floating else 0)
+        """Size of q: 7 + n floating, n ground-based; plus ne with beam links."""
+        return self.n + (7 if self.floating else 0) + self.ne
 
     @property
     def nv(self) -> int:
-        """Size of v: 6 + n floating, n ground-based."""
-        return self.n + (6 if self.floating else 0)
+        """Size of v: 6 + n floating, n ground-based; plus ne with beam links."""
+        return self.n + (6 if self.floating else 0) + self.ne
 
     @property
     def total_mass(self) -> float:
-        """Sum of the masses of the moving bodies [kg] (a ground-based arm's base excluded)."""
-        return float(self.mass.sum() if self.floating else self.mass[1:].sum())
+        """Sum of the masses of the moving bodies [kg] (a ground-based arm's base excluded; beams included)."""
+        m = self.mass if self.flex is None else self.flex.body_mass
+        return float(m.sum() if self.floating else m[1:].sum())
 
 
 class ChainData:
@@ -382,6 +419,7 @@ class ChainData:
         "M",
         "vdot",
         "factor",
+        "flex",
     )
 
     def __init__(self, model: ChainModel) -> None:
@@ -403,6 +441,7 @@ class ChainData:
         self.M = np.zeros((nv, nv))
         self.vdot = np.zeros(nv)
         self.factor: udu.SahaFactor | None = None
+        self.flex = _flex.FlexData(model) if model.flex is not None else None
 
 
 def make_data(model: ChainModel) -> ChainData:
@@ -614,6 +653,9 @@ def integrate(model: ChainModel, q: ArrayLike, v: ArrayLike, h: float) -> Array:
 
 def _kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
     """Fill data with poses, CoMs, motion subspace and spatial inertias at ``q`` (cached)."""
+    if model.flex is not None:
+        _flex.kinematics(model, data, q)
+        return
     key = q.tobytes()
     if data.q_key == key:
         return
@@ -717,7 +759,10 @@ def frame_jacobian(
     """
     b = _check_body(model, body)
     pP = sp.as_vector(p_BoPo_B, 3, "p_BoPo_B")
-    _kinematics(model, data, _check_q(model, q))
+    qa = _check_q(model, q)
+    _kinematics(model, data, qa)
+    if model.flex is not None:
+        return _flex.frame_jacobian(model, data, qa, b, pP)
     r = data.p_WoBo_W[b] + data.R_WB[b] @ pP - data.p_ref
     J = np.where(model.body_anc_v[b][None, :], data.S, 0.0)
     J[3:] -= sp.skew(r) @ J[:3]  # v_P = v + ω × r
@@ -761,6 +806,8 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
         If ``q`` has the wrong shape.
     """
     _kinematics(model, data, _check_q(model, q))
+    if model.flex is not None:
+        return _flex.mass_matrix(model, data)
     Ic = _composite(model, data)
     S = data.S
     F = np.einsum("kij,jk->ik", Ic[model.body_of_v], S)  # (6, nv): M*_{body(k)} P_k
@@ -812,6 +859,8 @@ def generalized_forces(model: ChainModel, data: ChainData, q: ArrayLike, F_ext: 
 
 
 def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
+    if model.flex is not None:
+        return _flex.gen_forces(model, data, F)
     r = data.p_WoBo_W - data.p_ref
     W = np.empty((6, model.nb))
     W[:3] = F[:, :3].T + _cross_cols(r.T, F[:, 3:].T)  # shifted to Bo
@@ -822,6 +871,8 @@ def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
 
 def _rnea_bias(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
     """C(q, v) v (+ M v̇ if given) by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
+    if model.flex is not None:
+        return _flex.rnea(model, data, v, vdot)
     V, Sv = _body_twists(model, data, v)
     # Spatial cross-product matrices crm(V_b) = [[ω̃, 0], [ṽ, ω̃]] of every body, (nb, 6, 6).
     wx = _skew_rows(V[:3].T)
@@ -877,6 +928,10 @@ def inverse_dynamics(
 ) -> Array:
     """Generalized forces for given accelerations, ``τ = M v̇ + C v − Σ J_bᵀ F_b`` (Newton–Euler).
 
+    With beam links the strain and damping forces ``K η + D η̇`` are included, so the
+    elastic rows are the modal forces the accelerations need (zero when they came from
+    :func:`forward_dynamics` with zero elastic τ).
+
     For a free base the first six entries are the wrench [τ; f] about ``Bo`` in W that
     must act on the base (zero for a free-floating system whose v̇ came from
     :func:`forward_dynamics`); the rest are the joint torques/forces.
@@ -900,9 +955,12 @@ def inverse_dynamics(
     ShapeError
         On wrong shapes or non-finite values.
     """
-    _kinematics(model, data, _check_q(model, q))
+    qa = _check_q(model, q)
+    _kinematics(model, data, qa)
     va = sp.as_vector(v, model.nv, "v")
     tau = _rnea_bias(model, data, va, sp.as_vector(vdot, model.nv, "vdot"))
+    if model.flex is not None:
+        tau = tau + _flex.elastic_forces(model, qa, va)
     if F_ext is not None:
         tau = tau - _gen_forces(model, data, _check_F_ext(model, F_ext))
     return tau
@@ -931,6 +989,8 @@ def momentum(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> 
     """
     _kinematics(model, data, _check_q(model, q))
     va = sp.as_vector(v, model.nv, "v")
+    if model.flex is not None:
+        return _flex.momentum(model, data, va)
     V, _ = _body_twists(model, data, va)
     h = np.einsum("bij,jb->i", data.I_ref, V)
     P = h[3:].copy()
@@ -941,15 +1001,19 @@ def momentum(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> 
 def center_of_mass(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     """Total CoM ``p_WoG_W`` (3,) of the moving bodies [m] (a ground-based arm's base excluded)."""
     _kinematics(model, data, _check_q(model, q))
+    if model.flex is not None:
+        return _flex.center_of_mass(model, data)
     if model.floating:
         return (model.mass @ data.com_W) / model.mass.sum()
     return (model.mass[1:] @ data.com_W[1:]) / model.mass[1:].sum()
 
 
 def kinetic_energy(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> float:
-    """Kinetic energy ``½ Σ V_bᵀ I_b V_b`` [J]."""
+    """Kinetic energy ``½ Σ V_bᵀ I_b V_b`` [J] (with beam links: their elastic motion too)."""
     _kinematics(model, data, _check_q(model, q))
     va = sp.as_vector(v, model.nv, "v")
+    if model.flex is not None:
+        return _flex.kinetic_energy(model, data, va)
     V, _ = _body_twists(model, data, va)
     return 0.5 * float(np.einsum("ib,bij,jb->", V, data.I_ref, V))
 
@@ -957,9 +1021,10 @@ def kinetic_energy(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLik
 # --------------------------------------------------------------------------- dynamics
 
 
-def _rhs(model: ChainModel, data: ChainData, v: Array, tau: ArrayLike, F_ext: ArrayLike | None) -> Array:
+def _rhs(model: ChainModel, data: ChainData, v: Array, tau: ArrayLike, F_ext: ArrayLike | None,
+         bias: bool = True) -> Array:
     ta = sp.as_vector(tau, model.nv, "tau")
-    phi = ta - _rnea_bias(model, data, v)
+    phi = ta - _rnea_bias(model, data, v) if bias else ta
     if F_ext is not None:
         phi = phi + _gen_forces(model, data, _check_F_ext(model, F_ext))
     return phi
@@ -977,6 +1042,8 @@ def forward_dynamics(
 
     Solves ``M v̇ = τ − C(q, v) v + Σ J_bᵀ F_b`` with the recursive factorization and
     the three recursive substitutions of :mod:`dynamics.udu` (seed 001 eqs. 13–19).
+    With beam links: ``M v̇ = τ − C v − K η − D η̇ + Σ J_bᵀ F_b`` by a dense Cholesky
+    factorization of M (:mod:`dynamics.flexible`).
 
     Parameters
     ----------
@@ -1001,8 +1068,11 @@ def forward_dynamics(
     SingularityError
         If an articulated inertia is not positive definite.
     """
-    _kinematics(model, data, _check_q(model, q))
+    qa = _check_q(model, q)
+    _kinematics(model, data, qa)
     va = sp.as_vector(v, model.nv, "v")
+    if model.flex is not None:
+        return _flex.forward_dynamics(model, data, qa, va, _rhs(model, data, va, tau, F_ext, bias=False))
     phi = _rhs(model, data, va, tau, F_ext)
     if data.factor is None:
         data.factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
@@ -1029,6 +1099,8 @@ def mass_matrix_udu(model: ChainModel, data: ChainData, q: ArrayLike) -> tuple[A
         If an articulated pivot is not positive.
     """
     _kinematics(model, data, _check_q(model, q))
+    if model.flex is not None:  # beam links: the dense reverse elimination of M
+        return udu.udu_decompose(mass_matrix(model, data, q), "M")
     if data.factor is None:
         data.factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
     return udu.saha_udu(data.factor, model.parent, model.v_index, data.S)
@@ -1051,9 +1123,12 @@ def forward_dynamics_dense(
     SingularityError
         If ``M`` is not positive definite.
     """
-    _kinematics(model, data, _check_q(model, q))
+    qa = _check_q(model, q)
+    _kinematics(model, data, qa)
     va = sp.as_vector(v, model.nv, "v")
     phi = _rhs(model, data, va, tau, F_ext)
+    if model.flex is not None:
+        phi = phi - _flex.elastic_forces(model, qa, va)
     M = mass_matrix(model, data, q)
     return udu.spd_solve(M, phi, "M")
 
@@ -1124,3 +1199,210 @@ def step_rk4(
     vn = v0 + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
     return config(dx), vn
 
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Samples of a simulated chain.
+
+    Attributes
+    ----------
+    t : ndarray, shape (k,)
+        [s]
+    q : ndarray, shape (k, nq)
+        Configurations (base quaternions renormalized).
+    v : ndarray, shape (k, nv)
+    n_rhs : int
+        Number of forward-dynamics evaluations.
+    """
+
+    t: Array
+    q: Array
+    v: Array
+    n_rhs: int
+
+
+def simulate(
+    model: ChainModel,
+    data: ChainData,
+    q0: ArrayLike,
+    v0: ArrayLike,
+    t_eval: ArrayLike,
+    tau: ArrayLike | Callable[[float, Array, Array], Array] | None = None,
+    F_ext: ArrayLike | None = None,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    max_step: float = np.inf,
+) -> Trajectory:
+    """Integrate the chain with scipy's adaptive 8th-order Dormand–Prince (DOP853).
+
+    The state is ``[q, v]``; the base quaternion follows ``q̇ = ½ [0; ω_WB_W] ⊗ q`` and
+    is renormalized whenever the dynamics are evaluated (its drift is of the order of
+    ``rtol``). For accurate reference runs (conservation checks, the seeds' worked
+    examples); co-simulation steps use :func:`step_rk4`.
+
+    Parameters
+    ----------
+    q0 : array_like, shape (nq,)
+    v0 : array_like, shape (nv,)
+    t_eval : array_like, shape (k,)
+        Increasing sample times, the first the start. [s]
+    tau : array_like (nv,), or callable ``tau(t, q, v) -> (nv,)``, optional
+        Generalized forces (zero if None).
+    F_ext : array_like, shape (nb, 6), optional
+        ``F_Bo_W`` per body, held.
+    rtol, atol : float
+        Tolerances of the error control.
+    max_step : float
+        Largest step. [s]
+
+    Returns
+    -------
+    Trajectory
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes.
+    SingularityError
+        If the integration fails (its message is passed on).
+    """
+    from scipy.integrate import solve_ivp  # here: importing it takes ~0.2 s
+
+    qa = _check_q(model, q0).copy()
+    va = sp.as_vector(v0, model.nv, "v0").copy()
+    ts = np.asarray(t_eval, dtype=np.float64)
+    if ts.ndim != 1 or ts.size < 1 or np.any(np.diff(ts) <= 0.0):
+        raise ShapeError(f"t_eval: expected increasing sample times, got shape {ts.shape}")
+    nq, nv = model.nq, model.nv
+    zero = np.zeros(nv)
+    count = [0]
+
+    def rhs(t: float, y: Array) -> Array:
+        q = y[:nq].copy()
+        v = y[nq:]
+        if model.floating:
+            q[3:7] /= np.linalg.norm(q[3:7])
+        u = zero if tau is None else (tau(t, q, v) if callable(tau) else tau)
+        vd = forward_dynamics(model, data, q, v, u, F_ext)
+        count[0] += 1
+        dq = np.empty(nq)
+        if model.floating:
+            dq[:3] = v[3:6]
+            dq[3:7] = 0.5 * sp.quat_multiply(np.concatenate([[0.0], v[:3]]), q[3:7])
+            dq[7:] = v[6:]
+        else:
+            dq[:] = v
+        return np.concatenate([dq, vd])
+
+    sol = solve_ivp(rhs, (float(ts[0]), float(ts[-1])), np.concatenate([qa, va]), method="DOP853",
+                    t_eval=ts, rtol=rtol, atol=atol, max_step=max_step)
+    if sol.status != 0:
+        t_fail = sol.t[-1] if sol.t.size else ts[0]
+        raise SingularityError(f"simulate: integration failed at t = {t_fail} s: {sol.message}")
+    Q = sol.y[:nq].T.copy()
+    if model.floating:
+        Q[:, 3:7] /= np.linalg.norm(Q[:, 3:7], axis=1)[:, None]
+    return Trajectory(sol.t.copy(), Q, sol.y[nq:].T.copy(), count[0])
+
+
+# --------------------------------------------------------------------------- flexible links
+
+
+def with_beams(model: ChainModel, beams: Mapping[int | str, BeamLink], *,
+               keep_rigid_inertia: bool = False) -> ChainModel:
+    """The same chain with some bodies made assumed-mode beam links (:mod:`dynamics.beam`).
+
+    Parameters
+    ----------
+    model : ChainModel
+    beams : mapping of body index or name to BeamLink
+        Each beam lies along its body's x axis from the body origin; the children of the
+        body hang on its tip (their ``X_PJ`` as given for the undeformed beam).
+    keep_rigid_inertia : bool
+        False (default): the beam carries the body's mass (its table mass, CoM and
+        inertia are set to zero). True: the table inertia stays, a rigid part added to
+        the beam's.
+
+    Returns
+    -------
+    ChainModel
+        q and v gain the beams' elastic coordinates at their end.
+
+    Raises
+    ------
+    ModelError
+        On an unknown body, the base, or an inadmissible beam.
+    """
+    nb = model.nb
+    index = {name: i for i, name in enumerate(model.names)}
+    out: list[BeamLink | None] = list(model.beams) if model.beams else [None] * nb
+    mass = np.array(model.mass)
+    com = np.array(model.p_BoBcm_B)
+    inertia = np.array(model.I_Bcm_B)
+    for key, bk in beams.items():
+        b = index.get(key, -1) if isinstance(key, str) else int(key)
+        if not 0 <= b < nb:
+            raise ModelError(f"beams: no body {key!r} in the chain (bodies {list(model.names)})")
+        out[b] = bk
+        if not keep_rigid_inertia and b > 0:
+            mass[b], com[b], inertia[b] = 0.0, 0.0, 0.0
+    return replace(model, beams=tuple(out), mass=mass, p_BoBcm_B=com, I_Bcm_B=inertia)
+
+
+def elastic_forces(model: ChainModel, q: ArrayLike, v: ArrayLike) -> Array:
+    """Stiffness and structural damping forces of the beam links, ``[0; K η + D η̇]``.
+
+    ``M v̇ + C(q, v) v + K η + D η̇ = τ + Σ J_bᵀ F_b`` (Quiocho et al., seed 004 eqs. 14–16).
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    v : array_like, shape (nv,)
+
+    Returns
+    -------
+    ndarray, shape (nv,)
+        Zero for the base and joints (and for a rigid chain). [N, N·m per unit η]
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes or non-finite values.
+    """
+    return _flex.elastic_forces(model, _check_q(model, q), sp.as_vector(v, model.nv, "v"))
+
+
+def potential_energy(model: ChainModel, q: ArrayLike) -> float:
+    """Strain energy ``½ ηᵀ K η`` of the beam links [J]; 0 for a rigid chain (no gravity in orbit)."""
+    return _flex.potential_energy(model, _check_q(model, q))
+
+
+def tip_deflection(model: ChainModel, q: ArrayLike, body: int) -> tuple[Array, Array]:
+    """Tip displacement ``u_B`` (3,) [m] and tip angles ``(ψ_x, ψ_y, ψ_z)`` (3,) [rad] of a beam body, in its frame.
+
+    Raises
+    ------
+    ShapeError
+        On a bad index or shape.
+    ModelError
+        If the body is not a beam.
+    """
+    return _flex.tip_deflection(model, _check_q(model, q), _check_body(model, body))
+
+
+def beam_points(model: ChainModel, data: ChainData, q: ArrayLike, body: int, x: ArrayLike) -> Array:
+    """Deformed neutral axis of a beam body at stations x (m,) [m], as points ``p_WoPo_W`` (m, 3) [m].
+
+    Raises
+    ------
+    ShapeError
+        On a bad index or shape.
+    ModelError
+        If the body is not a beam.
+    """
+    qa = _check_q(model, q)
+    b = _check_body(model, body)
+    _kinematics(model, data, qa)
+    return _flex.beam_points(model, data, qa, b, np.asarray(x, dtype=np.float64))

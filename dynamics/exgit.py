@@ -190,7 +190,9 @@ def exgit(
     p_BoHo_B : array_like, shape (3,)
         Hand point. [m]
     mu : float, array_like (n,) or (n, n), optional
-        Joint resistance factor(s) in [0, 1]; default 0 (free joints).
+        Joint resistance factor(s) in [0, 1]; default 0 (free joints). With beam links
+        J* and H* also span the elastic coordinates, which are free (Cyril et al. 1998,
+        seed 002 eq. 2: the impulse acts on all generalized velocities).
 
     Returns
     -------
@@ -210,7 +212,9 @@ def exgit(
     Js = _j_star(model, J, X)
     Hs = _h_star(model, M, X)
     mu_m = _mu_matrix(mu, model.n)
-    X = spd_solve(Hs, (np.eye(model.n) - mu_m) @ Js.T, "H*")
+    if model.ne:  # beam links: their elastic coordinates offer no joint resistance (mu = 0)
+        mu_m = np.pad(mu_m, (0, model.ne))
+    X = spd_solve(Hs, (np.eye(Hs.shape[0]) - mu_m) @ Js.T, "H*")
     return Js @ X + rigid_mobility(model, data, q, body, p_BoHo_B)
 
 
@@ -433,10 +437,10 @@ def resolved_rates(
     """
     if model.n != 6:
         raise ModelError(f"resolved_rates: needs exactly 6 joints, the chain has n = {model.n}")
-    Js = generalized_jacobian(model, data, q, body, p_BoHo_B)
+    Js = generalized_jacobian(model, data, q, body, p_BoHo_B)[:, :model.n]  # beam links: elastic rates taken as 0
     c = float(np.linalg.cond(Js))
     if not np.isfinite(c) or c > cond_max:
-        theta = np.asarray(q, dtype=np.float64)[-model.n:]
+        theta = np.asarray(q, dtype=np.float64)[model.nq - model.ne - model.n:model.nq - model.ne]
         raise SingularityError(
             f"J* at body {model.names[body]!r} is singular (condition number {c:.3g} > {cond_max:.3g}) "
             f"at joint values {theta.tolist()} rad"
