@@ -326,7 +326,10 @@ def open_bus(bind: str | None, connect: Iterable[str] = (), topics: Iterable[str
 
 
 class ControlServer(_Closing):
-    """The launcher's ROUTER at :func:`control_endpoint`: msgpack maps to and from services by identity."""
+    """The launcher's ROUTER at :func:`control_endpoint`: msgpack maps to and from services by identity.
+
+    ``malformed`` counts the messages dropped because they were not a msgpack map.
+    """
 
     def __init__(self, url: str, *, security: Security | None = None, context: zmq.Context | None = None) -> None:
         ep = control_endpoint(url)
@@ -335,6 +338,7 @@ class ControlServer(_Closing):
         self.sock = _socket(ctx, zmq.ROUTER)
         self.sock.router_mandatory = True
         self._closed = False
+        self.malformed = 0
         try:
             if security is not None:
                 security.apply_server(self.sock)
@@ -364,8 +368,12 @@ class ControlServer(_Closing):
             obj = msgpack.unpackb(parts[-1], raw=False)
             ident = parts[0].decode()
         except Exception:  # noqa: BLE001 - a peer's garbage must not stop the launcher
+            self.malformed += 1
             return None
-        return (ident, obj) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            self.malformed += 1
+            return None
+        return ident, obj
 
     def close(self) -> None:
         """Close (idempotent)."""

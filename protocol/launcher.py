@@ -13,6 +13,13 @@ one on a host that does not own that address (bind fails with EADDRNOTAVAIL) is 
 on this host and talk to the master's control ROUTER directly), reports a local
 death to the master, and leaves when the master says stop or falls silent.
 
+The master takes control messages only from whom the plan expects: its services, and
+follower launchers (identity ``follower:…``) only when ``--only`` places services on
+other hosts, and then only about those services. Anything else on the control socket
+(any process of the user can reach an ipc socket, any local user a loopback tcp one
+without keys) is ignored, noted once per identity on stderr and counted in the
+summary's ``control_ignored`` (identity → messages).
+
 Stop order: models and sources first, sinks (the logger) last so they record
 everything. A service that dies (non-zero exit, signal, error report, or a thread
 that ends) makes the launcher print which one and why, stop the others (within 1 s)
@@ -199,6 +206,8 @@ class Launcher:
         self._next_check = 0.0
         self._poller: zmq.Poller | None = None
         self._followers: set[str] = set()
+        self._remote = [n for n, r in self.records.items() if not r.local]  # services placed on other hosts
+        self.control_ignored: dict[str, int] = {}  # identity -> control messages the plan does not expect
         self._ctl_seq = 0
         # bound by run() (None until then, or on a follower); checked where it matters
         self.server: ControlServer = None  # type: ignore[assignment]
@@ -327,15 +336,28 @@ class Launcher:
         rec.result.append(run_service(obj, self.url, self.peers, context=self.ctx))
 
     # ------------------------------------------------------------------ master
+    def _ignore(self, ident: str, why: str) -> None:
+        """Count a control message the plan does not expect (the first of each peer is reported)."""
+        if ident not in self.control_ignored:
+            self._say(f"note: ignored a control message from {ident!r}: {why}")
+        self.control_ignored[ident] = self.control_ignored.get(ident, 0) + 1
+
     def _handle(self, ident: str, msg: dict[str, Any]) -> None:
         op = msg.get("op")
         rec = self.records.get(ident)
         if ident.startswith("follower:"):
-            self._followers.add(ident)
-            if op == "died":
+            # a follower launcher speaks only for services this plan places on other hosts
+            if not self._remote:
+                self._ignore(ident, "this run has no services on other hosts")
+            elif op == "hello":
+                self._followers.add(ident)
+            elif op == "died" and ident in self._followers and msg.get("name") in self._remote:
                 raise _Failed(f"service {msg.get('name')!r} died on {ident[9:]}: {msg.get('reason')}")
+            else:
+                self._ignore(ident, f"op {op!r} for {msg.get('name')!r} (remote services: {', '.join(self._remote)})")
             return
         if rec is None:
+            self._ignore(ident, "not a service of this run")
             return
         if op == "hello":
             rec.hello = msg
@@ -574,6 +596,11 @@ class Launcher:
     def _summary(self, t_end: int | None, wall: float | None) -> None:
         out = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,
                "services": {n: r.stats or r.live for n, r in self.records.items()}}
+        ignored = dict(self.control_ignored)
+        if self.server is not None and self.server.malformed:
+            ignored["(not a msgpack map)"] = self.server.malformed
+        if ignored:
+            out["control_ignored"] = ignored
         print(json.dumps(out), file=self.out, flush=True)
 
     # ------------------------------------------------------------------ follower

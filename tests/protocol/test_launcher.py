@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
 import testkit.toys  # noqa: F401  (registers the toy topics)
+from protocol.bus import ControlClient
 from protocol.config import validate
 from protocol.launcher import Launcher
 
@@ -45,3 +47,59 @@ def test_a_raising_hook_fails_the_run():
     code = Launcher(_plan(5.0), inprocess=True, out=io.StringIO(), err=err, on_message=boom,
                     subscribe=("toy/state0",)).run()
     assert code == 1 and "hook on_message raised RuntimeError: hook" in err.getvalue()
+
+
+def test_a_forged_follower_and_a_stranger_are_ignored_and_counted():
+    """A single-host run expects no follower launcher: a DEALER calling itself ``follower:x``
+    that reports a service as dead, and one with a name of no service, change nothing."""
+    clients: list[ControlClient] = []
+
+    def forge(t_ns, wall_s, stats):
+        if not clients:  # on the launcher's thread, once the run has started
+            for ident, msgs in (("follower:x", [{"op": "hello"}, {"op": "died", "name": "a", "reason": "forged"}]),
+                                ("c", [{"op": "error", "reason": "forged"}])):
+                c = ControlClient(launcher.url, ident)
+                for m in msgs:
+                    c.send(m)
+                clients.append(c)
+            clients[-1].sock.send(b"\xc1 not msgpack")
+
+    out, err = io.StringIO(), io.StringIO()
+    launcher = Launcher(_plan(3.0), inprocess=True, out=out, err=err, tick_period=0.0, on_tick=forge)
+    try:
+        code = launcher.run()
+    finally:
+        for c in clients:
+            c.close()
+    assert code == 0, err.getvalue()
+    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert summary["control_ignored"] == {"follower:x": 2, "c": 1, "(not a msgpack map)": 1}
+    assert "ignored a control message from 'follower:x'" in err.getvalue()
+
+
+def test_an_expected_follower_reports_a_death_on_its_host():
+    """With b placed on another host (``--only a``), a follower launcher's word that b died fails the run."""
+    import threading
+    import time
+
+    plan = _plan(3.0)
+    plan.only = ("a",)
+    err = io.StringIO()
+    launcher = Launcher(plan, inprocess=True, out=io.StringIO(), err=err)
+    result: list[int] = []
+    th = threading.Thread(target=lambda: result.append(launcher.run()))
+    th.start()
+    try:
+        t_end = time.monotonic() + 10.0
+        while getattr(launcher, "server", None) is None and time.monotonic() < t_end:
+            time.sleep(0.01)
+        with ControlClient(launcher.url, "follower:y") as c:
+            c.send({"op": "died", "name": "a", "reason": "not remote"})  # a runs here: ignored
+            c.send({"op": "hello"})
+            c.send({"op": "died", "name": "b", "reason": "killed by SIGKILL"})
+            th.join(10.0)
+    finally:
+        th.join(10.0)
+    assert result == [1]
+    assert "service 'b' died on y: killed by SIGKILL" in err.getvalue()
+    assert "ignored a control message from 'follower:y'" in err.getvalue()
