@@ -21,7 +21,10 @@ base URL               control (ROUTER)       PUB of participant *i* (0 = launch
 ``inproc://name``      ``inproc://name.ctl``  ``inproc://name.NAME.pub``
 =====================  =====================  =====================================
 
-An unknown scheme raises ``ValueError`` naming it.
+An unknown scheme raises ``ValueError`` naming it. An ipc endpoint that a live process
+serves is never taken over: binding it raises :class:`EndpointInUse` (:func:`claim_ipc`);
+the socket file of a run that ended is removed, and each bound ipc file is removed when
+its socket closes.
 
 Frames and delivery
 -------------------
@@ -41,6 +44,9 @@ in one process and one ZeroMQ context (the default: ``zmq.Context.instance()``).
 
 from __future__ import annotations
 
+import os
+import socket
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -57,7 +63,7 @@ from protocol.security import Security, check_bind
 
 __all__ = [
     "Message", "Bus", "check_url", "control_endpoint", "mesh_endpoints", "open_bus", "ZmqBus",
-    "ControlServer", "ControlClient", "SequenceTracker", "split_frame", "LAUNCHER",
+    "ControlServer", "ControlClient", "SequenceTracker", "split_frame", "LAUNCHER", "EndpointInUse", "claim_ipc",
 ]
 
 SCHEMES = ("inproc", "ipc", "tcp")
@@ -170,11 +176,71 @@ class _Closing:
         raise NotImplementedError
 
 
-def _bind(sock: zmq.Socket, ep: str, what: str) -> None:
+class EndpointInUse(BusError):
+    """An ipc endpoint is served by another live process (another run)."""
+
+
+def claim_ipc(ep: str) -> str | None:
+    """Make ``ipc://PATH`` free to bind, or refuse it: the path, or None if ``ep`` is not a file path.
+
+    ZeroMQ binds an ipc endpoint by removing whatever file is at its path, a live run's
+    socket included, which then silently stops receiving. So a connection is tried first:
+    a socket that accepts it belongs to a live process and is refused; one that refuses it
+    is the stale file of a run that ended, and is removed.
+
+    Raises
+    ------
+    EndpointInUse
+        If a live process serves the path (the message names it).
+    BusError
+        If something that is not a socket is at the path.
+    """
+    if not ep.startswith("ipc://") or ep[6:].startswith("@"):  # (@: Linux's abstract namespace, no file)
+        return None
+    path = ep[6:]
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as err:
+        raise BusError(f"ipc endpoint {path!r}: {err.strerror or err}") from err
+    if not stat.S_ISSOCK(mode):
+        raise BusError(f"ipc endpoint {path!r}: exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        try:
+            os.unlink(path)  # nobody listens: a dead run's file
+        except FileNotFoundError:
+            pass
+        return path
+    except OSError as err:
+        raise BusError(f"ipc endpoint {path!r}: {err.strerror or err}") from err
+    finally:
+        probe.close()
+    raise EndpointInUse(f"ipc endpoint {path!r} is served by another live run (choose another sim.bus, "
+                        "or stop that run)")
+
+
+def _release_ipc(path: str | None) -> None:
+    """Remove the socket file of an ipc endpoint this process bound (after closing it)."""
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _bind(sock: zmq.Socket, ep: str, what: str) -> str | None:
+    """Bind ``ep``: a BusError naming it if that fails; for ipc, the socket file's path (:func:`claim_ipc`)."""
+    path = claim_ipc(ep)
     try:
         sock.bind(ep)
     except zmq.ZMQError as err:
         raise BusError(f"{what}: cannot bind {ep!r}: {err}") from err
+    return path
 
 
 RECV_FRAMES_MAX = 65536
@@ -212,12 +278,13 @@ class ZmqBus(_Closing):
         self.pub = _socket(ctx, zmq.PUB)
         self.sub = _socket(ctx, zmq.SUB)
         self._closed = False
+        self._ipc_path: str | None = None
         try:
             if bind:
                 check_bind(bind, security)
                 if security is not None:
                     security.apply_server(self.pub)
-                _bind(self.pub, bind, "bus")
+                self._ipc_path = _bind(self.pub, bind, "bus")
             if security is not None:
                 security.apply_client(self.sub)
             for ep in connect:
@@ -286,6 +353,7 @@ class ZmqBus(_Closing):
             self._closed = True
             self.pub.close(linger=linger_ms)
             self.sub.close(linger=0)
+            _release_ipc(self._ipc_path)
 
 
 def _frame_sender(sock: zmq.Socket) -> Callable[[bytes], Any]:
@@ -339,10 +407,11 @@ class ControlServer(_Closing):
         self.sock.router_mandatory = True
         self._closed = False
         self.malformed = 0
+        self._ipc_path: str | None = None
         try:
             if security is not None:
                 security.apply_server(self.sock)
-            _bind(self.sock, ep, "control")
+            self._ipc_path = _bind(self.sock, ep, "control")
         except BusError:
             self.close()
             raise
@@ -380,6 +449,7 @@ class ControlServer(_Closing):
         if not self._closed:
             self._closed = True
             self.sock.close(linger=0)
+            _release_ipc(self._ipc_path)
 
 
 class ControlClient(_Closing):

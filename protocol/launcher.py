@@ -75,7 +75,7 @@ from typing import Any, TextIO
 import zmq
 
 from errors import BusError, LifecycleError, MessageError
-from protocol.bus import LAUNCHER, ControlClient, ControlServer, ZmqBus
+from protocol.bus import LAUNCHER, ControlClient, ControlServer, EndpointInUse, ZmqBus, claim_ipc, control_endpoint
 from protocol.codec import decode, encode
 from protocol.config import RunPlan, peers_of, service_module
 from protocol.service import Sample
@@ -259,7 +259,8 @@ class Launcher:
 
     # ------------------------------------------------------------------ entry
     def run(self) -> int:
-        """Run to the end; the exit code (0 ok, 1 a service failed, 130/143 interrupted)."""
+        """Run to the end; the exit code (0 ok, 1 a service failed, 2 an ipc endpoint of this run is
+        served by another live run, 130/143 interrupted)."""
         old = self._install_signals()
         self.url = self._url()
         sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
@@ -271,6 +272,7 @@ class Launcher:
         self.auth: Any = None
         self.peers = peers_of(self.plan.config, self.url)
         try:
+            self._claim_endpoints()
             if sec is not None:
                 missing = sec.problems(server_side=True)
                 if missing:
@@ -290,6 +292,9 @@ class Launcher:
             self._poller.register(self.server.sock, zmq.POLLIN)
             self._poller.register(self.bus.sub, zmq.POLLIN)
             return self._run_master()
+        except EndpointInUse as e:
+            self._say(f"error: {e}")
+            return 2
         except (BusError, LifecycleError) as e:
             self._say(f"error: {e}")
             self._stop_all(fast=True)
@@ -306,6 +311,16 @@ class Launcher:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
             for signum, handler in old.items():
                 signal.signal(signum, handler)
+
+    def _claim_endpoints(self) -> None:
+        """Before anything binds: refuse ipc endpoints of this host that a live run serves, remove
+        those a dead run left (:func:`protocol.bus.claim_ipc`; EndpointInUse naming the path)."""
+        if self.inprocess or not self.url.startswith("ipc://"):
+            return
+        claim_ipc(control_endpoint(self.url))
+        for name, ep in self.peers.items():
+            if name == LAUNCHER or self.records[name].local:
+                claim_ipc(ep)
 
     # ------------------------------------------------------------------ starting
     def _start_local(self) -> None:

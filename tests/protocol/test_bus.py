@@ -244,3 +244,34 @@ def test_close_with_linger_delivers_what_the_pub_still_queues(tmp_path):
     finally:
         sub.close()
         ctx_sub.term()
+
+
+# ---------------------------------------------------------------- ipc endpoints are owned
+def test_a_live_ipc_endpoint_is_refused_a_stale_one_reclaimed_and_closing_removes_the_file(tmp_path):
+    import os
+    import socket
+
+    from protocol.bus import EndpointInUse, claim_ipc
+
+    ep = f"ipc://{tmp_path}/bus.x.pub"
+    live = open_bus(ep)
+    try:
+        with pytest.raises(EndpointInUse, match="served by another live run"):
+            open_bus(ep)  # before: ZeroMQ removed the live file and took the endpoint silently
+        pub_sub = open_bus(None, [ep], ["t"])  # the first owner still reaches its subscribers
+        try:
+            _connected(live, pub_sub, "t")
+        finally:
+            pub_sub.close()
+    finally:
+        live.close()
+    assert not os.path.exists(f"{tmp_path}/bus.x.pub")  # closing removes the socket file
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a dead run's file: bound, nobody listens
+    stale.bind(f"{tmp_path}/bus.ctl")
+    stale.close()
+    assert claim_ipc(f"ipc://{tmp_path}/bus.ctl") == f"{tmp_path}/bus.ctl"
+    assert not os.path.exists(f"{tmp_path}/bus.ctl")
+    (tmp_path / "plain.ctl").write_text("not a socket")
+    with pytest.raises(BusError, match="exists and is not a socket"):
+        ControlServer(f"ipc://{tmp_path}/plain")
+    assert (tmp_path / "plain.ctl").read_text() == "not a socket"
