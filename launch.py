@@ -7,7 +7,7 @@ arguments runs :data:`DEFAULT_CONFIG`, the SRMS berthing scenario (the main job)
 
     launch.py run [CONFIG] [--only a,b] [--inprocess] [--mode lockstep|realtime]
                            [--duration S] [--speed X] [--transport ipc|tcp|inproc] [--log PATH]
-                           [--hil URL] [--no-report] [--json]
+                           [--overwrite] [--hil URL] [--no-report] [--json]
     launch.py check CONFIG [--only a,b]
     launch.py keys DIR [--names server,client]
     launch.py recover LOG [--out PATH]
@@ -56,7 +56,8 @@ def _only(text: str | None) -> tuple[str, ...]:
 
 
 def _overrides(a: argparse.Namespace) -> dict[str, Any]:
-    o = {"mode": a.mode, "duration": a.duration, "speed": a.speed, "log": a.log, "transport": a.transport}
+    o = {"mode": a.mode, "duration": a.duration, "speed": a.speed, "log": a.log, "transport": a.transport,
+         "overwrite": True if a.overwrite else None}
     if a.inprocess:
         o["transport"] = "inproc"
     return {k: v for k, v in o.items() if v is not None}
@@ -68,6 +69,10 @@ def _plan(config_path: str, only: tuple[str, ...], overrides: dict[str, Any] | N
 
 
 def _config_problems(err: ConfigError) -> int:
+    """Report a refused configuration on stderr (one line for one problem, else one per problem); 2."""
+    if len(err.problems) == 1:
+        print(f"berthsim: invalid configuration: {err.problems[0]}", file=sys.stderr)
+        return 2
     print(f"berthsim: invalid configuration: {len(err.problems)} problem(s):", file=sys.stderr)
     for p in err.problems:
         print(f"  - {p}", file=sys.stderr)
@@ -84,6 +89,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", type=float, help="lockstep real-time factor (0 = as fast as possible)")
     p.add_argument("--transport", choices=("ipc", "tcp", "inproc"))
     p.add_argument("--log", help="MCAP log path (default runs/<timestamp>/run.mcap when the run has a logger)")
+    p.add_argument("--overwrite", action="store_true", help="replace the log if it exists (else the run is refused)")
     p.add_argument("--hil", metavar="URL", help="the rig's serial port or pyserial URL instead of [hil] url")
     p.add_argument("--no-report", action="store_true", help="no report and figures after the run")
     p.add_argument("--json", action="store_true",
@@ -128,7 +134,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     """
     only = _only(a.only)
     try:
-        plan = _plan(a.config, only)
+        plan = _plan(a.config, only, _overrides(a))
     except ConfigError as err:
         return _config_problems(err)
     has_logger = any(s.kind == "logger" and (not only or n in only) for n, s in plan.services.items())
@@ -425,7 +431,32 @@ COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None],
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line and dispatch through :data:`COMMANDS`."""
+    """Parse the command line and dispatch through :data:`COMMANDS`.
+
+    What a command does not handle itself ends here as one line on stderr, never a
+    traceback: a :class:`errors.ConfigError` with exit code 2, any other exception with
+    its type, message and the run's log path (if it has one) and exit code 1.
+    ``BERTHSIM_TRACEBACK=1`` lets the exception through instead (for debugging).
+    """
+    a = argparse.Namespace()
+    try:
+        return _dispatch(argv, a)
+    except ConfigError as err:
+        if os.environ.get("BERTHSIM_TRACEBACK"):
+            raise
+        return _config_problems(err)
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, no traceback
+        if os.environ.get("BERTHSIM_TRACEBACK"):
+            raise
+        text = (str(err).strip().splitlines() or [""])[0]
+        log = getattr(a, "log", None) or getattr(a, "out_log", None)
+        where = f"; log {log}" if log else ""
+        print(f"berthsim: error: {type(err).__name__}: {text}{where}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(argv: list[str] | None, a: argparse.Namespace) -> int:
+    """:func:`main` without its handler; parses into ``a``, so that the handler sees what was set."""
     prog = sys.argv[0] if argv is None else "launch.py"
     argv = list(sys.argv[1:] if argv is None else argv)
     command_line = shlex.join([prog, *argv])  # as typed: recorded by the logger
@@ -436,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     if entry is not None and entry[0] is None:  # hidden command: own parser
         p = argparse.ArgumentParser(prog=f"launch.py {name}")
         entry[1](p)
-        return entry[2](p.parse_args(argv[1:], argparse.Namespace(command_line=command_line)))
+        a.command_line = command_line
+        return entry[2](p.parse_args(argv[1:], a))
     parser = argparse.ArgumentParser(prog="launch.py", description="berthsim: co-simulation of on-orbit berthing")
     sub = parser.add_subparsers(dest="command", required=True)
     for cname, (help_, add, handler) in COMMANDS.items():
@@ -446,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         if cname == name:  # only the chosen command's options: the others' modules stay unimported
             add(sp)
         sp.set_defaults(handler=handler)
-    a = parser.parse_args(argv, argparse.Namespace(command_line=command_line))
+    a.command_line = command_line
+    parser.parse_args(argv, a)
     return a.handler(a)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "srms_on_orbiter",
     "etsvii",
     "ORBITER_MASS",
+    "PAYLOAD_MASS",
     "ORBITER_INERTIA",
     "SRMS_BASE_TO_ORBITER_COM",
 ]
@@ -38,6 +39,8 @@ Array = NDArray[np.float64]
 
 #: Orbiter mass [kg] — **assumed** (``dynamics/data/README.md``: not in public sources).
 ORBITER_MASS = 1.0e5
+#: Payload mass of the berthing scenario [kg] — **assumed** (a module-class payload).
+PAYLOAD_MASS = 12000.0
 #: Orbiter inertia about its CoM, orbiter body axes [kg·m²] — **assumed** (same README).
 ORBITER_INERTIA = np.diag([1.2e6, 8.0e6, 8.5e6])
 #: Orbiter CoM from the SRMS base frame origin, in that frame [m] — **assumed**: shoulder

@@ -94,10 +94,12 @@ from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, 
 from hil.safety import SafetySupervisor
 from protocol.service import Inputs, Port
 
-__all__ = ["TABLES", "OPTIONS", "validate", "build", "HilBridge", "relative_motion"]
+__all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "outputs", "build", "HilBridge", "relative_motion"]
 
 TABLES = ("hil",)
 OPTIONS: dict[str, Any] = {}
+OUTPUTS = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hil/status", "state"))
+"""The bridge's output ports."""
 
 Array = NDArray[np.float64]
 _ONE = np.array([1.0, 0.0, 0.0, 0.0])
@@ -244,7 +246,7 @@ class HilBridge:
         self.period_ns = int(period_ns)
         self.h = period_ns * 1e-9
         self.inputs = (Port("orbiter/state", "state"), Port("payload/state", "state"))
-        self.outputs = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hil/status", "state"))
+        self.outputs = OUTPUTS
         self.link = link
         self.realtime = realtime
         t = cfg.table
@@ -507,6 +509,11 @@ def _wait_ready(port: Any, emu: Any, timeout: float) -> None:
     finally:
         port.timeout = saved
     raise RigFault(f"hil.start_timeout: the emulator did not start serving within {timeout:g} s")
+
+
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topics the bridge publishes (:mod:`protocol.config`: one producer per topic)."""
+    return [p.topic for p in OUTPUTS]
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:

@@ -10,16 +10,17 @@ Layout
     speed = 0.0                 # lockstep pacing, real-time factor (1.0 = wall pace, 0 = max)
     transport = "ipc"           # "ipc" | "tcp" | "inproc" (inproc = every service a thread)
     bus = "tcp://10.0.0.1:5550" # base URL (control port; PUBs on the next ports); required for tcp
-    seed = 0                    # for models that draw random numbers
+    seed = 0                    # for models that draw random numbers (0 … 2**64 - 1)
     base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
     overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
     overrun_limit = 10          # realtime, policy "stop": stop after this many overruns
     max_lag = 2.0               # realtime: s a service may fall behind the wall clock before it stops (0 = no bound)
     rt_priority = 10            # realtime: SCHED_FIFO priority of each stepping thread (0 = normal)
-    ready_timeout = 60.0        # s to wait for every service to be ready
-    stats_period = 1.0          # s (wall) between sim/stats messages
-    heartbeat_timeout = 5.0     # s without the launcher before a service gives up
+    ready_timeout = 60.0        # s to wait for every service to be ready (> 0)
+    stats_period = 1.0          # s (wall) between sim/stats messages (> 0)
+    heartbeat_timeout = 5.0     # s without the launcher before a service gives up (> 0)
     log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
+    overwrite = false           # ``launch.py run --overwrite``: the logger may replace an existing log
     command_line = "..."        # set by ``launch.py``: the command that started the run (the logger records it)
     config_file = "..."         # set by ``launch.py``: the config file (the logger attaches its text)
     hosts = {a = "10.0.0.1", b = "10.0.0.2"}  # tcp, several machines: address of each host label
@@ -50,21 +51,27 @@ module provides::
     def build(config: dict, name: str, period_ns: int) -> ServiceModel | Sink | Source
 
 and optionally ``OPTIONS: dict[str, type | tuple[type, ...]]``, the extra keys it
-accepts in ``[services.NAME]``. ``validate`` must not start anything. ``build`` runs
+accepts in ``[services.NAME]``, and ``def outputs(config, name) -> Iterable[str]``, the
+topics the service publishes (called once ``validate`` found nothing; two services
+producing one topic are refused here, before anything starts). ``validate`` must not start anything. ``build`` runs
 in the service's own process (or thread with ``--inprocess``); what it returns is
 run by :mod:`protocol.shell` (a :class:`protocol.service.ServiceModel`, or a sink /
 source as documented there).
 
 Validation (:func:`validate`) collects *every* problem — unknown keys, wrong types,
-bad enum values, rates that do not divide, missing endpoints or keys, tables no
-service claims, problems reported by the service modules — and raises one
-:class:`errors.ConfigError` whose ``problems`` lists them all.
+bad enum values, rates that do not divide, times beyond int64 ns (duration, periods,
+timeouts), timeouts that are not positive, a seed that is not an unsigned 64-bit int,
+two producers of one topic, missing endpoints or keys, tables no service claims,
+problems reported by the service modules — and raises one :class:`errors.ConfigError`
+whose ``problems`` lists them all. :func:`load` reads only regular UTF-8 files.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,7 +82,7 @@ from typing import Any
 from errors import ConfigError
 from protocol.bus import LAUNCHER, check_url, mesh_endpoints
 from protocol.security import SECURITY_KEYS, Security, is_loopback
-from protocol.timebase import check_rates, period_ns, seconds_to_ns
+from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "ServiceSpec", "RunPlan", "check_table", "load", "service_module",
            "with_overrides", "peers_of", "validate"]
@@ -98,6 +105,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
     "log": (str, None),
+    "overwrite": (bool, False),
     "command_line": (str, None),
     "config_file": (str, None),
     "hosts": (dict, None),
@@ -142,14 +150,51 @@ class RunPlan:
         return seconds_to_ns(self.sim["duration"], "sim.duration")
 
 
+MAX_CONFIG_BYTES = 16 << 20
+"""The largest config file :func:`load` reads (a scenario is a few kB). [bytes]"""
+
+
 def load(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config; ConfigError naming the file (and the TOML error) if unreadable."""
+    """Read a TOML config: a regular, readable UTF-8 file of at most :data:`MAX_CONFIG_BYTES`.
+
+    Anything else is refused before it is read: a directory, a device (``/dev/zero``), a
+    FIFO (which would wait for a writer), a socket.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file and what is wrong with it (unreadable, not a regular file, too
+        large, a byte that is not UTF-8 and where, the TOML error).
+    """
     p = Path(path)
-    try:
-        with p.open("rb") as f:
-            return tomllib.load(f)
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer; a regular file ignores it
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as err:
-        raise ConfigError(f"config {str(p)!r}: cannot read: {err}") from err
+        raise ConfigError(f"config {str(p)!r}: cannot read: {err.strerror or err}") from err
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
+            raise ConfigError(f"config {str(p)!r}: not a regular file ({what})")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config {str(p)!r}: {st.st_size} bytes, more than {MAX_CONFIG_BYTES} (not a scenario)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"config {str(p)!r}: cannot read: {err.strerror or err}") from err
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config {str(p)!r}: more than {MAX_CONFIG_BYTES} bytes (not a scenario)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise ConfigError(f"config {str(p)!r}: not UTF-8: byte 0x{data[err.start]:02x} at line {line}, "
+                          f"offset {err.start}") from err
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config {str(p)!r}: not valid TOML: {err}") from err
 
@@ -303,9 +348,16 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     # a bad value was reported above; the checks below run on its default
     sim = {k: v if v is None or _check_value("", v, SIM_KEYS[k][0]) is None else SIM_KEYS[k][1]
            for k, v in sim.items()}
-    for key in ("duration", "speed", "ready_timeout", "stats_period", "heartbeat_timeout", "max_lag"):
+    for key in ("duration", "speed"):
         if sim[key] < 0 or sim[key] != sim[key]:
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
+    # every time becomes int64 ns; a timeout of 0 would fail the run at once (max_lag 0: no bound)
+    for key, positive in (("ready_timeout", True), ("stats_period", True), ("heartbeat_timeout", True),
+                          ("max_lag", False)):
+        if (bad := check_seconds(sim[key], f"sim.{key}", positive=positive)):
+            problems.append(bad)
+    if not 0 <= sim["seed"] < 2**64:
+        problems.append(f"sim.seed: expected an unsigned 64-bit int (0 … 2**64 - 1), got {sim['seed']!r}")
     if sim["hosts"] is not None and not all(isinstance(v, str) and v for v in sim["hosts"].values()):
         problems.append(f"sim.hosts: expected a table label -> address (str), got {sim['hosts']!r}")
     if not 0 <= sim["rt_priority"] <= 99:
@@ -421,12 +473,28 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
                     pass
         if periods:
             tick = sim["base_tick_ns"] or math.gcd(*periods.values())
+            try:  # the run ends at the first boundary of the longest period at or after the duration
+                end = align_up(seconds_to_ns(sim["duration"], "sim.duration"), max(periods.values()))
+                if end > MAX_NS:
+                    problems.append(f"sim.duration: the run would end at {end} ns, beyond int64 ns ({MAX_NS})")
+            except ConfigError:
+                pass  # reported above
+    made_by: dict[str, str] = {}  # topic -> its producer
     for name, mod in modules.items():
         try:
             found = mod.validate(config, name)
+            outputs = list(mod.outputs(config, name)) if hasattr(mod, "outputs") and not found else []
         except Exception as err:  # noqa: BLE001 - a module's crash is reported, not raised
-            found = [f"validate raised {type(err).__name__}: {err}"]
+            found, outputs = [f"validate raised {type(err).__name__}: {err}"], []
         problems.extend(f"services.{name}: {p}" for p in found or [])
+        clash: dict[str, list[str]] = {}  # other producer -> topics this one also produces
+        for topic in outputs:
+            if topic in made_by:
+                clash.setdefault(made_by[topic], []).append(topic)
+            made_by.setdefault(topic, name)
+        for other, topics in clash.items():
+            problems.append(f"services.{name}: {', '.join(map(repr, topics))} also produced by services.{other} "
+                            "(one producer per topic)")
         if name in periods:
             svc = services_in[name]
             specs[name] = ServiceSpec(name, svc["kind"], mod.__name__, periods[name], svc.get("host"))

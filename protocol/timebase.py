@@ -23,9 +23,12 @@ from fractions import Fraction
 
 from errors import ConfigError
 
-__all__ = ["NS_PER_S", "period_ns", "seconds_to_ns", "base_tick_ns", "check_rates", "align_up"]
+__all__ = ["NS_PER_S", "MAX_NS", "period_ns", "seconds_to_ns", "check_seconds", "base_tick_ns", "check_rates",
+           "align_up"]
 
 NS_PER_S = 1_000_000_000
+MAX_NS = 2**63 - 1
+"""The latest simulation time, and the longest span, an int64 count of ns holds (292 years). [ns]"""
 
 
 def _exact(x: float | int | str, name: str) -> Fraction:
@@ -65,16 +68,36 @@ def period_ns(rate_hz: float | int, name: str = "rate_hz") -> int:
     p = NS_PER_S / r
     if p.denominator != 1:
         raise ConfigError(f"{name}: {rate_hz!r} Hz has no whole-nanosecond period (1e9/{rate_hz!r} = {float(p)!r} ns)")
+    if p > MAX_NS:
+        raise ConfigError(f"{name}: {rate_hz!r} Hz has a period of {float(p):.3g} ns, beyond int64 ns ({MAX_NS})")
     return int(p)
 
 
 def seconds_to_ns(seconds: float | int, name: str = "seconds") -> int:
-    """``seconds`` as integer ns, exact for the decimal written; ConfigError if not whole ns or < 0."""
+    """``seconds`` as integer ns, exact for the decimal written; ConfigError if not whole ns, < 0
+    or beyond int64 ns (:data:`MAX_NS`, 292 years)."""
     s = _exact(seconds, name)
     ns = s * NS_PER_S
     if s < 0 or ns.denominator != 1:
         raise ConfigError(f"{name}: expected a non-negative whole number of ns, got {seconds!r} s")
+    if ns > MAX_NS:
+        raise ConfigError(f"{name}: {seconds!r} s is beyond int64 ns (at most {MAX_NS / NS_PER_S:.4g} s)")
     return int(ns)
+
+
+def check_seconds(seconds: object, name: str, *, positive: bool = False) -> str | None:
+    """The problem with a time in seconds that the runtime turns into int64 ns, or None.
+
+    It must be a finite number (not a bool), ``>= 0`` (``> 0`` with ``positive``) and at most
+    :data:`MAX_NS` ns; it need not be a whole number of ns (timeouts, periods of the wall clock).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds:
+        return f"{name}: expected a number of seconds, got {seconds!r}"
+    if seconds < 0 or (positive and seconds == 0):
+        return f"{name}: expected {'> 0' if positive else '>= 0'}, got {seconds!r}"
+    if seconds * NS_PER_S > MAX_NS:
+        return f"{name}: {seconds!r} s is beyond int64 ns (at most {MAX_NS / NS_PER_S:.4g} s)"
+    return None
 
 
 def base_tick_ns(periods: Iterable[int]) -> int:
@@ -113,8 +136,8 @@ def check_rates(rates_hz: Mapping[str, float | int], base_tick: int | None = Non
             periods[name] = period_ns(rate, f"{name}.rate_hz")
         except ConfigError as err:
             problems.extend(err.problems)
-    if base_tick is not None and (not isinstance(base_tick, int) or base_tick <= 0):
-        problems.append(f"base_tick_ns: expected an int > 0, got {base_tick!r}")
+    if base_tick is not None and (not isinstance(base_tick, int) or not 0 < base_tick <= MAX_NS):
+        problems.append(f"base_tick_ns: expected an int in 1..{MAX_NS}, got {base_tick!r}")
         base_tick = None
     if periods:
         tick = base_tick if base_tick is not None else base_tick_ns(periods.values())

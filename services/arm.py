@@ -950,3 +950,8 @@ class ArmModel:
 def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:
     """The arm model of service ``name``."""
     return ArmModel(config, name, period_ns)
+
+
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topics the arm publishes (:mod:`protocol.config`: one producer per topic)."""
+    return [STATE, WRENCH]

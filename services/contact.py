@@ -163,6 +163,7 @@ from numpy.typing import NDArray
 from dynamics import contact as dc
 from dynamics import impact as im
 from dynamics import rigid_body as rb
+from dynamics.cases import PAYLOAD_MASS
 from dynamics.orbit import CircularOrbit
 from dynamics.spatial import cross3, pose, pose_inverse, rotate_spatial
 from dynamics.spatial import cross_rows as _cross
@@ -184,7 +185,7 @@ from services.orbiter import (
     wrench_about_origin,
 )
 
-__all__ = ["TABLES", "ContactModel", "build", "hil_refusal", "validate"]
+__all__ = ["TABLES", "ContactModel", "build", "hil_refusal", "outputs", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -195,7 +196,7 @@ _VEC3 = ("vec", 3)
 _VEC6 = ("vec", 6)
 
 PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
-    "mass": (_Num, 12000.0),
+    "mass": (_Num, PAYLOAD_MASS),
     "inertia": ("inertia", [1.0e5, 1.5e5, 1.5e5]),
     "X_WT": (_VEC6, [0.0] * 6),
     "v_WTo_W": (_VEC3, [0.0] * 3),
@@ -924,3 +925,8 @@ def _misalignment(X_LB: Array, X_LB_berthed: Array) -> dict[str, float]:
 def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:
     """The contact model of service ``name``."""
     return ContactModel(config, name, period_ns)
+
+
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topics the contact service publishes (:mod:`protocol.config`: one producer per topic)."""
+    return [p.topic for p in ContactModel.outputs]

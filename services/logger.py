@@ -56,6 +56,7 @@ Service configuration::
 
     [sim]
     log = "run.mcap"               # launch.py run --log PATH; default berthsim-YYYYmmdd-HHMMSS.mcap
+    overwrite = false              # launch.py run --overwrite: replace an existing log (else refused)
     [services.logger]
     kind = "logger"
     rate_hz = 1000                 # required by the runtime; a sink never steps
@@ -65,6 +66,12 @@ Service configuration::
     schemas_from = "old.mcap"      # optional: register the schemas of this log's topics (replay runs)
     flush_interval = 1.0           # optional, s of wall time between chunk closes
     writer_cpus = [1]              # optional: the writer process runs on these CPUs only (default: any)
+
+Ownership: one logger per file. Validation refuses a log path that is a directory, that
+is not writable, that another logger of the run also writes, that a running logger holds,
+or that exists (unless ``sim.overwrite``); the logger then creates its file exclusively
+(or, overwriting, locks it before truncating it, :func:`open_exclusive`) and holds the
+lock while it writes, so that a second run on the same path is refused, not interleaved.
 
 Provenance comes from the configuration, never from the process's command line:
 ``sim.command_line`` (attached as ``command_line.txt``) and ``sim.config_file`` (its text
@@ -81,6 +88,7 @@ import os
 import platform
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -103,7 +111,7 @@ from protocol.codec import envelopes
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
 
-__all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "validate"]
+__all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "log_in_use", "open_exclusive", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"path": str, "topics": list, "chunk_size": int, "flush_interval": (int, float),
@@ -180,7 +188,9 @@ class McapLogger:
     Parameters
     ----------
     path : str or Path
-        The MCAP file to write (created or overwritten; its directory must exist).
+        The MCAP file to write (its directory must exist). It is locked
+        (``flock``, exclusive) for as long as the writer process runs, so that no second
+        logger can write it; see :func:`open_exclusive`.
     name : str
         Service name (the sink's control identity).
     topics : iterable of str
@@ -196,6 +206,8 @@ class McapLogger:
         Uncompressed chunk size that closes a chunk. [bytes]
     flush_interval : float
         Wall time after which a non-empty chunk is closed anyway (0: size only). [s]
+    overwrite : bool
+        Replace an existing file (default); False: refuse one (created exclusively).
     writer_cpus : iterable of int
         CPUs the writer process is pinned to (``os.sched_setaffinity``); empty: any.
         A writer with a core of its own is not preempted by the publishers: at 100,000
@@ -205,8 +217,9 @@ class McapLogger:
     Raises
     ------
     LogError
-        If the file cannot be created, ``writer_cpus`` names a CPU this machine does
-        not have, or the writer process cannot be started (the message names the file).
+        If the file cannot be created, exists and ``overwrite`` is False, is being written
+        by another logger, ``writer_cpus`` names a CPU this machine does not have, or the
+        writer process cannot be started (the message names the file).
 
     Notes
     -----
@@ -224,7 +237,7 @@ class McapLogger:
     def __init__(self, path: str | os.PathLike[str], *, name: str = "logger", topics: Iterable[str] = (),
                  config: Mapping[str, Any] | None = None, config_text: str | None = None,
                  command_line: str | None = None, chunk_size: int = CHUNK_SIZE, flush_interval: float = 1.0,
-                 writer_cpus: Iterable[int] = ()) -> None:
+                 overwrite: bool = True, writer_cpus: Iterable[int] = ()) -> None:
         cpus = set(writer_cpus)
         if not cpus <= _cpus():
             raise LogError(f"log {str(path)!r}: writer_cpus: CPUs {sorted(cpus - _cpus())} are not on this "
@@ -244,10 +257,7 @@ class McapLogger:
         self._tid_of: dict[bytes, int] = {}  # frame prefix (the topic's bytes) -> topic index
         self._channels: set[int] = set()  # topic indices whose channel the writer process has
         self._new_channels: list[list[Any]] = []
-        try:
-            file = open(self.path, "wb")  # noqa: SIM115 - the writer process owns it
-        except OSError as err:
-            raise LogError(f"log {str(self.path)!r}: cannot create: {err.strerror or err}") from err
+        file = open_exclusive(self.path, overwrite)  # the writer process owns it (and its lock)
         attachments = []
         if config is not None:
             attachments.append(["config.json", "application/json",
@@ -594,6 +604,52 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
         return 1
 
 
+def open_exclusive(path: str | os.PathLike[str], overwrite: bool) -> io.BufferedWriter:
+    """Open a log for writing, owned: created exclusively (``O_EXCL``) unless ``overwrite``,
+    and locked (``flock``, exclusive, not waiting) before anything is truncated.
+
+    The lock belongs to the open file: a forked writer process that keeps the file holds
+    it until it ends, and a second logger on the same path (this run or another) is
+    refused instead of interleaving its chunks with the first one's.
+
+    Raises
+    ------
+    LogError
+        Naming the file: it exists (and not ``overwrite``), another process writes it, or
+        it cannot be created.
+    """
+    p = str(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (0 if overwrite else os.O_EXCL), 0o644)
+    except FileExistsError as err:
+        raise LogError(f"log {p!r}: exists (launch.py run --overwrite replaces it)") from err
+    except OSError as err:
+        raise LogError(f"log {p!r}: cannot create: {err.strerror or err}") from err
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        raise LogError(f"log {p!r}: another process is writing it (a second logger on one file)") from err
+    if stat.S_ISREG(os.fstat(fd).st_mode):  # (a device, /dev/full in the tests, has nothing to truncate)
+        os.ftruncate(fd, 0)
+    return os.fdopen(fd, "wb")
+
+
+def log_in_use(path: str | os.PathLike[str]) -> bool:
+    """Whether a logger holds the lock of an existing log (:func:`open_exclusive`)."""
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # (releases the lock just taken)
+    return False
+
+
 # ---------------------------------------------------------------- service module
 def _default_log_name() -> str:
     return time.strftime("berthsim-%Y%m%d-%H%M%S.mcap")
@@ -619,11 +675,46 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
         out.append(f"writer_cpus: expected a list of CPU numbers (int >= 0), got {cpus!r}")
     elif svc.get("host") is None and not set(cpus) <= _cpus():
         out.append(f"writer_cpus: CPUs {sorted(set(cpus) - _cpus())} are not on this machine (it has {sorted(_cpus())})")
-    path = Path(svc.get("path") or config.get("sim", {}).get("log") or _default_log_name())
+    path = _log_path(config, name)
     parent = path.parent if str(path.parent) else Path(".")
+    overwrite = config.get("sim", {}).get("overwrite", False) is True
     if not parent.is_dir():
         out.append(f"path: directory {str(parent)!r} of log {str(path)!r} does not exist")
+    elif path.is_dir():
+        out.append(f"path: log {str(path)!r} is a directory")
+    elif path.exists() and log_in_use(path):
+        out.append(f"path: log {str(path)!r} is being written by another run")
+    elif path.exists() and not overwrite:
+        out.append(f"path: log {str(path)!r} exists (launch.py run --overwrite replaces it)")
+    elif (why := _not_writable(path)) is not None:
+        out.append(f"path: log {str(path)!r} cannot be written: {why}")
+    for other, o in config.get("services", {}).items():
+        if other == name:
+            break
+        if isinstance(o, dict) and o.get("kind") == "logger" and _log_path(config, other).resolve() == path.resolve():
+            out.append(f"path: log {str(path)!r} is also written by services.{other} (one logger per file)")
     return out
+
+
+def _not_writable(path: Path) -> str | None:
+    """Why ``path`` cannot be written, or None: tried, not guessed (permission bits do not tell for
+    root, read-only mounts or /proc) — an existing file opened for writing without truncating it,
+    else a file made and removed beside it."""
+    try:
+        if path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+        else:
+            probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+            os.unlink(probe)
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
+
+
+def _log_path(config: dict[str, Any], name: str) -> Path:
+    """The file logger ``name`` writes: its ``path``, else ``sim.log``, else a name of now."""
+    return Path(config["services"][name].get("path") or config.get("sim", {}).get("log") or _default_log_name())
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
@@ -651,4 +742,5 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
             text = None
     return McapLogger(path, name=name, topics=svc.get("topics", ()), config=config, config_text=text,
                       command_line=cmd, chunk_size=int(svc.get("chunk_size", CHUNK_SIZE)),
-                      flush_interval=float(svc.get("flush_interval", 1.0)), writer_cpus=svc.get("writer_cpus", ()))
+                      flush_interval=float(svc.get("flush_interval", 1.0)), overwrite=sim.get("overwrite") is True,
+                      writer_cpus=svc.get("writer_cpus", ()))

@@ -233,3 +233,8 @@ class Operator:
 def build(config: dict[str, Any], name: str, period_ns: int) -> Operator:
     """The operator model of service ``name``."""
     return Operator(config, name, period_ns)
+
+
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topic the operator publishes (:mod:`protocol.config`: one producer per topic)."""
+    return [TOPIC]

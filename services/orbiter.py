@@ -54,6 +54,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynamics import rigid_body as rb
+from dynamics.cases import ORBITER_MASS
 from dynamics.contact import rotation_error
 from dynamics.orbit import CircularOrbit, cw_acceleration_rows
 from dynamics.spatial import (
@@ -71,6 +72,7 @@ __all__ = [
     "OrbiterModel",
     "body_model",
     "build",
+    "outputs",
     "check_table",
     "cw_floats",
     "floats",
@@ -91,7 +93,7 @@ _VEC3 = ("vec", 3)
 _VEC6 = ("vec", 6)
 
 ORBITER_KEYS: dict[str, tuple[Any, Any]] = {
-    "mass": (_Num, 1.0e5),
+    "mass": (_Num, ORBITER_MASS),
     "inertia": ("inertia", [1.2e6, 8.0e6, 8.5e6]),
     "X_WO": (_VEC6, [0.0] * 6),
     "v_WOo_W": (_VEC3, [0.0] * 3),
@@ -362,3 +364,8 @@ class OrbiterModel:
 def build(config: dict[str, Any], name: str, period_ns: int) -> OrbiterModel:
     """The orbiter model of service ``name``."""
     return OrbiterModel(config, name, period_ns)
+
+
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topics the orbiter publishes (:mod:`protocol.config`: one producer per topic)."""
+    return [p.topic for p in OrbiterModel.outputs]

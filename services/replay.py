@@ -55,8 +55,9 @@ from errors import ConfigError, LogError
 from protocol.logfile import LogFile, open_log, select_topics
 from protocol.messages import SCHEMAS
 from protocol.service import Port
+from protocol.timebase import check_seconds
 
-__all__ = ["KEYS", "OPTIONS", "TABLES", "Lateness", "ReplaySource", "build", "validate"]
+__all__ = ["KEYS", "OPTIONS", "TABLES", "Lateness", "ReplaySource", "build", "outputs", "validate"]
 
 TABLES: tuple[str, ...] = ()
 Num = (int, float)
@@ -470,13 +471,29 @@ class ReplaySource:
 
 # ---------------------------------------------------------------- service module
 def validate(config: dict[str, Any], name: str) -> list[str]:
-    """Problems of a replay service's ``[services.NAME]``: the log and the topic patterns."""
+    """Problems of a replay service's ``[services.NAME]``: the log, the topic patterns, the
+    window (``start``, ``end``: times in int64 ns, the window not empty within the log) and
+    the pace (``rate``: finite, >= 0)."""
     svc = config["services"][name]
     if "log" not in svc:
         return ["log: missing (the MCAP file to replay)"]
+    given = {k: svc[k] for k in ("start", "end", "rate") if k in svc}
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in given.values()):
+        return []  # not a finite number: the option's type check (protocol.config) names it
+    problems = [bad for key in ("start", "end")
+                if key in given and (bad := check_seconds(given[key], f"{key} (--{key})"))]
+    if given.get("rate", 0.0) < 0:
+        problems.append(f"rate (--rate): expected >= 0 (0: as fast as possible), got {given['rate']!r}")
+    if problems:
+        return problems
     try:
         with open_log(svc["log"]) as log:
             select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
+            start = max(_ns(svc.get("start")) or log.start_ns, log.start_ns)
+            end = log.end_ns if svc.get("end") is None else min(_ns(svc["end"]), log.end_ns)
+            if end < start:
+                return [f"start, end (--start, --end): the window [{start / _S:g}, {end / _S:g}] s is empty (log "
+                        f"{str(log.path)!r} spans [{log.start_ns / _S:g}, {log.end_ns / _S:g}] s)"]
     except LogError as err:
         return [str(err)]
     except ConfigError as err:
@@ -484,6 +501,13 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     if svc.get("paused") and not svc.get("keyboard"):
         return ["paused: a paused replay needs the keyboard (a terminal)"]
     return []
+
+
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topics the replay publishes: those of the log it selects (:mod:`protocol.config`)."""
+    svc = config["services"][name]
+    with open_log(svc["log"]) as log:
+        return select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
 
 
 def _ns(seconds: Any) -> int | None:

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from dynamics.cases import ORBITER_MASS, PAYLOAD_MASS
 from dynamics.spatial import pose_from_vector, quat_angle, quat_rotate
 from errors import LogError
 from protocol.logfile import LogFile, open_log, read_topics
@@ -533,8 +534,8 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
         wanted = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
         d = read_topics(log, [t for t in wanted if t in log.topics])
     empty: dict[str, Any] = {}
-    m_O = float(cfg.get("orbiter", {}).get("mass", 0.0))
-    m_T = float(cfg.get("payload", {}).get("mass", 0.0))
+    m_O = float(cfg.get("orbiter", {}).get("mass", ORBITER_MASS))  # the models' defaults, not 0 kg
+    m_T = float(cfg.get("payload", {}).get("mass", PAYLOAD_MASS))
     events: list[dict[str, Any]] = []
     t_contact = None
     ce = d.get("contact/event", empty)

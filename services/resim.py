@@ -44,6 +44,7 @@ import tomli_w
 
 from errors import ConfigError, LogError
 from protocol.logfile import open_log, producers, select_topics
+from protocol.timebase import check_seconds
 
 __all__ = ["OutputComparison", "add_arguments", "compare_outputs", "main", "replay_config", "resim_config"]
 
@@ -109,7 +110,9 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
         chosen = [t for t in select_topics(log.topics, topics, exclude) if t not in own]
         if not chosen:
             raise ConfigError(f"log {str(log_path)!r}: no topic left to replay")
-        span_end = log.end_ns if end is None else min(int(round(float(end) * _S)), log.end_ns)
+        span_end = log.end_ns
+        if end is not None and check_seconds(end, "--end") is None:  # (a bad one: validate names it)
+            span_end = min(int(round(float(end) * _S)), log.end_ns)
     if only and start:
         raise ConfigError(f"--start {start}: co-simulated services ({', '.join(only)}) start at t = 0; "
                           "replay them from the beginning")
@@ -282,6 +285,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loop", action="store_true", help="start again at the end (until Ctrl-C)")
     p.add_argument("--paused", action="store_true", help="start paused (keyboard: space, s, +, -, [, ], q)")
     p.add_argument("--log", dest="out_log", help="also record the replayed run into this MCAP file")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace that file if it exists (else refused; --resim's default file is always replaced)")
     p.add_argument("--resim", metavar="SERVICE", help="re-simulate SERVICE against the logged outputs of the others")
     p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE",
                    help="change a config value for --resim (repeatable)")
@@ -343,6 +348,8 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
         return 2
     if getattr(a, "command_line", None):  # provenance for the logger (launch.py sets it)
         config["sim"]["command_line"] = a.command_line
+    if a.overwrite or (a.resim and not a.out_log):  # --resim's own LOG-resim-NAME.mcap: made again each time
+        config["sim"]["overwrite"] = True
     try:
         code = _run_plan(config, a.inprocess or a.transport == "inproc", launch_py)
     except ConfigError as err:

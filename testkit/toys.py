@@ -272,6 +272,19 @@ def garbage(rng: np.random.Generator, rounds: int, period_ns: int) -> list[tuple
     return out
 
 
+def outputs(config: dict[str, Any], name: str) -> list[str]:
+    """The topics service ``name`` publishes (:mod:`protocol.config`: one producer per topic)."""
+    svc = config["services"][name]
+    role = svc.get("role", "model")
+    if role == "source":
+        return list(svc["topics"])
+    if role != "model":
+        return []
+    i, n = int(svc["index"]), len(config["toy"]["mass"])
+    events = bool(config["toy"].get("events", False))
+    return [f"toy/state{i}"] + ([f"toy/spring{i}"] + ([f"toy/event{i}"] if events else []) if i < n - 1 else [])
+
+
 def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer | Injector:
     """The model (or the recorder sink / replay source) of service ``name``."""
     role = config["services"][name].get("role", "model")

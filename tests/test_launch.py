@@ -22,3 +22,29 @@ def test_overruns_name_each_stepping_service_and_its_step_count_when_nonzero() -
 
 def test_overruns_without_statistics_show_a_dash() -> None:
     assert _row(summary_table(FIG, {"arm": {}}, ok=True), "overruns") == "—"
+
+
+def test_an_unexpected_error_is_one_line_with_the_log_path_and_exit_1(monkeypatch, capsys) -> None:
+    import launch
+
+    def boom(a):
+        a.log = "runs/x/run.mcap"  # what cmd_run sets once it knows the log
+        raise RuntimeError("disk on fire\nsecond line")
+
+    monkeypatch.setitem(launch.COMMANDS, "check", ("validate", launch._check_args, boom))
+    monkeypatch.delenv("BERTHSIM_TRACEBACK", raising=False)
+    assert launch.main(["check", "x.toml"]) == 1
+    err = capsys.readouterr().err
+    assert err == "berthsim: error: RuntimeError: disk on fire; log runs/x/run.mcap\n"
+
+
+def test_a_config_error_that_escapes_a_command_is_one_line_and_exit_2(monkeypatch, capsys) -> None:
+    import launch
+    from errors import ConfigError
+
+    def refuse(a):
+        raise ConfigError("sim.duration: 1e12 s is beyond int64 ns")
+
+    monkeypatch.setitem(launch.COMMANDS, "check", ("validate", launch._check_args, refuse))
+    assert launch.main(["check", "x.toml"]) == 2
+    assert capsys.readouterr().err == "berthsim: invalid configuration: sim.duration: 1e12 s is beyond int64 ns\n"

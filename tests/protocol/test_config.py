@@ -110,3 +110,52 @@ def test_check_and_keys_commands(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "check", str(tmp_path / "none.toml")],
                        capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+# ---------------------------------------------------------------- limits checked before anything starts
+def test_times_seed_and_timeouts_are_checked_before_anything_starts():
+    assert problems(cfg(duration=1e12)) == ["sim.duration: 1000000000000.0 s is beyond int64 ns (at most 9.223e+09 s)"]
+    assert problems(cfg(seed=2**64)) == [f"sim.seed: expected an unsigned 64-bit int (0 … 2**64 - 1), got {2**64}"]
+    assert problems(cfg(seed=-1))[0].startswith("sim.seed:")
+    assert validate(cfg(seed=2**64 - 1)).sim["seed"] == 2**64 - 1
+    for key in ("ready_timeout", "heartbeat_timeout", "stats_period"):
+        assert problems(cfg(**{key: 0})) == [f"sim.{key}: expected > 0, got 0"]
+    assert problems(cfg(max_lag=1e300)) == ["sim.max_lag: 1e+300 s is beyond int64 ns (at most 9.223e+09 s)"]
+    c = cfg(duration=9_223_372_036.854)  # a whole number of ns within int64, but the run would end a period later
+    assert any("the run would end at" in p for p in problems(c))
+    c = cfg()
+    c["services"]["b"]["rate_hz"] = 1e-12
+    assert any("1e-12 Hz has a period of 1e+21 ns, beyond int64" in p for p in problems(c))
+
+
+def test_two_producers_of_one_topic_are_refused_naming_both():
+    c = cfg()
+    c["services"]["b"]["index"] = 0  # b now integrates mass 0 too: toy/state0 and toy/spring0 twice
+    assert problems(c) == ["services.b: 'toy/state0', 'toy/spring0' also produced by services.a (one producer per "
+                           "topic)"]
+
+
+def _load_problem(path) -> str:
+    from protocol.config import load
+    with pytest.raises(ConfigError) as ei:
+        load(path)
+    (p,) = ei.value.problems
+    return p
+
+
+def test_load_reads_regular_utf8_files_only(tmp_path):
+    import os
+    import threading
+
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(b"[sim]\nduration = 1.0\n# caf\xe9\n")
+    assert _load_problem(bad) == f"config {str(bad)!r}: not UTF-8: byte 0xe9 at line 3, offset 26"
+    assert _load_problem("/dev/zero") == "config '/dev/zero': not a regular file (a device)"
+    assert _load_problem(tmp_path) == f"config {str(tmp_path)!r}: not a regular file (a directory)"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    th = threading.Thread(target=lambda: got.append(_load_problem(fifo)), daemon=True)
+    th.start()
+    th.join(5.0)  # opening a FIFO for reading would wait for a writer forever
+    assert got == [f"config {str(fifo)!r}: not a regular file (a FIFO)"]

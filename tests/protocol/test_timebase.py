@@ -52,3 +52,19 @@ def test_declared_base_tick():
 def test_align_up():
     assert align_up(0, 10) == 0 and align_up(1, 10) == 10 and align_up(10, 10) == 10
     assert align_up(-1, 10) == 0 and align_up(7, 10, origin=5) == 15
+
+
+def test_every_time_fits_int64_ns():
+    from protocol.timebase import MAX_NS, check_seconds
+    assert MAX_NS == 2**63 - 1
+    assert seconds_to_ns(9_223_372_036) == 9_223_372_036 * 10**9  # the last whole second
+    with pytest.raises(ConfigError, match="sim.duration: 1000000000000.0 s is beyond int64 ns"):
+        seconds_to_ns(1e12, "sim.duration")
+    with pytest.raises(ConfigError, match="b.rate_hz: 1e-12 Hz has a period of 1e\\+21 ns, beyond int64"):
+        period_ns(1e-12, "b.rate_hz")
+    with pytest.raises(ConfigError, match="base_tick_ns"):
+        check_rates({"a": 1000}, 2**63)
+    assert check_seconds(0.5, "t") is None and check_seconds(0, "t") is None
+    assert "expected > 0, got 0" in check_seconds(0, "sim.ready_timeout", positive=True)
+    for bad in (-1.0, float("inf"), float("nan"), 1e10, True, "1"):
+        assert check_seconds(bad, "t") is not None, bad

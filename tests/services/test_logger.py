@@ -528,3 +528,50 @@ def test_recover_of_a_finished_log_keeps_everything(tmp_path, big_log):
         assert a.topics == b.topics and a.metadata()["berthsim.recover"]["messages"] == "100000"
     with pytest.raises(LogError, match="not an MCAP"):
         recover(Path(__file__))
+
+
+# ---------------------------------------------------------------- one logger per file
+def test_a_second_logger_on_one_file_is_refused_and_the_first_log_stays_whole(tmp_path):
+    path = tmp_path / "run.mcap"
+    first = McapLogger(path)
+    try:
+        for overwrite in (True, False):
+            with pytest.raises(LogError, match="another process is writing it|exists"):
+                McapLogger(path, overwrite=overwrite)
+        for p in toy_messages(50):
+            first.on_message("toy/state0", p)
+    finally:
+        first.close()
+    with open_log(path) as log:  # before: the second writer truncated and interleaved it ("corrupt MCAP")
+        assert [m.seq for m in log.messages(["toy/state0"])] == list(range(50))
+    with pytest.raises(LogError, match="exists"):
+        McapLogger(path, overwrite=False)
+    McapLogger(path).close()  # overwriting a file no one writes is fine
+
+
+def test_validate_refuses_log_paths_before_anything_starts(tmp_path):
+    from services.logger import validate
+
+    def problems(sim: dict, **services: dict) -> list[str]:
+        svcs = {"logger": {"kind": "logger", "rate_hz": 1000}, **services}
+        config = {"sim": sim, "services": svcs}
+        return [p for name in svcs for p in validate(config, name)]
+
+    assert problems({"log": str(tmp_path)}) == [f"path: log {str(tmp_path)!r} is a directory"]
+    existing = tmp_path / "old.mcap"
+    existing.write_bytes(b"")
+    assert problems({"log": str(existing)}) == [f"path: log {str(existing)!r} exists (launch.py run --overwrite "
+                                                "replaces it)"]
+    assert problems({"log": str(existing), "overwrite": True}) == []
+    assert problems({"log": "/proc/nowhere/x.mcap"})[0].endswith("does not exist")
+    assert problems({"log": "/proc/x.mcap"}) == ["path: log '/proc/x.mcap' cannot be written: No such file or "
+                                                 "directory"]
+    two = problems({"log": str(tmp_path / "a.mcap")}, other={"kind": "logger", "rate_hz": 1000})
+    assert two == [f"path: log {str(tmp_path / 'a.mcap')!r} is also written by services.logger (one logger per file)"]
+    lg = McapLogger(existing)
+    try:
+        assert problems({"log": str(existing), "overwrite": True}) == [
+            f"path: log {str(existing)!r} is being written by another run"]
+    finally:
+        lg.close()
+    assert list(tmp_path.glob(".*probe")) == []  # the writability probe leaves nothing behind

@@ -115,3 +115,29 @@ def test_decimate_keeps_every_peak_within_its_pixel_column():
     assert yd[2 * k + 1, 0] == y[edges[k]:edges[k + 1], 0].max() == 5.0
     short_t, short_y = t[:1000], y[:1000]
     assert decimate(short_t, short_y, width)[0] is short_t  # few samples: unchanged
+
+
+def test_momentum_uses_the_models_masses_when_the_config_leaves_them_out(tmp_path):
+    """No [orbiter] or [payload] table: the models run with their default masses, and the
+    summary's momentum must use the same ones (not 0 kg)."""
+    from protocol.config import check_table
+    from services.contact import PAYLOAD_KEYS
+    from services.orbiter import ORBITER_KEYS
+    from services.report import run_figures
+
+    cfg = {"sim": {}, "services": {}}
+    path = tmp_path / "bare.mcap"
+    lg = McapLogger(path, config=cfg)
+    one, z = np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(3)
+    for i in range(3):
+        o = {"p_WoOo_W": z, "quat_WO": one, "w_WO_O": z, "v_WOo_W": V_O, "a_WOo_W": z, "wdot_WO_O": z}
+        p = {"p_WoTo_W": P0_T, "quat_WT": one, "w_WT_T": z, "v_WTo_W": V_T, "a_WTo_W": z, "wdot_WT_T": z,
+             "grappled": False, "berthed": False}
+        lg.on_message("orbiter/state", encode("orbiter/state", o, sender="orbiter", seq=i, t_ns=i * MS, h_ns=MS))
+        lg.on_message("payload/state", encode("payload/state", p, sender="contact", seq=i, t_ns=i * MS, h_ns=MS))
+    lg.close()
+    m_O = check_table(cfg, "orbiter", ORBITER_KEYS, [])["mass"]  # what the models take
+    m_T = check_table(cfg, "payload", PAYLOAD_KEYS, [])["mass"]
+    fig = run_figures(path, cfg)
+    assert m_O > 0 and m_T > 0
+    assert fig["momentum_P0_Ns"] == pytest.approx(np.linalg.norm(m_O * V_O + m_T * V_T), rel=1e-12)
