@@ -262,6 +262,9 @@ def point_plane_rows(dx: float, dy: float, dz: float, ux: float, uy: float, uz: 
                      depth: float = math.inf) -> tuple[bool, float, float, float, float, float, float]:
     """:func:`point_plane` on Python floats, in any one frame (the hot path of the contact service).
 
+    The normal force is :func:`hunt_crossley`'s, the friction coefficient
+    :func:`friction_coefficient`'s: the documented law is the law the service runs.
+
     Parameters
     ----------
     dx, dy, dz : float
@@ -290,20 +293,13 @@ def point_plane_rows(dx: float, dy: float, dz: float, ux: float, uy: float, uz: 
     lx, ly, lz = dx - dn * nx, dy - dn * ny, dz - dn * nz
     if delta <= 0.0 or delta > depth or lx * lx + ly * ly + lz * lz > radius * radius:
         return False, delta, delta_dot, 0.0, 0.0, 0.0, 0.0
-    # hunt_crossley and friction_coefficient written out (the same operations; a dozen
-    # surfaces act at 1 kHz while the trunnions are seated)
-    F_e = law.k * (delta if law.exponent == 1.0 else delta ** law.exponent)
-    F_n = F_e * (1.0 + 1.5 * law.alpha * delta_dot)
-    if not F_n > 0.0:  # max(0.0, F_n)
-        F_n = 0.0
+    F_n, F_e = hunt_crossley(delta, delta_dot, law)  # the one contact law (no copy of it here)
     tx, ty, tz = ux + delta_dot * nx, uy + delta_dot * ny, uz + delta_dot * nz  # tangential slip u_t
     st = math.sqrt(tx * tx + ty * ty + tz * tz)
     fx, fy, fz = F_n * nx, F_n * ny, F_n * nz
     P_f = 0.0
-    mu_s = law.mu_s
-    if st > 0.0 and F_n > 0.0 and mu_s > 0.0:
-        vs = law.v_stick
-        mu = mu_s * st / vs if st <= vs else law.mu_k + (mu_s - law.mu_k) * math.exp(-(st - vs) / vs)
+    if st > 0.0 and F_n > 0.0 and law.mu_s > 0.0:
+        mu = friction_coefficient(st, law)
         k = mu * F_n / st
         fx, fy, fz = fx - k * tx, fy - k * ty, fz - k * tz
         P_f = mu * F_n * st

@@ -221,20 +221,38 @@ def test_latch_drive_moves_the_set_point_home_along_the_line_and_the_geodesic():
         dc.LatchDrive(X0, X1, 0.0)
 
 
-def test_point_plane_rows_is_point_plane_in_the_plane_frame():
-    # the float kernel in a rotated frame gives the rotated force of the array function in W
+@pytest.mark.parametrize("exponent", [1.0, 1.5])
+def test_point_plane_forces_are_hunt_crossley_and_friction_coefficient(exponent):
+    """What the contact service runs (point_plane_rows, in any frame; point_plane in W) is the
+    documented law: the normal part of the force is hunt_crossley's F_n, the tangential part
+    friction_coefficient's μ F_n against the slip, the power the law's P_d; nothing else."""
     rng = np.random.default_rng(5)
-    law = dc.ContactLaw(2e5, 1.0, 5.0, 0.3, 0.2, 0.002)
-    Rm = Rotation.random(random_state=7).as_matrix()
-    hits = 0
-    for _ in range(200):
+    law = dc.ContactLaw(2e5, exponent, 5.0, 0.3, 0.2, 0.002)
+    Rm = Rotation.random(random_state=7).as_matrix()  # the plane's frame, as the service uses L
+    hits = slips = 0
+    for _ in range(400):
         p, s, n = rng.normal(size=3) * 0.05, rng.normal(size=3) * 0.05, rng.normal(size=3)
         n /= np.linalg.norm(n)
-        vP, vS = rng.normal(size=3) * 0.01, rng.normal(size=3) * 0.01
+        scale = rng.choice([0.0005, 0.01])  # slips below and above v_stick
+        vP, vS = rng.normal(size=3) * scale, rng.normal(size=3) * scale
+        d, u = p - s, vP - vS
+        delta, delta_dot = -d @ n, -u @ n
+        lateral = np.linalg.norm(d - (d @ n) * n)
+        inside = delta > 0.0 and delta <= 0.1 and lateral <= 0.15
+        F_n, F_e = dc.hunt_crossley(delta, delta_dot, law)
+        u_t = u - (u @ n) * n
+        slip = float(np.linalg.norm(u_t))
+        mu = dc.friction_coefficient(slip, law)
+        f_expect = F_n * n - (mu * F_n / slip) * u_t if inside else np.zeros(3)
+        P_expect = (F_n - F_e) * delta_dot + mu * F_n * slip if inside else 0.0
         pc = dc.point_plane(p, vP, s, n, vS, law, 0.15, 0.1)
-        r = dc.point_plane_rows(*(Rm.T @ (p - s)), *(Rm.T @ (vP - vS)), *(Rm.T @ n), law, 0.15, 0.1)
-        assert r[0] == pc.active and r[1] == pytest.approx(pc.delta, abs=1e-15)
-        np.testing.assert_allclose(Rm @ np.array(r[3:6]), pc.f_W, rtol=1e-12, atol=1e-9)
-        assert r[6] == pytest.approx(pc.power_dissipated, rel=1e-12, abs=1e-12)
-        hits += pc.active
-    assert 20 < hits < 180
+        assert pc.active == inside
+        np.testing.assert_allclose(pc.f_W, f_expect, rtol=1e-12, atol=1e-9)
+        assert pc.power_dissipated == pytest.approx(P_expect, rel=1e-12, abs=1e-12)
+        r = dc.point_plane_rows(*(Rm.T @ d), *(Rm.T @ u), *(Rm.T @ n), law, 0.15, 0.1)
+        assert r[0] == inside
+        np.testing.assert_allclose(Rm @ np.array(r[3:6]), f_expect, rtol=1e-12, atol=1e-9)
+        assert r[6] == pytest.approx(P_expect, rel=1e-12, abs=1e-12)
+        hits += inside
+        slips += inside and slip > law.v_stick
+    assert 40 < hits < 360 and 0 < slips < hits  # contacts, in stick and in slip

@@ -190,23 +190,36 @@ def test_step_result_is_a_valid_read_only_state():
         rb.step(model, s, [0, 0, 0, 1e308, 0, 0], 1e10)
 
 
-def test_float_kernels_equal_their_spatial_twins():
-    # the step runs on dynamics.spatial's float kernels (rotation_rows, quat_integrate_rows,
-    # dexp_inv_rows); they and the array functions must give the same numbers, bit for bit (and
-    # R_rows must equal R_WB)
-    from dynamics.spatial import dexp_inv, quat_integrate, quat_to_rotation
+def _scipy_rotation(q_wxyz) -> Rotation:
+    w, x, y, z = q_wxyz
+    return Rotation.from_quat([x, y, z, w])  # scipy: scalar last
 
+
+def test_float_kernels_against_scipy_rotations_and_finite_differences():
+    """The step's float kernels (rotation_rows, quat_integrate_rows, dexp_inv_rows) against
+    independent references: scipy's rotations, and a central difference of the exponential map."""
     rng = np.random.default_rng(21)
     for _ in range(200):
         q = quat_normalize(rng.normal(size=4))
         w = rng.normal(size=3) * rng.choice([1e-9, 1e-3, 1.0, 3.0])
         h = float(rng.choice([1e-3, 0.01, 1.0]))
-        assert np.array_equal(np.reshape(rb.rotation_rows(*q.tolist()), (3, 3)), quat_to_rotation(q))
-        assert np.array_equal(np.array(rb.quat_integrate_rows(q.tolist(), *w.tolist(), h)), quat_integrate(q, w, h))
-        phi = rng.normal(size=3) * rng.choice([1e-6, 1e-2, 1.0])
-        assert np.array_equal(np.array(rb.dexp_inv_rows(*phi.tolist(), *w.tolist())), dexp_inv(phi, w))
+        R = np.reshape(rb.rotation_rows(*q.tolist()), (3, 3))
+        np.testing.assert_allclose(R, _scipy_rotation(q).as_matrix(), rtol=0, atol=4e-15)  # a few ulps
         s = rb.RigidBodyState(np.zeros(3), q, np.zeros(3), w)
-        assert np.array_equal(np.reshape(s.R_rows, (3, 3)), s.R_WB)
+        np.testing.assert_allclose(np.reshape(s.R_rows, (3, 3)), _scipy_rotation(q).as_matrix(), rtol=0, atol=4e-15)
+        # q ⊗ exp(½ ω h): the body rotates by the rotation vector ω h in its own frame
+        q1 = np.array(rb.quat_integrate_rows(q.tolist(), *w.tolist(), h))
+        assert q1[0] >= 0.0 and abs(np.linalg.norm(q1) - 1.0) < 1e-15
+        expect = (_scipy_rotation(q) * Rotation.from_rotvec(w * h)).as_matrix()
+        np.testing.assert_allclose(_scipy_rotation(q1).as_matrix(), expect, rtol=0, atol=8e-15)
+        # φ̇ = J_r⁻¹(φ) w: moving φ along φ̇ turns exp(φ) at the body rate w (to O(ε²))
+        phi = rng.normal(size=3) * rng.choice([1e-6, 1e-2, 1.0])
+        phidot = np.array(rb.dexp_inv_rows(*phi.tolist(), *w.tolist()))
+        eps = 1e-5 / float(np.linalg.norm(phidot))  # a step of 1e-5 rad along φ̇, whatever the rate
+        base = Rotation.from_rotvec(phi).inv()
+        fwd = (base * Rotation.from_rotvec(phi + eps * phidot)).as_rotvec()
+        bwd = (base * Rotation.from_rotvec(phi - eps * phidot)).as_rotvec()
+        np.testing.assert_allclose((fwd - bwd) / (2 * eps), w, rtol=0, atol=1e-7 * np.linalg.norm(w))
 
 
 def test_orbital_terms_of_the_float_path_equal_the_orbit_module():

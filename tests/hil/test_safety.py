@@ -192,20 +192,56 @@ def test_consecutive_clamped_commands_fault_the_host_and_ramp_to_neutral():
     assert never.state == RigState.ENGAGED
 
 
-def test_rate_limit_rows_is_rate_limit_on_floats_bit_for_bit():
+def _limited(cmds, v_cmds=None, x0=NEUTRAL, v0=None):
+    """rate_limit over a command stream from (x0, v0): rows of (x, v, a, hit) per step."""
+    x, v, out = np.array(x0, dtype=float), np.zeros(6) if v0 is None else np.array(v0, dtype=float), []
+    for k, cmd in enumerate(cmds):
+        x, v, a, hit = rate_limit(np.asarray(cmd, dtype=float), x, v, LIM, DT,
+                                  None if v_cmds is None else np.asarray(v_cmds[k], dtype=float))
+        out.append((x, v, a, hit))
+    return out
+
+
+def test_rate_limit_keeps_the_limits_follows_what_it_can_and_approaches_a_jump_without_overshoot():
+    """rate_limit against its specification (not against its float kernel): limits on every step,
+    exact tracking of a followable command, no overshoot on a jump, braking before a stroke end."""
+    lo, hi, vm, am = 0.40, 0.70, 0.5, 5.0  # LIM
     rng = np.random.default_rng(3)
-    x, v = NEUTRAL.copy(), np.zeros(6)
-    hits = 0
-    for k in range(400):  # small steps, then jumps toward and past the stroke ends
-        cmd = NEUTRAL + (0.002 * np.sin(0.05 * k) if k < 200 else rng.uniform(-0.2, 0.2, 6))
-        v_cmd = None if k % 7 == 0 else rng.normal(size=6) * 0.3
-        xa, va, aa, hit = rate_limit(cmd, x, v, LIM, DT, v_cmd)
-        xr, vr, ar, hit_r = rate_limit_rows(cmd.tolist(), x.tolist(), v.tolist(), LIM, DT,
-                                            [0.0] * 6 if v_cmd is None else v_cmd.tolist())
-        assert (xa.tolist(), va.tolist(), aa.tolist(), hit) == (xr, vr, ar, hit_r)
-        hits += hit
-        x, v = xa, va
-    assert 0 < hits < 400
+    # any stream, however wild: speed, acceleration and stroke are kept, and the state integrates
+    cmds = NEUTRAL + rng.uniform(-0.4, 0.4, (400, 6))
+    prev_x, prev_v = NEUTRAL, np.zeros(6)
+    for x, v, a, _ in _limited(cmds, rng.normal(size=(400, 6))):
+        assert np.all(np.abs(v) <= vm * (1 + 1e-12)) and np.all(np.abs(a) <= am * (1 + 1e-12))
+        assert np.all(x >= lo) and np.all(x <= hi)
+        np.testing.assert_allclose(v, prev_v + a * DT, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(x, np.clip(prev_x + v * DT, lo, hi), rtol=0, atol=1e-15)
+        prev_x, prev_v = x, v
+    # a command the axes can follow (0.05 m, 0.5 Hz: 0.16 m/s, 0.5 m/s² peak), with its speed: followed exactly
+    t = np.arange(1, 500) * DT
+    w = 2 * np.pi * 0.5
+    follow = NEUTRAL + 0.05 * np.sin(w * t)[:, None] * np.ones(6)
+    speed = 0.05 * w * np.cos(w * t)[:, None] * np.ones(6)
+    rows = _limited(follow, speed, v0=speed[0])
+    assert not any(hit for *_, hit in rows)
+    np.testing.assert_allclose([x for x, *_ in rows], follow, rtol=0, atol=1e-12)
+    # a jump of 0.1 m: approached monotonically, never passed, reached, at rest
+    target = NEUTRAL + 0.1 * np.array([1, -1, 1, -1, 1, -1])
+    rows = _limited([target] * 300)
+    xs = np.array([x for x, *_ in rows])
+    side = np.sign(target - NEUTRAL)
+    assert np.all(np.diff(xs * side, axis=0) >= -1e-15) and np.all((target - xs) * side >= -1e-12)
+    k_reached = next(k for k, (x, *_) in enumerate(rows) if np.allclose(x, target, atol=1e-12))
+    assert k_reached * DT < 2 * np.sqrt(0.1 / am) + 10 * DT  # near the bang-bang time (0.28 s)
+    np.testing.assert_allclose(rows[-1][0], target, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rows[-1][1], 0.0, rtol=0, atol=1e-12)
+    # a command beyond the stroke end at full speed: the axis brakes and stops inside its stroke
+    rows = _limited([np.full(6, hi + 0.2)] * 300, x0=np.full(6, hi - 0.1), v0=np.full(6, vm))
+    assert all(hit for *_, hit in rows)
+    assert max(x.max() for x, *_ in rows) < hi
+    np.testing.assert_allclose(rows[-1][1], 0.0, rtol=0, atol=1e-12)
+
+
+def test_rate_limit_rows_refuses_lists_that_do_not_match_the_limits():
     with pytest.raises(ValueError):
         rate_limit_rows([0.5] * 5, [0.5] * 6, [0.0] * 6, LIM, DT, [0.0] * 6)
 
