@@ -87,7 +87,15 @@ import numpy as np
 
 from errors import BerthsimError, ConfigError
 from hil.encoders import ENCODERS
-from hil.stewart import PoseMap, RigLimits, ServoRig, StewartRig, axis_map_matrix, pose_from_vector
+from hil.stewart import (
+    PoseMap,
+    RigLimits,
+    ServoRig,
+    StewartRig,
+    axis_map_matrix,
+    pose_from_vector,
+)
+from protocol.timebase import check_seconds
 
 __all__ = ["HilConfig", "DEFAULTS", "parse", "hil_table"]
 
@@ -269,19 +277,22 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
         problems.append(f"hil.bad_frames_max: must be >= 1, got {t['bad_frames_max']!r}")
     if not 0 <= t["fingerprint"] <= 0xFFFFFFFF:
         problems.append(f"hil.fingerprint: must be a u32, got {t['fingerprint']!r}")
-    if t["start_timeout"] <= 0:
-        problems.append(f"hil.start_timeout: must be > 0, got {t['start_timeout']!r}")
-    if t["watchdog"] < 0 or t["reply_timeout"] <= 0:
-        problems.append(f"hil.watchdog / hil.reply_timeout: must be >= 0 / > 0, got {t['watchdog']!r} / "
-                        f"{t['reply_timeout']!r}")
-    if not 0 < t["resend_after"] <= t["reply_timeout"]:
+    for key, positive in (("start_timeout", True), ("reply_timeout", True), ("resend_after", True),
+                          ("watchdog", False)):
+        if (bad := check_seconds(t[key], f"hil.{key}", positive=positive)):
+            problems.append(bad)
+    if t["watchdog"] > 0xFFFF * 1e-3:
+        problems.append(f"hil.watchdog: at most 65.535 s (ARM carries it in ms, u16), got {t['watchdog']!r}")
+    if t["reply_timeout"] > 0 and not 0 < t["resend_after"] <= t["reply_timeout"]:
         problems.append(f"hil.resend_after: must be > 0 and <= hil.reply_timeout ({t['reply_timeout']!r}), "
                         f"got {t['resend_after']!r}")
     em = t["emulator"]
     for key in ("drop", "bit_error"):
         if not 0.0 <= em[key] < 1.0:
             problems.append(f"hil.emulator.{key}: probability must be in [0, 1), got {em[key]!r}")
-    for key in ("delay", "damping", "probe_radius", "bandwidth"):
+    if (bad := check_seconds(em["delay"], "hil.emulator.delay")):
+        problems.append(bad)
+    for key in ("damping", "probe_radius", "bandwidth"):
         if em[key] < 0:
             problems.append(f"hil.emulator.{key}: must be >= 0, got {em[key]!r}")
     if not 0 <= em["rt_priority"] <= 99:

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 import tty
 from collections import deque
 from dataclasses import dataclass, field
@@ -883,8 +882,12 @@ def main(argv: list[str] | None = None) -> int:
         set_realtime_priority(a.rt_priority)
     table: dict = {}
     if a.config:
-        with open(a.config, "rb") as f:
-            table = tomllib.load(f).get("hil", {})
+        from protocol.config import load  # (here: the pty emulator's start-up need not import the bus)
+        try:
+            table = load(a.config).get("hil", {})
+        except ConfigError as err:
+            print(f"hil.emulator: {err}", file=sys.stderr)
+            return 2
     if a.config_json:
         table = json.loads(a.config_json)
     em = dict(table.get("emulator", {}))

@@ -409,3 +409,18 @@ def test_frames_default_to_the_orbiter_and_payload_tables():
     assert config["hil"] == {"X_OL": [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]}  # the configuration is not modified
     config["payload"]["X_TB"] = [0.0, 0.0]
     assert any("hil.X_TB" in p for p in validate({**config, "services": {"hil": {"rate_hz": 250}}}, "hil"))
+
+
+def test_hil_times_are_checked_before_anything_starts():
+    from errors import ConfigError
+
+    def problems(**table):
+        with pytest.raises(ConfigError) as ei:
+            parse(table)
+        return ei.value.problems
+
+    assert problems(watchdog=70.0) == ["hil.watchdog: at most 65.535 s (ARM carries it in ms, u16), got 70.0"]
+    assert problems(reply_timeout=0.0) == ["hil.reply_timeout: expected > 0, got 0.0"]
+    assert problems(resend_after=2.0) == ["hil.resend_after: must be > 0 and <= hil.reply_timeout (1.0), got 2.0"]
+    assert problems(start_timeout=1e300) == ["hil.start_timeout: 1e+300 s is beyond int64 ns (at most 9.223e+09 s)"]
+    assert problems(emulator={"delay": -0.1}) == ["hil.emulator.delay: expected >= 0, got -0.1"]
