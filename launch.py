@@ -369,32 +369,37 @@ def _die_with_parent() -> None:
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
-    """One service process: build the model from the config, run it under the shell."""
+    """One OS process of a run: build its services from the config, run them under the process shell."""
     _die_with_parent()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda s, f: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from protocol.bus import ControlClient
-    from protocol.config import load, peers_of, service_module, with_overrides
+    from protocol.config import load, peers_of, processes_of, service_module, with_overrides
     from protocol.security import Security
-    from protocol.shell import realtime_context, run_service
+    from protocol.shell import realtime_context, run_process
     from protocol.timebase import period_ns
     config = with_overrides(load(a.config), json.loads(a.overrides))
     sec = None
     if config.get("sim", {}).get("transport") == "tcp" and "security" in config:
         sec = Security.from_table(config["security"], Path(a.config).parent, a.client_key)
-    try:
-        svc = config["services"][a.name]
-        obj = service_module(svc["kind"]).build(config, a.name, period_ns(svc["rate_hz"], f"services.{a.name}.rate_hz"))
-    except Exception as err:  # noqa: BLE001 - reported to the launcher, then exit non-zero
-        with ControlClient(a.bus, a.name, security=sec) as c:
-            c.send({"op": "error", "reason": f"build failed: {type(err).__name__}: {err}"})
+    members = processes_of(config).get(a.name, (a.name,))
+    objs = []
+    for name in members:
+        try:
+            svc = config["services"][name]
+            objs.append(service_module(svc["kind"]).build(config, name,
+                                                         period_ns(svc["rate_hz"], f"services.{name}.rate_hz")))
+        except Exception as err:  # noqa: BLE001 - reported to the launcher, then exit non-zero
+            for n in members:
+                with ControlClient(a.bus, n, security=sec) as c:
+                    c.send({"op": "error", "reason": f"build of {name!r} failed: {type(err).__name__}: {err}"})
             time.sleep(0.1)
-        print(f"[{a.name}] build failed: {type(err).__name__}: {err}", file=sys.stderr)
-        return 1
+            print(f"[{name}] build failed: {type(err).__name__}: {err}", file=sys.stderr)
+            return 1
     sim = config.get("sim", {})
     ctx = realtime_context(int(sim.get("rt_priority", 10))) if sim.get("mode") == "realtime" else None
-    return run_service(obj, a.bus, peers_of(config, a.bus), security=sec, stop_event=stop, context=ctx)
+    return run_process(objs, a.bus, peers_of(config, a.bus), name=a.name, security=sec, stop_event=stop, context=ctx)
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -72,6 +72,7 @@ __all__ = [
     "point_mobility",
     "point_position",
     "point_velocity",
+    "predict_rows",
     "quat_integrate_rows",
     "rotation_rows",
     "spatial_velocity",
@@ -525,6 +526,54 @@ def _rkmk4(
     return ([P0 + c * ap0, P1 + c * ap1, P2 + c * ap2],
             quat_integrate_rows(q0, c * ah0, c * ah1, c * ah2, 1.0),
             [V0 + c * av0, V1 + c * av1, V2 + c * av2], [W0 + c * aw0, W1 + c * aw1, W2 + c * aw2])
+
+
+def predict_rows(p_WoBo_W: Sequence[float], quat_WB: Sequence[float], v_WBo_W: Sequence[float],
+                 w_WB_B: Sequence[float], a_WBo_W: Sequence[float], wdot_WB_B: Sequence[float],
+                 dt: float) -> tuple[list[float], tuple[float, ...], list[float], list[float]]:
+    """A rigid body's state ``dt`` ahead of a sample, its accelerations held (on Python floats).
+
+    What a consumer does between a producer's coupling instants when its input port says
+    ``between = "predict"`` (:mod:`protocol.coupling`): ``p + v dt + a dt²/2``,
+    ``v + a dt``, ``ω + ω̇ dt`` and the attitude turned by the mean rate ``ω + ω̇ dt/2``
+    over ``dt``. Exact for constant accelerations in translation; second order in ``dt``
+    in rotation.
+
+    Parameters
+    ----------
+    p_WoBo_W, v_WBo_W, a_WBo_W : sequence of 3 float
+        CoM position, velocity, acceleration in W. [m, m/s, m/s²]
+    quat_WB : sequence of 4 float
+        Attitude [w, x, y, z].
+    w_WB_B, wdot_WB_B : sequence of 3 float
+        Body rate and its derivative, in B. [rad/s, rad/s²]
+    dt : float
+        [s]; 0 gives the sample (``dt < 0`` is not a prediction and is not accepted).
+
+    Returns
+    -------
+    p, quat, v, w : list, tuple, list, list of float
+        The state at ``t + dt`` (the quaternion unit, scalar ≥ 0).
+
+    Raises
+    ------
+    ShapeError
+        If ``dt`` is negative or not finite.
+    """
+    if not dt >= 0.0 or not math.isfinite(dt):
+        raise ShapeError(f"dt: expected a finite time >= 0, got {dt!r}")
+    p0, p1, p2 = p_WoBo_W
+    v0, v1, v2 = v_WBo_W
+    a0, a1, a2 = a_WBo_W
+    w0, w1, w2 = w_WB_B
+    d0, d1, d2 = wdot_WB_B
+    if dt == 0.0:
+        return [p0, p1, p2], tuple(quat_WB), [v0, v1, v2], [w0, w1, w2]
+    p = [p0 + v0 * dt + 0.5 * a0 * dt * dt, p1 + v1 * dt + 0.5 * a1 * dt * dt, p2 + v2 * dt + 0.5 * a2 * dt * dt]
+    v = [v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt]
+    w = [w0 + d0 * dt, w1 + d1 * dt, w2 + d2 * dt]
+    q = quat_integrate_rows(quat_WB, w0 + 0.5 * d0 * dt, w1 + 0.5 * d1 * dt, w2 + 0.5 * d2 * dt, dt)
+    return p, q, v, w
 
 
 def wrench_at_com(F_Po_W: ArrayLike, p_WoPo_W: ArrayLike, state: RigidBodyState) -> Array:

@@ -61,6 +61,7 @@ import numpy as np
 import serial
 from numpy.typing import NDArray
 
+from dynamics.rigid_body import predict_rows
 from dynamics.spatial import (
     cross_rows,
     mat_mat_rows,
@@ -163,6 +164,23 @@ def _relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], L: tuple[
     return X_LB, np.array(V), finite
 
 
+_ORBITER = ("p_WoOo_W", "quat_WO", "v_WOo_W", "w_WO_O", "a_WOo_W", "wdot_WO_O")
+_PAYLOAD = ("p_WoTo_W", "quat_WT", "v_WTo_W", "w_WT_T", "a_WTo_W", "wdot_WT_T")
+
+
+def _predicted(sample: Any, t_ns: int, names: tuple[str, ...]) -> dict[str, Any]:
+    """A body's state sample predicted to ``t_ns`` with its accelerations (:func:`dynamics.rigid_body.predict_rows`):
+    the fields :func:`relative_motion` reads. The sample itself when it is stamped ``t_ns``."""
+    dt = (t_ns - sample.t_ns) * 1e-9
+    b = sample.body
+    if dt <= 0.0:
+        return b  # type: ignore[no-any-return]
+    p, q, v, w, a, wd = names
+    P, Q, V, W = predict_rows(_floats(b[p], 3, p), _floats(b[q], 4, q), _floats(b[v], 3, v), _floats(b[w], 3, w),
+                              _floats(b[a], 3, a), _floats(b[wd], 3, wd), dt)
+    return {p: P, q: Q, v: V, w: W}
+
+
 def _floats(x: Any, n: int, name: str) -> list[float]:
     """A message field as ``n`` Python floats.
 
@@ -245,7 +263,7 @@ class HilBridge:
         self.name = name
         self.period_ns = int(period_ns)
         self.h = period_ns * 1e-9
-        self.inputs = (Port("orbiter/state", "state"), Port("payload/state", "state"))
+        self.inputs = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"))
         self.outputs = OUTPUTS
         self.link = link
         self.realtime = realtime
@@ -392,8 +410,9 @@ class HilBridge:
         """One bridge period (see the module docstring); outputs stamped ``t + h``."""
         self._sim_t = t_ns * 1e-9
         orb, pay = u.state("orbiter/state"), u.state("payload/state")
-        try:
-            X_LB, V_LB_L, finite = _relative_motion(orb.body, pay.body, self._L, self._B)
+        try:  # both bodies predicted from their coupling instants to t (their ports: between = "predict")
+            X_LB, V_LB_L, finite = _relative_motion(_predicted(orb, t_ns, _ORBITER), _predicted(pay, t_ns, _PAYLOAD),
+                                                    self._L, self._B)
         except (ShapeError, ValueError):  # a malformed input: the NaN guard below faults
             X_LB, V_LB_L, finite = np.full((4, 4), np.nan), np.full(6, np.nan), False
         if self.realtime:  # (lockstep: every reply was taken in its own step)

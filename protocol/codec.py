@@ -45,6 +45,7 @@ frombuffer = np.frombuffer
 _isfinite = np.isfinite
 _count_nonzero = np.count_nonzero
 unpackb = msgpack.unpackb
+_packb = msgpack.packb
 _new_sample = tuple.__new__  # Sample is a NamedTuple: build it without the keyword-parsing __new__
 
 
@@ -227,7 +228,7 @@ class TopicCodec:
 
     __slots__ = ("topic", "schema", "version", "names", "decoders", "encoders", "nfields", "arrays", "array_names",
                  "array_lens", "array_encoders", "nvalues", "scalars", "scalar_encoders", "get_arrays", "finite",
-                 "one_array", "whole")
+                 "one_array", "whole", "nested")
 
     def __init__(self, topic: str, schema: TopicSchema) -> None:
         self.topic = topic
@@ -266,19 +267,20 @@ class TopicCodec:
         self.whole = len(arrays) == 1 and arrays[0][3] is None  # one 1-D array field: the buffer's array itself
         self.scalars = tuple(scalars)
         self.scalar_encoders = tuple(scalar_encs)
+        self.nested = tuple(n for n, (ftype, _) in schema.fields.items() if ftype in ("map", "events"))
 
-    def encode(self, fields: Mapping[str, Any], sender: str, seq: int, t_ns: int, h_ns: int,
-               wall_ns: int | None = None) -> bytes:
-        """:func:`encode` of this topic, arguments by position (same bytes, same errors)."""
+    def _wire_fields(self, fields: Mapping[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
+        """The checked field values as they go on the wire (schema order; arrays as float64 bytes),
+        and the array fields' bytes in schema order. MessageError as :func:`encode`."""
         topic = self.topic
         if type(fields) is not dict and not isinstance(fields, Mapping):
             raise _bad(topic, "<fields>", "expected a mapping", fields)
         if len(fields) != self.nfields:
             raise _missing_or_extra(topic, self, fields)
         out = dict.fromkeys(self.names)  # schema order
+        bins: list[bytes] = []
         try:
             if self.arrays:
-                bins = []
                 for name, shape, enc in self.array_encoders:
                     v = fields[name]
                     if type(v) is np.ndarray and v.dtype is _F8 and v.shape == shape:
@@ -295,6 +297,11 @@ class TopicCodec:
                 out[name] = v if is_float and type(v) is float and isfinite(v) else enc(topic, name, v)
         except KeyError:
             raise _missing_or_extra(topic, self, fields) from None
+        return out, bins
+
+    def _pack(self, out: dict[str, Any], fields: Mapping[str, Any], sender: str, seq: int, t_ns: int, h_ns: int,
+              wall_ns: int) -> bytes:
+        topic = self.topic
         if not (type(seq) is int and type(t_ns) is int and type(h_ns) is int and 0 <= seq <= _I64_MAX
                 and 0 < h_ns <= _I64_MAX and _I64_MIN <= t_ns <= _I64_MAX):
             for name, v in (("seq", seq), ("t_ns", t_ns), ("h_ns", h_ns)):
@@ -302,7 +309,7 @@ class TopicCodec:
                     raise _bad(topic, name, "envelope value out of range", v)
         if type(sender) is not str or not sender:
             raise _bad(topic, "sender", "expected a non-empty str", sender)
-        env = [self.version, sender, seq, t_ns, h_ns, time.time_ns() if wall_ns is None else wall_ns, out]
+        env = [self.version, sender, seq, t_ns, h_ns, wall_ns, out]
         try:
             try:
                 pack = _local.pack
@@ -311,6 +318,41 @@ class TopicCodec:
             return pack(env)
         except (TypeError, ValueError, OverflowError) as err:
             raise _bad(topic, "<fields>", f"not msgpack-serialisable ({err})", fields) from err
+
+    def encode(self, fields: Mapping[str, Any], sender: str, seq: int, t_ns: int, h_ns: int,
+               wall_ns: int | None = None) -> bytes:
+        """:func:`encode` of this topic, arguments by position (same bytes, same errors)."""
+        out, _ = self._wire_fields(fields)
+        return self._pack(out, fields, sender, seq, t_ns, h_ns, time.time_ns() if wall_ns is None else wall_ns)
+
+    def encode_local(self, fields: Mapping[str, Any], sender: str, seq: int, t_ns: int, h_ns: int,
+                     wall_ns: int) -> tuple[bytes, Sample]:
+        """:meth:`encode`, and the :class:`Sample` that :meth:`decode` of those bytes gives, without decoding.
+
+        For a consumer in the sender's own process (a process group): the sample's arrays are
+        read-only views of the very bytes sent, its scalars the values sent, its maps, event
+        lists and string lists fresh copies as msgpack gives them back — equal, type for type
+        and bit for bit, to what a consumer in another process decodes (tests check it).
+
+        Raises
+        ------
+        MessageError
+            As :func:`encode`.
+        """
+        out, bins = self._wire_fields(fields)
+        payload = self._pack(out, fields, sender, seq, t_ns, h_ns, wall_ns)
+        body = dict(out)
+        if bins:
+            buf = bins[0] if self.one_array else b"".join(bins)
+            a = frombuffer(buf, _F8)
+            if self.whole:
+                body[self.arrays[0][0]] = a
+            else:
+                for name, lo, hi, shape in self.arrays:
+                    body[name] = a[lo:hi] if shape is None else a[lo:hi].reshape(shape)
+        for name in self.nested:  # maps and event lists: msgpack's own copy (tuples -> lists, fresh dicts)
+            body[name] = unpackb(_packb(out[name]), raw=False, use_list=True, strict_map_key=False)
+        return payload, _new_sample(Sample, (t_ns, h_ns, sender, seq, body, wall_ns))
 
     def unpack(self, payload: bytes) -> list[Any]:
         """The checked envelope ``[version, sender, seq, t_ns, h_ns, wall_ns, fields]`` of a body

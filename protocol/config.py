@@ -8,7 +8,7 @@ Layout
     mode = "lockstep"           # "lockstep" | "realtime"
     duration = 10.0             # s of simulation time; 0 = until stopped
     speed = 0.0                 # lockstep pacing, real-time factor (1.0 = wall pace, 0 = max)
-    transport = "ipc"           # "ipc" | "tcp" | "inproc" (inproc = every service a thread)
+    transport = "ipc"           # "ipc" | "tcp" | "inproc" (inproc = every service in one process)
     bus = "tcp://10.0.0.1:5550" # base URL (control port; PUBs on the next ports); required for tcp
     seed = 0                    # for models that draw random numbers (0 … 2**64 - 1)
     base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
@@ -24,6 +24,7 @@ Layout
     command_line = "..."        # set by ``launch.py``: the command that started the run (the logger records it)
     config_file = "..."         # set by ``launch.py``: the config file (the logger attaches its text)
     hosts = {a = "10.0.0.1", b = "10.0.0.2"}  # tcp, several machines: address of each host label
+    processes = {physics = ["orbiter", "arm", "contact"]}  # process groups (or ``process`` per service)
 
     [security]                  # CurveZMQ, required for tcp on a non-loopback address
     keys_dir = "keys"           # see protocol.security
@@ -34,6 +35,13 @@ Layout
     [services.NAME]             # one per service process
     kind = "orbiter"            # services/orbiter.py, or a dotted module path ("testkit.toys")
     rate_hz = 100               # step rate [Hz]; periods must share a base tick and divide the longest
+    coupling_hz = 100           # rate at which its outputs are published (protocol.coupling): one number
+                                # for every output, or a table {"topic" = Hz}; each a whole divisor of
+                                # rate_hz. Default per output: its fastest consumer's rate
+    log_full_rate = false       # also publish every step of each state and flow output on TOPIC/full
+    process = "physics"         # run in the OS process "physics" with the other services that name it
+                                # (a process group: one scheduler, samples handed over in memory);
+                                # default: a process of its own, named after the service
     host = "a"                  # optional label of the machine it runs on (informative)
     endpoint = "tcp://10.0.0.2:5560"  # tcp: this service's PUB. Default: port = sim.bus port + 2 + index
                                 #      (config order), address = sim.hosts[host] if given, else the bus host
@@ -84,8 +92,8 @@ from protocol.bus import LAUNCHER, check_url, mesh_endpoints
 from protocol.security import SECURITY_KEYS, Security, is_loopback
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
-__all__ = ["SIM_KEYS", "SERVICE_KEYS", "ServiceSpec", "RunPlan", "check_table", "load", "service_module",
-           "with_overrides", "peers_of", "validate"]
+__all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "ServiceSpec", "RunPlan", "check_table", "load",
+           "service_module", "with_overrides", "peers_of", "processes_of", "validate"]
 
 Num = (int, float)
 
@@ -110,9 +118,11 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "config_file": (str, None),
     "hosts": (dict, None),
     "rt_priority": (int, 10),
+    "processes": (dict, None),
 }
 
-SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str, "endpoint": str}
+SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str, "endpoint": str,
+                                "coupling_hz": (int, float, dict), "log_full_rate": bool, "process": str}
 RUNTIME_TABLES = ("sim", "services", "security")
 
 
@@ -125,6 +135,10 @@ class ServiceSpec:
     module: str
     period_ns: int
     host: str | None = None
+    coupling_ns: dict[str, int] = field(default_factory=dict)
+    """Configured coupling periods [ns] by output topic, ``"*"`` for every output (``coupling_hz``)."""
+    full_rate: bool = False
+    """``log_full_rate``: every step of each state and flow output also goes to ``TOPIC/full``."""
 
 
 @dataclass
@@ -138,6 +152,12 @@ class RunPlan:
     base_tick_ns: int
     security: Security | None = None
     only: tuple[str, ...] = field(default_factory=tuple)
+    processes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """OS process name -> its services, in config order (:func:`processes_of`)."""
+
+    def process_of(self, service: str) -> str:
+        """The name of the process that runs ``service``."""
+        return next(p for p, members in self.processes.items() if service in members)
 
     @property
     def longest_period_ns(self) -> int:
@@ -291,21 +311,122 @@ def check_table(config: Mapping[str, Any], table: str, keys: Mapping[str, tuple[
     return out
 
 
+def _coupling(where: str, value: Any, step_ns: int, problems: list[str]) -> dict[str, int]:
+    """``coupling_hz`` as periods [ns] by output topic (``"*"``: every output); problems appended.
+
+    Each rate must give a whole-ns period that is a whole multiple (≥ 1) of the service's
+    period ``step_ns`` (:mod:`protocol.coupling`).
+    """
+    if value is None:
+        return {}
+    items = value.items() if isinstance(value, dict) else [("*", value)]
+    out: dict[str, int] = {}
+    for topic, hz in items:
+        key = where if topic == "*" else f"{where}.{topic}"
+        if isinstance(hz, bool) or not isinstance(hz, Num):
+            problems.append(f"{key}: expected a rate in Hz, got {hz!r}")
+            continue
+        try:
+            H = period_ns(hz, key)
+        except ConfigError as err:
+            problems.extend(err.problems)
+            continue
+        if H < step_ns or H % step_ns:
+            problems.append(f"{key}: {hz!r} Hz (period {H} ns) is not a whole divisor of the service's rate "
+                            f"(period {step_ns} ns): the coupling period must be a whole multiple of the step")
+            continue
+        out[str(topic)] = H
+    return out
+
+
+INPROCESS = "inprocess"
+"""Name of the one process of ``--inprocess`` (every service of the run)."""
+
+
+def processes_of(config: Mapping[str, Any], problems: list[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """Which OS process runs each service: process name -> services, in config order.
+
+    A service's ``process`` key, or ``[sim] processes = {NAME = [services]}``, puts it in a
+    process group; every other service is a process of its own, named after it
+    (``sim.transport = "inproc"``: one process, :data:`INPROCESS`, for everything). A
+    problem (unknown service, a service in two groups, a group named after a service
+    outside it, a group spread over two hosts) is appended to ``problems`` when given,
+    else raised.
+
+    Raises
+    ------
+    ConfigError
+        If ``problems`` is None and the layout is inadmissible.
+    """
+    found: list[str] = []
+    services = config.get("services") or {}
+    names = [n for n, svc in services.items() if isinstance(svc, dict)]
+    sim = config.get("sim") or {}
+    if isinstance(sim, dict) and sim.get("transport") == "inproc":
+        return {INPROCESS: tuple(names)}
+    of: dict[str, str] = {}
+    table = sim.get("processes") if isinstance(sim, dict) else None
+    if isinstance(table, dict):
+        for proc, members in table.items():
+            if not isinstance(members, list) or not all(isinstance(x, str) for x in members):
+                found.append(f"sim.processes.{proc}: expected a list of service names, got {members!r}")
+                continue
+            for x in members:
+                if x not in services:
+                    found.append(f"sim.processes.{proc}: unknown service {x!r} (configured: {', '.join(names)})")
+                elif x in of and of[x] != proc:
+                    found.append(f"sim.processes.{proc}: {x!r} is already in process {of[x]!r}")
+                else:
+                    of[x] = str(proc)
+    for n in names:
+        p = services[n].get("process")
+        if isinstance(p, str):
+            if n in of and of[n] != p:
+                found.append(f"services.{n}.process: {p!r}, but sim.processes puts it in {of[n]!r}")
+            of[n] = p
+        of.setdefault(n, n)
+    out: dict[str, list[str]] = {}
+    for n in names:
+        out.setdefault(of[n], []).append(n)
+    for proc, members in out.items():
+        if not proc or not proc.replace("_", "").replace("-", "").isalnum() or proc == LAUNCHER:
+            found.append(f"process {proc!r}: name must be alphanumeric (- and _ allowed) and not {LAUNCHER!r}")
+        if proc in services and members != [proc]:
+            found.append(f"process {proc!r}: named after a service it does not hold alone ({', '.join(members)})")
+        hosts = {services[m].get("host") for m in members}
+        if len(hosts) > 1:
+            found.append(f"process {proc!r}: its services are on different hosts ({', '.join(map(str, hosts))})")
+    if problems is not None:
+        problems.extend(found)
+    elif found:
+        raise ConfigError("; ".join(found), found)
+    return {p: tuple(m) for p, m in out.items()}
+
+
 def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
     """PUB endpoint of the launcher and of every configured service (:func:`protocol.bus.mesh_endpoints`).
 
-    A tcp service without ``endpoint`` whose ``host`` label is in ``sim.hosts`` publishes
-    from that address, on the port :func:`protocol.bus.mesh_endpoints` would give it.
+    The services of one process (:func:`processes_of`) share its endpoint. A tcp process
+    without ``endpoint`` whose ``host`` label is in ``sim.hosts`` publishes from that
+    address, on the port :func:`protocol.bus.mesh_endpoints` would give it.
     """
     services = config.get("services", {})
     hosts = config.get("sim", {}).get("hosts") or {}
     scheme, _, port = check_url(url)
+    procs = processes_of(config, [])
     explicit: dict[str, str | None] = {}
-    for i, (name, svc) in enumerate(services.items()):
-        explicit[name] = svc.get("endpoint")
-        if not explicit[name] and port is not None and svc.get("host") in hosts:  # tcp
-            explicit[name] = f"tcp://{hosts[svc['host']]}:{port + 2 + i}"
-    return mesh_endpoints(url, list(services), explicit)
+    for i, (proc, members) in enumerate(procs.items()):
+        given = [services[m].get("endpoint") for m in members if services[m].get("endpoint")]
+        explicit[proc] = given[0] if given else None
+        host = services[members[0]].get("host")
+        if not explicit[proc] and port is not None and host in hosts:  # tcp
+            explicit[proc] = f"tcp://{hosts[host]}:{port + 2 + i}"
+    by_proc = mesh_endpoints(url, list(procs), explicit)
+    out = {LAUNCHER: by_proc[LAUNCHER]}
+    for proc, members in procs.items():
+        for m in members:
+            out[m] = by_proc[proc]
+    return out
 
 
 def with_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -497,7 +618,9 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
                             "(one producer per topic)")
         if name in periods:
             svc = services_in[name]
-            specs[name] = ServiceSpec(name, svc["kind"], mod.__name__, periods[name], svc.get("host"))
+            coupling = _coupling(f"services.{name}.coupling_hz", svc.get("coupling_hz"), periods[name], problems)
+            specs[name] = ServiceSpec(name, svc["kind"], mod.__name__, periods[name], svc.get("host"), coupling,
+                                      bool(svc.get("log_full_rate", False)))
     for key, value in config.items():
         if key not in claimed:
             what = "table" if isinstance(value, dict) else "key"
@@ -508,10 +631,19 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         example = ", ".join(f'{h} = "ADDRESS"' for h in labels)
         problems.append(f"sim.hosts: services on several hosts ({', '.join(labels)}) need the address of each, "
                         f"sim.hosts = {{{example}}} (or an endpoint per service)")
+    processes = processes_of(config, problems)
+    for proc, members in processes.items():
+        eps = {services_in[m].get("endpoint") for m in members if services_in[m].get("endpoint")}
+        if len(eps) > 1:
+            problems.append(f"process {proc!r}: its services give different endpoints ({', '.join(sorted(eps))})")
     only = tuple(only)
     unknown = [n for n in only if n not in services_in]
     if unknown:
         problems.append(f"--only: unknown services {', '.join(unknown)} (configured: {', '.join(services_in)})")
+    for proc, members in processes.items():
+        chosen = [m for m in members if m in only]
+        if only and chosen and len(chosen) != len(members):
+            problems.append(f"--only: process {proc!r} runs {', '.join(members)} together: name all of them or none")
     if problems:
         raise ConfigError(f"{len(problems)} problem(s) in the configuration:\n  " + "\n  ".join(problems), problems)
-    return RunPlan(config, Path(path) if path else None, sim, specs, tick, security, only)
+    return RunPlan(config, Path(path) if path else None, sim, specs, tick, security, only, processes)

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 import signal
@@ -74,12 +75,13 @@ from typing import Any, TextIO
 
 import zmq
 
-from errors import BusError, LifecycleError, MessageError
+from errors import BusError, ConfigError, LifecycleError, MessageError
 from protocol.bus import LAUNCHER, ControlClient, ControlServer, EndpointInUse, ZmqBus, claim_ipc, control_endpoint
 from protocol.codec import decode, encode
-from protocol.config import RunPlan, peers_of, service_module
+from protocol.config import INPROCESS, RunPlan, peers_of, service_module, with_overrides
+from protocol.coupling import coupling_periods
 from protocol.service import Sample
-from protocol.shell import SINK_DRAIN_LIMIT_NS, realtime_context, run_service
+from protocol.shell import SINK_DRAIN_LIMIT_NS, realtime_context, run_process
 from protocol.timebase import align_up
 
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
@@ -198,6 +200,11 @@ class Launcher:
         self.err = err or sys.stderr
         local = plan.only or tuple(plan.services)
         self.records = {n: ServiceRecord(n, n in local) for n in plan.services}
+        # the OS processes this launcher starts: name -> services (--inprocess: one, in this process)
+        procs = plan.processes or {n: (n,) for n in plan.services}
+        self.processes: dict[str, tuple[str, ...]] = (
+            {INPROCESS: tuple(n for n in plan.services if n in local)} if inprocess
+            else {p: m for p, m in procs.items() if all(n in local for n in m)})
         self._signal: int | None = None
         self._probes_seen: set[str] = set()
         self.frozen = False
@@ -270,7 +277,8 @@ class Launcher:
         if prio > 1:
             _raise_priority(prio)
         self.auth: Any = None
-        self.peers = peers_of(self.plan.config, self.url)
+        self.peers = peers_of(with_overrides(self.plan.config, {"transport": "inproc"}) if self.inprocess
+                              else self.plan.config, self.url)
         try:
             self._claim_endpoints()
             if sec is not None:
@@ -286,7 +294,7 @@ class Launcher:
                 if isinstance(cause, zmq.ZMQError) and cause.errno == errno.EADDRNOTAVAIL and self.plan.only:
                     return self._run_follower(sec)
                 raise
-            self.bus = ZmqBus(self.peers[LAUNCHER], [ep for n, ep in self.peers.items() if n != LAUNCHER],
+            self.bus = ZmqBus(self.peers[LAUNCHER], sorted({ep for n, ep in self.peers.items() if n != LAUNCHER}),
                               ["sim/stats", "sim/control", *self.subscribe], security=sec, context=self.ctx)
             self._poller = zmq.Poller()
             self._poller.register(self.server.sock, zmq.POLLIN)
@@ -324,31 +332,39 @@ class Launcher:
 
     # ------------------------------------------------------------------ starting
     def _start_local(self) -> None:
-        for rec in self.records.values():
-            if not rec.local:
-                continue
+        """One OS process per local process of the plan (``--inprocess``: one thread here, for all)."""
+        for proc, members in self.processes.items():
+            recs = [self.records[n] for n in members]
+            result: list[int] = []
             if self.inprocess:
-                rec.thread = threading.Thread(target=self._thread_main, args=(rec,), name=f"svc-{rec.name}",
-                                              daemon=True)
-                rec.thread.start()
+                thread = threading.Thread(target=self._thread_main, args=(proc, members, result),
+                                          name=f"proc-{proc}", daemon=True)
+                for rec in recs:
+                    rec.thread, rec.result = thread, result
+                thread.start()
             else:
                 if self.plan.path is None:
                     raise LifecycleError("worker processes need the config as a file (plan.path is None); "
                                          "write it to a file first, or run inprocess")
-                cmd = worker_command(self.launch_py, self.plan.path, rec.name, self.url, self.overrides)
-                rec.proc = subprocess.Popen(cmd, start_new_session=True)
+                cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self.overrides)
+                popen = subprocess.Popen(cmd, start_new_session=True)
+                for rec in recs:
+                    rec.proc = popen
 
-    def _thread_main(self, rec: ServiceRecord) -> None:
-        spec = self.plan.services[rec.name]
-        try:
-            obj = service_module(spec.kind).build(self.plan.config, rec.name, spec.period_ns)
-        except Exception as e:  # noqa: BLE001 - reported to the launcher like a process death
-            with ControlClient(self.url, rec.name, context=self.ctx) as c:
-                c.send({"op": "error", "reason": f"build failed: {type(e).__name__}: {e}"})
+    def _thread_main(self, proc: str, members: tuple[str, ...], result: list[int]) -> None:
+        objs = []
+        for name in members:
+            spec = self.plan.services[name]
+            try:
+                objs.append(service_module(spec.kind).build(self.plan.config, name, spec.period_ns))
+            except Exception as e:  # noqa: BLE001 - reported to the launcher like a process death
+                for n in members:
+                    with ControlClient(self.url, n, context=self.ctx) as c:
+                        c.send({"op": "error", "reason": f"build of {name!r} failed: {type(e).__name__}: {e}"})
                 time.sleep(0.05)
-            rec.result.append(1)
-            return
-        rec.result.append(run_service(obj, self.url, self.peers, context=self.ctx))
+                result.append(1)
+                return
+        result.append(run_process(objs, self.url, self.peers, name=proc, context=self.ctx))
 
     # ------------------------------------------------------------------ master
     def _ignore(self, ident: str, why: str) -> None:
@@ -385,6 +401,8 @@ class Launcher:
         elif op == "done":
             rec.done = True
             rec.stats = msg.get("stats", {})
+        elif op == "stats" and rec.stats:  # the totals at stop: what arrived after done is counted too
+            rec.stats = {**rec.stats, **msg.get("stats", {})}
         elif op == "frozen":
             self._say(f"service {ident!r} froze itself ({msg.get('reason')}) at t={msg.get('t_ns')} ns; freezing all")
             self._broadcast({"op": "freeze"})
@@ -487,7 +505,7 @@ class Launcher:
         self._ctl_seq = seq
 
     def _producers(self) -> dict[str, int]:
-        producers: dict[str, int] = {}
+        """Every produced topic's coupling period [ns] (:func:`protocol.coupling.coupling_periods`)."""
         owner: dict[str, str] = {}
         hellos = {n: r.hello or {} for n, r in self.records.items()}  # every one said hello by now
         for name, hello in hellos.items():
@@ -495,7 +513,10 @@ class Launcher:
                 if topic in owner:
                     raise _Failed(f"topic {topic!r} is produced by both {owner[topic]!r} and {name!r}")
                 owner[topic] = name
-                producers[topic] = int(hello["period_ns"])
+        try:
+            producers = coupling_periods(self._ports(), {n: s.coupling_ns for n, s in self.plan.services.items()})
+        except ConfigError as err:
+            raise _Failed(f"coupling: {err}") from err
         for rec in self.records.values():
             absent = [t for t, _ in hellos[rec.name].get("inputs", []) if t not in producers]
             if absent:
@@ -504,8 +525,9 @@ class Launcher:
 
     def _ports(self) -> dict[str, dict[str, Any]]:
         """Every service's role and ports, as its hello said (for :func:`protocol.stepping.event_progress`)."""
-        return {n: {"role": (r.hello or {}).get("role", "model"), "inputs": (r.hello or {}).get("inputs", []),
-                    "outputs": (r.hello or {}).get("outputs", [])} for n, r in self.records.items()}
+        return {n: {"role": (r.hello or {}).get("role", "model"), "period_ns": (r.hello or {}).get("period_ns", 0),
+                    "inputs": (r.hello or {}).get("inputs", []), "outputs": (r.hello or {}).get("outputs", [])}
+                for n, r in self.records.items()}
 
     def _run_master(self) -> int:
         sim = self.plan.sim
@@ -515,14 +537,17 @@ class Launcher:
             producers = self._producers()
             t0 = 0
             dur = self.plan.duration_ns
-            t_end = t0 + align_up(dur, self.plan.longest_period_ns) if dur else 0
+            # every service and every coupling interval ends at t_end (a flow's last mean is then complete)
+            grid = math.lcm(self.plan.longest_period_ns, *(p for p in producers.values() if p > 0))
+            t_end = t0 + align_up(dur, grid) if dur else 0
             start = {"op": "start", "t0_ns": t0, "t_end_ns": t_end, "mode": sim["mode"],
                      "speed": float(sim["speed"]), "start_wall_ns": time.time_ns() + 300_000_000,
                      "producers": producers, "services": self._ports(), "overrun_policy": sim["overrun_policy"],
                      "overrun_limit": sim["overrun_limit"], "max_lag_ns": int(sim["max_lag"] * _S),
                      "stats_period_ns": int(sim["stats_period"] * _S),
                      "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"],
-                     "rt_priority": sim["rt_priority"]}
+                     "rt_priority": sim["rt_priority"],
+                     "full_rate": [n for n, spec in self.plan.services.items() if spec.full_rate]}
             self._control_pub("start", self._ctl_seq, {"t_end_ns": t_end, "mode": sim["mode"]})
             wall0 = self._wall0 = time.monotonic()
             self._broadcast(start)
@@ -580,8 +605,30 @@ class Launcher:
             self.server.send(f, {"op": "stop"})
 
     def _reap(self, group: list[ServiceRecord], grace: float) -> None:
+        """Wait (at most ``grace`` s) until every service of ``group`` has stopped and every process
+        whose services are all stopped has ended; then SIGTERM, and SIGKILL 0.2 s later, those
+        processes that are still there. A process that also runs services outside ``group`` (a
+        process group holding the logger) is left running."""
         end = time.monotonic() + grace
-        while time.monotonic() < end and any(r.alive() and r.local for r in group):
+        for r in group:
+            r.stopped = True
+        mates: dict[int, list[ServiceRecord]] = {}
+        for r in self.records.values():
+            handle = r.proc if r.proc is not None else r.thread
+            if handle is not None:
+                mates.setdefault(id(handle), []).append(r)
+
+        def finished(r: ServiceRecord) -> bool:
+            """Its process may end now: every service it runs is stopped."""
+            handle = r.proc if r.proc is not None else r.thread
+            return handle is None or all(x.stopped for x in mates[id(handle)])
+
+        def waiting(r: ServiceRecord) -> bool:
+            if not r.local or not r.alive():
+                return False
+            return finished(r) or r.state not in ("stopped", "error")
+
+        while time.monotonic() < end and any(waiting(r) for r in group):
             if self.server is not None:
                 got = self.server.recv(0.01)
                 if got is not None:
@@ -591,9 +638,8 @@ class Launcher:
                         pass
             else:
                 time.sleep(0.01)
-        for r in group:
-            r.stopped = True
-        stuck = [r.proc for r in group if r.proc is not None and r.proc.poll() is None]
+        stuck = list({id(r.proc): r.proc for r in group if r.proc is not None and r.proc.poll() is None
+                      and finished(r)}.values())
         for p in stuck:  # SIGTERM all at once, then SIGKILL whoever is left after 0.2 s
             p.terminate()
         end = time.monotonic() + 0.2
@@ -604,9 +650,8 @@ class Launcher:
             p.kill()
         for p in stuck:
             p.wait(1.0)
-        for r in group:
-            if r.thread is not None:
-                r.thread.join(0.5)
+        for thread in {id(r.thread): r.thread for r in group if r.thread is not None and finished(r)}.values():
+            thread.join(0.5)
 
     def _summary(self, t_end: int | None, wall: float | None) -> None:
         out = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,

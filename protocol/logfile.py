@@ -140,7 +140,7 @@ def json_schema(schema: TopicSchema) -> bytes:
             {"title": "sender", "type": "string"},
             {"title": "seq", "type": "integer"},
             {"title": "t_ns", "type": "integer", "description": "simulation time [ns]"},
-            {"title": "h_ns", "type": "integer", "description": "producer period [ns]"},
+            {"title": "h_ns", "type": "integer", "description": "coupling period [ns]"},
             {"title": "wall_ns", "type": "integer", "description": "wall-clock send time [ns]"},
             {"title": "fields", "type": "object", "properties": props, "required": list(props),
              "additionalProperties": False},
@@ -148,6 +148,8 @@ def json_schema(schema: TopicSchema) -> bytes:
         "minItems": 7,
         "maxItems": 7,
         "x-berthsim-kind": schema.kind,
+        "x-berthsim-wrenches": [list(w) for w in schema.wrenches],
+        "x-berthsim-derived": {k: list(v) for k, v in schema.derived.items()},
     }
     return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -165,7 +167,9 @@ def schema_from_json(data: bytes) -> TopicSchema:
         items = doc["prefixItems"]
         props = items[6]["properties"]
         fields = {k: (v["x-berthsim-type"], tuple(v["x-shape"])) for k, v in props.items()}
-        return TopicSchema(doc["title"], int(items[0]["const"]), doc["x-berthsim-kind"], fields)
+        wrenches = tuple((str(w), str(p)) for w, p in doc.get("x-berthsim-wrenches", ()))
+        derived = {str(k): (str(v[0]), str(v[1])) for k, v in doc.get("x-berthsim-derived", {}).items()}
+        return TopicSchema(doc["title"], int(items[0]["const"]), doc["x-berthsim-kind"], fields, wrenches, derived)
     except (ValueError, KeyError, IndexError, TypeError, MessageError) as err:
         raise LogError(f"schema: not a berthsim JSON schema ({type(err).__name__}: {err})") from err
 

@@ -19,7 +19,8 @@ The NUL separator makes a subscription to ``topic + b"\\0"`` an *exact* topic ma
     Simulation instant the values hold at (state, event), or the start of the
     interval they hold over (flow). [ns]
 ``h_ns`` (int64)
-    The producer's period. [ns]
+    The port's coupling period (:mod:`protocol.coupling`): the producer's period, or a
+    whole multiple of it. [ns]
 ``wall_ns`` (int64)
     Wall-clock send time, ``time.time_ns()``. [ns]
 ``fields`` (map)
@@ -50,13 +51,14 @@ The ``name`` (e.g. ``"berthsim.OrbiterState"``) is what the logger writes into M
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
 from errors import MessageError
 
 __all__ = [
+    "FULL_RATE_SUFFIX",
     "SEPARATOR",
     "CONTROL_PREFIX",
     "MAX_PAYLOAD_BYTES",
@@ -79,6 +81,7 @@ FIELD_TYPES: tuple[str, ...] = ("f8", "int", "bool", "str", "list[str]", "map", 
 
 FieldSpec = tuple[str, tuple[int, ...]]
 
+_V2 = ("f8", (2,))
 _V3 = ("f8", (3,))
 _V4 = ("f8", (4,))
 _V6 = ("f8", (6,))
@@ -105,12 +108,22 @@ class TopicSchema:
         Port kind its producer declares: ``"state"``, ``"flow"`` or ``"event"``.
     fields : Mapping[str, tuple[str, tuple[int, ...]]]
         Field name -> (type, shape); type one of :data:`FIELD_TYPES`.
+    wrenches : tuple[tuple[str, str], ...]
+        Flow topics: ``(wrench field, point field)`` pairs, a ``[τ; f]`` (6,) wrench about a
+        (3,) point that moves; the coupling mean refers it to Wo step by step
+        (:mod:`protocol.coupling`).
+    derived : Mapping[str, tuple[str, str]]
+        Fields the runtime fills in over each coupling interval, not the model: field ->
+        (source field, ``"abs_max"`` | ``"wrench_max"``) (:mod:`protocol.coupling`). They are
+        also listed in ``fields`` (``abs_max``: the source's shape; ``wrench_max``: (2,)).
     """
 
     name: str
     version: int
     kind: str
     fields: Mapping[str, FieldSpec]
+    wrenches: tuple[tuple[str, str], ...] = ()
+    derived: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("state", "flow", "event"):
@@ -121,6 +134,15 @@ class TopicSchema:
                 raise MessageError(f"schema {self.name!r}: field {fname!r}: bad spec {spec!r}")
             if spec[0] != "f8" and spec[1] != ():
                 raise MessageError(f"schema {self.name!r}: field {fname!r}: only f8 may have a shape")
+        for wrench, point in self.wrenches:
+            if self.fields.get(wrench) != ("f8", (6,)) or self.fields.get(point) != ("f8", (3,)):
+                raise MessageError(f"schema {self.name!r}: wrench {wrench!r} about {point!r} needs f8 fields of "
+                                   f"shapes (6,) and (3,)")
+        for fname, (source, how) in self.derived.items():
+            want = {"abs_max": self.fields.get(source), "wrench_max": ("f8", (2,))}.get(how)
+            if want is None or self.fields.get(source, ("",))[0] != "f8" or self.fields.get(fname) != want:
+                raise MessageError(f"schema {self.name!r}: derived field {fname!r} ({how!r} of {source!r}) does not "
+                                   f"fit the fields")
 
 
 _TABLE: dict[str, TopicSchema] = {
@@ -144,7 +166,7 @@ _TABLE: dict[str, TopicSchema] = {
         "grappled": _BOOL,
         "berthed": _BOOL,
     }),
-    "arm/state": TopicSchema("berthsim.ArmState", 2, "state", {
+    "arm/state": TopicSchema("berthsim.ArmState", 3, "state", {
         "q": _V6,             # rad
         "qd": _V6,            # rad/s
         "tau": _V6,           # N·m
@@ -158,21 +180,24 @@ _TABLE: dict[str, TopicSchema] = {
         "sigma_min": _F,      # smallest singular value of the RMS Jacobian
         "qd_cmd": _V6,        # commanded joint rates, rad/s
         "warnings": ("list[str]", ()),  # "clipped: ...", "refused: ...", "singular: ..."
-    }),
+        "tau_peak": _V6,      # largest |tau| per joint over the coupling interval, N·m (derived)
+    }, derived={"tau_peak": ("tau", "abs_max")}),
     # Wrench the arm applies to the payload at Eo and, at the shoulder So, to the orbiter.
-    "arm/wrench": TopicSchema("berthsim.ArmWrench", 1, "flow", {
+    "arm/wrench": TopicSchema("berthsim.ArmWrench", 2, "flow", {
         "F_Eo_W": _V6,        # [τ; f] N·m, N
         "p_WoEo_W": _V3,
         "F_So_W": _V6,
         "p_WoSo_W": _V3,
         "grappled": _BOOL,
-    }),
+        "F_peak": _V2,        # [max |τ|, max |f|] of F_Eo_W over the coupling interval (derived)
+    }, wrenches=(("F_Eo_W", "p_WoEo_W"), ("F_So_W", "p_WoSo_W")), derived={"F_peak": ("F_Eo_W", "wrench_max")}),
     # Contact wrench on the orbiter at Lo (the payload receives the opposite).
-    "contact/wrench": TopicSchema("berthsim.ContactWrench", 1, "flow", {
+    "contact/wrench": TopicSchema("berthsim.ContactWrench", 2, "flow", {
         "F_Lo_W": _V6,
         "p_WoLo_W": _V3,
         "active": _BOOL,
-    }),
+        "F_peak": _V2,        # [max |τ about Lo|, max |f|] over the coupling interval (derived)
+    }, wrenches=(("F_Lo_W", "p_WoLo_W"),), derived={"F_peak": ("F_Lo_W", "wrench_max")}),
     "contact/event": TopicSchema("berthsim.ContactEvent", 1, "event", {"events": _EVENTS}),
     # Orbiter reaction-control jet firings (rcs_on / rcs_off with axis and torque).
     "orbiter/event": TopicSchema("berthsim.OrbiterEvent", 1, "event", {"events": _EVENTS}),
@@ -181,12 +206,13 @@ _TABLE: dict[str, TopicSchema] = {
         "X_LB": _M44,
         "V_LB_L": _V6,
     }),
-    "hil/feedback": TopicSchema("berthsim.HilFeedback", 1, "state", {
+    "hil/feedback": TopicSchema("berthsim.HilFeedback", 2, "state", {
         "F_Bo_B": _V6,
         "legs": _V6,          # m
         "delay_s": _F,
         "valid": _BOOL,
-    }),
+        "F_peak": _V2,        # [max |τ|, max |f|] of F_Bo_B over the coupling interval (derived)
+    }, derived={"F_peak": ("F_Bo_B", "wrench_max")}),
     "hil/status": TopicSchema("berthsim.HilStatus", 1, "state", {
         "state": _STR,
         "faults": _INT,
@@ -194,7 +220,7 @@ _TABLE: dict[str, TopicSchema] = {
     }),
     # The runtime's own topics.
     "sim/control": TopicSchema("berthsim.SimControl", 1, "event", {
-        "cmd": _STR,          # probe | start | freeze | resume | stop
+        "cmd": _STR,          # probe | start | freeze | resume | stop | eos (a source has sent all it has)
         "info": _MAP,
     }),
     "sim/stats": TopicSchema("berthsim.SimStats", 1, "state", {
@@ -211,12 +237,25 @@ _TABLE: dict[str, TopicSchema] = {
     }),
 }
 
+FULL_RATE_SUFFIX = "/full"
+"""``log_full_rate``: a port's every integration step also goes to ``TOPIC/full`` (same schema;
+:mod:`protocol.coupling`). Every state and flow topic has that twin in the table."""
+
+
+def _add_full_rate_twin(topic: str, schema: TopicSchema) -> None:
+    if schema.kind != "event" and not topic.startswith("sim/") and not topic.endswith(FULL_RATE_SUFFIX):
+        _TABLE[topic + FULL_RATE_SUFFIX] = schema
+
+
+for _topic, _schema in list(_TABLE.items()):
+    _add_full_rate_twin(_topic, _schema)
+
 SCHEMAS: Mapping[str, TopicSchema] = MappingProxyType(_TABLE)
 """Topic -> schema; read-only view (add topics with :func:`register_schema`)."""
 
 
 def register_schema(topic: str, schema: TopicSchema) -> None:
-    """Add or replace the schema of ``topic`` (test toys, plug-in services).
+    """Add or replace the schema of ``topic`` (test toys, plug-in services), and of its full-rate twin.
 
     Raises
     ------
@@ -228,6 +267,7 @@ def register_schema(topic: str, schema: TopicSchema) -> None:
     if not isinstance(schema, TopicSchema):
         raise MessageError(f"topic {topic!r}: schema must be a TopicSchema, got {type(schema).__name__}")
     _TABLE[topic] = schema
+    _add_full_rate_twin(topic, schema)
 
 
 def schema_for(topic: str) -> TopicSchema:

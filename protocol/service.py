@@ -23,20 +23,26 @@ Every input and output is a :class:`Port`: a topic and a kind.
 Timing of outputs
 -----------------
 ``model.initial(t0)`` returns the output bodies at ``t0``. ``model.step(t, h, u)``
-advances the model from ``t`` to ``t + h`` and returns the output bodies stamped
-``t + h``. Every state and flow port is published after every step; an event port may
-be left out or given an empty list when nothing happened, and the shell then publishes
-it only when it carries events, or after every step when its consumers need it to tell
-that the producer has progressed (:func:`protocol.stepping.event_progress`).
+advances the model from ``t`` to ``t + h`` and returns the output bodies of the step's
+end ``t + h``: a state port's value at ``t + h``, a flow port's value held over the next
+step ``[t + h, t + 2h)``, an event port's events of the step (an empty list or nothing
+when none happened). The shell publishes each port at its *coupling period* ``H``, a
+whole multiple of ``h`` set in the config (:mod:`protocol.coupling` is the rule): a
+state port's value at each coupling instant, a flow port's mean over each coupling
+interval, an event port's events of each interval. A model that has ``set_coupling``
+is told the periods (``{topic: H}`` [ns]) before ``initial`` and may then leave out a
+state body at a step that is not a coupling instant (:func:`protocol.coupling.is_due`).
 
 The input rule (lockstep) is implemented by :mod:`protocol.stepping` and documented
-there; in brief, for a consumer stepping ``t → t + h`` and a producer of period ``h_p``:
+there; in brief, for a consumer stepping ``t → t + h`` and a producer port coupled at
+``H``:
 
-- ``state``: the producer's sample at ``floor(t / h_p) · h_p`` (the latest at or before t);
-- ``flow``: every sample whose interval ``[t_k, t_k + h_p)`` overlaps ``[t, t + h)``,
+- ``state``: the producer's sample at ``floor(t / H) · H`` (the latest at or before t),
+  held or propagated by the consumer as the input port says (:attr:`Port.between`);
+- ``flow``: every sample whose interval ``[t_k, t_k + H)`` overlaps ``[t, t + h)``,
   each with its overlap; the time-average over the step is their overlap-weighted sum
   divided by ``h``. A slower consumer thus receives the exact impulse of every faster
-  sample; a faster consumer holds the latest;
+  sample; a faster consumer holds the covering one;
 - ``event``: every event sample with ``t - h < t_ns <= t``.
 
 It depends on timestamps only, never on arrival order.
@@ -49,20 +55,38 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from errors import LifecycleError
+
 PortKind = Literal["state", "flow", "event"]
 PORT_KINDS: tuple[str, ...] = ("state", "flow", "event")
 
 
+BETWEEN: tuple[str, ...] = ("hold", "predict")
+
+
 @dataclass(frozen=True, slots=True)
 class Port:
-    """One input or output of a service: a bus topic and how its samples are consumed."""
+    """One input or output of a service: a bus topic and how its samples are consumed.
+
+    Attributes
+    ----------
+    topic : str
+    kind : {"state", "flow", "event"}
+    between : {"hold", "predict"}
+        A state input: what the consumer does between the producer's coupling instants —
+        ``"hold"`` the sample, or ``"predict"`` it to the step's instant from the rates it
+        carries (first order or better; the model does it, this declares it).
+    """
 
     topic: str
     kind: PortKind = "state"
+    between: str = "hold"
 
     def __post_init__(self) -> None:
         if self.kind not in PORT_KINDS:
             raise ValueError(f"Port {self.topic!r}: kind must be one of {PORT_KINDS}, got {self.kind!r}")
+        if self.between not in BETWEEN:
+            raise ValueError(f"Port {self.topic!r}: between must be one of {BETWEEN}, got {self.between!r}")
 
 
 class Sample(NamedTuple):
@@ -74,7 +98,8 @@ class Sample(NamedTuple):
         Simulation instant the values hold at (state, event) or the start of the
         interval they hold over (flow). [ns]
     h_ns : int
-        The producer's period. [ns]
+        The port's coupling period ``H``: a state holds over ``[t_ns, t_ns + H)``, a flow is
+        the mean over it, an event sample carries the events of ``(t_ns − H, t_ns]``. [ns]
     sender : str
         Producing service name.
     seq : int
@@ -140,3 +165,51 @@ class ServiceModel(Protocol):
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """Advance from ``t_ns`` to ``t_ns + h_ns``; return output bodies stamped ``t_ns + h_ns``."""
         ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Sees every message of ``topics`` (``()`` = all), undecoded; never steps.
+
+    ``on_message(topic, payload)`` gets one message (the msgpack body, as on the wire).
+    A sink may also have ``on_frames(frames: list[bytes])``: then it is handed whole
+    frames (``topic\\0payload``) in batches instead (the logger does).
+    """
+
+    name: str
+    topics: tuple[str, ...]
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        """Handle one message (the msgpack body, as on the wire)."""
+        ...
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Publishes already-encoded messages in time order (replay)."""
+
+    name: str
+    period_ns: int
+    outputs: tuple[Port, ...]
+
+    def read(self) -> tuple[int, str, bytes] | None:
+        """The next ``(t_ns, topic, payload)``, or None at the end."""
+        ...
+
+
+def role_of(obj: Any) -> str:
+    """``"model"``, ``"sink"`` or ``"source"``.
+
+    Raises
+    ------
+    LifecycleError
+        Naming the type, if ``obj`` is none of them.
+    """
+    if hasattr(obj, "step") and hasattr(obj, "initial"):
+        return "model"
+    if hasattr(obj, "on_message"):
+        return "sink"
+    if hasattr(obj, "read"):
+        return "source"
+    raise LifecycleError(f"{type(obj).__name__}: neither a ServiceModel (initial/step), a sink (on_message) "
+                         "nor a source (read)")

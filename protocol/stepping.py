@@ -6,14 +6,25 @@ whether the step ``t → t + h`` may run, selects that step's inputs as a
 :class:`StepInputs` (which implements :class:`protocol.service.Inputs`) and prunes
 what no later step can need.
 
-Timing conventions (see :mod:`protocol.service`)
-------------------------------------------------
-A producer of period ``h_p`` publishes its output ports at ``t0`` (``initial``) and
-after every step, stamped with the step's *end* ``t_k + h_p`` (every state and flow
-port always; event ports as said below). A ``flow`` sample
-stamped ``t_k`` holds over ``[t_k, t_k + h_p)``: it was computed from the state at
-``t_k`` and is applied over the producer's next step. Consumers therefore need only
-samples stamped at or before the instants they reach; lockstep cannot deadlock.
+Timing conventions (see :mod:`protocol.service` and :mod:`protocol.coupling`)
+------------------------------------------------------------------------------
+A producer of period ``h_p`` publishes each output port at the port's *coupling
+period* ``H`` (a whole multiple of ``h_p``; ``H = h_p`` is the runtime without coupling),
+and every sample says it in ``h_ns``:
+
+- a ``state`` sample stamped ``t_s`` (a coupling instant, ``t_s mod H = 0``) is the
+  producer's state at ``t_s``;
+- a ``flow`` sample stamped ``T`` holds over ``[T, T + H)``: the mean of the values the
+  producer computed for that interval (each value holds over one producer step and was
+  computed from the state at that step's start); it is published once the producer has
+  computed the interval's last value, i.e. after its step ending ``T + H − h_p``;
+- an ``event`` sample stamped ``t_s`` (a coupling instant) carries the events of the
+  producer's steps ending in ``(t_s − H, t_s]``.
+
+So a consumer never needs a sample from its producer's future beyond one coupling
+interval. A cycle of consumers can still wait on itself when a flow's coupling period is
+longer than the state period its producer reads back from the consumer;
+:func:`protocol.coupling.check_schedule` finds that before a run starts.
 
 The multi-rate input rule (lockstep)
 ------------------------------------
@@ -21,43 +32,47 @@ For a consumer stepping ``t → t + h`` and an input topic whose producer has pe
 ``h_p`` (announced at start; ``h_ns`` in every sample):
 
 state — hold
-    The sample stamped ``t_s = floor(t / h_p) · h_p``, i.e. the latest at or before
-    ``t`` (a sample with ``t_s <= t < t_s + h_p``). A faster consumer of a slower
-    state stream holds that sample over all its steps inside ``[t_s, t_s + h_p)``;
-    it may *propagate* it itself (e.g. ``p + v·(t - t_s)``; ``t_s`` is in the sample).
-    A slower consumer of a faster state stream sees the sample at its own step start.
+    The sample stamped ``t_s = floor(t / H) · H``, i.e. the latest at or before ``t`` (a
+    sample with ``t_s <= t < t_s + H``). A faster consumer of a slower state stream holds
+    that sample over all its steps inside ``[t_s, t_s + H)``, or *propagates* it itself
+    from the sample's rates (e.g. ``p + v·(t − t_s)``; ``t_s`` is in the sample): each
+    input port says which (:attr:`protocol.service.Port.between`). A slower consumer of a
+    faster state stream sees the sample at its own step start.
 flow — exact impulse
-    Every sample whose interval ``[t_k, t_k + h_p)`` overlaps ``[t, t + h)``, each
-    with its overlap ``o_k`` [ns], oldest first. The step runs only when these
-    intervals cover ``[t, t + h)`` without a gap. The step's time-average is
-    ``mean = Σ_k value_k · o_k / h`` (summed oldest first, so bit-reproducible):
-    a slower consumer of a faster wrench stream receives the impulse of every sample
-    in its step, ``∫ F dt = mean · h`` exactly; a faster consumer of a slower stream
-    holds the covering sample (one sample, ``o = h``). Applying the same held value
-    over the same interval on both sides of an equal-and-opposite force pair makes
-    the exchanged impulses cancel, so total momentum is conserved to round-off
-    across processes whatever the rates.
+    Every sample whose interval ``[t_k, t_k + H)`` overlaps ``[t, t + h)``, each with its
+    overlap ``o_k`` [ns], oldest first. The step runs only when these intervals cover
+    ``[t, t + h)`` without a gap. The step's time-average is ``mean = Σ_k value_k · o_k / h``
+    (summed oldest first, so bit-reproducible): a slower consumer of a faster wrench
+    stream receives the impulse of every sample in its step, ``∫ F dt = mean · h``
+    exactly; a faster consumer of a slower stream holds the covering sample (one
+    sample, ``o = h``), whose value is itself the mean of the producer's values over
+    ``[t_k, t_k + H)``. Applying the same values over the same intervals on both sides of
+    an equal-and-opposite force pair makes the exchanged impulses cancel, so total
+    momentum is conserved to round-off across processes whatever the rates and the
+    coupling periods.
 event — all of them, once
     Every event sample with ``t - h < t_ns <= t``. The step runs once the consumer
     knows that the topic's producer has passed ``t``: it holds a *progress bound*
     ``b > t``, meaning that every event sample stamped before ``b`` has been received.
     Bounds come from (see :func:`event_progress`):
 
-    - a sample of the event topic itself stamped ``t_s``: ``b = t_s + h_p`` (the bus
-      keeps each topic in order, and the producer stamps nothing in ``(t_s, t_s + h_p)``);
+    - a sample of the event topic itself stamped ``t_s``: ``b = t_s + H`` (the bus keeps
+      each topic in order, and the producer stamps nothing in ``(t_s, t_s + H)``);
     - a sample stamped ``t_s`` of a *witness*: a non-event input of the consumer that
       the same producer publishes. A model publishes a step's event samples before its
-      other outputs, and the bus keeps order per producer (one PUB per service;
-      ZeroMQ keeps order per PUB→SUB pipe across topics), so a witness stamped ``t_s``
-      follows every event stamped up to ``t_s``: ``b = t_s + h_p``. A source (replay)
-      publishes in non-decreasing ``t_ns`` order, but its ties follow the log and
-      not a producer's step: there ``b = t_s`` (everything stamped before ``t_s``).
+      other outputs, and the bus keeps order per producer (one PUB per process; ZeroMQ
+      keeps order per PUB→SUB pipe across topics), so a witness stamped ``t_s`` follows
+      every event stamped up to ``t_s``, and the next event sample is stamped at the
+      event port's next coupling instant: ``b = (floor(t_s / H) + 1) · H`` with ``H`` the
+      event port's coupling period. A source (replay) publishes in non-decreasing
+      ``t_ns`` order, but its ties follow the log and not a producer's step: there
+      ``b = t_s`` (everything stamped before ``t_s``).
 
     A model that has a non-event output publishes an event port only when it carries
     events, provided every stepping consumer of that port has a witness from it;
     otherwise (e.g. a producer of events only: the operator) it publishes every event
-    port after every step, empty or not, and its own samples carry the bound. Only
-    sent samples take a ``seq``, so per-topic sequences stay gap-free.
+    port at every coupling instant, empty or not, and its own samples carry the bound.
+    Only sent samples take a ``seq``, so per-topic sequences stay gap-free.
 
 An input topic that no service of the run produces is *absent*: it is not waited for;
 ``state`` raises ``KeyError``, ``flow``/``events`` return ``[]``, ``mean`` returns 0.
@@ -203,6 +218,7 @@ class StepInputs:
 
 
 _NO_BOUND = -(1 << 62)  # progress bound of an event topic nothing has been heard of yet
+_NO_END = 1 << 62  # progress bound of an event topic whose source has ended
 
 
 def _flow_parts(times: list[int], samples: list[Sample], t: int, h: int) -> list[tuple[Sample, int]] | None:
@@ -253,7 +269,8 @@ class InputBuffer:
             (p.topic, p.kind, self._times[p.topic], self._samples[p.topic]) for p in self.ports)
         self._live = self._all
         self._hi: dict[str, int] = {}            # event topics: progress bound (events before it all held)
-        self._bounds: dict[str, list[tuple[str, bool]]] = {}  # witness topic -> [(event topic, strict)]
+        # witness topic -> [(event topic, strict, the event port's coupling period)]
+        self._bounds: dict[str, list[tuple[str, bool, int]]] = {}
         self._present: set[str] = set(self._kind)
         self._pending: list[tuple[str, str, list[int], list[Sample]]] = []  # _live entries not ready
         self._picked: dict[str, Any] = {}    # topic -> its selection, computed by ready() for take()
@@ -269,7 +286,8 @@ class InputBuffer:
 
         ``witnesses`` (from :func:`event_progress`): event input topic -> (witness
         topics, strict). A witness sample stamped ``t_s`` tells that every event of the
-        topic stamped before ``t_s`` (strict) or ``t_s + h_ns`` has been received. The
+        topic stamped before ``t_s`` (strict) or before the event port's next coupling
+        instant after ``t_s`` (its period from ``producers``) has been received. The
         witness topics must be state or flow inputs of this buffer.
 
         Raises
@@ -287,8 +305,16 @@ class InputBuffer:
             for w in topics:
                 if self._kind.get(w) not in ("state", "flow"):
                     raise ConfigError(f"witnesses of {event!r}: {w!r} is not a state or flow input of this buffer")
-                self._bounds.setdefault(w, []).append((event, bool(strict)))
+                self._bounds.setdefault(w, []).append((event, bool(strict), int(producers.get(event, 0)) or 1))
         self._step_t = self._step_h = None
+
+    def end_of_stream(self, topics: Iterable[str]) -> None:
+        """A source published everything it has on ``topics``: their event bounds become unbounded
+        (a consumer waits for no further event of theirs)."""
+        for topic in topics:
+            if self._kind.get(topic) == "event":
+                self._hi[topic] = _NO_END
+                self._dirty.add(topic)
 
     def absent(self) -> list[str]:
         """Input topics with no producer in this run."""
@@ -321,8 +347,8 @@ class InputBuffer:
         elif self._bounds:
             bounds = self._bounds.get(topic)
             if bounds is not None:
-                for event_topic, strict in bounds:
-                    hi = t if strict else t + sample.h_ns
+                for event_topic, strict, period in bounds:
+                    hi = t if strict else (t // period + 1) * period
                     if hi > self._hi.get(event_topic, _NO_BOUND):
                         self._hi[event_topic] = hi
                         self._dirty.add(event_topic)

@@ -110,6 +110,7 @@ from scipy.linalg.lapack import dgetrf as _dgetrf
 from scipy.linalg.lapack import dgetri as _dgetri
 
 from dynamics import chain as ch
+from dynamics import rigid_body as rb
 from dynamics import flexibility as fx
 from dynamics import loads as ld
 from dynamics import rms
@@ -215,17 +216,18 @@ def _inverse(A: np.ndarray) -> np.ndarray | None:
     return A_inv if info == 0 else None
 
 
-def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str) -> tuple[dict[str, Any], tuple[Any, ...]]:
-    """A held rigid-body state sample propagated to t (position by its velocity, attitude by its body
-    rate): its body with those two fields replaced, and ``(p, quat, w, v)`` as floats."""
+def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) -> tuple[dict[str, Any],
+                                                                                          tuple[Any, ...]]:
+    """A rigid-body state sample predicted from its coupling instant to t with its accelerations
+    (:func:`dynamics.rigid_body.predict_rows`): its body with the state fields replaced, and
+    ``(p, quat, w, v)`` as floats."""
     b = dict(smp.body)
     pf, wf, vf = floats(b[p]), floats(b[w]), floats(b[v])
     qf: Any = floats(b[q])
     dt = (t_ns - smp.t_ns) * 1e-9
     if dt > 0.0:
-        pf = [pf[0] + vf[0] * dt, pf[1] + vf[1] * dt, pf[2] + vf[2] * dt]
-        qf = sp.quat_integrate_rows(qf, wf[0], wf[1], wf[2], dt)
-        b[p], b[q] = np.array(pf), np.array(qf)
+        pf, qf, vf, wf = rb.predict_rows(pf, qf, vf, wf, floats(b[a]), floats(b[wd]), dt)
+        b[p], b[q], b[v], b[w] = np.array(pf), np.array(qf), np.array(vf), np.array(wf)
     return b, (pf, qf, wf, vf)
 
 
@@ -319,7 +321,7 @@ class ArmModel:
         self.period_ns = period_ns
         self.h = period_ns * 1e-9
         self.s = s
-        self.inputs = (Port("orbiter/state", "state"), Port("payload/state", "state"),
+        self.inputs = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"),
                        Port("operator/command", "event"), Port("contact/event", "event"))
         self.outputs = (Port(STATE, "state"), Port(WRENCH, "flow"))
         fixed = _fixed_chain()
@@ -501,7 +503,7 @@ class ArmModel:
             smp = u.state("orbiter/state")
         except KeyError:
             return self._orb
-        self._orb, self._orb_f = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W")
+        self._orb, self._orb_f = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W", "a_WOo_W", "wdot_WO_O")
         self._orb["t_ns"] = t_ns
         return self._orb
 
@@ -510,7 +512,7 @@ class ArmModel:
             smp = u.state("payload/state")
         except KeyError:
             return None
-        b, self._pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W")
+        b, self._pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W", "a_WTo_W", "wdot_WT_T")
         return b
 
     # ------------------------------------------------------------------ commands

@@ -495,7 +495,7 @@ class ContactModel:
         rho = max((math.hypot(*g.p_ToPo_T) for g in self._guides), default=0.0)
         self._all_reach2 = (reach + rho) ** 2 if reach >= 0.0 else -1.0  # inf stays inf; no guides: always far
         # hil/feedback is an input only when it is used, so a model run does not wait for the rig
-        ins = [Port("orbiter/state", "state"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
+        ins = [Port("orbiter/state", "state", "predict"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
                Port("operator/command", "event")]
         self.inputs = tuple(ins + [Port("hil/feedback", "state")] if con["source"] == "hil" else ins)
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
@@ -536,15 +536,12 @@ class ContactModel:
         if self._orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
             self._orb_floats = (sample, [floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
                                                                  "wdot_WO_O", "quat_WO")])
-        (p0, p1, p2), (v0, v1, v2), (a0, a1, a2), (w0, w1, w2), (d0, d1, d2), q0 = self._orb_floats[1]
-        p = [p0 + v0 * dt + 0.5 * a0 * dt * dt, p1 + v1 * dt + 0.5 * a1 * dt * dt, p2 + v2 * dt + 0.5 * a2 * dt * dt]
-        v = [v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt]
-        w = [w0 + d0 * dt, w1 + d1 * dt, w2 + d2 * dt]
+        p0, v0, a0, w0, d0, q0 = self._orb_floats[1]
         if dt > 0:
-            q = rb.quat_integrate_rows(q0, w0 + 0.5 * d0 * dt, w1 + 0.5 * d1 * dt, w2 + 0.5 * d2 * dt, dt)
+            p, q, v, w = rb.predict_rows(p0, q0, v0, w0, a0, d0, dt)
             state = rb.RigidBodyState.from_floats(p, q, v, w)
         else:
-            state = rb.RigidBodyState(np.array(p), np.asarray(b["quat_WO"]), np.array(v), np.array(w))
+            state = rb.RigidBodyState(np.array(p0), np.asarray(b["quat_WO"]), np.array(v0), np.array(w0))
         if self.inflight:
             self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
             for tk, P in self.inflight:

@@ -337,8 +337,9 @@ def _page_contact(log: _Tables, rep: Report) -> Any:
         if "active" in c and len(t):
             for ax in axes[k:k + 2]:
                 _shade(ax, t, c["active"].astype(bool))
-        if len(t):
-            rep.peaks[f"{name} |force| max [N]"], rep.peaks[f"{name} |moment| max [N·m]"] = wrench_peaks(F)
+        if len(t):  # the peaks inside each coupling interval travel in F_peak
+            rep.peaks[f"{name} |force| max [N]"], rep.peaks[f"{name} |moment| max [N·m]"] = wrench_peaks(
+                F, peaks=_vec(c, "F_peak") if "F_peak" in c else None)
         k += 2
     return fig, axes
 
@@ -355,9 +356,10 @@ def _page_joints(log: _Tables, rep: Report) -> Any:
     _plot(axes[0], t, np.degrees(q), labels, "angle q [deg]")
     _plot(axes[1], t, np.degrees(qd), labels, "rate qd [deg/s]", legend=False)
     _plot(axes[2], t, tau, labels, "torque tau [N·m]", legend=False)
-    if len(t):
+    if len(t):  # the largest |tau| inside each coupling interval travels in tau_peak
+        tau_pk = np.abs(_vec(c, "tau_peak") if "tau_peak" in c else tau)
         for i, lab in enumerate(labels):
-            rep.peaks[f"joint {lab} |tau| max [N·m]"] = float(np.abs(tau[:, i]).max())
+            rep.peaks[f"joint {lab} |tau| max [N·m]"] = float(tau_pk[:, i].max())
     return fig, axes
 
 
@@ -488,7 +490,8 @@ def expected_events(config: dict[str, Any], t_end_s: float) -> list[str]:
     return out
 
 
-def wrench_peaks(F: np.ndarray, where: np.ndarray | None = None) -> tuple[float, float]:
+def wrench_peaks(F: np.ndarray, where: np.ndarray | None = None,
+                 peaks: np.ndarray | None = None) -> tuple[float, float]:
     """Peak force and moment magnitudes of a series of wrenches: the one peak computation.
 
     Used by :func:`run_figures` (the peak berthing-interface load, the rig's sensed peak)
@@ -500,12 +503,21 @@ def wrench_peaks(F: np.ndarray, where: np.ndarray | None = None) -> tuple[float,
         Wrenches ``[τ; f]`` (any one point and frame, the same for every row). [N·m, N]
     where : ndarray of bool, shape (n,), optional
         The rows to take (default all).
+    peaks : ndarray, shape (n, 2), optional
+        Each row's ``F_peak``, ``[max |τ|, max |f|]`` over its coupling interval
+        (:mod:`protocol.coupling`): then the peaks are taken from it, not from ``F`` (a
+        coupled sample's ``F`` is the interval's mean).
 
     Returns
     -------
     force, moment : float
         ``max |f|`` and ``max |τ|`` over the rows taken; 0 when none is. [N, N·m]
     """
+    if peaks is not None:
+        pk = np.asarray(peaks, dtype=np.float64).reshape(-1, 2)
+        if where is not None:
+            pk = pk[np.asarray(where, dtype=bool)]
+        return (float(pk[:, 1].max()), float(pk[:, 0].max())) if len(pk) else (0.0, 0.0)
     F = np.asarray(F, dtype=np.float64).reshape(-1, 6)
     if where is not None:
         F = F[np.asarray(where, dtype=bool)]
@@ -547,10 +559,12 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
     F_peak = M_peak = F_rig = 0.0
     cw = d.get("contact/wrench", empty)
     if t_contact is not None and len(cw.get("t_ns", ())):
-        F_peak, M_peak = wrench_peaks(cw["F_Lo_W"], (cw["t_ns"] >= t_contact) & cw["active"])
+        # samples whose coupling interval [t, t + h) reaches the first contact
+        F_peak, M_peak = wrench_peaks(cw["F_Lo_W"], (cw["t_ns"] + cw["h_ns"] > t_contact) & cw["active"],
+                                      cw.get("F_peak"))
     fb = d.get("hil/feedback", empty)
     if len(fb.get("t_ns", ())):
-        F_rig, _ = wrench_peaks(fb["F_Bo_B"], fb["valid"])
+        F_rig, _ = wrench_peaks(fb["F_Bo_B"], fb["valid"], fb.get("F_peak"))
     st = d.get("hil/status", empty)
     link, hil_state = (dict(st["link"][-1]), st["state"][-1]) if len(st.get("t_ns", ())) else ({}, None)
     # total linear momentum where an orbiter and a payload sample share a time stamp

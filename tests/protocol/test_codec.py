@@ -8,7 +8,7 @@ import pytest
 
 from errors import MessageError
 from protocol import codec
-from protocol.messages import MAX_PAYLOAD_BYTES, SCHEMAS, TopicSchema, register_schema, schema_for
+from protocol.messages import FULL_RATE_SUFFIX, MAX_PAYLOAD_BYTES, SCHEMAS, TopicSchema, register_schema, schema_for
 
 rng = np.random.default_rng(3)
 
@@ -47,8 +47,17 @@ def test_round_trip_every_topic(topic):
 
 
 def test_schema_names_are_distinct_and_dotted():
-    names = [s.name for s in SCHEMAS.values()]
+    base = {t: s for t, s in SCHEMAS.items() if not t.endswith(FULL_RATE_SUFFIX)}
+    names = [s.name for s in base.values()]
     assert len(set(names)) == len(names) and all(n.startswith("berthsim.") for n in names)
+
+
+def test_every_state_and_flow_topic_has_its_full_rate_twin():
+    for topic, schema in SCHEMAS.items():
+        if topic.endswith(FULL_RATE_SUFFIX):
+            assert SCHEMAS[topic[: -len(FULL_RATE_SUFFIX)]] is schema
+        elif schema.kind != "event" and not topic.startswith("sim/"):
+            assert SCHEMAS[topic + FULL_RATE_SUFFIX] is schema
 
 
 def _raw(topic, fields, version=None, env=None):
@@ -142,10 +151,10 @@ def test_register_schema_extends_table():
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_every_array_element_is_checked_and_the_field_named(bad):
-    """arm/state has eight array fields, validated together: a non-finite value anywhere is refused."""
+    """arm/state has nine array fields, validated together: a non-finite value anywhere is refused."""
     fields = _fields("arm/state")
     arrays = [k for k, (t, shape) in SCHEMAS["arm/state"].fields.items() if t == "f8" and shape != ()]
-    assert len(arrays) == 8
+    assert len(arrays) == 9
     for name in arrays:
         for i in range(fields[name].size):
             v = fields[name].copy()

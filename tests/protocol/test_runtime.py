@@ -152,6 +152,7 @@ def test_bit_identical_across_runs_layouts_and_transports(tmp_path):
         "ipc-1": ("", ()),
         "ipc-2": ("", ()),
         "inprocess": ("", ("--inprocess",)),
+        "grouped": ('processes = {pair = ["a", "b"]}', ()),  # one process group: in-memory hand-over
         "tcp": (f'transport = "tcp"\nbus = "tcp://127.0.0.1:{port}"', ()),
     }
     for label, (sim, args) in variants.items():

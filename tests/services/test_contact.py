@@ -34,6 +34,7 @@ from dynamics import contact as dc
 from dynamics import rigid_body as rb
 from dynamics.spatial import pose, quat_to_rotation, rotation_to_quat, shift_twist
 from protocol.codec import decode, encode
+from protocol.scheduler import simulate
 from protocol.service import Port, Sample
 from protocol.stepping import InputBuffer, StepInputs
 from services import contact as sc
@@ -191,40 +192,20 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> Any:
 # ---------------------------------------------------------------- in-process lockstep driver
 
 
-def run_lockstep(models: list[Any], t_end_ns: int, on_sample=None) -> None:
-    """Step ``models`` from 0 to ``t_end_ns`` under the runtime's input rule; every message through the codec.
+def run_lockstep(models: list[Any], t_end_ns: int, on_sample=None, coupling=None) -> None:
+    """Step ``models`` from 0 to ``t_end_ns`` with the runtime's own scheduler (one process, no bus):
+    the coupling rule and the lockstep input rule as in a real run, every body checked by the codec.
 
-    ``on_sample(topic, sample)`` sees every published sample.
+    ``on_sample(topic, sample)`` sees every published sample; ``coupling``: per service, coupling
+    periods [ns] (default: from the consumers' periods, :func:`protocol.coupling.coupling_periods`).
     """
-    producers = {p.topic: m.period_ns for m in models for p in m.outputs}
-    bufs = {m.name: InputBuffer(m.inputs, producers) for m in models}
-    seq: dict[str, int] = {}
+    def frame(f: bytes) -> None:
+        if on_sample is not None:
+            i = f.index(b"\0")
+            topic = f[:i].decode()
+            on_sample(topic, decode(topic, f[i + 1:]))
 
-    def publish(m: Any, t: int, outs: dict[str, dict[str, Any]]) -> None:
-        for topic, body in outs.items():
-            n = seq.get(topic, 0)
-            seq[topic] = n + 1
-            s = decode(topic, encode(topic, body, sender=m.name, seq=n, t_ns=t, h_ns=m.period_ns, wall_ns=0))
-            for b in bufs.values():
-                b.add(topic, s)
-            if on_sample is not None:
-                on_sample(topic, s)
-
-    for m in models:
-        publish(m, 0, m.initial(0))
-    t_next = {m.name: 0 for m in models}
-    while any(t < t_end_ns for t in t_next.values()):
-        progressed = False
-        for m in models:  # step whoever is ready (as the real shells do, data-driven)
-            h, T = m.period_ns, t_next[m.name]
-            buf = bufs[m.name]
-            while T + h <= t_end_ns and buf.ready(T, h):
-                publish(m, T + h, m.step(T, h, buf.select(T, h)))
-                buf.prune(T + h, h)
-                T += h
-                progressed = True
-            t_next[m.name] = T if T + h <= t_end_ns else t_end_ns
-        assert progressed, f"lockstep deadlock at {t_next}"
+    simulate(models, t_end_ns, coupling=coupling, on_frame=frame)
 
 
 class Trace:

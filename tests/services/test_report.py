@@ -48,7 +48,11 @@ def physics_log(tmp_path):
         F = np.array([0.0, 0.0, 30.0 * np.sin(np.pi * ts), 400.0 * np.sin(np.pi * ts), 0.0, 0.0])
         lg.on_message("orbiter/state", encode("orbiter/state", o, sender="orbiter", seq=i, t_ns=t, h_ns=10 * MS))
         lg.on_message("payload/state", encode("payload/state", p, sender="contact", seq=i, t_ns=t, h_ns=10 * MS))
-        lg.on_message("contact/wrench", encode("contact/wrench", {"F_Lo_W": F, "p_WoLo_W": z, "active": 30 < i < 70},
+        # F_peak: the largest |τ|, |f| inside the coupling interval (here above the mean, as in a run whose
+        # contact spikes between coupling instants): 500 N and 45 N·m in the interval at t = 0.7 s
+        peak = [45.0, 500.0] if i == 70 else [abs(F[2]), abs(F[3])]
+        lg.on_message("contact/wrench", encode("contact/wrench", {"F_Lo_W": F, "p_WoLo_W": z, "active": 30 < i < 70,
+                                                                  "F_peak": np.array(peak)},
                                                sender="contact", seq=i, t_ns=t, h_ns=10 * MS))
         ev = [{"kind": "capture"}] if i == 40 else [{"kind": "latch", "id": 2}] if i == 60 else []
         lg.on_message("contact/event", encode("contact/event", {"events": ev}, sender="contact", seq=i, t_ns=t,
@@ -68,8 +72,9 @@ def test_pages_peaks_and_events_of_a_known_motion(physics_log, tmp_path):
     assert rep.peaks["relative distance max [m]"] == pytest.approx(10.0, rel=1e-12)
     assert rep.peaks["relative distance min [m]"] == pytest.approx(r1, rel=1e-12)
     assert rep.peaks["relative speed max [m/s]"] == pytest.approx(np.linalg.norm(V_T - V_O), rel=1e-12)
-    assert rep.peaks["F_Lo_W |force| max [N]"] == pytest.approx(400.0, rel=1e-12)  # at t = 0.5 s
-    assert rep.peaks["F_Lo_W |moment| max [N·m]"] == pytest.approx(30.0, rel=1e-12)
+    # the peaks inside the coupling intervals (F_peak), not the largest interval mean (400 N, 30 N·m at 0.5 s)
+    assert rep.peaks["F_Lo_W |force| max [N]"] == pytest.approx(500.0, rel=1e-12)
+    assert rep.peaks["F_Lo_W |moment| max [N·m]"] == pytest.approx(45.0, rel=1e-12)
     assert rep.peaks["linear momentum drift max [N·s]"] < 1e-9 * M_O * np.linalg.norm(V_O)  # no force: constant
     assert rep.peaks["kinetic energy change max [J]"] < 1e-9
     assert rep.events == [(0.4, "contact/event", "capture"), (0.6, "contact/event", "latch")]

@@ -1,0 +1,391 @@
+"""The services of one OS process, stepped by one scheduler (process groups, DESIGN §2).
+
+A process runs one or more *members* (:class:`Member`): models, sinks and sources
+(:mod:`protocol.service`). One :class:`Scheduler` steps its models directly in timestamp
+order — whichever ready model is furthest behind goes next — and hands the samples one
+member publishes to the others over memory: no socket, no decode
+(:meth:`protocol.codec.TopicCodec.encode_local` gives the consumer's sample together with
+the bytes that leave the process). Between processes the bus carries the same bytes, and
+a sink in the process (the logger) gets every frame, local or not.
+
+Grouping changes cost, never results: every member publishes through the same
+:class:`protocol.coupling.PortCoupler` whatever the layout, and the lockstep rule
+(:mod:`protocol.stepping`) depends on timestamps only, so a lockstep run's log is
+bit-identical for every grouping (one process per service, a few groups, one process
+for everything).
+
+This module is pure: no sockets, no clock. :mod:`protocol.shell` owns those and calls
+:meth:`Scheduler.run_lockstep` (or steps members itself in realtime mode) between its
+waits on the bus.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from errors import LifecycleError
+from protocol.codec import TopicCodec, topic_codec
+from protocol.coupling import PortCoupler, full_rate_topic
+from protocol.messages import SEPARATOR, schema_for
+from protocol.service import Port, Sample, role_of
+from protocol.stepping import InputBuffer, event_progress
+
+__all__ = ["Member", "Output", "Scheduler"]
+
+
+class Output:
+    """One output port of a member, as it is published (see :meth:`Scheduler.configure`)."""
+
+    __slots__ = ("topic", "kind", "prefix", "codec", "coupler", "sparse", "empty", "full_prefix", "local", "seq",
+                 "full_seq")
+
+    def __init__(self, port: Port, step_ns: int, coupling_ns: int, sparse: bool, full_rate: bool) -> None:
+        schema = schema_for(port.topic)
+        self.topic = port.topic
+        self.kind = port.kind
+        self.prefix = port.topic.encode() + SEPARATOR
+        self.codec: TopicCodec = topic_codec(port.topic)
+        self.coupler = PortCoupler(port.topic, port.kind, step_ns, coupling_ns, schema)
+        self.empty = {"events": []} if tuple(schema.fields) == ("events",) else None
+        self.sparse = sparse and self.empty is not None
+        self.full_prefix = (full_rate_topic(port.topic).encode() + SEPARATOR
+                            if full_rate and port.kind != "event" else None)
+        self.local: list[Member] = []   # members of this process that take the topic as an input
+        self.seq = 0
+        self.full_seq = 0
+
+
+class Member:
+    """One service of a process: what it runs, its input buffer, its outputs and its statistics.
+
+    Parameters
+    ----------
+    obj : ServiceModel | Sink | Source
+        What it runs (:func:`protocol.service.role_of`); its ``name`` is the service's
+        control identity and the ``sender`` of its messages.
+    """
+
+    __slots__ = ("obj", "role", "name", "period_ns", "inputs", "outputs", "buf", "outs", "t_ns", "state", "done",
+                 "stopped", "steps", "overruns", "received", "invalid", "dropped", "jitter", "age", "win", "ctl",
+                 "stats_seq", "produced")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.role = role_of(obj)
+        self.name: str = obj.name
+        self.period_ns = int(getattr(obj, "period_ns", 0) or 0)
+        self.inputs: tuple[Port, ...] = tuple(getattr(obj, "inputs", ()))
+        self.outputs: tuple[Port, ...] = tuple(getattr(obj, "outputs", ()))
+        self.produced = frozenset(p.topic for p in self.outputs)
+        self.buf = InputBuffer(self.inputs)
+        self.outs: tuple[Output, ...] = ()
+        self.t_ns = 0
+        self.state = "configured"
+        self.done = False       # reached the run's end (steppers), or nothing to step (sinks)
+        self.stopped = False    # told to stop
+        self.steps = 0
+        self.overruns = 0
+        self.received = 0
+        self.invalid = 0
+        self.dropped = 0
+        self.jitter = array("q")
+        self.age = array("q")
+        self.win = 0
+        self.ctl: Any = None    # its control client (the shell's)
+        self.stats_seq = 0
+
+    def hello(self, pid: int) -> dict[str, Any]:
+        """The control-plane ``hello`` of this service."""
+        return {"op": "hello", "name": self.name, "role": self.role, "period_ns": self.period_ns,
+                "inputs": [[p.topic, p.kind] for p in self.inputs],
+                "outputs": [[p.topic, p.kind] for p in self.outputs], "pid": pid}
+
+
+class Scheduler:
+    """Steps the models of one process in timestamp order; publishes through the coupling rule.
+
+    Parameters
+    ----------
+    members : sequence of Member
+        Every service of the process, in a fixed order (the tie-break among models at the
+        same instant, so that a run's order of publication is reproducible).
+
+    Attributes
+    ----------
+    outbox : list of bytes
+        Frames (``topic\\0body``) published since the caller last took them, in order: for the bus.
+    sink_frames : list of bytes
+        The same frames plus the bus's, for the process's sinks (only kept when it has any).
+    """
+
+    def __init__(self, members: Sequence[Member]) -> None:
+        self.members = tuple(members)
+        names = [m.name for m in self.members]
+        if len(set(names)) != len(names):
+            raise LifecycleError(f"a process runs each service once, got {names}")
+        self.models = tuple(m for m in self.members if m.role == "model")
+        self.sinks = tuple(m for m in self.members if m.role == "sink")
+        self.sources = tuple(m for m in self.members if m.role == "source")
+        self.outbox: list[bytes] = []
+        self.sink_frames: list[bytes] = []
+        by_topic: dict[str, list[Member]] = {}
+        for m in self.models:
+            for p in m.inputs:
+                by_topic.setdefault(p.topic, []).append(m)
+        self._consumers = by_topic  # input topic -> models of this process that take it
+        self.local_topics = frozenset(t for m in self.members for t in m.produced)  # topics produced here
+        self.current: Member | None = None  # the member being stepped (names the culprit of an exception)
+
+    # ------------------------------------------------------------------ start
+    def configure(self, producers: Mapping[str, int], services: Mapping[str, Mapping[str, Any]],
+                  full_rate: Iterable[str] = ()) -> None:
+        """Apply the start message: every produced topic's coupling period, every participant's ports.
+
+        Sets each member's producers and event witnesses (:func:`protocol.stepping.event_progress`),
+        plans its outputs (coupling, sparse event ports, full-rate twins) and tells a model that
+        has ``set_coupling`` its periods (every step's with ``log_full_rate``).
+        """
+        full = set(full_rate)
+        by_topic = self._consumers
+        for m in self.members:
+            sparse, witnesses = event_progress(m.name, services)
+            m.buf.set_producers(producers, witnesses)
+            h = m.period_ns or 1
+            outs = []
+            for events_first in (True, False):  # event ports first: a later output of a step witnesses them
+                for p in m.outputs:
+                    if (p.kind == "event") == events_first:
+                        out = Output(p, h, int(producers.get(p.topic) or h), p.topic in sparse,
+                                     m.role == "model" and m.name in full)
+                        out.local = [c for c in by_topic.get(p.topic, ()) if c is not m]
+                        outs.append(out)
+            m.outs = tuple(outs)
+            setter = getattr(m.obj, "set_coupling", None)
+            if m.role == "model" and callable(setter):
+                setter({o.topic: (h if m.name in full else o.coupler.H) for o in outs})
+
+    def consumers(self, topic: str) -> list[Member]:
+        """Members of this process that take ``topic`` as an input."""
+        return self._consumers.get(topic, [])
+
+    # ------------------------------------------------------------------ publishing
+    def publish(self, m: Member, outs: Mapping[str, Any], t_ns: int, wall_ns: int, initial: bool = False) -> None:
+        """Publish what ``initial`` (at ``t_ns``) or the step ending ``t_ns`` of ``m`` returned.
+
+        Each port goes through its coupler; each sample is encoded once: its frame goes to
+        :attr:`outbox` (and :attr:`sink_frames` if the process has sinks) and, for members of
+        this process that take the topic, its sample into their input buffers.
+
+        Raises
+        ------
+        LifecycleError
+            An output topic that is not a declared port, or a state (or non-sparse event
+            port with a non-``events`` schema) with no body when one is due.
+        MessageError
+            A body that does not fit its schema (a non-finite value, a missing field).
+        """
+        if len(outs) != len(m.outs) and any(k not in m.produced for k in outs):
+            bad = [k for k in outs if k not in m.produced]
+            raise LifecycleError(f"{m.name}: output topic {bad[0]!r} is not a declared output port")
+        name = m.name
+        outbox = self.outbox
+        sinks = self.sink_frames if self.sinks else None
+        for o in m.outs:
+            fields = outs.get(o.topic)
+            coupler = o.coupler
+            if o.full_prefix is not None and fields is not None:
+                frame = o.full_prefix + o.codec.encode(coupler.full(fields), name, o.full_seq, t_ns, m.period_ns,
+                                                       wall_ns)
+                o.full_seq += 1
+                outbox.append(frame)
+                if sinks is not None:
+                    sinks.append(frame)
+            for ts, hs, body in (coupler.initial(t_ns, fields) if initial else coupler.step(t_ns, fields)):
+                if body is None or (o.empty is not None and not body.get("events", True)):
+                    if o.sparse:
+                        continue
+                    if body is None:
+                        body = o.empty
+                        if body is None:
+                            raise LifecycleError(f"{name}: step returned no body for output {o.topic!r} at t={ts} ns")
+                if o.local:
+                    payload, sample = o.codec.encode_local(body, name, o.seq, ts, hs, wall_ns)
+                    for c in o.local:
+                        c.buf.add(o.topic, sample)
+                        c.received += 1
+                else:
+                    payload = o.codec.encode(body, name, o.seq, ts, hs, wall_ns)
+                o.seq += 1
+                frame = o.prefix + payload
+                outbox.append(frame)
+                if sinks is not None:
+                    sinks.append(frame)
+
+    def publish_frame(self, m: Member, topic: str, payload: bytes, decode: Callable[[str, bytes], Sample]) -> None:
+        """A source's already-encoded message: onto the bus, to the sinks, and decoded to the members here
+        that take its topic (a source in a group is rare: it is decoded once, for all of them)."""
+        frame = topic.encode() + SEPARATOR + payload
+        self.outbox.append(frame)
+        if self.sinks:
+            self.sink_frames.append(frame)
+        local = self._consumers.get(topic)
+        if local:
+            s = decode(topic, payload)
+            for c in local:
+                c.buf.add(topic, s)
+                c.received += 1
+
+    def deliver(self, topic: str, sample: Sample) -> None:
+        """A sample from another process, to every member here that takes ``topic``."""
+        for c in self._consumers.get(topic, ()):
+            c.buf.add(topic, sample)
+            c.received += 1
+
+    # ------------------------------------------------------------------ lockstep
+    def initial(self, t0_ns: int, wall_ns: int) -> None:
+        """Every model's ``initial`` outputs at ``t0_ns`` (each model's time set to ``t0_ns``)."""
+        for m in self.models:
+            m.t_ns = t0_ns
+            self.current = m
+            self.publish(m, m.obj.initial(t0_ns), t0_ns, wall_ns, initial=True)
+        self.current = None
+
+    def run_lockstep(self, t_end_ns: int, wall_ns: Callable[[], int],
+                     may_step: Callable[[Member], bool] | None = None, limit: int = 1 << 30) -> int:
+        """Step every model that is ready, in timestamp order, until none is (or ``limit`` steps).
+
+        Whichever ready model is furthest behind steps next (ties: member order); its outputs
+        reach the others here at once. A model at ``t_end_ns`` is done (``t_end_ns`` 0: no end).
+
+        Parameters
+        ----------
+        t_end_ns : int
+        wall_ns : callable
+            The wall clock for the ``wall_ns`` field of published messages.
+        may_step : callable, optional
+            Pacing: False holds a model back (its wall instant has not come).
+        limit : int
+            At most this many steps in this call.
+
+        Returns
+        -------
+        int
+            Steps made.
+        """
+        models = [m for m in self.models if not m.done]
+        n = 0
+        while models and n < limit:
+            stepped = False
+            for m in sorted(models, key=_by_time) if len(models) > 1 else models:
+                if may_step is not None and not may_step(m):
+                    continue
+                t, h = m.t_ns, m.period_ns
+                u = m.buf.take(t, h)
+                if u is None:
+                    continue
+                self.current = m
+                outs = m.obj.step(t, h, u)
+                t += h
+                m.t_ns = t
+                self.publish(m, outs, t, wall_ns())
+                self.current = None
+                m.buf.prune(t, h)
+                m.steps += 1
+                n += 1
+                if t_end_ns and t >= t_end_ns:
+                    m.done = True
+                    models.remove(m)
+                stepped = True
+                break  # the furthest behind goes next
+            if not stepped:
+                break
+        return n
+
+
+def _by_time(m: Member) -> int:
+    return m.t_ns
+
+
+def ports_of(members: Iterable[Member]) -> dict[str, dict[str, Any]]:
+    """Every member's role, period and ports as its ``hello`` says them (the start message's ``services``)."""
+    return {m.name: {"role": m.role, "period_ns": m.period_ns, "inputs": [[p.topic, p.kind] for p in m.inputs],
+                     "outputs": [[p.topic, p.kind] for p in m.outputs]} for m in members}
+
+
+def simulate(models: Sequence[Any], t_end_ns: int, *, coupling: Mapping[str, Mapping[str, int]] | None = None,
+             t0_ns: int = 0, full_rate: Iterable[str] = (),
+             on_frame: Callable[[bytes], None] | None = None) -> Scheduler:
+    """Run ``models`` in lockstep from ``t0_ns`` to ``t_end_ns`` in this thread, with no bus and no clock.
+
+    The same scheduler, coupling rule and input rule as a run of ``launch.py`` with every
+    service in one process, so the models compute what they compute there (the wall-clock
+    field of every message is 0). For tests, analyses and many runs in one process.
+
+    Parameters
+    ----------
+    models : sequence
+        :class:`protocol.service.ServiceModel` objects (and sinks, which get every frame).
+    t_end_ns : int
+        End of the run; ``t_end_ns - t0_ns`` must be a whole number of every period and
+        coupling period. [ns]
+    coupling : Mapping[str, Mapping[str, int]], optional
+        Per service, coupling periods [ns] by output topic or ``"*"``
+        (:func:`protocol.coupling.coupling_periods`); default: from the consumers' periods.
+    t0_ns : int
+    full_rate : iterable of str
+        Services with ``log_full_rate``.
+    on_frame : callable, optional
+        Sees every published frame (``topic\\0body``), in publication order.
+
+    Returns
+    -------
+    Scheduler
+        After the run (its members hold the final statistics).
+
+    Raises
+    ------
+    LifecycleError
+        If no model can step before the end (the coupling periods make a cycle wait on itself).
+    """
+    from protocol.coupling import coupling_periods
+
+    members = [Member(m) for m in models]
+    sched = Scheduler(members)
+    services = ports_of(members)
+    sched.configure(coupling_periods(services, coupling or {}), services, full_rate)
+
+    def flush() -> None:
+        frames = sched.outbox
+        if frames:
+            for f in frames:
+                if on_frame is not None:
+                    on_frame(f)
+            sched.outbox = []
+        if sched.sinks and sched.sink_frames:
+            batch, sched.sink_frames = sched.sink_frames, []
+            for s in sched.sinks:
+                on_frames = getattr(s.obj, "on_frames", None)
+                if on_frames is not None:
+                    on_frames(batch)
+                else:
+                    for f in batch:
+                        i = f.find(SEPARATOR)
+                        s.obj.on_message(f[:i].decode(), f[i + 1:])
+
+    zero = _zero_wall
+    sched.initial(t0_ns, 0)
+    flush()
+    while not all(m.done for m in sched.models):
+        n = sched.run_lockstep(t_end_ns, zero)
+        flush()
+        if n == 0 and not all(m.done for m in sched.models):
+            waiting = {m.name: (m.t_ns, m.buf.missing(m.t_ns, m.period_ns)) for m in sched.models if not m.done}
+            raise LifecycleError(f"lockstep cannot go on: each model waits for an input no other can give yet "
+                                 f"(t [ns] and missing inputs: {waiting})")
+    return sched
+
+
+def _zero_wall() -> int:
+    return 0
