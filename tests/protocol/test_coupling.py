@@ -15,7 +15,7 @@ from protocol.codec import decode, encode, topic_codec
 from protocol.coupling import PortCoupler, complete, coupling_periods, is_due
 from protocol.messages import SCHEMAS, schema_for
 from protocol.scheduler import simulate
-from tests.protocol.toys import ChainMass
+from testkit.toys import ChainMass
 
 MS = 1_000_000
 
