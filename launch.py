@@ -342,12 +342,14 @@ def cmd_recover(a: argparse.Namespace) -> int:
 def _analyze_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("case", help="yoshida1992 or cyril1998 (services.analysis.CASES)")
     p.add_argument("--out", help="directory for CSV and PNG files (default: print only)")
+    p.add_argument("--flexible", action="store_true",
+                   help="cyril1998: post-impact simulations with flexible links, against rigid ones")
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
     """Reproduce a seed's worked example (:mod:`services.analysis`)."""
     from services.analysis import main as analyze
-    return analyze([a.case] + (["--out", a.out] if a.out else []))
+    return analyze([a.case] + (["--out", a.out] if a.out else []) + (["--flexible"] if a.flexible else []))
 
 
 # ---------------------------------------------------------------- worker (hidden)

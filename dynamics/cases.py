@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynamics import chain as ch
+from dynamics.beam import BeamLink
 from dynamics.spatial import pose
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError
@@ -27,6 +28,8 @@ __all__ = [
     "yoshida_three_rod",
     "yoshida_direction",
     "cyril_1998_system",
+    "cyril_1998_captured",
+    "CYRIL_EI",
     "srms_on_orbiter",
     "etsvii",
     "ORBITER_MASS",
@@ -184,16 +187,27 @@ def yoshida_direction(case: ChainCase, theta: float) -> Array:
     return np.cos(theta) * e_perp + np.sin(theta) * e_link
 
 
-def cyril_1998_system() -> tuple[ChainCase, RigidPayload]:
+#: Bending stiffness of Cyril's links, Table 1 of seed 002. [N·m²]
+CYRIL_EI = 881.0
+
+
+def cyril_1998_system(n_modes: int = 0, mount_x: float = 0.0) -> tuple[ChainCase, RigidPayload]:
     """Cyril et al. 1998 (seed 002) Tables 1–2: spacecraft, two links, hand; and the payload.
 
-    Links are rigid (flexibility deferred). Table 1's ``I_zz`` of the links and the hand
+    ``n_modes = 0``: rigid links. ``n_modes > 0``: both links are Euler–Bernoulli beams
+    (:mod:`dynamics.beam`) with ``EI = 881 N·m²`` (:data:`CYRIL_EI`), 20 kg spread
+    uniformly over 8.13 m, and ``n_modes`` clamped–free modes bending in the plane of
+    the motion (seed 002 §2: the links' elastic coordinates join the generalized
+    coordinates); q and v end with the elastic coordinates, all zero at the start
+    (Table 2 lists none). ``mount_x``: the shoulder joint this far from the spacecraft
+    CoM along the spacecraft x axis [m] (default 0: at the CoM, where free joints exert
+    no moment on the spacecraft). Table 1's ``I_zz`` of the links and the hand
     equal ``m L²/3`` (about the joint); the CoM inertia used is ``m L²/12`` about z (thin
     rods). Table 2's angles are taken as relative joint angles, degrees → radians, all
-    other initial values zero. **Assumed** (not in the seed): manipulator mounted at the
-    spacecraft CoM; out-of-plane inertias (spacecraft diag(20000, 20000, 40000),
-    payload diag(250, 250, 500)); the contact point at the hand tip, 1.0 m from the
-    payload CoM along the hand axis; motion in the xy plane.
+    other initial values zero. **Assumed** (not in the seed): manipulator mounted
+    ``mount_x`` from the spacecraft CoM (Fig. 1 is not in the OCR); out-of-plane inertias
+    (spacecraft diag(20000, 20000, 40000), payload diag(250, 250, 500)); the contact point
+    at the hand tip, 1.0 m from the payload CoM along the hand axis; motion in the xy plane.
     """
     L, m_l = 8.13, 20.0
     model = _planar_chain(
@@ -203,14 +217,18 @@ def cyril_1998_system() -> tuple[ChainCase, RigidPayload]:
         [L, L, 0.2],
         [m_l, m_l, 0.2],
         [_rod_inertia(m_l, L), _rod_inertia(m_l, L), _rod_inertia(0.2, 0.2)],
-        0.0,
+        float(mount_x),
     )
+    if n_modes:
+        link = BeamLink(L, m_l / L, CYRIL_EI, modes_y=n_modes)
+        model = ch.with_beams(model, {1: link, 2: link})
     q = ch.neutral(model)
-    q[7:] = np.radians([67.3, 45.4, 0.0])
+    q[7:10] = np.radians([67.3, 45.4, 0.0])
     v = np.zeros(model.nv)
-    v[6:] = np.radians([8.36e-1, -1.81, 9.03e-1])
+    v[6:9] = np.radians([8.36e-1, -1.81, 9.03e-1])
+    links = f"flexible links ({n_modes} modes each)" if n_modes else "rigid links"
     case = ChainCase(model, q, v, 3, np.array([0.2, 0.0, 0.0]),
-                     "Cyril et al. 1998 Tables 1-2, rigid links; mount at spacecraft CoM assumed")
+                     f"Cyril et al. 1998 Tables 1-2, {links}; mount at spacecraft CoM assumed")
     data = ch.make_data(model)
     X = ch.forward_kinematics(model, data, q)
     e_hand = X[3, :3, 0]
@@ -221,6 +239,49 @@ def cyril_1998_system() -> tuple[ChainCase, RigidPayload]:
         V_WBcm_W=np.array([0.0, 0.0, np.radians(-3.00), 0.0, 0.0, 0.0]),
     )
     return case, payload
+
+
+def cyril_1998_captured(case: ChainCase, payload: RigidPayload, q: Array, v: Array,
+                        w_p_W: Array) -> ChainCase:
+    """Cyril's system after a plastic capture: the payload hinged to the hand at the contact point.
+
+    The capture transmits no moment (seed 002 §3, second assumption): the contact points
+    move together afterwards, the payload keeps its own spin. It is therefore a fifth
+    body on a revolute joint about z at the hand tip (planar motion), its CoM
+    ``−p_BcmC_W`` beyond it; the joint rate is the payload's spin relative to the hand.
+
+    Parameters
+    ----------
+    case, payload
+        From :func:`cyril_1998_system` (rigid or flexible).
+    q, v : ndarray, shapes (nq,), (nv,)
+        The chaser's configuration and its post-impact generalized velocity.
+    w_p_W : ndarray, shape (3,)
+        The payload's post-impact angular velocity in W. [rad/s]
+
+    Returns
+    -------
+    ChainCase
+        Bodies spacecraft, link1, link2, hand, payload; q and v with the payload joint
+        after the hand joint (elastic coordinates last); the hand point unchanged.
+    """
+    m = case.model
+    X = np.concatenate([m.X_PJ, pose(np.eye(3), case.p_BoHo_B)[None]])
+    axes = np.concatenate([m.axis_J, [[0.0, 0.0, 1.0]]])
+    data = ch.make_data(m)
+    R_WH = ch.forward_kinematics(m, data, q)[case.hand_body, :3, :3]
+    com = np.concatenate([m.p_BoBcm_B, [R_WH.T @ -payload.p_BcmC_W]])
+    inertia = np.concatenate([m.I_Bcm_B, [R_WH.T @ payload.I_Bcm_W @ R_WH]])
+    model = ch.chain_from_table(list(m.names) + ["payload"], list(m.parent) + [case.hand_body],
+                                list(m.joint_type) + ["revolute"], X, axes,
+                                np.concatenate([m.mass, [payload.mass]]), com, inertia,
+                                beams=list(m.beams) + [None] if m.beams else None)
+    nj = 7 + m.n
+    w_hand = ch.frame_jacobian(m, data, q, case.hand_body)[:3] @ v
+    q2 = np.concatenate([q[:nj], [0.0], q[nj:]])
+    v2 = np.concatenate([v[:nj - 1], [float(w_p_W[2] - w_hand[2])], v[nj - 1:]])
+    return ChainCase(model, q2, v2, case.hand_body, case.p_BoHo_B,
+                     case.description + "; payload hinged to the hand after a plastic capture")
 
 
 def srms_on_orbiter(

@@ -464,6 +464,7 @@ def chain_from_table(
     qd_max: ArrayLike | None = None,
     tau_max: ArrayLike | None = None,
     joint_names: Sequence[str] | None = None,
+    beams: Sequence[BeamLink | None] | None = None,
 ) -> ChainModel:
     """Build a :class:`ChainModel` from per-body arrays (a config table).
 
@@ -508,6 +509,7 @@ def chain_from_table(
         qd_max=lim(qd_max, np.inf, "qd_max"),
         tau_max=lim(tau_max, np.inf, "tau_max"),
         joint_names=tuple(joint_names) if joint_names is not None else (),
+        beams=tuple(beams) if beams is not None else (),
     )
 
 
@@ -1234,6 +1236,7 @@ def simulate(
     rtol: float = 1e-10,
     atol: float = 1e-12,
     max_step: float = np.inf,
+    locked: Sequence[int] = (),
 ) -> Trajectory:
     """Integrate the chain with scipy's adaptive 8th-order Dormand–Prince (DOP853).
 
@@ -1256,6 +1259,10 @@ def simulate(
         Tolerances of the error control.
     max_step : float
         Largest step. [s]
+    locked : sequence of int
+        Coordinates of v whose rates are held (zero acceleration: a servo or brake
+        supplies whatever generalized force that takes, as ``locked`` in
+        :mod:`dynamics.impact`).
 
     Returns
     -------
@@ -1278,6 +1285,18 @@ def simulate(
     nq, nv = model.nq, model.nv
     zero = np.zeros(nv)
     count = [0]
+    lk = sorted({int(k) for k in locked})
+    if any(not 0 <= k < nv for k in lk):
+        raise ShapeError(f"locked: indices must lie in [0, {nv}), got {list(locked)}")
+    free = np.setdiff1d(np.arange(nv), lk)
+
+    def accel(q: Array, v: Array, u: Array) -> Array:
+        if not lk:
+            return forward_dynamics(model, data, q, v, u, F_ext)
+        phi = u - inverse_dynamics(model, data, q, v, zero, F_ext)
+        out = np.zeros(nv)
+        out[free] = udu.spd_solve(mass_matrix(model, data, q)[np.ix_(free, free)], phi[free], "M (free rows)")
+        return out
 
     def rhs(t: float, y: Array) -> Array:
         q = y[:nq].copy()
@@ -1285,7 +1304,7 @@ def simulate(
         if model.floating:
             q[3:7] /= np.linalg.norm(q[3:7])
         u = zero if tau is None else (tau(t, q, v) if callable(tau) else tau)
-        vd = forward_dynamics(model, data, q, v, u, F_ext)
+        vd = accel(q, v, u)
         count[0] += 1
         dq = np.empty(nq)
         if model.floating:

@@ -15,6 +15,14 @@ Cases
     impact, the elastic one (r_E = 0, r_f = 0) and (r_E, r_f) = (0.5, 0.5), (0.5, 0.8),
     (0.2, 0.5), each with the end-effector (hand) joint free and locked
     (:mod:`dynamics.impact`). ``--out`` adds ``cyril1998.csv`` and ``cyril1998.png``.
+``cyril1998 --flexible``
+    Seed 002 section 4's post-impact simulations (:func:`cyril1998_flexible`): the links
+    as Euler–Bernoulli beams (:mod:`dynamics.beam`, 2 modes each), the cases of Figs 2–10
+    (plastic; elastic, r_E/r_f = 0.5/0.5, 0.5/0.8, 0.2/0.5 with the end effector
+    locked), each run again with rigid links. Prints the post-impact rates (elastic
+    ones included) and, finding by finding, whether the runs show what the paper reports
+    (:func:`cyril_findings`); ``--out`` adds ``cyril1998_flexible.csv`` and plots of
+    what Figs 2–10 plot (pitch and joint angles, tip deflections, configurations).
 
 Without ``--out`` nothing is written. Exit codes: 0 success, 2 usage (unknown case),
 1 a computation failed (the error is printed).
@@ -37,7 +45,8 @@ from dynamics import cases, exgit, impact
 from dynamics import chain as ch
 from errors import BerthsimError
 
-__all__ = ["main", "yoshida1992", "cyril1998", "YoshidaSweep", "CyrilRow", "CASES"]
+__all__ = ["main", "yoshida1992", "cyril1998", "cyril1998_flexible", "cyril_run", "cyril_findings", "YoshidaSweep",
+           "CyrilRow", "CyrilRun", "CyrilFlexible", "CASES", "CYRIL_RUNS"]
 
 Array = NDArray[np.float64]
 
@@ -367,6 +376,406 @@ def _cyril_files(rows: list[CyrilRow], out: Path) -> list[Path]:
     return [out / "cyril1998.csv", out / "cyril1998.png"]
 
 
+# ---------------------------------------------------------------- cyril1998 --flexible
+
+#: The post-impact simulations of seed 002 §4 (Figs 2–10): (name, r_E, r_f, end effector).
+#: The plastic case's end effector is free (the captions of Figs 2–4 say nothing), the others
+#: are "locked" as their captions say.
+CYRIL_RUNS: tuple[tuple[str, float | None, float | None, str], ...] = (
+    ("plastic", None, None, "free"),
+    ("elastic", 0.0, 0.0, "locked"),
+    ("rE=0.5 rf=0.5", 0.5, 0.5, "locked"),
+    ("rE=0.5 rf=0.8", 0.5, 0.8, "locked"),
+    ("rE=0.2 rf=0.5", 0.2, 0.5, "locked"),
+)
+#: Shoulder joint from the spacecraft CoM along its x axis [m] — **assumed** (Fig. 1 is not in
+#: the OCR): the spacecraft's radius of gyration, sqrt(40000/10000). At the CoM (the rigid
+#: table's assumption) free joints could exert no moment on the spacecraft, and the base
+#: drift the seed reports could not happen.
+CYRIL_MOUNT_X = 2.0
+#: Assumed modes per link (in-plane bending, clamped–free) and simulated time [s].
+CYRIL_MODES = 2
+CYRIL_DURATION = 120.0
+
+
+@dataclass(frozen=True)
+class CyrilRun:
+    """One post-impact simulation of the Cyril system (all in W, SI).
+
+    Attributes
+    ----------
+    name, end_effector : str
+        Case (``CYRIL_RUNS``) and "free" / "locked".
+    flexible : bool
+    t : ndarray, shape (k,)
+        [s]
+    pitch : ndarray, shape (k,)
+        Spacecraft attitude about z (θ1). [rad]
+    theta : ndarray, shape (k, 3)
+        Joint angles θ2 (shoulder), θ3 (elbow), θ4 (hand). [rad]
+    tip_deflection : ndarray, shape (k, 2)
+        In-plane tip deflections ``u_y(L)`` of link 1 and link 2 (zero for rigid links). [m]
+    p_tip : ndarray, shape (k, 3)
+        The hand tip (contact point). [m]
+    p_payload : ndarray, shape (k, 3)
+        Payload CoM. [m]
+    yaw_payload, w_payload : ndarray, shape (k,)
+        Payload attitude about z from its initial one [rad] and rate [rad/s].
+    psid_f : ndarray, shape (nv,)
+        The chaser's post-impact generalized velocity (elastic rates last).
+    impulse_W : ndarray, shape (3,)
+        Impulse on the hand. [N·s]
+    snapshots : list of dict
+        Configurations at ``len(snapshots)`` evenly spaced times: ``"t"`` [s] and polylines
+        (m, 2) in the xy plane for "spacecraft", "link1", "link2", "hand", "payload".
+    n_rhs : int
+        Dynamics evaluations of the integration.
+    P_W, L_Wo_W : ndarray, shape (k, 3)
+        Linear momentum and angular momentum about W's origin of chaser and payload. [N·s, N·m·s]
+    """
+
+    name: str
+    end_effector: str
+    flexible: bool
+    t: Array
+    pitch: Array
+    theta: Array
+    tip_deflection: Array
+    p_tip: Array
+    p_payload: Array
+    yaw_payload: Array
+    w_payload: Array
+    psid_f: Array
+    impulse_W: Array
+    snapshots: list[dict[str, Any]]
+    n_rhs: int
+    P_W: Array
+    L_Wo_W: Array
+
+
+def _square(center: Array, angle: float, half: float) -> Array:
+    c, s_ = np.cos(angle), np.sin(angle)
+    corners = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1], [1, 1]], dtype=float) * half
+    return center[:2] + corners @ np.array([[c, s_], [-s_, c]])
+
+
+def cyril_run(name: str, r_E: float | None, r_f: float | None, end_effector: str, *, n_modes: int = CYRIL_MODES,
+              mount_x: float = CYRIL_MOUNT_X, duration: float = CYRIL_DURATION, n_samples: int = 1201,
+              n_snapshots: int = 6, rtol: float = 1e-8) -> CyrilRun:
+    """Impact and post-impact simulation of one case of seed 002 §4 (rigid links if ``n_modes = 0``).
+
+    The impact (:mod:`dynamics.impact`) acts on every generalized velocity, the links'
+    elastic rates included (seed 002 eq. 7), with the hand joint's rate kept when the end
+    effector is "locked". Afterwards (seed 002, end of §3) a plastic capture leaves the
+    payload hinged to the hand at the contact point (:func:`dynamics.cases.cyril_1998_captured`);
+    otherwise the chaser moves alone and the payload flies off at its post-impact
+    velocity. A locked end effector keeps its rate (zero acceleration) throughout; the other
+    joints are free. Integrated with :func:`dynamics.chain.simulate` (DOP853).
+
+    Raises
+    ------
+    NoSolutionError
+        If (r_E, r_f) admit no post-impact velocity.
+    """
+    case, pl = cases.cyril_1998_system(n_modes, mount_x=mount_x)
+    model, q, v0 = case.model, case.q, case.v
+    data = ch.make_data(model)
+    hb = case.hand_body
+    M = ch.mass_matrix(model, data, q).copy()
+    J = ch.frame_jacobian(model, data, q, hb, case.p_BoHo_B)[3:].copy()
+    w_pi, v_pi = pl.V_WBcm_W[:3], pl.V_WBcm_W[3:]
+    n = pl.p_BcmC_W / np.linalg.norm(pl.p_BcmC_W)
+    hand_joint = 6 + model.n - 1
+    locked = (hand_joint,) if end_effector == "locked" else ()
+    args = (M, J, v0, pl.mass, pl.I_Bcm_W, pl.p_BcmC_W, v_pi, w_pi)
+    if r_E is None or r_f is None:
+        res = impact.plastic_impact_payload(*args, n_W=n, locked=locked)
+    else:
+        res = impact.nonplastic_impact_payload(*args, n, r_E, r_f, locked=locked)
+    X0 = ch.forward_kinematics(model, data, q)
+    p_cm0 = X0[hb, :3, 3] + X0[hb, :3, :3] @ case.p_BoHo_B - pl.p_BcmC_W
+    ts = np.linspace(0.0, duration, n_samples)
+    if r_E is None:
+        cap = cases.cyril_1998_captured(case, pl, q, res.psid_f, res.w_pf)
+        sim_model, q0, vs0 = cap.model, cap.q, cap.v
+    else:
+        sim_model, q0, vs0 = model, q, res.psid_f
+    sd = ch.make_data(sim_model)
+    tr = ch.simulate(sim_model, sd, q0, vs0, ts, rtol=rtol, atol=rtol * 1e-3, locked=locked)
+    k = ts.size
+    pitch = np.unwrap(2.0 * np.arctan2(tr.q[:, 6], tr.q[:, 3]))
+    theta = tr.q[:, 7:10].copy()
+    defl = np.zeros((k, 2))
+    p_tip = np.zeros((k, 3))
+    p_pay = np.zeros((k, 3))
+    yaw = np.zeros(k)
+    w_pay = np.zeros(k)
+    P = np.zeros((k, 3))
+    Lm = np.zeros((k, 3))
+    snaps: list[dict[str, Any]] = []
+    i_snap = set(np.linspace(0, k - 1, n_snapshots).round().astype(int).tolist())
+    e_hand0 = X0[hb, :3, 0]
+    for i in range(k):
+        qi, vi = tr.q[i], tr.v[i]
+        X = ch.forward_kinematics(sim_model, sd, qi)
+        p_tip[i] = X[hb, :3, 3] + X[hb, :3, :3] @ case.p_BoHo_B
+        if sim_model.ne:
+            defl[i] = [ch.tip_deflection(sim_model, qi, b)[0][1] for b in (1, 2)]
+        if r_E is None:
+            p_pay[i] = p_tip[i] + X[4, :3, :3] @ sim_model.p_BoBcm_B[4]
+            e = X[4, :3, 0]
+            yaw[i] = np.arctan2(np.cross(e_hand0, e)[2], e_hand0 @ e)
+            w_pay[i] = (ch.frame_jacobian(sim_model, sd, qi, 4)[:3] @ vi)[2]
+        else:
+            p_pay[i] = p_cm0 + res.v_pf * ts[i]
+            yaw[i] = res.w_pf[2] * ts[i]
+            w_pay[i] = res.w_pf[2]
+        P[i], Lm[i] = ch.momentum(sim_model, sd, qi, vi)
+        if r_E is not None:  # the payload flies alone
+            P[i] += pl.mass * res.v_pf
+            Lm[i] += np.cross(p_pay[i], pl.mass * res.v_pf) + pl.I_Bcm_W @ res.w_pf
+        if i in i_snap:
+            poly: dict[str, Any] = {"t": float(ts[i])}
+            poly["spacecraft"] = _square(X[0, :3, 3] + X[0, :3, :3] @ sim_model.p_BoBcm_B[0], pitch[i], 2.0)
+            for b, key in ((1, "link1"), (2, "link2")):
+                if sim_model.ne:
+                    pts = ch.beam_points(sim_model, sd, qi, b, np.linspace(0.0, 8.13, 21))
+                else:
+                    pts = np.array([X[b, :3, 3], X[b, :3, 3] + 8.13 * X[b, :3, 0]])
+                poly[key] = pts[:, :2]
+            poly["hand"] = np.array([X[hb, :2, 3], p_tip[i, :2]])
+            poly["payload"] = np.vstack([_square(p_pay[i], float(np.arctan2(e_hand0[1], e_hand0[0]) + yaw[i]), 0.7),
+                                         [p_tip[i, :2]], [p_pay[i, :2]]])
+            snaps.append(poly)
+    yaw = np.unwrap(yaw)
+    return CyrilRun(name, end_effector, n_modes > 0, ts, pitch, theta, defl, p_tip, p_pay, yaw, w_pay,
+                    res.psid_f.copy(), np.asarray(res.impulse_W, dtype=float).copy(), snaps, tr.n_rhs, P, Lm)
+
+
+@dataclass(frozen=True)
+class CyrilFlexible:
+    """The cases of seed 002 §4 with flexible links and, for comparison, rigid ones.
+
+    Attributes
+    ----------
+    flexible, rigid : dict[str, CyrilRun]
+        By case name (``CYRIL_RUNS``).
+    n_modes : int
+    mount_x : float
+        [m]
+    """
+
+    flexible: dict[str, CyrilRun]
+    rigid: dict[str, CyrilRun]
+    n_modes: int
+    mount_x: float
+
+
+def cyril1998_flexible(n_modes: int = CYRIL_MODES, duration: float = CYRIL_DURATION,
+                       runs: Sequence[str] | None = None, **kw: Any) -> CyrilFlexible:
+    """Run the post-impact cases of seed 002 §4 with flexible links, and again with rigid ones.
+
+    Parameters
+    ----------
+    n_modes : int
+        Assumed modes per link.
+    duration : float
+        Simulated time after the impact. [s]
+    runs : sequence of str, optional
+        Case names (default: all of ``CYRIL_RUNS``).
+    **kw
+        Passed to :func:`cyril_run`.
+
+    Returns
+    -------
+    CyrilFlexible
+    """
+    want = [r for r in CYRIL_RUNS if runs is None or r[0] in runs]
+    flex = {name: cyril_run(name, r_E, r_f, ee, n_modes=n_modes, duration=duration, **kw)
+            for name, r_E, r_f, ee in want}
+    rigid = {name: cyril_run(name, r_E, r_f, ee, n_modes=0, duration=duration, **kw)
+             for name, r_E, r_f, ee in want}
+    return CyrilFlexible(flex, rigid, n_modes, float(kw.get("mount_x", CYRIL_MOUNT_X)))
+
+
+def cyril_findings(res: CyrilFlexible) -> list[tuple[str, bool, str]]:
+    """The seed's findings (§4, §5), each checked on our runs: (finding, holds, figures)."""
+    out: list[tuple[str, bool, str]] = []
+    F, R = res.flexible, res.rigid
+    if "plastic" in F:
+        p = F["plastic"]
+        th3 = np.degrees(p.theta[:, 1])
+        k = int(np.argmin(np.abs(th3)))
+        out.append(("plastic: the payload's angular momentum stretches the arm to the singular (straight) "
+                    "configuration",
+                    bool(np.min(np.abs(th3)) < 2.0),
+                    f"elbow angle theta3 from {th3[0]:+.1f} deg to {th3[k]:+.2f} deg at t = {p.t[k]:.0f} s "
+                    f"(min |theta3| = {np.min(np.abs(th3)):.2f} deg)"))
+        w = np.degrees(p.w_payload)
+        rev = np.nonzero((w[:-1] < 0) & (w[1:] >= 0))[0]
+        w_late = float(np.mean(w[-max(1, w.size // 10):]))
+        out.append(("plastic: the payload then reverses its direction of rotation",
+                    bool(w[0] < 0 and w_late > 0),
+                    f"payload rate {w[0]:+.2f} deg/s after the impact, mean {w_late:+.2f} deg/s over the last "
+                    f"10 % of the run; first reversal at t = {p.t[rev[0] + 1]:.0f} s" if rev.size else
+                    f"payload rate {w[0]:+.2f} deg/s after the impact, mean {w_late:+.2f} deg/s at the end"))
+        pitch = np.degrees(p.pitch)
+        early = float(np.max(np.abs(pitch[p.t <= p.t[k]])))
+        out.append(("plastic: and the spacecraft drifts in attitude",
+                    bool(abs(pitch[-1]) > 5 * max(early, 1e-6) and abs(pitch[-1]) > 1.0),
+                    f"pitch {early:.2f} deg at most before the singular configuration, {pitch[-1]:+.2f} deg at "
+                    f"t = {p.t[-1]:.0f} s"))
+    if "elastic" in F:
+        e = F["elastic"]
+        th3 = np.degrees(e.theta[:, 1])
+        rate0 = np.degrees(e.psid_f[7])
+        d_tip = e.p_tip - e.p_payload
+        sep = np.linalg.norm(d_tip, axis=1)
+        out.append(("elastic (locked end effector): the arm rebounds and folds back on itself",
+                    bool(rate0 > 0 and th3[-1] > th3[0] and np.min(np.abs(th3)) > 5.0),
+                    f"elbow rate {np.degrees(res.flexible['elastic'].psid_f[7]):+.3f} deg/s after the impact "
+                    f"(-1.810 before), theta3 {th3[0]:.1f} -> {th3[-1]:.1f} deg, never near 0 "
+                    f"(min {np.min(np.abs(th3)):.1f} deg); hand-payload distance {sep[0]:.2f} -> {sep[-1]:.2f} m"))
+    if "rE=0.5 rf=0.5" in F and "rE=0.5 rf=0.8" in F:
+        a, b = F["rE=0.5 rf=0.5"], F["rE=0.5 rf=0.8"]
+        ang = np.degrees(np.arctan2(np.cross(a.impulse_W, b.impulse_W)[2], a.impulse_W @ b.impulse_W))
+        na, nb_ = np.linalg.norm(a.impulse_W), np.linalg.norm(b.impulse_W)
+        dtip = float(np.max(np.linalg.norm(a.p_tip - b.p_tip, axis=1)))
+        travel = float(np.max(np.linalg.norm(a.p_tip - a.p_tip[0], axis=1)))
+        out.append(("friction (Fig. 8 vs 9): a larger r_f changes the impulse's direction and magnitude, and with "
+                    "it the tip's x-y path (here: by more than 5 % of the tip's travel)",
+                    bool((abs(ang) > 0.1 or abs(nb_ / na - 1.0) > 1e-3) and dtip > 0.05 * travel),
+                    f"impulse {na:.3f} N s (r_f 0.5) vs {nb_:.3f} N s (r_f 0.8), {ang:+.2f} deg apart; tip paths up to "
+                    f"{dtip:.2f} m apart (the tip travels {travel:.2f} m)"))
+    if "rE=0.5 rf=0.5" in F and "rE=0.2 rf=0.5" in F:
+        a, b = F["rE=0.5 rf=0.5"], F["rE=0.2 rf=0.5"]
+        ta = float(np.max(np.linalg.norm(a.p_tip - a.p_tip[0], axis=1)))
+        tb = float(np.max(np.linalg.norm(b.p_tip - b.p_tip[0], axis=1)))
+        out.append(("energy loss (Fig. 10 vs 8): with less energy lost (r_E 0.2) the tip moves further",
+                    bool(tb > ta),
+                    f"largest tip excursion {tb:.2f} m (r_E 0.2) vs {ta:.2f} m (r_E 0.5)"))
+    diffs = {}
+    for name in F:
+        if name in R:
+            f_, r_ = F[name], R[name]
+            travel = float(np.max(np.linalg.norm(r_.p_tip - r_.p_tip[0], axis=1)))
+            dtip = float(np.max(np.linalg.norm(f_.p_tip - r_.p_tip, axis=1)))
+            diffs[name] = (dtip, travel)
+    if "plastic" in diffs and len(diffs) > 1:
+        rel = {k: d / max(t, 1e-12) for k, (d, t) in diffs.items()}
+        nonpl = [v for k, v in rel.items() if k != "plastic"]
+        fig = "; ".join(f"{k}: {diffs[k][0]:.2f} m of {diffs[k][1]:.2f} m ({100 * rel[k]:.0f} %)" for k in diffs)
+        out.append(("flexibility matters most in the non-plastic cases (largest rigid-flexible tip difference, "
+                    "relative to the tip's travel)", bool(min(nonpl) > rel["plastic"]), fig))
+    return out
+
+
+def _cyril_flexible_report(res: CyrilFlexible) -> str:
+    lines = [f"Cyril et al. 1998 (seed 002) sec. 4, post-impact simulations: two flexible links "
+             f"({res.n_modes} clamped-free modes each, EI = {cases.CYRIL_EI:g} N m^2) and rigid ones for comparison",
+             f"assumed: shoulder {res.mount_x:g} m from the spacecraft CoM; locked end effector = hand joint keeps "
+             "its rate; plastic: payload hinged at the contact point afterwards",
+             ""]
+    head = ["case", "EE", "links", "w_sc", "th2_dot", "th3_dot", "th4_dot", "eta_dot (link1, link2)", "|impulse|",
+            "theta3 end", "pitch end", "w_p end", "n_rhs"]
+    body = []
+    for group in (res.flexible, res.rigid):
+        for r in group.values():
+            ed = r.psid_f[9:]
+            body.append([r.name, r.end_effector, "flexible" if r.flexible else "rigid",
+                         f"{np.degrees(r.psid_f[2]):+.4f}", *(f"{np.degrees(x):+.4f}" for x in r.psid_f[6:9]),
+                         " ".join(f"{x:+.4f}" for x in ed) if ed.size else "-",
+                         f"{np.linalg.norm(r.impulse_W):.4f}", f"{np.degrees(r.theta[-1, 1]):+.2f}",
+                         f"{np.degrees(r.pitch[-1]):+.3f}", f"{np.degrees(r.w_payload[-1]):+.3f}", str(r.n_rhs)])
+    lines.append("post-impact rates [deg/s, 1/s for eta_dot], impulse on the hand [N s], end of the run [deg, deg/s]")
+    lines.append(_table(head, body))
+    drift = max(float(np.max(np.linalg.norm(np.hstack([r.P_W, r.L_Wo_W]) - np.hstack([r.P_W[0], r.L_Wo_W[0]]), axis=1))
+                      / np.linalg.norm(np.hstack([r.P_W[0], r.L_Wo_W[0]])))
+                for g in (res.flexible, res.rigid) for r in g.values())
+    lines.append(f"momentum of chaser and payload along every run: largest relative drift {drift:.1e}")
+    lines.append("")
+    lines.append("the seed's findings, case by case:")
+    for text, holds, fig in cyril_findings(res):
+        lines.append(f"  [{'agrees' if holds else 'DIFFERS'}] {text}")
+        lines.append(f"      {fig}")
+    return "\n".join(lines)
+
+
+def _cyril_flexible_files(res: CyrilFlexible, out: Path) -> list[Path]:
+    from matplotlib.figure import Figure
+
+    paths = []
+    with open(out / "cyril1998_flexible.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["case", "links", "t_s", "pitch_deg", "th2_deg", "th3_deg", "th4_deg", "defl1_m", "defl2_m",
+                    "tip_x_m", "tip_y_m", "w_payload_deg_s"])
+        for group in (res.flexible, res.rigid):
+            for r in group.values():
+                for i in range(r.t.size):
+                    w.writerow([r.name, "flexible" if r.flexible else "rigid", f"{r.t[i]:.6g}",
+                                f"{np.degrees(r.pitch[i]):.9g}", *(f"{np.degrees(x):.9g}" for x in r.theta[i]),
+                                *(f"{x:.9g}" for x in r.tip_deflection[i]), f"{r.p_tip[i, 0]:.9g}",
+                                f"{r.p_tip[i, 1]:.9g}", f"{np.degrees(r.w_payload[i]):.9g}"])
+    paths.append(out / "cyril1998_flexible.csv")
+    pair = [k for k in ("plastic", "elastic") if k in res.flexible]
+    if pair:  # Figs 2 and 5: spacecraft pitch and joint angles
+        fig = Figure(figsize=(5.0 * len(pair), 6.0))
+        axs = np.atleast_1d(fig.subplots(1, len(pair), squeeze=False)[0])
+        for ax, k in zip(axs, pair, strict=True):
+            for r, ls in ((res.flexible[k], "-"), (res.rigid.get(k), "--")):
+                if r is None:
+                    continue
+                lab = "flexible" if r.flexible else "rigid"
+                ax.plot(r.t, np.degrees(r.pitch), "k" + ls, label=f"theta1 (pitch), {lab}")
+                for j, c in enumerate(("C0", "C1", "C2")):
+                    ax.plot(r.t, np.degrees(r.theta[:, j]), c + ls, label=f"theta{j + 2}, {lab}")
+            ax.set_title(f"{k} ({res.flexible[k].end_effector} end effector)")
+            ax.set_xlabel("t [s]")
+            ax.set_ylabel("angle [deg]")
+        axs[0].legend(fontsize=7)
+        fig.suptitle("Cyril et al. 1998 Figs 2, 5: spacecraft pitch and joint angles")
+        fig.tight_layout()
+        fig.savefig(out / "cyril1998_flexible_angles.png", dpi=110)
+        paths.append(out / "cyril1998_flexible_angles.png")
+        # Figs 3 and 6: link tip deflections
+        fig = Figure(figsize=(5.0 * len(pair), 4.0))
+        axs = np.atleast_1d(fig.subplots(1, len(pair), squeeze=False)[0])
+        for ax, k in zip(axs, pair, strict=True):
+            r = res.flexible[k]
+            ax.plot(r.t, r.tip_deflection[:, 0], label="link 1")
+            ax.plot(r.t, r.tip_deflection[:, 1], label="link 2")
+            ax.set_title(k)
+            ax.set_xlabel("t [s]")
+            ax.set_ylabel("tip deflection [m]")
+            ax.legend(fontsize=8)
+        fig.suptitle("Cyril et al. 1998 Figs 3, 6: link tip deflections")
+        fig.tight_layout()
+        fig.savefig(out / "cyril1998_flexible_deflections.png", dpi=110)
+        paths.append(out / "cyril1998_flexible_deflections.png")
+    names = list(res.flexible)
+    fig = Figure(figsize=(4.2 * len(names), 4.6))
+    axs = np.atleast_1d(fig.subplots(1, len(names), squeeze=False)[0])
+    for ax, k in zip(axs, names, strict=True):  # Figs 4, 7, 8, 9, 10: configurations
+        r = res.flexible[k]
+        shades = np.linspace(0.25, 1.0, len(r.snapshots))
+        for snap, a in zip(r.snapshots, shades, strict=True):
+            for key, c in (("spacecraft", "k"), ("link1", "C0"), ("link2", "C1"), ("hand", "C2"), ("payload", "C3")):
+                ax.plot(snap[key][:, 0], snap[key][:, 1], color=c, alpha=float(a), lw=1.0)
+        ax.plot(r.p_tip[:, 0], r.p_tip[:, 1], "m-", lw=0.8, label="tip, flexible")
+        if k in res.rigid:
+            ax.plot(res.rigid[k].p_tip[:, 0], res.rigid[k].p_tip[:, 1], "m--", lw=0.8, label="tip, rigid")
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_title(f"{k}\n{r.end_effector} EE, t = 0..{r.t[-1]:.0f} s", fontsize=9)
+        ax.set_xlabel("X [m]")
+    axs[0].set_ylabel("Y [m]")
+    axs[0].legend(fontsize=7)
+    fig.suptitle("Cyril et al. 1998 Figs 4, 7-10: configurations after the impact (darker = later)")
+    fig.tight_layout()
+    fig.savefig(out / "cyril1998_flexible_configurations.png", dpi=110)
+    paths.append(out / "cyril1998_flexible_configurations.png")
+    return paths
+
+
 # ---------------------------------------------------------------- common
 
 
@@ -385,11 +794,14 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[Any], str], Callable[[Any, P
 
 
 def main(argv: list[str]) -> int:
-    """Run ``analyze CASE [--out DIR]``; returns the exit code (0, 1 failure, 2 usage)."""
+    """Run ``analyze CASE [--out DIR] [--flexible]``; returns the exit code (0, 1 failure, 2 usage)."""
     parser = argparse.ArgumentParser(prog="launch.py analyze",
                                      description="Reproduce a seed's worked example: " + ", ".join(CASES))
     parser.add_argument("case", help="one of: " + ", ".join(CASES))
     parser.add_argument("--out", type=Path, default=None, help="directory for CSV and PNG files (default: print only)")
+    parser.add_argument("--flexible", action="store_true",
+                        help="cyril1998: post-impact simulations with flexible links, against rigid ones "
+                             "(a few minutes)")
     try:
         a = parser.parse_args(argv)
     except SystemExit as exc:  # -h or a usage error: argparse has printed the message
@@ -397,12 +809,17 @@ def main(argv: list[str]) -> int:
     if a.case not in CASES:
         print(f"analyze: unknown case {a.case!r}; known cases: {', '.join(CASES)}", file=sys.stderr)
         return 2
+    if a.flexible and a.case != "cyril1998":
+        print(f"analyze: --flexible applies to cyril1998 only, not to {a.case!r}", file=sys.stderr)
+        return 2
     if a.out is not None:
         if a.out.exists() and not a.out.is_dir():
             print(f"analyze: --out {str(a.out)!r} exists and is not a directory", file=sys.stderr)
             return 2
         a.out.mkdir(parents=True, exist_ok=True)
     compute, report, files = CASES[a.case]
+    if a.flexible:
+        compute, report, files = cyril1998_flexible, _cyril_flexible_report, _cyril_flexible_files
     try:
         result = compute()
         print(report(result))

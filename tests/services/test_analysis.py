@@ -124,3 +124,50 @@ def test_cyril_root_choice_follows_seed_rules(rows):
         # seed eq. (52): the larger the energy loss, the smaller |e + x|
         lo_loss, hi_loss = sub["rE=0.2 rf=0.5"], sub["rE=0.5 rf=0.5"]
         assert abs(lo_loss.e + lo_loss.x) > abs(hi_loss.e + hi_loss.x)
+
+
+# ---------------------------------------------------------------- cyril1998 --flexible
+
+
+@pytest.fixture(scope="module")
+def short_flexible():
+    """The plastic and one non-plastic case, flexible (1 mode per link) and rigid, over 4 s."""
+    return analysis.cyril1998_flexible(n_modes=1, duration=4.0, runs=("plastic", "rE=0.5 rf=0.5"), n_samples=41,
+                                       n_snapshots=3, rtol=1e-10)
+
+
+def test_cyril_flexible_runs_conserve_momentum_and_the_links_vibrate(short_flexible):
+    for group in (short_flexible.flexible, short_flexible.rigid):
+        for r in group.values():
+            h = np.hstack([r.P_W, r.L_Wo_W])
+            assert np.max(np.linalg.norm(h - h[0], axis=1)) < 1e-8 * np.linalg.norm(h[0])
+    for r in short_flexible.flexible.values():
+        assert np.abs(r.psid_f[9:]).max() > 1e-3  # the impact sets elastic rates (seed 002 eq. 7)
+        assert np.abs(r.tip_deflection).max() > 1e-3
+    for r in short_flexible.rigid.values():
+        assert r.psid_f.size == 9 and np.all(r.tip_deflection == 0.0)
+    # the locked end effector keeps its rate through the impact and after it
+    r = short_flexible.flexible["rE=0.5 rf=0.5"]
+    np.testing.assert_allclose(np.diff(r.theta[:, 2]) / np.diff(r.t), np.radians(9.03e-1), rtol=1e-6)
+
+
+def test_cyril_flexible_files_are_written(short_flexible, tmp_path):
+    paths = analysis._cyril_flexible_files(short_flexible, tmp_path)
+    assert {p.name for p in paths} == {"cyril1998_flexible.csv", "cyril1998_flexible_angles.png",
+                                       "cyril1998_flexible_deflections.png", "cyril1998_flexible_configurations.png"}
+    assert all(p.stat().st_size > 1000 for p in paths)
+    text = analysis._cyril_flexible_report(short_flexible)
+    assert "eta_dot" in text and "largest relative drift" in text
+
+
+def test_cyril_findings_of_the_seed_hold_for_rigid_links():
+    """The seed's qualitative findings on the rigid-link runs (cheap; the flexible ones print with --flexible)."""
+    res = analysis.cyril1998_flexible(n_modes=0, n_samples=241, n_snapshots=2)
+    found = [(text, holds) for text, holds, _ in analysis.cyril_findings(res) if not text.startswith("flexibility")]
+    assert len(found) == 6
+    assert all(holds for _, holds in found), found
+
+
+def test_flexible_flag_only_for_cyril(capsys):
+    assert analysis.main(["yoshida1992", "--flexible"]) == 2
+    assert "--flexible applies to cyril1998 only" in capsys.readouterr().err
