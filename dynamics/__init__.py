@@ -15,7 +15,8 @@ Modules (one concept each):
 - :mod:`dynamics.beam` — Euler–Bernoulli beam links by assumed modes: shapes, inertia invariants, stiffness;
 - :mod:`dynamics.flexible` — chains with beam links: elastic coordinates in the chain algorithms (seeds 002, 004);
 - :mod:`dynamics.exgit` — generalized Jacobian J*, H*, Ex-GIT G*, virtual masses (seed 000);
-- :mod:`dynamics.impact` — impulsive impact of multibody systems and rigid bodies, r_E and r_f (seed 002);
+- :mod:`dynamics.impact` — impulsive impact: multibody systems and rigid bodies, r_E and r_f (seed 002), an arm tip
+  striking a free body;
 - :mod:`dynamics.contact` — compliant contact (Hunt–Crossley, Coulomb), capture envelope, plastic lock;
 - :mod:`dynamics.rms` — the Shuttle RMS as the SVDS massless arm (seed 003): kinematics, Jacobian, RMSFM;
 - :mod:`dynamics.flexibility` — arm and joint flexibility (RMSFLX) and linearized modes (seed 003);

@@ -47,8 +47,8 @@ LVLH terms belong to :mod:`dynamics.orbit`). :func:`step_rk4` advances (q, v) by
 fixed step with inputs held.
 
 Functions returning arrays of ``data`` (``forward_kinematics`` → ``data.X_WB``,
-``mass_matrix`` → ``data.M``, ``forward_dynamics`` → ``data.vdot``) return views that
-the next call overwrites: copy to keep. Kinematics are cached per ``q`` in ``data``.
+``mass_matrix`` → ``data.M``, ``forward_dynamics`` → ``data.vdot``) return read-only
+views (not writeable) that the next call on the same ``data`` overwrites: copy to keep. Kinematics are cached per ``q`` in ``data``.
 
 No I/O, clock or globals. Shapes are checked on entry (:class:`errors.ShapeError`);
 inadmissible model data raise :class:`errors.ModelError` naming the body and value.
@@ -129,6 +129,14 @@ def _cross_cols(a: Array, b: Array) -> Array:
     out[1] = a[2] * b[0] - a[0] * b[2]
     out[2] = a[0] * b[1] - a[1] * b[0]
     return out
+
+
+def _view(a: Array) -> Array:
+    """A read-only view of a :class:`ChainData` buffer: what the public functions return. The
+    next call on the same data overwrites the buffer (and so the view); copy to keep it."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _readonly(a: ArrayLike, shape: tuple[int, ...], name: str) -> Array:
@@ -717,7 +725,8 @@ def forward_kinematics(model: ChainModel, data: ChainData, q: ArrayLike) -> Arra
     Returns
     -------
     X_WB : ndarray, shape (nb, 4, 4)
-        Pose of each body frame in W (a view of ``data.X_WB``; copy to keep).
+        Pose of each body frame in W: a read-only view of ``data.X_WB``, overwritten by the
+        next call on ``data`` (copy to keep).
 
     Raises
     ------
@@ -725,7 +734,7 @@ def forward_kinematics(model: ChainModel, data: ChainData, q: ArrayLike) -> Arra
         If ``q`` has the wrong shape, is not finite, or its quaternion is not unit.
     """
     _kinematics(model, data, _check_q(model, q))
-    return data.X_WB
+    return _view(data.X_WB)
 
 
 def _check_body(model: ChainModel, body: int) -> int:
@@ -800,7 +809,8 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     -------
     M : ndarray, shape (nv, nv)
         Symmetric positive definite, in the coordinates of ``v`` (module docstring);
-        a view of ``data.M``. [kg, kg·m, kg·m²]
+        a read-only view of ``data.M``, overwritten by the next call on ``data`` (copy to
+        keep). [kg, kg·m, kg·m²]
 
     Raises
     ------
@@ -809,7 +819,7 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     """
     _kinematics(model, data, _check_q(model, q))
     if model.flex is not None:
-        return _flex.mass_matrix(model, data)
+        return _view(_flex.mass_matrix(model, data))
     Ic = _composite(model, data)
     S = data.S
     F = np.einsum("kij,jk->ik", Ic[model.body_of_v], S)  # (6, nv): M*_{body(k)} P_k
@@ -817,7 +827,7 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     A = model.anc_v
     M = np.where(A, FtS, np.where(A.T, FtS.T, 0.0))
     data.M[:] = M
-    return data.M
+    return _view(data.M)
 
 
 # --------------------------------------------------------------------------- velocities, forces
@@ -1061,7 +1071,8 @@ def forward_dynamics(
     Returns
     -------
     vdot : ndarray, shape (nv,)
-        ``[ω̇_WB_W, a_WBo_W, θ̈]`` (a view of ``data.vdot``). [rad/s², m/s², ...]
+        ``[ω̇_WB_W, a_WBo_W, θ̈]``: a read-only view of ``data.vdot``, overwritten by the
+        next call on ``data`` (copy to keep). [rad/s², m/s², ...]
 
     Raises
     ------
@@ -1074,12 +1085,12 @@ def forward_dynamics(
     _kinematics(model, data, qa)
     va = sp.as_vector(v, model.nv, "v")
     if model.flex is not None:
-        return _flex.forward_dynamics(model, data, qa, va, _rhs(model, data, va, tau, F_ext, bias=False))
+        return _view(_flex.forward_dynamics(model, data, qa, va, _rhs(model, data, va, tau, F_ext, bias=False)))
     phi = _rhs(model, data, va, tau, F_ext)
     if data.factor is None:
         data.factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
     data.vdot[:] = udu.saha_solve(data.factor, model.parent, model.v_index, data.S, phi)
-    return data.vdot
+    return _view(data.vdot)
 
 
 def mass_matrix_udu(model: ChainModel, data: ChainData, q: ArrayLike) -> tuple[Array, Array]:

@@ -28,7 +28,11 @@ Contents
 - :func:`nonplastic_impact_payload` — chaser vs rigid payload with energy-loss ``r_E``
   and friction ``r_f`` (eqs. 21–53), with the root choice of eqs. 50–53;
 - :func:`point_impact` — two rigid bodies (:mod:`dynamics.rigid_body`) at a point with
-  Newton restitution ``e`` and Coulomb friction ``mu``; what the contact service uses.
+  Newton restitution ``e`` and Coulomb friction ``mu``; what the contact service uses;
+- :func:`arm_tip_impact` — the simplest case in one call: a point of an arm
+  (:mod:`dynamics.chain`) strikes a free rigid body, frictionless, restitution ``e``.
+
+Results are values: their arrays are new and read-only.
 
 No I/O, no globals.
 """
@@ -42,6 +46,7 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import ArrayLike, NDArray
 
+from dynamics import chain as ch
 from dynamics.rigid_body import (
     RigidBodyModel,
     RigidBodyState,
@@ -56,6 +61,8 @@ __all__ = [
     "MultibodyImpact",
     "PayloadImpact",
     "PointImpact",
+    "TipImpact",
+    "arm_tip_impact",
     "kinetic_energy",
     "nonplastic_impact_payload",
     "plastic_impact_multibody",
@@ -69,6 +76,12 @@ Array = NDArray[np.float64]
 # ---------------------------------------------------------------- results
 
 
+def _freeze(*arrays: Array) -> None:
+    """Make result arrays read-only (a result is a value: nothing of the caller's aliases it)."""
+    for a in arrays:
+        a.setflags(write=False)
+
+
 @dataclass(frozen=True, slots=True)
 class MultibodyImpact:
     """Post-impact state of two multibody systems.
@@ -79,13 +92,22 @@ class MultibodyImpact:
         Chaser generalized velocity after the impact.
     psid_pf : ndarray, shape (n_p,)
         Target generalized velocity after the impact.
-    impulse_W : ndarray, shape (m,)
-        Impulse on the chaser at its contact point, in W (the target receives −impulse_W). [N·s]
+    lambda_rows : ndarray, shape (m,)
+        The impulse along each row of the contact Jacobians (the constraint's multipliers):
+        the chaser receives the generalized impulse ``Jᵀ λ``, the target ``−J_pᵀ λ``. With
+        ``J`` the translational Jacobian of the contact point in W (m = 3) it is the impulse
+        on the chaser's contact point, in W; with one row (a normal-only contact) it is the
+        normal impulse, an array of shape (1,). [N·s for point rows]
+
+    All arrays are new and read-only.
     """
 
     psid_f: Array
     psid_pf: Array
-    impulse_W: Array
+    lambda_rows: Array
+
+    def __post_init__(self) -> None:
+        _freeze(self.psid_f, self.psid_pf, self.lambda_rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,20 +125,28 @@ class PayloadImpact:
     impulse_W : ndarray, shape (3,)
         Impulse on the chaser at the contact point, in W; the payload receives its
         opposite at its contact point b. [N·s]
-    e : float
-        Seed 002's ``e = −v_pf·n`` (eq. 28), n from payload to end effector. For a
-        plastic impact it is computed only if ``n_W`` is given, else 0. [m/s]
+    v_recede : float
+        ``−v_pf·n``: the payload CoM's velocity away from the end effector along the line
+        of impact n (n from payload to end effector) after the impact. Seed 002 calls it
+        ``e`` (eq. 28); it is a velocity, not a coefficient of restitution. For a plastic
+        impact it is computed only if ``n_W`` is given, else 0. [m/s]
     roots : tuple[float, float]
-        Both roots of the energy equation (49) as normal impulses ``e* = m_p (e + x)``
-        [N·s], smaller first; for a plastic impact ``(f·n, f·n)`` (0 without ``n_W``).
+        Both roots of the energy equation (49) as normal impulses ``e* = m_p (v_recede + x)``,
+        ``x = v_pi·n`` [N·s], smaller first; for a plastic impact ``(f·n, f·n)`` (0 without
+        ``n_W``).
+
+    All arrays are new and read-only.
     """
 
     psid_f: Array
     v_pf: Array
     w_pf: Array
     impulse_W: Array
-    e: float
+    v_recede: float
     roots: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        _freeze(self.psid_f, self.v_pf, self.w_pf, self.impulse_W)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +161,52 @@ class PointImpact:
         States just after the impact (``state_B`` is None for a fixed B).
     sliding : bool
         True if the friction cone limited the tangential impulse.
+
+    ``P_W`` is new and read-only.
     """
 
     P_W: Array
     state_A: RigidBodyState
     state_B: RigidBodyState | None
     sliding: bool
+
+    def __post_init__(self) -> None:
+        _freeze(self.P_W)
+
+
+@dataclass(frozen=True, slots=True)
+class TipImpact:
+    """Result of :func:`arm_tip_impact`.
+
+    Attributes
+    ----------
+    P_W : ndarray, shape (3,)
+        Impulse on the arm at the contact point C, in W, along the normal (``λ n``, λ ≥ 0);
+        the target receives ``−P_W`` at C. [N·s]
+    v_f : ndarray, shape (nv,)
+        The arm's generalized velocity after the impact (:mod:`dynamics.chain` coordinates).
+    V_WT_W_f : ndarray, shape (6,)
+        The target's twist after the impact, ``[ω_WT_W; v_WTcm_W]`` (its CoM's velocity),
+        in W. [rad/s, m/s]
+    energy_loss : float
+        Kinetic energy of arm and target before minus after, ``½ (1 − e²) u_n² / k`` ≥ 0
+        (``k`` the effective inverse mass along n). [J]
+    u_n_i, u_n_f : float
+        Normal velocity of the arm's point C relative to the target's point C, along n,
+        before (< 0: approaching) and after (``−e u_n_i``). [m/s]
+
+    All arrays are new and read-only.
+    """
+
+    P_W: Array
+    v_f: Array
+    V_WT_W_f: Array
+    energy_loss: float
+    u_n_i: float
+    u_n_f: float
+
+    def __post_init__(self) -> None:
+        _freeze(self.P_W, self.v_f, self.V_WT_W_f)
 
 
 # ---------------------------------------------------------------- input checks
@@ -626,3 +696,147 @@ def point_impact(
     if model_B is not None and state_B is not None:
         new_B = apply_impulse(model_B, state_B, np.concatenate([np.cross(r_B, -P), -P]))
     return PointImpact(P, new_A, new_B, sliding)
+
+
+# ---------------------------------------------------------------- an arm tip strikes a free body
+
+
+def arm_tip_impact(
+    model: ch.ChainModel,
+    data: ch.ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    body: int,
+    p_BoCo_B: ArrayLike,
+    n_W: ArrayLike,
+    m_T: float,
+    I_Tcm_W: ArrayLike,
+    p_WoTcm_W: ArrayLike,
+    V_WT_W: ArrayLike,
+    e: float,
+) -> TipImpact:
+    """A point C of an arm strikes a free rigid body T: frictionless, Newton restitution ``e``.
+
+    The arm is a :mod:`dynamics.chain` model (fixed or free-floating base) at ``(q, v)``;
+    C is fixed in arm body ``body``. With ``J`` the translational rows of C's Jacobian
+    (:func:`dynamics.chain.frame_jacobian`), ``M`` the arm's mass matrix, ``r`` from T's
+    CoM to C and ``u_n = n·(J v − v_T − ω_T × r)`` the normal approach velocity::
+
+        k   = nᵀ J M⁻¹ Jᵀ n + 1/m_T + (r × n)ᵀ I_T⁻¹ (r × n)    effective inverse mass along n
+        λ   = −(1 + e) u_n / k                                    normal impulse on the arm
+        v⁺  = v + M⁻¹ Jᵀ n λ,   v_T⁺ = v_T − n λ / m_T,   ω_T⁺ = ω_T − I_T⁻¹ (r × n) λ
+        ΔT  = ½ (1 − e²) u_n² / k                                 kinetic energy lost
+
+    which is Yoshida's collision with the Ex-GIT for joints that do not resist (mu = 0,
+    seed 000 eqs. 26–30, the impulse along n only) and Newton's restitution law; total
+    linear and angular momentum of arm and target are conserved. If C is not approaching
+    (``u_n ≥ 0``) nothing happens: zero impulse, velocities unchanged.
+
+    Parameters
+    ----------
+    model, data : ChainModel, ChainData
+        The arm (``data`` is scratch space; its buffers are overwritten).
+    q : array_like, shape (nq,)
+        Arm configuration.
+    v : array_like, shape (nv,)
+        Arm generalized velocity.
+    body : int
+        Arm body that C is fixed in.
+    p_BoCo_B : array_like, shape (3,)
+        C from that body's origin, in the body frame. [m]
+    n_W : array_like, shape (3,)
+        Contact normal in W, from the target towards the arm (normalised here).
+    m_T : float
+        Target mass, > 0. [kg]
+    I_Tcm_W : array_like, shape (3, 3)
+        Target inertia about its CoM, in W, symmetric positive definite. [kg·m²]
+    p_WoTcm_W : array_like, shape (3,)
+        Target CoM in W. [m]
+    V_WT_W : array_like, shape (6,)
+        Target twist ``[ω_WT_W; v_WTcm_W]`` in W. [rad/s, m/s]
+    e : float
+        Coefficient of restitution, 0 (plastic along n) … 1 (elastic).
+
+    Returns
+    -------
+    TipImpact
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes, non-finite values, a bad body index or a zero normal.
+    ModelError
+        If ``m_T`` is not > 0 or ``I_Tcm_W`` not symmetric positive definite.
+    SingularityError
+        If neither body can move C along n (``k`` = 0: e.g. a fixed-base arm at a
+        singular posture striking a body of infinite mass).
+    ValueError
+        If ``e`` is outside [0, 1].
+
+    Examples
+    --------
+    Yoshida's three rods (1 m, 1 kg each; seed 000 section 6) at rest, struck at the hand
+    along the end link by a 1 kg ball (I = 0.004 kg·m²) at 0.1 m/s; half the approach
+    speed comes back (e = 0.5):
+
+    >>> import numpy as np
+    >>> from dynamics import cases, chain as ch
+    >>> arm = cases.yoshida_three_rod()
+    >>> data = ch.make_data(arm.model)
+    >>> X = ch.forward_kinematics(arm.model, data, arm.q)
+    >>> p_C = X[2, :3, 3] + X[2, :3, :3] @ arm.p_BoHo_B   # the hand, in W
+    >>> n = -X[2, :3, 0]                                  # from the ball, beyond the hand, to the arm
+    >>> res = arm_tip_impact(arm.model, data, arm.q, arm.v, arm.hand_body, arm.p_BoHo_B, n,
+    ...                      1.0, 0.004 * np.eye(3), p_C - 0.1 * n, np.r_[0, 0, 0, 0.1 * n], 0.5)
+    >>> lam = float(res.P_W @ n)                          # normal impulse on the arm [N·s]
+    >>> round(lam, 6), round(res.u_n_i, 6), round(res.u_n_f, 6), round(res.energy_loss, 7)
+    (0.085817, -0.1, 0.05, 0.0021454)
+
+    The ball's CoM lies on the line of impact, so it does not spin, and it keeps
+    ``0.1 − λ/1 kg`` of its speed. From ``λ = 1.5 · 0.1 / k`` the hand's virtual mass along
+    the end link with free joints is ``1 / (k − 1/1 kg)`` = 1.337 kg (seed 000 eq. 16,
+    mu = 0):
+
+    >>> round(float(np.linalg.norm(res.V_WT_W_f[:3])), 12), round(1 / (0.15 / lam - 1.0), 4)
+    (0.0, 1.3371)
+    """
+    if not (0.0 <= e <= 1.0):
+        raise ValueError(f"restitution e must lie in [0, 1], got {e}")
+    mT = float(m_T)
+    if not (np.isfinite(mT) and mT > 0.0):
+        raise ModelError(f"target mass m_T must be > 0, got {m_T}")
+    IT = _matrix(I_Tcm_W, 3, 3, "I_Tcm_W")
+    if np.max(np.abs(IT - IT.T)) > 1e-9 * float(np.max(np.abs(IT))) or np.linalg.eigvalsh(0.5 * (IT + IT.T))[0] <= 0:
+        raise ModelError(f"target inertia I_Tcm_W must be symmetric positive definite, got {IT.tolist()}")
+    IT = 0.5 * (IT + IT.T)
+    n = _unit(n_W, "n_W")
+    VT = as_vector(V_WT_W, 6, "V_WT_W")
+    if not np.all(np.isfinite(VT)):
+        raise ShapeError("V_WT_W: not finite")
+    va = as_vector(v, model.nv, "v")
+    J = ch.frame_jacobian(model, data, q, body, p_BoCo_B)[3:]  # (3, nv): v_C = J v
+    M = np.array(ch.mass_matrix(model, data, q))
+    X = ch.forward_kinematics(model, data, q)
+    p_C = X[body, :3, 3] + X[body, :3, :3] @ as_vector(p_BoCo_B, 3, "p_BoCo_B")
+    r = p_C - as_vector(p_WoTcm_W, 3, "p_WoTcm_W")
+    w_T, v_T = VT[:3], VT[3:]
+    u_n = float(n @ (J @ va - v_T - np.cross(w_T, r)))
+    Jn = J.T @ n  # (nv,): the generalized impulse of a unit normal impulse on the arm
+    try:
+        Minv_Jn = sla.cho_solve(sla.cho_factor(M), Jn)
+    except np.linalg.LinAlgError as err:
+        raise ModelError("arm mass matrix is not positive definite") from err
+    rxn = np.cross(r, n)
+    IT_inv_rxn = np.linalg.solve(IT, rxn)
+    k = float(Jn @ Minv_Jn + 1.0 / mT + rxn @ IT_inv_rxn)
+    if not k > 0.0:
+        raise SingularityError(f"arm_tip_impact: neither body can move the contact point along n (k = {k})")
+    lam = -(1.0 + e) * u_n / k if u_n < 0.0 else 0.0
+    v_f = va + Minv_Jn * lam
+    VT_f = np.concatenate([w_T - IT_inv_rxn * lam, v_T - n * (lam / mT)])
+
+    def energy(v_arm: Array, V: Array) -> float:
+        return float(0.5 * v_arm @ M @ v_arm + 0.5 * mT * V[3:] @ V[3:] + 0.5 * V[:3] @ IT @ V[:3])
+
+    loss = energy(va, VT) - energy(v_f, VT_f)
+    return TipImpact(n * lam, v_f, VT_f, loss, u_n, u_n + k * lam)

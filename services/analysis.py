@@ -212,12 +212,13 @@ class CyrilRow:
         Total linear momentum and angular momentum about W's origin, chaser + payload.
     KE : float
         Total kinetic energy. [J]
-    e : float
-        Seed 002's e (eq. 28), NaN for the pre-impact row. [m/s]
+    v_recede : float
+        ``−v_pf·n``, the payload CoM's velocity away from the hand along the line of impact
+        (the seed's e, eq. 28, printed as its column ``e``); NaN for the pre-impact row. [m/s]
     impulse_W : ndarray, shape (3,)
         Impulse on the hand. [N·s]
     roots : tuple[float, float]
-        Both roots of eq. (49) as normal impulses e* = m_p (e + x), ascending (the larger is
+        Both roots of eq. (49) as normal impulses e* = m_p (v_recede + x), ascending (the larger is
         taken); NaN for the pre-impact row. [N·s]
     x : float
         Pre-impact normal velocity of the payload CoM, ``v_pi·n`` (eq. 28). [m/s]
@@ -231,7 +232,7 @@ class CyrilRow:
     P_W: Array
     L_Wo_W: Array
     KE: float
-    e: float
+    v_recede: float
     impulse_W: Array
     roots: tuple[float, float]
     x: float
@@ -269,13 +270,13 @@ def cyril1998() -> list[CyrilRow]:
 
     x = float(v_pi @ n)
 
-    def row(name: str, ee: str, v: Array, v_p: Array, w_p: Array, e: float, imp: Array,
+    def row(name: str, ee: str, v: Array, v_p: Array, w_p: Array, v_recede: float, imp: Array,
             roots: tuple[float, float] = (float("nan"), float("nan"))) -> CyrilRow:
         P, L = ch.momentum(model, data, q, v)
         P_p = pl.mass * v_p
         L_p = np.cross(p_cm, P_p) + pl.I_Bcm_W @ w_p
         KE = ch.kinetic_energy(model, data, q, v) + 0.5 * pl.mass * v_p @ v_p + 0.5 * w_p @ pl.I_Bcm_W @ w_p
-        return CyrilRow(name, ee, v.copy(), v_p.copy(), w_p.copy(), P + P_p, L + L_p, float(KE), e, imp, roots, x)
+        return CyrilRow(name, ee, v.copy(), v_p.copy(), w_p.copy(), P + P_p, L + L_p, float(KE), v_recede, imp, roots, x)
 
     rows = [row("pre-impact", "-", v0, v_pi, w_pi, float("nan"), np.zeros(3))]
     args = (M, J, v0, pl.mass, pl.I_Bcm_W, pl.p_BcmC_W, v_pi, w_pi)
@@ -285,7 +286,7 @@ def cyril1998() -> list[CyrilRow]:
                 res = impact.plastic_impact_payload(*args, n_W=n, locked=locked)
             else:
                 res = impact.nonplastic_impact_payload(*args, n, r_E, r_f, locked=locked)
-            rows.append(row(name, ee, res.psid_f, res.v_pf, res.w_pf, res.e, res.impulse_W, res.roots))
+            rows.append(row(name, ee, res.psid_f, res.v_pf, res.w_pf, res.v_recede, res.impulse_W, res.roots))
     return rows
 
 
@@ -309,7 +310,7 @@ def _cyril_report(rows: list[CyrilRow]) -> str:
             r.name, r.end_effector, f"{d(r.v[2]):+.4f}", f"{r.v[3]:+.3e}", f"{r.v[4]:+.3e}",
             f"{d(r.v[6]):+.4f}", f"{d(r.v[7]):+.4f}", f"{d(r.v[8]):+.4f}", f"{r.v_p[0]:+.4e}", f"{r.v_p[1]:+.4e}",
             f"{d(r.w_p[2]):+.4f}", f"{r.P_W[0]:+.6f}", f"{r.P_W[1]:+.6f}", f"{r.L_Wo_W[2]:+.5f}",
-            f"{r.KE:.6f}", f"{r.KE - pre.KE:+.6f}", "" if np.isnan(r.e) else f"{r.e:+.5f}",
+            f"{r.KE:.6f}", f"{r.KE - pre.KE:+.6f}", "" if np.isnan(r.v_recede) else f"{r.v_recede:+.5f}",
         ])
     lines.append(_table(head, body))
     dP = max(float(np.linalg.norm(r.P_W - pre.P_W)) for r in rows)
@@ -328,7 +329,7 @@ def _cyril_report(rows: list[CyrilRow]) -> str:
         sub = {r.name: r for r in rows if r.end_effector == ee}
         for name, _, _ in CYRIL_CASES[1:]:
             r = sub[name]
-            ok50 = (r.e + r.x >= 0.0) if r.x >= 0.0 else (r.e + r.x < 0.0)
+            ok50 = (r.v_recede + r.x >= 0.0) if r.x >= 0.0 else (r.v_recede + r.x < 0.0)
             lines.append(f"  {ee:6s} {name:13s} roots ({r.roots[0]:.5f}, {r.roots[1]:.5f}); "
                          f"e + x = {r.roots[1] / m_p:+.6f} m/s; (50)/(51) {'holds' if ok50 else 'VIOLATED'}")
 
@@ -352,7 +353,7 @@ def _cyril_files(rows: list[CyrilRow], out: Path) -> list[Path]:
         for r in rows:
             w.writerow([r.name, r.end_effector, *(f"{x:.12g}" for x in r.v), *(f"{x:.12g}" for x in r.v_p),
                         *(f"{x:.12g}" for x in r.w_p), *(f"{x:.12g}" for x in r.P_W),
-                        *(f"{x:.12g}" for x in r.L_Wo_W), f"{r.KE:.12g}", "" if np.isnan(r.e) else f"{r.e:.12g}",
+                        *(f"{x:.12g}" for x in r.L_Wo_W), f"{r.KE:.12g}", "" if np.isnan(r.v_recede) else f"{r.v_recede:.12g}",
                         *(f"{x:.12g}" for x in r.impulse_W), *(f"{x:.12g}" for x in r.roots)])
     from matplotlib.figure import Figure
 

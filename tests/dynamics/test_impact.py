@@ -14,12 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 import pytest
+from conftest import random_chain, random_state
 from scipy.spatial.transform import Rotation
 
+from dynamics import chain as ch
 from dynamics import impact as im
 from dynamics import rigid_body as rb
 from dynamics.spatial import quat_normalize
 from errors import ModelError, NoSolutionError, ShapeError, SingularityError
+from testkit.pin_oracle import base_T, pin_from_chain, pin_q
 
 
 def _inertia(rng, mass, planar):
@@ -177,7 +180,7 @@ def test_plastic_multibody_matches_pinocchio_and_conserves_momentum(seed):
     v_f = np.r_[res.psid_f, res.psid_pf]
     np.testing.assert_allclose(v_f, v_ref, atol=1e-9 * np.linalg.norm(s.v))
     np.testing.assert_allclose((Jh - Jb) @ v_f, 0.0, atol=1e-9 * np.linalg.norm(s.v))
-    np.testing.assert_allclose(res.impulse_W, s.data.impulse_c, rtol=1e-8)
+    np.testing.assert_allclose(res.lambda_rows, s.data.impulse_c, rtol=1e-8)
     np.testing.assert_allclose(s.momentum(v_f), s.momentum(s.v), atol=1e-9 * np.abs(s.momentum(s.v)).max())
     assert s.ke(v_f) <= s.ke(s.v)
 
@@ -222,7 +225,7 @@ def test_plastic_payload_matches_pinocchio_and_multibody_form(seed, planar):
         mb = im.plastic_impact_multibody(M, J, v, Mp, Jp, np.r_[v_p, w_p])
         np.testing.assert_allclose(mb.psid_f, res.psid_f, atol=1e-10 * np.linalg.norm(v))
         np.testing.assert_allclose(mb.psid_pf, np.r_[res.v_pf, res.w_pf], atol=1e-10 * np.linalg.norm(v))
-        np.testing.assert_allclose(mb.impulse_W, res.impulse_W, rtol=1e-8)
+        np.testing.assert_allclose(mb.lambda_rows, res.impulse_W, rtol=1e-8)
 
 
 def test_locked_coordinate_keeps_its_rate_and_momentum():
@@ -307,10 +310,10 @@ def test_nonplastic_3d_energy_ratio_and_root_ordering():
         v_f = _full_v(s, res.psid_f, res.v_pf, res.w_pf)
         assert s.ke(v_f) - KE_i == pytest.approx(r_E * dKE_p, rel=1e-7, abs=1e-9 * KE_i)
         # seed eq. (52): |e + x| decreases as the energy loss grows
-        assert abs(res.e + x) < prev
-        prev = abs(res.e + x)
+        assert abs(res.v_recede + x) < prev
+        prev = abs(res.v_recede + x)
         assert res.roots[0] <= res.roots[1]
-        assert res.e + x == pytest.approx(res.roots[1] / args[3])
+        assert res.v_recede + x == pytest.approx(res.roots[1] / args[3])
 
 
 def test_nonplastic_no_impact_when_not_closing():
@@ -474,3 +477,144 @@ def test_point_impact_fixed_body_separating_and_bad_input():
         im.point_impact(A, sA, None, None, c, [0, 0, 0], 0.5, 0.0)
     with pytest.raises(ValueError, match="both"):
         im.point_impact(A, sA, A, None, c, [0, 0, 1], 0.5, 0.0)
+
+
+# ---------------------------------------------------------------- an arm tip strikes a free body
+def _tip_case(seed: int):
+    """A random free-floating chain (ours and Pinocchio's from the same table) with a target body
+    whose point C coincides with a point of the last link, an approaching normal and the velocities."""
+    rng = np.random.default_rng(seed)
+    model = random_chain(rng, 4, prismatic=False)
+    q, v = random_state(rng, model, 0.3)
+    data = ch.make_data(model)
+    body, p_BoC_B = model.nb - 1, rng.uniform(-0.5, 0.5, 3)
+    X = ch.forward_kinematics(model, data, q)
+    p_C = X[body, :3, 3] + X[body, :3, :3] @ p_BoC_B
+    m_T = float(rng.uniform(5.0, 50.0))
+    R_T = Rotation.random(random_state=rng.integers(1 << 31)).as_matrix()
+    I_T_B = np.diag(rng.uniform(1.0, 5.0, 3))
+    p_T = p_C - R_T @ rng.uniform(-1.0, 1.0, 3)  # its CoM, away from C
+    V_T = rng.normal(size=6) * 0.2
+    # Pinocchio: the chain, and the target as a second free-flyer with its CoM at the joint origin
+    pm = pin_from_chain(model)
+    tj = pm.addJoint(0, pin.JointModelFreeFlyer(), pin.SE3.Identity(), "target")
+    pm.appendBodyToJoint(tj, pin.Inertia(m_T, np.zeros(3), I_T_B), pin.SE3.Identity())
+    qp = np.r_[pin_q(pm, model, q), p_T, Rotation.from_matrix(R_T).as_quat()]
+    vp = np.r_[np.linalg.solve(base_T(model, q), v), R_T.T @ V_T[3:], R_T.T @ V_T[:3]]
+    pd = pm.createData()
+    pin.forwardKinematics(pm, pd, qp, vp)
+    pin.computeJointJacobians(pm, pd, qp)
+    jid = pm.getJointId(model.names[body])
+
+    def point_J(j, p_local):  # translational Jacobian of a point fixed in joint j's body, in W
+        Jj = pin.getJointJacobian(pm, pd, j, pin.LOCAL_WORLD_ALIGNED)
+        r = pd.oMi[j].rotation @ p_local
+        return Jj[:3] - np.cross(r[:, None], Jj[3:], axis=0)
+
+    J_rel = point_J(jid, p_BoC_B) - point_J(tj, R_T.T @ (p_C - p_T))
+    u_rel = J_rel @ vp
+    t = rng.normal(size=3)
+    t -= (t @ u_rel) / (u_rel @ u_rel) * u_rel
+    n = -u_rel / np.linalg.norm(u_rel) + 0.7 * t / np.linalg.norm(t)  # oblique (slip too), approaching
+    n /= np.linalg.norm(n)
+    assert n @ u_rel < 0
+    return dict(model=model, data=data, q=q, v=v, body=body, p_BoC_B=p_BoC_B, n=n, m_T=m_T,
+                I_T_W=R_T @ I_T_B @ R_T.T, p_T=p_T, V_T=V_T, R_T=R_T, pm=pm, pd=pd, qp=qp, vp=vp,
+                J_n=(n @ J_rel)[None, :], T=base_T(model, q))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("e", [0.0, 0.4, 1.0])
+def test_arm_tip_impact_matches_pinocchio_impulse_dynamics(seed, e):
+    """Against Pinocchio's own mass matrix and impulse solver on one model holding arm and target."""
+    c = _tip_case(seed)
+    res = im.arm_tip_impact(c["model"], c["data"], c["q"], c["v"], c["body"], c["p_BoC_B"], c["n"], c["m_T"],
+                            c["I_T_W"], c["p_T"], c["V_T"], e)
+    v_ref = pin.impulseDynamics(c["pm"], c["pd"], c["qp"], c["vp"], c["J_n"], e, 0.0)
+    nva = c["model"].nv
+    scale = np.abs(c["vp"]).max()
+    np.testing.assert_allclose(c["T"] @ v_ref[:nva], res.v_f, atol=1e-9 * scale)
+    R = c["R_T"]
+    np.testing.assert_allclose(np.r_[R @ v_ref[nva + 3:], R @ v_ref[nva:nva + 3]], res.V_WT_W_f, atol=1e-9 * scale)
+    np.testing.assert_allclose(res.P_W, c["pd"].impulse_c[0] * c["n"], rtol=1e-8)
+    assert res.u_n_f == pytest.approx(-e * res.u_n_i, rel=1e-9)
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5, 1.0])
+def test_arm_tip_impact_conserves_momentum_and_loses_the_restitution_energy(e):
+    c = _tip_case(7)
+    model, data, q = c["model"], c["data"], c["q"]
+    res = im.arm_tip_impact(model, data, q, c["v"], c["body"], c["p_BoC_B"], c["n"], c["m_T"], c["I_T_W"],
+                            c["p_T"], c["V_T"], e)
+
+    def total(v_arm, V_T):  # momentum (linear; angular about Wo) and kinetic energy of arm + target
+        P, L = ch.momentum(model, data, q, v_arm)
+        P_T = c["m_T"] * V_T[3:]
+        L_T = c["I_T_W"] @ V_T[:3] + np.cross(c["p_T"], P_T)
+        T = ch.kinetic_energy(model, data, q, v_arm) + 0.5 * V_T[3:] @ P_T + 0.5 * V_T[:3] @ c["I_T_W"] @ V_T[:3]
+        return P + P_T, L + L_T, T
+
+    P0, L0, T0 = total(c["v"], c["V_T"])
+    P1, L1, T1 = total(res.v_f, res.V_WT_W_f)
+    np.testing.assert_allclose(P1, P0, atol=1e-12 * (np.abs(P0).max() + 1))
+    np.testing.assert_allclose(L1, L0, atol=1e-11 * (np.abs(L0).max() + 1))
+    assert T0 - T1 == pytest.approx(res.energy_loss, rel=1e-9, abs=1e-12 * T0)
+    # the loss is (1 − e²) of the normal relative motion's energy ½ u_n² / k, k from λ = −(1 + e) u_n / k
+    lam = float(res.P_W @ c["n"])
+    if e < 1.0:
+        k = -(1.0 + e) * res.u_n_i / lam
+        assert res.energy_loss == pytest.approx(0.5 * (1.0 - e * e) * res.u_n_i**2 / k, rel=1e-9)
+    else:
+        assert abs(res.energy_loss) <= 1e-12 * T0
+    np.testing.assert_allclose(np.cross(res.P_W, c["n"]), 0.0, atol=1e-15)  # frictionless: along n only
+
+
+def test_arm_tip_impact_head_on_is_newtons_two_body_collision():
+    """A one-body "arm" (a free rigid body, the chain's base) hits a ball head on: the 1-D closed form."""
+    m1, m2, v1, v2, e = 3.0, 2.0, 0.4, -0.1, 0.6
+    model = ch.chain_from_table(["a"], [-1], ["free"], np.eye(4)[None], np.zeros((1, 3)), np.array([m1]),
+                                np.zeros((1, 3)), np.eye(3)[None])
+    data = ch.make_data(model)
+    q = ch.neutral(model)
+    v = np.r_[0.0, 0.0, 0.0, v1, 0.0, 0.0]  # [ω; v] of the body along x
+    n = np.array([-1.0, 0.0, 0.0])  # the ball sits ahead (+x): from it to the arm is −x
+    res = im.arm_tip_impact(model, data, q, v, 0, [0.5, 0.0, 0.0], n, m2, 0.1 * np.eye(3), [0.7, 0.0, 0.0],
+                            [0.0, 0.0, 0.0, v2, 0.0, 0.0], e)
+    v1f = (m1 * v1 + m2 * v2 + m2 * e * (v2 - v1)) / (m1 + m2)
+    v2f = (m1 * v1 + m2 * v2 + m1 * e * (v1 - v2)) / (m1 + m2)
+    np.testing.assert_allclose(res.v_f, [0, 0, 0, v1f, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(res.V_WT_W_f, [0, 0, 0, v2f, 0, 0], atol=1e-15)
+    mu = m1 * m2 / (m1 + m2)
+    assert res.energy_loss == pytest.approx(0.5 * mu * (1 - e * e) * (v1 - v2) ** 2, rel=1e-12)
+    # receding: nothing happens
+    away = im.arm_tip_impact(model, data, q, -v, 0, [0.5, 0.0, 0.0], n, m2, 0.1 * np.eye(3), [0.7, 0.0, 0.0],
+                             [0.0, 0.0, 0.0, v2, 0.0, 0.0], e)
+    assert np.all(away.P_W == 0.0) and np.array_equal(away.v_f, -v) and away.energy_loss == 0.0
+    with pytest.raises(ValueError, match="restitution"):
+        im.arm_tip_impact(model, data, q, v, 0, [0.5, 0, 0], n, m2, np.eye(3), [0.7, 0, 0], np.zeros(6), 1.5)
+    with pytest.raises(ModelError, match="m_T"):
+        im.arm_tip_impact(model, data, q, v, 0, [0.5, 0, 0], n, 0.0, np.eye(3), [0.7, 0, 0], np.zeros(6), 0.5)
+    with pytest.raises(ShapeError, match="V_WT_W"):
+        im.arm_tip_impact(model, data, q, v, 0, [0.5, 0, 0], n, m2, np.eye(3), [0.7, 0, 0], np.zeros(5), 0.5)
+
+
+def test_impact_results_are_read_only_and_the_docstring_example_holds():
+    import doctest
+
+    c = _tip_case(3)
+    res = im.arm_tip_impact(c["model"], c["data"], c["q"], c["v"], c["body"], c["p_BoC_B"], c["n"], c["m_T"],
+                            c["I_T_W"], c["p_T"], c["V_T"], 0.5)
+    for a in (res.P_W, res.v_f, res.V_WT_W_f):
+        with pytest.raises(ValueError):
+            a[0] = 1.0
+    # results do not alias the chain's data buffers: a later call leaves them as they were
+    before = res.v_f.copy()
+    im.arm_tip_impact(c["model"], c["data"], c["q"], 2 * c["v"], c["body"], c["p_BoC_B"], c["n"], c["m_T"],
+                      c["I_T_W"], c["p_T"], c["V_T"], 0.5)
+    assert np.array_equal(res.v_f, before)
+    s, args, n = _setup(11, planar=False)
+    pl = im.plastic_impact_payload(*args, n_W=n)
+    with pytest.raises(ValueError):
+        pl.v_pf[0] = 1.0
+    failures, tried = doctest.testmod(im, verbose=False)
+    assert tried >= 5 and failures == 0

@@ -119,11 +119,11 @@ def test_cyril_root_choice_follows_seed_rules(rows):
         for name, _, _ in analysis.CYRIL_CASES[1:]:
             r = sub[name]
             assert r.roots[0] <= r.roots[1]
-            assert r.e + r.x == pytest.approx(r.roots[1] / m_p, rel=1e-12)
-            assert r.x >= 0 and r.e + r.x >= 0  # seed eq. (50)
+            assert r.v_recede + r.x == pytest.approx(r.roots[1] / m_p, rel=1e-12)
+            assert r.x >= 0 and r.v_recede + r.x >= 0  # seed eq. (50)
         # seed eq. (52): the larger the energy loss, the smaller |e + x|
         lo_loss, hi_loss = sub["rE=0.2 rf=0.5"], sub["rE=0.5 rf=0.5"]
-        assert abs(lo_loss.e + lo_loss.x) > abs(hi_loss.e + hi_loss.x)
+        assert abs(lo_loss.v_recede + lo_loss.x) > abs(hi_loss.v_recede + hi_loss.x)
 
 
 # ---------------------------------------------------------------- cyril1998 --flexible
