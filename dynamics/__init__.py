@@ -14,6 +14,7 @@ Modules (one concept each):
 - :mod:`dynamics.udu` — Saha's UDU^T decomposition and the O(n) solve (seed 001);
 - :mod:`dynamics.beam` — Euler–Bernoulli beam links by assumed modes: shapes, inertia invariants, stiffness;
 - :mod:`dynamics.flexible` — chains with beam links: elastic coordinates in the chain algorithms (seeds 002, 004);
+- :mod:`dynamics.closed_chain` — closed kinematic chains: loop closure, constraint forces, drift correction (seed 004);
 - :mod:`dynamics.exgit` — generalized Jacobian J*, H*, Ex-GIT G*, virtual masses (seed 000);
 - :mod:`dynamics.impact` — impulsive impact: multibody systems and rigid bodies, r_E and r_f (seed 002), an arm tip
   striking a free body;

@@ -16,10 +16,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynamics import chain as ch
+from dynamics import closed_chain as cc
+from dynamics import spatial as sp
 from dynamics.beam import BeamLink
 from dynamics.spatial import pose
-from dynamics.urdf import chain_from_urdf
-from errors import ConfigError
+from dynamics.urdf import _merge, _transform, chain_from_urdf  # mass-property algebra of the URDF reader
+from errors import ConfigError, SingularityError
 
 __all__ = [
     "ChainCase",
@@ -31,6 +33,7 @@ __all__ = [
     "cyril_1998_captured",
     "CYRIL_EI",
     "srms_on_orbiter",
+    "srms_latched_and_grappled",
     "etsvii",
     "ORBITER_MASS",
     "PAYLOAD_MASS",
@@ -308,6 +311,97 @@ def srms_on_orbiter(
     q[7:] = [0.0, 0.5, -1.0, 0.5, 0.0, 0.0]
     return ChainCase(model, q, np.zeros(model.nv), model.nb - 1, np.array([0.6604, 0.0, 0.0]),
                      "SRMS (Nguyen & Hughes 1994) on an orbiter base; orbiter properties assumed")
+
+
+def srms_latched_and_grappled(
+    *,
+    payload_mass: float,
+    payload_inertia_T: NDArray,
+    X_TG: NDArray,
+    X_TB: NDArray,
+    X_OL: NDArray,
+    X_OS: NDArray,
+    theta_guess: NDArray,
+    booms: tuple[BeamLink, BeamLink] | None = None,
+    tol: float = 1e-12,
+) -> tuple[ChainCase, cc.LoopClosure]:
+    """The SRMS holding a payload that is also latched to the orbiter: a closed kinematic chain.
+
+    :func:`srms_on_orbiter` with the payload rigidly merged into the last body B7 (the end
+    effector E, 0.6604 m along B7's x, coincides with the grapple fixture G: rigidized),
+    and the loop closed by welding the payload's berthing interface B to the orbiter's
+    latch frame L (seed 004, closed kinematic chains). The joint angles solve the loop
+    (Newton on the frame Jacobian, from ``theta_guess``); the base frame (SRMS base S)
+    sits at ``X_WS = X_OS`` (W = O at the start); all at rest.
+
+    Parameters
+    ----------
+    payload_mass : float
+        [kg]
+    payload_inertia_T : ndarray, shape (3,) or (3, 3)
+        About the payload CoM, in its body frame T. [kg·m²]
+    X_TG, X_TB : ndarray, shape (4, 4) or pose vectors (6,)
+        Grapple fixture and berthing interface in T.
+    X_OL, X_OS : ndarray, shape (4, 4) or (6,)
+        Latch frame and SRMS base frame in the orbiter frame O (origin at its CoM).
+    theta_guess : ndarray, shape (6,)
+        Start of the loop solve. [rad]
+    booms : (BeamLink, BeamLink), optional
+        Upper (B3) and lower (B4) booms as beam links carrying those links' masses.
+    tol : float
+        Loop closure tolerance of the solve. [m, rad]
+
+    Returns
+    -------
+    case : ChainCase
+        Hand: the end effector point on B7.
+    loop : LoopClosure
+        B (on B7) welded to L (on the base).
+
+    Raises
+    ------
+    SingularityError
+        If the loop solve does not converge from ``theta_guess``.
+    """
+    def pose_of(x: NDArray) -> NDArray:
+        a = np.asarray(x, dtype=np.float64)
+        return sp.pose_from_vector(a) if a.shape == (6,) else a
+
+    X_TG_, X_TB_, X_OL_, X_OS_ = (pose_of(x) for x in (X_TG, X_TB, X_OL, X_OS))
+    base = srms_on_orbiter()
+    m0 = base.model
+    e = m0.nb - 1
+    X_EE = sp.pose(np.eye(3), base.p_BoHo_B)                      # E in B7
+    X_BT = X_EE @ sp.pose_inverse(X_TG_)                           # T in B7 (E = G)
+    I_T = np.asarray(payload_inertia_T, dtype=np.float64)
+    I_T = np.diag(I_T) if I_T.shape == (3,) else I_T
+    m, c, I = _merge((float(m0.mass[e]), m0.p_BoBcm_B[e], m0.I_Bcm_B[e]),
+                     _transform((float(payload_mass), np.zeros(3), I_T), X_BT))
+    mass, com, inertia = np.array(m0.mass), np.array(m0.p_BoBcm_B), np.array(m0.I_Bcm_B)
+    mass[e], com[e], inertia[e] = m, c, 0.5 * (I + I.T)
+    model = ch.chain_from_table(m0.names, m0.parent, m0.joint_type, m0.X_PJ, m0.axis_J, mass, com, inertia,
+                                q_lower=m0.q_lower, q_upper=m0.q_upper, qd_max=m0.qd_max, tau_max=m0.tau_max,
+                                joint_names=m0.joint_names)
+    if booms is not None:
+        model = ch.with_beams(model, {3: booms[0], 4: booms[1]})
+    loop = cc.LoopClosure(e, X_BT @ X_TB_, 0, sp.pose_inverse(X_OS_) @ X_OL_)
+    q = ch.neutral(model)
+    q[:3] = X_OS_[:3, 3]
+    q[3:7] = sp.rotation_to_quat(X_OS_[:3, :3])
+    q[7:13] = theta_guess
+    data = ch.make_data(model)
+    for _ in range(30):  # Newton on the joints, base and beams held
+        err = cc.constraint_error(model, data, q, loop)
+        if np.abs(err).max() < tol:
+            break
+        J = cc.constraint_jacobian(model, data, q, loop)[:, 6:12]
+        q[7:13] -= np.linalg.lstsq(J, err, rcond=None)[0]
+    else:
+        raise SingularityError(f"srms_latched_and_grappled: loop solve did not converge from {list(theta_guess)} "
+                               f"(error {np.abs(err).max():.3g})")
+    return (ChainCase(model, q, np.zeros(model.nv), e, base.p_BoHo_B.copy(),
+                      "SRMS on an orbiter base holding a latched payload (closed chain); orbiter and payload "
+                      "properties assumed"), loop)
 
 
 def etsvii() -> ChainCase:

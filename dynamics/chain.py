@@ -86,11 +86,13 @@ __all__ = [
     "generalized_forces",
     "momentum",
     "center_of_mass",
+    "frame_acceleration",
     "kinetic_energy",
     "forward_dynamics",
     "forward_dynamics_dense",
     "mass_matrix_udu",
     "step_rk4",
+    "step_rk4_with",
     "simulate",
     "Trajectory",
     "with_beams",
@@ -881,10 +883,10 @@ def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
     return np.einsum("ik,ik->k", data.S, Wsub[:, model.body_of_v])
 
 
-def _rnea_bias(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
-    """C(q, v) v (+ M v̇ if given) by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
-    if model.flex is not None:
-        return _flex.rnea(model, data, v, vdot)
+def _accelerations(model: ChainModel, data: ChainData, v: Array,
+                   vdot: Array | None = None) -> tuple[Array, Array, Array]:
+    """Body twists V (6, nb), spatial accelerations a (6, nb) at the fixed point coinciding with Bo, in W,
+    and the spatial cross-product matrices (nb, 6, 6) of V (rigid chains)."""
     V, Sv = _body_twists(model, data, v)
     # Spatial cross-product matrices crm(V_b) = [[ω̃, 0], [ṽ, ω̃]] of every body, (nb, 6, 6).
     wx = _skew_rows(V[:3].T)
@@ -898,11 +900,67 @@ def _rnea_bias(model: ChainModel, data: ChainData, v: Array, vdot: Array | None 
     a = c @ model.body_anc_v.T  # (6, nb)
     if model.floating:
         a[3:] -= _cross_cols(v[:3, None], v[3:6, None])  # spatial vs classical base acceleration
+    return V, a, X
+
+
+def _rnea_bias(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
+    """C(q, v) v (+ M v̇ if given) by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
+    if model.flex is not None:
+        return _flex.rnea(model, data, v, vdot)
+    V, a, X = _accelerations(model, data, v, vdot)
     I = data.I_ref
     h = np.einsum("bij,jb->ib", I, V)  # momenta
     f = np.einsum("bij,jb->ib", I, a) - np.einsum("bji,jb->ib", X, h)  # I a + V ×* I V
     fsub = f @ model.anc_b
     return np.einsum("ik,ik->k", data.S, fsub[:, model.body_of_v])
+
+
+def frame_acceleration(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike, vdot: ArrayLike, body: int,
+                       p_BoPo_B: ArrayLike = (0.0, 0.0, 0.0)) -> Array:
+    """Classical acceleration of a point P fixed in a body, ``[ω̇_WB_W; a_WPo_W]``.
+
+    ``d/dt (J v) = J v̇ + J̇ v`` for the Jacobian of :func:`frame_jacobian`; with ``v̇ = 0``
+    it is the velocity-product term ``J̇ v`` that closed-chain constraints need (MBDYN,
+    seed 004 eq. 24's σ_C).
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    v, vdot : array_like, shape (nv,)
+        ``v̇`` as in :func:`forward_dynamics` (classical base acceleration).
+    body : int
+        A rigid body (not a beam link).
+    p_BoPo_B : array_like, shape (3,)
+        P from the body origin, in the body frame. [m]
+
+    Returns
+    -------
+    A_WP_W : ndarray, shape (6,)
+        [rad/s², m/s²]
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes or a bad index.
+    ModelError
+        If the body is a beam link.
+    """
+    b = _check_body(model, body)
+    pP = sp.as_vector(p_BoPo_B, 3, "p_BoPo_B")
+    _kinematics(model, data, _check_q(model, q))
+    va = sp.as_vector(v, model.nv, "v")
+    vda = sp.as_vector(vdot, model.nv, "vdot")
+    if model.flex is not None:
+        if model.beams[b] is not None:
+            raise ModelError(f"frame_acceleration: body {model.names[b]!r} is a beam link "
+                             "(points on rigid bodies only)")
+        V, a = _flex.accelerations(model, data, va, vda)
+    else:
+        V, a, _ = _accelerations(model, data, va, vda)
+    r = data.p_WoBo_W[b] + data.R_WB[b] @ pP - data.p_ref
+    w, vO = V[:3, b], V[3:, b]
+    aP = a[3:, b] + sp.cross3(a[:3, b], r) + sp.cross3(w, vO + sp.cross3(w, r))
+    return np.concatenate([a[:3, b], aP])
 
 
 def bias_forces(model: ChainModel, data: ChainData, q: ArrayLike, v: ArrayLike) -> Array:
@@ -1175,6 +1233,19 @@ def step_rk4(
     q_next : ndarray, shape (nq,)
     v_next : ndarray, shape (nv,)
     """
+    return step_rk4_with(model, q, v, h,
+                         lambda qq, vv: forward_dynamics(model, data, qq, vv, tau, F_ext).copy())
+
+
+def step_rk4_with(model: ChainModel, q: ArrayLike, v: ArrayLike, h: float,
+                  accel: Callable[[Array, Array], Array]) -> tuple[Array, Array]:
+    """:func:`step_rk4` with any acceleration function ``accel(q, v) -> v̇`` (nv,) (e.g. a closed chain's).
+
+    Raises
+    ------
+    ShapeError
+        If ``q`` or ``v`` has the wrong shape.
+    """
     q0 = _check_q(model, q).copy()
     v0 = sp.as_vector(v, model.nv, "v").copy()
     nv = model.nv
@@ -1197,21 +1268,17 @@ def step_rk4(
         out[:3] = sp.dexp_inv(-dx[:3], vel[:3])  # inverse left Jacobian: world-frame rate
         return out
 
-    def accel(dx: Array, vel: Array) -> Array:
-        return forward_dynamics(model, data, config(dx), vel, tau, F_ext).copy()
-
     x1 = np.zeros(nv)
-    k1x, k1v = dx_dot(x1, v0), accel(x1, v0)
+    k1x, k1v = dx_dot(x1, v0), accel(config(x1), v0)
     x2, v2 = 0.5 * h * k1x, v0 + 0.5 * h * k1v
-    k2x, k2v = dx_dot(x2, v2), accel(x2, v2)
+    k2x, k2v = dx_dot(x2, v2), accel(config(x2), v2)
     x3, v3 = 0.5 * h * k2x, v0 + 0.5 * h * k2v
-    k3x, k3v = dx_dot(x3, v3), accel(x3, v3)
+    k3x, k3v = dx_dot(x3, v3), accel(config(x3), v3)
     x4, v4 = h * k3x, v0 + h * k3v
-    k4x, k4v = dx_dot(x4, v4), accel(x4, v4)
+    k4x, k4v = dx_dot(x4, v4), accel(config(x4), v4)
     dx = h / 6.0 * (k1x + 2 * k2x + 2 * k3x + k4x)
     vn = v0 + h / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
     return config(dx), vn
-
 
 
 @dataclass(frozen=True)

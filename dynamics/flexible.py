@@ -450,8 +450,8 @@ def gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
     return _project(model, data, W)
 
 
-def rnea(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
-    """``C(q, v) v`` (+ ``M v̇`` if given) by Newton–Euler over bodies and beam elements (no stiffness)."""
+def accelerations(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> tuple[Array, Array]:
+    """Body-frame twists V (6, nb) and spatial accelerations a (6, nb) at the fixed point coinciding with Bo, in W."""
     fi = model.flex
     fd = data.flex
     V, Sv = _twists(model, data, v)
@@ -487,6 +487,15 @@ def rnea(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None
     a = c @ fi.Dmat.T  # (6, nb)
     if model.floating:
         a[3:] -= _c3(v[:3], v[3:6])[:, None]  # spatial vs classical base acceleration
+    return V, a
+
+
+def rnea(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
+    """``C(q, v) v`` (+ ``M v̇`` if given) by Newton–Euler over bodies and beam elements (no stiffness)."""
+    fi = model.flex
+    fd = data.flex
+    V, a = accelerations(model, data, v, vdot)
+    etad = v[fi.n_rigid:]
     I = fd.I_tab
     hmom = np.einsum("bij,jb->ib", I, V)
     f = np.einsum("bij,jb->ib", I, a)

@@ -1,0 +1,330 @@
+"""Closed kinematic chains: a loop closed by a weld, solved with constraint forces and drift correction.
+
+MBDYN (Quiocho, Huynh, Crues, seed 004, "Closed Kinematic Chains", eqs. 22–30). A
+:class:`dynamics.chain.ChainModel` (a tree, rigid or with beam links) is closed by a
+:class:`LoopClosure`: a frame Ca fixed in body a must coincide with a frame Cb fixed in
+body b (or in W) — six constraints, as when the payload held by the arm is also latched
+to the orbiter (``a`` = the end effector body carrying the payload, ``b`` = the orbiter
+base: the latched-and-grappled state)::
+
+    M v̇ + J_Cᵀ λ = τ − C v − K η − D η̇ + Σ J_bᵀ F_b        (eqs. 22–23, 27)
+    J_C v̇ = σ*_C = −J̇_C v − 2α J_C v − β² ΔX_C             (eqs. 24, 26, 28)
+
+``J_C = J_a(Ca) − J_b(Cb)`` (6, nv) is the Jacobian of the relative twist of Ca in Cb,
+rows ``[ω; v]`` in W; ``ΔX_C = [θ; p_Ca − p_Cb]`` the pose error (eq. 30: θ the rotation
+vector of ``R_WCa R_WCbᵀ``, in W); ``ΔẊ_C = J_C v``. The gains of eq. (26) are written as
+Baumgarte's ``D_err = 2α``, ``K_err = β²`` (critically damped error dynamics for α = β).
+``−λ`` is the wrench the loop exerts on body a at Ca (``λ`` on body b), [τ; f] in W.
+
+Drift correction (eq. 26 only bounds the drift): :func:`project` puts (q, v) back on the
+constraint manifold — positions by Gauss–Newton steps of least kinetic metric
+``Δv = −M⁻¹J_Cᵀ (J_C M⁻¹ J_Cᵀ)⁻¹ ΔX_C`` applied with :func:`dynamics.chain.integrate`,
+velocities by the M-orthogonal projection onto ``J_C v = 0`` (the kinetic energy of the
+correction is the least possible). :func:`step_rk4` integrates one fixed step with both.
+
+A loop with more constraints than the chain can move (the six-joint SRMS closed by six
+constraints leaves it no motion but the whole system's and the beams') is fine as long
+as ``J_C`` has full row rank: the arm's joints then carry internal loads only.
+
+No I/O, clock or globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import ArrayLike, NDArray
+
+from dynamics import chain as ch
+from dynamics import spatial as sp
+from errors import ModelError, ShapeError, SingularityError
+
+__all__ = [
+    "LoopClosure",
+    "constraint_error",
+    "constraint_jacobian",
+    "constraint_bias",
+    "forward_dynamics",
+    "project",
+    "step_rk4",
+]
+
+Array = NDArray[np.float64]
+
+_COND_MAX = 1e12
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LoopClosure:
+    """A weld closing a loop: frame Ca on body a coincides with frame Cb on body b.
+
+    Attributes
+    ----------
+    body_a : int
+        Body of Ca (a rigid body).
+    X_AC : ndarray, shape (4, 4)
+        Ca in body a's frame.
+    body_b : int
+        Body of Cb (a rigid body), or -1: Cb fixed in W.
+    X_BC : ndarray, shape (4, 4)
+        Cb in body b's frame (in W if ``body_b == -1``).
+
+    Raises
+    ------
+    ShapeError
+        If a pose is not (4, 4) and rigid.
+    """
+
+    body_a: int
+    X_AC: Array
+    body_b: int
+    X_BC: Array
+
+    def __post_init__(self) -> None:
+        for name in ("X_AC", "X_BC"):
+            X = np.array(getattr(self, name), dtype=np.float64)
+            if X.shape != (4, 4) or not np.all(np.isfinite(X)):
+                raise ShapeError(f"{name}: expected a finite (4, 4) pose, got shape {X.shape}")
+            R = X[:3, :3]
+            if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0.0:
+                raise ShapeError(f"{name}: rotation not proper orthonormal: {R.tolist()}")
+            X.setflags(write=False)
+            object.__setattr__(self, name, X)
+        if self.body_a == self.body_b:
+            raise ModelError(f"LoopClosure: body_a and body_b are both {self.body_a}: no loop")
+
+
+def _check(model: ch.ChainModel, loop: LoopClosure) -> None:
+    for name, b in (("body_a", loop.body_a), ("body_b", loop.body_b)):
+        if not (-1 <= b < model.nb) or (name == "body_a" and b < 0):
+            raise ShapeError(f"LoopClosure.{name}: {b} is not a body of the chain (nb = {model.nb})")
+        if b >= 0 and model.beams and model.beams[b] is not None:
+            raise ModelError(f"LoopClosure.{name}: body {model.names[b]!r} is a beam link (rigid bodies only)")
+
+
+def _frames(model: ch.ChainModel, data: ch.ChainData, q: Array, loop: LoopClosure) -> tuple[Array, Array]:
+    X = ch.forward_kinematics(model, data, q)
+    X_Ca = X[loop.body_a] @ loop.X_AC
+    X_Cb = loop.X_BC.copy() if loop.body_b < 0 else X[loop.body_b] @ loop.X_BC
+    return X_Ca, X_Cb
+
+
+def constraint_error(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, loop: LoopClosure) -> Array:
+    """Pose error of the loop, ``ΔX_C = [θ; p_Ca − p_Cb]`` (seed 004 eq. 30), in W.
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    loop : LoopClosure
+
+    Returns
+    -------
+    dX : ndarray, shape (6,)
+        θ: rotation vector of ``R_WCa R_WCbᵀ`` [rad]; position error [m].
+
+    Raises
+    ------
+    ShapeError, ModelError
+        On bad input (see :class:`LoopClosure`).
+    """
+    _check(model, loop)
+    X_Ca, X_Cb = _frames(model, data, np.asarray(q, dtype=np.float64), loop)
+    th = sp.rotation_vector(X_Ca[:3, :3] @ X_Cb[:3, :3].T)
+    return np.concatenate([th, X_Ca[:3, 3] - X_Cb[:3, 3]])
+
+
+def constraint_jacobian(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, loop: LoopClosure) -> Array:
+    """``J_C = J_a(Ca) − J_b(Cb)`` (6, nv): the twist of Ca relative to Cb, ``[ω; v]`` in W (seed 004 eq. 25)."""
+    _check(model, loop)
+    qa = np.asarray(q, dtype=np.float64)
+    J = ch.frame_jacobian(model, data, qa, loop.body_a, loop.X_AC[:3, 3]).copy()
+    if loop.body_b >= 0:
+        J -= ch.frame_jacobian(model, data, qa, loop.body_b, loop.X_BC[:3, 3])
+    return J
+
+
+def constraint_bias(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike, loop: LoopClosure) -> Array:
+    """``J̇_C v`` (6,): the relative acceleration of Ca in Cb at zero v̇ (the velocity-product part of eq. 24's σ_C)."""
+    _check(model, loop)
+    qa = np.asarray(q, dtype=np.float64)
+    va = np.asarray(v, dtype=np.float64)
+    z = np.zeros(model.nv)
+    A = ch.frame_acceleration(model, data, qa, va, z, loop.body_a, loop.X_AC[:3, 3])
+    if loop.body_b >= 0:
+        A = A - ch.frame_acceleration(model, data, qa, va, z, loop.body_b, loop.X_BC[:3, 3])
+    return A
+
+
+def _kkt(M: Array, J: Array, rhs_v: Array, rhs_c: Array) -> tuple[Array, Array]:
+    """Solve ``[[M, Jᵀ], [J, 0]] [x; λ] = [rhs_v; rhs_c]`` by the Schur complement ``J M⁻¹ Jᵀ``."""
+    try:
+        cM = sla.cho_factor(M, check_finite=False)
+    except np.linalg.LinAlgError as err:
+        raise SingularityError(f"mass matrix not positive definite ({err})") from err
+    MiJt = sla.cho_solve(cM, J.T, check_finite=False)
+    Mi_r = sla.cho_solve(cM, rhs_v, check_finite=False)
+    S = J @ MiJt
+    c = np.linalg.cond(S)
+    if not np.isfinite(c) or c > _COND_MAX:
+        raise SingularityError(f"loop closure: J_C M^-1 J_C^T singular (condition number {c:.3g}): "
+                               "the chain cannot move the constraint in some direction (singular posture)")
+    lam = np.linalg.solve(S, J @ Mi_r - rhs_c)
+    return Mi_r - MiJt @ lam, lam
+
+
+def forward_dynamics(
+    model: ch.ChainModel,
+    data: ch.ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    tau: ArrayLike,
+    loop: LoopClosure,
+    F_ext: ArrayLike | None = None,
+    *,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> tuple[Array, Array]:
+    """Accelerations and constraint wrench of the closed chain (seed 004 eqs. 22–28).
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    v : array_like, shape (nv,)
+    tau : array_like, shape (nv,)
+        Generalized forces (as :func:`dynamics.chain.forward_dynamics`).
+    loop : LoopClosure
+    F_ext : array_like, shape (nb, 6), optional
+        ``F_Bo_W`` per body.
+    alpha, beta : float
+        Baumgarte gains of eq. (26): ``D_err = 2α``, ``K_err = β²``. [1/s]
+
+    Returns
+    -------
+    vdot : ndarray, shape (nv,)
+    lam : ndarray, shape (6,)
+        Constraint wrench: ``−λ`` acts on body a at Ca, ``+λ`` on body b at Cb, [τ; f] in W. [N·m, N]
+
+    Raises
+    ------
+    ShapeError, ModelError
+        On bad input.
+    SingularityError
+        If ``J_C`` loses rank (a singular posture of the loop).
+    """
+    _check(model, loop)
+    qa = np.asarray(q, dtype=np.float64)
+    va = sp.as_vector(v, model.nv, "v")
+    ta = sp.as_vector(tau, model.nv, "tau")
+    M = ch.mass_matrix(model, data, qa).copy()
+    phi = ta - ch.inverse_dynamics(model, data, qa, va, np.zeros(model.nv), F_ext)
+    J = constraint_jacobian(model, data, qa, loop)
+    sigma = -constraint_bias(model, data, qa, va, loop)
+    if alpha or beta:
+        sigma = sigma - 2.0 * alpha * (J @ va) - beta * beta * constraint_error(model, data, qa, loop)
+    return _kkt(M, J, phi, sigma)
+
+
+def project(
+    model: ch.ChainModel,
+    data: ch.ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    loop: LoopClosure,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 8,
+) -> tuple[Array, Array]:
+    """Put (q, v) back on the constraint manifold: ``ΔX_C = 0``, then ``J_C v = 0``.
+
+    Positions by Gauss–Newton steps of least kinetic metric, velocities by the
+    M-orthogonal projection (module docstring).
+
+    Parameters
+    ----------
+    q : array_like, shape (nq,)
+    v : array_like, shape (nv,)
+    loop : LoopClosure
+    tol : float
+        Largest admissible |ΔX_C| component after projection. [m, rad]
+    max_iter : int
+
+    Returns
+    -------
+    q, v : ndarray
+        Projected.
+
+    Raises
+    ------
+    SingularityError
+        If the position iteration does not reach ``tol`` (a singular posture or a
+        violation too large to correct).
+    """
+    _check(model, loop)
+    qa = np.array(q, dtype=np.float64)
+    va = np.array(v, dtype=np.float64)
+    e = constraint_error(model, data, qa, loop)
+    it = 0
+    while np.abs(e).max() > tol:
+        if it >= max_iter:
+            raise SingularityError(f"loop closure: position projection did not converge in {max_iter} iterations "
+                                   f"(error {np.abs(e).max():.3g})")
+        M = ch.mass_matrix(model, data, qa).copy()
+        J = constraint_jacobian(model, data, qa, loop)
+        dv, _ = _kkt(M, J, np.zeros(model.nv), -e)
+        qa = ch.integrate(model, qa, dv, 1.0)
+        e = constraint_error(model, data, qa, loop)
+        it += 1
+    M = ch.mass_matrix(model, data, qa).copy()
+    J = constraint_jacobian(model, data, qa, loop)
+    dv, _ = _kkt(M, J, np.zeros(model.nv), -(J @ va))
+    return qa, va + dv
+
+
+def step_rk4(
+    model: ch.ChainModel,
+    data: ch.ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    tau: ArrayLike,
+    h: float,
+    loop: LoopClosure,
+    F_ext: ArrayLike | None = None,
+    *,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    tol: float = 1e-12,
+) -> tuple[Array, Array, Array]:
+    """One RK4 step of the closed chain with inputs held, then :func:`project`.
+
+    Runge–Kutta–Munthe-Kaas on the base attitude as :func:`dynamics.chain.step_rk4`.
+
+    Parameters
+    ----------
+    q, v, tau, loop, F_ext, alpha, beta
+        As :func:`forward_dynamics`.
+    h : float
+        [s]
+    tol : float
+        Projection tolerance. [m, rad]
+
+    Returns
+    -------
+    q_next, v_next : ndarray
+    lam : ndarray, shape (6,)
+        The constraint wrench at the start of the step (on body b at Cb; module docstring).
+    """
+    q0 = np.array(q, dtype=np.float64)
+    v0 = sp.as_vector(v, model.nv, "v").copy()
+    lam0: list[Array] = []
+
+    def accel(qq: Array, vv: Array) -> Array:
+        a, lam = forward_dynamics(model, data, qq, vv, tau, loop, F_ext, alpha=alpha, beta=beta)
+        if not lam0:
+            lam0.append(lam)
+        return a
+
+    q1, v1 = ch.step_rk4_with(model, q0, v0, h, accel)
+    q1, v1 = project(model, data, q1, v1, loop, tol=tol)
+    return q1, v1, lam0[0]
