@@ -9,7 +9,11 @@ mass matrix, J*, G*. Pinocchio's figures:
 Every call sees a new configuration (ours caches kinematics per q). Figures are CPU
 time per call (``time.process_time``), best of the repeats.
 
-Run from the repository root: ``python bench/bench_dynamics.py [--repeat N]``.
+Part ``flexible``: forward dynamics per call of the SRMS with rigid booms against the same
+arm with its booms as beam links (``dynamics.cases.srms_booms``, N modes per bending plane,
+6 + 6 + 4N coordinates), and the closed chain's solve for the latched-and-grappled payload.
+
+Run from the repository root: ``python bench/bench_dynamics.py [--repeat N] [--parts rigid,flexible]``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import platform
 import sys
 import time
 import timeit
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -148,11 +153,71 @@ def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int,
     return rows
 
 
+def _cycling(fn, qs: list) -> object:
+    """A no-argument callable that calls ``fn(q)`` with the next configuration of ``qs`` each time."""
+    k = [0]
+
+    def call() -> None:
+        k[0] = (k[0] + 1) % len(qs)
+        fn(qs[k[0]])
+
+    return call
+
+
+def bench_flexible(repeat: int, number: int, modes: tuple[int, ...] = (0, 1, 2, 3)) -> list[dict]:
+    """Forward dynamics per call of the SRMS on the orbiter with rigid booms (Saha's O(n) solve)
+    and with flexible booms (:func:`dynamics.cases.srms_booms`, N modes per bending plane:
+    6 + 6 + 4N coordinates, dense Cholesky); and the closed chain's (latched payload) solve."""
+    import tomllib
+
+    from dynamics import closed_chain as cc
+
+    base = cases.srms_on_orbiter()
+    rng = np.random.default_rng(2)
+    rows = []
+    for N in modes:
+        model = base.model if N == 0 else cases.with_flexible_booms(base.model, cases.srms_booms(N))
+        data = ch.make_data(model)
+        qs = []
+        for _ in range(16):
+            q = np.concatenate([base.q, np.zeros(model.ne)])
+            q[7:13] += rng.normal(scale=0.2, size=6)
+            q[13:] = rng.normal(scale=1e-3, size=model.ne)
+            qs.append(q)
+        v = rng.normal(scale=0.05, size=model.nv)
+        tau = np.concatenate([np.zeros(6), rng.normal(size=6), np.zeros(model.ne)])
+        fd = partial(ch.forward_dynamics, model, data)
+        t_fd = _per_call_us(_cycling(lambda q, fd=fd, v=v, tau=tau: fd(q, v, tau), qs), repeat, number)
+        t_M = _per_call_us(_cycling(partial(ch.mass_matrix, model, data), qs), repeat, number)
+        t_same_q = _per_call_us(_cycling(lambda q, fd=fd, v=v, tau=tau: fd(q, v, tau), qs[:1]), repeat, number)
+        rows.append({"model": f"SRMS on orbiter, booms {'rigid' if N == 0 else f'{N} mode(s) per plane'}",
+                     "nv": model.nv, "forward_dynamics_us": round(t_fd, 1), "mass_matrix_us": round(t_M, 1),
+                     "forward_dynamics_same_q_us": round(t_same_q, 1)})
+    cfg = tomllib.loads((Path(__file__).resolve().parents[1] / "configs" / "srms_berthing.toml").read_text())
+    for N in (0, 1, 2):
+        case, loop = cases.srms_latched_and_grappled(
+            payload_mass=cfg["payload"]["mass"], payload_inertia_T=cfg["payload"]["inertia"],
+            X_TG=cfg["payload"]["X_TG"], X_TB=cfg["payload"]["X_TB"], X_OL=cfg["orbiter"]["X_OL"],
+            X_OS=ch.pose_xyz_rpy(cfg["arm"]["p_OoSo_O"], cfg["arm"]["rpy_OS"]),
+            theta_guess=np.array(cfg["arm"]["q0"]), booms=None if N == 0 else cases.srms_booms(N))
+        model, data = case.model, ch.make_data(case.model)
+        qs = [case.q + np.concatenate([np.zeros(7), rng.normal(scale=1e-4, size=model.nq - 7)]) for _ in range(16)]
+        v = rng.normal(scale=0.01, size=model.nv)
+        solve = partial(cc.forward_dynamics, model, data)
+        t_cc = _per_call_us(_cycling(lambda q, s=solve, v=v, lp=loop: s(q, v, np.zeros(v.size), lp), qs),
+                            repeat, number)
+        rows.append({"model": f"latched and grappled (closed chain), booms {'rigid' if N == 0 else f'{N} mode(s)'}",
+                     "nv": model.nv, "closed_chain_forward_dynamics_us": round(t_cc, 1)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--number", type=int, default=200)
+    ap.add_argument("--parts", default="rigid,flexible", help="comma-separated: rigid (vs Pinocchio), flexible")
     args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
 
     srms = cases.srms_on_orbiter()
     pm_srms = pin_from_urdf(cases.reference_path("SRMS_Canadarm.urdf"), base_mass=cases.ORBITER_MASS,
@@ -163,9 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     pm12.gravity = pin.Motion.Zero()
     q12 = ch.neutral(m12)
 
-    rows = bench_model("SRMS on orbiter (6+6)", srms.model, pm_srms, srms.hand_body, srms.p_BoHo_B, srms.q,
-                       args.repeat, args.number)
-    rows += bench_model("12-joint chain (6+12)", m12, pm12, m12.nb - 1, np.zeros(3), q12, args.repeat, args.number)
+    rows = []
+    if "rigid" in parts:
+        rows += bench_model("SRMS on orbiter (6+6)", srms.model, pm_srms, srms.hand_body, srms.p_BoHo_B, srms.q,
+                            args.repeat, args.number)
+        rows += bench_model("12-joint chain (6+12)", m12, pm12, m12.nb - 1, np.zeros(3), q12, args.repeat,
+                            args.number)
+    if "flexible" in parts:
+        rows += bench_flexible(args.repeat, args.number)
     print(json.dumps({"python": platform.python_version(), "numpy": np.__version__, "pinocchio": pin.__version__,
                       "load_average_1min": round(os.getloadavg()[0], 2), "results": rows}, indent=2))
     return 0

@@ -21,7 +21,7 @@ from dynamics import spatial as sp
 from dynamics.beam import BeamLink
 from dynamics.spatial import pose
 from dynamics.urdf import _merge, _transform, chain_from_urdf  # mass-property algebra of the URDF reader
-from errors import ConfigError, SingularityError
+from errors import ConfigError, ModelError, SingularityError
 
 __all__ = [
     "ChainCase",
@@ -33,6 +33,9 @@ __all__ = [
     "cyril_1998_captured",
     "CYRIL_EI",
     "srms_on_orbiter",
+    "srms_holding_payload",
+    "srms_booms",
+    "with_flexible_booms",
     "srms_latched_and_grappled",
     "etsvii",
     "ORBITER_MASS",
@@ -313,26 +316,100 @@ def srms_on_orbiter(
                      "SRMS (Nguyen & Hughes 1994) on an orbiter base; orbiter properties assumed")
 
 
-def srms_latched_and_grappled(
+#: SRMS booms as beam links — **ASSUMED** section (no public figures found): graphite-epoxy
+#: tubes 0.33 m in diameter (the booms' published diameter, 13 in) with a 2.0 mm wall, axial
+#: modulus 100 GPa, shear modulus 30 GPa, density 1600 kg/m³: ρA 3.3 kg/m, EI 2.8e6 N·m²,
+#: GJ 1.7e6 N·m². Lengths: the URDF's shoulder-to-elbow 6.377 m (B3, upper) and
+#: elbow-to-wrist 7.06 m (B4, lower).
+SRMS_BOOM_DIAMETER, SRMS_BOOM_WALL = 0.33, 0.002
+SRMS_BOOM_E, SRMS_BOOM_G, SRMS_BOOM_DENSITY = 1.0e11, 3.0e10, 1600.0
+SRMS_BOOM_LINKS = ("B3", "B4")
+
+
+def srms_booms(n_modes: int = 1, *, torsion: bool = False, damping_ratio: float = 0.005) -> tuple[BeamLink, BeamLink]:
+    """The SRMS upper and lower booms as Euler–Bernoulli beam links (section **ASSUMED**, see
+    :data:`SRMS_BOOM_DIAMETER`): ``n_modes`` clamped–free modes in each bending plane, optionally
+    one torsion mode, structural damping ratio ``damping_ratio`` (assumed 0.5 %).
+
+    Returns
+    -------
+    (upper, lower) : tuple of BeamLink
+        For bodies B3 and B4 of ``SRMS_Canadarm.urdf`` (:func:`with_flexible_booms`).
+    """
+    r, t = 0.5 * SRMS_BOOM_DIAMETER, SRMS_BOOM_WALL
+    A = 2.0 * np.pi * r * t
+    I = np.pi * r ** 3 * t
+    kw = dict(modes_y=n_modes, modes_z=n_modes, modes_torsion=1 if torsion else 0,
+              GJ=SRMS_BOOM_G * 2.0 * I, polar_mass_per_length=SRMS_BOOM_DENSITY * A * r * r,
+              damping_ratio=damping_ratio)
+    rho_A = SRMS_BOOM_DENSITY * A
+    return (BeamLink(6.377, rho_A, SRMS_BOOM_E * I, **kw), BeamLink(7.06, rho_A, SRMS_BOOM_E * I, **kw))
+
+
+def with_flexible_booms(model: ch.ChainModel, booms: tuple[BeamLink, BeamLink]) -> ch.ChainModel:
+    """The SRMS chain with B3 and B4 as beam links that carry their tubes' mass only.
+
+    The rest of each link (joints, motors, fittings) stays a rigid part on the beam's
+    root frame, with the mass properties that keep the link's total mass, CoM and
+    inertia those of the URDF: ``m_r = m − m_t``, ``c_r = (m c − m_t c_t)/m_r``, inertia by
+    the parallel-axis theorem.
+
+    Raises
+    ------
+    ModelError
+        If a tube outweighs its link, or the remainder's inertia is not positive semi-definite.
+    """
+    mass, com, inertia = np.array(model.mass), np.array(model.p_BoBcm_B), np.array(model.I_Bcm_B)
+    bodies = [model.names.index(name) for name in SRMS_BOOM_LINKS]
+    for b, bk in zip(bodies, booms, strict=True):
+        m, c, I = float(mass[b]), com[b], inertia[b]
+        mt, L = bk.mass, bk.length
+        ct = np.array([0.5 * L, 0.0, 0.0])
+        It = np.diag([bk.polar_mass_per_length * L, mt * L * L / 12.0, mt * L * L / 12.0])
+        mr = m - mt
+        if not mr > 0.0:
+            raise ModelError(f"body {model.names[b]!r}: boom tube {mt:.3g} kg outweighs the link's {m:.3g} kg")
+        cr = (m * c - mt * ct) / mr
+
+        def shift(mi: float, ci: NDArray, ref: NDArray) -> NDArray:
+            d = ci - ref
+            return mi * (float(d @ d) * np.eye(3) - np.outer(d, d))
+
+        Ir = I + shift(m, c, cr) - It - shift(mt, ct, cr)
+        Ir = 0.5 * (Ir + Ir.T)
+        if np.linalg.eigvalsh(Ir)[0] < -1e-9 * np.abs(I).max():
+            raise ModelError(f"body {model.names[b]!r}: boom tube {mt:.3g} kg leaves an inadmissible remainder "
+                             f"(inertia eigenvalues {np.linalg.eigvalsh(Ir).tolist()} kg m^2)")
+        mass[b], com[b], inertia[b] = mr, cr, Ir
+    rigid = ch.chain_from_table(model.names, model.parent, model.joint_type, model.X_PJ, model.axis_J, mass, com,
+                                inertia, q_lower=model.q_lower, q_upper=model.q_upper, qd_max=model.qd_max,
+                                tau_max=model.tau_max, joint_names=model.joint_names)
+    return ch.with_beams(rigid, dict(zip(bodies, booms, strict=True)), keep_rigid_inertia=True)
+
+
+def _pose_of(x: NDArray) -> NDArray:
+    a = np.asarray(x, dtype=np.float64)
+    return sp.pose_from_vector(a) if a.shape == (6,) else a
+
+
+def srms_holding_payload(
     *,
     payload_mass: float,
     payload_inertia_T: NDArray,
     X_TG: NDArray,
-    X_TB: NDArray,
-    X_OL: NDArray,
     X_OS: NDArray,
+    X_OT: NDArray,
     theta_guess: NDArray,
     booms: tuple[BeamLink, BeamLink] | None = None,
     tol: float = 1e-12,
-) -> tuple[ChainCase, cc.LoopClosure]:
-    """The SRMS holding a payload that is also latched to the orbiter: a closed kinematic chain.
+) -> ChainCase:
+    """The SRMS on the orbiter holding (grappled, rigidized) a payload at a given pose.
 
     :func:`srms_on_orbiter` with the payload rigidly merged into the last body B7 (the end
-    effector E, 0.6604 m along B7's x, coincides with the grapple fixture G: rigidized),
-    and the loop closed by welding the payload's berthing interface B to the orbiter's
-    latch frame L (seed 004, closed kinematic chains). The joint angles solve the loop
-    (Newton on the frame Jacobian, from ``theta_guess``); the base frame (SRMS base S)
-    sits at ``X_WS = X_OS`` (W = O at the start); all at rest.
+    effector E, 0.6604 m along B7's x, coincides with the grapple fixture G) and the joint
+    angles solved (Newton on the frame Jacobian, from ``theta_guess``) so that E meets G
+    with the payload at ``X_OT`` relative to the orbiter. The base frame (SRMS base S) sits
+    at ``X_WS = X_OS`` (W = O); at rest.
 
     Parameters
     ----------
@@ -340,34 +417,29 @@ def srms_latched_and_grappled(
         [kg]
     payload_inertia_T : ndarray, shape (3,) or (3, 3)
         About the payload CoM, in its body frame T. [kg·m²]
-    X_TG, X_TB : ndarray, shape (4, 4) or pose vectors (6,)
-        Grapple fixture and berthing interface in T.
-    X_OL, X_OS : ndarray, shape (4, 4) or (6,)
-        Latch frame and SRMS base frame in the orbiter frame O (origin at its CoM).
+    X_TG : ndarray, shape (4, 4) or pose vector (6,)
+        Grapple fixture in T.
+    X_OS, X_OT : ndarray, shape (4, 4) or (6,)
+        SRMS base frame and payload in the orbiter frame O (origin at its CoM).
     theta_guess : ndarray, shape (6,)
-        Start of the loop solve. [rad]
+        Start of the solve. [rad]
     booms : (BeamLink, BeamLink), optional
-        Upper (B3) and lower (B4) booms as beam links carrying those links' masses.
+        Upper (B3) and lower (B4) booms as beam links (:func:`srms_booms`,
+        :func:`with_flexible_booms`).
     tol : float
-        Loop closure tolerance of the solve. [m, rad]
+        Pose tolerance of the solve. [m, rad]
 
     Returns
     -------
-    case : ChainCase
+    ChainCase
         Hand: the end effector point on B7.
-    loop : LoopClosure
-        B (on B7) welded to L (on the base).
 
     Raises
     ------
     SingularityError
-        If the loop solve does not converge from ``theta_guess``.
+        If the solve does not converge from ``theta_guess``.
     """
-    def pose_of(x: NDArray) -> NDArray:
-        a = np.asarray(x, dtype=np.float64)
-        return sp.pose_from_vector(a) if a.shape == (6,) else a
-
-    X_TG_, X_TB_, X_OL_, X_OS_ = (pose_of(x) for x in (X_TG, X_TB, X_OL, X_OS))
+    X_TG_, X_OS_, X_OT_ = (_pose_of(x) for x in (X_TG, X_OS, X_OT))
     base = srms_on_orbiter()
     m0 = base.model
     e = m0.nb - 1
@@ -383,23 +455,73 @@ def srms_latched_and_grappled(
                                 q_lower=m0.q_lower, q_upper=m0.q_upper, qd_max=m0.qd_max, tau_max=m0.tau_max,
                                 joint_names=m0.joint_names)
     if booms is not None:
-        model = ch.with_beams(model, {3: booms[0], 4: booms[1]})
-    loop = cc.LoopClosure(e, X_BT @ X_TB_, 0, sp.pose_inverse(X_OS_) @ X_OL_)
+        model = with_flexible_booms(model, booms)
+    # the payload frame T, fixed in B7, must sit at X_ST = X_SO X_OT: a loop to the base
+    target = cc.LoopClosure(e, X_BT, 0, sp.pose_inverse(X_OS_) @ X_OT_)
     q = ch.neutral(model)
     q[:3] = X_OS_[:3, 3]
     q[3:7] = sp.rotation_to_quat(X_OS_[:3, :3])
     q[7:13] = theta_guess
     data = ch.make_data(model)
+    err = cc.constraint_error(model, data, q, target)
     for _ in range(30):  # Newton on the joints, base and beams held
-        err = cc.constraint_error(model, data, q, loop)
         if np.abs(err).max() < tol:
             break
-        J = cc.constraint_jacobian(model, data, q, loop)[:, 6:12]
+        J = cc.constraint_jacobian(model, data, q, target)[:, 6:12]
         q[7:13] -= np.linalg.lstsq(J, err, rcond=None)[0]
+        err = cc.constraint_error(model, data, q, target)
     else:
-        raise SingularityError(f"srms_latched_and_grappled: loop solve did not converge from {list(theta_guess)} "
+        raise SingularityError(f"srms_holding_payload: joint solve did not converge from {list(theta_guess)} "
                                f"(error {np.abs(err).max():.3g})")
-    return (ChainCase(model, q, np.zeros(model.nv), e, base.p_BoHo_B.copy(),
+    return ChainCase(model, q, np.zeros(model.nv), e, base.p_BoHo_B.copy(),
+                     "SRMS on an orbiter base holding a payload; orbiter and payload properties assumed")
+
+
+def srms_latched_and_grappled(
+    *,
+    payload_mass: float,
+    payload_inertia_T: NDArray,
+    X_TG: NDArray,
+    X_TB: NDArray,
+    X_OL: NDArray,
+    X_OS: NDArray,
+    theta_guess: NDArray,
+    booms: tuple[BeamLink, BeamLink] | None = None,
+    tol: float = 1e-12,
+) -> tuple[ChainCase, cc.LoopClosure]:
+    """The SRMS holding a payload that is also latched to the orbiter: a closed kinematic chain.
+
+    :func:`srms_holding_payload` at the berthed pose (the payload's berthing interface B on
+    the orbiter's latch frame L), and the loop closure welding B to L (seed 004, closed
+    kinematic chains).
+
+    Parameters
+    ----------
+    X_TB : ndarray, shape (4, 4) or (6,)
+        Berthing interface in the payload frame T.
+    X_OL : ndarray, shape (4, 4) or (6,)
+        Latch frame in the orbiter frame O.
+    payload_mass, payload_inertia_T, X_TG, X_OS, theta_guess, booms, tol
+        As :func:`srms_holding_payload`.
+
+    Returns
+    -------
+    case : ChainCase
+    loop : LoopClosure
+        B (on B7) welded to L (on the base).
+
+    Raises
+    ------
+    SingularityError
+        If the joint solve does not converge from ``theta_guess``.
+    """
+    X_TG_, X_TB_, X_OL_, X_OS_ = (_pose_of(x) for x in (X_TG, X_TB, X_OL, X_OS))
+    case = srms_holding_payload(payload_mass=payload_mass, payload_inertia_T=payload_inertia_T, X_TG=X_TG_,
+                                X_OS=X_OS_, X_OT=X_OL_ @ sp.pose_inverse(X_TB_), theta_guess=theta_guess, booms=booms,
+                                tol=tol)
+    X_BT = sp.pose(np.eye(3), case.p_BoHo_B) @ sp.pose_inverse(X_TG_)
+    loop = cc.LoopClosure(case.hand_body, X_BT @ X_TB_, 0, sp.pose_inverse(X_OS_) @ X_OL_)
+    return (ChainCase(case.model, case.q, case.v, case.hand_body, case.p_BoHo_B,
                       "SRMS on an orbiter base holding a latched payload (closed chain); orbiter and payload "
                       "properties assumed"), loop)
 
