@@ -93,6 +93,7 @@ from hil.framing import (
 )
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
 from hil.safety import SafetySupervisor
+from protocol.coupling import Schedule
 from protocol.service import Inputs, Port
 
 __all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "outputs", "build", "HilBridge", "relative_motion"]
@@ -297,6 +298,7 @@ class HilBridge:
         self._sent_arm = False
         self._next_arm = -math.inf
         self._on_close = list(on_close or [])
+        self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self.emulator: Any = None  # the emulator process build() started (url = "emulator"), else None
 
     # ------------------------------------------------------------------ helpers
@@ -404,7 +406,7 @@ class HilBridge:
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at ``t0``: rest at neutral, motion-gated."""
         self._sim_t = t0_ns * 1e-9
-        return self._outputs(np.eye(4), np.zeros(6), np.zeros(6), valid=False)
+        return self._outputs(np.eye(4), np.zeros(6), np.zeros(6), False, t0_ns)
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """One bridge period (see the module docstring); outputs stamped ``t + h``."""
@@ -458,12 +460,21 @@ class HilBridge:
         V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)
         F_out = self.passivity.step(F_B, V_B)
         self.impacts.update(self._sim_t + self.h, F_B, V_B)
-        return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid=valid,
+        return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid, t_ns + h_ns,
                              finite=finite and X_cmd is X_LB)
 
-    def _outputs(self, X_cmd: Array, V: Array, F_B: Array, valid: bool,
+    def set_coupling(self, periods: dict[str, int]) -> None:
+        """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): the three bodies are built only
+        at their coupling instants (in between, ``hil/feedback``'s wrench alone, for its interval peak)."""
+        self.schedule = Schedule(periods)
+
+    def _outputs(self, X_cmd: Array, V: Array, F_B: Array, valid: bool, t_ns: int,
                  finite: bool = False) -> dict[str, dict[str, Any]]:
-        """The three output bodies; ``finite``: ``X_cmd`` is known to be finite (not checked again)."""
+        """The three output bodies at ``t_ns`` (each at its coupling instants); ``finite``: ``X_cmd`` is known
+        to be finite (not checked again)."""
+        due = self.schedule.due
+        if not (due("hil/command", t_ns) or due("hil/feedback", t_ns) or due("hil/status", t_ns)):
+            return {"hil/feedback": {"F_Bo_B": F_B}}
         legs = np.zeros(6)
         n = min(6, self._axes.size)
         legs[:n] = self._axes[:n]

@@ -75,7 +75,7 @@ import numpy as np
 from errors import ConfigError
 from protocol.messages import FULL_RATE_SUFFIX, TopicSchema, schema_for
 
-__all__ = ["PortCoupler", "complete", "coupling_periods", "is_due", "DERIVED_KINDS", "full_rate_topic", "FULL_RATE_SUFFIX"]
+__all__ = ["PortCoupler", "Schedule", "complete", "coupling_periods", "is_due", "DERIVED_KINDS", "full_rate_topic", "FULL_RATE_SUFFIX"]
 
 DERIVED_KINDS = ("abs_max", "wrench_max")
 """How a derived (peak) field is computed from its source field over a coupling interval."""
@@ -101,6 +101,26 @@ def complete(topic: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
 def is_due(t_ns: int, coupling_ns: int) -> bool:
     """Whether ``t_ns`` is a coupling instant of a port of period ``coupling_ns`` (``t mod H = 0``)."""
     return t_ns % coupling_ns == 0
+
+
+class Schedule:
+    """A model's view of its output ports' coupling periods, as ``set_coupling`` gives them.
+
+    A model keeps one (``schedule = Schedule()`` until the shell calls ``set_coupling``) to
+    skip building a state body that will not be published: :meth:`due` is True at every
+    step for a port it was not told about, so a model run without a shell publishes every
+    step, as before.
+    """
+
+    __slots__ = ("periods",)
+
+    def __init__(self, periods: Mapping[str, int] | None = None) -> None:
+        self.periods = dict(periods or {})
+
+    def due(self, topic: str, t_ns: int) -> bool:
+        """Whether ``topic`` is published at ``t_ns`` (a coupling instant of the port)."""
+        H = self.periods.get(topic)
+        return H is None or t_ns % H == 0
 
 
 def coupling_periods(services: Mapping[str, Mapping[str, Any]],

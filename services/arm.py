@@ -119,6 +119,7 @@ from dynamics import spatial as sp
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, SRMS_BASE_TO_ORBITER_COM, reference_path, srms_on_orbiter
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
+from protocol.coupling import Schedule
 from protocol.service import Port
 from services.operator import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 from services.orbiter import floats
@@ -371,6 +372,7 @@ class ArmModel:
         self._warn: dict[str, int] = {}
         self._now = 0
         self._step_count = 0
+        self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self._orb = self._default_orbiter()
         self._orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
         self._pay_f = self._orb_f
@@ -850,17 +852,21 @@ class ArmModel:
         self._mb_wrench = (np.zeros(6), F_B)
 
     # ------------------------------------------------------------------ outputs
-    def _outputs(self, orb_f: tuple[list[float], Any, list[float], list[float]]) -> dict[str, dict[str, Any]]:
-        """Both messages, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats at their time."""
+    def set_coupling(self, periods: dict[str, int]) -> None:
+        """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): ``arm/state`` is built whole
+        only at its coupling instants (in between only ``tau``, for its interval peak); the wrench, a
+        flow, every step."""
+        self.schedule = Schedule(periods)
+
+    def _outputs(self, orb_f: tuple[list[float], Any, list[float], list[float]],
+                 t_ns: int) -> dict[str, dict[str, Any]]:
+        """Both messages at ``t_ns``, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats then
+        (``arm/state`` whole only at its coupling instants)."""
         (o0, o1, o2), q, (w0, w1, w2), (v0, v1, v2) = orb_f
         R = sp.rotation_rows(*q)
         Rs, _, _, pE = self._rows
-        R_OE = Rs[N_JOINTS]
-        X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
         c0, c1, c2 = _rotate(R, *pE)
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
-        w = _mat_ab(R, R_OE)
-        X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
         s0, s1, s2 = _rotate(R, *self._p_OS)
         s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
         mb = self.multibody and hasattr(self, "_mb_wrench")
@@ -868,15 +874,7 @@ class ArmModel:
             self.F_Eo_W, self.F_So_W = self._mb_wrench       # the chain base origin is So
             F = self.F_Eo_W.tolist()
             self.F_Eo_O = np.array([*_rotate_t(R, *F[:3]), *_rotate_t(R, *F[3:])])
-        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
-        V = self.V_R_O.tolist()
-        a0, a1, a2 = _rotate(R, w0, w1, w2)
-        b0, b1, b2 = _rotate(R, *V[:3])
-        d0, d1, d2 = _rotate(R, *V[3:])
-        r0, r1, r2 = e0 - o0, e1 - o1, e2 - o2
-        V_WE_W = np.array([a0 + b0, a1 + b1, a2 + b2, v0 + (a1 * r2 - a2 * r1) + d0, v1 + (a2 * r0 - a0 * r2) + d1,
-                           v2 + (a0 * r1 - a1 * r0) + d2])
-        if not mb:
+        else:
             F = self.F_Eo_O.tolist()
             m0, m1, m2 = _rotate(R, *F[:3])
             f0, f1, f2 = _rotate(R, *F[3:])
@@ -885,20 +883,35 @@ class ArmModel:
             r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
             self.F_So_W = np.array([-m0 + (r1 * f2 - r2 * f1), -m1 + (r2 * f0 - r0 * f2), -m2 + (r0 * f1 - r1 * f0),
                                     -f0, -f1, -f2])
+        # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
+        # (never written in place): published without copies
+        wrench = {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
+                  "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)}
+        if not self.schedule.due(STATE, t_ns):
+            return {STATE: {"tau": self.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
+        R_OE = Rs[N_JOINTS]
+        X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
+        w = _mat_ab(R, R_OE)
+        X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
+        # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
+        V = self.V_R_O.tolist()
+        a0, a1, a2 = _rotate(R, w0, w1, w2)
+        b0, b1, b2 = _rotate(R, *V[:3])
+        d0, d1, d2 = _rotate(R, *V[3:])
+        r0, r1, r2 = e0 - o0, e1 - o1, e2 - o2
+        V_WE_W = np.array([a0 + b0, a1 + b1, a2 + b2, v0 + (a1 * r2 - a2 * r1) + d0, v1 + (a2 * r0 - a0 * r2) + d1,
+                           v2 + (a0 * r1 - a1 * r0) + d2])
         if self._warn:
             warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
             self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
         else:
             warnings = []
-        # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
-        # (never written in place): published without copies
         return {
             STATE: {"q": self.theta, "qd": self.theta_dot, "tau": self.tau, "mode": self.mode,
                     "brakes": bool(self.brakes), "X_OE": X_OE, "X_WE": X_WE, "V_WE_W": V_WE_W,
                     "grappled": bool(self.grappled), "loads": self.loads, "sigma_min": float(self.sigma),
                     "qd_cmd": self.qd_cmd, "warnings": warnings},
-            WRENCH: {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
-                     "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)},
+            WRENCH: wrench,
         }
 
     def _wrench_and_loads(self) -> None:
@@ -913,7 +926,7 @@ class ArmModel:
         """Outputs at t0: the arm at rest at ``q0``, no wrench."""
         self._now = t0_ns
         self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
-        return self._outputs(self._orb_f)
+        return self._outputs(self._orb_f, t0_ns)
 
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
         """RMSFLX (every ``flex_every``), commands, servos, RMSFM, RMLOAD (every ``loads_every``)."""
@@ -946,7 +959,7 @@ class ArmModel:
         # the outputs are stamped at the step end: the orbiter propagated by h
         p, q, w, v = self._orb_f
         return self._outputs(([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
-                              sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v))
+                              sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v), t_ns + h_ns)
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:

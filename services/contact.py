@@ -172,6 +172,7 @@ from dynamics.spatial import mat_t_vec_rows as _mtv
 from dynamics.spatial import mat_vec_rows as _mv
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table
+from protocol.coupling import Schedule
 from protocol.service import Inputs, Port
 from services.orbiter import (
     ORBITER_KEYS,
@@ -499,6 +500,7 @@ class ContactModel:
                Port("operator/command", "event")]
         self.inputs = tuple(ins + [Port("hil/feedback", "state")] if con["source"] == "hil" else ins)
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
+        self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         # mode
         self.grappled = False
         self.rigidized = False
@@ -792,24 +794,31 @@ class ContactModel:
         return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
 
     # ------------------------------------------------------------ ServiceModel
-    def _outputs(self, active: bool, p_WoLo_W: list[float]) -> dict[str, dict[str, Any]]:
-        s = self.state
-        a, wdot = rb.accelerations_rows(self.model_T, s, self.F_last_T, self.orbit)
+    def set_coupling(self, periods: Mapping[str, int]) -> None:
+        """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): ``payload/state`` is
+        built only at its coupling instants; the wrench, a flow, every step."""
+        self.schedule = Schedule(periods)
+
+    def _outputs(self, active: bool, p_WoLo_W: list[float], t_ns: int) -> dict[str, dict[str, Any]]:
         F = [c + i for c, i in zip(self.F_cont_O_Wo, self.F_imp_O_Wo, strict=True)]
         c = _cross(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
-        return {
-            "payload/state": {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B, "v_WTo_W": s.v_WBo_W,
-                              "a_WTo_W": np.array(a), "wdot_WT_T": np.array(wdot), "grappled": self.grappled,
-                              "berthed": self.berthed},
+        out: dict[str, dict[str, Any]] = {
             "contact/wrench": {"F_Lo_W": np.array([F[0] - c[0], F[1] - c[1], F[2] - c[2], F[3], F[4], F[5]]),
                                "p_WoLo_W": np.array(p_WoLo_W),
                                "active": bool(active)},
         }
+        if self.schedule.due("payload/state", t_ns):
+            s = self.state
+            a, wdot = rb.accelerations_rows(self.model_T, s, self.F_last_T, self.orbit)
+            out["payload/state"] = {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B,
+                                    "v_WTo_W": s.v_WBo_W, "a_WTo_W": np.array(a), "wdot_WT_T": np.array(wdot),
+                                    "grappled": self.grappled, "berthed": self.berthed}
+        return out
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial payload; no contact wrench (the orbiter is not known yet)."""
         self.F_imp_O_Wo = [0.0] * 6
-        out = self._outputs(False, [0.0, 0.0, 0.0])
+        out = self._outputs(False, [0.0, 0.0, 0.0], t0_ns)
         out["contact/event"] = {"events": []}
         return out
 
@@ -832,7 +841,7 @@ class ContactModel:
             orb_sample = None
         if orb_sample is None:
             self.F_cont_O_Wo = [0.0] * 6
-            out = self._outputs(False, [0.0, 0.0, 0.0])
+            out = self._outputs(False, [0.0, 0.0, 0.0], t1)
             out["contact/event"] = {"events": events}
             return out
         self._orb_sample = orb_sample
@@ -903,7 +912,7 @@ class ContactModel:
         if self.in_contact:
             self.episode_impulse += np.array(F_T_Wo) * h
         self.F_cont_O_Wo = [-x for x in F_T_Wo]
-        out = self._outputs(active or self.berthed, p_L)
+        out = self._outputs(active or self.berthed, p_L, t1)
         out["contact/event"] = {"events": events}
         return out
 
