@@ -29,7 +29,8 @@ from dynamics import flexibility as fx  # noqa: E402
 from dynamics import loads as ld  # noqa: E402
 from dynamics import rms  # noqa: E402
 from dynamics import spatial as sp  # noqa: E402
-from protocol.codec import encode  # noqa: E402
+from protocol.codec import encode
+from protocol.coupling import complete  # noqa: E402
 from protocol.service import Sample  # noqa: E402
 from protocol.stepping import StepInputs  # noqa: E402
 from services import arm  # noqa: E402
@@ -69,7 +70,7 @@ def step_cost(model: str, grappled: bool, steps: int, codec: bool = False) -> fl
         out = m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
         if codec:
             for topic, body in out.items():
-                encode(topic, body, sender="arm", seq=k, t_ns=(k + 1) * H_NS, h_ns=H_NS)
+                encode(topic, complete(topic, body), sender="arm", seq=k, t_ns=(k + 1) * H_NS, h_ns=H_NS)
     return (time.process_time() - t0) / steps
 
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dynamics.spatial import pose_from_vector, pose_inverse, pose_vector
 from protocol.codec import encode
+from protocol.coupling import complete
 from protocol.service import Sample
 from protocol.stepping import StepInputs
 from services import contact as sc
@@ -90,7 +91,7 @@ def time_steps(model: Any, make_inputs, h: int, steps: int, repeat: int, with_co
             out = model.step(t, h, u)
             if with_codec:
                 for topic, body in out.items():
-                    encode(topic, body, sender=model.name, seq=0, t_ns=t + h, h_ns=h, wall_ns=0)
+                    encode(topic, complete(topic, body), sender=model.name, seq=0, t_ns=t + h, h_ns=h, wall_ns=0)
             active += bool(out.get("contact/wrench", {}).get("active", False))
             t += h
         best = min(best, (time.process_time() - c0) / steps)

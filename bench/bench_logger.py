@@ -94,7 +94,7 @@ def scenario_messages(n: int) -> list[tuple[str, bytes]]:
     bodies = {
         "payload/state": {"p_WoTo_W": z3, "quat_WT": q, "w_WT_T": z3, "v_WTo_W": z3, "a_WTo_W": z3, "wdot_WT_T": z3,
                           "grappled": False, "berthed": False},
-        "contact/wrench": {"F_Lo_W": z6, "p_WoLo_W": z3, "active": False},
+        "contact/wrench": {"F_Lo_W": z6, "p_WoLo_W": z3, "active": False, "F_peak": np.zeros(2)},
         "orbiter/state": {"p_WoOo_W": z3, "quat_WO": q, "w_WO_O": z3, "v_WOo_W": z3, "a_WOo_W": z3, "wdot_WO_O": z3},
         "contact/event": {"events": []},
     }

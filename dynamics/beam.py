@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import brentq
 
 from errors import ModelError
 
@@ -78,6 +77,8 @@ def clamped_free_beta_L(k: int) -> float:
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise ModelError(f"mode number k must be a positive integer, got {k!r}")
     f = lambda x: math.cos(x) + 1.0 / math.cosh(x)  # noqa: E731
+    from scipy.optimize import brentq  # here: importing scipy.optimize costs ~0.2 s, and few callers need it
+
     return float(brentq(f, (k - 1) * math.pi + 1e-9, k * math.pi - 1e-9, xtol=1e-15, rtol=1e-15, maxiter=200))
 
 
