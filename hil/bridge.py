@@ -94,12 +94,14 @@ from hil.framing import (
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
 from hil.safety import SafetySupervisor
 from protocol.coupling import Schedule
-from protocol.service import Inputs, Port
+from protocol.service import Inputs, Port, ServicePorts
 
 __all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "outputs", "build", "HilBridge", "relative_motion"]
 
 TABLES = ("hil",)
 OPTIONS: dict[str, Any] = {}
+INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"))
+"""The bridge's inputs: both bodies, predicted from their coupling instants to each step."""
 OUTPUTS = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hil/status", "state"))
 """The bridge's output ports."""
 
@@ -264,7 +266,7 @@ class HilBridge:
         self.name = name
         self.period_ns = int(period_ns)
         self.h = period_ns * 1e-9
-        self.inputs = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"))
+        self.inputs = INPUTS
         self.outputs = OUTPUTS
         self.link = link
         self.realtime = realtime
@@ -541,9 +543,9 @@ def _wait_ready(port: Any, emu: Any, timeout: float) -> None:
     raise RigFault(f"hil.start_timeout: the emulator did not start serving within {timeout:g} s")
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topics the bridge publishes (:mod:`protocol.config`: one producer per topic)."""
-    return [p.topic for p in OUTPUTS]
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The bridge's ports, before it is built (:mod:`protocol.config`)."""
+    return ServicePorts("model", INPUTS, OUTPUTS)
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:

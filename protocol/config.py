@@ -59,9 +59,13 @@ module provides::
     def build(config: dict, name: str, period_ns: int) -> ServiceModel | Sink | Source
 
 and optionally ``OPTIONS: dict[str, type | tuple[type, ...]]``, the extra keys it
-accepts in ``[services.NAME]``, and ``def outputs(config, name) -> Iterable[str]``, the
-topics the service publishes (called once ``validate`` found nothing; two services
-producing one topic are refused here, before anything starts). ``validate`` must not start anything. ``build`` runs
+accepts in ``[services.NAME]``, and ``def ports(config, name) -> ServicePorts``, the
+service's role and ports (:class:`protocol.service.ServicePorts`; called once ``validate``
+found nothing). With them, before anything starts: two services producing one topic are
+refused, and, when every service's module has ``ports``, each output's coupling period is
+computed (:func:`protocol.coupling.coupling_periods`) and checked — the run must not wait on
+itself (:func:`protocol.coupling.check_schedule`) and no stiff coupling may be coupled more
+slowly than it can bear (``stiff_couplings`` of the module, :mod:`protocol.stability`). ``validate`` must not start anything. ``build`` runs
 in the service's own process (or thread with ``--inprocess``); what it returns is
 run by :mod:`protocol.shell` (a :class:`protocol.service.ServiceModel`, or a sink /
 source as documented there).
@@ -90,6 +94,7 @@ from typing import Any
 from errors import ConfigError
 from protocol.bus import LAUNCHER, check_url, mesh_endpoints
 from protocol.security import SECURITY_KEYS, Security, is_loopback
+from protocol.service import ServicePorts
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "ServiceSpec", "RunPlan", "check_table", "load",
@@ -403,6 +408,32 @@ def processes_of(config: Mapping[str, Any], problems: list[str] | None = None) -
     return {p: tuple(m) for p, m in out.items()}
 
 
+def _check_coupling(config: dict[str, Any], specs: Mapping[str, ServiceSpec],
+                    declared: Mapping[str, ServicePorts]) -> list[str]:
+    """Coupling periods of every output (defaults from the consumers), the schedule (no cycle
+    waiting on itself) and the stiff couplings' limits; problems, one line each."""
+    from protocol.coupling import check_schedule, coupling_periods
+    from protocol.stability import check_stiff
+
+    services = {n: {"role": sp.role, "period_ns": specs[n].period_ns,
+                    "inputs": [(p.topic, p.kind) for p in sp.inputs],
+                    "outputs": [(p.topic, p.kind) for p in sp.outputs]} for n, sp in declared.items()}
+    try:
+        periods = coupling_periods(services, {n: s.coupling_ns for n, s in specs.items()})
+    except ConfigError as err:
+        return err.problems
+    out = check_schedule(services, periods)
+    for name, spec in specs.items():
+        stiff = getattr(service_module(spec.kind), "stiff_couplings", None)
+        if callable(stiff):
+            try:
+                for c in stiff(config, name):
+                    out.extend(check_stiff(c, periods, {n: s.period_ns for n, s in specs.items()}, services))
+            except ConfigError as err:
+                out.extend(err.problems)
+    return out
+
+
 def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
     """PUB endpoint of the launcher and of every configured service (:func:`protocol.bus.mesh_endpoints`).
 
@@ -601,13 +632,17 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             except ConfigError:
                 pass  # reported above
     made_by: dict[str, str] = {}  # topic -> its producer
+    declared: dict[str, ServicePorts] = {}  # service -> its ports, for the modules that say them
     for name, mod in modules.items():
         try:
             found = mod.validate(config, name)
-            outputs = list(mod.outputs(config, name)) if hasattr(mod, "outputs") and not found else []
+            sp = mod.ports(config, name) if hasattr(mod, "ports") and not found else None
         except Exception as err:  # noqa: BLE001 - a module's crash is reported, not raised
-            found, outputs = [f"validate raised {type(err).__name__}: {err}"], []
+            found, sp = [f"validate raised {type(err).__name__}: {err}"], None
         problems.extend(f"services.{name}: {p}" for p in found or [])
+        if sp is not None:
+            declared[name] = sp
+        outputs = [p.topic for p in sp.outputs] if sp is not None else []
         clash: dict[str, list[str]] = {}  # other producer -> topics this one also produces
         for topic in outputs:
             if topic in made_by:
@@ -631,6 +666,8 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         example = ", ".join(f'{h} = "ADDRESS"' for h in labels)
         problems.append(f"sim.hosts: services on several hosts ({', '.join(labels)}) need the address of each, "
                         f"sim.hosts = {{{example}}} (or an endpoint per service)")
+    if not problems and len(declared) == len(modules) and set(declared) == set(specs):
+        problems.extend(_check_coupling(config, specs, declared))
     processes = processes_of(config, problems)
     for proc, members in processes.items():
         eps = {services_in[m].get("endpoint") for m in members if services_in[m].get("endpoint")}

@@ -382,3 +382,94 @@ class PortCoupler:
         out = self._mean()
         self._T = t_ns + self.h
         return [(T, self.H, self._with_peaks(out) if self.derived else out)]
+
+
+def check_schedule(services: Mapping[str, Mapping[str, Any]], periods: Mapping[str, int],
+                   horizon_ns: int | None = None) -> list[str]:
+    """Whether a lockstep run with these coupling periods can always go on: problems, one line each.
+
+    A dry run of the input rule (:mod:`protocol.stepping`) on time stamps alone: every model
+    steps as soon as what it needs is published, each producer publishing by the coupling
+    rule (module docstring). A cycle of consumers in which a flow is coupled more slowly than
+    the state its producer reads back waits on itself (the flow's mean needs steps the
+    producer cannot take yet); found here, before a run starts, instead of hanging.
+
+    Parameters
+    ----------
+    services : Mapping[str, Mapping[str, Any]]
+        As :func:`coupling_periods`.
+    periods : Mapping[str, int]
+        Output topic -> coupling period [ns] (:func:`coupling_periods`).
+    horizon_ns : int, optional
+        How far to run it; default: four times the least common multiple of every period. [ns]
+
+    Returns
+    -------
+    list of str
+        Empty if the run can always go on; else one line naming the time and, for each model
+        that waits, the input it waits for.
+    """
+    from protocol.stepping import event_progress
+
+    models = {n: s for n, s in services.items() if s.get("role") == "model" and int(s.get("period_ns") or 0) > 0}
+    if not models:
+        return []
+    owner = {str(t): n for n, s in services.items() for t, _ in s.get("outputs", ())}
+    h = {n: int(s["period_ns"]) for n, s in models.items()}
+    grid = math.lcm(*h.values(), *(p for p in periods.values() if p > 0))
+    horizon = horizon_ns if horizon_ns is not None else 4 * grid
+    sparse_of = {n: event_progress(n, services)[0] for n in models}
+    witnesses = {n: event_progress(n, services)[1] for n in models}
+    tau = dict.fromkeys(models, 0)
+
+    def latest_state(p: str, topic: str) -> int:
+        H = periods[topic]
+        return (tau[p] // H) * H
+
+    def flow_covered(p: str, topic: str) -> int:  # published flow intervals cover [0, this)
+        H = periods[topic]
+        last_T = ((tau[p] + h[p] - H) // H) * H
+        return last_T + H
+
+    def needs(c: str) -> str | None:
+        t, hc = tau[c], h[c]
+        for topic, kind in models[c].get("inputs", ()):
+            p = owner.get(str(topic))
+            if p is None or p == c or p not in models:
+                continue  # absent, its own, or a source (published as fast as it can)
+            if kind == "state":
+                H = periods[topic]
+                if latest_state(p, topic) < (t // H) * H:
+                    return f"{topic} (state) from {p}"
+            elif kind == "flow":
+                if flow_covered(p, topic) < t + hc:
+                    return f"{topic} (flow, coupled at {periods[topic] / 1e6:g} ms) from {p}"
+            else:
+                H = periods[topic]
+                bound = -1
+                if topic not in sparse_of[p]:  # sent at every coupling instant, empty or not
+                    bound = latest_state(p, topic) + H
+                ws, strict = witnesses[c].get(str(topic), ((), False))
+                for w in ws:
+                    kw = dict((str(a), b) for a, b in models[c].get("inputs", ()))[w]
+                    s = latest_state(p, w) if kw == "state" else flow_covered(p, w) - periods[w]
+                    bound = max(bound, s if strict else (s // H + 1) * H)
+                if bound <= t:
+                    return f"{topic} (events, coupled at {H / 1e6:g} ms) from {p}"
+        return None
+
+    steps = 0
+    while True:
+        progress = False
+        for c in models:
+            while tau[c] < horizon and needs(c) is None:
+                tau[c] += h[c]
+                progress = True
+                steps += 1
+        if all(v >= horizon for v in tau.values()) or steps > 1_000_000:
+            return []
+        if not progress:
+            waits = [f"{c} at t = {tau[c] / 1e6:g} ms waits for {needs(c)}" for c in models if tau[c] < horizon]
+            return ["lockstep would wait on itself with these coupling periods: " + "; ".join(waits)
+                    + " (a flow's coupling period may not be longer than that of the state its producer "
+                      "reads back from its consumer; see protocol/coupling.py)"]

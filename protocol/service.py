@@ -167,6 +167,17 @@ class ServiceModel(Protocol):
         ...
 
 
+class ServicePorts(NamedTuple):
+    """What a service module's optional ``ports(config, name)`` says of a configured service,
+    before anything is built (:mod:`protocol.config` checks the run's topics, coupling periods,
+    schedule and stiff couplings with it)."""
+
+    role: str
+    """``"model"``, ``"source"`` or ``"sink"``."""
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+
+
 @runtime_checkable
 class Sink(Protocol):
     """Sees every message of ``topics`` (``()`` = all), undecoded; never steps.

@@ -120,7 +120,7 @@ from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, SRMS_BASE_TO_ORBITER_C
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
 from protocol.coupling import Schedule
-from protocol.service import Port
+from protocol.service import Port, ServicePorts
 from services.operator import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 from services.orbiter import floats
 
@@ -179,6 +179,9 @@ _POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "si
 STATE, WRENCH = "arm/state", "arm/wrench"
 
 
+INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"),
+          Port("operator/command", "event"), Port("contact/event", "event"))
+OUTPUTS = (Port(STATE, "state"), Port(WRENCH, "flow"))
 N_JOINTS = rms.N_JOINTS
 
 
@@ -322,9 +325,8 @@ class ArmModel:
         self.period_ns = period_ns
         self.h = period_ns * 1e-9
         self.s = s
-        self.inputs = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"),
-                       Port("operator/command", "event"), Port("contact/event", "event"))
-        self.outputs = (Port(STATE, "state"), Port(WRENCH, "flow"))
+        self.inputs = INPUTS
+        self.outputs = OUTPUTS
         fixed = _fixed_chain()
         X_OS = ch.pose_xyz_rpy(s["p_OoSo_O"], s["rpy_OS"])    # URDF: R = Rz(y) Ry(p) Rx(r)
         self.geom = rms.rms_geometry(fixed, X_OS, s["por"])
@@ -967,6 +969,6 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:
     return ArmModel(config, name, period_ns)
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topics the arm publishes (:mod:`protocol.config`: one producer per topic)."""
-    return [STATE, WRENCH]
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The arm's ports, before it is built (:mod:`protocol.config`)."""
+    return ServicePorts("model", INPUTS, OUTPUTS)

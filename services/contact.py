@@ -173,7 +173,7 @@ from dynamics.spatial import mat_vec_rows as _mv
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table
 from protocol.coupling import Schedule
-from protocol.service import Inputs, Port
+from protocol.service import Inputs, Port, ServicePorts
 from services.orbiter import (
     ORBITER_KEYS,
     body_model,
@@ -439,6 +439,14 @@ evaluated at the point extrapolated by ``u·h/2``, so the margin holds for relat
 below ``2 · BOUND_MARGIN / h`` (20 m/s at 1 kHz)."""
 
 
+def _inputs(source: str) -> tuple[Port, ...]:
+    """The contact service's input ports; ``hil/feedback`` only when it is used (``source = "hil"``),
+    so a model run does not wait for the rig."""
+    ins = (Port("orbiter/state", "state", "predict"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
+           Port("operator/command", "event"))
+    return ins + (Port("hil/feedback", "state"),) if source == "hil" else ins
+
+
 class ContactModel:
     """The contact service's :class:`protocol.service.ServiceModel` (see the module docstring).
 
@@ -495,10 +503,7 @@ class ContactModel:
                     default=-math.inf)
         rho = max((math.hypot(*g.p_ToPo_T) for g in self._guides), default=0.0)
         self._all_reach2 = (reach + rho) ** 2 if reach >= 0.0 else -1.0  # inf stays inf; no guides: always far
-        # hil/feedback is an input only when it is used, so a model run does not wait for the rig
-        ins = [Port("orbiter/state", "state", "predict"), Port("arm/state", "state"), Port("arm/wrench", "flow"),
-               Port("operator/command", "event")]
-        self.inputs = tuple(ins + [Port("hil/feedback", "state")] if con["source"] == "hil" else ins)
+        self.inputs = _inputs(con["source"])
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         # mode
@@ -933,6 +938,6 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:
     return ContactModel(config, name, period_ns)
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topics the contact service publishes (:mod:`protocol.config`: one producer per topic)."""
-    return [p.topic for p in ContactModel.outputs]
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The contact service's ports, before it is built (:mod:`protocol.config`)."""
+    return ServicePorts("model", _inputs(config.get("contact", {}).get("source", "model")), ContactModel.outputs)

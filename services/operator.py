@@ -64,7 +64,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from protocol.service import Port
+from protocol.service import Port, ServicePorts
 
 TABLES = ("operator",)
 TOPIC = "operator/command"
@@ -235,6 +235,6 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> Operator:
     return Operator(config, name, period_ns)
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topic the operator publishes (:mod:`protocol.config`: one producer per topic)."""
-    return [TOPIC]
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The operator's ports, before it is built (:mod:`protocol.config`)."""
+    return ServicePorts("model", (), (Port(TOPIC, "event"),))

@@ -65,7 +65,7 @@ from dynamics.spatial import (
 )
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
-from protocol.service import Inputs, Port
+from protocol.service import Inputs, Port, ServicePorts
 
 __all__ = [
     "TABLES",
@@ -366,6 +366,6 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> OrbiterModel:
     return OrbiterModel(config, name, period_ns)
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topics the orbiter publishes (:mod:`protocol.config`: one producer per topic)."""
-    return [p.topic for p in OrbiterModel.outputs]
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The orbiter's ports, before it is built (:mod:`protocol.config`)."""
+    return ServicePorts("model", OrbiterModel.inputs, OrbiterModel.outputs)

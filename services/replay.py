@@ -54,7 +54,7 @@ import numpy as np
 from errors import ConfigError, LogError
 from protocol.logfile import LogFile, open_log, select_topics
 from protocol.messages import SCHEMAS
-from protocol.service import Port
+from protocol.service import Port, ServicePorts
 from protocol.timebase import check_seconds
 
 __all__ = ["KEYS", "OPTIONS", "TABLES", "Lateness", "ReplaySource", "build", "outputs", "validate"]
@@ -503,11 +503,12 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return []
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topics the replay publishes: those of the log it selects (:mod:`protocol.config`)."""
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The replay's ports: the log's topics it selects, before it is built (:mod:`protocol.config`)."""
     svc = config["services"][name]
     with open_log(svc["log"]) as log:
-        return select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
+        topics = select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
+    return ServicePorts("source", (), tuple(Port(t, SCHEMAS[t].kind if t in SCHEMAS else "state") for t in topics))
 
 
 def _ns(seconds: Any) -> int | None:

@@ -24,6 +24,7 @@ Config::
     [toy]
     mass = [1.0, 4.0]          # kg, one per mass (the chain length)
     k = [400.0]                # N/m, springs between neighbours
+    c = [0.0]                  # N·s/m, dampers beside them (optional)
     rest = [1.0]               # m, rest lengths
     x0 = [0.0, 1.1]            # m
     v0 = [0.0, 0.0]            # m/s
@@ -62,7 +63,7 @@ import numpy as np
 
 from protocol.codec import envelope
 from protocol.messages import SCHEMAS, TopicSchema, register_schema
-from protocol.service import Port
+from protocol.service import Port, ServicePorts
 
 MAX_MASSES = 8
 for _i in range(MAX_MASSES):
@@ -74,7 +75,7 @@ for _i in range(MAX_MASSES):
 
 TABLES = ("toy",)
 OPTIONS = {"index": int, "role": str, "replay": str, "topics": list}
-_KEYS = {"mass": list, "k": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
+_KEYS = {"mass": list, "k": list, "c": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
          "fail_index": int, "busy": (int, float), "events": bool}
 
 
@@ -86,8 +87,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     n = len(toy.get("mass", []))
     if not 2 <= n <= MAX_MASSES:
         out.append(f"toy.mass: expected 2..{MAX_MASSES} masses, got {n}")
-    for key, size in (("k", n - 1), ("rest", n - 1), ("x0", n), ("v0", n)):
-        if len(toy.get(key, [])) != size:
+    for key, size in (("k", n - 1), ("rest", n - 1), ("x0", n), ("v0", n), ("c", n - 1)):
+        if (key != "c" or key in toy) and len(toy.get(key, [])) != size:
             out.append(f"toy.{key}: expected {size} values")
     svc = config["services"][name]
     if svc.get("role", "model") != "model":
@@ -97,6 +98,24 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     if not isinstance(idx, int) or not 0 <= idx < max(n, 1):
         out.append(f"index: expected an int in 0..{n - 1}, got {idx!r}")
     return out
+
+
+def _chain_ports(i: int, n: int, events: bool) -> tuple[tuple[Port, ...], tuple[Port, ...]]:
+    """Mass ``i`` of ``n``: its neighbour's state (right) and spring and events (left) in; its state, spring
+    and events out."""
+    ins: list[Port] = []
+    if i < n - 1:
+        ins.append(Port(f"toy/state{i + 1}", "state"))
+    if i > 0:
+        ins.append(Port(f"toy/spring{i - 1}", "flow"))
+        if events:
+            ins.append(Port(f"toy/event{i - 1}", "event"))
+    outs = [Port(f"toy/state{i}", "state")]
+    if i < n - 1:
+        outs.append(Port(f"toy/spring{i}", "flow"))
+        if events:
+            outs.append(Port(f"toy/event{i}", "event"))
+    return tuple(ins), tuple(outs)
 
 
 class ChainMass:
@@ -115,6 +134,7 @@ class ChainMass:
         self.left = i > 0
         if self.right:
             self.k = float(toy["k"][i])
+            self.c = float(toy.get("c", [0.0] * (n - 1))[i])
             self.rest = float(toy["rest"][i])
             self.x_r0 = float(toy["x0"][i + 1])
             self.v_r0 = float(toy["v0"][i + 1])
@@ -124,20 +144,7 @@ class ChainMass:
         self.busy_ns = int(float(toy.get("busy", 0.0)) * 1e9)
         self.events = bool(toy.get("events", False))
         self.emitted = self.seen = 0
-        ins = []
-        if self.right:
-            ins.append(Port(f"toy/state{i + 1}", "state"))
-        if self.left:
-            ins.append(Port(f"toy/spring{i - 1}", "flow"))
-            if self.events:
-                ins.append(Port(f"toy/event{i - 1}", "event"))
-        self.inputs = tuple(ins)
-        outs = [Port(f"toy/state{i}", "state")]
-        if self.right:
-            outs.append(Port(f"toy/spring{i}", "flow"))
-            if self.events:
-                outs.append(Port(f"toy/event{i}", "event"))
-        self.outputs = tuple(outs)
+        self.inputs, self.outputs = _chain_ports(i, n, self.events)
         self.rows: list[tuple[float, ...]] = []
 
     def _row(self, t_ns: int) -> None:
@@ -154,6 +161,8 @@ class ChainMass:
         """Outputs at t0; the first spring force from the configured initial positions."""
         if self.right:
             self.F_next = self.k * (self.x_r0 - self.x - self.rest)
+            if self.c:
+                self.F_next += self.c * (self.v_r0 - self.v)
         self._row(t0_ns)
         return self._outputs()
 
@@ -180,6 +189,8 @@ class ChainMass:
             dt = (t_ns + h_ns - s.t_ns) * 1e-9
             x_r = s.body["x"] + s.body["v"] * dt
             F_prev, self.F_next = self.F_next, self.k * (x_r - self.x - self.rest)
+            if self.c:
+                self.F_next += self.c * (s.body["v"] - self.v)
             if self.events and (F_prev > 0) != (self.F_next > 0):
                 self.emitted += 1
                 out = [{"kind": "stretched" if self.F_next > 0 else "compressed", "n": self.emitted}]
@@ -272,17 +283,16 @@ def garbage(rng: np.random.Generator, rounds: int, period_ns: int) -> list[tuple
     return out
 
 
-def outputs(config: dict[str, Any], name: str) -> list[str]:
-    """The topics service ``name`` publishes (:mod:`protocol.config`: one producer per topic)."""
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """Service ``name``'s ports, before it is built (:mod:`protocol.config`)."""
     svc = config["services"][name]
     role = svc.get("role", "model")
     if role == "source":
-        return list(svc["topics"])
+        return ServicePorts("source", (), tuple(Port(t, SCHEMAS[t].kind) for t in svc["topics"]))
     if role != "model":
-        return []
-    i, n = int(svc["index"]), len(config["toy"]["mass"])
-    events = bool(config["toy"].get("events", False))
-    return [f"toy/state{i}"] + ([f"toy/spring{i}"] + ([f"toy/event{i}"] if events else []) if i < n - 1 else [])
+        return ServicePorts("sink" if role == "sink" else "source", (), ())
+    return ServicePorts("model", *_chain_ports(int(svc["index"]), len(config["toy"]["mass"]),
+                                                bool(config["toy"].get("events", False))))
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer | Injector:

@@ -1,0 +1,221 @@
+"""Stiff couplings across a coupling step: how slowly a spring–damper may be coupled and stay stable.
+
+A force that one service computes and another applies travels on a flow port, coupled at
+``H`` (:mod:`protocol.coupling`): the consumer applies the mean of the producer's values
+over each interval, and the producer computes them from the consumer's state sample at the
+interval's start, predicted (or held) to each of its steps. That is an explicit coupling:
+it lags, and a lag feeds energy into a stiff spring. With enough physical damping the
+coupled oscillation still decays; coupled too slowly, it grows.
+
+:func:`energy_ratio` runs that exact scheme on the one-degree-of-freedom model of a coupling
+(:class:`StiffCoupling`: two bodies, or one body and a massless producer such as the SVDS
+arm, joined by a spring–damper) and returns how the energy changed over a number of the
+spring's periods; :func:`stable_limit` finds the longest coupling period (a whole number of
+both services' steps) at which it does not grow; :func:`check_stiff` turns that into the
+line ``launch.py check`` prints. Service modules declare their stiff couplings with
+``stiff_couplings(config, name) -> list[StiffCoupling]``. ``tests/protocol/test_stability.py``
+checks the limit against the runtime itself: two toy services joined by a spring–damper,
+run by the real scheduler just below and just above it.
+
+This module is pure (floats only; no sockets, no clock).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from errors import ConfigError
+
+__all__ = ["StiffCoupling", "energy_ratio", "stable_limit", "check_stiff"]
+
+
+@dataclass(frozen=True)
+class StiffCoupling:
+    """A spring–damper closed through a coupled port (one degree of freedom: the stiffest one).
+
+    Attributes
+    ----------
+    what : str
+        What it is, for the message (``"latch spring, translation"``).
+    producer : str
+        The service that computes the force (its step is the producer's step).
+    topic : str
+        The port the force travels on.
+    consumer : str
+        The service that integrates the other body and applies the force.
+    state_topic : str
+        The consumer's state that the producer reads back.
+    k : float
+        Stiffness. [N/m or N·m/rad]
+    c : float
+        Damping. [N·s/m or N·m·s/rad]
+    m_producer : float
+        Mass (or moment of inertia) of the body the producer integrates; 0 when it integrates
+        none (a massless arm: the spring's other end is held by the producer). [kg or kg·m²]
+    m_consumer : float
+        Mass (or moment of inertia) of the body the consumer integrates. [kg or kg·m²]
+    predict : int
+        How the producer carries the consumer's state sample to its steps: 0 holds it,
+        1 with its velocity, 2 with its velocity and acceleration (``between = "predict"``).
+    mean : bool
+        True: the consumer applies the mean over each interval (a flow port); False: it holds
+        the value at the coupling instant (a state port, e.g. ``hil/feedback``).
+    """
+
+    what: str
+    producer: str
+    topic: str
+    consumer: str
+    state_topic: str
+    k: float
+    c: float
+    m_producer: float
+    m_consumer: float
+    predict: int = 2
+    mean: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("k", "c", "m_producer", "m_consumer"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0.0):
+                raise ConfigError(f"{self.what}: {name} must be a finite number >= 0, got {v!r}")
+        if self.k <= 0.0 or self.m_consumer <= 0.0:
+            raise ConfigError(f"{self.what}: k and m_consumer must be > 0, got {self.k!r}, {self.m_consumer!r}")
+        if self.predict not in (0, 1, 2):
+            raise ConfigError(f"{self.what}: predict must be 0, 1 or 2, got {self.predict!r}")
+
+    @property
+    def omega(self) -> float:
+        """The spring's natural frequency on the two bodies (the reduced mass). [rad/s]"""
+        m = self.m_consumer if self.m_producer == 0.0 else 1.0 / (1.0 / self.m_producer + 1.0 / self.m_consumer)
+        return math.sqrt(self.k / m)
+
+
+def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: float, periods: float = 20.0) -> float:
+    """The coupled oscillation's energy after ``periods`` of the spring's period, over its start.
+
+    Runs the runtime's scheme (:mod:`protocol.coupling`, lockstep) on the model. A producer's
+    step ``[t, t + h)`` selects the consumer's state sample at ``floor(t / H) · H``
+    (:mod:`protocol.stepping`) and, at the step's end, computes from it (carried to ``t + h`` by
+    :attr:`StiffCoupling.predict`) and from its own body the force for its next step, which it
+    applies to its own body (constant over the step). So in the interval ``[T, T + H)`` the
+    first value comes from the sample at ``T - H`` carried over ``H`` (it was computed at the
+    end of the previous interval's last step), the others from the sample at ``T``. The
+    consumer then integrates its body over the interval with the mean of the values (or,
+    ``mean`` False, the interval's first value held) and publishes its state at ``T + H`` (its
+    acceleration that of the interval). Each constant force is integrated exactly, as the
+    bodies' integrators do.
+
+    Parameters
+    ----------
+    c : StiffCoupling
+    h_producer, h_consumer : float
+        The two services' steps. [s]
+    H : float
+        The coupling period, a whole number of both steps. [s]
+    periods : float
+        How many of the spring's periods to run.
+
+    Returns
+    -------
+    float
+        Energy (kinetic + spring) at the end over at the start: < 1 decays, > 1 grows.
+    """
+    n_p = max(1, round(H / h_producer))
+    hp = H / n_p
+    k, cd = c.k, c.c
+    massless = c.m_producer == 0.0
+    mp, mc = c.m_producer, c.m_consumer
+    xa = va = 0.0                    # producer's body (or the spring's anchor)
+    xb, vb = 1e-3, 0.0               # consumer's body, stretched 1 mm from rest
+    cur = prev = (xb, vb, 0.0)       # its samples at T and T - H (at t0 both the initial one)
+
+    def carried(sample: tuple[float, float, float], tau: float) -> tuple[float, float]:
+        x, v, a = sample
+        if c.predict == 2:
+            return x + v * tau + 0.5 * a * tau * tau, v + a * tau
+        if c.predict == 1:
+            return x + v * tau, v
+        return x, v
+
+    def energy() -> float:
+        return 0.5 * (0.0 if massless else mp * va * va) + 0.5 * mc * vb * vb + 0.5 * k * (xb - xa) ** 2
+
+    e0 = energy()
+    n_int = max(10, math.ceil(periods * 2.0 * math.pi / c.omega / H))
+    for i in range(n_int):
+        total = first = 0.0
+        for j in range(n_p):
+            xp, vp = carried(prev, H) if (j == 0 and i > 0) else carried(cur, j * hp)
+            F_b = -k * (xp - xa) - cd * (vp - va)   # on the consumer's body; the producer's gets -F_b
+            if j == 0:
+                first = F_b
+            total += F_b
+            if not massless:
+                aa = -F_b / mp
+                xa += va * hp + 0.5 * aa * hp * hp
+                va += aa * hp
+        F = total / n_p if c.mean else first
+        ab = F / mc
+        xb += vb * H + 0.5 * ab * H * H
+        vb += ab * H
+        prev, cur = cur, (xb, vb, ab)
+    return energy() / e0
+
+
+def stable_limit(c: StiffCoupling, h_producer: float, h_consumer: float, max_steps: int = 10_000) -> float:
+    """The longest coupling period at which :func:`energy_ratio` does not grow. [s]
+
+    Candidates are whole multiples of ``lcm(h_producer, h_consumer)``; the first growing one
+    ends the search (0.0 if even one step grows: the producer's own step is then too long).
+    """
+    unit = _lcm_s(h_producer, h_consumer)
+    best = 0.0
+    for n in range(1, max_steps + 1):
+        if energy_ratio(c, h_producer, h_consumer, n * unit) > 1.0:
+            return best
+        best = n * unit
+        if n * unit * c.omega > 4.0:  # far beyond any explicit scheme's reach: stop looking
+            break
+    return best
+
+
+def _lcm_s(a: float, b: float) -> float:
+    ia, ib = round(a * 1e9), round(b * 1e9)
+    return math.lcm(ia, ib) * 1e-9
+
+
+def check_stiff(c: StiffCoupling, periods: Mapping[str, int], steps: Mapping[str, int],
+                services: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """``launch.py check``'s line for a stiff coupling coupled too slowly, or nothing.
+
+    Parameters
+    ----------
+    c : StiffCoupling
+    periods : Mapping[str, int]
+        Coupling period of every output topic [ns] (:func:`protocol.coupling.coupling_periods`).
+    steps : Mapping[str, int]
+        Every service's step [ns].
+    services : Mapping, optional
+        Unused; accepted so callers pass what they have.
+
+    Returns
+    -------
+    list of str
+        One line naming the port, its coupling, the spring and the limit computed, or [].
+    """
+    if c.topic not in periods or c.producer not in steps or c.consumer not in steps:
+        return []
+    H_ns = max(periods[c.topic], periods.get(c.state_topic, 0))
+    hp, hc = steps[c.producer] * 1e-9, steps[c.consumer] * 1e-9
+    if energy_ratio(c, hp, hc, H_ns * 1e-9) <= 1.0:
+        return []
+    limit = stable_limit(c, hp, hc)
+    rate = f"{1.0 / limit:g} Hz" if limit > 0 else "its producer's own rate or faster"
+    return [f"services.{c.producer}.coupling_hz: {c.topic} at {1e9 / H_ns:g} Hz ({H_ns / 1e6:g} ms) is too slow for "
+            f"the {c.what} (k = {c.k:.3g}, c = {c.c:.3g}, {c.m_producer:.4g} and {c.m_consumer:.4g} on either "
+            f"side, {c.omega / (2 * math.pi):.3g} Hz): the coupled oscillation grows above "
+            f"{limit * 1e3:g} ms; couple it at {rate} or faster"]

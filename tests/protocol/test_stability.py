@@ -1,0 +1,57 @@
+"""Stiff couplings (protocol.stability): the computed limit against the runtime itself, and `check`.
+
+The reference is the real runtime: two toy services (testkit.toys.ChainMass) joined by a
+spring–damper, one integrating each mass, run by the real scheduler and coupling rule
+(protocol.scheduler.simulate) with the spring's force coupled just below and just above the
+limit protocol.stability computes; the coupled oscillation's energy must decay below it
+and grow above it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.scheduler import simulate
+from protocol.stability import StiffCoupling, energy_ratio, stable_limit
+from testkit.toys import ChainMass
+
+MS = 1_000_000
+K, C, M_A, M_B = 400.0, 2.0, 4.0, 1.0   # a heavy producer, a light consumer: the coupling carries the mode
+
+
+def _runtime_energy_ratio(H_ns: int, t_end_ns: int) -> float:
+    cfg = {"toy": {"mass": [M_A, M_B], "k": [K], "c": [C], "rest": [1.0], "x0": [0.0, 1.001], "v0": [0.0, 0.0]},
+           "services": {"a": {"index": 0}, "b": {"index": 1}}}
+    a, b = ChainMass(cfg, "a", MS), ChainMass(cfg, "b", MS)
+
+    def energy(x_a: float, v_a: float, x_b: float, v_b: float) -> float:
+        return 0.5 * M_A * v_a**2 + 0.5 * M_B * v_b**2 + 0.5 * K * (x_b - x_a - 1.0) ** 2
+
+    e0 = energy(0.0, 0.0, 1.001, 0.0)
+    simulate([a, b], t_end_ns, coupling={"a": {"*": H_ns}, "b": {"*": H_ns}})
+    return energy(a.x, a.v, b.x, b.v) / e0
+
+
+def test_the_computed_limit_separates_decay_from_growth_in_the_runtime():
+    model = StiffCoupling("toy spring", "a", "toy/spring0", "b", "toy/state1", K, C, M_A, M_B, predict=1)
+    limit = stable_limit(model, 1e-3, 1e-3)
+    assert 0.01 < limit < 0.2
+    below, above = round(limit * 1e9) - 5 * MS, round(limit * 1e9) + 5 * MS
+    assert energy_ratio(model, 1e-3, 1e-3, below * 1e-9) < 1.0 < energy_ratio(model, 1e-3, 1e-3, above * 1e-9)
+    # many coupling intervals, tens of the spring's periods; each run ends on its coupling grid
+    assert _runtime_energy_ratio(below, 200 * below) < 1.0
+    assert _runtime_energy_ratio(above, 200 * above) > 1.0
+
+
+def test_an_undamped_spring_grows_at_any_coupling_a_damped_one_has_a_limit():
+    """Explicit coupling feeds energy into the spring at every coupling period: only damping can take it out."""
+    base = dict(what="s", producer="a", topic="t", consumer="b", state_topic="s", k=K, m_producer=M_A,
+                m_consumer=M_B, predict=2)
+    lim = [stable_limit(StiffCoupling(c=c, **base), 1e-3, 1e-3) for c in (0.0, 0.5, 2.0, 8.0)]
+    assert lim[0] == 0.0 and all(x > 0.01 for x in lim[1:])
+
+
+def test_a_massless_producer_holding_the_spring_is_analysed_too():
+    arm = StiffCoupling("grapple", "arm", "arm/wrench", "contact", "payload/state", 1e4, 2e3, 0.0, 12000.0)
+    assert arm.omega == pytest.approx((1e4 / 12000.0) ** 0.5)
+    assert stable_limit(arm, 2e-3, 1e-3) > 0.05
