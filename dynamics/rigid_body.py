@@ -48,12 +48,15 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics.orbit import CircularOrbit, cw_acceleration_rows, gravity_gradient_rows
 from dynamics.spatial import (
     as_vector,
+    cross3,
     dexp_inv_rows,
+    pose_from_vector,
     quat_integrate_rows,
     quat_normalize,
     quat_rate,
     quat_to_rotation,
     rotation_rows,
+    rotation_to_quat,
     shift_wrench,
     skew,
 )
@@ -62,6 +65,13 @@ from errors import ModelError, ShapeError
 __all__ = [
     "RigidBodyModel",
     "RigidBodyState",
+    "as_floats",
+    "body_model",
+    "cw_floats",
+    "mean_wrench_Wo",
+    "state_from_pose",
+    "wrench_about_mean_com",
+    "wrench_about_origin",
     "accelerations",
     "accelerations_rows",
     "apply_impulse",
@@ -688,3 +698,125 @@ def apply_impulse(model: RigidBodyModel, state: RigidBodyState, P_Bo_W: ArrayLik
     P = _as_wrench(P_Bo_W, "P_Bo_W")
     dw_B = model.I_inv_B @ (state.R_WB.T @ P[:3])
     return RigidBodyState(state.p_WoBo_W, state.quat_WB, state.v_WBo_W + P[3:] / model.mass, state.w_WB_B + dw_B)
+
+
+# ---------------------------------------------------------------- bodies from config values, wrenches on floats
+def body_model(name: str, mass: Any, inertia: Any) -> RigidBodyModel:
+    """A :class:`RigidBodyModel` from config values: ``inertia`` as 3 principal moments or 3×3 rows
+    about the CoM, in B. [kg, kg·m²]
+
+    Raises
+    ------
+    ModelError
+        If the mass or inertia is inadmissible.
+    """
+    I = np.asarray(inertia, dtype=np.float64)
+    return RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
+
+
+def state_from_pose(X_WB: Any, v_WBo_W: Any, w_WB_B: Any) -> RigidBodyState:
+    """A state from a pose 6-vector ``[x, y, z, θx, θy, θz]`` (m, rotation vector rad; W), the CoM
+    velocity in W [m/s] and the body rates in B [rad/s]."""
+    X = pose_from_vector(X_WB)
+    return RigidBodyState(X[:3, 3], rotation_to_quat(X[:3, :3]), np.asarray(v_WBo_W, float),
+                          np.asarray(w_WB_B, float))
+
+
+def as_floats(x: Any) -> list[float]:
+    """A vector (ndarray or sequence of numbers) as a list of Python floats (the float kernels' input)."""
+    return x.tolist() if isinstance(x, np.ndarray) else [float(v) for v in x]
+
+
+def mean_wrench_Wo(parts: Any, F_field: str, p_field: str, h_ns: int) -> list[float]:
+    """Time-average over a step of wrench samples, each referred to W's origin.
+
+    ``Σ_k o_k · [τ_k + p_k × f_k; f_k] / h``: its product with h is exactly the linear impulse
+    and the angular impulse about Wo of the samples over the step (the runtime's exact-impulse
+    rule for flows). Plain floats.
+
+    Parameters
+    ----------
+    parts : iterable of (sample, overlap)
+        Each a sample with a ``body`` mapping holding ``F_field`` (a wrench [τ; f] (6,) about
+        the point ``p_field`` (3,), in W) and its overlap with the step [ns]
+        (``protocol.service.Inputs.flow``).
+    F_field, p_field : str
+    h_ns : int
+        The step. [ns]
+
+    Returns
+    -------
+    F_Wo_W : list of 6 float
+        [τ about Wo; f], in W; zero without parts. [N·m, N]
+    """
+    t0 = t1 = t2 = f0 = f1 = f2 = 0.0
+    ndarray = np.ndarray
+    for s, o in parts:
+        body = s.body
+        F, p = body[F_field], body[p_field]
+        a0, a1, a2, b0, b1, b2 = F.tolist() if type(F) is ndarray else as_floats(F)
+        if b0 == b1 == b2 == a0 == a1 == a2 == 0.0:
+            continue                                    # no force, no moment (contact apart)
+        p0, p1, p2 = p.tolist() if type(p) is ndarray else as_floats(p)
+        t0 += o * (a0 + (p1 * b2 - p2 * b1))
+        t1 += o * (a1 + (p2 * b0 - p0 * b2))
+        t2 += o * (a2 + (p0 * b1 - p1 * b0))
+        f0 += o * b0
+        f1 += o * b1
+        f2 += o * b2
+    return [t0 / h_ns, t1 / h_ns, t2 / h_ns, f0 / h_ns, f1 / h_ns, f2 / h_ns]
+
+
+def wrench_about_origin(F_Po_W: Any, p_WoPo_W: Any) -> Array:
+    """A wrench [τ; f] about point P referred to W's origin: ``[τ + p × f; f]`` (6,). [N·m, N]
+
+    Same as ``shift_wrench(F, -p)`` (:mod:`dynamics.spatial`), without ``numpy.cross``'s overhead.
+    """
+    F = np.asarray(F_Po_W, dtype=np.float64)
+    return np.concatenate([F[:3] + cross3(p_WoPo_W, F[3:]), F[3:]])
+
+
+def cw_floats(orbit: CircularOrbit | None, state: RigidBodyState) -> list[float] | None:
+    """:func:`dynamics.orbit.cw_acceleration` of a body's CoM on floats; None without an orbit. [m/s²]"""
+    if orbit is None:
+        return None
+    p0, _, p2 = state.p_WoBo_W.tolist()
+    v0, v1, _ = state.v_WBo_W.tolist()
+    return list(cw_acceleration_rows(orbit.n, p0, p2, v0, v1))
+
+
+def wrench_about_mean_com(F_Wo_W: Any, state: RigidBodyState, mass: float, h: float,
+                          a_ext_W: Any = None) -> list[float]:
+    """The wrench [τ about Wo; f] referred to the CoM's mean position over the next step.
+
+    ``τ_c = τ_Wo − c̄ × f``, ``c̄ = c₀ + v₀ h/2 + (f/m + a_ext) h²/6``: exact for a force held
+    over the step, so the body's angular momentum about Wo changes by exactly ``τ_Wo h`` (the
+    services exchange wrenches about Wo; momentum is then conserved to round-off across them).
+
+    Parameters
+    ----------
+    F_Wo_W : sequence of 6 float
+        [τ about Wo; f], in W. [N·m, N]
+    state : RigidBodyState
+        The body at the start of the step.
+    mass : float
+        [kg]
+    h : float
+        Step. [s]
+    a_ext_W : sequence of 3 float or None
+        Acceleration not due to f (the CW terms). [m/s²]
+
+    Returns
+    -------
+    list of 6 float
+        [τ about the mean CoM; f], in W. [N·m, N]
+    """
+    t0, t1, t2, f0, f1, f2 = F_Wo_W
+    a0, a1, a2 = f0 / mass, f1 / mass, f2 / mass
+    if a_ext_W is not None:
+        a0, a1, a2 = a0 + a_ext_W[0], a1 + a_ext_W[1], a2 + a_ext_W[2]
+    p0, p1, p2 = state.p_WoBo_W.tolist()
+    v0, v1, v2 = state.v_WBo_W.tolist()
+    hh, h6 = 0.5 * h, h * h / 6.0
+    c0, c1, c2 = p0 + v0 * hh + a0 * h6, p1 + v1 * hh + a1 * h6, p2 + v2 * hh + a2 * h6
+    return [t0 - (c1 * f2 - c2 * f1), t1 - (c2 * f0 - c0 * f2), t2 - (c0 * f1 - c1 * f0), f0, f1, f2]

@@ -96,7 +96,7 @@ from hil.safety import SafetySupervisor
 from protocol.coupling import Schedule
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "outputs", "build", "HilBridge", "relative_motion"]
+__all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "HilBridge", "relative_motion"]
 
 TABLES = ("hil",)
 OPTIONS: dict[str, Any] = {}

@@ -428,7 +428,7 @@ def _check_coupling(config: dict[str, Any], specs: Mapping[str, ServiceSpec],
         if callable(stiff):
             try:
                 for c in stiff(config, name):
-                    out.extend(check_stiff(c, periods, {n: s.period_ns for n, s in specs.items()}, services))
+                    out.extend(check_stiff(c, name, periods, services))
             except ConfigError as err:
                 out.extend(err.problems)
     return out

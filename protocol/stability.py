@@ -31,6 +31,8 @@ from errors import ConfigError
 
 __all__ = ["StiffCoupling", "energy_ratio", "stable_limit", "check_stiff"]
 
+_MAX_INTERVALS = 2000  # at most this many coupling intervals per run: a growing oscillation shows well before
+
 
 @dataclass(frozen=True)
 class StiffCoupling:
@@ -40,14 +42,11 @@ class StiffCoupling:
     ----------
     what : str
         What it is, for the message (``"latch spring, translation"``).
-    producer : str
-        The service that computes the force (its step is the producer's step).
     topic : str
-        The port the force travels on.
-    consumer : str
-        The service that integrates the other body and applies the force.
+        The port the force travels on (an output of the service that declares it).
     state_topic : str
-        The consumer's state that the producer reads back.
+        The state the producer reads back: an output of the consumer, the model that takes
+        ``topic`` as an input.
     k : float
         Stiffness. [N/m or N·m/rad]
     c : float
@@ -66,9 +65,7 @@ class StiffCoupling:
     """
 
     what: str
-    producer: str
     topic: str
-    consumer: str
     state_topic: str
     k: float
     c: float
@@ -117,7 +114,7 @@ def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: floa
     H : float
         The coupling period, a whole number of both steps. [s]
     periods : float
-        How many of the spring's periods to run.
+        How many of the spring's periods to run (at most 2,000 coupling intervals).
 
     Returns
     -------
@@ -145,7 +142,7 @@ def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: floa
         return 0.5 * (0.0 if massless else mp * va * va) + 0.5 * mc * vb * vb + 0.5 * k * (xb - xa) ** 2
 
     e0 = energy()
-    n_int = max(10, math.ceil(periods * 2.0 * math.pi / c.omega / H))
+    n_int = min(_MAX_INTERVALS, max(10, math.ceil(periods * 2.0 * math.pi / c.omega / H)))
     for i in range(n_int):
         total = first = 0.0
         for j in range(n_p):
@@ -166,21 +163,36 @@ def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: floa
     return energy() / e0
 
 
-def stable_limit(c: StiffCoupling, h_producer: float, h_consumer: float, max_steps: int = 10_000) -> float:
+def stable_limit(c: StiffCoupling, h_producer: float, h_consumer: float) -> float:
     """The longest coupling period at which :func:`energy_ratio` does not grow. [s]
 
-    Candidates are whole multiples of ``lcm(h_producer, h_consumer)``; the first growing one
-    ends the search (0.0 if even one step grows: the producer's own step is then too long).
+    Candidates are whole multiples of ``lcm(h_producer, h_consumer)``: growing by 25 % from
+    one step until one grows, then bisected between the last that did not and it (0.0 if even
+    one step grows: the producer's own step is then too long).
     """
     unit = _lcm_s(h_producer, h_consumer)
-    best = 0.0
-    for n in range(1, max_steps + 1):
-        if energy_ratio(c, h_producer, h_consumer, n * unit) > 1.0:
-            return best
-        best = n * unit
-        if n * unit * c.omega > 4.0:  # far beyond any explicit scheme's reach: stop looking
+
+    def grows(n: int) -> bool:
+        return energy_ratio(c, h_producer, h_consumer, n * unit) > 1.0
+
+    if grows(1):
+        return 0.0
+    lo, hi = 1, 1
+    while True:
+        nxt = max(hi + 1, int(hi * 1.25))
+        if nxt * unit * c.omega > 8.0:  # far beyond any explicit scheme's reach: stop looking
+            return hi * unit
+        if grows(nxt):
+            lo, hi = hi, nxt
             break
-    return best
+        hi = nxt
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if grows(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo * unit
 
 
 def _lcm_s(a: float, b: float) -> float:
@@ -188,34 +200,41 @@ def _lcm_s(a: float, b: float) -> float:
     return math.lcm(ia, ib) * 1e-9
 
 
-def check_stiff(c: StiffCoupling, periods: Mapping[str, int], steps: Mapping[str, int],
-                services: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+def check_stiff(c: StiffCoupling, producer: str, periods: Mapping[str, int],
+                services: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """``launch.py check``'s line for a stiff coupling coupled too slowly, or nothing.
 
     Parameters
     ----------
     c : StiffCoupling
+    producer : str
+        The service that declares it (computes the force).
     periods : Mapping[str, int]
         Coupling period of every output topic [ns] (:func:`protocol.coupling.coupling_periods`).
-    steps : Mapping[str, int]
-        Every service's step [ns].
-    services : Mapping, optional
-        Unused; accepted so callers pass what they have.
+    services : Mapping[str, Mapping[str, Any]]
+        Every service's role, ``period_ns`` and ports (as :func:`protocol.coupling.coupling_periods`):
+        the consumer is the model that takes ``c.topic`` and produces ``c.state_topic``.
 
     Returns
     -------
     list of str
-        One line naming the port, its coupling, the spring and the limit computed, or [].
+        One line naming the port, its coupling, the spring and the limit computed, or [] (also
+        when the run has no such consumer, and when the spring's energy grows whatever the
+        coupling — an undamped spring exchanged explicitly does — which no coupling period mends).
     """
-    if c.topic not in periods or c.producer not in steps or c.consumer not in steps:
+    consumer = next((n for n, svc in services.items() if n != producer and svc.get("role") == "model"
+                     and any(str(t) == c.topic for t, _ in svc.get("inputs", ()))
+                     and any(str(t) == c.state_topic for t, _ in svc.get("outputs", ()))), None)
+    if consumer is None or c.topic not in periods or producer not in services:
         return []
     H_ns = max(periods[c.topic], periods.get(c.state_topic, 0))
-    hp, hc = steps[c.producer] * 1e-9, steps[c.consumer] * 1e-9
+    hp, hc = int(services[producer]["period_ns"]) * 1e-9, int(services[consumer]["period_ns"]) * 1e-9
     if energy_ratio(c, hp, hc, H_ns * 1e-9) <= 1.0:
         return []
     limit = stable_limit(c, hp, hc)
-    rate = f"{1.0 / limit:g} Hz" if limit > 0 else "its producer's own rate or faster"
-    return [f"services.{c.producer}.coupling_hz: {c.topic} at {1e9 / H_ns:g} Hz ({H_ns / 1e6:g} ms) is too slow for "
+    if limit == 0.0:  # it grows at every coupling, one step too (no damping): not the coupling's doing
+        return []
+    return [f"services.{producer}.coupling_hz: {c.topic} at {1e9 / H_ns:g} Hz ({H_ns / 1e6:g} ms) is too slow for "
             f"the {c.what} (k = {c.k:.3g}, c = {c.c:.3g}, {c.m_producer:.4g} and {c.m_consumer:.4g} on either "
             f"side, {c.omega / (2 * math.pi):.3g} Hz): the coupled oscillation grows above "
-            f"{limit * 1e3:g} ms; couple it at {rate} or faster"]
+            f"{limit * 1e3:g} ms; couple it at {1.0 / limit:g} Hz or faster"]

@@ -116,13 +116,20 @@ from dynamics import loads as ld
 from dynamics import rms
 from dynamics import servo as sv
 from dynamics import spatial as sp
-from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, SRMS_BASE_TO_ORBITER_COM, reference_path, srms_on_orbiter
+from dynamics.cases import (
+    ORBITER_INERTIA,
+    ORBITER_MASS,
+    PAYLOAD_MASS,
+    SRMS_BASE_TO_ORBITER_COM,
+    reference_path,
+    srms_on_orbiter,
+)
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
+from protocol.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 from protocol.coupling import Schedule
+from protocol.stability import StiffCoupling
 from protocol.service import Port, ServicePorts
-from services.operator import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
-from services.orbiter import floats
 
 TABLES = ("arm",)
 
@@ -226,11 +233,11 @@ def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) 
     (:func:`dynamics.rigid_body.predict_rows`): its body with the state fields replaced, and
     ``(p, quat, w, v)`` as floats."""
     b = dict(smp.body)
-    pf, wf, vf = floats(b[p]), floats(b[w]), floats(b[v])
-    qf: Any = floats(b[q])
+    pf, wf, vf = rb.as_floats(b[p]), rb.as_floats(b[w]), rb.as_floats(b[v])
+    qf: Any = rb.as_floats(b[q])
     dt = (t_ns - smp.t_ns) * 1e-9
     if dt > 0.0:
-        pf, qf, vf, wf = rb.predict_rows(pf, qf, vf, wf, floats(b[a]), floats(b[wd]), dt)
+        pf, qf, vf, wf = rb.predict_rows(pf, qf, vf, wf, rb.as_floats(b[a]), rb.as_floats(b[wd]), dt)
         b[p], b[q], b[v], b[w] = np.array(pf), np.array(qf), np.array(vf), np.array(wf)
     return b, (pf, qf, wf, vf)
 
@@ -695,7 +702,7 @@ class ArmModel:
             if seg is None:                      # a new segment from where the motors are now
                 dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
                 # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
-                rot = (sp.rotation_vector(_mat_abt(sp.rotation_rows(*floats(wp["quat"])), R_m)).tolist()
+                rot = (sp.rotation_vector(_mat_abt(sp.rotation_rows(*rb.as_floats(wp["quat"])), R_m)).tolist()
                        if "quat" in wp else [0.0, 0.0, 0.0])
                 a, alpha = self.s["auto_accel_loaded"] if self.grappled else self.s["auto_accel"]
                 prof = rms.auto_profile(_norm3(dp), _norm3(rot), lv, lw, a, alpha)
@@ -967,6 +974,38 @@ class ArmModel:
 def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:
     """The arm model of service ``name``."""
     return ArmModel(config, name, period_ns)
+
+
+def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
+    """The grappled payload on the arm's springs, closed through ``arm/wrench`` (:mod:`protocol.stability`).
+
+    The massless arm (seed 003) holds the payload with the 3-7 servo springs and their dampers
+    (``c = β k``, ``joint_damping_beta``). At ``q0``, with the payload's grapple fixture at the
+    end effector and the orbiter and payload mass properties of the config, the six elastic
+    modes of the two bodies on the arm's flexibility (:func:`dynamics.flexibility.modes_two_body`,
+    B-6/B-7 and 3-4) are found; the stiffest is the one a coupling must carry: one degree of
+    freedom of the payload's mass at that frequency, damped as the arm damps it (ζ = β ω / 2).
+    None for the multibody arm (its links' own dynamics are integrated here) or without a payload.
+    """
+    if config.get("arm", {}).get("model", "massless") != "massless" or "payload" not in config:
+        return []
+    arm = ArmModel(config, name, 1_000_000)
+    (_, ps, us, pE) = arm._rows
+    beams = () if arm.s["flexibility"] == "joints" else arm.beams
+    gamma = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, arm.joint_stiffness)
+    orb, pay = config.get("orbiter", {}), config["payload"]
+    mO, IO = float(orb.get("mass", ORBITER_MASS)), np.asarray(orb.get("inertia", ORBITER_INERTIA), dtype=float)
+    mT, IT = float(pay.get("mass", PAYLOAD_MASS)), np.asarray(pay.get("inertia", [1e5, 1.5e5, 1.5e5]), dtype=float)
+    IO, IT = (np.diag(I) if I.shape == (3,) else I for I in (IO, IT))
+    R_WO = sp.pose_from_vector(orb.get("X_WO", [0.0] * 6))[:3, :3]
+    X_WT = sp.pose_from_vector(pay.get("X_WT", [0.0] * 6))
+    R_OT = R_WO.T @ X_WT[:3, :3]
+    p_TG_O = R_OT @ sp.pose_from_vector(pay.get("X_TG", [0.0] * 6))[:3, 3]  # payload CoM -> G (= E), in O
+    f, _ = fx.modes_two_body(mO, IO, np.asarray(pE), mT, R_OT @ IT @ R_OT.T, p_TG_O, gamma)
+    w = 2.0 * math.pi * float(f[-1])
+    k = mT * w * w
+    return [StiffCoupling("grappled payload on the arm's servo springs (stiffest mode)", WRENCH, "payload/state",
+                          k, arm.beta * k, 0.0, mT)]
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:

@@ -14,7 +14,7 @@ Momentum bookkeeping
   payload applies the opposite of exactly that value over the same interval. The arm's
   ``F_Eo_W`` samples are applied over their intervals (``Inputs.flow``). Every wrench is
   referred to W's origin and then to the payload's mean CoM over the step
-  (:func:`services.orbiter.wrench_about_mean_com`), so the linear impulse and the angular
+  (:func:`dynamics.rigid_body.wrench_about_mean_com`), so the linear impulse and the angular
   impulse about Wo received by the payload are exactly the opposite of those the
   orbiter receives.
 - An impulsive event (plastic capture, impulsive contact) at the end of a step changes
@@ -165,7 +165,8 @@ from dynamics import impact as im
 from dynamics import rigid_body as rb
 from dynamics.cases import PAYLOAD_MASS
 from dynamics.orbit import CircularOrbit
-from dynamics.spatial import cross3, pose, pose_inverse, rotate_spatial
+from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS
+from dynamics.spatial import cross3, pose, pose_from_vector, pose_inverse, rotate_spatial
 from dynamics.spatial import cross_rows as _cross
 from dynamics.spatial import mat_mat_rows as _mm
 from dynamics.spatial import mat_t_vec_rows as _mtv
@@ -173,20 +174,10 @@ from dynamics.spatial import mat_vec_rows as _mv
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table
 from protocol.coupling import Schedule
+from protocol.stability import StiffCoupling
 from protocol.service import Inputs, Port, ServicePorts
-from services.orbiter import (
-    ORBITER_KEYS,
-    body_model,
-    cw_floats,
-    floats,
-    flow_wrench_Wo,
-    initial_state,
-    pose_key,
-    wrench_about_mean_com,
-    wrench_about_origin,
-)
 
-__all__ = ["TABLES", "ContactModel", "build", "hil_refusal", "outputs", "validate"]
+__all__ = ["TABLES", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -196,6 +187,15 @@ _Num = (int, float)
 _VEC3 = ("vec", 3)
 _VEC6 = ("vec", 6)
 
+ORBITER_READ: dict[str, tuple[Any, Any]] = {
+    # the keys of [orbiter] read here (the orbiter service owns and checks the table): its mass
+    # properties (impacts, the wrench's reference), its latch frame, the orbit
+    "mass": (_Num, ORBITER_MASS),
+    "inertia": ("inertia", ORBITER_INERTIA.tolist()),
+    "X_OL": (_VEC6, [0.0] * 6),
+    "orbit_altitude": (_Num, 0.0),
+    "gravity_gradient": (bool, True),
+}
 PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
     "mass": (_Num, PAYLOAD_MASS),
     "inertia": ("inertia", [1.0e5, 1.5e5, 1.5e5]),
@@ -245,18 +245,18 @@ SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
 def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every value the contact model needs, built; problems listed (each naming key and value)."""
     problems: list[str] = []
-    orb = check_table(config, "orbiter", ORBITER_KEYS, [])  # the orbiter service reports its own problems
+    orb = check_table(config, "orbiter", ORBITER_READ, [])  # the orbiter service reports its own problems
     pay = check_table(config, "payload", PAYLOAD_KEYS, problems)
     con = check_table(config, "contact", CONTACT_KEYS, problems)
     out: dict[str, Any] = {"orbiter": orb, "payload": pay, "contact": con}
     if problems:
         return out, problems
     try:
-        out["model_T"] = body_model("payload", pay["mass"], pay["inertia"])
+        out["model_T"] = rb.body_model("payload", pay["mass"], pay["inertia"])
     except BerthsimError as err:
         problems.append(f"payload: {err}")
     try:
-        out["model_O"] = body_model("orbiter", orb["mass"], orb["inertia"])
+        out["model_O"] = rb.body_model("orbiter", orb["mass"], orb["inertia"])
     except (BerthsimError, ValueError, TypeError) as err:
         problems.append(f"orbiter: {err}")
     pts = pay["points_B"]
@@ -284,7 +284,7 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
     out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
     out["latch_drive"] = {k: float(lt[k]) for k in LATCH_DRIVE}
-    out["X_LB_berthed"] = pose_key(lt["X_LB"]) if not problems else np.eye(4)
+    out["X_LB_berthed"] = pose_from_vector(lt["X_LB"]) if not problems else np.eye(4)
     sn = check_table(con, "snare", {k: (_Num, v) for k, v in SNARE_SPRING.items()}, problems)
     out["snare"] = {k: float(v) for k, v in sn.items()}
     for table, vals in (("latch", out["latch_spring"] | out["latch_drive"]), ("snare", out["snare"])):
@@ -467,12 +467,12 @@ class ContactModel:
         pay, con, orb = v["payload"], v["contact"], v["orbiter"]
         self.model_T: rb.RigidBodyModel = v["model_T"]
         self.model_O: rb.RigidBodyModel = v["model_O"]
-        self.state = initial_state(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"])
+        self.state = rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"])
         alt = float(orb["orbit_altitude"])
         self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(orb["gravity_gradient"])) if alt > 0 else None
-        self.X_OL = pose_key(orb["X_OL"])
-        self.X_TG = pose_key(pay["X_TG"])
-        self.X_TB = pose_key(pay["X_TB"])
+        self.X_OL = pose_from_vector(orb["X_OL"])
+        self.X_TG = pose_from_vector(pay["X_TG"])
+        self.X_TB = pose_from_vector(pay["X_TB"])
         self.points_B: Array = v["points_B"]
         self.law: dc.ContactLaw = v["law"]
         self.surfaces = v["surfaces"]
@@ -541,7 +541,7 @@ class ContactModel:
         b = sample.body
         dt = (t_ns - sample.t_ns) * 1e-9
         if self._orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
-            self._orb_floats = (sample, [floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
+            self._orb_floats = (sample, [rb.as_floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
                                                                  "wdot_WO_O", "quat_WO")])
         p0, v0, a0, w0, d0, q0 = self._orb_floats[1]
         if dt > 0:
@@ -579,7 +579,7 @@ class ContactModel:
 
     def _impulse_on_payload(self, P_T_at_C: Array, p_WoCo_W: Array, t_ns: int, h_ns: int) -> Array:
         """Apply an impulse [∫τ; ∫f] about C to the payload now; queue its opposite for the orbiter."""
-        P_T_Wo = wrench_about_origin(P_T_at_C, p_WoCo_W)
+        P_T_Wo = rb.wrench_about_origin(P_T_at_C, p_WoCo_W)
         c = self.state.p_WoBo_W
         self.state = rb.apply_impulse(self.model_T, self.state,
                                       np.concatenate([P_T_Wo[:3] - cross3(c, P_T_Wo[3:]), P_T_Wo[3:]]))
@@ -643,7 +643,7 @@ class ContactModel:
         p_G = X_WG[:3, 3]
         F_G = dc.latch_wrench(X_WE, self._twist_at(orb, p_G), X_WG, self._twist_at(self.state, p_G), np.eye(4),
                               **self.snare_spring)
-        return wrench_about_origin(F_G, p_G)
+        return rb.wrench_about_origin(F_G, p_G)
 
     # ------------------------------------------------------------ berthing
     def _model_contact(self, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
@@ -740,7 +740,7 @@ class ContactModel:
             events.append(_event("hil_restored", t_ns, reason=f"accepted after: {self.hil_reason}"))
             self.hil_reason = None
         F_Bo_W = rotate_spatial(X_WB[:3, :3], np.asarray(s.body["F_Bo_B"], dtype=np.float64))
-        return wrench_about_origin(F_Bo_W, X_WB[:3, 3])
+        return rb.wrench_about_origin(F_Bo_W, X_WB[:3, 3])
 
     # ------------------------------------------------------------ latches
     def _latch_pose(self, kT: _Kin, p_L: list[float], R_WL: tuple[float, ...]) -> tuple[list[float], tuple[float, ...]]:
@@ -833,9 +833,9 @@ class ContactModel:
         t1 = t_ns + h_ns
         s = self.state
         # 1. the payload over [t, t + h): arm wrench samples and the opposite of the held contact wrench
-        F_arm = flow_wrench_Wo(u, "arm/wrench", "F_Eo_W", "p_WoEo_W", h_ns)
+        F_arm = rb.mean_wrench_Wo(u.flow("arm/wrench"), "F_Eo_W", "p_WoEo_W", h_ns)
         F_T_Wo = [a - c for a, c in zip(F_arm, self.F_cont_O_Wo, strict=True)]
-        self.F_last_T = wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, cw_floats(self.orbit, s))
+        self.F_last_T = rb.wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, rb.cw_floats(self.orbit, s))
         self.state = rb.step(self.model_T, s, self.F_last_T, h, self.orbit)
         self.dissipated += self.last_power * h
         self.F_imp_O_Wo = [0.0] * 6
@@ -936,6 +936,43 @@ def _misalignment(X_LB: Array, X_LB_berthed: Array) -> dict[str, float]:
 def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:
     """The contact model of service ``name``."""
     return ContactModel(config, name, period_ns)
+
+
+def _point_mass(model: rb.RigidBodyModel, p_BcmPo_B: Array) -> float:
+    """The least effective mass of a free body at point P, over every direction of a force there:
+    ``1 / λ_max(I/m + [r×]ᵀ I_B⁻¹ [r×])``. [kg]"""
+    r = np.asarray(p_BcmPo_B, dtype=np.float64)
+    S = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+    A = np.eye(3) / model.mass + S.T @ np.linalg.inv(model.I_Bcm_B) @ S
+    return float(1.0 / np.linalg.eigvalsh(0.5 * (A + A.T))[-1])
+
+
+def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
+    """The springs this service closes with the orbiter through ``contact/wrench`` (:mod:`protocol.stability`).
+
+    The latch spring–damper (translation and rotation, ``[contact.latch]``), and the snare's with
+    ``capture = "compliant"``: the payload (integrated here, each step) on one side, the orbiter
+    (integrated by its own service from the coupled mean) on the other, each body's least
+    effective mass at the latch (or the grapple fixture) and least principal moment of inertia.
+    The guides' Hunt–Crossley contact is softer than the latches (``k`` per wall) and is left out.
+    """
+    v, problems = _parse(config)
+    if problems:
+        return []
+    mT, mO = v["model_T"], v["model_O"]
+    IT, IO = float(np.linalg.eigvalsh(mT.I_Bcm_B)[0]), float(np.linalg.eigvalsh(mO.I_Bcm_B)[0])
+    p_TB = pose_from_vector(v["payload"]["X_TB"])[:3, 3]
+    p_OL = pose_from_vector(v["orbiter"]["X_OL"])[:3, 3]
+    out = []
+    springs = [("latch", v["latch_spring"], p_TB, p_OL)]
+    if v["contact"]["capture"] == "compliant":
+        springs.append(("snare", v["snare"], pose_from_vector(v["payload"]["X_TG"])[:3, 3], p_OL))
+    for what, sp, p_T, p_O in springs:
+        out.append(StiffCoupling(f"{what} spring, translation", "contact/wrench", "orbiter/state", sp["k_lin"],
+                                 sp["c_lin"], _point_mass(mT, p_T), _point_mass(mO, p_O)))
+        out.append(StiffCoupling(f"{what} spring, rotation", "contact/wrench", "orbiter/state", sp["k_rot"],
+                                 sp["c_rot"], IT, IO))
+    return out
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:

@@ -110,8 +110,10 @@ from protocol.bus import SequenceTracker
 from protocol.codec import envelopes
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
+from protocol.service import ServicePorts
 
-__all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "log_in_use", "open_exclusive", "validate"]
+__all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "log_in_use", "open_exclusive", "ports",
+           "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"path": str, "topics": list, "chunk_size": int, "flush_interval": (int, float),
@@ -744,3 +746,8 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
                       command_line=cmd, chunk_size=int(svc.get("chunk_size", CHUNK_SIZE)),
                       flush_interval=float(svc.get("flush_interval", 1.0)), overwrite=sim.get("overwrite") is True,
                       writer_cpus=svc.get("writer_cpus", ()))
+
+
+def ports(config: dict[str, Any], name: str) -> ServicePorts:
+    """The logger is a sink: no ports, it records every topic (:mod:`protocol.config`)."""
+    return ServicePorts("sink", (), ())

@@ -54,35 +54,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynamics import rigid_body as rb
-from dynamics.cases import ORBITER_MASS
+from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS
 from dynamics.contact import rotation_error
-from dynamics.orbit import CircularOrbit, cw_acceleration_rows
-from dynamics.spatial import (
-    cross3,
-    pose_from_vector,
-    quat_to_rotation,
-    rotation_to_quat,
-)
+from dynamics.orbit import CircularOrbit
+from dynamics.spatial import quat_to_rotation
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = [
-    "TABLES",
-    "OrbiterModel",
-    "body_model",
-    "build",
-    "outputs",
-    "check_table",
-    "cw_floats",
-    "floats",
-    "flow_wrench_Wo",
-    "initial_state",
-    "pose_key",
-    "validate",
-    "wrench_about_mean_com",
-    "wrench_about_origin",
-]
+__all__ = ["TABLES", "ORBITER_KEYS", "OrbiterModel", "build", "ports", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -94,7 +74,7 @@ _VEC6 = ("vec", 6)
 
 ORBITER_KEYS: dict[str, tuple[Any, Any]] = {
     "mass": (_Num, ORBITER_MASS),
-    "inertia": ("inertia", [1.2e6, 8.0e6, 8.5e6]),
+    "inertia": ("inertia", ORBITER_INERTIA.tolist()),
     "X_WO": (_VEC6, [0.0] * 6),
     "v_WOo_W": (_VEC3, [0.0] * 3),
     "w_WO_O": (_VEC3, [0.0] * 3),
@@ -111,28 +91,11 @@ ORBITER_KEYS: dict[str, tuple[Any, Any]] = {
 }
 
 
-def body_model(name: str, mass: Any, inertia: Any) -> rb.RigidBodyModel:
-    """A :class:`dynamics.rigid_body.RigidBodyModel` from config values (inertia: diag or 3×3)."""
-    I = np.asarray(inertia, dtype=np.float64)
-    return rb.RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
-
-
-def pose_key(value: Any) -> Array:
-    """Pose (4, 4) from a config 6-vector ``[x, y, z, θx, θy, θz]`` (m, rotation vector rad)."""
-    return pose_from_vector(value)
-
-
-def initial_state(X: Any, v: Any, w: Any) -> rb.RigidBodyState:
-    """Rigid-body state from a config pose 6-vector, CoM velocity (W) and body rates."""
-    Xm = pose_key(X)
-    return rb.RigidBodyState(Xm[:3, 3], rotation_to_quat(Xm[:3, :3]), np.asarray(v, float), np.asarray(w, float))
-
-
 def _orbiter_values(config: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
     t = check_table(config, "orbiter", ORBITER_KEYS, problems)
     if not problems:
         try:
-            body_model("orbiter", t["mass"], t["inertia"])
+            rb.body_model("orbiter", t["mass"], t["inertia"])
         except BerthsimError as err:
             problems.append(f"orbiter: {err}")
         if t["orbit_altitude"] < 0:
@@ -156,97 +119,6 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     problems: list[str] = []
     _orbiter_values(config, problems)
     return problems
-
-
-def floats(x: Any) -> list[float]:
-    """A message field (ndarray or sequence of numbers) as a list of Python floats."""
-    return x.tolist() if isinstance(x, np.ndarray) else [float(v) for v in x]
-
-
-def flow_wrench_Wo(u: Inputs, topic: str, F_field: str, p_field: str, h_ns: int) -> list[float]:
-    """Time-average over the step of a wrench flow, each sample referred to W's origin.
-
-    ``Σ_k o_k · [τ_k + p_k × f_k; f_k] / h``: its product with h is exactly the linear
-    impulse and the angular impulse about Wo of the samples over the step (the runtime's
-    exact-impulse rule, :mod:`protocol.stepping`). Absent topic: zero. Plain floats (a
-    100 Hz orbiter step sums ten contact and five arm samples).
-
-    Returns
-    -------
-    F_Wo_W : list of 6 float
-        [τ about Wo; f], in W. [N·m, N]
-    """
-    t0 = t1 = t2 = f0 = f1 = f2 = 0.0
-    ndarray = np.ndarray
-    for s, o in u.flow(topic):
-        body = s.body
-        F, p = body[F_field], body[p_field]
-        a0, a1, a2, b0, b1, b2 = F.tolist() if type(F) is ndarray else floats(F)
-        if b0 == b1 == b2 == a0 == a1 == a2 == 0.0:
-            continue                                    # no force, no moment (contact apart)
-        p0, p1, p2 = p.tolist() if type(p) is ndarray else floats(p)
-        t0 += o * (a0 + (p1 * b2 - p2 * b1))
-        t1 += o * (a1 + (p2 * b0 - p0 * b2))
-        t2 += o * (a2 + (p0 * b1 - p1 * b0))
-        f0 += o * b0
-        f1 += o * b1
-        f2 += o * b2
-    return [t0 / h_ns, t1 / h_ns, t2 / h_ns, f0 / h_ns, f1 / h_ns, f2 / h_ns]
-
-
-def wrench_about_origin(F_Po_W: Any, p_WoPo_W: Any) -> Array:
-    """A wrench [τ; f] about point P referred to W's origin: ``[τ + p × f; f]`` (6,). [N·m, N]
-
-    Same as ``shift_wrench(F, -p)`` (:mod:`dynamics.spatial`), without ``numpy.cross``'s overhead.
-    """
-    F = np.asarray(F_Po_W, dtype=np.float64)
-    return np.concatenate([F[:3] + cross3(p_WoPo_W, F[3:]), F[3:]])
-
-
-def cw_floats(orbit: CircularOrbit | None, state: rb.RigidBodyState) -> list[float] | None:
-    """:func:`dynamics.orbit.cw_acceleration` of a body's CoM on floats; None without an orbit. [m/s²]"""
-    if orbit is None:
-        return None
-    p0, _, p2 = state.p_WoBo_W.tolist()
-    v0, v1, _ = state.v_WBo_W.tolist()
-    return list(cw_acceleration_rows(orbit.n, p0, p2, v0, v1))
-
-
-def wrench_about_mean_com(F_Wo_W: Any, state: rb.RigidBodyState, mass: float, h: float,
-                          a_ext_W: Any = None) -> list[float]:
-    """The wrench [τ about Wo; f] referred to the CoM's mean position over the next step.
-
-    ``τ_c = τ_Wo − c̄ × f``, ``c̄ = c₀ + v₀ h/2 + (f/m + a_ext) h²/6``: exact for a force held
-    over the step (module docstring), so the body's angular momentum about Wo changes by
-    exactly ``τ_Wo h``.
-
-    Parameters
-    ----------
-    F_Wo_W : sequence of 6 float
-        [τ about Wo; f], in W. [N·m, N]
-    state : RigidBodyState
-        The body at the start of the step.
-    mass : float
-        [kg]
-    h : float
-        Step. [s]
-    a_ext_W : sequence of 3 float or None
-        Acceleration not due to f (the CW terms). [m/s²]
-
-    Returns
-    -------
-    list of 6 float
-        [τ about the mean CoM; f], in W. [N·m, N]
-    """
-    t0, t1, t2, f0, f1, f2 = F_Wo_W
-    a0, a1, a2 = f0 / mass, f1 / mass, f2 / mass
-    if a_ext_W is not None:
-        a0, a1, a2 = a0 + a_ext_W[0], a1 + a_ext_W[1], a2 + a_ext_W[2]
-    p0, p1, p2 = state.p_WoBo_W.tolist()
-    v0, v1, v2 = state.v_WBo_W.tolist()
-    hh, h6 = 0.5 * h, h * h / 6.0
-    c0, c1, c2 = p0 + v0 * hh + a0 * h6, p1 + v1 * hh + a1 * h6, p2 + v2 * hh + a2 * h6
-    return [t0 - (c1 * f2 - c2 * f1), t1 - (c2 * f0 - c0 * f2), t2 - (c0 * f1 - c1 * f0), f0, f1, f2]
 
 
 class OrbiterModel:
@@ -277,8 +149,8 @@ class OrbiterModel:
             raise ConfigError("; ".join(problems), problems)
         self.name = name
         self.period_ns = int(period_ns)
-        self.model = body_model("orbiter", t["mass"], t["inertia"])
-        self.state = initial_state(t["X_WO"], t["v_WOo_W"], t["w_WO_O"])
+        self.model = rb.body_model("orbiter", t["mass"], t["inertia"])
+        self.state = rb.state_from_pose(t["X_WO"], t["v_WOo_W"], t["w_WO_O"])
         alt = float(t["orbit_altitude"])
         self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(t["gravity_gradient"])) if alt > 0 else None
         self.hold = t["attitude"] == "hold"
@@ -338,8 +210,8 @@ class OrbiterModel:
 
     def external_wrench_Wo(self, u: Inputs, h_ns: int) -> list[float]:
         """Arm base wrench plus contact reaction over the step, about Wo, in W (exact impulse), six floats."""
-        a = flow_wrench_Wo(u, "arm/wrench", "F_So_W", "p_WoSo_W", h_ns)
-        c = flow_wrench_Wo(u, "contact/wrench", "F_Lo_W", "p_WoLo_W", h_ns)
+        a = rb.mean_wrench_Wo(u.flow("arm/wrench"), "F_So_W", "p_WoSo_W", h_ns)
+        c = rb.mean_wrench_Wo(u.flow("contact/wrench"), "F_Lo_W", "p_WoLo_W", h_ns)
         return [x + y for x, y in zip(a, c, strict=True)]
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
@@ -347,7 +219,7 @@ class OrbiterModel:
         h = h_ns * 1e-9
         s = self.state
         F_Wo = self.external_wrench_Wo(u, h_ns)
-        F_c = wrench_about_mean_com(F_Wo, s, self.model.mass, h, cw_floats(self.orbit, s))
+        F_c = rb.wrench_about_mean_com(F_Wo, s, self.model.mass, h, rb.cw_floats(self.orbit, s))
         if self.hold:
             R = s.R_rows
             t0, t1, t2 = self.tau_rcs_O.tolist()

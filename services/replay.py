@@ -57,7 +57,7 @@ from protocol.messages import SCHEMAS
 from protocol.service import Port, ServicePorts
 from protocol.timebase import check_seconds
 
-__all__ = ["KEYS", "OPTIONS", "TABLES", "Lateness", "ReplaySource", "build", "outputs", "validate"]
+__all__ = ["KEYS", "OPTIONS", "TABLES", "Lateness", "ReplaySource", "build", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 Num = (int, float)

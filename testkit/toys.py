@@ -64,6 +64,7 @@ import numpy as np
 from protocol.codec import envelope
 from protocol.messages import SCHEMAS, TopicSchema, register_schema
 from protocol.service import Port, ServicePorts
+from protocol.stability import StiffCoupling
 
 MAX_MASSES = 8
 for _i in range(MAX_MASSES):
@@ -305,3 +306,17 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Reco
     if role == "injector":
         return Injector(config, name, period_ns)
     return ChainMass(config, name, period_ns)
+
+
+def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
+    """Mass ``i``'s spring–damper to mass ``i + 1``, closed through ``toy/spring{i}`` (:mod:`protocol.stability`):
+    mass ``i`` (integrated here) and ``i + 1`` (by its own service), the neighbour's state carried with
+    its velocity (first order)."""
+    svc = config["services"][name]
+    toy = config["toy"]
+    if svc.get("role", "model") != "model" or int(svc["index"]) >= len(toy["mass"]) - 1:
+        return []
+    i = int(svc["index"])
+    c = float(toy.get("c", [0.0] * len(toy["k"]))[i])
+    return [StiffCoupling(f"toy spring {i}", f"toy/spring{i}", f"toy/state{i + 1}", float(toy["k"][i]), c,
+                          float(toy["mass"][i]), float(toy["mass"][i + 1]), predict=1)]

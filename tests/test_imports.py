@@ -123,8 +123,6 @@ def test_services_and_hil_do_not_import_each_other():
     assert not bad
 
 
-@pytest.mark.xfail(strict=True, reason="services.arm and services.contact still take helpers from "
-                   "services.orbiter and services.operator (moving to dynamics/ and the schemas)")
 def test_services_do_not_import_services():
     bad = [(m, t) for m, ts in GRAPH.items() for t in ts if package(m) == package(t) == "services"]
     assert not bad, bad

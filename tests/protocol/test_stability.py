@@ -33,7 +33,7 @@ def _runtime_energy_ratio(H_ns: int, t_end_ns: int) -> float:
 
 
 def test_the_computed_limit_separates_decay_from_growth_in_the_runtime():
-    model = StiffCoupling("toy spring", "a", "toy/spring0", "b", "toy/state1", K, C, M_A, M_B, predict=1)
+    model = StiffCoupling("toy spring", "toy/spring0", "toy/state1", K, C, M_A, M_B, predict=1)
     limit = stable_limit(model, 1e-3, 1e-3)
     assert 0.01 < limit < 0.2
     below, above = round(limit * 1e9) - 5 * MS, round(limit * 1e9) + 5 * MS
@@ -45,13 +45,60 @@ def test_the_computed_limit_separates_decay_from_growth_in_the_runtime():
 
 def test_an_undamped_spring_grows_at_any_coupling_a_damped_one_has_a_limit():
     """Explicit coupling feeds energy into the spring at every coupling period: only damping can take it out."""
-    base = dict(what="s", producer="a", topic="t", consumer="b", state_topic="s", k=K, m_producer=M_A,
+    base = dict(what="s", topic="t", state_topic="s", k=K, m_producer=M_A,
                 m_consumer=M_B, predict=2)
     lim = [stable_limit(StiffCoupling(c=c, **base), 1e-3, 1e-3) for c in (0.0, 0.5, 2.0, 8.0)]
     assert lim[0] == 0.0 and all(x > 0.01 for x in lim[1:])
 
 
 def test_a_massless_producer_holding_the_spring_is_analysed_too():
-    arm = StiffCoupling("grapple", "arm", "arm/wrench", "contact", "payload/state", 1e4, 2e3, 0.0, 12000.0)
+    arm = StiffCoupling("grapple", "arm/wrench", "payload/state", 1e4, 2e3, 0.0, 12000.0)
     assert arm.omega == pytest.approx((1e4 / 12000.0) ** 0.5)
     assert stable_limit(arm, 2e-3, 1e-3) > 0.05
+
+
+def _toy_config(tmp_path, coupling_ms: int) -> str:
+    cfg = tmp_path / f"toy{coupling_ms}.toml"
+    cfg.write_text(f"""
+[sim]
+duration = 1.0
+[services.a]
+kind = "testkit.toys"
+rate_hz = 1000
+index = 0
+coupling_hz = {1000 / coupling_ms:g}
+[services.b]
+kind = "testkit.toys"
+rate_hz = 1000
+index = 1
+coupling_hz = {1000 / coupling_ms:g}
+[toy]
+mass = [{M_A}, {M_B}]
+k = [{K}]
+c = [{C}]
+rest = [1.0]
+x0 = [0.0, 1.001]
+v0 = [0.0, 0.0]
+""")
+    return str(cfg)
+
+
+def test_check_refuses_a_coupling_too_slow_for_a_stiff_port_naming_it_and_the_limit(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from protocol.config import load, validate
+    from errors import ConfigError
+
+    limit_ms = round(stable_limit(StiffCoupling("toy", "t", "s", K, C, M_A, M_B, predict=1), 1e-3, 1e-3) * 1e3)
+    validate(load(_toy_config(tmp_path, 25)))  # 40 Hz, far below the limit: fine
+    slow = _toy_config(tmp_path, 125)           # 8 Hz: the coupled oscillation grows
+    with pytest.raises(ConfigError) as e:
+        validate(load(slow))
+    msg = " ".join(e.value.problems)
+    assert "toy/spring0 at 8 Hz (125 ms) is too slow for the toy spring 0" in msg and f"above {limit_ms} ms" in msg
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, str(root / "launch.py"), "check", slow], capture_output=True, text=True,
+                       timeout=60, cwd=root)
+    assert p.returncode == 2 and "too slow for the toy spring 0" in p.stderr

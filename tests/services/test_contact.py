@@ -32,11 +32,12 @@ import pytest
 
 from dynamics import contact as dc
 from dynamics import rigid_body as rb
-from dynamics.spatial import pose, quat_to_rotation, rotation_to_quat, shift_twist
-from protocol.codec import decode, encode
+from dynamics.spatial import pose, pose_from_vector, quat_to_rotation, rotation_to_quat, shift_twist
+from protocol.codec import decode
+from protocol.config import check_table
 from protocol.scheduler import simulate
 from protocol.service import Port, Sample
-from protocol.stepping import InputBuffer, StepInputs
+from protocol.stepping import StepInputs
 from services import contact as sc
 from services import orbiter as so
 
@@ -82,15 +83,15 @@ class StandInArm:
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
         t = config["standin"]
         self.name, self.period_ns = name, period_ns
-        self.X_OE = so.pose_key(t["X_OE"])
-        self.X_TG = so.pose_key(config["payload"]["X_TG"])
+        self.X_OE = pose_from_vector(t["X_OE"])
+        self.X_TG = pose_from_vector(config["payload"]["X_TG"])
         self.brakes = bool(t.get("brakes", True))
         self.berth_start = float(t.get("berth_start", 1e9))
         self.berth_rate = float(t.get("berth_rate", 0.0))
         self.berth_distance = float(t.get("berth_distance", 0.0))
         self.X_EG: np.ndarray | None = None
         o = config["orbiter"]
-        self.orbiter0 = so.initial_state(o.get("X_WO", [0.0] * 6), o.get("v_WOo_W", [0.0] * 3), o.get("w_WO_O", [0.0] * 3))
+        self.orbiter0 = rb.state_from_pose(o.get("X_WO", [0.0] * 6), o.get("v_WOo_W", [0.0] * 3), o.get("w_WO_O", [0.0] * 3))
         self.gains = {"k_lin": 2.0e6, "k_rot": 2.0e7, "c_lin": 3.0e5, "c_rot": 3.0e6}
         self.wrench = {"F_Eo_W": np.zeros(6), "p_WoEo_W": np.zeros(3), "F_So_W": np.zeros(6),
                        "p_WoSo_W": np.zeros(3), "grappled": False}
@@ -232,9 +233,9 @@ class Trace:
 
 
 def _bodies(cfg: dict[str, Any]) -> tuple[rb.RigidBodyModel, rb.RigidBodyModel]:
-    o = so.check_table(cfg, "orbiter", so.ORBITER_KEYS, [])
-    p = so.check_table(cfg, "payload", sc.PAYLOAD_KEYS, [])
-    return so.body_model("orbiter", o["mass"], o["inertia"]), so.body_model("payload", p["mass"], p["inertia"])
+    o = check_table(cfg, "orbiter", so.ORBITER_KEYS, [])
+    p = check_table(cfg, "payload", sc.PAYLOAD_KEYS, [])
+    return rb.body_model("orbiter", o["mass"], o["inertia"]), rb.body_model("payload", p["mass"], p["inertia"])
 
 
 def total_momentum(cfg: dict[str, Any], orb: rb.RigidBodyState, pay: rb.RigidBodyState) -> np.ndarray:
@@ -263,7 +264,7 @@ def real_arm_scenario() -> dict[str, Any]:
     from services import arm as sa
 
     X_WE = np.asarray(sa.build({"arm": {}}, "arm", H_A).initial(0)["arm/state"]["X_WE"])
-    X_TG = so.pose_key([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    X_TG = pose_from_vector([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     X_WG = X_WE.copy()
     X_WG[:3, 3] += X_WE[:3, :3] @ np.array([0.05, 0.01, 0.0])
     X_WT = X_WG @ np.linalg.inv(X_TG)
@@ -442,7 +443,7 @@ def test_latches_draw_the_trunnions_home_conserving_momentum():
     assert done["misalignment_m"] <= 0.001 and done["misalignment_rad"] <= 0.001745
     # independently, from the bodies' states at the end: B in L (X_LB berthed = I)
     t_end = max(set(tr.orb) & set(tr.pay))
-    X_OL, X_TB = so.pose_key(cfg["orbiter"]["X_OL"]), so.pose_key(cfg["payload"]["X_TB"])
+    X_OL, X_TB = pose_from_vector(cfg["orbiter"]["X_OL"]), pose_from_vector(cfg["payload"]["X_TB"])
     X_LB = np.linalg.inv(_pose_of(tr.orb[t_end]) @ X_OL) @ _pose_of(tr.pay[t_end]) @ X_TB
     assert np.linalg.norm(X_LB[:3, 3]) < 1e-4  # from 7.3 mm to < 0.1 mm
     assert np.linalg.norm(dc.rotation_error(np.eye(3), X_LB[:3, :3])) < 1e-5  # from 8 mrad
@@ -462,10 +463,10 @@ def test_guide_bounding_spheres_skip_only_points_no_surface_can_reach():
     with open(ROOT / "configs" / "srms_berthing.toml", "rb") as fh:
         base = tomllib.load(fh)
     base["contact"]["latch"]["position"] = 1e-9  # latches stay open
-    X_WL = so.pose_key(base["orbiter"]["X_WO"]) @ so.pose_key(base["orbiter"]["X_OL"])
-    X_BT = np.linalg.inv(so.pose_key(base["payload"]["X_TB"]))
-    q_WO = rotation_to_quat(so.pose_key(base["orbiter"]["X_WO"])[:3, :3])
-    orb = Sample(0, H_O, "orbiter", 0, {"p_WoOo_W": so.pose_key(base["orbiter"]["X_WO"])[:3, 3], "quat_WO": q_WO,
+    X_WL = pose_from_vector(base["orbiter"]["X_WO"]) @ pose_from_vector(base["orbiter"]["X_OL"])
+    X_BT = np.linalg.inv(pose_from_vector(base["payload"]["X_TB"]))
+    q_WO = rotation_to_quat(pose_from_vector(base["orbiter"]["X_WO"])[:3, :3])
+    orb = Sample(0, H_O, "orbiter", 0, {"p_WoOo_W": pose_from_vector(base["orbiter"]["X_WO"])[:3, 3], "quat_WO": q_WO,
                                         "w_WO_O": np.array([1e-3, -2e-3, 5e-4]), "v_WOo_W": np.array([0.01, 0, -0.02]),
                                         "a_WOo_W": np.zeros(3), "wdot_WO_O": np.zeros(3)})
     rng = np.random.default_rng(8)

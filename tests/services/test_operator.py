@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.stepping import StepInputs
+from protocol.commands import check_command
 from services import operator as op
 
 H = 10_000_000  # 100 Hz
@@ -64,5 +65,5 @@ def test_every_problem_listed_and_order_checked():
 
 
 def test_contact_commands_carry_free_fields():
-    assert op.check_command({"cmd": "capture", "mode": "snare", "force": 10.0}) == []
-    assert op.check_command({"kind": "release"}) == []
+    assert check_command({"cmd": "capture", "mode": "snare", "force": 10.0}) == []
+    assert check_command({"kind": "release"}) == []
