@@ -16,8 +16,10 @@ Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
 
 Lockstep determinism: frames carry the simulation time, the link's clock is the
 simulation time, and each step waits for the reply to its own frame (see
-:meth:`HilBridge._read`), so ``hil/feedback`` and ``hil/status`` depend on the simulation
-only. Their delay figures (``delay_s``, ``rtt_p50_s``, ``rtt_p99_s``) and ``rx_fps`` are
+:meth:`HilBridge._read`) — or, with ``[hil] pipeline = true``, for the reply to the previous
+step's frame, at the start of the step: the rig then works while the rest of the simulation
+steps, and its measurement reaches the simulation one link period later, as over a real
+line — so ``hil/feedback`` and ``hil/status`` depend on the simulation only. Their delay figures (``delay_s``, ``rtt_p50_s``, ``rtt_p99_s``) and ``rx_fps`` are
 then simulated-time figures: the emulator's configured transport delay, rounded up to the
 bridge's steps. Prediction (``[hil.compensation] predict``) uses that simulated round
 trip in lockstep — deterministic too — and the wall-clock round trip in realtime.
@@ -283,6 +285,7 @@ class HilBridge:
                                              enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
         self.impacts = ImpactMonitor()
         self._predict = bool(comp["predict"])
+        self._pipeline = bool(t["pipeline"]) and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
         if link is not None and not realtime:
@@ -419,8 +422,8 @@ class HilBridge:
                                                     self._L, self._B)
         except (ShapeError, ValueError):  # a malformed input: the NaN guard below faults
             X_LB, V_LB_L, finite = np.full((4, 4), np.nan), np.full(6, np.nan), False
-        if self.realtime:  # (lockstep: every reply was taken in its own step)
-            self._read(wait=False)
+        if self.realtime or self._pipeline:  # lockstep, pipelined: the reply to the previous step's frame
+            self._read(wait=not self.realtime)
         horizon = 0.0
         if self._predict and self.link is not None and self.native:
             rtt = self.link.delay.rtt_s
@@ -452,7 +455,8 @@ class HilBridge:
                     self.link.port.write(self.encoder.encode(setpoint))  # type: ignore[union-attr]
             except (FrameError, RigFault):
                 self.safety.fault(Fault.HOST)
-            self._read(wait=not self.realtime)
+            if not self._pipeline:
+                self._read(wait=not self.realtime)
         # feedback: valid only from an engaged rig heard from within the watchdog, commanded to
         # the simulated pose (a clamped command does not match the simulation); else no force
         valid = (self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None

@@ -19,6 +19,9 @@ electric Stewart platform (assumed, not a particular product)::
                                   # (then the step goes on with the previous reply)
     resend_after = 0.5            # s; lockstep: resend a frame the rig has not answered within this
                                   # (a NAK from the rig resends at once); at most bad_frames_max times
+    pipeline = false              # lockstep: send each step's frame and take its reply at the next step
+                                  # (the rig works while the simulation steps; its measurement is one
+                                  # link period older, as over a real line); false: wait within the step
     start_timeout = 30.0          # s; url = "emulator": wait this long for the emulator process to serve
     X_OL = [0, 0, 0, 0, 0, 0]     # latch L in orbiter body O: [x, y, z, θx, θy, θz] (m, rotation vector rad);
                                   # absent: [orbiter] X_OL, else identity (see hil_table)
@@ -112,6 +115,7 @@ DEFAULTS: dict[str, Any] = {
     "watchdog": 0.0,
     "reply_timeout": 1.0,
     "resend_after": 0.5,
+    "pipeline": False,
     "start_timeout": 30.0,
     "X_OL": [0.0] * 6,
     "X_TB": [0.0] * 6,

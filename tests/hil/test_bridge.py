@@ -426,3 +426,31 @@ def test_hil_times_are_checked_before_anything_starts():
     assert problems(resend_after=2.0) == ["hil.resend_after: must be > 0 and <= hil.reply_timeout (1.0), got 2.0"]
     assert problems(start_timeout=1e300) == ["hil.start_timeout: 1e+300 s is beyond int64 ns (at most 9.223e+09 s)"]
     assert problems(emulator={"delay": -0.1}) == ["hil.emulator.delay: expected >= 0, got -0.1"]
+
+
+def test_a_pipelined_lockstep_link_takes_each_reply_one_step_later():
+    """[hil] pipeline = true: a step sends its frame and takes the previous frame's reply, so the rig
+    works while the simulation steps; the rig sees the same setpoints, and each measurement reaches
+    the outputs exactly one step later than when every step waits for its own reply."""
+    h_ns = 4_000_000
+
+    def run(pipeline: bool) -> list[dict]:
+        cfg = parse({"pipeline": pipeline, "emulator": {"stiffness": 2.0e5, "plane_offset": 0.505}})
+        b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+        outs = [b.initial(0)]
+        for n in range(80):  # the interface pushed 0.1 mm per step into the rig's plane from step 20 on
+            t_ns = n * h_ns
+            z = 1e-4 * max(0, n - 20)
+            u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                        "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, 0]))})
+            outs.append(b.step(t_ns, h_ns, u))
+        b.close()
+        return outs
+
+    waits, pipe = run(False), run(True)
+    assert any(abs(o["hil/feedback"]["F_Bo_B"][5]) > 1.0 for o in waits)  # in contact: a force to compare
+    for n in range(5, 80):
+        for key in ("legs", "F_Bo_B"):
+            assert np.array_equal(pipe[n + 1]["hil/feedback"][key], waits[n]["hil/feedback"][key]), (n, key)
+        assert np.array_equal(pipe[n]["hil/command"]["X_LB"], waits[n]["hil/command"]["X_LB"])
+    assert pipe[-1]["hil/status"]["state"] == "ENGAGED"
