@@ -256,8 +256,8 @@ class Scheduler:
                      may_step: Callable[[Member], bool] | None = None, limit: int = 1 << 30) -> int:
         """Step every model that is ready, in timestamp order, until none is (or ``limit`` steps).
 
-        Whichever ready model is furthest behind steps next (ties: member order); its outputs
-        reach the others here at once. A model at ``t_end_ns`` is done (``t_end_ns`` 0: no end).
+        Whichever ready model is furthest behind steps next (ties in any order: the input rule makes
+        the results the same); its outputs reach the others here at once. A model at ``t_end_ns`` is done (``t_end_ns`` 0: no end).
 
         Parameters
         ----------
@@ -278,7 +278,9 @@ class Scheduler:
         n = 0
         while models and n < limit:
             stepped = False
-            for m in sorted(models, key=_by_time) if len(models) > 1 else models:
+            if len(models) > 1:
+                models.sort(key=_by_time)  # nearly sorted already, so cheap; ties in any order (same results)
+            for m in models:
                 if may_step is not None and not may_step(m):
                     continue
                 t, h = m.t_ns, m.period_ns

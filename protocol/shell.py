@@ -663,6 +663,7 @@ class ProcessShell:
         sub = self.bus.sub
         steppers = self._steppers
         one = len(self.members) == 1 and not sched.sources
+        timeo = sub.rcvtimeo
         while True:
             n = sched.run_lockstep(t_end, wall, pace, limit=256)
             if sched.sources:
@@ -677,7 +678,8 @@ class ProcessShell:
                     due = min(state["anchor"] + int((m.t_ns - t0) / speed) for m in steppers if not m.done)
                     wait_ms = max(0, min(50, (due - mono()) // _MS))
                 if one and pace is None:  # one model: a blocking receive is the cheapest wait
-                    sub.rcvtimeo = wait_ms
+                    if wait_ms != timeo:  # (setting a socket option costs a Python-level call)
+                        sub.rcvtimeo = timeo = wait_ms
                     try:
                         self._ingest(sub.recv())
                     except zmq.Again:
