@@ -446,7 +446,12 @@ class Launcher:
         """Deaths, signals and the heartbeat ping."""
         for rec in self.records.values():
             if rec.local and not rec.stopped and (rec.proc or rec.thread) and not rec.alive():
-                raise _Failed(f"service {rec.name!r} died: {rec.exit_reason()}")
+                handle = rec.proc if rec.proc is not None else rec.thread
+                mates = [r.name for r in self.records.values() if (r.proc if r.proc is not None else r.thread)
+                         is handle]
+                who = f"service {rec.name!r}" if len(mates) == 1 else \
+                    f"process of services {', '.join(map(repr, mates))}"
+                raise _Failed(f"{who} died: {rec.exit_reason()}")
         if self._signal is not None:
             s, self._signal = self._signal, None
             if s in (signal.SIGINT, signal.SIGTERM):
