@@ -34,7 +34,6 @@ from protocol.coupling import complete  # noqa: E402
 from protocol.service import Sample  # noqa: E402
 from protocol.stepping import StepInputs  # noqa: E402
 from services import arm  # noqa: E402
-from services.orbiter import pose_key  # noqa: E402
 
 SCENARIO = Path(__file__).resolve().parents[1] / "configs" / "srms_berthing.toml"
 
@@ -83,7 +82,7 @@ def scenario_cost(phase: str, steps: int) -> float:
     m = arm.build(cfg, "arm", H_NS)
     m.initial(0)
     z = np.zeros(3)
-    X_WO, X_WT = pose_key(cfg["orbiter"]["X_WO"]), pose_key(cfg["payload"]["X_WT"])
+    X_WO, X_WT = sp.pose_from_vector(cfg["orbiter"]["X_WO"]), sp.pose_from_vector(cfg["payload"]["X_WT"])
     state = {"orbiter/state": _state("orbiter/state", {
         "p_WoOo_W": X_WO[:3, 3], "quat_WO": sp.rotation_to_quat(X_WO[:3, :3]), "w_WO_O": z, "v_WOo_W": z,
         "a_WOo_W": z, "wdot_WO_O": z})}

@@ -45,6 +45,30 @@ rates scaled into their limits and stopped at the angle limits; each clip is rep
 singular solve as ``"singular: ..."``, a joint driven beyond its range by the payload's
 motion as ``"limit: ..."``. Warnings stay on ``arm/state`` for ``warn_hold`` s.
 
+Post-capture control (``capture_control``)
+-----------------------------------------
+What the arm does when it grapples the payload (the first ``capture`` or ``rigidize`` event):
+``"brakes"`` (the default) sets the brakes if they are not on (the default scenario's script sets
+them before the snare closes, so that the snare is a plastic lock: there it changes nothing); the
+payload's residual motion relative to the orbiter then rides on the braked arm's compliance and
+decays only by its structural damping. ``"damp"`` brings that motion to rest with the servos
+(seed 002's "control scheme to eliminate the undesirable motion in the fully plastic case"; the
+paper gives no law, this one is ours): mode ``"damp"``, brakes off, and the joints' commanded
+rates
+
+    θ̇_c = θ̇ + λ K⁻¹ (τ_d − τ),   τ_d = −Jᵀ D V_R,   D = M_E / T
+
+make the torque the 3-7 springs transmit (``τ``, ``K = diag(1/γ_i^e)``) follow, with bandwidth
+λ (``damp_bandwidth``), the torque of a damper on the relative twist ``V_R`` of E (2-10, 2-11):
+``M_E`` is the payload's spatial inertia about Eo (``[payload] mass, inertia`` and the frozen
+grasp), ``T`` (``damp_time``) the time constant it gives the relative motion. On one degree of
+freedom (payload m on a spring k to a rate-driven motor) the loop is ``s² + λ s + λ/T = 0``: stable
+for any positive λ, T, with the orbiter's share of the motion making the effective mass only
+smaller. The commanded rates go through the same rate, angle and (servo) torque limits as every
+mode's. Once the relative rates have stayed below ``damp_rest`` ([m/s at Eo, rad/s]) for
+``damp_time``, the brakes go on (mode ``"brakes"``). Any operator command that sets a mode
+(``mode``, ``auto``, ``joint``, ``direct``, ``brakes``) ends the damping.
+
 Flexibility options: ``"active"`` (3-7 per-servo springs from beams and joints),
 ``"passive"`` (as active, but with every brake on and grappled the joint torques are
 the passive 3-6 torques ``−γ_J^-1 (θ − θ_n)``, the brakes slipping beyond their slip
@@ -84,6 +108,10 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
     warn_hold = 1.0                 # s a warning stays on arm/state
     servo_substeps = 2              # servo integration substeps per step
     link_mass_scale = 1.0           # multibody: scale of the link masses and inertias
+    capture_control = "brakes"      # at capture: "brakes" | "damp" (see Post-capture control)
+    damp_time = 2.0                 # damp: time constant of the relative motion [s]
+    damp_bandwidth = 1.0            # damp: spring-torque tracking bandwidth λ [rad/s]
+    damp_rest = [1e-4, 1.745e-5]    # damp: at rest below [m/s, rad/s] for damp_time: brakes on
     [arm.assumed]                   # ASSUMED values (not in public sources)
     gear_ratio = [1842, 1842, 1260, 739, 739, 739]
     motor_inertia = [1e-4, ...]     # kg·m², motor side
@@ -158,6 +186,10 @@ DEFAULTS: dict[str, Any] = {
     "warn_hold": 1.0,
     "servo_substeps": 2,
     "link_mass_scale": 1.0,
+    "capture_control": "brakes",
+    "damp_time": 2.0,
+    "damp_bandwidth": 1.0,
+    "damp_rest": [1.0e-4, 1.7453292519943295e-5],
 }
 ASSUMED: dict[str, Any] = {
     "gear_ratio": sv.ASSUMED_GEAR_RATIO.tolist(),
@@ -174,14 +206,16 @@ ASSUMED: dict[str, Any] = {
     "beam_GJ": [b.GJ for b in fx.ASSUMED_BEAMS],
 }
 _VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "auto_accel": 2, "auto_accel_loaded": 2,
+        "damp_rest": 2,
         "gear_ratio": 6, "motor_inertia": 6,
         "torque_constant": 6, "joint_stiffness": 6, "beam_EI": 5, "beam_GJ": 5}
-_ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints")}
+_ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints"),
+         "capture_control": ("brakes", "damp")}
 _INT = ("flex_every", "loads_every", "servo_substeps")
 _POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "sigma_min", "auto_gain", "warn_hold",
              "link_mass_scale", "bandwidth", "joint_damping_ratio", "joint_damping_beta", "gear_ratio", "motor_inertia",
              "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction", "auto_accel",
-             "auto_accel_loaded")
+             "auto_accel_loaded", "damp_time", "damp_bandwidth", "damp_rest")
 
 STATE, WRENCH = "arm/state", "arm/wrench"
 
@@ -303,6 +337,14 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return problems
 
 
+def payload_mass_properties(config: dict[str, Any]) -> tuple[float, np.ndarray]:
+    """The payload's mass [kg] and inertia about its CoM in T, shape (3, 3) [kg·m²], from ``[payload]``
+    (the contact service owns and checks that table; its defaults when a key is missing)."""
+    pay = config.get("payload", {})
+    I_T = np.asarray(pay.get("inertia", [1e5, 1.5e5, 1.5e5]), dtype=float)
+    return float(pay.get("mass", PAYLOAD_MASS)), (np.diag(I_T) if I_T.shape == (3,) else I_T)
+
+
 def _settings(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     table = config.get("arm", {})
     s = {**DEFAULTS, **{k: v for k, v in table.items() if k != "assumed"}}
@@ -349,6 +391,8 @@ class ArmModel:
         self.beams = tuple(replace(b, EI=float(ei), GJ=float(gj))
                            for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"], strict=True))
         self.multibody = s["model"] == "multibody"
+        self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
+        self._rest_since: int | None = None
         if self.multibody:
             case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
             self.chain = rms.scale_link_masses(case.model, float(s["link_mass_scale"]))
@@ -611,9 +655,16 @@ class ArmModel:
                 self.theta_n = self.theta.copy()
                 self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
                                            self.servo.current.copy())
+                if self.s["capture_control"] == "damp":
+                    self.mode, self.brakes = "damp", False
+                    self._rest_since = None
+                elif not self.brakes:
+                    self.mode, self.brakes = "brakes", True
             self.grappled = True
         elif kind == "release":
             self.grappled = False
+            if self.mode == "damp":
+                self.mode = "hold"
             self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
                                        self.servo.current.copy())
 
@@ -639,7 +690,11 @@ class ArmModel:
             return [0.0] * 6
         vmax = self.s["v_max_loaded"] if self.grappled else self.s["v_max"]
         wmax = self.s["w_max_loaded"] if self.grappled else self.s["w_max"]
-        if self.mode == "single":
+        if self.mode == "damp":
+            qd = self._damp_rates()
+            if self.brakes:                              # at rest: braked
+                return [0.0] * 6
+        elif self.mode == "single":
             j, r = self.single
             qd = [0.0] * 6
             qd[j] = r
@@ -682,6 +737,42 @@ class ArmModel:
                     self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
                               f"({th[i]:.4f} rad, range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
         return out
+
+    def _damp_rates(self) -> list[float]:
+        """Post-capture damping (module docstring): ``θ̇ + λ K⁻¹ (τ_d − τ)``, ``τ_d = −Jᵀ (M_E / T) V_R``;
+        the brakes once the relative rates have stayed below ``damp_rest`` for ``damp_time``."""
+        V = self.V_R_O                                    # relative twist of E, in O, at the last step's end
+        T = float(self.s["damp_time"])
+        v_rest, w_rest = self.s["damp_rest"]
+        Vl = V.tolist()
+        if _norm3(Vl[3:]) < v_rest and _norm3(Vl[:3]) < w_rest:
+            if self._rest_since is None:
+                self._rest_since = self._now
+            elif self._now - self._rest_since >= round(T * 1e9):
+                self.mode, self.brakes = "brakes", True
+                self.theta_n = self.theta.copy()
+                self.warn("damp: relative motion at rest, brakes on")
+                return [0.0] * 6
+        else:
+            self._rest_since = None
+        F_d = -(self._payload_inertia_E() @ V) / T        # the damper's wrench on the payload at Eo, in O
+        tau_d = self.J.T @ F_d                            # 2-3 the other way
+        lam = float(self.s["damp_bandwidth"])
+        return (self.theta_dot + lam * (tau_d - self.tau) / self.k_servo).tolist()
+
+    def _payload_inertia_E(self) -> np.ndarray:
+        """The payload's spatial inertia about Eo, in O, [ω; v] order (6, 6), from ``[payload]`` and the grasp."""
+        R_OT = sp.rotation_rows(*self._orb_f[1])          # R_WO rows, then R_OT = R_WOᵀ R_WT
+        R_OT = np.reshape(R_OT, (3, 3)).T @ np.reshape(sp.rotation_rows(*self._pay_f[1]), (3, 3))
+        r = -R_OT @ self.p_ToEo_T                         # Eo → payload CoM, in O
+        S = sp.skew(r)
+        m = self.m_T
+        M = np.empty((6, 6))
+        M[:3, :3] = R_OT @ self.I_T @ R_OT.T - m * (S @ S)
+        M[:3, 3:] = m * S
+        M[3:, :3] = -m * S
+        M[3:, 3:] = m * np.eye(3)
+        return M
 
     def _auto_rates(self, vmax: float, wmax: float) -> list[float]:
         """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
@@ -995,8 +1086,8 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     gamma = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, arm.joint_stiffness)
     orb, pay = config.get("orbiter", {}), config["payload"]
     mO, IO = float(orb.get("mass", ORBITER_MASS)), np.asarray(orb.get("inertia", ORBITER_INERTIA), dtype=float)
-    mT, IT = float(pay.get("mass", PAYLOAD_MASS)), np.asarray(pay.get("inertia", [1e5, 1.5e5, 1.5e5]), dtype=float)
-    IO, IT = (np.diag(I) if I.shape == (3,) else I for I in (IO, IT))
+    IO = np.diag(IO) if IO.shape == (3,) else IO
+    mT, IT = payload_mass_properties(config)
     R_WO = sp.pose_from_vector(orb.get("X_WO", [0.0] * 6))[:3, :3]
     X_WT = sp.pose_from_vector(pay.get("X_WT", [0.0] * 6))
     R_OT = R_WO.T @ X_WT[:3, :3]

@@ -412,7 +412,10 @@ def test_closed_loop_heavy_payload_oscillates_at_the_linearized_first_mode():
                 "payload/state": payload(pay.p_WoBo_W, pay.quat_WB, pay.w_WB_B, pay.v_WBo_W, t_ns=t)}
 
     P0 = ORBITER_MASS * orb.v_WBo_W + M2 * pay.v_WBo_W
-    out = m.step(0, h_ns, StepInputs(0, h_ns, states(0), {}, {"contact/event": events({"kind": "capture"})}))
+    # the servos hold (capture_control "brakes" sets the brakes at the capture: released at once)
+    out = m.step(0, h_ns, StepInputs(0, h_ns, states(0), {}, {"contact/event": events({"kind": "capture"}),
+                                                               "operator/command": events({"kind": "brakes", "on": False})}))
+    assert m.mode == "hold" and not m.brakes
     tau = []
     for k in range(1, int(60.0 / h)):
         wr = out["arm/wrench"]                      # holds over [t_k, t_k + h)
