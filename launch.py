@@ -8,7 +8,8 @@ arguments runs :data:`DEFAULT_CONFIG`, the SRMS berthing scenario (the main job)
     launch.py run [CONFIG] [--only a,b] [--inprocess] [--mode lockstep|realtime]
                            [--duration S] [--speed X] [--transport ipc|tcp|inproc] [--log PATH]
                            [--overwrite] [--hil URL] [--no-report] [--json]
-    launch.py check CONFIG [--only a,b]
+    launch.py check CONFIG|SWEEP [--only a,b]
+    launch.py sweep SWEEP [--out DIR] [--scheduler URL] [--workers N] [--overwrite] [--rerun K --log PATH]
     launch.py keys DIR [--names server,client]
     launch.py recover LOG [--out PATH]
 
@@ -288,13 +289,18 @@ PROGRESS_TOPICS = ("contact/event",)
 
 # ---------------------------------------------------------------- check
 def _check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario")
+    p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario or sweep file")
     p.add_argument("--only", help="comma-separated services of this host")
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    """Validate a config; print the plan."""
+    """Validate a config, or a sweep file (:func:`services.sweep.check`); print the plan."""
     try:
+        from protocol.config import load
+        from services.sweep import check, is_sweep_file
+        if is_sweep_file(load(a.config)):
+            print(json.dumps(check(a.config)))
+            return 0
         plan = _plan(a.config, _only(a.only))
     except ConfigError as err:
         return _config_problems(err)
@@ -431,6 +437,8 @@ COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None],
                *_lazy("services.resim", "add_arguments", "main", __file__)),
     "report": ("plot a log: PNG figures and a multi-page PDF", *_lazy("services.report", "add_arguments", "main")),
     "export": ("export a log to Parquet or CSV", *_lazy("services.export", "add_arguments", "main")),
+    "sweep": ("Monte Carlo sweep of a scenario on Dask: a Parquet table and plots",
+              *_lazy("services.sweep", "add_arguments", "main")),
     "recover": ("rebuild the index and summary of a log whose logger died", _recover_args, cmd_recover),
     "analyze": ("reproduce a seed's worked example", _analyze_args, cmd_analyze),
     "_worker": (None, _worker_args, cmd_worker),

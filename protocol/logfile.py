@@ -37,7 +37,8 @@ attachments, metadata, and :meth:`LogFile.messages` by topic and time window in
 messages in the same order as mcap's ``iter_messages(log_time_order=True)``.
 :meth:`LogFile.blocks` gives them as arrays a chunk at a time (replay), and
 :func:`read_topics` as per-topic, per-field numpy arrays in one pass (report, export,
-figures). :func:`select_topics` picks logged topics by fnmatch patterns and
+figures); :func:`decode_bodies` gives the same columns for bodies held in memory (a sweep's
+runs, which write no log). :func:`select_topics` picks logged topics by fnmatch patterns and
 :func:`producers` names the service that produced each topic. Summary, chunk records
 and decompression are mcap's; the messages of a chunk are located through its
 MessageIndex records and their headers read as one numpy gather, because mcap's
@@ -79,6 +80,7 @@ __all__ = [
     "LogFile",
     "LogMessage",
     "check_head",
+    "decode_bodies",
     "json_schema",
     "open_log",
     "producers",
@@ -579,6 +581,29 @@ def read_topics(log: str | os.PathLike[str] | LogFile, topics: Iterable[str], st
             if len(sel):
                 bodies[topic].extend(sel.tolist())
     return {t: _topic_arrays(where, t, schemas[t], bodies[t]) for t in topics}
+
+
+def decode_bodies(topic: str, bodies: list[bytes], schema: TopicSchema | None = None) -> dict[str, Any]:
+    """The columns of :func:`read_topics` for message bodies held in memory (a run's frames, not a log).
+
+    Parameters
+    ----------
+    topic : str
+    bodies : list of bytes
+        The msgpack bodies, in time order (frames without their ``topic\\0`` prefix).
+    schema : TopicSchema, optional
+        Default: the code's schema of the topic (:data:`protocol.messages.SCHEMAS`).
+
+    Raises
+    ------
+    LogError
+        A topic with no schema, or a body that does not match it (naming the topic).
+    """
+    if schema is None:
+        schema = SCHEMAS.get(topic)
+        if schema is None:
+            raise LogError(f"frames of topic {topic!r}: no schema for it")
+    return _topic_arrays("frames", topic, schema, bodies)
 
 
 def _topic_arrays(where: str, topic: str, schema: TopicSchema, bodies: list[bytes]) -> dict[str, Any]:

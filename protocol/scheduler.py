@@ -32,7 +32,7 @@ from protocol.messages import SEPARATOR, schema_for
 from protocol.service import Port, Sample, role_of
 from protocol.stepping import InputBuffer, event_progress
 
-__all__ = ["Member", "Output", "Scheduler"]
+__all__ = ["Member", "Output", "Scheduler", "advance", "restore", "simulate", "snapshot", "start"]
 
 
 class Output:
@@ -55,6 +55,15 @@ class Output:
         self.local: list[Member] = []   # members of this process that take the topic as an input
         self.seq = 0
         self.full_seq = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Every slot but the codec, which holds closures (a snapshot rebuilds it from the topic)."""
+        return {k: getattr(self, k) for k in self.__slots__ if k != "codec"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self.codec = topic_codec(self.topic)
 
 
 class Member:
@@ -324,6 +333,8 @@ def simulate(models: Sequence[Any], t_end_ns: int, *, coupling: Mapping[str, Map
     The same scheduler, coupling rule and input rule as a run of ``launch.py`` with every
     service in one process, so the models compute what they compute there (the wall-clock
     field of every message is 0). For tests, analyses and many runs in one process.
+    ``simulate`` is :func:`start` then :func:`advance`; a run can stop at an instant, be
+    saved (:func:`snapshot`), restored elsewhere (:func:`restore`) and go on from it.
 
     Parameters
     ----------
@@ -351,18 +362,49 @@ def simulate(models: Sequence[Any], t_end_ns: int, *, coupling: Mapping[str, Map
     LifecycleError
         If no model can step before the end (the coupling periods make a cycle wait on itself).
     """
+    return advance(start(models, coupling=coupling, t0_ns=t0_ns, full_rate=full_rate), t_end_ns, on_frame)
+
+
+def start(models: Sequence[Any], *, coupling: Mapping[str, Mapping[str, int]] | None = None, t0_ns: int = 0,
+          full_rate: Iterable[str] = ()) -> Scheduler:
+    """A lockstep run of ``models`` at ``t0_ns``, its initial outputs published (not yet handed to anyone).
+
+    The parameters are :func:`simulate`'s; :func:`advance` runs it on and hands the frames over.
+    """
     from protocol.coupling import coupling_periods
 
     members = [Member(m) for m in models]
     sched = Scheduler(members)
     services = ports_of(members)
     sched.configure(coupling_periods(services, coupling or {}), services, full_rate)
+    sched.initial(t0_ns, 0)
+    return sched
 
+
+def advance(sched: Scheduler, t_end_ns: int, on_frame: Callable[[bytes], None] | None = None) -> Scheduler:
+    """Step every model of ``sched`` to ``t_end_ns`` (lockstep, this thread, no clock).
+
+    Frames published since the last call (the initial outputs after :func:`start`) and on
+    the way go to ``on_frame`` and to the scheduler's sinks, in publication order. Stopping
+    at an instant and going on from it changes nothing a model computes: the input rule
+    depends on timestamps only (:mod:`protocol.stepping`); only the interleaving of
+    different topics' frames may differ from an uninterrupted run's.
+
+    Returns
+    -------
+    Scheduler
+        ``sched``, every model at ``t_end_ns``.
+
+    Raises
+    ------
+    LifecycleError
+        If no model can step before the end (the coupling periods make a cycle wait on itself).
+    """
     def flush() -> None:
         frames = sched.outbox
         if frames:
-            for f in frames:
-                if on_frame is not None:
+            if on_frame is not None:
+                for f in frames:
                     on_frame(f)
             sched.outbox = []
         if sched.sinks and sched.sink_frames:
@@ -376,8 +418,9 @@ def simulate(models: Sequence[Any], t_end_ns: int, *, coupling: Mapping[str, Map
                         i = f.find(SEPARATOR)
                         s.obj.on_message(f[:i].decode(), f[i + 1:])
 
+    for m in sched.models:
+        m.done = m.t_ns >= t_end_ns
     zero = _zero_wall
-    sched.initial(t0_ns, 0)
     flush()
     while not all(m.done for m in sched.models):
         n = sched.run_lockstep(t_end_ns, zero)
@@ -386,6 +429,66 @@ def simulate(models: Sequence[Any], t_end_ns: int, *, coupling: Mapping[str, Map
             waiting = {m.name: (m.t_ns, m.buf.missing(m.t_ns, m.period_ns)) for m in sched.models if not m.done}
             raise LifecycleError(f"lockstep cannot go on: each model waits for an input no other can give yet "
                                  f"(t [ns] and missing inputs: {waiting})")
+    return sched
+
+
+def snapshot(sched: Scheduler) -> bytes:
+    """The whole state of a lockstep run at one instant, as bytes (pickle): every model, its input
+    buffer, its outputs' couplers and sequence numbers; not the sinks (they only record).
+
+    :func:`restore` gives a scheduler that goes on from the instant bit-identically to the run
+    it was taken from (in another process too, with the same code). A model's attributes are
+    its state: anything a model holds must pickle (no open files, sockets or threads).
+
+    Raises
+    ------
+    LifecycleError
+        If the models are not all at one instant, that instant is not a coupling instant of
+        every output port (a flow's interval would be cut), frames are still waiting in the
+        outbox, or the run has a source (replay).
+    """
+    models = sched.models
+    if sched.sources:
+        raise LifecycleError(f"snapshot: a run with a source ({sched.sources[0].name}) cannot be saved")
+    times = {m.name: m.t_ns for m in models}
+    if len(set(times.values())) != 1:
+        raise LifecycleError(f"snapshot: the models are not at one instant (t [ns]: {times})")
+    t = next(iter(times.values()))
+    for m in models:
+        for o in m.outs:
+            if t % o.coupler.H:
+                raise LifecycleError(f"snapshot: t = {t} ns is not a coupling instant of {m.name}'s "
+                                     f"{o.topic} (every {o.coupler.H} ns)")
+    if sched.outbox or sched.sink_frames:
+        raise LifecycleError("snapshot: frames not yet handed over (advance the run first)")
+    import copy
+    import pickle
+
+    bare = copy.copy(sched)
+    bare.members = tuple(m for m in sched.members if m.role == "model")
+    bare.sinks = ()
+    bare.current = None
+    return pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def restore(blob: bytes, sinks: Sequence[Any] = ()) -> Scheduler:
+    """The run saved by :func:`snapshot`, with ``sinks`` (e.g. a logger) to get its frames from now on.
+
+    Run it on with :func:`advance`.
+    """
+    import pickle
+
+    sched: Scheduler = pickle.loads(blob)
+    if not isinstance(sched, Scheduler):
+        raise LifecycleError(f"restore: not a snapshot of a run (a {type(sched).__name__})")
+    if sinks:
+        added = [Member(s) for s in sinks]
+        if any(m.role != "sink" for m in added):
+            raise LifecycleError("restore: only sinks can be added to a saved run")
+        sched.members = sched.members + tuple(added)
+        sched.sinks = tuple(added)
+        for m in added:
+            m.done = True
     return sched
 
 

@@ -3,7 +3,8 @@
 A service module provides ``TABLES``, ``OPTIONS``, ``validate(config, name)`` and
 ``build(config, name, period_ns)`` (:mod:`protocol.config`); what ``build`` returns is run
 by :mod:`protocol.shell`. Services use :mod:`dynamics` and :mod:`protocol` and do not import
-each other; the offline tools read logs with :mod:`protocol.logfile`.
+each other; the offline tools read logs with :mod:`protocol.logfile`, may share their
+computations (the sweep takes the run's figures from the report) and import no service module.
 
 Services (``kind = "NAME"``):
 
@@ -19,5 +20,8 @@ Offline tools (``launch.py`` subcommands):
 - :mod:`services.resim` — ``replay``: the configuration of a run made from a log, re-simulation of one service;
 - :mod:`services.report` — ``report``: the run's figures (the main job's summary) and its plots;
 - :mod:`services.export` — ``export``: a log as Parquet or CSV tables;
+- :mod:`services.sweep` — ``sweep``: many runs of a scenario over dispersed parameters on Dask, a
+  Parquet table and plots; :mod:`services.dispersion` (the distributions and every run's values)
+  and :mod:`services.envelope` (the envelope edge, sensitivity ranking, plots) beside it;
 - :mod:`services.analysis` — ``analyze``: the source papers' worked examples.
 """

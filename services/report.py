@@ -1,12 +1,13 @@
 """The report of a run: its figures (the main job's summary) and ``launch.py report LOG [--out DIR]``,
 its plots as PNG files and one multi-page PDF.
 
-Figures (:func:`run_figures`, read from the log): the phases of a berthing run
-(:data:`PHASES`, :func:`phase_after`) and the events a script expects
-(:func:`expected_events`), the capture, the peak berthing-interface load and the rig's
-sensed peak (:func:`wrench_peaks`, also behind the contact page's peaks), the
-misalignment at latch, the momentum drift and the rig link's counters;
-:func:`summary_table` is their table, printed by ``launch.py run``.
+Figures (:func:`figures`, one computation; :func:`run_figures` reads them from a log, a
+sweep from a run's frames): the phases of a berthing run (:data:`PHASES`,
+:func:`phase_after`) and the events a script expects (:func:`expected_events`), the
+capture, the peak berthing-interface load and the rig's sensed peak (:func:`wrench_peaks`,
+also behind the contact page's peaks), the peak joint torques (:func:`joint_peaks`, also
+behind the joints page's), the misalignment at latch, the momentum drift and the rig
+link's counters; :func:`summary_table` is their table, printed by ``launch.py run``.
 
 Pages (each only when its topics are in the log; otherwise the summary notes it as
 skipped, never an error — a log of the toy services has none of them):
@@ -66,8 +67,8 @@ from dynamics.spatial import pose_from_vector, quat_angle, quat_rotate
 from errors import LogError
 from protocol.logfile import LogFile, open_log, read_topics
 
-__all__ = ["PAGES", "PHASES", "Report", "add_arguments", "decimate", "expected_events", "main", "make_report",
-           "phase_after", "run_figures", "summary_table", "wrench_peaks"]
+__all__ = ["FIGURE_TOPICS", "PAGES", "PHASES", "Report", "add_arguments", "decimate", "expected_events", "figures",
+           "joint_peaks", "main", "make_report", "phase_after", "run_figures", "summary_table", "wrench_peaks"]
 
 PAGES = ("summary", "relative_pose", "relative_rates", "contact", "joints", "momentum_energy", "timing")
 
@@ -357,9 +358,8 @@ def _page_joints(log: _Tables, rep: Report) -> Any:
     _plot(axes[1], t, np.degrees(qd), labels, "rate qd [deg/s]", legend=False)
     _plot(axes[2], t, tau, labels, "torque tau [N·m]", legend=False)
     if len(t):  # the largest |tau| inside each coupling interval travels in tau_peak
-        tau_pk = np.abs(_vec(c, "tau_peak") if "tau_peak" in c else tau)
-        for i, lab in enumerate(labels):
-            rep.peaks[f"joint {lab} |tau| max [N·m]"] = float(tau_pk[:, i].max())
+        for lab, peak in zip(labels, joint_peaks(c).tolist()):
+            rep.peaks[f"joint {lab} |tau| max [N·m]"] = peak
     return fig, axes
 
 
@@ -472,10 +472,10 @@ def phase_after(phase: int, event: str) -> int:
     return max(phase, nxt)
 
 
-def expected_events(config: dict[str, Any], t_end_s: float) -> list[str]:
-    """Contact events a run to ``t_end_s`` must show to have gone as scripted.
+def expected_events(config: dict[str, Any], t_end_s: float, t_start_s: float = 0.0) -> list[str]:
+    """Contact events a run from ``t_start_s`` to ``t_end_s`` must show to have gone as scripted.
 
-    A scripted ``capture`` before the end must give ``capture`` (and ``rigidize`` once
+    A scripted ``capture`` in the window must give ``capture`` (and ``rigidize`` once
     ``contact.rigidize_delay`` has passed); a scripted ``release`` must find the payload
     berthed first (``first_contact``, ``latch``) and give ``release``.
     """
@@ -483,9 +483,11 @@ def expected_events(config: dict[str, Any], t_end_s: float) -> list[str]:
     out: list[str] = []
     for c in config.get("operator", {}).get("script", []):
         t = float(c.get("t", 0.0))
-        if c.get("cmd") == "capture" and t < t_end_s:
+        if not t_start_s <= t < t_end_s:
+            continue
+        if c.get("cmd") == "capture":
             out += ["capture"] + (["rigidize"] if t + delay < t_end_s else [])
-        elif c.get("cmd") == "release" and t < t_end_s:
+        elif c.get("cmd") == "release":
             out += ["first_contact", "latch", "release"]
     return out
 
@@ -526,15 +528,34 @@ def wrench_peaks(F: np.ndarray, where: np.ndarray | None = None,
     return float(np.linalg.norm(F[:, 3:], axis=1).max()), float(np.linalg.norm(F[:, :3], axis=1).max())
 
 
-def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The main job's figures from a run's log.
+FIGURE_TOPICS = ("contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state",
+                 "arm/state")
+"""The topics :func:`figures` reads (each only when present)."""
 
-    Phase start times, the capture (relative velocity before the snare, the envelope
-    metrics), peak berthing-interface force and moment on the orbiter at Lo (from the
-    first contact on; the snare's one-step impulse is not an interface load) and the
-    rig's sensed peak, the misalignment of B from its berthed pose in L when the
-    latches closed, the drift of the total linear momentum of orbiter + payload (the
-    SVDS arm is massless, seed 003 2-4…2-9) and the rig link's counters.
+
+def joint_peaks(cols: dict[str, Any]) -> np.ndarray:
+    """Largest ``|tau|`` of each joint over ``arm/state`` rows: the one joint-load peak computation.
+
+    Used by :func:`figures` and by the report's joints page.
+
+    Parameters
+    ----------
+    cols : dict
+        ``arm/state`` columns (:func:`protocol.logfile.read_topics`); its ``tau_peak`` (the
+        largest ``|tau|`` inside each coupling interval) when present, else ``tau``.
+
+    Returns
+    -------
+    ndarray, shape (n_joints,)
+        [N·m]; empty when there is no row.
+    """
+    tau = cols["tau_peak"] if "tau_peak" in cols else cols["tau"]
+    tau = np.abs(np.asarray(tau, dtype=np.float64).reshape(len(cols["t_ns"]), -1))
+    return tau.max(axis=0) if len(tau) else np.zeros(0)
+
+
+def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The main job's figures from a run's log (:func:`figures` of its topics).
 
     Raises
     ------
@@ -543,8 +564,31 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
     """
     with open_log(log_path) as log:
         cfg = config if config is not None else (log.config() or {})
-        wanted = ["contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state"]
-        d = read_topics(log, [t for t in wanted if t in log.topics])
+        d = read_topics(log, [t for t in FIGURE_TOPICS if t in log.topics])
+    return figures(d, cfg)
+
+
+def figures(d: dict[str, dict[str, Any]], cfg: dict[str, Any]) -> dict[str, Any]:
+    """A berthing run's figures from its topics' columns: the one computation of them.
+
+    Phase start times, the capture (relative velocity before the snare, the envelope
+    metrics; of the ``miss`` when it missed), peak berthing-interface force and moment on the orbiter at Lo (from the
+    first contact on; the snare's one-step impulse is not an interface load) and the
+    rig's sensed peak, the peak joint torques (:func:`joint_peaks`), the misalignment of
+    B from its berthed pose in L when the latches closed on it (``latch_start``) and when
+they hold it (``latch``, after their stroke), the drift of the total linear
+    momentum of orbiter + payload (the SVDS arm is massless, seed 003 2-4…2-9) and the
+    rig link's counters.
+
+    Parameters
+    ----------
+    d : dict
+        Topic -> columns, as :func:`protocol.logfile.read_topics` gives them from a log
+        and :func:`protocol.logfile.decode_bodies` from frames held in memory (a sweep's
+        run); any of :data:`FIGURE_TOPICS` may be missing.
+    cfg : dict
+        The run's configuration (``[orbiter]``, ``[payload]`` masses, ``[contact.latch]``).
+    """
     empty: dict[str, Any] = {}
     m_O = float(cfg.get("orbiter", {}).get("mass", ORBITER_MASS))  # the models' defaults, not 0 kg
     m_T = float(cfg.get("payload", {}).get("mass", PAYLOAD_MASS))
@@ -593,15 +637,22 @@ def run_figures(log_path: str | Path, config: dict[str, Any] | None = None) -> d
                           "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
                           **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll") if k in first["capture"]}}
     if "miss" in first:
-        out["miss"] = {"t": first["miss"]["t"], "reason": first["miss"].get("reason", "")}
-    if "latch" in first and "X_LB" in first["latch"]:
-        X = np.asarray(first["latch"]["X_LB"], dtype=float)
-        Xb = pose_from_vector(cfg.get("contact", {}).get("latch", {}).get("X_LB", [0.0] * 6))
-        dR = Xb[:3, :3].T @ X[:3, :3]
-        out["latch"] = {"t": first["latch"]["t"],
-                        "misalignment_m": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),
-                        "misalignment_deg": float(np.degrees(np.arccos(np.clip((np.trace(dR) - 1) / 2, -1, 1))))}
+        m = first["miss"]
+        V = np.asarray(m["V_rel_pre_W"], dtype=float)
+        out["miss"] = {"t": m["t"], "reason": m.get("reason", ""), "v_rel_m_s": float(np.linalg.norm(V[3:])),
+                       "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
+                       **{k: m[k] for k in ("lateral", "axial", "tilt", "roll") if k in m}}
+    Xb = pose_from_vector(cfg.get("contact", {}).get("latch", {}).get("X_LB", [0.0] * 6))
+    for kind in ("latch_start", "latch"):  # where the latches closed on B, and where they hold it
+        if kind in first and "X_LB" in first[kind]:
+            X = np.asarray(first[kind]["X_LB"], dtype=float)
+            dR = Xb[:3, :3].T @ X[:3, :3]
+            out[kind] = {"t": first[kind]["t"],
+                         "misalignment_m": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),
+                         "misalignment_deg": float(np.degrees(np.arccos(np.clip((np.trace(dR) - 1) / 2, -1, 1))))}
     out["interface_peak"] = {"force_N": F_peak, "moment_Nm": M_peak, "rig_force_N": F_rig}
+    arm = d.get("arm/state", empty)
+    out["joint_peak_Nm"] = joint_peaks(arm).tolist() if len(arm.get("t_ns", ())) else []
     out["momentum_drift_Ns"] = dP
     out["orbit_on"] = float(cfg.get("orbiter", {}).get("orbit_altitude", 0.0)) > 0.0
     out["momentum_P0_Ns"] = float(np.linalg.norm(P0)) if P0 is not None else 0.0

@@ -1,8 +1,9 @@
 """Imports point one way (docs/architecture.md §7), read from the source with :mod:`ast`.
 
 - ``dynamics`` and ``protocol`` import nothing of the project but ``errors``;
-- ``services`` and ``hil`` never import each other, and a service never imports another
-  service module;
+- ``services`` and ``hil`` never import each other, and a service module (one that builds a
+  service, ``def build``) never imports another module of ``services``, nor is imported by one
+  (the offline tools there — report, sweep, envelope, dispersion — share their computations);
 - nothing outside ``tests/`` imports ``tests`` (nor names it as a service ``kind``);
 - no import cycle between the project's modules (imports inside functions count).
 """
@@ -110,6 +111,19 @@ def package(module: str) -> str:
 GRAPH = import_graph()
 
 
+def service_modules(root: Path = ROOT) -> set[str]:
+    """The modules of ``services`` that build a service (a top-level ``def build``)."""
+    out = set()
+    for f in sorted((root / "services").glob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.FunctionDef) and n.name == "build" for n in tree.body):
+            out.add(module_name(f, root))
+    return out
+
+
+SERVICES = service_modules()
+
+
 @pytest.mark.parametrize("pkg", ["dynamics", "protocol"])
 def test_core_packages_import_nothing_of_the_project_but_errors(pkg):
     bad = {m: sorted(t for t in ts if package(t) not in (pkg, "errors"))
@@ -124,7 +138,16 @@ def test_services_and_hil_do_not_import_each_other():
 
 
 def test_services_do_not_import_services():
-    bad = [(m, t) for m, ts in GRAPH.items() for t in ts if package(m) == package(t) == "services"]
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts
+           if package(m) == package(t) == "services" and (m in SERVICES or t in SERVICES)]
+    assert not bad, bad
+
+
+def test_offline_tools_import_no_service_module():
+    assert {"services.orbiter", "services.arm", "services.contact", "services.logger"} <= SERVICES
+    assert not {"services.report", "services.sweep"} & SERVICES
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts
+           if package(m) == "services" and m not in SERVICES and t in SERVICES]
     assert not bad, bad
 
 

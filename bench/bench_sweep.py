@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Sweep figures (printed as JSON; not a test): the capture-window sweep on a LocalCluster.
+
+``configs/sweeps/capture_envelope.toml`` with fewer runs (``--runs``), each a restored
+snapshot at 6 s run to the window's end (``--seconds`` shortens the window), on a
+LocalCluster of 1 and of 2 workers, alternately (``--rounds`` times each: A B A B):
+
+- ``runs_per_hour_2w``: runs per hour on 2 workers, from the first run submitted to the
+  last row (steady state: the cluster's start, the snapshot and the parameter checks are
+  ``setup_s``, paid once per sweep);
+- ``speedup_1_to_2``: the ratio of those run phases, 1 worker over 2 (per round);
+- per run, in the worker: ``sim_s`` (the models stepped) and ``engine_in_worker_s``
+  (``wall_s − sim_s``: restoring the snapshot, setting the parameters, the figures from the
+  frames); on the client's side ``engine_dask_s`` (each run's share of the run phase,
+  ``runs_wall · workers / runs − wall_s``: scheduling, transfers, the table); and
+  ``overhead_fraction`` = (engine_in_worker_s + engine_dask_s) / sim_s.
+
+Timing on a shared machine drifts by ±15 % and more; the rounds give ranges.
+
+    python bench/bench_sweep.py [--runs 6] [--rounds 1] [--seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SWEEP = ROOT / "configs" / "sweeps" / "capture_envelope.toml"
+
+
+def _sweep_file(where: Path, runs: int, seconds: float | None) -> Path:
+    text = SWEEP.read_text().replace('scenario = "../srms_berthing.toml"',
+                                     f'scenario = "{ROOT / "configs" / "srms_berthing.toml"}"')
+    text = text.replace("runs = 200", f"runs = {runs}")
+    if seconds is not None:
+        text = text.replace("end = 40.0", f"end = {6.0 + seconds:g}")
+    p = where / "bench_sweep.toml"
+    p.write_text(text)
+    return p
+
+
+def _one(plan, out: Path, workers: int) -> dict:
+    from services.sweep import run_sweep
+    res = run_sweep(plan, out, workers=workers, overwrite=True, progress=open(os.devnull, "w"))
+    rows = [r for r in res.rows if r["outcome"] not in ("error", "died")]
+    n = len(res.rows)
+    wall = statistics.mean(r["wall_s"] for r in rows)
+    sim = statistics.mean(r["sim_s"] for r in rows)
+    return {"workers": workers, "runs": n, "setup_s": round(res.wall_s - res.runs_wall_s, 2),
+            "runs_wall_s": round(res.runs_wall_s, 2), "runs_per_hour": round(n / res.runs_wall_s * 3600, 1),
+            "sim_s": round(sim, 3), "engine_in_worker_s": round(wall - sim, 4),
+            "engine_dask_s": round(res.runs_wall_s * res.workers / n - wall, 4),
+            "outcomes": res.counts()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=None, help="window length (default: the file's, 34 s)")
+    a = ap.parse_args()
+    from services.sweep import load_sweep
+    with tempfile.TemporaryDirectory(prefix="berthsim-bench-sweep-") as d:
+        plan = load_sweep(_sweep_file(Path(d), a.runs, a.seconds))
+        rounds = []
+        for _ in range(a.rounds):
+            one = _one(plan, Path(d) / "w1", 1)
+            two = _one(plan, Path(d) / "w2", 2)
+            rounds.append((one, two))
+    two = [t for _, t in rounds]
+    out = {
+        "window_s": round((plan.end_ns - plan.start_ns) * 1e-9, 3),
+        "runs_per_hour_2w": [t["runs_per_hour"] for t in two],
+        "runs_per_hour_1w": [o["runs_per_hour"] for o, _ in rounds],
+        "speedup_1_to_2": [round(o["runs_wall_s"] / t["runs_wall_s"], 3) for o, t in rounds],
+        "sim_s_per_run": [t["sim_s"] for t in two],
+        "engine_in_worker_s_per_run": [t["engine_in_worker_s"] for t in two],
+        "engine_dask_s_per_run": [t["engine_dask_s"] for t in two],
+        "overhead_fraction": [round((t["engine_in_worker_s"] + t["engine_dask_s"]) / t["sim_s"], 4) for t in two],
+        "setup_s": [t["setup_s"] for t in two],
+        "rounds": [{"1_worker": o, "2_workers": t} for o, t in rounds],
+        "load_average": list(os.getloadavg()),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
