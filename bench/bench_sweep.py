@@ -9,10 +9,11 @@ LocalCluster of 1 and of 2 workers, alternately (``--rounds`` times each: A B A 
   last row (steady state: the cluster's start, the snapshot and the parameter checks are
   ``setup_s``, paid once per sweep);
 - ``speedup_1_to_2``: the ratio of those run phases, 1 worker over 2 (per round);
-- per run, in the worker: ``sim_s`` (the models stepped) and ``engine_in_worker_s``
+- per run (medians), in the worker: ``sim_s`` (the models stepped) and ``engine_in_worker_s``
   (``wall_s − sim_s``: restoring the snapshot, setting the parameters, the figures from the
-  frames); on the client's side ``engine_dask_s`` (each run's share of the run phase,
-  ``runs_wall · workers / runs − wall_s``: scheduling, transfers, the table); and
+  frames; a worker's first run also imports the models' modules); on the client's side
+  ``engine_dask_s`` (each run's share of the run phase, ``runs_wall · workers / runs −
+  wall_s``: scheduling, transfers, the table, and the first runs' imports); and
   ``overhead_fraction`` = (engine_in_worker_s + engine_dask_s) / sim_s.
 
 Timing on a shared machine drifts by ±15 % and more; the rounds give ranges.
@@ -50,11 +51,12 @@ def _sweep_file(where: Path, runs: int, seconds: float | None) -> Path:
 
 def _one(plan, out: Path, workers: int) -> dict:
     from services.sweep import run_sweep
-    res = run_sweep(plan, out, workers=workers, overwrite=True, progress=open(os.devnull, "w"))
+    with open(os.devnull, "w") as quiet:
+        res = run_sweep(plan, out, workers=workers, overwrite=True, progress=quiet)
     rows = [r for r in res.rows if r["outcome"] not in ("error", "died")]
     n = len(res.rows)
-    wall = statistics.mean(r["wall_s"] for r in rows)
-    sim = statistics.mean(r["sim_s"] for r in rows)
+    wall = statistics.median(r["wall_s"] for r in rows)  # the median: a worker's first run also imports
+    sim = statistics.median(r["sim_s"] for r in rows)
     return {"workers": workers, "runs": n, "setup_s": round(res.wall_s - res.runs_wall_s, 2),
             "runs_wall_s": round(res.runs_wall_s, 2), "runs_per_hour": round(n / res.runs_wall_s * 3600, 1),
             "sim_s": round(sim, 3), "engine_in_worker_s": round(wall - sim, 4),

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["EdgeFit", "PEAK_FIGURES", "fit_edge", "logistic_fit", "plot_sweep", "quadratic_design", "sensitivity"]
+__all__ = ["PEAK_FIGURES", "EdgeFit", "fit_edge", "logistic_fit", "plot_sweep", "quadratic_design", "sensitivity"]
 
 Array = NDArray[np.float64]
 

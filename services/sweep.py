@@ -135,7 +135,8 @@ from services import dispersion
 from services.report import FIGURE_TOPICS, PHASES, expected_events, figures
 
 __all__ = ["FIGURE_COLUMNS", "OUTCOMES", "WALL_COLUMNS", "Parameter", "SweepPlan", "add_arguments", "check",
-           "check_parameter", "execute", "load_sweep", "local_cluster", "main", "prefix", "read_table", "rerun",
+           "check_parameter", "execute", "load_sweep", "local_cluster", "main", "parameter_config", "prefix", "read_table",
+           "rerun",
            "run_sweep", "transplant"]
 
 LEFT_OUT = ("logger", "hil.bridge")
@@ -239,6 +240,8 @@ class SweepPlan:
     coupling: dict[str, dict[str, int]]
     fingerprint: str
     text: str = field(default="", repr=False)
+    services: tuple[tuple[str, str, int], ...] = ()
+    """The runs' services: (name, kind, period_ns), in config order."""
 
     @property
     def names(self) -> list[str]:
@@ -339,16 +342,45 @@ def sweep_config(scenario: Mapping[str, Any], changes: Mapping[str, Any]) -> tup
     return cfg, out
 
 
-def build_models(config: dict[str, Any]) -> list[Any]:
+def build_models(config: dict[str, Any], services: Sequence[tuple[str, str, int]] | None = None) -> list[Any]:
     """The models of a run's scenario, in config order.
+
+    Parameters
+    ----------
+    config : dict
+    services : sequence of (name, kind, period_ns), optional
+        The scenario's services as the sweep validated them (:attr:`SweepPlan.services`):
+        then only each service module checks its tables (a run's values change model
+        parameters, not the runtime's layout, whose whole check costs ~0.1 s a run).
 
     Raises
     ------
     ConfigError
         If the scenario is not valid.
     """
-    plan = validate(config)
-    return [service_module(s.kind).build(config, n, s.period_ns) for n, s in plan.services.items()]
+    if services is None:
+        plan = validate(config)
+        services = [(n, s.kind, s.period_ns) for n, s in plan.services.items()]
+    out = []
+    for name, kind, period in services:
+        mod = service_module(kind)
+        problems = mod.validate(config, name)
+        if problems:
+            raise ConfigError(f"services.{name}: {problems[0]}", [f"services.{name}: {p}" for p in problems])
+        out.append(mod.build(config, name, period))
+    return out
+
+
+_BASE: dict[str, list[Any]] = {}
+"""The base scenario's models freshly built, by sweep fingerprint (one entry): what :func:`transplant`
+compares a run's against, the same for every run of a sweep in this process, and only read."""
+
+
+def _fresh_base(plan: SweepPlan) -> list[Any]:
+    if plan.fingerprint not in _BASE:
+        _BASE.clear()
+        _BASE[plan.fingerprint] = build_models(plan.base, plan.services)
+    return _BASE[plan.fingerprint]
 
 
 def _parameter(table: Any, i: int, base: dict[str, Any], problems: list[str]) -> Parameter | None:
@@ -475,8 +507,10 @@ def load_sweep(path: str | Path) -> SweepPlan:
     coupling: dict[str, dict[str, int]] = {}
     duration_ns = 0
     models: list[Any] = []
+    services: tuple[tuple[str, str, int], ...] = ()
     try:
         rp = validate(base, path=scenario)
+        services = tuple((n, s.kind, s.period_ns) for n, s in rp.services.items())
         coupling = {n: dict(s.coupling_ns) for n, s in rp.services.items()}
         duration_ns = rp.duration_ns
         models = build_models(base)
@@ -544,7 +578,7 @@ def load_sweep(path: str | Path) -> SweepPlan:
             "window": [start_ns, end_ns], "require": list(require), "columns": list(columns)}
     fingerprint = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
     return SweepPlan(sw["name"] or path.stem, str(path), str(scenario), base, left_out, runs, seed, start_ns, end_ns,
-                     parameters, tuple(require), columns, coupling, fingerprint, path.read_text())
+                     parameters, tuple(require), columns, coupling, fingerprint, path.read_text(), services)
 
 
 def _param_dict(p: Parameter) -> dict[str, Any]:
@@ -552,7 +586,7 @@ def _param_dict(p: Parameter) -> dict[str, Any]:
     disp = p.dispersion
     d["dispersion"] = {k: v for k, v in (("distribution", disp.distribution), ("low", disp.low), ("high", disp.high),
                                          ("mean", disp.mean), ("std", disp.std), ("values", list(disp.values)))
-                       if v == v and v != []}  # NaN and empty: not given
+                       if not (isinstance(v, float) and math.isnan(v)) and v != []}  # NaN and empty: not given
     return d
 
 
@@ -647,9 +681,10 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
     LifecycleError
         If no model publishes the body's state topic, or its model has no rigid-body ``state``.
     """
+    from scipy.spatial.transform import Rotation
+
     from dynamics.rigid_body import RigidBodyState
     from dynamics.spatial import quat_multiply, quat_to_rotation, rotation_to_quat
-    from scipy.spatial.transform import Rotation
 
     models = list(models)
     for p, v in zip(plan.parameters, values, strict=True):
@@ -679,7 +714,7 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
 def prefix(plan: SweepPlan, sinks: Sequence[Any] = (), config: dict[str, Any] | None = None,
            on_frame: Callable[[bytes], None] | None = None) -> bytes:
     """The snapshot at the window's start of a run of ``config`` (default: the base scenario) from t0."""
-    sched = start([*build_models(config or plan.base), *sinks], coupling=plan.coupling)
+    sched = start([*build_models(config or plan.base, plan.services), *sinks], coupling=plan.coupling)
     advance(sched, plan.start_ns, on_frame)
     return snapshot(sched)
 
@@ -755,14 +790,14 @@ def execute(plan: SweepPlan, k: int, blob: bytes | None = None, sinks: Sequence[
     try:
         cfg = run_config(plan, values, run_seed)
         if blob is None:
-            models = build_models(cfg)
+            models = build_models(cfg, plan.services)
             perturb(models, plan, values, cfg)
             sched = start([*models, *sinks], coupling=plan.coupling)
         else:
             sched = restore(blob, sinks)
             restored = {m.name: m.obj for m in sched.models}
             if plan.config_parameters:
-                transplant(restored, build_models(plan.base), build_models(cfg), plan.start_ns)
+                transplant(restored, _fresh_base(plan), build_models(cfg, plan.services), plan.start_ns)
             perturb(restored.values(), plan, values, cfg)
         t_sim = time.perf_counter()
         advance(sched, plan.end_ns, on_frame)
@@ -779,22 +814,31 @@ def execute(plan: SweepPlan, k: int, blob: bytes | None = None, sinks: Sequence[
     return row
 
 
-def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float) -> str | None:
-    """Is setting parameter ``index`` to ``value`` at the window's start exact? None if it is, else why not.
-
-    Compares the snapshot restored with :func:`transplant` against the snapshot of a run
-    from t0 with that value: every member's time, input buffer and outputs, and every
-    attribute of every model, byte for byte (pickled).
-    """
+def parameter_config(plan: SweepPlan, index: int, value: float) -> dict[str, Any]:
+    """The base scenario with only parameter ``index`` (a scenario value) set to ``value``."""
     p = plan.parameters[index]
     cfg = copy.deepcopy(plan.base)
     set_key(cfg, p.key, float(value), p.add)
+    return cfg
+
+
+def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float, ref: bytes | None = None) -> str | None:
+    """Is setting parameter ``index`` to ``value`` at the window's start exact? None if it is, else why not.
+
+    Compares the snapshot ``blob`` restored with :func:`transplant` against the snapshot
+    of a run from t0 with that value (``ref``, :func:`prefix` of :func:`parameter_config`;
+    made here when not given): every member's time, input buffer and outputs, and every
+    attribute of every model, byte for byte (pickled).
+    """
+    p = plan.parameters[index]
+    cfg = parameter_config(plan, index, value)
     got = restore(blob)
     try:
-        transplant({m.name: m.obj for m in got.models}, build_models(plan.base), build_models(cfg), plan.start_ns)
+        transplant({m.name: m.obj for m in got.models}, _fresh_base(plan), build_models(cfg, plan.services),
+                   plan.start_ns)
     except LifecycleError as err:
         return f"parameter {p.name!r} ({p.key} = {value:g}): {err}"
-    ref = restore(prefix(plan, config=cfg))
+    ref = restore(ref if ref is not None else prefix(plan, config=cfg))
     acts = (f"parameter {p.name!r} ({p.key} = {value:g}) acts before the window's start "
             f"(t = {plan.start_ns * 1e-9:g} s)")
     for a, b in zip(got.models, ref.models, strict=True):  # the models' attributes first: they name the cause
@@ -858,7 +902,7 @@ def read_table(path: str | Path, plan: SweepPlan | None = None) -> list[dict[str
         return []
     try:
         table = pq.read_table(path)
-    except Exception as err:  # noqa: BLE001 - pyarrow's errors are many
+    except Exception as err:
         raise ConfigError(f"table {str(path)!r}: not readable as Parquet ({type(err).__name__}: {err})") from err
     meta = (table.schema.metadata or {}).get(b"berthsim.sweep")
     if meta is None:
@@ -892,8 +936,8 @@ def _prefix_task(plan: SweepPlan) -> bytes:
     return prefix(plan)
 
 
-def _check_task(plan: SweepPlan, blob: bytes, index: int, value: float) -> str | None:
-    return check_parameter(plan, blob, index, value)
+def _reference_task(plan: SweepPlan, index: int, value: float) -> bytes:
+    return prefix(plan, config=parameter_config(plan, index, value))
 
 
 def _run_task(plan: SweepPlan, k: int, blob: bytes | None) -> dict[str, Any]:
@@ -986,13 +1030,22 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
             if client is None:
                 own = Client(scheduler, timeout="30s") if scheduler else Client(local_cluster(workers))
                 client = own
+                # every worker of our LocalCluster, at least one of a cluster's, before the runs are placed
+                own.wait_for_workers(1 if scheduler else len(own.cluster.workers), timeout=120)
             plan_f = client.scatter(plan, broadcast=True)
             blob_f = None
             if plan.start_ns:
-                blob_f = client.submit(_prefix_task, plan_f, pure=False, key=f"berthsim-prefix-{plan.fingerprint[:12]}")
-                checks = [client.submit(_check_task, plan_f, blob_f, i, v, pure=False)
-                          for i in plan.config_parameters for v in plan.parameters[i].dispersion.extremes]
-                bad = [c for c in client.gather(checks) if c is not None]
+                # the window's snapshot, and those of runs from t0 with each scenario value at both ends of
+                # its range (the references of check_parameter), all at once
+                todo_checks = [(i, v) for i in plan.config_parameters for v in plan.parameters[i].dispersion.extremes]
+                blob_task = client.submit(_prefix_task, plan_f, pure=False, key=f"berthsim-prefix-{plan.fingerprint[:12]}")
+                refs = [client.submit(_reference_task, plan_f, i, v, pure=False) for i, v in todo_checks]
+                blob = blob_task.result()
+                # on every worker: a worker that dies takes no run's snapshot with it
+                blob_f = client.scatter(blob, broadcast=True)
+                bad = [c for (i, v), r in zip(todo_checks, client.gather(refs), strict=True)
+                       if (c := check_parameter(plan, blob, i, v, r)) is not None]
+                del refs
                 if bad:
                     raise ConfigError("; ".join(bad) + ": start the window earlier (sweep.start) or at 0", bad)
             tag = plan.fingerprint[:12]
@@ -1055,10 +1108,11 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
 def plots(plan: SweepPlan, rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> dict[str, Any]:
     """The sweep's plots (:func:`services.envelope.plot_sweep`) from its rows."""
     from services.envelope import plot_sweep
-    cols = {c: [r.get(c) for r in rows] for c in rows[0]} if rows else {}
-    for c in cols:
-        if c in plan.names or FIGURE_COLUMNS.get(c) == "f8":
-            cols[c] = np.array([math.nan if v is None else v for v in cols[c]], dtype=np.float64)
+    cols: dict[str, Any] = {}
+    for c in rows[0] if rows else ():
+        values = [r.get(c) for r in rows]
+        numeric = c in plan.names or FIGURE_COLUMNS.get(c) == "f8"
+        cols[c] = np.array([math.nan if v is None else v for v in values], dtype=np.float64) if numeric else values
     return plot_sweep(cols, plan.names, out_dir, labels={p.name: p.label for p in plan.parameters}, title=plan.name)
 
 
