@@ -91,10 +91,10 @@ required events and figures; not the number of runs): a sweep whose fingerprint
 differs refuses to add to it (``--overwrite`` starts over).
 
 Robustness: a run that raises or diverges is a row with its error; a run whose worker
-dies is a ``died`` row (the sweep keeps as many runs in flight as the cluster has
-threads, so a worker holds only the run it runs, and the LocalCluster fails a task on
-the first death of its worker; an external scheduler may first retry it elsewhere, as
-its ``allowed-failures`` says); the sweep always finishes. The table is rewritten (atomically) every few seconds and at the end;
+dies is a ``died`` row, and so is a run that was waiting on that worker (the sweep keeps
+only as many runs in flight as the cluster has threads, so that few do; the LocalCluster
+fails a task on the first death of its worker, an external scheduler may first retry it
+elsewhere, as its ``allowed-failures`` says); the sweep always finishes. The table is rewritten (atomically) every few seconds and at the end;
 a sweep resumes from it: runs with a row are not run again, except ``died`` ones (they
 have no result). Ctrl-C cancels the runs in flight and writes the table so far.
 
@@ -1057,8 +1057,8 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
                 futures[fut] = k
                 return fut
 
-            # as many runs in flight as the cluster has threads: a worker holds only the run it runs
-            # (so its death affects that run only), and Ctrl-C has little to cancel
+            # as many runs in flight as the cluster has threads: few runs wait on a worker (its death
+            # affects the runs it holds), and Ctrl-C has little to cancel
             slots = res.workers = max(1, sum(client.nthreads().values()))
             t_runs = time.monotonic()
             ac = as_completed([submit() for _ in range(min(slots, len(queue)))])

@@ -281,7 +281,7 @@ def test_seeded_sweeps_give_identical_tables_resume_and_rerun_one_run_with_its_l
     t1, t2 = _table(r1.table), _table(r2.table)
     assert r1.ran == r2.ran == 4 and [r["run"] for r in t1] == [0, 1, 2, 3]
     assert _equal(_strip(t1), _strip(t2))
-    assert len({r["worker"] for r in t2}) == 2 and all(r["wall_s"] > 0 for r in t2)
+    assert all(r["worker"].startswith("tcp://127.0.0.1:") and r["wall_s"] > 0 for r in t2)
     assert {r["outcome"] for r in t1} >= {"ok", "miss"}  # the dispersion reaches past the envelope
     # resume: the same sweep with 6 runs runs 2
     longer = sw.load_sweep(_capture_sweep(tmp_path, runs=6, name="capture"))
