@@ -4,9 +4,11 @@ Prints one JSON object. The step is timed with ``time.process_time`` (CPU, not w
 ``--steps`` steps after a warm-up (the least of ``--repeat`` runs): the default scenario's two
 arm phases (``scenario``: the free approach under its first manual rate command, and the loaded
 berthing move, grappled and flying its auto sequence, with the scenario's [arm], orbiter attitude
-and payload), then the massless and the multibody arm, free and grappled (a heavy payload drifting
-at 1 cm/s), alone and with the msgpack encoding of its two output messages (the bus I/O of the
-shell is not included). The CPU fraction is the cost times 500 Hz.
+and payload, also with flexible booms), then the massless, the multibody and the multibody arm with
+flexible booms, free and grappled (a heavy payload drifting at 1 cm/s), alone and with the msgpack
+encoding of its two output messages (the bus I/O of the shell is not included). The CPU fraction is
+the cost times 500 Hz. ``--process``: the arm's whole process in a lockstep run of the default scenario,
+CPU-s per simulated second (the budget with flexible booms: 0.25).
 On a shared machine the figures vary with its load; ``load_avg_1min`` is printed with them.
 Run from the repository root: ``python bench/bench_arm.py``.
 """
@@ -55,9 +57,12 @@ def _inputs(t: int, pay: bool, events: dict | None = None) -> StepInputs:
     return StepInputs(t, H_NS, st, {}, events or {})
 
 
-def step_cost(model: str, grappled: bool, steps: int, codec: bool = False) -> float:
+FLEXIBLE = {"model": "multibody", "booms": "flexible"}
+
+
+def step_cost(model: str, grappled: bool, steps: int, codec: bool = False, booms: str = "rigid") -> float:
     """CPU seconds per step (with ``codec``: plus encoding both output messages)."""
-    m = arm.build({"arm": {"model": model}}, "arm", H_NS)
+    m = arm.build({"arm": {"model": model, "booms": booms}}, "arm", H_NS)
     m.initial(0)
     ev = Sample(0, H_NS, "x", 0, {"events": [{"kind": "capture"}]})
     cmd = Sample(0, H_NS, "x", 0, {"events": [{"kind": "joint", "joint": "shoulder_pitch", "rate": 0.02}]})
@@ -73,12 +78,14 @@ def step_cost(model: str, grappled: bool, steps: int, codec: bool = False) -> fl
     return (time.process_time() - t0) / steps
 
 
-def scenario_cost(phase: str, steps: int) -> float:
+def scenario_cost(phase: str, steps: int, flexible: bool = False) -> float:
     """CPU seconds per step of the default scenario's arm in ``phase``: ``"approach"`` (free, its first
     manual rate command) or ``"loaded_move"`` (the payload captured where the scenario starts it, drifting,
-    and the scenario's auto sequence flown)."""
+    and the scenario's auto sequence flown); ``flexible``: with ``[arm] model = "multibody", booms = "flexible"``."""
     with SCENARIO.open("rb") as f:
         cfg = tomllib.load(f)
+    if flexible:
+        cfg["arm"].update(FLEXIBLE)
     m = arm.build(cfg, "arm", H_NS)
     m.initial(0)
     z = np.zeros(3)
@@ -213,32 +220,73 @@ def realtime_cpu(model: str, duration: float = 8.0, window: float = 4.0) -> dict
         return result
 
 
+def process_cpu(flexible: bool) -> dict[str, object]:
+    """CPU seconds per simulated second of the arm's *process* (shell, bus, codec and model) in a lockstep run of
+    the default scenario (one process per service, as fast as possible), with flexible booms or as shipped;
+    sampled from /proc (Linux) as ``bench_mainjob.py`` samples every process of a run."""
+    import subprocess
+    import tempfile
+
+    from bench_mainjob import _Sampler
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="berthsim-bench-arm-") as tmp:
+        cfg = SCENARIO
+        if flexible:
+            text = SCENARIO.read_text(encoding="utf-8").replace(
+                'model = "massless"', 'model = "multibody"\nbooms = "flexible"', 1)
+            cfg = Path(tmp) / "flexible.toml"
+            cfg.write_text(text, encoding="utf-8")
+        cmd = [sys.executable, str(root / "launch.py"), "run", str(cfg), "--no-report", "--json", "--log",
+               str(Path(tmp) / "run.mcap")]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+                             env={**os.environ, "BERTHSIM_NO_PROGRESS": "1"})
+        sampler = _Sampler(p.pid)
+        sampler.start()
+        out, err = p.communicate(timeout=1800)
+        sampler.stop.set()
+        sampler.join()
+    if p.returncode != 0:
+        return {"error": f"exit code {p.returncode}", "stderr_tail": err.strip().splitlines()[-3:]}
+    sim_s = float(tomllib.loads(SCENARIO.read_text(encoding="utf-8"))["sim"]["duration"])
+    per = sampler.by_name()
+    return {"arm_cpu_s_per_sim_s": round(per.get("arm", float("nan")) / sim_s, 3), "sim_s": sim_s,
+            "every_process_cpu_s_per_sim_s": {k: round(v / sim_s, 3) for k, v in per.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the least is printed")
     ap.add_argument("--realtime", action="store_true", help="also measure the arm process in a realtime run")
+    ap.add_argument("--process", action="store_true",
+                    help="also the arm process's CPU-s per simulated second in a lockstep run of the default scenario, "
+                         "with flexible booms and as shipped (~1 min)")
     a = ap.parse_args(argv)
     out: dict[str, object] = {"rate_hz": 500, "steps": a.steps, "load_avg_1min": os.getloadavg()[0],
                               "cpus": os.cpu_count()}
     out["scenario"] = {}
-    for phase in ("approach", "loaded_move"):
-        c = min(scenario_cost(phase, a.steps) for _ in range(a.repeat))
-        out["scenario"][phase] = {"step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3)}
+    for flexible in (False, True):
+        for phase in ("approach", "loaded_move"):
+            c = min(scenario_cost(phase, a.steps, flexible) for _ in range(a.repeat))
+            out["scenario"][phase + ("_flexible_booms" if flexible else "")] = {
+                "step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3)}
     cpu = {}
-    for model in ("massless", "multibody"):
+    for model, booms in (("massless", "rigid"), ("multibody", "rigid"), ("multibody", "flexible")):
         for grappled in (False, True):
             # the least of --repeat runs: on a shared machine the others' load only ever adds
-            c = min(step_cost(model, grappled, a.steps) for _ in range(a.repeat))
-            cc = min(step_cost(model, grappled, a.steps, codec=True) for _ in range(a.repeat))
-            key = f"{model}_{'grappled' if grappled else 'free'}"
+            c = min(step_cost(model, grappled, a.steps, booms=booms) for _ in range(a.repeat))
+            cc = min(step_cost(model, grappled, a.steps, codec=True, booms=booms) for _ in range(a.repeat))
+            key = f"{model}{'_flexible' if booms == 'flexible' else ''}_{'grappled' if grappled else 'free'}"
             cpu[key] = {"step_us": round(c * 1e6, 1), "cpu_fraction_at_500Hz": round(c * 500, 3),
                         "step_and_encode_us": round(cc * 1e6, 1), "cpu_fraction_with_encode": round(cc * 500, 3)}
     out["arm_step"] = cpu
     out["routines"] = {k: round(v, 1) for k, v in routine_costs(a.calls).items()}
     if a.realtime:
         out["realtime_process"] = {model: realtime_cpu(model) for model in ("massless", "multibody")}
+    if a.process:
+        out["scenario_process"] = {"flexible_booms": process_cpu(True), "as_shipped": process_cpu(False)}
     defaults = arm.DEFAULTS
     out["call_rates"] = {"RMSFM": "every step", "RMSFLX": f"every {defaults['flex_every']} steps",
                          "RMLOAD": f"every {defaults['loads_every']} steps"}

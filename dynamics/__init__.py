@@ -15,6 +15,8 @@ Modules (one concept each):
 - :mod:`dynamics.beam` — Euler–Bernoulli beam links by assumed modes: shapes, inertia invariants, stiffness;
 - :mod:`dynamics.flexible` — chains with beam links: elastic coordinates in the chain algorithms (seeds 002, 004);
 - :mod:`dynamics.closed_chain` — closed kinematic chains: loop closure, constraint forces, drift correction (seed 004);
+- :mod:`dynamics.multirate` — a multibody arm between two moving bodies, its mass matrix held over several steps
+  (multi-rate, seed 004), the linear stiffness and damping implicit;
 - :mod:`dynamics.exgit` — generalized Jacobian J*, H*, Ex-GIT G*, virtual masses (seed 000);
 - :mod:`dynamics.impact` — impulsive impact: multibody systems and rigid bodies, r_E and r_f (seed 002), an arm tip
   striking a free body;

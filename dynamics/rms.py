@@ -41,6 +41,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dynamics import chain as ch
 from dynamics import spatial as sp
+from dynamics.multirate import own_base_wrench
 from errors import ModelError, ShapeError
 
 __all__ = [
@@ -659,16 +660,8 @@ def prescribed_base_affine(model: ch.ChainModel, data: ch.ChainData, q: ArrayLik
 
 
 def _own_base_wrench(data: ch.ChainData, V0: Array, a0: Array) -> Array:
-    """Wrench that moves the base body alone: ``I a_sp + V ×* I V`` at Bo in W (a0 classical)."""
-    I0 = data.I_ref[0]
-    w = V0[:3]
-    a_sp = a0.copy()
-    a_sp[3:] -= sp.cross3(w, V0[3:])
-    mom = I0 @ V0
-    out = I0 @ a_sp
-    out[:3] += sp.cross3(w, mom[:3]) + sp.cross3(V0[3:], mom[3:])
-    out[3:] += sp.cross3(w, mom[3:])
-    return out
+    """Wrench that moves the base body alone (:func:`dynamics.multirate.own_base_wrench`)."""
+    return own_base_wrench(data.I_ref[0], V0, a0)
 
 
 def grappled_inverse_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,

@@ -82,6 +82,23 @@ the joint motion follows the two bodies (2-10…2-12) and
 :func:`dynamics.rms.grappled_inverse_dynamics` gives both wrenches; with the link masses
 scaled to zero (``link_mass_scale``) it reproduces the massless arm.
 
+``booms = "flexible"`` (with ``model = "multibody"``): the upper and lower booms are Euler–Bernoulli
+beams (:func:`dynamics.cases.srms_booms`: graphite-epoxy tubes, section **ASSUMED**, ``boom_modes``
+clamped–free modes per bending plane, ``boom_damping``), the rest of each link rigid
+(:func:`dynamics.cases.with_flexible_booms`); the loaded first mode at the capture pose, servos
+holding, is 0.043 Hz (published band 0.027–0.047 Hz; the massless arm's joint springs give 0.048).
+The joints' angles and the booms' elastic coordinates are this service's state, free or grappled:
+:mod:`dynamics.multirate` with the orbiter's motion as the base's and, grappled, the payload's grasp
+point as the hand's (a constraint with Baumgarte's correction, :data:`HAND_BAUMGARTE`; the
+constraint wrench is ``F_Eo_W``, the base's reaction ``F_So_W``). The mass matrix, bias, hand
+Jacobian and ``J̇v`` are evaluated every ``dynamics_every`` steps and held in between (MBDYN's
+multi-rate partition, seed 004), the gear springs and dampers and the beams' stiffness and damping
+integrated by Newmark's average acceleration at every step (the booms' modes, 5–60 Hz with the hand
+held, do not bound the step); the motors (servo model) drive the joints through the gear springs.
+At the grasp the links take the payload's motion at E (least kinetic metric). Published ``X_OE``,
+``V_WE_W`` and ``p_WoEo_W`` include the booms' deflection at E to first order (``J_η η``).
+Cost at 500 Hz: ``bench/bench_arm.py`` (``--process`` for the arm's whole process).
+
 Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` and are
 **ASSUMED**)::
 
@@ -112,6 +129,9 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
     damp_time = 2.0                 # damp: time constant of the relative motion [s]
     damp_bandwidth = 1.0            # damp: spring-torque tracking bandwidth λ [rad/s]
     damp_rest = [1e-4, 1.745e-5]    # damp: at rest below [m/s, rad/s] for damp_time: brakes on
+    booms = "rigid"                 # "rigid" | "flexible" (beams with modes; needs model = "multibody")
+    boom_modes = 2                  # flexible booms: clamped-free modes per bending plane (1..4)
+    dynamics_every = 20             # flexible booms: mass matrix, bias, hand Jacobian held over N steps
     [arm.assumed]                   # ASSUMED values (not in public sources)
     gear_ratio = [1842, 1842, 1260, 739, 739, 739]
     motor_inertia = [1e-4, ...]     # kg·m², motor side
@@ -125,6 +145,7 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
     joint_damping_beta = 0.2        # massless: 3-7 springs' damping c = β k [s] (~2 % at 0.035 Hz)
     beam_EI = [2e7, 1.2e7, 1.2e7, 5e6, 5e6]            # SVDS's five beams [N·m²]
     beam_GJ = [2e7, 1e7, 1e7, 5e6, 5e6]
+    boom_damping = 0.005            # flexible booms: modal structural damping ratio
 """
 
 from __future__ import annotations
@@ -144,13 +165,16 @@ from dynamics import loads as ld
 from dynamics import rms
 from dynamics import servo as sv
 from dynamics import spatial as sp
+from dynamics import multirate as mr
 from dynamics.cases import (
     ORBITER_INERTIA,
     ORBITER_MASS,
     PAYLOAD_MASS,
     SRMS_BASE_TO_ORBITER_COM,
     reference_path,
+    srms_booms,
     srms_on_orbiter,
+    with_flexible_booms,
 )
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
@@ -190,6 +214,9 @@ DEFAULTS: dict[str, Any] = {
     "damp_time": 2.0,
     "damp_bandwidth": 1.0,
     "damp_rest": [1.0e-4, 1.7453292519943295e-5],
+    "booms": "rigid",
+    "boom_modes": 2,
+    "dynamics_every": 20,
 }
 ASSUMED: dict[str, Any] = {
     "gear_ratio": sv.ASSUMED_GEAR_RATIO.tolist(),
@@ -204,20 +231,24 @@ ASSUMED: dict[str, Any] = {
     "joint_damping_beta": 0.2,
     "beam_EI": [b.EI for b in fx.ASSUMED_BEAMS],
     "beam_GJ": [b.GJ for b in fx.ASSUMED_BEAMS],
+    "boom_damping": 0.005,
 }
 _VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "auto_accel": 2, "auto_accel_loaded": 2,
         "damp_rest": 2,
         "gear_ratio": 6, "motor_inertia": 6,
         "torque_constant": 6, "joint_stiffness": 6, "beam_EI": 5, "beam_GJ": 5}
 _ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints"),
-         "capture_control": ("brakes", "damp")}
-_INT = ("flex_every", "loads_every", "servo_substeps")
+         "capture_control": ("brakes", "damp"), "booms": ("rigid", "flexible")}
+_INT = ("flex_every", "loads_every", "servo_substeps", "boom_modes", "dynamics_every")
 _POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "sigma_min", "auto_gain", "warn_hold",
              "link_mass_scale", "bandwidth", "joint_damping_ratio", "joint_damping_beta", "gear_ratio", "motor_inertia",
              "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction", "auto_accel",
              "auto_accel_loaded", "damp_time", "damp_bandwidth", "damp_rest")
 
 STATE, WRENCH = "arm/state", "arm/wrench"
+HAND_BAUMGARTE = 20.0
+"""Baumgarte's gains α = β of the hand constraint with flexible booms [1/s]: the hand's pose error on the payload
+decays critically damped in ~0.2 s (seed 004 eq. 26)."""
 
 
 INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"),
@@ -328,6 +359,15 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
             problems.append(f"arm.{key}: unknown key (known: {', '.join([*DEFAULTS, 'assumed'])})")
         else:
             problems.extend(_check_value("arm", key, value))
+    if table.get("booms") == "flexible":
+        if table.get("model", DEFAULTS["model"]) != "multibody":
+            problems.append(f"arm.booms: 'flexible' (booms with mass and modes) needs model = 'multibody', got model "
+                            f"{table.get('model', DEFAULTS['model'])!r}")
+        if table.get("link_mass_scale", 1.0) != 1.0:
+            problems.append(f"arm.link_mass_scale: must be 1.0 with flexible booms (the tubes' mass is the links'), got "
+                            f"{table['link_mass_scale']!r}")
+    if isinstance(table.get("boom_modes"), int) and not 1 <= table["boom_modes"] <= 4:
+        problems.append(f"arm.boom_modes: expected 1 to 4 modes per bending plane, got {table['boom_modes']!r}")
     q0 = table.get("q0", DEFAULTS["q0"])
     if not any(p.startswith("arm.q0") for p in problems):
         model = _fixed_chain()
@@ -393,9 +433,13 @@ class ArmModel:
         self.multibody = s["model"] == "multibody"
         self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
         self._rest_since: int | None = None
+        self.flexible = s["booms"] == "flexible"
         if self.multibody:
             case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
             self.chain = rms.scale_link_masses(case.model, float(s["link_mass_scale"]))
+            if self.flexible:
+                self.chain = with_flexible_booms(self.chain, srms_booms(int(s["boom_modes"]),
+                                                                        damping_ratio=float(a["boom_damping"])))
             self.chain_data = ch.make_data(self.chain)
         self.theta = np.array(s["q0"], dtype=float)
         self.theta_dot = np.zeros(6)
@@ -416,6 +460,7 @@ class ArmModel:
         self.F_So_W = np.zeros(6)
         self.V_R_O = np.zeros(6)
         self.p_ToEo_T = np.zeros(3)
+        self._p_TE = [0.0, 0.0, 0.0]                 # p_ToEo_T as floats
         self.R_TE = np.eye(3)
         self.theta_n = self.theta.copy()          # neutral angles for passive flexibility
         self.loads = np.zeros((ld.N_STATIONS, 6))
@@ -436,8 +481,11 @@ class ArmModel:
         self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
         self._stop_upper = [x - m for x in self._q_upper]
         self._p_OS = self.geom.X_OS[:3, 3].tolist()
+        self._R_OS = tuple(self.geom.X_OS[:3, :3].ravel().tolist())
         self._pose: rms.RmsPose | None = None
         self._zeros6 = np.zeros(6)                          # published as is: never written in place
+        if self.flexible:
+            self._init_flexible()
         self._kin()
         self._flex()
 
@@ -634,6 +682,7 @@ class ArmModel:
             p_new = np.asarray(ev["p"], float)
             if self.grappled:   # the grasp is unchanged: carry the frozen point along with it
                 self.p_ToEo_T = self.p_ToEo_T + self.R_TE @ (p_new - self.geom.p_B6oEo_B6)
+                self._p_TE = self.p_ToEo_T.tolist()
             self.geom = replace(self.geom, p_B6oEo_B6=p_new)
             self._kin()
             self._flex()
@@ -649,8 +698,9 @@ class ArmModel:
             R_WO = sp.quat_to_rotation(orb["quat_WO"])
             X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
             X_WT = sp.pose(sp.quat_to_rotation(pay["quat_WT"]), pay["p_WoTo_W"])
-            X_TE = sp.pose_inverse(X_WT) @ X_WO @ self.pose.X_OE
+            X_TE = sp.pose_inverse(X_WT) @ X_WO @ (self._X_OE() if self.flexible else self.pose.X_OE)
             self.p_ToEo_T, self.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
+            self._p_TE = self.p_ToEo_T.tolist()
             if not self.grappled:
                 self.theta_n = self.theta.copy()
                 self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
@@ -758,7 +808,8 @@ class ArmModel:
         F_d = -(self._payload_inertia_E() @ V) / T        # the damper's wrench on the payload at Eo, in O
         tau_d = self.J.T @ F_d                            # 2-3 the other way
         lam = float(self.s["damp_bandwidth"])
-        return (self.theta_dot + lam * (tau_d - self.tau) / self.k_servo).tolist()
+        k = self.joint_stiffness if self.flexible else self.k_servo  # the springs the motors drive through
+        return (self.theta_dot + lam * (tau_d - self.tau) / k).tolist()
 
     def _payload_inertia_E(self) -> np.ndarray:
         """The payload's spatial inertia about Eo, in O, [ω; v] order (6, 6), from ``[payload]`` and the grasp."""
@@ -900,21 +951,29 @@ class ArmModel:
 
     def _base_motion(self, orb: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Chain base (shoulder S) pose, twist and classical acceleration in W from the orbiter state."""
-        R_WO = sp.quat_to_rotation(orb["quat_WO"])
-        X_WS = sp.pose(R_WO, orb["p_WoOo_W"]) @ self.geom.X_OS
-        r = X_WS[:3, 3] - np.asarray(orb["p_WoOo_W"])
-        w = R_WO @ np.asarray(orb["w_WO_O"])
-        wd = R_WO @ np.asarray(orb["wdot_WO_O"])
-        W = sp.skew(w)
-        v = np.asarray(orb["v_WOo_W"]) + W @ r
-        a = np.asarray(orb["a_WOo_W"]) + sp.skew(wd) @ r + W @ (W @ r)
-        self._quat_WS = sp.quat_multiply(orb["quat_WO"], self.quat_OS)
-        return X_WS, np.concatenate([w, v]), np.concatenate([wd, a]), r
+        q = rb.as_floats(orb["quat_WO"])
+        R = sp.rotation_rows(*q)                                     # R_WO, on floats
+        p_O = rb.as_floats(orb["p_WoOo_W"])
+        r = _rotate(R, *self._p_OS)                                  # So from Oo, in W
+        w = _rotate(R, *rb.as_floats(orb["w_WO_O"]))
+        wd = _rotate(R, *rb.as_floats(orb["wdot_WO_O"]))
+        wr = sp.cross_rows(*w, *r)
+        v = [a + b for a, b in zip(rb.as_floats(orb["v_WOo_W"]), wr, strict=True)]
+        a = [a + b + c for a, b, c in zip(rb.as_floats(orb["a_WOo_W"]), sp.cross_rows(*wd, *r),
+                                          sp.cross_rows(*w, *wr), strict=True)]
+        X_WS = np.eye(4)
+        X_WS[:3, :3] = np.reshape(_mat_ab(R, self._R_OS), (3, 3))
+        X_WS[:3, 3] = [p_O[0] + r[0], p_O[1] + r[1], p_O[2] + r[2]]
+        self._quat_WS = sp.quat_multiply(q, self.quat_OS)
+        return X_WS, np.array([*w, *v]), np.array([*wd, *a]), np.array(r)
 
     def _chain_q(self, X_WS: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return np.concatenate([X_WS[:3, 3], self._quat_WS, theta])
 
     def _multibody(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+        if self.flexible:
+            self._flexible(qd_cmd, orb, pay, h)
+            return
         X_WS, V_S, A_S, _ = self._base_motion(orb)
         brakes = [self.brakes] * 6
         if self.grappled:
@@ -951,6 +1010,134 @@ class ArmModel:
         self.V_R_O = self.J @ self.theta_dot
         self._mb_wrench = (np.zeros(6), F_B)
 
+    # ------------------------------------------------------------------ flexible booms (multi-rate)
+    def _init_flexible(self) -> None:
+        """The booms' elastic coordinates and the linear springs and dampers on the arm coordinates: the gear
+        springs to the motors (joint_stiffness, the gear-train damper of the rigid multibody arm) and the beams'."""
+        fi = self.chain.flex
+        ne = fi.ne
+        self.eta = np.zeros(ne)
+        self.eta_dot = np.zeros(ne)
+        k = self.joint_stiffness
+        self._c_gear = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
+        na = N_JOINTS + ne
+        self._K_a = np.zeros((na, na))
+        self._D_a = np.zeros((na, na))
+        self._K_a[:N_JOINTS, :N_JOINTS] = np.diag(k)
+        self._D_a[:N_JOINTS, :N_JOINTS] = np.diag(self._c_gear)
+        self._K_a[N_JOINTS:, N_JOINTS:] = fi.K
+        self._D_a[N_JOINTS:, N_JOINTS:] = fi.D
+        self._held: mr.HeldArm | None = None
+        self._vdot_a = np.zeros(na)               # the arm coordinates' accelerations of the last step
+        self._hand_was = False                    # the last step's hold had the hand on the payload
+        self._kl, self._cl = k.tolist(), self._c_gear.tolist()
+        self._Q = np.zeros(na)                    # the motors' drive on the arm coordinates (joints only)
+        self._held_at = -1                        # the step count of the last hold
+        self._hand_err = np.zeros(6)              # the hand's pose error on the payload (W), propagated
+        self._J_eta = np.zeros((6, ne))           # E's twist per elastic rate (W), at the last hold
+        self._hand_p = self.geom.p_B6oEo_B6.copy()   # the hand point on the last body, frozen at the grasp
+
+    def _flexible(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+        """The multibody arm with beam booms between the orbiter and (grappled) the payload, both moving as their
+        services integrate them: :mod:`dynamics.multirate`, its matrices held over ``dynamics_every`` steps.
+
+        Free, the arm's links and booms move on their own under the gear springs, the base moving as given.
+        Grappled, its hand E (the point of resolution at the grasp) moves with the payload's grasp point
+        (the frozen X_TE), enforced by the hand constraint with Baumgarte's correction; the constraint wrench is
+        the wrench on the payload. The joint angles and the booms' coordinates are the arm's own state.
+        """
+        X_WS, V_S, A_S, _ = self._base_motion(orb)
+        grappled = self.grappled and pay is not None
+        if self.grappled and pay is None:
+            self.warn("grappled without payload/state: the arm moves free")
+        n_sub = int(self.s["servo_substeps"])
+        ne = self.eta.size
+        x = np.concatenate([self.theta, self.eta])
+        v = np.concatenate([self.theta_dot, self.eta_dot])
+        hand = None
+        if grappled:                                            # the grasp point's motion (floats)
+            pT, qT, wT, vT = self._pay_f
+            R = sp.rotation_rows(*qT)                             # R_WT
+            w = _rotate(R, *wT)
+            r = _rotate(R, *self._p_TE)                           # payload CoM -> grasp point, W
+            wr = sp.cross_rows(*w, *r)
+            wd = _rotate(R, *rb.as_floats(pay["wdot_WT_T"]))
+            aT = rb.as_floats(pay["a_WTo_W"])
+            V_G = np.array([*w, vT[0] + wr[0], vT[1] + wr[1], vT[2] + wr[2]])
+            a = [x0 + x1 + x2 for x0, x1, x2 in zip(aT, sp.cross_rows(*wd, *r), sp.cross_rows(*w, *wr), strict=True)]
+            A_G = np.array([*wd, *a])
+        held = self._held
+        want_hand = grappled
+        if (held is None or (held.J is not None) != want_hand
+                or self._step_count - self._held_at >= int(self.s["dynamics_every"])):
+            q = np.concatenate([X_WS[:3, 3], self._quat_WS, x])
+            vv = np.concatenate([V_S, v])
+            nb = self.chain.nb - 1
+            newly = want_hand and (held is None or held.J is None)
+            if newly:                                          # the grasp: E is where it is now
+                self._hand_p = self.geom.p_B6oEo_B6.copy()
+            held = self._held = mr.hold(self.chain, self.chain_data, q, vv, self._K_a, self._D_a, h,
+                                        (nb, self._hand_p) if want_hand else None)
+            self._held_at = self._step_count
+            J_E = held.J if held.J is not None else ch.frame_jacobian(self.chain, self.chain_data, q, nb, self._hand_p)
+            self._J_eta = np.array(J_E[:, 6 + N_JOINTS:])
+            if want_hand:
+                X_WB = ch.forward_kinematics(self.chain, self.chain_data, q)[nb]
+                X_WE = X_WB @ sp.pose(np.eye(3), self._hand_p)
+                X_WG = sp.pose(np.reshape(R, (3, 3)), pT) @ sp.pose(self.R_TE, self.p_ToEo_T)
+                self._hand_err = mr.hand_pose_error(X_WE, X_WG)
+                if newly:   # the links take the payload's motion at the grasp (least kinetic metric)
+                    v = v - held.G2 @ (held.J[:, 6:] @ v + held.J[:, :6] @ V_S - V_G)
+        if grappled:
+            hand = (V_G, A_G, self._hand_err)
+        k, c = self.joint_stiffness, self._c_gear
+        if self._held_at == self._step_count and (self._step_count == 0 or (held.J is not None) != self._hand_was):
+            # the first step, or the hand put on or taken off the payload: Newmark's start accelerations
+            Q0 = np.concatenate([k * self.servo.theta_m + c * self.servo.omega, np.zeros(ne)])
+            self._vdot_a = mr.held_accelerations(held, x, v, Q0, A_S, hand, V_S, HAND_BAUMGARTE, HAND_BAUMGARTE)
+        self._hand_was = held.J is not None
+        # the servos over the step against the link angles and rates of its start (substepped, as the massless
+        # arm's), then the links and booms over the step with the motors' drive of its end (Newmark)
+        sv_s = self.servo
+        tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv_s.theta_m.tolist(), sv_s.omega.tolist(),
+                                                  sv_s.integ.tolist(), qd_cmd.tolist(), [self.brakes] * 6, h, n_sub,
+                                                  (self._kl, self._cl, x[:N_JOINTS].tolist(), v[:N_JOINTS].tolist()),
+                                                  self._direct_currents())
+        self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+        Q = self._Q
+        Q[:N_JOINTS] = k * self.servo.theta_m + c * self.servo.omega
+        v0 = v
+        x, v, self._vdot_a, lam, F_b = mr.held_step(held, x, v, self._vdot_a, Q, V_S, A_S, hand, HAND_BAUMGARTE,
+                                                    HAND_BAUMGARTE)
+        if hand is not None:                                    # the pose error, carried by the velocity error
+            self._hand_err = self._hand_err + h * (held.J[:, 6:] @ (0.5 * (v0 + v)) + held.J[:, :6] @ V_S - V_G)
+        self.theta, self.eta = x[:N_JOINTS].copy(), x[N_JOINTS:].copy()
+        self.theta_dot, self.eta_dot = v[:N_JOINTS].copy(), v[N_JOINTS:].copy()
+        self.tau = k * (self.servo.theta_m - self.theta) + c * (self.servo.omega - self.theta_dot)
+        self._mb_wrench = (lam if grappled else np.zeros(6), F_b)
+        self._kin()
+        R_WO = sp.rotation_rows(*self._orb_f[1])
+        dV = self._J_eta @ self.eta_dot                            # the booms' share of E's twist, W
+        self.V_R_O = self.J @ self.theta_dot + np.array([*_rotate_t(R_WO, *dV[:3].tolist()),
+                                                           *_rotate_t(R_WO, *dV[3:].tolist())])
+
+    def _deflection_O(self, R_WO: Any) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """The booms' rotation (rotation vector) and displacement of E, in O, to first order in η: ``J_η η``."""
+        d = (self._J_eta @ self.eta).tolist()
+        return _rotate_t(R_WO, *d[:3]), _rotate_t(R_WO, *d[3:])
+
+    def _X_OE(self) -> np.ndarray:
+        """E's pose in O: the rigid kinematics at θ, and with flexible booms their deflection (first order)."""
+        Rs, _, _, pE = self._rows
+        X = np.eye(4)
+        X[:3, :3] = np.reshape(Rs[N_JOINTS], (3, 3))
+        X[:3, 3] = pE
+        if self.flexible:
+            dth, dp = self._deflection_O(sp.rotation_rows(*self._orb_f[1]))
+            X[:3, :3] = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], np.array(dth), 1.0)) @ X[:3, :3]
+            X[:3, 3] += dp
+        return X
+
     # ------------------------------------------------------------------ outputs
     def set_coupling(self, periods: dict[str, int]) -> None:
         """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): ``arm/state`` is built whole
@@ -965,6 +1152,10 @@ class ArmModel:
         (o0, o1, o2), q, (w0, w1, w2), (v0, v1, v2) = orb_f
         R = sp.rotation_rows(*q)
         Rs, _, _, pE = self._rows
+        R_OE = Rs[N_JOINTS]
+        if self.flexible:                                            # E with the booms' deflection
+            dth, dp = self._deflection_O(R)
+            pE = [pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2]]
         c0, c1, c2 = _rotate(R, *pE)
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
         s0, s1, s2 = _rotate(R, *self._p_OS)
@@ -989,7 +1180,8 @@ class ArmModel:
                   "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)}
         if not self.schedule.due(STATE, t_ns):
             return {STATE: {"tau": self.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
-        R_OE = Rs[N_JOINTS]
+        if self.flexible:
+            R_OE = _mat_ab(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *dth, 1.0)), R_OE)
         X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
         w = _mat_ab(R, R_OE)
         X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
@@ -1076,14 +1268,32 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     modes of the two bodies on the arm's flexibility (:func:`dynamics.flexibility.modes_two_body`,
     B-6/B-7 and 3-4) are found; the stiffest is the one a coupling must carry: one degree of
     freedom of the payload's mass at that frequency, damped as the arm damps it (ζ = β ω / 2).
-    None for the multibody arm (its links' own dynamics are integrated here) or without a payload.
+    With flexible booms the arm's flexibility at E is its static compliance ``J K⁻¹ Jᵀ`` (the gear
+    springs in series with the servos' holding stiffness, the booms' modal stiffness; J the hand's
+    Jacobian on the joints and elastic coordinates), damped by the gear dampers (the least
+    ``β = c/k`` of the joints). The booms' own modes (5–60 Hz with the hand held) are integrated
+    inside the arm and do not travel. None for the rigid multibody arm (its links' own dynamics
+    are integrated here) or without a payload.
     """
-    if config.get("arm", {}).get("model", "massless") != "massless" or "payload" not in config:
+    table = config.get("arm", {})
+    flexible = table.get("booms", "rigid") == "flexible"
+    if (table.get("model", "massless") != "massless" and not flexible) or "payload" not in config:
         return []
     arm = ArmModel(config, name, 1_000_000)
     (_, ps, us, pE) = arm._rows
-    beams = () if arm.s["flexibility"] == "joints" else arm.beams
-    gamma = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, arm.joint_stiffness)
+    if flexible:
+        X_OS = arm.geom.X_OS
+        q = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), arm.theta, arm.eta])
+        J = ch.frame_jacobian(arm.chain, arm.chain_data, q, arm.chain.nb - 1, arm.geom.p_B6oEo_B6)[:, 6:]
+        K = arm._K_a.copy()
+        k_j = arm.joint_stiffness
+        K[:N_JOINTS, :N_JOINTS] = np.diag(1.0 / (1.0 / k_j + 1.0 / sv.hold_stiffness(arm.servo_p)))
+        gamma = J @ np.linalg.solve(K, J.T)              # O = W here: the base at X_OS
+        beta, what = float(np.min(arm._c_gear / k_j)), "gear springs and flexible booms"
+    else:
+        beams = () if arm.s["flexibility"] == "joints" else arm.beams
+        gamma = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, arm.joint_stiffness)
+        beta, what = arm.beta, "servo springs"
     orb, pay = config.get("orbiter", {}), config["payload"]
     mO, IO = float(orb.get("mass", ORBITER_MASS)), np.asarray(orb.get("inertia", ORBITER_INERTIA), dtype=float)
     IO = np.diag(IO) if IO.shape == (3,) else IO
@@ -1095,8 +1305,8 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     f, _ = fx.modes_two_body(mO, IO, np.asarray(pE), mT, R_OT @ IT @ R_OT.T, p_TG_O, gamma)
     w = 2.0 * math.pi * float(f[-1])
     k = mT * w * w
-    return [StiffCoupling("grappled payload on the arm's servo springs (stiffest mode)", WRENCH, "payload/state",
-                          k, arm.beta * k, 0.0, mT)]
+    return [StiffCoupling(f"grappled payload on the arm's {what} (stiffest mode)", WRENCH, "payload/state",
+                          k, beta * k, 0.0, mT)]
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:
