@@ -46,6 +46,9 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics.exgit import collision, contact_inertia
 from dynamics.spatial import (
     as_vector,
+    cross_rows,
+    mat_t_vec_rows,
+    mat_vec_rows,
     quat_integrate_rows,
     rotation_rows,
     rotation_to_quat,
@@ -66,6 +69,7 @@ __all__ = [
     "friction_coefficient",
     "hunt_crossley",
     "latch_check",
+    "latch_constraint_wrench_rows",
     "latch_wrench",
     "latch_wrench_rows",
     "orbiter_chaser",
@@ -605,6 +609,71 @@ def latch_wrench_rows(p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: li
             -k_lin * (p_WoBo_W[2] - p_WoRo_W[2]) - c_lin * dV[5]]
 
 
+def latch_constraint_wrench_rows(mass: float, I_T_T: tuple[float, ...], p_WoTo_W: list[float], R_WT: tuple[float, ...],
+                                 w_WT_W: list[float], a_free_W: list[float], wdot_free_W: list[float],
+                                 p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: list[float],
+                                 p_WoRo_W: list[float], R_WR: tuple[float, ...], V_WR_W: list[float],
+                                 A_WR_W: list[float], alpha: float, beta: float) -> list[float]:
+    """The latches as a constraint: the wrench that makes a free rigid body's frame B follow a set point R.
+
+    A loop closed by a weld of B (on the payload T) to R (moving with the orbiter, plus the
+    latches' stroke), solved for the one free body it leaves here (seed 004 eqs. 22–30, with the
+    other side's motion given: the KKT system reduces to T's own inertia). The body's
+    acceleration is set to R's with Baumgarte's correction (eq. 26, ``D_err = 2α``, ``K_err = β²``)::
+
+        ω̇_T = ω̇_R − 2α (ω_B − ω_R) − β² θ,   a_B = a_R − 2α (v_B − v_R) − β² (p_B − p_R)
+
+    (θ the rotation vector of ``R_WB R_WRᵀ``; a_B classical), ``a_T = a_B − ω̇ × r − ω × (ω × r)``
+    with ``r = p_B − p_T``, and the wrench is what changes T's free accelerations (under every
+    other force) into those: ``f = m (a_T − a_free)``, ``τ_T = I_W (ω̇_T − ω̇_free)``, the
+    accelerations being linear in the applied wrench.
+
+    Parameters
+    ----------
+    mass : float
+        [kg]
+    I_T_T : tuple of 9 float
+        Inertia about the CoM in T, row-major. [kg·m²]
+    p_WoTo_W, R_WT, w_WT_W : list of 3 float, tuple of 9 float, list of 3 float
+        T's CoM, attitude and angular velocity (in W). [m, -, rad/s]
+    a_free_W, wdot_free_W : list of 3 float
+        T's CoM acceleration and angular acceleration (in W) under every force but this one. [m/s², rad/s²]
+    p_WoBo_W, R_WB, V_WB_W : list of 3 float, tuple of 9 float, list of 6 float
+        B's pose and its twist at Bo, [ω; v]. [m, -, rad/s, m/s]
+    p_WoRo_W, R_WR, V_WR_W, A_WR_W : list of 3 float, tuple of 9 float, list of 6 float, list of 6 float
+        The set point's pose, and its twist and classical acceleration at the point of it at Bo,
+        [ω; v] and [ω̇; a]. [m, -, rad/s, m/s, rad/s², m/s²]
+    alpha, beta : float
+        Baumgarte's gains. [1/s]
+
+    Returns
+    -------
+    list of 6 float
+        Wrench on T about Bo, in W, [τ; f]. [N·m, N]
+    """
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = R_WB
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WR
+    M = (b00 * r00 + b01 * r01 + b02 * r02, b00 * r10 + b01 * r11 + b02 * r12, b00 * r20 + b01 * r21 + b02 * r22,
+         b10 * r00 + b11 * r01 + b12 * r02, b10 * r10 + b11 * r11 + b12 * r12, b10 * r20 + b11 * r21 + b12 * r22,
+         b20 * r00 + b21 * r01 + b22 * r02, b20 * r10 + b21 * r11 + b22 * r12, b20 * r20 + b21 * r21 + b22 * r22)
+    th = rotation_vector_rows(*M)  # R_WB R_WRᵀ = exp([θ×])
+    th = rotation_vector(np.reshape(M, (3, 3))).tolist() if th is None else th
+    d2a, b2 = 2.0 * alpha, beta * beta
+    wd = [A_WR_W[i] - d2a * (V_WB_W[i] - V_WR_W[i]) - b2 * th[i] for i in range(3)]
+    aB = [A_WR_W[3 + i] - d2a * (V_WB_W[3 + i] - V_WR_W[3 + i]) - b2 * (p_WoBo_W[i] - p_WoRo_W[i]) for i in range(3)]
+    r = [p_WoBo_W[i] - p_WoTo_W[i] for i in range(3)]
+    w = w_WT_W
+    wr = cross_rows(w[0], w[1], w[2], r[0], r[1], r[2])
+    c1 = cross_rows(wd[0], wd[1], wd[2], r[0], r[1], r[2])
+    c2 = cross_rows(w[0], w[1], w[2], wr[0], wr[1], wr[2])
+    f = [mass * (aB[i] - c1[i] - c2[i] - a_free_W[i]) for i in range(3)]
+    dw = mat_t_vec_rows(R_WT, wd[0] - wdot_free_W[0], wd[1] - wdot_free_W[1], wd[2] - wdot_free_W[2])
+    tT = mat_vec_rows(I_T_T, *dw)
+    t = mat_vec_rows(R_WT, *tT)                        # about the CoM, in W
+    m_ = cross_rows(-r[0], -r[1], -r[2], f[0], f[1], f[2])   # referred to Bo: τ_B = τ_T + (p_T − p_B) × f
+    return [t[0] + m_[0], t[1] + m_[1], t[2] + m_[2], f[0], f[1], f[2]]
+
+
 def smooth_stroke(tau: float) -> tuple[float, float]:
     """Quintic rest-to-rest profile ``s(τ) = 10τ³ − 15τ⁴ + 6τ⁵`` on [0, 1] and its slope ``ds/dτ``.
 
@@ -691,6 +760,15 @@ class LatchDrive:
         th = self._theta
         q = quat_integrate_rows(self._q0, th[0], th[1], th[2], s)
         return p, rotation_rows(*q), v, [sd * x for x in self._R0_theta]
+
+    def acceleration(self, t: float) -> tuple[list[float], list[float]]:
+        """The set point's acceleration relative to L, in L, at ``t`` [s]: ``(a_LRo_L, ẇ_LR_L)``
+        (the quintic's ``s̈ = 60 τ (1 − τ)(1 − 2τ) / T²`` along the line and the fixed rotation axis). [m/s², rad/s²]"""
+        tau = t / self.close_time
+        if not 0.0 < tau < 1.0:
+            return [0.0] * 3, [0.0] * 3
+        sdd = 60.0 * tau * (1.0 - tau) * (1.0 - 2.0 * tau) / (self.close_time * self.close_time)
+        return [sdd * d for d in self._dp], [sdd * x for x in self._R0_theta]
 
 
 # ---------------------------------------------------------------- Cyril's chaser

@@ -48,7 +48,7 @@ from dynamics import chain as ch
 from dynamics import spatial as sp
 from errors import ModelError, ShapeError, SingularityError
 
-__all__ = ["HeldArm", "hold", "held_step", "held_accelerations", "hand_pose_error", "own_base_wrench"]
+__all__ = ["HeldArm", "hand_pose_error", "held_accelerations", "held_step", "hold", "own_base_wrench"]
 
 Array = NDArray[np.float64]
 

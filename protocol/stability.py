@@ -62,6 +62,13 @@ class StiffCoupling:
     mean : bool
         True: the consumer applies the mean over each interval (a flow port); False: it holds
         the value at the coupling instant (a state port, e.g. ``hil/feedback``).
+    feedforward : bool
+        True: a constraint rather than a spring. The producer makes its body follow the
+        consumer's (a weld with Baumgarte's correction, seed 004 eq. 26): the force on its body
+        is ``m_producer`` times the consumer's carried acceleration, plus ``k`` and ``c`` on the
+        carried state, ``k = m β²``, ``c = 2 α m``. The acceleration term is an algebraic loop
+        across the coupling with the gain ``m_producer / m_consumer``: it grows at every
+        coupling when that exceeds 1.
     """
 
     what: str
@@ -73,6 +80,7 @@ class StiffCoupling:
     m_consumer: float
     predict: int = 2
     mean: bool = True
+    feedforward: bool = False
 
     def __post_init__(self) -> None:
         for name in ("k", "c", "m_producer", "m_consumer"):
@@ -119,7 +127,8 @@ def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: floa
     Returns
     -------
     float
-        Energy (kinetic + spring) at the end over at the start: < 1 decays, > 1 grows.
+        Energy (kinetic + spring) at the end over at the start: < 1 decays, > 1 grows (``inf``
+        once the motion has grown a millionfold: it diverges).
     """
     n_p = max(1, round(H / h_producer))
     hp = H / n_p
@@ -146,8 +155,11 @@ def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: floa
     for i in range(n_int):
         total = first = 0.0
         for j in range(n_p):
+            src = prev if (j == 0 and i > 0) else cur
             xp, vp = carried(prev, H) if (j == 0 and i > 0) else carried(cur, j * hp)
             F_b = -k * (xp - xa) - cd * (vp - va)   # on the consumer's body; the producer's gets -F_b
+            if c.feedforward:                       # the producer's body made to follow the consumer's acceleration
+                F_b -= mp * src[2]
             if j == 0:
                 first = F_b
             total += F_b
@@ -160,6 +172,8 @@ def energy_ratio(c: StiffCoupling, h_producer: float, h_consumer: float, H: floa
         xb += vb * H + 0.5 * ab * H * H
         vb += ab * H
         prev, cur = cur, (xb, vb, ab)
+        if not (abs(xb) + abs(vb) + abs(xa) + abs(va) < 1e6):   # grown by 1e9 at least (and before overflow)
+            return math.inf
     return energy() / e0
 
 
@@ -232,8 +246,12 @@ def check_stiff(c: StiffCoupling, producer: str, periods: Mapping[str, int],
     if energy_ratio(c, hp, hc, H_ns * 1e-9) <= 1.0:
         return []
     limit = stable_limit(c, hp, hc)
-    if limit == 0.0:  # it grows at every coupling, one step too (no damping): not the coupling's doing
-        return []
+    if limit == 0.0:
+        if c.feedforward and c.m_producer > c.m_consumer:   # the constraint's algebraic loop diverges
+            return [(f"services.{producer}: {c.topic} carries the {c.what}, an algebraic loop of gain "
+                     f"{c.m_producer / c.m_consumer:.3g} (the producer's body {c.m_producer:.4g} over the consumer's "
+                     f"{c.m_consumer:.4g}; > 1 diverges at any coupling): hold it with a spring instead")]
+        return []  # it grows at every coupling, one step too (no damping): not the coupling's doing
     return [f"services.{producer}.coupling_hz: {c.topic} at {1e9 / H_ns:g} Hz ({H_ns / 1e6:g} ms) is too slow for "
             f"the {c.what} (k = {c.k:.3g}, c = {c.c:.3g}, {c.m_producer:.4g} and {c.m_consumer:.4g} on either "
             f"side, {c.omega / (2 * math.pi):.3g} Hz): the coupled oscillation grows above "

@@ -77,6 +77,27 @@ The latch wrench is a contact force like the others: its reaction goes to the or
 through ``contact/wrench``, so momentum stays exact through the stroke. ``close_time = 0``
 gives no stroke: the latches hold B where they closed (``latch`` at once).
 
+The latches as a constraint (``[contact.latch] model = "constraint"``): from ``latch_start`` on,
+B is welded to the set point instead of sprung to it, and with the arm still holding the
+payload the orbiter–arm–payload–latch loop is a closed kinematic chain (seed 004, closed
+chains with drift correction). Across processes the loop closes through the exchanged
+wrenches: the arm's ``arm/wrench`` (its servo springs, or its own chain with flexible booms)
+on one side, the weld's wrench here on the other. Each contact step solves the loop's
+constraint for the one body this service integrates — the payload's accelerations under
+every other wrench (the arm's of the last step, the guides', the orbit) are made those of the
+set point (the orbiter's latch frame carried by its sample's accelerations, plus the stroke's
+own), with Baumgarte's correction ``latch.baumgarte`` (α = β, 1/s)
+(:func:`dynamics.contact.latch_constraint_wrench_rows`) — and the orbiter receives the
+opposite, as every contact force, so momentum stays exact. What it costs: the orbiter's
+share of the loop's motion reaches the payload one coupling interval late (its sample's
+acceleration is that of the interval before), so the weld holds B on L to the prediction
+error, corrected by Baumgarte (the default scenario: 0.2 µm and 0.03 µrad latched and
+grappled, against 10 µm and 6 µrad with the spring); and the acceleration fed forward makes
+``contact/wrench`` an algebraic loop of gain m_payload/m_orbiter at the latch (0.14 here),
+which diverges at any coupling above 1, while Baumgarte's feedback is a spring of ``m β²``
+on the coupling: both are declared to :mod:`protocol.stability` (:func:`stiff_couplings`).
+:attr:`ContactModel.latch_error` is the weld's pose error the last step saw.
+
 HIL contact (``source = "hil"``)
 --------------------------------
 The berthing wrench is ``hil/feedback.F_Bo_B`` (the rig's measured wrench on the payload's
@@ -131,6 +152,8 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
     X_LB = [0, 0, 0, 0, 0, 0]             # berthed pose of B in L
     position = 0.02
     close_time = 5.0                      # s, the stroke drawing B home (0: hold B where the latches closed)
+    model = "spring"                      # spring (the spring-damper below) | constraint (a weld, Baumgarte)
+    baumgarte = 20.0                      # 1/s, the weld's drift correction α = β (model = "constraint")
     final_position = 0.001                # m, closed once B is this near X_LB after the stroke
     final_angle = 0.001745                # rad (0.1°)
     k_lin = 1.0e7                         # N/m
@@ -280,10 +303,16 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     latch_keys = {f.name: (_Num, f.default) for f in fields(dc.LatchCriteria)}
     latch_keys.update({k: (_Num, v) for k, v in (LATCH_SPRING | LATCH_DRIVE).items()})
     latch_keys["X_LB"] = (_VEC6, [0.0] * 6)
+    latch_keys["model"] = (("spring", "constraint"), "spring")
+    latch_keys["baumgarte"] = (_Num, 20.0)
     lt = check_table(con, "latch", latch_keys, problems)
     out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
     out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
     out["latch_drive"] = {k: float(lt[k]) for k in LATCH_DRIVE}
+    out["latch_model"] = lt["model"]
+    out["latch_baumgarte"] = float(lt["baumgarte"])
+    if not out["latch_baumgarte"] > 0.0:
+        problems.append(f"contact.latch.baumgarte: expected > 0 (1/s), got {lt['baumgarte']!r}")
     out["X_LB_berthed"] = pose_from_vector(lt["X_LB"]) if not problems else np.eye(4)
     sn = check_table(con, "snare", {k: (_Num, v) for k, v in SNARE_SPRING.items()}, problems)
     out["snare"] = {k: float(v) for k, v in sn.items()}
@@ -480,6 +509,11 @@ class ContactModel:
         self.criteria: dc.LatchCriteria = v["criteria"]
         self.latch_spring: dict[str, float] = v["latch_spring"]
         self.latch_drive: dict[str, float] = v["latch_drive"]
+        self.latch_model: str = v["latch_model"]         # "spring" (spring-damper) | "constraint" (a weld)
+        self.latch_gain: float = v["latch_baumgarte"]
+        self._I_T_rows = tuple(np.asarray(self.model_T.I_Bcm_B, dtype=np.float64).ravel().tolist())
+        self._F_arm_Wo = [0.0] * 6                       # the arm's wrench of the last step, about Wo
+        self.latch_error: tuple[float, float] = (0.0, 0.0)   # |p_B − p_R| [m], |θ| [rad] at the last step
         self.snare_spring: dict[str, float] = v["snare"]
         self.X_OE: Array | None = None   # E in O at capture (compliant snare)
         self.X_LB_berthed: Array = v["X_LB_berthed"]
@@ -768,11 +802,18 @@ class ContactModel:
                                  **_misalignment(X_LB, self.X_LB_berthed)))
 
     def _latch_wrench(self, t_ns: int, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
-                      V_rel_B: list[float], events: list) -> list[float]:
-        """The closed latches' wrench on the payload about Wo (six floats); ``latch`` once the stroke is home."""
+                      V_rel_B: list[float], events: list, F_other_Wo: list[float]) -> list[float]:
+        """The closed latches' wrench on the payload about Wo (six floats); ``latch`` once the stroke is home.
+
+        ``latch.model = "spring"``: the latch spring–damper on the set point. ``"constraint"``: a weld of B to the
+        set point (:func:`dynamics.contact.latch_constraint_wrench_rows`), the payload's accelerations under
+        ``F_other_Wo`` (every other wrench on it, about Wo: the arm's of the last step, the guides') and the orbit
+        made those of the set point — the orbiter's latch frame carried by its sample's accelerations, plus the
+        stroke's own — with Baumgarte's correction (``latch.baumgarte``)."""
         assert self.X_LB_latched is not None and self.latch_ns is not None  # set by _latch_start
+        t_drive = (t_ns - self.latch_ns) * 1e-9
         if self.drive is not None:
-            p_R, R_R, v_R, w_R = self.drive.setpoint((t_ns - self.latch_ns) * 1e-9)
+            p_R, R_R, v_R, w_R = self.drive.setpoint(t_drive)
         else:
             p_R, R_R = _rows(self.X_LB_latched)
             v_R = w_R = [0.0, 0.0, 0.0]
@@ -783,8 +824,11 @@ class ContactModel:
         vO, vR, wR = kO.velocity_at(p_B), _mv(R_WL, *v_R), _mv(R_WL, *w_R)
         V_R = [kO.w[0] + wR[0], kO.w[1] + wR[1], kO.w[2] + wR[2], vO[0] + vR[0], vO[1] + vR[1], vO[2] + vR[2]]
         R_WB = _mm(kT.R, self._R_TB)
-        F = dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, _mm(R_WL, R_R), V_R,
-                                 **self.latch_spring)
+        R_WR = _mm(R_WL, R_R)
+        if self.latch_model == "spring":
+            F = dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, R_WR, V_R, **self.latch_spring)
+        else:
+            F = self._latch_constraint(t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
         if not self.latched and (self.drive is None or t_ns - self.latch_ns >= self.drive.close_time * 1e9):
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
             X_LB = _pose_rows(p_LB, R_LB)
@@ -797,6 +841,42 @@ class ContactModel:
                                      close_time=self.latch_drive["close_time"], **m))
         tau = _cross(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
         return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
+
+    def _latch_constraint(self, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float], R_WB: tuple[float, ...],
+                          p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float], R_WL: tuple[float, ...],
+                          v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
+        """The latch constraint's wrench on the payload about Bo (:meth:`_latch_wrench`); its pose error kept in
+        :attr:`latch_error`."""
+        # the set point's classical acceleration at Bo: the orbiter's latch frame (its sample's accelerations,
+        # held over the coupling interval) plus the stroke's own, with the Coriolis term of the stroke's rate
+        s = self._orb_floats[1]
+        a_O, wd_O = s[2], _mv(kO.R, *s[4])
+        r = [p_B[i] - kO.p[i] for i in range(3)]
+        w = kO.w
+        wr = _cross(w[0], w[1], w[2], r[0], r[1], r[2])
+        c1 = _cross(wd_O[0], wd_O[1], wd_O[2], r[0], r[1], r[2])
+        c2 = _cross(w[0], w[1], w[2], wr[0], wr[1], wr[2])
+        vR, wR = _mv(R_WL, *v_R), _mv(R_WL, *w_R)
+        aR, wdR = (self.drive.acceleration(t_drive) if self.drive is not None else ([0.0] * 3, [0.0] * 3))
+        aR, wdR = _mv(R_WL, *aR), _mv(R_WL, *wdR)
+        cw = _cross(w[0], w[1], w[2], wR[0], wR[1], wR[2])
+        cv = _cross(w[0], w[1], w[2], vR[0], vR[1], vR[2])
+        A_R = [wd_O[i] + cw[i] + wdR[i] for i in range(3)] + [a_O[i] + c1[i] + c2[i] + 2.0 * cv[i] + aR[i]
+                                                            for i in range(3)]
+        # the payload's free accelerations under every other wrench (about its CoM) and the orbit
+        st = self.state
+        pT = kT.p
+        f = F_other_Wo[3:]
+        tc = _cross(pT[0], pT[1], pT[2], f[0], f[1], f[2])
+        F_c = [F_other_Wo[0] - tc[0], F_other_Wo[1] - tc[1], F_other_Wo[2] - tc[2], *f]
+        a_free, wd_free_T = rb.accelerations_rows(self.model_T, st, F_c, self.orbit)
+        g = self.latch_gain
+        F = dc.latch_constraint_wrench_rows(self.model_T.mass, self._I_T_rows, pT, kT.R, kT.w, a_free,
+                                            _mv(kT.R, *wd_free_T), p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)],
+                                            p_WR, R_WR, V_R, A_R, g, g)
+        th = dc.rotation_error(np.reshape(R_WR, (3, 3)), np.reshape(R_WB, (3, 3)))
+        self.latch_error = (math.dist(p_B, p_WR), float(np.linalg.norm(th)))
+        return F
 
     # ------------------------------------------------------------ ServiceModel
     def set_coupling(self, periods: Mapping[str, int]) -> None:
@@ -834,6 +914,7 @@ class ContactModel:
         s = self.state
         # 1. the payload over [t, t + h): arm wrench samples and the opposite of the held contact wrench
         F_arm = rb.mean_wrench_Wo(u.flow("arm/wrench"), "F_Eo_W", "p_WoEo_W", h_ns)
+        self._F_arm_Wo = F_arm
         F_T_Wo = [a - c for a, c in zip(F_arm, self.F_cont_O_Wo, strict=True)]
         self.F_last_T = rb.wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, rb.cw_floats(self.orbit, s))
         self.state = rb.step(self.model_T, s, self.F_last_T, h, self.orbit)
@@ -912,7 +993,8 @@ class ContactModel:
                 if dc.latch_check(X_LB, rotate_spatial(R_LW, V_rel_B), self.X_LB_berthed, self.criteria)[0]:
                     self._latch_start(t1, X_LB, V_rel_B, events)
         if self.berthed:
-            F_latch = self._latch_wrench(t1, kT, kO, p_L, R_WL, V_rel_B, events)
+            F_latch = self._latch_wrench(t1, kT, kO, p_L, R_WL, V_rel_B, events,
+                                         [a + b for a, b in zip(self._F_arm_Wo, F_T_Wo, strict=True)])
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_latch, strict=True)]
         if self.in_contact:
             self.episode_impulse += np.array(F_T_Wo) * h
@@ -954,6 +1036,9 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     ``capture = "compliant"``: the payload (integrated here, each step) on one side, the orbiter
     (integrated by its own service from the coupled mean) on the other, each body's least
     effective mass at the latch (or the grapple fixture) and least principal moment of inertia.
+    With ``latch.model = "constraint"`` the latch is a weld instead: Baumgarte's spring and damper
+    (``k = m β²``, ``c = 2 β m`` on the payload's side) with the orbiter's acceleration fed forward
+    (:attr:`protocol.stability.StiffCoupling.feedforward`).
     The guides' Hunt–Crossley contact is softer than the latches (``k`` per wall) and is left out.
     """
     v, problems = _parse(config)
@@ -964,7 +1049,7 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     p_TB = pose_from_vector(v["payload"]["X_TB"])[:3, 3]
     p_OL = pose_from_vector(v["orbiter"]["X_OL"])[:3, 3]
     out = []
-    springs = [("latch", v["latch_spring"], p_TB, p_OL)]
+    springs = [] if v["latch_model"] == "constraint" else [("latch", v["latch_spring"], p_TB, p_OL)]
     if v["contact"]["capture"] == "compliant":
         springs.append(("snare", v["snare"], pose_from_vector(v["payload"]["X_TG"])[:3, 3], p_OL))
     for what, sp, p_T, p_O in springs:
@@ -972,6 +1057,13 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
                                  sp["c_lin"], _point_mass(mT, p_T), _point_mass(mO, p_O)))
         out.append(StiffCoupling(f"{what} spring, rotation", "contact/wrench", "orbiter/state", sp["k_rot"],
                                  sp["c_rot"], IT, IO))
+    if v["latch_model"] == "constraint":
+        # the weld: Baumgarte's spring and damper on the payload's own mass, and its acceleration made the
+        # orbiter's (an algebraic loop of gain m_payload / m_orbiter at the latch)
+        g = v["latch_baumgarte"]
+        for what, m_p, m_c in (("translation", _point_mass(mT, p_TB), _point_mass(mO, p_OL)), ("rotation", IT, IO)):
+            out.append(StiffCoupling(f"latch constraint, {what}", "contact/wrench", "orbiter/state", m_p * g * g,
+                                     2.0 * g * m_p, m_p, m_c, feedforward=True))
     return out
 
 

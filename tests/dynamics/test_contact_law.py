@@ -256,3 +256,61 @@ def test_point_plane_forces_are_hunt_crossley_and_friction_coefficient(exponent)
         hits += inside
         slips += inside and slip > law.v_stick
     assert 40 < hits < 360 and 0 < slips < hits  # contacts, in stick and in slip
+
+
+# ---------------------------------------------------------------- the latches as a constraint
+
+
+def test_latch_drive_acceleration_is_the_derivative_of_its_rates():
+    drive = dc.LatchDrive(pose(Rotation.from_rotvec([0.01, -0.02, 0.015]).as_matrix(), [0.03, -0.02, 0.04]),
+                          np.eye(4), 3.0)
+    dt = 1e-6
+    for t in (0.1, 0.7, 1.5, 2.2, 2.9):
+        _, _, v0, w0 = drive.setpoint(t - dt)
+        _, _, v1, w1 = drive.setpoint(t + dt)
+        a, wd = drive.acceleration(t)
+        np.testing.assert_allclose(a, (np.array(v1) - v0) / (2 * dt), rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(wd, (np.array(w1) - w0) / (2 * dt), rtol=1e-6, atol=1e-12)
+    assert drive.acceleration(-0.1) == ([0.0] * 3, [0.0] * 3) and drive.acceleration(3.1) == ([0.0] * 3, [0.0] * 3)
+
+
+def test_latch_constraint_wrench_gives_the_body_the_set_points_motion_with_baumgartes_correction():
+    """Applied with the other forces to a rigid body in orbit (dynamics.rigid_body's own equations, gravity
+    gradient and Clohessy–Wiltshire on), the wrench makes B's classical acceleration that of the set point
+    corrected by Baumgarte: ω̇ = ω̇_R − 2α Δω − β² θ, a_B = a_R − 2α Δv − β² Δp, to round-off."""
+    from dynamics.orbit import CircularOrbit
+    from dynamics.spatial import rotation_vector
+
+    rng = np.random.default_rng(7)
+    orbit = CircularOrbit.from_altitude(400e3, gravity_gradient=True)
+    I_T = np.array([[2.0e4, 300.0, -200.0], [300.0, 4.6e4, 150.0], [-200.0, 150.0, 4.5e4]])
+    model = rb.RigidBodyModel("payload", 12000.0, I_T)
+    R_WT = Rotation.from_rotvec([0.3, -0.2, 0.5]).as_matrix()
+    st = rb.RigidBodyState(np.array([1.0, -2.0, 3.0]), Rotation.from_matrix(R_WT).as_quat(scalar_first=True),
+                           rng.normal(scale=1e-3, size=3), rng.normal(scale=1e-3, size=3))
+    p_TB_T, R_TB = np.array([-0.5, 0.1, 0.2]), Rotation.from_rotvec([0.0, 0.1, 0.0]).as_matrix()
+    w_W = R_WT @ st.w_WB_B
+    p_B = st.p_WoBo_W + R_WT @ p_TB_T
+    R_WB = R_WT @ R_TB
+    V_B = np.concatenate([w_W, st.v_WBo_W + np.cross(w_W, p_B - st.p_WoBo_W)])
+    # a set point 2 mm and 1 mrad away, moving and accelerating; other forces on the body
+    p_R = p_B + [0.002, -0.001, 0.0005]
+    R_WR = Rotation.from_rotvec([1e-3, 0.0, -5e-4]).as_matrix() @ R_WB
+    V_R = V_B + rng.normal(scale=1e-3, size=6)
+    A_R = rng.normal(scale=1e-3, size=6)
+    F_other = rng.normal(scale=50.0, size=6)                # about the CoM, in W
+    a_free, wd_free_T = rb.accelerations_rows(model, st, F_other.tolist(), orbit)
+    alpha, beta = 15.0, 20.0
+    F_B = dc.latch_constraint_wrench_rows(12000.0, tuple(I_T.ravel()), st.p_WoBo_W.tolist(),
+                                          tuple(R_WT.ravel()), w_W.tolist(), a_free, (R_WT @ wd_free_T).tolist(),
+                                          p_B.tolist(), tuple(R_WB.ravel()), V_B.tolist(), p_R.tolist(),
+                                          tuple(R_WR.ravel()), V_R.tolist(), A_R.tolist(), alpha, beta)
+    F_c = np.concatenate([np.asarray(F_B[:3]) + np.cross(p_B - st.p_WoBo_W, F_B[3:]), F_B[3:]])   # about the CoM
+    a_T, wd_T = rb.accelerations_rows(model, st, (F_other + F_c).tolist(), orbit)
+    wd = R_WT @ wd_T
+    rB = p_B - st.p_WoBo_W
+    a_B = np.asarray(a_T) + np.cross(wd, rB) + np.cross(w_W, np.cross(w_W, rB))
+    th = rotation_vector(R_WB @ R_WR.T)
+    np.testing.assert_allclose(wd, A_R[:3] - 2 * alpha * (V_B[:3] - V_R[:3]) - beta**2 * th, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(a_B, A_R[3:] - 2 * alpha * (V_B[3:] - V_R[3:]) - beta**2 * (p_B - p_R), rtol=1e-9,
+                               atol=1e-13)

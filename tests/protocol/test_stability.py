@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.scheduler import simulate
-from protocol.stability import StiffCoupling, energy_ratio, stable_limit
+from protocol.stability import StiffCoupling, check_stiff, energy_ratio, stable_limit
 from testkit.toys import ChainMass
 
 MS = 1_000_000
@@ -55,6 +55,30 @@ def test_a_massless_producer_holding_the_spring_is_analysed_too():
     arm = StiffCoupling("grapple", "arm/wrench", "payload/state", 1e4, 2e3, 0.0, 12000.0)
     assert arm.omega == pytest.approx((1e4 / 12000.0) ** 0.5)
     assert stable_limit(arm, 2e-3, 1e-3) > 0.05
+
+
+def test_a_constraint_feeding_the_consumers_acceleration_forward_diverges_when_its_body_is_the_heavier():
+    """A weld with Baumgarte's correction (k = m β², c = 2 β m on the producer's mass m) and the consumer's
+    acceleration fed forward: the acceleration term is an algebraic loop across the coupling, a(n) =
+    −(m_p/m_c) a(n−1) + …, so it settles at every coupling up to the search's end when m_p/m_c < 1 and grows at
+    every coupling when m_p/m_c > 1 (check then says so)."""
+    beta = 20.0
+
+    def weld(m_p: float, m_c: float) -> StiffCoupling:
+        return StiffCoupling("weld", "c/w", "o/s", m_p * beta**2, 2 * beta * m_p, m_p, m_c, feedforward=True)
+
+    light, heavy = weld(12000.0, 80000.0), weld(80000.0, 12000.0)
+    for H in (0.001, 0.01, 0.1):
+        assert energy_ratio(light, 1e-3, 1e-3, H) < 1.0
+        assert energy_ratio(heavy, 1e-3, 1e-3, H) > 1.0
+    # without the feed-forward the heavy one is only a damped spring: stable at 1-5 ms, where the weld is not
+    spring = StiffCoupling("spring", "c/w", "o/s", heavy.k, heavy.c, heavy.m_producer, heavy.m_consumer)
+    assert energy_ratio(spring, 1e-3, 1e-3, 0.001) < 1.0 and energy_ratio(spring, 1e-3, 1e-3, 0.005) < 1.0
+    services = {"p": {"role": "model", "period_ns": MS, "inputs": [["o/s", "state"]], "outputs": [["c/w", "flow"]]},
+                "c": {"role": "model", "period_ns": MS, "inputs": [["c/w", "flow"]], "outputs": [["o/s", "state"]]}}
+    lines = check_stiff(heavy, "p", {"c/w": 10 * MS, "o/s": 10 * MS}, services)
+    assert len(lines) == 1 and "algebraic loop of gain 6.67" in lines[0], lines
+    assert check_stiff(light, "p", {"c/w": 10 * MS, "o/s": 10 * MS}, services) == []
 
 
 def _toy_config(tmp_path, coupling_ms: int) -> str:
