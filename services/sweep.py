@@ -68,7 +68,9 @@ run continues bit-identically to the run it was taken from. At the start instant
   and buffer by buffer, a run from ``t0`` with that value) and refuses the sweep if it
   is not;
 - a body change (``body``) is added to that body's state (position, attitude by a
-  rotation about the axis, velocity of its CoM, angular velocity), in the given frame.
+  rotation about the axis through the frame's origin — through G for ``frame = "G"``, so
+  that the fixture turns in place —, velocity of its CoM, angular velocity), in the given
+  frame (``W``: its axes, at the body's CoM).
   The other services see it from the next coupling instant of the body's state port
   (they hold the sample of ``start``, published before the change).
 
@@ -134,10 +136,10 @@ from protocol.timebase import seconds_to_ns
 from services import dispersion
 from services.report import FIGURE_TOPICS, PHASES, expected_events, figures
 
-__all__ = ["FIGURE_COLUMNS", "OUTCOMES", "WALL_COLUMNS", "Parameter", "SweepPlan", "add_arguments", "check",
-           "check_parameter", "execute", "load_sweep", "local_cluster", "main", "parameter_config", "prefix", "read_table",
-           "rerun",
-           "run_sweep", "transplant"]
+__all__ = ["FIGURE_COLUMNS", "OUTCOMES", "WALL_COLUMNS", "Parameter", "SweepPlan", "SweepResult", "add_arguments",
+           "build_models", "check", "check_parameter", "execute", "figure_row", "get_key", "is_sweep_file",
+           "load_sweep", "local_cluster", "main", "outcome", "parameter_config", "perturb", "plots", "prefix",
+           "read_table", "rerun", "run_config", "run_sweep", "set_key", "sweep_config", "transplant", "write_table"]
 
 LEFT_OUT = ("logger", "hil.bridge")
 """Service kinds a sweep run leaves out: the recorder and the rig."""
@@ -659,16 +661,14 @@ def transplant(models: Mapping[str, Any], fresh_base: Sequence[Any], fresh_run: 
     return done
 
 
-def _frame_rotation(plan_cfg: Mapping[str, Any], p: Parameter, R_WB: np.ndarray) -> np.ndarray:
-    """``R_WF`` of the parameter's frame F."""
+def _frame(plan_cfg: Mapping[str, Any], p: Parameter, R_WB: np.ndarray, p_WoBo_W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``R_WF`` and ``p_WoFo_W`` of the parameter's frame F (W: its axes at the body's CoM)."""
     from dynamics.spatial import pose_from_vector
-    if p.frame == "W":
-        return np.eye(3)
-    key = BODIES[p.body][2][p.frame]
+    key = BODIES[p.body][2].get(p.frame) if p.frame != "W" else None
     if key is None:
-        return R_WB
+        return (np.eye(3) if p.frame == "W" else R_WB), p_WoBo_W
     X = pose_from_vector(plan_cfg.get(BODIES[p.body][1], {}).get(key, [0.0] * 6))
-    return R_WB @ X[:3, :3]
+    return R_WB @ X[:3, :3], p_WoBo_W + R_WB @ X[:3, 3]
 
 
 def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], config: Mapping[str, Any]) -> None:
@@ -698,7 +698,8 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
         R_WB = quat_to_rotation(st.quat_WB)
         e = np.zeros(3)
         e[_AXES[p.axis.lstrip("-")]] = -1.0 if p.axis.startswith("-") else 1.0
-        d_W = _frame_rotation(config, p, R_WB) @ e * float(v)
+        R_WF, p_F = _frame(config, p, R_WB, st.p_WoBo_W)
+        d_W = R_WF @ e * float(v)
         pos, quat, vel, w_B = st.p_WoBo_W, st.quat_WB, st.v_WBo_W, st.w_WB_B
         if p.change == "position":
             pos = pos + d_W
@@ -706,8 +707,10 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
             vel = vel + d_W
         elif p.change == "angular_velocity":
             w_B = w_B + R_WB.T @ d_W
-        else:  # rotation about the axis, by v rad
-            quat = quat_multiply(rotation_to_quat(Rotation.from_rotvec(d_W).as_matrix()), quat)
+        else:  # rotation by v rad about the axis through the frame's origin (G, B: the fixture moves not)
+            R = Rotation.from_rotvec(d_W).as_matrix()
+            quat = quat_multiply(rotation_to_quat(R), quat)
+            pos = p_F + R @ (pos - p_F)
         owner.state = RigidBodyState(pos, quat, vel, w_B)
 
 
@@ -1229,8 +1232,8 @@ def main(a: argparse.Namespace) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     ok = summary["outcomes"].get("ok", 0)
     print(f"berthsim sweep: {plan.name}: {len(res.rows)} of {plan.runs} runs in {res.table} ({res.ran} run now, "
-          f"{res.skipped} from the table); ok {ok}, "
-          + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items() if k != "ok")
+          f"{res.skipped} from the table); "
+          + ", ".join([f"ok {ok}"] + [f"{k} {v}" for k, v in summary["outcomes"].items() if k != "ok"])
           + (f"; runs whose worker died: {summary['died']}" if summary["died"] else "")
           + (f"; runs that raised: {summary['errors']}" if summary["errors"] else "")
           + (f"; plots {summary['pdf']}" if "pdf" in summary else ""), flush=True)

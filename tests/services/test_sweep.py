@@ -407,3 +407,44 @@ def test_a_sweep_on_an_external_scheduler_and_worker(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.mark.slow
+def test_a_rerun_writes_the_same_log_twice_and_another_run_a_different_one(tmp_path):
+    """--rerun K --log twice: logs bit-identical but the wall clock (tests.compare_logs); run K' differs."""
+    from tests.compare_logs import differences
+    sweep = _toy_sweep(tmp_path, 'runs = 2\nend = 0.3\n[[parameter]]\nname = "k"\nkey = "toy.k[1]"\n'
+                                 'distribution = "uniform"\nlow = 30.0\nhigh = 50.0\n')
+    for k, name in ((0, "a"), (0, "b"), (1, "c")):
+        r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "sweep", str(sweep), "--rerun", str(k),
+                            "--log", str(tmp_path / f"{name}.mcap")], check=False, capture_output=True, text=True,
+                           env=_env(), cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stderr
+    assert differences(tmp_path / "a.mcap", tmp_path / "b.mcap") == []
+    diff = differences(tmp_path / "a.mcap", tmp_path / "c.mcap")
+    assert diff and all(d.startswith("toy/") for d in diff), diff
+
+
+def test_a_rotation_about_the_grapple_fixture_turns_it_in_place(tmp_path):
+    from dynamics.spatial import pose_from_vector, quat_to_rotation
+    p = tmp_path / "roll.toml"
+    p.write_text(f'[sweep]\nscenario = "{SCENARIO}"\nruns = 1\nstart = 6.0\nend = 7.2\n'
+                 '[[parameter]]\nname = "roll"\nbody = "payload"\nchange = "rotation"\nframe = "G"\naxis = "x"\n'
+                 'distribution = "uniform"\nlow = -0.1\nhigh = 0.1\n')
+    plan = sw.load_sweep(p)
+    models = sw.build_models(plan.base)
+    contact = next(m for m in models if m.name == "contact")
+    X_TG = pose_from_vector(plan.base["payload"]["X_TG"])
+
+    def X_WG(st):
+        X = np.eye(4)
+        X[:3, :3], X[:3, 3] = quat_to_rotation(st.quat_WB), st.p_WoBo_W
+        return X @ X_TG
+
+    before = X_WG(contact.state)
+    sw.perturb(models, plan, [0.08], plan.base)
+    after = X_WG(contact.state)
+    assert np.allclose(after[:3, 3], before[:3, 3], atol=1e-12)          # G's origin stays
+    assert np.allclose(after[:3, 0], before[:3, 0], atol=1e-12)          # its x axis too
+    c, s = np.cos(0.08), np.sin(0.08)                                     # y turns about x by 0.08 rad
+    assert np.allclose(after[:3, 1], c * before[:3, 1] + s * before[:3, 2], atol=1e-12)
