@@ -46,6 +46,15 @@ there; in brief, for a consumer stepping ``t → t + h`` and a producer port cou
 - ``event``: every event sample with ``t - h < t_ns <= t``.
 
 It depends on timestamps only, never on arrival order.
+
+State in a context
+------------------
+A model may keep everything it changes while it runs in one object, ``model.context``
+(after Drake's Context): then what ``build`` and ``set_coupling`` set on the model are its
+parameters, which stepping never changes, and the context is its whole state. A run saved
+at an instant (:func:`protocol.scheduler.snapshot`) holds the contexts with the rest, and a
+model built afresh — from the same configuration or a changed one — takes up the run where
+it was when given a saved context (``services.sweep``'s runs from a snapshot).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ Config::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "ORBITER_KEYS", "OrbiterModel", "build", "ports", "validate"]
+__all__ = ["TABLES", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "build", "ports", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -121,8 +122,36 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return problems
 
 
+@dataclass(slots=True)
+class OrbiterContext:
+    """Everything the orbiter changes as it runs (its context, :mod:`protocol.service`); the rest of
+    :class:`OrbiterModel` is parameters.
+
+    Attributes
+    ----------
+    body : dynamics.rigid_body.RigidBodyState
+        The orbiter O in W (LVLH).
+    tau_rcs_O : ndarray, shape (3,)
+        The jets' torque held over the next step, in O. [N·m]
+    firing : list of bool
+        Per body axis, whether its jets fire (for ``rcs_on`` / ``rcs_off`` events).
+    rcs_on_time : ndarray, shape (3,)
+        Seconds of jet firing per axis so far. [s]
+    F_last : list of float
+        The wrench about the CoM applied over the last step, in W, ``[τ; f]`` (six floats). [N·m, N]
+    """
+
+    body: rb.RigidBodyState
+    tau_rcs_O: Array
+    firing: list[bool]
+    rcs_on_time: Array
+    F_last: list[float]
+
+
 class OrbiterModel:
     """The orbiter's :class:`protocol.service.ServiceModel` (see the module docstring).
+
+    Its state is :attr:`context` (:class:`OrbiterContext`); :attr:`state` is the body's.
 
     Parameters
     ----------
@@ -150,7 +179,7 @@ class OrbiterModel:
         self.name = name
         self.period_ns = int(period_ns)
         self.model = rb.body_model("orbiter", t["mass"], t["inertia"])
-        self.state = rb.state_from_pose(t["X_WO"], t["v_WOo_W"], t["w_WO_O"])
+        body = rb.state_from_pose(t["X_WO"], t["v_WOo_W"], t["w_WO_O"])
         alt = float(t["orbit_altitude"])
         self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(t["gravity_gradient"])) if alt > 0 else None
         self.hold = t["attitude"] == "hold"
@@ -159,13 +188,19 @@ class OrbiterModel:
         self.torque_max = np.asarray(t["torque_max"], dtype=np.float64)
         self.dead_band = float(t["dead_band"])
         self._kp, self._kd, self._tmax = self.kp.tolist(), self.kd.tolist(), self.torque_max.tolist()
-        q_ref = self.state.quat_WB if t["quat_ref"] is None else np.asarray(t["quat_ref"], dtype=np.float64)
+        q_ref = body.quat_WB if t["quat_ref"] is None else np.asarray(t["quat_ref"], dtype=np.float64)
         self.R_ref = quat_to_rotation(q_ref / np.linalg.norm(q_ref))
         self.substeps = int(t["substeps"])
-        self.tau_rcs_O = np.zeros(3)
-        self.firing = [False, False, False]
-        self.rcs_on_time = np.zeros(3)  # s of jet firing per axis (for reports)
-        self.F_last = [0.0] * 6         # wrench about the CoM applied over the last step, W (floats)
+        self.context = OrbiterContext(body, np.zeros(3), [False, False, False], np.zeros(3), [0.0] * 6)
+
+    @property
+    def state(self) -> rb.RigidBodyState:
+        """The orbiter's body state (``context.body``)."""
+        return self.context.body
+
+    @state.setter
+    def state(self, value: rb.RigidBodyState) -> None:
+        self.context.body = value
 
     # ------------------------------------------------------------ attitude control
     def rcs_torque(self, state: rb.RigidBodyState) -> Array:
@@ -189,24 +224,26 @@ class OrbiterModel:
             return events
         on = [bool(x != 0.0) for x in tau.tolist()]
         for i in range(3):
-            if on[i] != self.firing[i]:
+            if on[i] != self.context.firing[i]:
                 events.append({"kind": "rcs_on" if on[i] else "rcs_off", "t": t_ns * 1e-9, "axis": "xyz"[i],
                                "torque": float(tau[i])})
-        self.firing = on
+        self.context.firing = on
         return events
 
     # ------------------------------------------------------------ ServiceModel
     def _state_body(self) -> dict[str, Any]:
-        s = self.state
-        a, wdot = rb.accelerations_rows(self.model, s, self.F_last, self.orbit)
+        c = self.context
+        s = c.body
+        a, wdot = rb.accelerations_rows(self.model, s, c.F_last, self.orbit)
         return {"p_WoOo_W": s.p_WoBo_W, "quat_WO": s.quat_WB, "w_WO_O": s.w_WB_B, "v_WOo_W": s.v_WBo_W,
                 "a_WOo_W": np.array(a), "wdot_WO_O": np.array(wdot)}
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial state (acceleration from the RCS torque alone)."""
-        self.tau_rcs_O = self.rcs_torque(self.state)
-        self.F_last = [*(self.state.R_WB @ self.tau_rcs_O).tolist(), 0.0, 0.0, 0.0]
-        return {"orbiter/state": self._state_body(), "orbiter/event": {"events": self._rcs_events(t0_ns, self.tau_rcs_O)}}
+        c = self.context
+        c.tau_rcs_O = self.rcs_torque(c.body)
+        c.F_last = [*(c.body.R_WB @ c.tau_rcs_O).tolist(), 0.0, 0.0, 0.0]
+        return {"orbiter/state": self._state_body(), "orbiter/event": {"events": self._rcs_events(t0_ns, c.tau_rcs_O)}}
 
     def external_wrench_Wo(self, u: Inputs, h_ns: int) -> list[float]:
         """Arm base wrench plus contact reaction over the step, about Wo, in W (exact impulse), six floats."""
@@ -217,19 +254,20 @@ class OrbiterModel:
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """Advance t → t + h with the flows' exact impulse and the RCS torque held over the step."""
         h = h_ns * 1e-9
-        s = self.state
+        c = self.context
+        s = c.body
         F_Wo = self.external_wrench_Wo(u, h_ns)
         F_c = rb.wrench_about_mean_com(F_Wo, s, self.model.mass, h, rb.cw_floats(self.orbit, s))
         if self.hold:
             R = s.R_rows
-            t0, t1, t2 = self.tau_rcs_O.tolist()
+            t0, t1, t2 = c.tau_rcs_O.tolist()
             F_c = [F_c[0] + (R[0] * t0 + R[1] * t1 + R[2] * t2), F_c[1] + (R[3] * t0 + R[4] * t1 + R[5] * t2),
                    F_c[2] + (R[6] * t0 + R[7] * t1 + R[8] * t2), *F_c[3:]]
-            self.rcs_on_time += h * (self.tau_rcs_O != 0.0)
-        self.state = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
-        self.F_last = F_c
-        self.tau_rcs_O = self.rcs_torque(self.state)
-        events = self._rcs_events(t_ns + h_ns, self.tau_rcs_O)
+            c.rcs_on_time += h * (c.tau_rcs_O != 0.0)
+        c.body = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
+        c.F_last = F_c
+        c.tau_rcs_O = self.rcs_torque(c.body)
+        events = self._rcs_events(t_ns + h_ns, c.tau_rcs_O)
         return {"orbiter/state": self._state_body(), "orbiter/event": {"events": events}}
 
 

@@ -110,7 +110,7 @@ def test_attitude_hold_brings_the_error_into_the_dead_band_within_torque_limits(
     for k in range(2000):  # 20 s
         out = m.step(k * H, H, inputs(k * H))
         events += out["orbiter/event"]["events"]
-        assert np.all(np.abs(m.tau_rcs_O) <= np.asarray(tmax) * (1 + 1e-12))
+        assert np.all(np.abs(m.context.tau_rcs_O) <= np.asarray(tmax) * (1 + 1e-12))
     assert any(e["kind"] == "rcs_off" for e in events)
     assert all(abs(e["torque"]) <= tmax["xyz".index(e["axis"])] * (1 + 1e-12) for e in events)
     # final attitude error: inside the dead band per axis (phase-plane variable), so < √3 × dead band
@@ -118,7 +118,7 @@ def test_attitude_hold_brings_the_error_into_the_dead_band_within_torque_limits(
     assert err < np.sqrt(3) * 0.0087 + 1e-6
     assert err < 0.5 * theta
     # the jets are a real external torque: angular momentum is not conserved while they fire
-    assert m.rcs_on_time.sum() > 0
+    assert m.context.rcs_on_time.sum() > 0
 
 
 def test_validate_names_key_and_value():
