@@ -26,6 +26,7 @@ The commands (their fields and checks) are the ``operator/command`` vocabulary o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.commands import check_command, finite_number
@@ -63,8 +64,21 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     return problems
 
 
+@dataclass(slots=True)
+class OperatorContext:
+    """What the script player changes as it runs (its context, :mod:`protocol.service`).
+
+    Attributes
+    ----------
+    next : int
+        Index of the first script command not yet published.
+    """
+
+    next: int = 0
+
+
 class Operator:
-    """The script player (a :class:`protocol.service.ServiceModel`)."""
+    """The script player (a :class:`protocol.service.ServiceModel`); its state is :attr:`context`."""
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
         self.name = name
@@ -73,21 +87,22 @@ class Operator:
         self.outputs = (Port(TOPIC, "event"),)
         script = config.get("operator", {}).get("script", [])
         self._script = [(round(float(c["t"]) * 1e9), c) for c in script]
-        self._next = 0
+        self.context = OperatorContext()
 
     def _due(self, t_end_ns: int) -> list[dict[str, Any]]:
         out = []
-        while self._next < len(self._script) and self._script[self._next][0] <= t_end_ns:
-            t_ns, c = self._script[self._next]
-            ev = {"kind": c["cmd"], "t": t_ns * 1e-9}
-            ev.update({k: v for k, v in c.items() if k not in ("cmd", "t")})
+        c = self.context
+        while c.next < len(self._script) and self._script[c.next][0] <= t_end_ns:
+            t_ns, cmd = self._script[c.next]
+            ev = {"kind": cmd["cmd"], "t": t_ns * 1e-9}
+            ev.update({k: v for k, v in cmd.items() if k not in ("cmd", "t")})
             out.append(ev)
-            self._next += 1
+            c.next += 1
         return out
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """The commands at or before the start."""
-        self._next = 0
+        self.context.next = 0
         return {TOPIC: {"events": self._due(t0_ns)}}
 
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:

@@ -38,7 +38,7 @@ def _by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["orbiter"])
+@pytest.mark.parametrize("name", ["orbiter", "operator"])
 def test_a_fresh_model_given_the_context_takes_up_the_run(name):
     cfg = _scenario()
     plan = validate(cfg)
