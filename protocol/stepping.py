@@ -82,13 +82,28 @@ lockstep results are bit-identical across runs, layouts and transports.
 
 Realtime selection
 ------------------
-In realtime mode a step never waits: state → the latest sample held; flow → the
-latest sample held, applied over the whole step (overlap ``h``); events → every event
-sample received since the previous step, oldest first.
+In realtime mode a step never waits: state → the latest sample held; events → every
+event sample received since the previous step and stamped at or before the step's start,
+oldest first (a later-stamped one waits for its instant); flow → the flow one coupling
+lag earlier, impulse-exact:
+
+- the step ``[t, t + h)`` applies the flow of ``[t − D, t − D + h)``, with
+  ``D = h + H − gcd(h, H)`` (``H`` the flow's coupling period): the shortest lag at which
+  that span has been published by the wall instant ``t`` (for ``h`` and ``H`` multiples of
+  one another, ``D = max(h, H)``; a span before the first sample — the run's start — has
+  no flow);
+- a span not (wholly) received yet — the producer late — takes the latest sample held
+  over it, and once the span's samples arrive, the next step adds what was missing:
+  the true samples with their overlaps and the held one with the opposite (a negative
+  overlap). So every consumer applies each produced impulse exactly once, late or not
+  (the producer's ``mean · H`` per interval); two consumers of one flow apply the same
+  total, and momentum exchanged through a flow is conserved across processes in realtime
+  as in lockstep. :meth:`StepInputs.mean` and every impulse sum are linear in the overlaps.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -277,6 +292,10 @@ class InputBuffer:
         self._step_t: int | None = None      # the step ready() last looked at (None: none)
         self._step_h: int | None = None
         self._dirty: set[str] = set()        # topics that received samples since the last ready()
+        # realtime flows (latest): spans held while their samples are awaited; each flow's first sample time
+        self._owed: dict[str, list[tuple[int, int, Sample | None]]] = {}
+        self._flow_start: dict[str, int] = {}
+        self._period: dict[str, int] = {}  # topic -> its producer's (coupling) period, from set_producers
         if producers is not None:
             self.set_producers(producers)
 
@@ -297,6 +316,7 @@ class InputBuffer:
             is not a state or flow input.
         """
         self._present = {t for t in self._kind if t in producers}
+        self._period = {t: int(producers[t]) for t in self._present if int(producers[t]) > 0}
         self._live = tuple(e for e in self._all if e[0] in self._present)
         self._bounds = {}
         for event, (topics, strict) in (witnesses or {}).items():
@@ -492,9 +512,13 @@ class InputBuffer:
 
     # ------------------------------------------------------------ realtime selection
     def latest(self, t_ns: int, h_ns: int) -> StepInputs:
-        """Realtime inputs: latest state and flow held (flow over the whole step), events since last call.
+        """Realtime inputs (module docstring, realtime selection): the latest state held, the
+        events due, each flow one coupling lag earlier with the corrections of earlier steps.
 
-        Consumes the events it returns and keeps only the latest state/flow sample.
+        Events: every event sample received and stamped at or before ``t_ns`` (those stamped
+        later — a producer publishes a step's events stamped with the step's end, possibly
+        before the wall clock reaches it — wait for their instant). Consumes the events it
+        returns; keeps the latest state sample, and the flow samples a span still needs.
         """
         self._picked = {}
         state: dict[str, Sample] = {}
@@ -504,16 +528,65 @@ class InputBuffer:
             topic = port.topic
             samples = self._samples[topic]
             if port.kind == "event":
-                events[topic] = samples[:]
-                samples.clear()
-                self._times[topic].clear()
+                times = self._times[topic]
+                k = bisect_right(times, t_ns)
+                events[topic] = samples[:k]
+                del samples[:k]
+                del times[:k]
+            elif port.kind == "flow":
+                parts = self._realtime_flow(topic, t_ns, h_ns)
+                if parts:
+                    flow[topic] = parts
             elif samples:
                 s = samples[-1]
                 if len(samples) > 1:
                     del samples[:-1]
                     del self._times[topic][:-1]
-                if port.kind == "state":
-                    state[topic] = s
-                else:
-                    flow[topic] = [(s, h_ns)]
+                state[topic] = s
         return StepInputs(t_ns, h_ns, state, flow, events)
+
+    _OWED_MAX = 4096
+    """Spans of a flow held while their samples are awaited, at most (the oldest are given up beyond)."""
+
+    def _realtime_flow(self, topic: str, t_ns: int, h_ns: int) -> list[tuple[Sample, int]]:
+        """A flow's parts for the realtime step ``[t, t + h)`` (module docstring): corrections of the
+        spans held earlier whose samples have arrived, then this step's span (exact, or held)."""
+        times, samples = self._times[topic], self._samples[topic]
+        owed = self._owed.setdefault(topic, [])  # [(span start, span end, the sample held over it or None)]
+        parts: list[tuple[Sample, int]] = []
+        if owed and samples:
+            keep = []
+            for a, b, held in owed:
+                true = _flow_parts(times, samples, a, b - a)
+                if true is None:
+                    keep.append((a, b, held))
+                    continue
+                parts.extend(true)
+                if held is not None:
+                    parts.append((held, a - b))
+            owed[:] = keep
+        first = self._flow_start.setdefault(topic, t_ns)  # the run's start: no flow before it
+        H = self._period.get(topic) or (samples[-1].h_ns if samples else h_ns)
+        lag = h_ns + H - math.gcd(h_ns, H)
+        a, b = max(t_ns - lag, first), t_ns - lag + h_ns
+        if b > a:
+            true = _flow_parts(times, samples, a, b - a) if samples else None
+            if true is not None:
+                parts.extend(true)
+            else:
+                held = samples[-1] if samples else None
+                if held is not None:
+                    parts.append((held, b - a))
+                owed.append((a, b, held))
+                if len(owed) > self._OWED_MAX:
+                    del owed[0]
+        if samples:  # keep what an owed span or the next step's span may still read, and the latest
+            need = min([o[0] for o in owed] + [t_ns + h_ns - lag])
+            k = bisect_right(times, need) - 1
+            if k >= 0 and times[k] + samples[k].h_ns <= need:
+                k += 1
+            k = min(k, len(samples) - 1)
+            if k > 0:
+                del times[:k]
+                del samples[:k]
+        return parts
