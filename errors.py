@@ -45,6 +45,13 @@ class MessageError(BerthsimError, ValueError):
     """A bus message failed to decode or validate (topic, field and value are named)."""
 
 
+class DivergenceError(MessageError):
+    """A model's output to publish is not finite: its simulation diverged (topic and field named).
+
+    Raised when a body is encoded (:mod:`protocol.codec`); a received non-finite message is a
+    plain :class:`MessageError` (counted and dropped by its consumer)."""
+
+
 class BusError(BerthsimError, OSError):
     """A transport failure on the bus."""
 

@@ -31,7 +31,6 @@ a capture missed), 128+signal when interrupted. The config layout is documented 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib
 import io
 import json
@@ -186,12 +185,14 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str, Any], report: bool) -> int:
     """Figures, table, ``summary.json`` and report beside the log; the run's exit code."""
     from errors import LogError
-    from services.report import expected_events, make_report, run_figures, summary_table
+    from services.report import expected_events, make_report, mark_diverged, run_figures, summary_table
     try:
         fig = run_figures(log, plan.config)
     except LogError as err:
         print(f"berthsim: cannot read the log for the summary: {err}", file=sys.stderr)
         return code or 1
+    if summary.get("diverged") and "diverged" not in fig:  # the logger stopped before the launcher's word
+        mark_diverged(fig, summary["diverged"])
     t_end_ns = plan.duration_ns if code == 0 else max((r.t_ns for r in launcher.records.values()), default=0)
     t_end_s = t_end_ns * 1e-9
     expected = expected_events(plan.config, t_end_s)
@@ -291,10 +292,14 @@ PROGRESS_TOPICS = ("contact/event",)
 def _check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG), help="TOML scenario or sweep file")
     p.add_argument("--only", help="comma-separated services of this host")
+    p.add_argument("--realtime", action="store_true",
+                   help="also time each service's step here and print the realtime admission table "
+                        "(priorities, utilization per core); exit 2 if the run would be refused")
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    """Validate a config, or a sweep file (:func:`services.sweep.check`); print the plan."""
+    """Validate a config, or a sweep file (:func:`services.sweep.check`); print the plan (and, with
+    ``--realtime``, the admission table)."""
     try:
         from protocol.config import load
         from services.sweep import check, is_sweep_file
@@ -304,9 +309,21 @@ def cmd_check(a: argparse.Namespace) -> int:
         plan = _plan(a.config, _only(a.only))
     except ConfigError as err:
         return _config_problems(err)
+    if a.realtime:
+        from dataclasses import replace
+
+        from protocol.realtime import realtime_plan
+        local = plan.only or tuple(plan.services)
+        sim = {**plan.sim, "rt_priority": plan.sim.get("rt_priority") or 10}
+        ok, table, _ = realtime_plan(replace(plan, sim=sim, services={n: s for n, s in plan.services.items()
+                                                                      if n in local}))
+        print("\n".join(table))
+        if not ok:
+            return 2
     print(json.dumps({"ok": True, "base_tick_ns": plan.base_tick_ns, "mode": plan.sim["mode"],
-                      "transport": plan.sim["transport"],
-                      "services": {n: {"kind": s.kind, "period_ns": s.period_ns} for n, s in plan.services.items()}}))
+                      "transport": plan.sim["transport"], "processes": {p: list(m) for p, m in plan.processes.items()},
+                      "services": {n: {"kind": s.kind, "period_ns": s.period_ns, "coupling_ns": s.coupling_ns}
+                                   for n, s in plan.services.items()}}))
     return 0
 
 
@@ -365,27 +382,21 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bus", required=True)
     p.add_argument("--overrides", default="{}")
     p.add_argument("--client-key", default=None)
-
-
-def _die_with_parent() -> None:
-    """Linux: get SIGTERM when the launcher dies (no orphans)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    p.add_argument("--rt-priority", type=int, default=0, help="realtime: this process's SCHED_FIFO priority")
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
     """One OS process of a run: build its services from the config, run them under the process shell."""
-    _die_with_parent()
+    from protocol.realtime import die_with_parent
+    die_with_parent()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda s, f: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from protocol.bus import ControlClient
     from protocol.config import load, peers_of, processes_of, service_module, with_overrides
     from protocol.security import Security
-    from protocol.shell import realtime_context, run_process
+    from protocol.realtime import lock_memory, pin_cpus, preload, zmq_context
+    from protocol.shell import run_process
     from protocol.timebase import period_ns
     config = with_overrides(load(a.config), json.loads(a.overrides))
     sec = None
@@ -406,8 +417,15 @@ def cmd_worker(a: argparse.Namespace) -> int:
             print(f"[{name}] build failed: {type(err).__name__}: {err}", file=sys.stderr)
             return 1
     sim = config.get("sim", {})
-    ctx = realtime_context(int(sim.get("rt_priority", 10))) if sim.get("mode") == "realtime" else None
-    return run_process(objs, a.bus, peers_of(config, a.bus), name=a.name, security=sec, stop_event=stop, context=ctx)
+    ctx = None
+    if sim.get("mode") == "realtime":
+        preload()  # the physics' lazy imports now, not in the first steps
+    if sim.get("mode") == "realtime" and a.rt_priority > 0:  # protocol.realtime: affinity, locked memory, I/O thread
+        pin_cpus({c for n in members for c in config["services"][n].get("cpus", [])})
+        lock_memory()
+        ctx = zmq_context(a.rt_priority)
+    return run_process(objs, a.bus, peers_of(config, a.bus), name=a.name, security=sec, stop_event=stop, context=ctx,
+                       rt_priority=a.rt_priority if sim.get("mode") == "realtime" else 0)
 
 
 Handler = Callable[[argparse.Namespace], int]

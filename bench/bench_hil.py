@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from hil.bridge import HilBridge  # noqa: E402
 from hil.config import parse  # noqa: E402
-from hil.emulator import set_realtime_priority, spawn_emulator  # noqa: E402
+from hil.emulator import spawn_emulator  # noqa: E402
+from protocol.realtime import set_normal, set_priority  # noqa: E402
 from hil.framing import CRC_SIZE, HEADER_SIZE, Arm, Engage, Hello, SetpointAxes, wire_size  # noqa: E402
 from hil.link import SerialLink, open_port  # noqa: E402
 from protocol.service import Sample  # noqa: E402
@@ -210,7 +211,8 @@ def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
         _arm(link, cfg.fingerprint, engage=False)  # wait until the emulator runs (the bridge re-arms: HELLO)
         time.sleep(0.2)
         link.receive()
-        old = set_realtime_priority(10)  # the reader thread inherits it
+        old = os.sched_getscheduler(0)
+        set_priority(10)  # the reader thread inherits it
         link.start_reader()  # as build() does in realtime
         bridge = HilBridge(cfg, "hil", h_ns, link, realtime=True)
         bridge.initial(0)
@@ -230,7 +232,7 @@ def latency(seconds: float, tmp: Path, delay_ms: float = 0.0) -> dict:
                 k += 1
                 time.sleep(max(0.0, (t0 + k * h_ns - time.monotonic_ns()) * 1e-9))
         finally:
-            set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
+            set_normal() if old == os.SCHED_OTHER else set_priority(10)
         cpu_bridge, cpu_emu = time.process_time() - c0, _cpu_s(emu.proc.pid) - e0
         state = f"{bridge.safety.state.name} faults={int(bridge.safety.faults)}"
         rtt = link.delay.rtt_s

@@ -98,8 +98,8 @@ def latency(scheme: str, n: int) -> dict[str, float]:
 
 def _run(args: list[str], config: Path = CHAIN) -> tuple[dict, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(config), *args], capture_output=True,
-                       text=True, timeout=600, cwd=ROOT)
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(config), "--json", *args],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"launch.py run failed ({p.returncode}): {p.stderr[-2000:]}")
@@ -318,21 +318,21 @@ def realtime(seconds: float, config: Path = CHAIN) -> dict[str, dict[str, float]
     return out
 
 
-def _bare_loop(seconds: float, busy_ns: int, priority: int, anchor: int) -> None:
-    """Child process: a 1 kHz loop with the shell's wait strategy and no bus, steps due at
-    ``anchor + k·h`` (monotonic ns, the same instants for every loop, as for the services);
-    prints its figures as JSON."""
+def _bare_loop(seconds: float, busy_ns: int, priority: int, anchor: int, h: int = 1_000_000) -> None:
+    """Child process: a loop of period ``h`` [ns] (1 kHz by default) with the shell's wait strategy
+    and no bus, steps due at ``anchor + k·h`` (monotonic ns, the same instants for every loop, as
+    for the services); prints its figures as JSON."""
     import gc
 
     import numpy as np
 
-    from protocol.shell import _fine_timer_slack, _realtime_priority, _SPIN_NS
-    h = 1_000_000
-    _realtime_priority(priority, "bare")
-    _fine_timer_slack()
+    from protocol.realtime import fine_timer_slack, set_priority
+    from protocol.shell import _SPIN_NS
+    set_priority(priority)
+    fine_timer_slack()
     gc.disable()
     now = time.monotonic_ns
-    n = int(seconds * 1000)
+    n = int(seconds * 1e9 / h)
     jitter = np.zeros(n, dtype=np.int64)
     overruns = 0
     for k in range(n):
@@ -357,16 +357,21 @@ def _bare_loop(seconds: float, busy_ns: int, priority: int, anchor: int) -> None
                       "overrun_pct": round(100.0 * overruns / n, 3)}), flush=True)
 
 
+def bare_loops(seconds: float, loops: list[tuple[float, int, float]]) -> list[dict[str, float]]:
+    """Bare loops (no bus) run at once, each ``(rate [Hz], SCHED_FIFO priority, busy [µs] per step)``,
+    their steps due on one common grid: what this machine holds right now at those rates."""
+    anchor = time.monotonic_ns() + 5_000_000_000  # after every child's start-up (numpy import, loaded machine)
+    procs = [subprocess.Popen([sys.executable, __file__, "--bare", str(seconds), str(int(busy_us * 1000)),
+                               str(priority), str(anchor), str(round(1e9 / rate))], stdout=subprocess.PIPE, text=True)
+             for rate, priority, busy_us in loops]
+    return [json.loads(p.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]) for p in procs]
+
+
 def floor(seconds: float, busy_us: float = 50.0, priority: int = 10) -> dict[str, object]:
     """Bare 1 kHz loops (no bus), one alone then four at once: what this machine holds right now."""
     out: dict[str, object] = {"busy_us_per_step": busy_us}
     for count in (1, 4):
-        anchor = time.monotonic_ns() + 5_000_000_000  # after every child's start-up (numpy import, loaded machine)
-        procs = [subprocess.Popen([sys.executable, __file__, "--bare", str(seconds), str(int(busy_us * 1000)),
-                                   str(priority), str(anchor)], stdout=subprocess.PIPE, text=True)
-                 for _ in range(count)]
-        res = [json.loads(p.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]) for p in procs]
-        out[f"{count}_loop{'s' if count > 1 else ''}"] = res
+        out[f"{count}_loop{'s' if count > 1 else ''}"] = bare_loops(seconds, [(1000.0, priority, busy_us)] * count)
     return out
 
 
@@ -413,8 +418,9 @@ def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--receiver":
         _receiver(sys.argv[2], int(sys.argv[3]))
         return
-    if len(sys.argv) == 6 and sys.argv[1] == "--bare":
-        _bare_loop(float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    if len(sys.argv) in (6, 7) and sys.argv[1] == "--bare":
+        _bare_loop(float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+                   *(int(x) for x in sys.argv[6:]))
         return
     if len(sys.argv) == 6 and sys.argv[1] == "--chain-node":
         _chain_node(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

@@ -96,9 +96,11 @@ from hil.framing import (
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
 from hil.safety import SafetySupervisor
 from protocol.coupling import Schedule
+from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "HilBridge", "relative_motion"]
+__all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model", "HilBridge",
+           "relative_motion"]
 
 TABLES = ("hil",)
 OPTIONS: dict[str, Any] = {}
@@ -303,6 +305,7 @@ class HilBridge:
         self._sent_arm = False
         self._next_arm = -math.inf
         self._on_close = list(on_close or [])
+        self.freeze_park_after = 2.0  # s a frozen run's rig holds before it parks (build: sim.freeze_park_after)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self.emulator: Any = None  # the emulator process build() started (url = "emulator"), else None
 
@@ -504,6 +507,27 @@ class HilBridge:
             "hil/status": {"state": self.safety.state.name, "faults": int(self.safety.faults), "link": link},
         }
 
+    def hold(self, frozen_s: float) -> None:
+        """The run is frozen (:mod:`protocol.shell`): keep the rig's link alive, holding, and park it
+        once it has been frozen for ``freeze_park_after`` seconds (``sim.freeze_park_after``).
+
+        A heartbeat every call (the shell calls every 20 ms) keeps the rig's watchdog quiet
+        while it holds its last setpoint; then a PARK ramps it to neutral within its limits.
+        """
+        if self.link is None or not self.native:
+            return
+        t_us = None if self.realtime else int(round(self._sim_t * 1e6))
+        try:
+            if self.safety.state == RigState.ENGAGED and frozen_s >= self.freeze_park_after:
+                self.link.send(Park(), t_us)
+                self.safety.park()
+            elif self.safety.state in (RigState.ENGAGED, RigState.PARKING):
+                self.link.send(Heartbeat(), t_us)
+        except (FrameError, RigFault):
+            self.safety.fault(Fault.HOST)
+        if self.realtime:
+            self._read(wait=False)
+
     def close(self) -> None:
         """Ask an engaged rig to park, close the link and run the ``on_close`` hooks.
 
@@ -547,6 +571,19 @@ def _wait_ready(port: Any, emu: Any, timeout: float) -> None:
     raise RigFault(f"hil.start_timeout: the emulator did not start serving within {timeout:g} s")
 
 
+def calibration_model(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
+    """The bridge for a calibration run (:func:`protocol.realtime.calibrate`): the rig emulator's core
+    in this process, in lockstep, instead of the serial link (no process, no port): the bridge's
+    own work per step, with the frames encoded and decoded."""
+    from hil.emulator import LockstepPort, LockstepRig
+
+    problems = validate(config, name)
+    if problems:
+        raise ConfigError("; ".join(problems), problems)
+    cfg = parse(hil_table(config))
+    return HilBridge(cfg, name, period_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+
+
 def ports(config: dict[str, Any], name: str) -> ServicePorts:
     """The bridge's ports, before it is built (:mod:`protocol.config`)."""
     return ServicePorts("model", INPUTS, OUTPUTS)
@@ -572,7 +609,13 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     if url == "emulator":
         from hil.emulator import spawn_emulator
 
-        emu = spawn_emulator(config.get("hil", {}), lockstep=not realtime)
+        table = dict(config.get("hil", {}))
+        em = dict(table.get("emulator", {}))
+        sim = config.get("sim", {})
+        if realtime and not em.get("rt_priority") and int(sim.get("rt_priority", 10) or 0) > 0:
+            em["rt_priority"] = RIG_PRIORITY  # a rig's firmware is real-time: above the services (protocol.realtime)
+        table["emulator"] = em
+        emu = spawn_emulator(table, lockstep=not realtime, stats_path=cfg.emulator["stats"] or None)
         url = emu.host_path
     try:
         port = open_port(url, int(cfg.table["baud"]), timeout=0.0005)
@@ -583,8 +626,10 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         if emu is not None:
             emu.close()
         raise
-    if realtime:
-        link.start_reader()  # frames time-stamped on arrival: the delay estimate is not quantised by the step
+    if realtime:  # frames time-stamped on arrival: the delay estimate is not quantised by the step
+        rt = int(config.get("sim", {}).get("rt_priority", 10) or 0) > 0
+        link.start_reader(priority=RIG_PRIORITY if rt else 0)
     bridge = HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])
     bridge.emulator = emu
+    bridge.freeze_park_after = float(config.get("sim", {}).get("freeze_park_after", 2.0))
     return bridge

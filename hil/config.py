@@ -77,6 +77,8 @@ electric Stewart platform (assumed, not a particular product)::
     rate = 500.0                  # Hz internal step
     seed = 0
     rt_priority = 0               # run the emulator under SCHED_FIFO at this priority (0: normal)
+    stats = ""                    # path: the emulator writes its statistics there at exit (JSON: state,
+                                  # faults, fault log, axes, the setpoints it applied); "": none
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ DEFAULTS: dict[str, Any] = {
         "rate": 500.0,
         "seed": 0,
         "rt_priority": 0,
+        "stats": "",
     },
 }
 

@@ -26,6 +26,7 @@ Parts:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import select
@@ -71,9 +72,10 @@ from hil.framing import (
 from hil.link import TELEMETRY6_RAW, open_port
 from hil.safety import ramp_step, rate_limit_rows, transition
 from hil.stewart import RigLimits, StewartRig, pose
+from protocol.realtime import set_priority
 
 __all__ = ["READY", "ContactPlane", "RigCore", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
-           "spawn_emulator", "EmulatorProcess", "set_realtime_priority", "main"]
+           "spawn_emulator", "EmulatorProcess", "main"]
 
 Array = NDArray[np.float64]
 
@@ -823,23 +825,6 @@ def spawn_emulator(table: dict | None = None, *, lockstep: bool = False, stats_p
     return EmulatorProcess(os.ttyname(slave), proc, Path(stats_path) if stats_path else None, slave)
 
 
-def set_realtime_priority(priority: int) -> int:
-    """Put the calling thread under ``SCHED_FIFO`` at ``priority`` (1…99); 0 restores ``SCHED_OTHER``.
-
-    Returns the previous policy. Where the OS refuses (no privilege), a warning goes to
-    stderr and nothing changes: timing is then best effort.
-    """
-    old = os.sched_getscheduler(0)
-    try:
-        if priority > 0:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        else:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except (PermissionError, OSError) as err:
-        print(f"hil.emulator: real-time priority {priority} refused: {err}", file=sys.stderr)
-    return old
-
-
 def _stats(core: RigCore) -> dict:
     return {
         "counts": core.counts,
@@ -879,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run under SCHED_FIFO at this priority (a rig's firmware is real-time); 0: normal")
     a = ap.parse_args(argv)
     if a.rt_priority:
-        set_realtime_priority(a.rt_priority)
+        set_priority(a.rt_priority)
     table: dict = {}
     if a.config:
         from protocol.config import load  # (here: the pty emulator's start-up need not import the bus)
@@ -927,6 +912,8 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, RigFault) as err:
             print(f"hil.emulator: {err}", file=sys.stderr)
             return 2
+    gc.collect()  # what exists now (numpy, scipy, the config) is never scanned again: a full collection
+    gc.freeze()   # of it took 10–100 ms, a stall of the rig's loop (its watchdog is 20 ms at 250 Hz)
     try:
         line = 0.0 if (a.no_line or not (a.pty or a.listen or a.port.startswith("fd:"))) else float(baud)
         core = serve(port, cfg, lockstep=a.lockstep, stop=stop, max_seconds=a.max_seconds, baud=line)

@@ -36,6 +36,7 @@ from hil.framing import (
     encode_frame,
     wire_size,
 )
+from protocol.realtime import set_priority
 
 __all__ = ["SerialPort", "SerialLink", "LinkStats", "open_port", "check_line_budget", "URL_SCHEMES", "bits_per_byte"]
 
@@ -256,21 +257,28 @@ class SerialLink:
             except BlockingIOError:  # the line's buffer is full: wait until it drains
                 select.select([], [fd], [], 0.1)
 
-    def start_reader(self, timeout: float = 0.001) -> None:
+    def start_reader(self, timeout: float = 0.05, priority: int = 0) -> None:
         """Read in a background thread from now on, so that frames are time-stamped on arrival.
 
         Realtime use: the round-trip delay is then measured to the frame's arrival rather
         than to the next :meth:`receive` call. :meth:`receive` returns what the thread has
-        decoded; :meth:`close` stops it. ``timeout`` is the port read timeout it sets [s].
+        decoded; :meth:`close` stops it. ``timeout`` is the port read timeout it sets [s]:
+        a frame wakes the thread when it arrives, the timeout only bounds how long :meth:`close`
+        waits for it (a short one would wake it for nothing, holding the GIL each time).
+        ``priority`` > 0: the thread runs under SCHED_FIFO at it (the link's I/O, like a
+        driver's interrupt thread, above the loop that steps; :func:`protocol.realtime.set_priority`,
+        a warning where the OS refuses); 0: the creating thread's scheduling.
         """
         if self._reader is not None:
             return
         self.port.timeout = timeout
         self._stop = threading.Event()
-        self._reader = threading.Thread(target=self._read_loop, name="hil-link-reader", daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, args=(priority,), name="hil-link-reader", daemon=True)
         self._reader.start()
 
-    def _read_loop(self) -> None:
+    def _read_loop(self, priority: int = 0) -> None:
+        if priority > 0:
+            set_priority(priority)
         while not self._stop.is_set():
             try:
                 frames = self._read_once(4096)

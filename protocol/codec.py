@@ -32,7 +32,7 @@ import msgpack
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from errors import MessageError
+from errors import DivergenceError, MessageError
 from protocol.messages import _TABLE, MAX_PAYLOAD_BYTES, TopicSchema, schema_for
 from protocol.service import Sample
 
@@ -56,6 +56,11 @@ def _short(value: Any, limit: int = 80) -> str:
 
 def _bad(topic: str, field: str, why: str, value: Any) -> MessageError:
     return MessageError(f"topic {topic!r}, field {field!r}: {why}, got {_short(value)}")
+
+
+def _diverged(topic: str, field: str, value: Any) -> DivergenceError:
+    """A non-finite value in a body being encoded: the model that returned it diverged."""
+    return DivergenceError(f"topic {topic!r}, field {field!r}: not finite, got {_short(value)}")
 
 
 # ---------------------------------------------------------------- scalar checks
@@ -115,7 +120,7 @@ def _array_codec(shape: tuple[int, ...]) -> tuple[Decoder, Encoder]:
         if a.shape != shape:
             raise _bad(topic, name, f"expected shape {shape}, shape {a.shape}", v)
         if not np.isfinite(a).all():
-            raise _bad(topic, name, "not finite", a.tolist())
+            raise _diverged(topic, name, a.tolist())
         return a.tobytes(order="C")
 
     return dec, enc
@@ -136,6 +141,8 @@ def _float_enc(topic: str, name: str, v: Any) -> Any:
         return v
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise _bad(topic, name, "expected a finite float", v)
+    if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+        raise _diverged(topic, name, v)
     return _float_dec(topic, name, float(v))
 
 

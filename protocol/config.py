@@ -12,10 +12,16 @@ Layout
     bus = "tcp://10.0.0.1:5550" # base URL (control port; PUBs on the next ports); required for tcp
     seed = 0                    # for models that draw random numbers (0 … 2**64 - 1)
     base_tick_ns = 1000000      # optional declared base tick (default gcd of the periods)
-    overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop"
-    overrun_limit = 10          # realtime, policy "stop": stop after this many overruns
+    overrun_policy = "continue" # realtime: "continue" | "freeze" | "stop" when a service overruns
+                                # overrun_limit consecutive steps or its inputs grow older than max_input_age
+    overrun_limit = 10          # realtime: consecutive overruns that trigger the policy
+    max_input_age = 0.0         # realtime: s; an input older than this triggers the policy (0 = no bound)
     max_lag = 2.0               # realtime: s a service may fall behind the wall clock before it stops (0 = no bound)
-    rt_priority = 10            # realtime: SCHED_FIFO priority of each stepping thread (0 = normal)
+    rt_priority = 10            # realtime: SCHED_FIFO priority of the slowest process; faster ones get
+                                # higher ones, rate-monotonically (protocol.realtime); 0 = normal scheduling
+    freeze_park_after = 2.0     # realtime: s a frozen run's rig holds before it parks
+    freeze_stop_after = 5.0     # realtime: s a run frozen by an overload waits for a resume (SIGUSR2)
+                                # before it stops, failed (0 = waits for the operator)
     ready_timeout = 60.0        # s to wait for every service to be ready (> 0)
     stats_period = 1.0          # s (wall) between sim/stats messages (> 0)
     heartbeat_timeout = 5.0     # s without the launcher before a service gives up (> 0)
@@ -39,6 +45,7 @@ Layout
                                 # for every output, or a table {"topic" = Hz}; each a whole divisor of
                                 # rate_hz. Default per output: its fastest consumer's rate
     log_full_rate = false       # also publish every step of each state and flow output on TOPIC/full
+    cpus = [1]                  # realtime: pin its process to these CPUs (a process group: the same for all)
     process = "physics"         # run in the OS process "physics" with the other services that name it
                                 # (a process group: one scheduler, samples handed over in memory);
                                 # default: a process of its own, named after the service
@@ -113,7 +120,10 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "base_tick_ns": (int, None),
     "overrun_policy": (("continue", "freeze", "stop"), "continue"),
     "overrun_limit": (int, 10),
+    "max_input_age": (Num, 0.0),
     "max_lag": (Num, 2.0),
+    "freeze_park_after": (Num, 2.0),
+    "freeze_stop_after": (Num, 5.0),
     "ready_timeout": (Num, 60.0),
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
@@ -127,7 +137,8 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
 }
 
 SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str, "endpoint": str,
-                                "coupling_hz": (int, float, dict), "log_full_rate": bool, "process": str}
+                                "coupling_hz": (int, float, dict), "log_full_rate": bool, "process": str,
+                                "cpus": list}
 RUNTIME_TABLES = ("sim", "services", "security")
 
 
@@ -144,6 +155,8 @@ class ServiceSpec:
     """Configured coupling periods [ns] by output topic, ``"*"`` for every output (``coupling_hz``)."""
     full_rate: bool = False
     """``log_full_rate``: every step of each state and flow output also goes to ``TOPIC/full``."""
+    cpus: tuple[int, ...] = ()
+    """Realtime: the CPUs its process is pinned to (empty: any)."""
 
 
 @dataclass
@@ -505,15 +518,17 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
     # every time becomes int64 ns; a timeout of 0 would fail the run at once (max_lag 0: no bound)
     for key, positive in (("ready_timeout", True), ("stats_period", True), ("heartbeat_timeout", True),
-                          ("max_lag", False)):
+                          ("max_lag", False), ("max_input_age", False), ("freeze_park_after", False),
+                          ("freeze_stop_after", False)):
         if (bad := check_seconds(sim[key], f"sim.{key}", positive=positive)):
             problems.append(bad)
     if not 0 <= sim["seed"] < 2**64:
         problems.append(f"sim.seed: expected an unsigned 64-bit int (0 … 2**64 - 1), got {sim['seed']!r}")
     if sim["hosts"] is not None and not all(isinstance(v, str) and v for v in sim["hosts"].values()):
         problems.append(f"sim.hosts: expected a table label -> address (str), got {sim['hosts']!r}")
-    if not 0 <= sim["rt_priority"] <= 99:
-        problems.append(f"sim.rt_priority: expected 0..99, got {sim['rt_priority']!r}")
+    if not 0 <= sim["rt_priority"] <= 29:  # the band above it goes to the faster processes (protocol.realtime)
+        problems.append(f"sim.rt_priority: expected 0..29 (the slowest process's SCHED_FIFO priority; faster "
+                        f"ones get up to 60 more), got {sim['rt_priority']!r}")
     if sim["overrun_limit"] < 1:
         problems.append(f"sim.overrun_limit: expected >= 1, got {sim['overrun_limit']!r}")
     try:
@@ -654,8 +669,13 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if name in periods:
             svc = services_in[name]
             coupling = _coupling(f"services.{name}.coupling_hz", svc.get("coupling_hz"), periods[name], problems)
+            cpus = svc.get("cpus", [])
+            if not isinstance(cpus, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                                                     for c in cpus):
+                problems.append(f"services.{name}.cpus: expected a list of CPU numbers >= 0, got {cpus!r}")
+                cpus = []
             specs[name] = ServiceSpec(name, svc["kind"], mod.__name__, periods[name], svc.get("host"), coupling,
-                                      bool(svc.get("log_full_rate", False)))
+                                      bool(svc.get("log_full_rate", False)), tuple(cpus))
     for key, value in config.items():
         if key not in claimed:
             what = "table" if isinstance(value, dict) else "key"

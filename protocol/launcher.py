@@ -24,7 +24,10 @@ Stop order: models and sources first, sinks (the logger) last so they record
 everything. A service that dies (non-zero exit, signal, error report, or a thread
 that ends) makes the launcher print which one and why, stop the others (within 1 s)
 and return 1. SIGINT/SIGTERM stop everything in order and return 130 / 143;
-SIGUSR1 freezes, SIGUSR2 resumes. The last stdout line of a run is a JSON summary
+SIGUSR1 freezes, SIGUSR2 resumes. A service that freezes the run itself (realtime
+overload, :mod:`protocol.shell`) freezes every service; without a resume within
+``sim.freeze_stop_after`` the run stops and returns 1, naming the service and the
+figure. The last stdout line of a run is a JSON summary
 (``{"event": "summary", ...}``, with every service's final statistics).
 
 Hooks (progress lines, event taps)
@@ -48,17 +51,21 @@ the same names.
 
 Real time
 ---------
-With ``sim.mode = "realtime"`` and ``sim.rt_priority = p > 0``, the launcher's thread
-runs SCHED_FIFO at ``p + 1`` (and, with worker processes, its ZeroMQ I/O thread too)
-when permitted: above the services' stepping and I/O threads (``p``,
-:func:`protocol.shell.realtime_context`), so services that overrun without pause cannot
-starve the supervisor or its pings. The priority is not inherited by the processes it
-starts (SCHED_RESET_ON_FORK).
+With ``sim.mode = "realtime"`` and ``sim.rt_priority > 0`` (:mod:`protocol.realtime`):
+before anything starts, the admission check times every local service's step on this
+host and refuses the run (exit 2, the utilization table on stderr) when the processes do
+not fit the cores under rate-monotonic scheduling; every process then runs SCHED_FIFO at
+its rate-monotonic priority (its ZeroMQ I/O thread too, pinned to its ``cpus``, memory
+locked), and the launcher's thread runs at :data:`protocol.realtime.SUPERVISOR_PRIORITY`,
+above them all (it sleeps almost all the time), so services that overrun without pause
+cannot starve the supervisor or its pings. Its priority is not inherited by the processes
+it starts (SCHED_RESET_ON_FORK).
 """
 
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import math
 import os
@@ -81,7 +88,8 @@ from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, service_module, with_overrides
 from protocol.coupling import coupling_periods
 from protocol.service import Sample
-from protocol.shell import SINK_DRAIN_LIMIT_NS, realtime_context, run_process
+from protocol.realtime import SUPERVISOR_PRIORITY, preload, realtime_plan, set_priority, zmq_context
+from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
 
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
@@ -90,21 +98,11 @@ _S = 1_000_000_000
 _CHECK_S = 0.1  # s between looks at deaths, signals and the ping clock
 
 
-def _raise_priority(priority: int) -> None:
-    """Run the calling thread SCHED_FIFO at ``priority``, not inherited by children; silent if not permitted."""
-    if not hasattr(os, "sched_setscheduler"):
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0), os.sched_param(priority))
-    except OSError:
-        pass
-
-
 def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[str], name: str, url: str,
-                   overrides: dict[str, Any]) -> list[str]:
-    """The command line of one service process (``launch.py _worker ...``)."""
+                   overrides: dict[str, Any], rt_priority: int = 0) -> list[str]:
+    """The command line of one OS process of the run (``launch.py _worker ...``)."""
     return [sys.executable, str(launch_py), "_worker", str(config), name, "--bus", url,
-            "--overrides", json.dumps(overrides)]
+            "--overrides", json.dumps(overrides), "--rt-priority", str(int(rt_priority))]
 
 
 @dataclass
@@ -208,6 +206,8 @@ class Launcher:
         self._signal: int | None = None
         self._probes_seen: set[str] = set()
         self.frozen = False
+        self._overload: tuple[str, float] | None = None  # (why, when to stop) of a freeze by an overload
+        self.diverged: dict[str, Any] | None = None  # {"service", "t" [s], "reason"}: a model's output was not finite
         self._started = False
         self._next_ping = 0.0
         self._next_check = 0.0
@@ -221,6 +221,7 @@ class Launcher:
         self.bus: ZmqBus = None  # type: ignore[assignment]
         self._tmpdir: str | None = None
         self.exit_code = 0
+        self._prio: dict[str, int] = {}  # realtime: each local process's SCHED_FIFO priority (set by _admit)
 
     # ------------------------------------------------------------------ hooks
     def on_tick(self, t_ns: int, wall_s: float, stats: dict[str, dict[str, Any]]) -> None:
@@ -271,11 +272,17 @@ class Launcher:
         old = self._install_signals()
         self.url = self._url()
         sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
-        prio = int(self.plan.sim.get("rt_priority", 0)) + 1 if self.plan.sim.get("mode") == "realtime" else 0
-        rt_ctx = None if self.inprocess or prio <= 1 else realtime_context(prio)
+        realtime = self.plan.sim.get("mode") == "realtime" and int(self.plan.sim.get("rt_priority", 0)) > 0
+        if realtime and not self._admit():
+            return 2
+        if self.inprocess and self.plan.sim.get("mode") == "realtime":
+            preload()  # the physics' lazy imports now, not in the first steps (a worker does its own)
+        rt_ctx = zmq_context(SUPERVISOR_PRIORITY) if realtime and not self.inprocess else None
         self.ctx: zmq.Context = rt_ctx or zmq.Context.instance()
-        if prio > 1:
-            _raise_priority(prio)
+        if realtime:
+            gc.collect()  # the calibration's objects: a full collection of them at this priority would
+            gc.freeze()   # stall a core for tens of ms (what exists now is never scanned again)
+            set_priority(SUPERVISOR_PRIORITY, reset_on_fork=True)
         self.auth: Any = None
         self.peers = peers_of(with_overrides(self.plan.config, {"transport": "inproc"}) if self.inprocess
                               else self.plan.config, self.url)
@@ -330,6 +337,24 @@ class Launcher:
             if name == LAUNCHER or self.records[name].local:
                 claim_ipc(ep)
 
+    def _admit(self) -> bool:
+        """Realtime: the admission check of the local processes (:func:`protocol.realtime.realtime_plan`);
+        their priorities kept for the start. False (the table said on stderr) if refused."""
+        from dataclasses import replace
+
+        local = self.plan.only or tuple(self.plan.services)
+        plan = replace(self.plan, services={n: s for n, s in self.plan.services.items() if n in local},
+                       processes={p: m for p, m in self.processes.items()} if not self.inprocess
+                       else (self.plan.processes or {n: (n,) for n in local}))
+        try:
+            ok, table, self._prio = realtime_plan(plan)
+        except Exception as err:  # noqa: BLE001 - a calibration that fails refuses the run, saying why
+            self._say(f"realtime admission: the calibration failed: {type(err).__name__}: {err}")
+            return False
+        if not ok:
+            self._say("realtime admission refused the run:\n  " + "\n  ".join(table))
+        return ok
+
     # ------------------------------------------------------------------ starting
     def _start_local(self) -> None:
         """One OS process per local process of the plan (``--inprocess``: one thread here, for all)."""
@@ -346,7 +371,8 @@ class Launcher:
                 if self.plan.path is None:
                     raise LifecycleError("worker processes need the config as a file (plan.path is None); "
                                          "write it to a file first, or run inprocess")
-                cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self.overrides)
+                cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self.overrides,
+                                     self._prio.get(proc, 0))
                 popen = subprocess.Popen(cmd, start_new_session=True)
                 for rec in recs:
                     rec.proc = popen
@@ -364,7 +390,8 @@ class Launcher:
                 time.sleep(0.05)
                 result.append(1)
                 return
-        result.append(run_process(objs, self.url, self.peers, name=proc, context=self.ctx))
+        result.append(run_process(objs, self.url, self.peers, name=proc, context=self.ctx,
+                                  rt_priority=max(self._prio.values(), default=0)))
 
     # ------------------------------------------------------------------ master
     def _ignore(self, ident: str, why: str) -> None:
@@ -404,8 +431,23 @@ class Launcher:
         elif op == "stats" and rec.stats:  # the totals at stop: what arrived after done is counted too
             rec.stats = {**rec.stats, **msg.get("stats", {})}
         elif op == "frozen":
-            self._say(f"service {ident!r} froze itself ({msg.get('reason')}) at t={msg.get('t_ns')} ns; freezing all")
+            t_s = int(msg.get("t_ns", 0)) * 1e-9
+            after = float(self.plan.sim.get("freeze_stop_after", 0.0))
+            self._say(f"service {ident!r} froze the run at t = {t_s:.3f} s ({msg.get('reason')}); every service "
+                      f"holds, the rig parks after {float(self.plan.sim.get('freeze_park_after', 0.0)):g} s; "
+                      + (f"SIGUSR2 resumes, else the run stops after {after:g} s" if after > 0 else
+                         "SIGUSR2 resumes, Ctrl-C stops"))
             self._broadcast({"op": "freeze"})
+            if self._overload is None:
+                self._overload = (f"service {ident!r} froze the run at t = {t_s:.3f} s: {msg.get('reason')}",
+                                  time.monotonic() + after if after > 0 else math.inf)
+        elif op == "error" and msg.get("diverged"):
+            t_s = int(msg.get("t_ns", 0)) * 1e-9
+            self.diverged = {"service": ident, "t": t_s, "reason": str(msg.get("reason"))}
+            if self.bus is not None:  # into the log too (the logger stops last): a report of it says so
+                self._ctl_seq += 1
+                self._control_pub("diverged", self._ctl_seq, dict(self.diverged))
+            raise _Failed(f"service {ident!r} diverged at t = {t_s:.3f} s: {msg.get('reason')}")
         elif op == "error":
             raise _Failed(f"service {ident!r} failed: {msg.get('reason')}")
 
@@ -457,12 +499,17 @@ class Launcher:
             if s in (signal.SIGINT, signal.SIGTERM):
                 raise KeyboardInterrupt(s)
             self.frozen = s == signal.SIGUSR1
+            if not self.frozen:
+                self._overload = None  # resumed by the operator
             if self._started and self.frozen:
                 self._broadcast({"op": "freeze"})
             elif self._started:  # realtime re-anchors: sim time t_ns at wall_ns, the same for all
                 t_common = max([r.t_ns for r in self.records.values()] or [0])
                 self._broadcast({"op": "resume", "wall_ns": time.time_ns() + 50_000_000, "t_ns": t_common})
         now = time.monotonic()
+        if self._overload is not None and now >= self._overload[1]:
+            raise _Failed(f"{self._overload[0]}; no resume within sim.freeze_stop_after "
+                          f"({float(self.plan.sim.get('freeze_stop_after', 0.0)):g} s): stopped")
         if now >= self._next_ping:
             self._next_ping = now + 0.5
             self._broadcast({"op": "ping"})
@@ -549,6 +596,8 @@ class Launcher:
                      "speed": float(sim["speed"]), "start_wall_ns": time.time_ns() + 300_000_000,
                      "producers": producers, "services": self._ports(), "overrun_policy": sim["overrun_policy"],
                      "overrun_limit": sim["overrun_limit"], "max_lag_ns": int(sim["max_lag"] * _S),
+                     "max_input_age_ns": int(sim["max_input_age"] * _S),
+                     "freeze_park_after_ns": int(sim["freeze_park_after"] * _S),
                      "stats_period_ns": int(sim["stats_period"] * _S),
                      "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"],
                      "rt_priority": sim["rt_priority"],
@@ -661,6 +710,8 @@ class Launcher:
     def _summary(self, t_end: int | None, wall: float | None) -> None:
         out = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,
                "services": {n: r.stats or r.live for n, r in self.records.items()}}
+        if self.diverged:
+            out["diverged"] = dict(self.diverged)
         ignored = dict(self.control_ignored)
         if self.server is not None and self.server.malformed:
             ignored["(not a msgpack map)"] = self.server.malformed

@@ -221,6 +221,7 @@ _TABLE: dict[str, TopicSchema] = {
     # The runtime's own topics.
     "sim/control": TopicSchema("berthsim.SimControl", 1, "event", {
         "cmd": _STR,          # probe | start | freeze | resume | stop | eos (a source has sent all it has)
+                              # | diverged (the launcher: a model's output was not finite; info: service, t, reason)
         "info": _MAP,
     }),
     "sim/stats": TopicSchema("berthsim.SimStats", 1, "state", {

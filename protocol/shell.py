@@ -78,9 +78,12 @@ ready, then the selection); with ``speed > 0`` a step also waits for the wall in
 ``t_end_ns``.
 *realtime* — every model's step ``k`` starts at the absolute wall instant
 ``start_wall_ns + k·h`` (the same for every service) with the latest inputs; models due
-at the same instant step in rate-monotonic order (shortest period first). The stepping
-thread runs SCHED_FIFO at ``sim.rt_priority``, in a worker process with ZeroMQ's I/O
-thread (:func:`realtime_context`), when permitted (``rt_priority = 0`` turns it off).
+at the same instant step in rate-monotonic order (shortest period first); inputs by the
+realtime rule of :mod:`protocol.stepping` (flows one coupling period late, impulse-exact).
+The stepping thread runs SCHED_FIFO at the process's rate-monotonic priority
+(:func:`protocol.realtime.priorities`, given by the launcher; its worker process also sets
+ZeroMQ's I/O thread, affinity and locked memory there), when permitted (``sim.rt_priority
+= 0`` turns it off).
 It takes its queued inputs 2 ms (long periods only) and 0.2 ms before a step start,
 sleeps with 1 ns timer slack to 60 µs before the step start, then spins yielding the
 core (so equal-priority services on few cores do not hold each other up). The garbage
@@ -88,11 +91,18 @@ collector is frozen and disabled while stepping (no collector pauses; cyclic gar
 made by a model during a realtime run is only freed after it). Step-start jitter,
 overruns (a step ending after the next one's start) and input age (wall time since the
 oldest input the step uses was sent) are measured per service and published on
-``sim/stats`` every ``stats_period``; overrun policy continue / freeze / stop-after-N.
-Whatever the policy, a service that falls more than ``sim.max_lag`` behind the wall
-clock (its steps keep taking longer than its period: the host cannot run it in real
-time) stops with an error that says so; the launcher then stops the run and the rig
-parks.
+``sim/stats`` every ``stats_period``. Overload: ``sim.overrun_limit`` consecutive steps
+longer than the period, or an input older than ``sim.max_input_age``, applies
+``sim.overrun_policy`` (continue; freeze: this process reports ``frozen`` and the launcher
+freezes every service, models with a ``hold(frozen_s)`` being called every 20 ms while
+frozen, the rig bridge's to keep its link alive and park it; stop: an error). Whatever
+the policy, a service that falls more than ``sim.max_lag`` behind the wall clock (its
+steps keep taking longer than its period: the host cannot run it in real time) stops
+with an error that says so; the launcher then stops the run and the rig parks.
+
+A model whose outputs are not finite (:class:`errors.DivergenceError` from the codec)
+fails with ``diverged`` in its error report, in lockstep and realtime alike: the
+launcher names it and the time, and says so in the log.
 """
 
 from __future__ import annotations
@@ -108,16 +118,17 @@ from typing import Any
 import numpy as np
 import zmq
 
-from errors import LifecycleError, MessageError
+from errors import DivergenceError, LifecycleError, MessageError
 from protocol.bus import _NOBLOCK, ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
 from protocol.codec import decode, encode, topic_codec
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR
+from protocol.realtime import fine_timer_slack, set_priority
 from protocol.scheduler import Member, Scheduler
 from protocol.security import Security
 from protocol.service import Sink, Source, role_of
 
 __all__ = ["Sink", "Source", "role_of", "ProcessShell", "ServiceShell", "run_service", "run_process",
-           "realtime_context", "STATES", "SINK_DRAIN_LIMIT_NS", "FLUSH_MS"]
+           "STATES", "SINK_DRAIN_LIMIT_NS", "FLUSH_MS", "BUSY_ENV"]
 
 STATES = ("configured", "ready", "running", "frozen", "stopped", "error")
 
@@ -143,61 +154,23 @@ _SINK_BATCH_NS = int(_SINK_BATCH_S * 1e9)  # a sink beside models is handed its 
 _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before a step start,
 _DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
+_HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
+
+BUSY_ENV = "BERTHSIM_TEST_BUSY"
+"""Test-only overload knob: ``NAME=MS[@T][,…]`` adds MS ms of busy waiting to every realtime step
+of the service NAME (from simulated time T s on; default 0). The overload tests; never set in a real
+run. It is not seen by the admission check's calibration, which times the models alone."""
 
 
-def _fine_timer_slack() -> None:
-    """Linux: let sleeps end within microseconds of their deadline (PR_SET_TIMERSLACK = 1 ns)."""
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(29, 1)
-    except (OSError, AttributeError):
-        pass
-
-
-def _realtime_priority(priority: int, name: str) -> bool:
-    """Run the calling thread SCHED_FIFO at ``priority`` (0: leave it); a note if not permitted."""
-    if priority <= 0 or not hasattr(os, "sched_setscheduler"):
-        return False
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        return True
-    except OSError as err:
-        print(f"[{name}] note: SCHED_FIFO priority {priority} not available ({err}); normal scheduling",
-              file=sys.stderr, flush=True)
-        return False
-
-
-def realtime_context(priority: int) -> zmq.Context | None:
-    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority``, if this process may do so.
-
-    The same priority as the stepping thread: the I/O thread gets the core whenever the
-    stepping thread sleeps or yields, and the stepping loop yields once per step even
-    when it is late (:meth:`ProcessShell._wait_until`), so an overrunning service still
-    receives the launcher's pings and its inputs. (One level above, it preempted steps
-    on every message and raised jitter and overruns.) libzmq aborts if it cannot apply
-    the policy, so the permission is tried first on a scratch thread. Returns None (use
-    the default context) when not permitted or ``priority <= 0``.
-    """
-    if priority <= 0 or not hasattr(os, "sched_setscheduler"):
-        return None
-    ok: list[bool] = []
-
-    def probe() -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-            ok.append(True)
-        except OSError:
-            ok.append(False)
-
-    t = threading.Thread(target=probe)
-    t.start()
-    t.join()
-    if not ok or not ok[0]:
-        return None
-    ctx = zmq.Context()
-    ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
-    ctx.set(zmq.THREAD_PRIORITY, priority)
-    return ctx
+def _busy_knob(names: set[str]) -> dict[str, tuple[int, int]]:
+    """:data:`BUSY_ENV` for these services: name -> (busy per step [ns], from when [ns])."""
+    out: dict[str, tuple[int, int]] = {}
+    for item in filter(None, os.environ.get(BUSY_ENV, "").split(",")):
+        name, _, spec = item.partition("=")
+        ms, _, t = spec.partition("@")
+        if name in names:
+            out[name] = (int(float(ms) * 1e6), int(float(t or 0) * 1e9))
+    return out
 
 
 class ProcessShell:
@@ -221,6 +194,9 @@ class ProcessShell:
         Shared context (needed for ``inproc://``).
     stop_event : threading.Event, optional
         Set by a signal handler (SIGTERM) or a supervisor to stop the process.
+    rt_priority : int
+        Realtime mode: the stepping thread's SCHED_FIFO priority (the process's, from
+        :func:`protocol.realtime.priorities`); 0: normal scheduling.
 
     Raises
     ------
@@ -230,7 +206,7 @@ class ProcessShell:
 
     def __init__(self, objs: Any, url: str, peers: dict[str, str], *, name: str | None = None,
                  security: Security | None = None, context: zmq.Context | None = None,
-                 stop_event: threading.Event | None = None) -> None:
+                 stop_event: threading.Event | None = None, rt_priority: int = 0) -> None:
         self.members = [Member(o) for o in objs]
         if not self.members:
             raise LifecycleError("a process needs at least one service")
@@ -250,6 +226,8 @@ class ProcessShell:
         self.security = security
         self.context = context
         self.stop_event = stop_event or threading.Event()
+        self.rt_priority = int(rt_priority)
+        self._busy = _busy_knob({m.name for m in self.members})
         self.state = "configured"
         self._member = {m.name: m for m in self.members}
         self._sinks = [m for m in self.members if m.role == "sink"]
@@ -282,6 +260,7 @@ class ProcessShell:
         self._source_topics: dict[str, list[str]] = {}  # source name -> its output topics (for its "eos")
         self._pending: dict[str, list[dict[str, Any]]] = {m.name: [] for m in self.members}
         self._resume_msg: dict[str, Any] | None = None
+        self.late_imports: list[str] = []  # realtime: modules first imported during the run (see _run_realtime)
         self._src_next: dict[str, tuple[int, str, bytes] | None] = {}
         self._poller = zmq.Poller()
         self._next_ctl = 0
@@ -332,15 +311,18 @@ class ProcessShell:
         except (_Fail, Exception) as err:  # noqa: BLE001 - every failure is reported, never hidden
             who = self.sched.current
             reason = str(err) if isinstance(err, _Fail) else f"{type(err).__name__}: {err}"
-            if not isinstance(err, _Fail):
+            if not isinstance(err, (_Fail, DivergenceError)):  # a divergence is the model's, not a bug here
                 traceback.print_exc(file=sys.stderr)
             self.state = "error"
             culprit = who if who is not None else self.members[0]
+            # a model that returned a non-finite output diverged at the step it was making (from t_ns)
+            diverged = isinstance(err, DivergenceError) and who is not None
             for m in [culprit, *(m for m in self.members if m is not culprit)]:
                 if m.ctl is not None:
                     try:
                         m.ctl.send({"op": "error", "reason": reason if m is culprit else
-                                    f"{culprit.name} (same process) failed: {reason}", "t_ns": m.t_ns})
+                                    f"{culprit.name} (same process) failed: {reason}", "t_ns": m.t_ns,
+                                    **({"diverged": True} if diverged and m is culprit else {})})
                     except zmq.ZMQError:
                         pass
             time.sleep(0.05)  # let the DEALERs flush (linger is 0)
@@ -525,11 +507,18 @@ class ProcessShell:
             m.ctl.send({"op": "state", "state": state, "t_ns": m.t_ns})
 
     def _freeze(self) -> None:
+        """Hold (DCP's frozen state) until resumed or stopped. A model that has ``hold(frozen_s)``
+        is called every :data:`_HOLD_EVERY_NS` meanwhile with the time frozen so far (the hil
+        bridge keeps the rig's link alive, holding, and parks it after ``sim.freeze_park_after``)."""
         if self.state == "frozen":
             return
         self._set_state("frozen")
+        holders = [m.obj.hold for m in self.sched.models if callable(getattr(m.obj, "hold", None))]
+        since = time.monotonic_ns()
         while self.state == "frozen":
-            self._wait(50)
+            self._wait(_HOLD_EVERY_NS // _MS)
+            for hold in holders:
+                hold((time.monotonic_ns() - since) * 1e-9)
 
     def _resume(self, msg: dict[str, Any]) -> None:
         self._set_state("running")
@@ -616,6 +605,8 @@ class ProcessShell:
         out.update({"jitter_p50_ns": int(p50), "jitter_p99_ns": int(p99),
                     "jitter_max_ns": int(jit.max()) if jit.size else 0,
                     "input_age_p99_ns": int(np.percentile(age, 99)) if age.size else 0, "t_ns": m.t_ns})
+        if self.start.get("mode") == "realtime" and m.role != "sink":
+            out["late_imports"] = len(self.late_imports)  # modules its process first imported in the run
         return out
 
     def _publish_stats(self, m: Member, state: str | None = None) -> None:
@@ -770,12 +761,14 @@ class ProcessShell:
     def _run_realtime(self) -> None:
         sched = self.sched
         t0 = int(self.start["t0_ns"])
-        sched.initial(t0, time.time_ns())  # before the start instant, so first steps see it
+        # before the start instant, so that the first steps see them; stamped with the start instant's wall
+        # time, when their values begin to hold (an input's age is then measured from the start)
+        sched.initial(t0, int(self.start["start_wall_ns"]))
         self._flush()
         anchor = self._mono_from_wall(int(self.start["start_wall_ns"]))
         self._resume_msg = None
-        _realtime_priority(int(self.start.get("rt_priority", 0)), self.name)
-        _fine_timer_slack()
+        set_priority(self.rt_priority)
+        fine_timer_slack()
         for m in self.members:
             m.jitter.append(0)
             self.stats(m)  # warm up: the first percentile call imports and builds numpy internals (~30 ms)
@@ -783,10 +776,17 @@ class ProcessShell:
         gc.collect()
         gc.freeze()    # what exists now is never scanned again
         gc.disable()   # no collector pause inside a step; refcounting frees the loop's garbage
+        modules = frozenset(sys.modules)
         try:
             self._realtime_loop(t0, anchor)
         finally:
             gc.enable()
+            # a module first imported during the run cost the step that imported it (0.1 s and more):
+            # named here, so that it joins protocol.realtime.LAZY_IMPORTS (imported before the start)
+            self.late_imports = sorted(set(sys.modules) - modules)
+            if self.late_imports:
+                print(f"[{self.name}] note: imported during the realtime run (a step paid for it): "
+                      f"{', '.join(self.late_imports)}", file=sys.stderr, flush=True)
 
     def _realtime_loop(self, t0: int, anchor: int) -> None:
         sched = self.sched
@@ -794,7 +794,10 @@ class ProcessShell:
         policy = self.start.get("overrun_policy", "continue")
         limit = int(self.start.get("overrun_limit", 10))
         max_lag = int(self.start.get("max_lag_ns", 0))
+        max_age = int(self.start.get("max_input_age_ns", 0))
         models = sorted(sched.models, key=lambda m: m.period_ns)  # rate-monotonic order at a common instant
+        run_of = {m.name: 0 for m in models}  # consecutive overruns
+        busy = {m.name: self._busy.get(m.name, (0, 0)) for m in models}
         mono, wall = time.monotonic_ns, time.time_ns
         while True:
             live = [m for m in models if not m.done]
@@ -826,32 +829,52 @@ class ProcessShell:
                 m.jitter.append(start - due)
                 u = m.buf.latest(t, h)
                 oldest = u.oldest_wall_ns()
+                age = wall() - oldest if oldest is not None else 0
                 if oldest is not None:
-                    m.age.append(wall() - oldest)
+                    m.age.append(age)
                 sched.current = m
+                began = mono()
                 outs = m.obj.step(t, h, u)
+                if busy[m.name][0] and t >= busy[m.name][1]:  # test-only overload knob (BUSY_ENV)
+                    end = mono() + busy[m.name][0]
+                    while mono() < end:
+                        pass
                 m.t_ns = t + h
                 sched.publish(m, outs, m.t_ns, wall())
                 sched.current = None
                 m.steps += 1
                 if t_end and m.t_ns >= t_end:
                     m.done = True
-                late = mono() - (anchor + (m.t_ns - t0))
+                done_at = mono()
+                late = done_at - (anchor + (m.t_ns - t0))
+                # sustained overload: steps that themselves take longer than the period, one after the other
+                # (a step that is late only because an earlier one was, and catches up, is not counted here)
+                run_of[m.name] = run_of[m.name] + 1 if done_at - began > h else 0
                 if late > 0:
                     m.overruns += 1
-                    if policy == "stop" and m.overruns >= limit:
-                        sched.current = m
-                        raise _Fail(f"{m.overruns} overruns (limit {limit}, policy stop) at t={m.t_ns} ns")
                     if max_lag and late > max_lag:
                         sched.current = m
                         raise _Fail(f"{late / 1e9:.3f} s behind the wall clock at t={m.t_ns / 1e9:.3f} s (sim.max_lag "
                                     f"{max_lag / 1e9:g} s): its steps take longer than its {h / 1e6:g} ms period on "
                                     f"this host ({m.overruns} overruns in {m.steps} steps); run it in lockstep, or on "
                                     "a host with more free cores")
-                    if policy == "freeze":
-                        self._flush()
-                        m.ctl.send({"op": "frozen", "reason": "overrun", "t_ns": m.t_ns})
-                        self._freeze()
+                why = ""
+                if run_of[m.name] >= limit:
+                    why = (f"{run_of[m.name]} consecutive steps longer than its {h / 1e6:g} ms period "
+                           f"(sim.overrun_limit {limit}) at t = {m.t_ns / 1e9:.3f} s, the last "
+                           f"{(done_at - began) / 1e6:.2f} ms")
+                elif max_age and age > max_age:
+                    why = (f"an input {age / 1e6:.1f} ms old at t = {m.t_ns / 1e9:.3f} s "
+                           f"(sim.max_input_age {max_age / 1e6:g} ms)")
+                if why and policy == "stop":
+                    sched.current = m
+                    self._flush()
+                    raise _Fail(f"overload: {why}; policy stop")
+                if why and policy == "freeze":
+                    run_of[m.name] = 0
+                    self._flush()
+                    m.ctl.send({"op": "frozen", "reason": f"overload: {why}", "t_ns": m.t_ns})
+                    self._freeze()
             self._flush()
             self._tick_stats()
         self._flush(sinks_now=True)
@@ -938,9 +961,10 @@ class ServiceShell(ProcessShell):
 
 def run_process(objs: Any, url: str, peers: dict[str, str], *, name: str | None = None,
                 security: Security | None = None, context: zmq.Context | None = None,
-                stop_event: threading.Event | None = None) -> int:
+                stop_event: threading.Event | None = None, rt_priority: int = 0) -> int:
     """Run ``objs`` as one process under a :class:`ProcessShell`; the process exit code (0 clean, 1 error)."""
-    return ProcessShell(objs, url, peers, name=name, security=security, context=context, stop_event=stop_event).run()
+    return ProcessShell(objs, url, peers, name=name, security=security, context=context, stop_event=stop_event,
+                        rt_priority=rt_priority).run()
 
 
 def run_service(obj: Any, url: str, peers: dict[str, str], *, security: Security | None = None,

@@ -80,7 +80,6 @@ attached as ``config.toml``), which ``launch.py`` sets for the runs it starts.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import io
 import json
@@ -110,6 +109,7 @@ from protocol.bus import SequenceTracker
 from protocol.codec import envelopes
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
+from protocol.realtime import set_thread_name
 from protocol.service import ServicePorts
 
 __all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "log_in_use", "open_exclusive", "ports",
@@ -283,7 +283,7 @@ class McapLogger:
             try:
                 for sig in (signal.SIGINT, signal.SIGTERM):  # it stops on close or when the logger dies
                     signal.signal(sig, signal.SIG_IGN)
-                _name_thread(b"logwriter")
+                set_thread_name("logwriter")
                 if cpus:
                     try:
                         os.sched_setaffinity(0, cpus)
@@ -526,14 +526,6 @@ def _widen(end: Connection) -> int:
         return int(fcntl.fcntl(end.fileno(), fcntl.F_SETPIPE_SZ, min(limit, _PIPE_BYTES)))
     except (AttributeError, OSError):  # not Linux, or refused: the default
         return _PIPE_DEFAULT
-
-
-def _name_thread(name: bytes) -> None:
-    """Linux: the calling thread's name as ``top``, ``ps -L`` and py-spy show it (PR_SET_NAME)."""
-    try:
-        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Connection, parent: int,

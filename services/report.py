@@ -68,7 +68,8 @@ from errors import LogError
 from protocol.logfile import LogFile, open_log, read_topics
 
 __all__ = ["FIGURE_TOPICS", "PAGES", "PHASES", "Report", "add_arguments", "decimate", "expected_events", "figures",
-           "joint_peaks", "main", "make_report", "phase_after", "run_figures", "summary_table", "wrench_peaks"]
+           "joint_peaks", "main", "make_report", "mark_diverged", "phase_after", "run_figures", "summary_table",
+           "wrench_peaks"]
 
 PAGES = ("summary", "relative_pose", "relative_rates", "contact", "joints", "momentum_energy", "timing")
 
@@ -445,8 +446,13 @@ def _summary_page(log: LogFile, rep: Report) -> Any:
         lines.append(f"aborted: {close['aborted']}")
     lines += ["", "Topics:"]
     lines += [f"  {t:<20s} {n:>9d}" for t, n in sorted(log.topics.items())]
-    lines += ["", "Peaks:"]
-    lines += [f"  {k:<44s} {v:12.6g}" for k, v in rep.peaks.items()] or ["  (none)"]
+    div = _divergence(read_topics(log, ["sim/control"])["sim/control"]) if "sim/control" in log.topics else None
+    if div:
+        lines += ["", f"DIVERGED at t = {div['t']:.3f} s in {div['service']}: {div['reason']}",
+                  "Peaks: none (the states diverged; the plots show them up to then)"]
+    else:
+        lines += ["", "Peaks:"]
+        lines += [f"  {k:<44s} {v:12.6g}" for k, v in rep.peaks.items()] or ["  (none)"]
     lines += ["", f"Events ({len(rep.events)}):"]
     lines += [f"  t={t:10.4f} s  {topic:<18s} {kind}" for t, topic, kind in rep.events[:40]] or ["  (none)"]
     if len(rep.events) > 40:
@@ -529,7 +535,7 @@ def wrench_peaks(F: np.ndarray, where: np.ndarray | None = None,
 
 
 FIGURE_TOPICS = ("contact/event", "contact/wrench", "hil/feedback", "hil/status", "orbiter/state", "payload/state",
-                 "arm/state")
+                 "arm/state", "sim/control")
 """The topics :func:`figures` reads (each only when present)."""
 
 
@@ -612,14 +618,16 @@ they hold it (``latch``, after their stroke), the drift of the total linear
     st = d.get("hil/status", empty)
     link, hil_state = (dict(st["link"][-1]), st["state"][-1]) if len(st.get("t_ns", ())) else ({}, None)
     # total linear momentum where an orbiter and a payload sample share a time stamp
-    P0, dP = None, 0.0
+    P0, dP, dP_end, t_dP = None, 0.0, 0.0, 0.0
     orb, pay = d.get("orbiter/state", empty), d.get("payload/state", empty)
     if len(orb.get("t_ns", ())) and len(pay.get("t_ns", ())):
         _, i_o, i_p = np.intersect1d(orb["t_ns"], pay["t_ns"], return_indices=True)
         if len(i_o):
             P = m_O * orb["v_WOo_W"][i_o] + m_T * pay["v_WTo_W"][i_p]
             P0 = P[0]
-            dP = float(np.linalg.norm(P - P0, axis=1).max())
+            drift = np.linalg.norm(P - P0, axis=1)
+            k = int(drift.argmax())
+            dP, dP_end, t_dP = float(drift[k]), float(drift[-1]), float(orb["t_ns"][i_o][k]) * 1e-9
     first = {}
     for ev in events:
         first.setdefault(ev["kind"], ev)
@@ -654,21 +662,75 @@ they hold it (``latch``, after their stroke), the drift of the total linear
     arm = d.get("arm/state", empty)
     out["joint_peak_Nm"] = joint_peaks(arm).tolist() if len(arm.get("t_ns", ())) else []
     out["momentum_drift_Ns"] = dP
+    out["momentum_drift_t"] = t_dP
+    out["momentum_drift_end_Ns"] = dP_end
     out["orbit_on"] = float(cfg.get("orbiter", {}).get("orbit_altitude", 0.0)) > 0.0
     out["momentum_P0_Ns"] = float(np.linalg.norm(P0)) if P0 is not None else 0.0
     out["rig"] = {"state": hil_state, **{k: link[k] for k in ("crc_errors", "bad_frames", "seq_lost", "rx_fps",
                                                            "rtt_p99_s", "tx_frames", "rx_frames", "rig_rejected",
                                                            "resent", "reply_timeouts", "replies_missed")
                                          if k in link}}
-    return out
+    div = _divergence(d.get("sim/control", empty))
+    return mark_diverged(out, div) if div else out
+
+
+def _divergence(ctl: dict[str, Any]) -> dict[str, Any] | None:
+    """The launcher's ``diverged`` word in a log's ``sim/control`` table (:mod:`protocol.launcher`), or None."""
+    for cmd, info in zip(ctl.get("cmd", ()), ctl.get("info", ())):
+        if cmd == "diverged":
+            return {"service": str(info.get("service", "?")), "t": float(info.get("t", 0.0)),
+                    "reason": str(info.get("reason", ""))}
+    return None
+
+
+_PHYSICAL = ("capture", "miss", "latch_start", "latch", "interface_peak", "joint_peak_Nm", "momentum_drift_Ns",
+             "momentum_drift_t", "momentum_drift_end_Ns", "momentum_P0_Ns")
+
+
+def mark_diverged(fig: dict[str, Any], diverged: dict[str, Any]) -> dict[str, Any]:
+    """``fig`` (:func:`run_figures`) of a run that diverged: ``fig["diverged"]`` = ``{"service", "t",
+    "reason"}`` and no physical figure left in it (what the states did on the way there is no result)."""
+    for key in _PHYSICAL:
+        fig.pop(key, None)
+    fig["diverged"] = dict(diverged)
+    return fig
 
 
 def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: bool) -> str:
-    """The end-of-run table (text) from :func:`run_figures` and the services' final statistics."""
+    """The end-of-run table (text) from :func:`run_figures` and the services' final statistics.
+
+    A run that diverged (``fig["diverged"]``: a model's output was not finite) shows its phases
+    up to then and ``diverged at t = … s in <service>`` instead of its physical figures: what
+    the states did on the way to the divergence is not a result.
+    """
     rows: list[tuple[str, str]] = []
     for name in PHASES:
         t = fig["phases"].get(name)
         rows.append((f"phase: {name}", "—" if t is None else f"from t = {t:7.2f} s"))
+    div = fig.get("diverged")
+    if div:
+        rows.append(("DIVERGED", f"at t = {div['t']:.3f} s in {div['service']}: {div.get('reason', '')}"))
+        rows.append(("figures", "none: the states diverged (the log holds them up to then)"))
+    else:
+        rows += _figure_rows(fig)
+    over = {n: (int(s.get("overruns", 0)), int(s.get("steps", 0))) for n, s in stats.items() if s and "steps" in s}
+    rows.append(("overruns", ", ".join(f"{n} {o}" + (f" of {k} steps" if o else "")
+                                       for n, (o, k) in over.items() if k) or "—"))
+    r = fig["rig"]
+    if r.get("state") is not None:
+        link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
+                f"{r.get('crc_errors', 0)}, bad frames {r.get('bad_frames', 0)}, lost {r.get('seq_lost', 0)}; "
+                f"rejected by the rig {r.get('rig_rejected', 0)}, resent {r.get('resent', 0)}, reply timeouts "
+                f"{r.get('reply_timeouts', 0)}, replies missed {r.get('replies_missed', 0)}; rig {r['state']}")
+        rows.append(("rig link", link))
+    rows.append(("completed as scripted", "yes" if ok else "NO"))
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)
+
+
+def _figure_rows(fig: dict[str, Any]) -> list[tuple[str, str]]:
+    """The physical figures of :func:`summary_table` (a run that did not diverge)."""
+    rows: list[tuple[str, str]] = []
     if "latch" in fig:
         rows.append(("latches closed", f"t = {fig['latch']['t']:7.2f} s"))
     c = fig.get("capture")
@@ -683,21 +745,12 @@ def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: boo
         lat = fig["latch"]
         rows.append(("misalignment at latch", f"{lat['misalignment_m'] * 1e3:.1f} mm, {lat['misalignment_deg']:.2f}°"))
     orbit = " (orbital terms on: not an invariant)" if fig.get("orbit_on") else ""
+    end = fig.get("momentum_drift_end_Ns")
+    when = (f" at t = {fig['momentum_drift_t']:.2f} s, {end:.3g} N·s at the end" if end is not None
+            and "momentum_drift_t" in fig else "")
     rows.append(("momentum drift (orbiter + payload)",
-                 f"{fig['momentum_drift_Ns']:.3g} N·s of {fig['momentum_P0_Ns']:.3g} N·s{orbit}"))
-    over = {n: (int(s.get("overruns", 0)), int(s.get("steps", 0))) for n, s in stats.items() if s and "steps" in s}
-    rows.append(("overruns", ", ".join(f"{n} {o}" + (f" of {k} steps" if o else "")
-                                       for n, (o, k) in over.items() if k) or "—"))
-    r = fig["rig"]
-    if r.get("state") is not None:
-        link = (f"{r.get('tx_frames', 0)} frames out, {r.get('rx_frames', 0)} in, CRC errors "
-                f"{r.get('crc_errors', 0)}, bad frames {r.get('bad_frames', 0)}, lost {r.get('seq_lost', 0)}; "
-                f"rejected by the rig {r.get('rig_rejected', 0)}, resent {r.get('resent', 0)}, reply timeouts "
-                f"{r.get('reply_timeouts', 0)}, replies missed {r.get('replies_missed', 0)}; rig {r['state']}")
-        rows.append(("rig link", link))
-    rows.append(("completed as scripted", "yes" if ok else "NO"))
-    w = max(len(k) for k, _ in rows)
-    return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)
+                 f"{fig['momentum_drift_Ns']:.3g} N·s{when}, of {fig['momentum_P0_Ns']:.3g} N·s{orbit}"))
+    return rows
 
 
 # ---------------------------------------------------------------- entry

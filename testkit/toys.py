@@ -31,6 +31,7 @@ Config::
     out_dir = ""               # if set: each service writes NAME.npy, rows [t_s, x, v] per step
     fail_at = -1.0             # s; a service with index == fail_index raises at this time (tests)
     fail_index = -1
+    fail_mode = "raise"        # "raise": the step raises; "nan": it diverges (its state NaN from fail_at on)
     busy = 0.0                 # s of wall time each step busy-waits (realtime overrun tests)
     events = false             # if true: service i publishes toy/event{i} (an event port) when its
                                # spring turns from stretched to compressed or back; service i+1 takes
@@ -54,6 +55,7 @@ Config::
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -77,7 +79,7 @@ for _i in range(MAX_MASSES):
 TABLES = ("toy",)
 OPTIONS = {"index": int, "role": str, "replay": str, "topics": list}
 _KEYS = {"mass": list, "k": list, "c": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
-         "fail_index": int, "busy": (int, float), "events": bool}
+         "fail_index": int, "fail_mode": str, "busy": (int, float), "events": bool}
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -85,6 +87,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     toy = config.get("toy", {})
     out = [f"toy.{k}: unknown key" for k in toy if k not in _KEYS]
     out += [f"toy.{k}: expected {v}" for k, v in _KEYS.items() if k in toy and not isinstance(toy[k], v)]
+    if toy.get("fail_mode", "raise") not in ("raise", "nan"):
+        out.append(f"toy.fail_mode: expected 'raise' or 'nan', got {toy['fail_mode']!r}")
     n = len(toy.get("mass", []))
     if not 2 <= n <= MAX_MASSES:
         out.append(f"toy.mass: expected 2..{MAX_MASSES} masses, got {n}")
@@ -142,6 +146,7 @@ class ChainMass:
         self.F_next = 0.0
         self.out_dir = toy.get("out_dir", "")
         self.fail_ns = int(float(toy.get("fail_at", -1.0)) * 1e9) if toy.get("fail_index", -1) == i else -1
+        self.fail_nan = toy.get("fail_mode", "raise") == "nan"
         self.busy_ns = int(float(toy.get("busy", 0.0)) * 1e9)
         self.events = bool(toy.get("events", False))
         self.emitted = self.seen = 0
@@ -170,7 +175,9 @@ class ChainMass:
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
         """Constant force over the step: own spring (as published) minus the left one (its mean)."""
         if 0 <= self.fail_ns <= t_ns:
-            raise RuntimeError(f"toy {self.name}: injected failure at t={t_ns} ns")
+            if not self.fail_nan:
+                raise RuntimeError(f"toy {self.name}: injected failure at t={t_ns} ns")
+            self.v = math.nan  # diverged: its next state is not finite
         if self.busy_ns:
             end = time.perf_counter_ns() + self.busy_ns
             while time.perf_counter_ns() < end:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.report import summary_table
+from services.report import mark_diverged, summary_table
 
 FIG = {"phases": {"approach": 0.0}, "interface_peak": {"force_N": 1.0, "moment_Nm": 2.0, "rig_force_N": 0.0},
        "momentum_drift_Ns": 0.0, "momentum_P0_Ns": 36.0, "rig": {}}
@@ -48,3 +48,15 @@ def test_a_config_error_that_escapes_a_command_is_one_line_and_exit_2(monkeypatc
     monkeypatch.setitem(launch.COMMANDS, "check", ("validate", launch._check_args, refuse))
     assert launch.main(["check", "x.toml"]) == 2
     assert capsys.readouterr().err == "berthsim: invalid configuration: sim.duration: 1e12 s is beyond int64 ns\n"
+
+
+def test_a_diverged_run_shows_where_and_no_physical_figure() -> None:
+    fig = mark_diverged({**FIG, "phases": {"approach": 0.0, "capture": 7.0},
+                         "interface_peak": {"force_N": 7.3e73, "moment_Nm": 1e70, "rig_force_N": 0.0},
+                         "momentum_drift_Ns": 2.45e8},
+                        {"service": "contact", "t": 38.012, "reason": "topic 'payload/state', field 'quat_WT': not finite"})
+    table = summary_table(fig, {"contact": {"steps": 38012, "overruns": 0}}, ok=False)
+    assert _row(table, "DIVERGED").startswith("at t = 38.012 s in contact: topic 'payload/state'")
+    assert _row(table, "phase: capture") == "from t =    7.00 s"
+    assert "e+73" not in table and "peak interface" not in table and "momentum drift" not in table
+    assert "interface_peak" not in fig and "momentum_drift_Ns" not in fig  # nor in summary.json

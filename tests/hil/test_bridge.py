@@ -321,17 +321,18 @@ def test_realtime_build_measures_the_emulated_delay():
     import os
     import time
 
-    from hil.emulator import set_realtime_priority
+    from protocol.realtime import set_normal, set_priority
 
     delay = 0.005
     config = {"sim": {"mode": "realtime"}, "services": {"hil": {"kind": "hil.bridge", "rate_hz": 250}},
               "hil": {"watchdog": 0.2, "emulator": {"delay": delay, "rt_priority": 20}}}
     h_ns = 4_000_000
-    old = set_realtime_priority(10)  # the reader thread that build() starts inherits it
+    old = os.sched_getscheduler(0)
+    set_priority(10)  # the reader thread that build() starts inherits it
     try:
         b = build(config, "hil", h_ns)
     finally:
-        set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
+        set_normal() if old == os.SCHED_OTHER else set_priority(10)
     try:
         t0 = time.monotonic()
         n = 0

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from hil.config import parse
+from protocol.realtime import set_normal, set_priority
 from hil.emulator import (
     LockstepPort,
     LockstepRig,
     RigCore,
     SocketPort,
     serve,
-    set_realtime_priority,
     spawn_emulator,
 )
 from hil.framing import (
@@ -256,7 +256,7 @@ def test_rig_watchdog_trips_on_socket_url():
 
     def rig() -> None:
         conn, _ = srv.accept()
-        set_realtime_priority(20)  # this thread is the rig controller
+        set_priority(20)  # this thread is the rig controller
         result["core"] = serve(SocketPort(conn), CFG, stop=stop, max_seconds=10.0)
         conn.close()
 
@@ -280,7 +280,8 @@ def test_rig_watchdog_trips_on_socket_url():
 @pytest.mark.integration
 def test_host_watchdog_trips_when_rig_dies_on_pty():
     emu = spawn_emulator({}, extra_args=["--rt-priority", "20"])
-    old = set_realtime_priority(10)  # the host loop is real-time, as on a HIL host
+    old = os.sched_getscheduler(0)
+    set_priority(10)  # the host loop is real-time, as on a HIL host
     try:
         link = SerialLink(open_port(emu.host_path, 921600, timeout=0.0005))
         period = 0.004
@@ -317,7 +318,7 @@ def test_host_watchdog_trips_when_rig_dies_on_pty():
         assert trip_at - rx_t <= watchdog_timeout(period) + period + 0.002
         link.close()
     finally:
-        set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
+        set_normal() if old == os.SCHED_OTHER else set_priority(10)
         emu.proc.send_signal(signal.SIGCONT)
         emu.close()
 
@@ -347,7 +348,8 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
         assert armed
         link.send(Engage())
         sent: dict[int, int] = {}
-        old = set_realtime_priority(10)
+        old = os.sched_getscheduler(0)
+        set_priority(10)
         try:
             t0 = time.monotonic_ns()
             for k in range(n):
@@ -357,7 +359,7 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
                 link.receive()
                 time.sleep(max(0.0, (t0 + (k + 1) * period * 1e9 - time.monotonic_ns()) * 1e-9))
         finally:
-            set_realtime_priority(0 if old == os.SCHED_OTHER else 10)
+            set_normal() if old == os.SCHED_OTHER else set_priority(10)
         time.sleep(0.1)
         link.receive()
         status = link.status()

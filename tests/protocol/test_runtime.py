@@ -20,6 +20,7 @@ import pytest
 
 import testkit.toys  # noqa: F401  (registers the toy topics)
 from testkit.ports import free_base_port
+from protocol.shell import BUSY_ENV
 
 pytestmark = pytest.mark.integration
 
@@ -78,10 +79,12 @@ def workers(cfg: Path) -> list[int]:
     return pids
 
 
-def run(cfg: Path, *args: str, timeout: float = 60) -> tuple[int, str, str, dict | None]:
-    """``launch.py run CFG --json ARGS``: exit code, stdout, stderr, the JSON summary (its last stdout line)."""
+def run(cfg: Path, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+        ) -> tuple[int, str, str, dict | None]:
+    """``launch.py run CFG --json ARGS``: exit code, stdout, stderr, the JSON summary (its last stdout line).
+    ``env``: added to the environment (e.g. the busy knob, :data:`protocol.shell.BUSY_ENV`)."""
     p = subprocess.run([sys.executable, str(LAUNCH), "run", str(cfg), "--json", *args], capture_output=True,
-                       text=True, timeout=timeout, cwd=ROOT)
+                       text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
     summary = None
     lines = p.stdout.strip().splitlines()
     if lines:
@@ -198,9 +201,9 @@ def test_bad_config_exits_2_listing_every_problem_and_starts_nothing(tmp_path):
     assert rc == 2 and "zz" in err
 
 
-def _start(cfg: Path, *args: str) -> subprocess.Popen:
+def _start(cfg: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(LAUNCH), "run", str(cfg), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
 def _wait_workers(cfg: Path, n: int, timeout: float = 20.0) -> list[int]:
@@ -223,9 +226,9 @@ def _finish(p: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
     return p.returncode, out, err
 
 
-def _signal_run(cfg: Path, act, timeout: float = 20) -> tuple[int, str, str]:
+def _signal_run(cfg: Path, act, timeout: float = 20, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Start a run, wait for its two workers, call ``act(launcher, worker_pids)``, wait for the end."""
-    p = _start(cfg)
+    p = _start(cfg, env=env)
     try:
         act(p, _wait_workers(cfg, 2))
         return _finish(p, timeout)
@@ -276,6 +279,26 @@ def test_service_error_is_reported_and_run_fails(tmp_path):
     assert "service 'b' failed: RuntimeError: toy b: injected failure" in err
 
 
+def test_a_diverging_model_stops_the_run_and_is_named_with_its_time(tmp_path):
+    """Service b's state turns NaN at 0.5 s: its publish refuses it, the run stops (exit 1), the
+    launcher names b and the time, the summary carries it, and a recorder of the bus (as the logger)
+    gets the launcher's ``diverged`` word; nothing non-finite ever reaches the bus."""
+    rec = '[services.rec]\nkind = "testkit.toys"\nrate_hz = 1000\nrole = "sink"\n'
+    cfg = make_cfg(tmp_path, duration=2.0, toy='fail_at = 0.5\nfail_index = 1\nfail_mode = "nan"', extra=rec)
+    rc, _, err, summary = run(cfg)
+    assert rc == 1
+    assert "service 'b' diverged at t = 0.510 s: DivergenceError: topic 'toy/state1', field 'x': not finite" in err, err
+    assert "Traceback" not in err
+    assert summary["diverged"]["service"] == "b" and summary["diverged"]["t"] == pytest.approx(0.51)
+    from protocol.codec import decode
+    seen = msgpack.unpackb((tmp_path / "out" / "rec.rec").read_bytes(), raw=False)
+    words = [decode(t, p) for t, p in seen if t == "sim/control"]
+    div = [w.body["info"] for w in words if w.body["cmd"] == "diverged"]
+    assert div and div[0]["service"] == "b" and div[0]["t"] == pytest.approx(0.51)
+    states = [decode(t, p).body for t, p in seen if t.startswith("toy/state")]  # decode checks finiteness
+    assert states and all(np.isfinite(b["x"]) and np.isfinite(b["v"]) for b in states)
+
+
 def test_sigint_stops_everything_in_order(tmp_path):
     cfg = make_cfg(tmp_path, duration=30.0, sim="speed = 1.0")
     rc, _, err = _signal_run(cfg, lambda p, pids: (time.sleep(0.5), p.send_signal(signal.SIGINT)))
@@ -316,20 +339,23 @@ def test_realtime_paced_and_measured(tmp_path):
     assert np.isfinite(p).all()
 
 
+BUSY_A = {BUSY_ENV: "a=2"}  # service a (1 kHz) busy-waits 2 ms in every step of the run (not in the calibration)
+
+
 def test_realtime_overrun_policy_stop_after_n(tmp_path):
-    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "stop"\noverrun_limit = 5',
-                   toy="busy = 0.002")
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "stop"\noverrun_limit = 5')
     t = time.monotonic()
-    rc, _, err, _ = run(cfg)
-    assert rc == 1 and "5 overruns (limit 5, policy stop)" in err
+    rc, _, err, _ = run(cfg, env=BUSY_A)
+    assert rc == 1, err
+    assert "[a] error: overload: 5 consecutive steps longer than its 1 ms period (sim.overrun_limit 5)" in err, err
     assert time.monotonic() - t < 30.0  # stopped long before the 60 s of the run
 
 
 def test_realtime_service_that_falls_behind_the_wall_clock_stops_the_run(tmp_path):
     # service a (1 kHz) busy-waits 2 ms per step: 1 s behind per second of run; policy continue
-    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\nmax_lag = 0.3', toy="busy = 0.002")
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\nmax_lag = 0.3')
     t = time.monotonic()
-    rc, _, err, _ = run(cfg)
+    rc, _, err, _ = run(cfg, env=BUSY_A)
     assert rc == 1, err
     assert "[a] error: " in err and "s behind the wall clock" in err and "(sim.max_lag 0.3 s)" in err, err
     lag = float(err.split("[a] error: ", 1)[1].split(" s behind", 1)[0])
@@ -338,18 +364,43 @@ def test_realtime_service_that_falls_behind_the_wall_clock_stops_the_run(tmp_pat
 
 
 def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
-    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"',
-                   toy="busy = 0.002")
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"\noverrun_limit = 10')
 
     def interrupt_later(p, pids):
         time.sleep(3.0)
         p.send_signal(signal.SIGINT)
 
-    rc, out, err = _signal_run(cfg, interrupt_later)
-    assert "froze itself (overrun)" in err and "freezing all" in err
+    rc, out, err = _signal_run(cfg, interrupt_later, env=BUSY_A)
+    assert "service 'a' froze the run at t = 0.0" in err and "consecutive steps longer than its 1 ms period" in err
     assert rc == 128 + signal.SIGINT
     a, b = trajectories(tmp_path)
-    assert a[-1, 0] < 1.0 and b[-1, 0] < 1.0  # frozen early, not run on for the 3 s
+    assert a[-1, 0] < 0.1 and b[-1, 0] < 0.1  # frozen within 0.1 s of simulated time, not run on for the 3 s
+
+
+def test_realtime_frozen_run_without_resume_stops_naming_the_service(tmp_path):
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"\n'
+                                                'freeze_stop_after = 1.0')
+    t = time.monotonic()
+    rc, _, err, summary = run(cfg, env=BUSY_A)
+    assert rc == 1, err
+    assert "service 'a' froze the run at t = " in err and "no resume within sim.freeze_stop_after (1 s)" in err
+    assert time.monotonic() - t < 20.0
+    a, b = trajectories(tmp_path)
+    assert a[-1, 0] < 0.1 and np.isfinite(a).all() and np.isfinite(b).all()
+
+
+def test_realtime_run_refused_when_the_steps_do_not_fit_the_cores(tmp_path):
+    """Service a busy-waits 2 ms in a 1 ms step (its model's own cost: the calibration sees it):
+    the admission check refuses the run before it starts, with the utilization table."""
+    cfg = make_cfg(tmp_path, duration=5.0, sim='mode = "realtime"', toy="busy = 0.002")
+    t = time.monotonic()
+    rc, _, err, _ = run(cfg)
+    assert rc == 2, err
+    assert "NOT schedulable" in err and "refused" in err and "a " in err
+    assert time.monotonic() - t < 30.0
+    p = subprocess.run([sys.executable, str(LAUNCH), "check", "--realtime", str(cfg)], capture_output=True,
+                       text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "NOT schedulable" in p.stdout + p.stderr
 
 
 def test_sink_sees_every_first_sample_and_source_resimulates(tmp_path):
