@@ -5,6 +5,12 @@
 - :mod:`protocol.codec`    validating msgpack encode / decode
 - :mod:`protocol.timebase` integer-ns time, rates -> periods, base tick
 - :mod:`protocol.stepping` the multi-rate input rule (lockstep) and realtime selection
+- :mod:`protocol.coupling` coupling steps: what an output port publishes, at which instants
+- :mod:`protocol.provenance` which samples a run accepts (producer, coupling grid, order)
+- :mod:`protocol.stability` the stiff couplings' stability limits for ``check``
+- :mod:`protocol.scheduler` the members of one process: lockstep stepping, publishing, snapshots
+- :mod:`protocol.realtime` real-time scheduling: priorities, affinity, admission check
+- :mod:`protocol.commands` the operator's command vocabulary
 - :mod:`protocol.bus`      ZeroMQ PUB/SUB mesh and ROUTER/DEALER control plane
 - :mod:`protocol.security` CurveZMQ keys and the allow list
 - :mod:`protocol.shell`    runs one model / sink / source: handshake, lifecycle, stepping, stats

@@ -29,6 +29,7 @@ from errors import LifecycleError
 from protocol.codec import TopicCodec, topic_codec
 from protocol.coupling import PortCoupler, full_rate_topic
 from protocol.messages import SEPARATOR, schema_for
+from protocol.provenance import SampleGate
 from protocol.service import Port, Sample, role_of
 from protocol.stepping import InputBuffer, event_progress
 
@@ -146,17 +147,23 @@ class Scheduler:
         self._consumers = by_topic  # input topic -> models of this process that take it
         self.local_topics = frozenset(t for m in self.members for t in m.produced)  # topics produced here
         self.current: Member | None = None  # the member being stepped (names the culprit of an exception)
+        # the run as configure applied it (producers, services, t_end, full-rate services), for the sinks' gates
+        self._run: tuple[dict[str, int], dict[str, dict[str, Any]], int, tuple[str, ...]] | None = None
 
     # ------------------------------------------------------------------ start
     def configure(self, producers: Mapping[str, int], services: Mapping[str, Mapping[str, Any]],
-                  full_rate: Iterable[str] = ()) -> None:
+                  full_rate: Iterable[str] = (), t_end_ns: int = 0) -> None:
         """Apply the start message: every produced topic's coupling period, every participant's ports.
 
         Sets each member's producers and event witnesses (:func:`protocol.stepping.event_progress`),
-        plans its outputs (coupling, sparse event ports, full-rate twins) and tells a model that
-        has ``set_coupling`` its periods (every step's with ``log_full_rate``).
+        plans its outputs (coupling, sparse event ports, full-rate twins), tells a model that
+        has ``set_coupling`` its periods (every step's with ``log_full_rate``) and gives a sink
+        that has ``set_gate`` its own :class:`protocol.provenance.SampleGate` of the run
+        (``t_end_ns``: the run's end, 0 if open).
         """
         full = set(full_rate)
+        self._run = (dict(producers), {n: dict(v) for n, v in services.items()}, int(t_end_ns), tuple(full))
+        self.gate_sinks(self.sinks)
         by_topic = self._consumers
         for m in self.members:
             sparse, witnesses = event_progress(m.name, services)
@@ -174,6 +181,17 @@ class Scheduler:
             setter = getattr(m.obj, "set_coupling", None)
             if m.role == "model" and callable(setter):
                 setter({o.topic: (h if m.name in full else o.coupler.H) for o in outs})
+
+    def gate_sinks(self, sinks: Iterable[Member]) -> None:
+        """Give each sink that has ``set_gate`` a fresh :class:`protocol.provenance.SampleGate`
+        of the run :meth:`configure` applied (nothing before it)."""
+        run = self._run
+        if run is None:
+            return
+        for m in sinks:
+            setter = getattr(m.obj, "set_gate", None)
+            if callable(setter):
+                setter(SampleGate(*run))
 
     def consumers(self, topic: str) -> list[Member]:
         """Members of this process that take ``topic`` as an input."""
@@ -487,6 +505,7 @@ def restore(blob: bytes, sinks: Sequence[Any] = ()) -> Scheduler:
             raise LifecycleError("restore: only sinks can be added to a saved run")
         sched.members = sched.members + tuple(added)
         sched.sinks = tuple(added)
+        sched.gate_sinks(added)
         for m in added:
             m.done = True
     return sched

@@ -122,6 +122,7 @@ from errors import DivergenceError, LifecycleError, MessageError
 from protocol.bus import _NOBLOCK, ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
 from protocol.codec import decode, encode, topic_codec
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR
+from protocol.provenance import SampleGate
 from protocol.realtime import fine_timer_slack, set_priority
 from protocol.scheduler import Member, Scheduler
 from protocol.security import Security
@@ -241,6 +242,8 @@ class ProcessShell:
             for topic in {p.topic for m in self.sched.models for p in m.inputs}
             if topic not in self.sched.local_topics and topic in SCHEMAS}
         self._gaps = SequenceTracker()
+        self._gate = SampleGate({}, {})  # the run's acceptance rule, from the start message
+        self._rejected_topics: set[str] = set()
         self._last_seq = self._gaps.last
         self._sink_all = any(not tuple(getattr(m.obj, "topics", ())) for m in self._sinks)
         self._sink_topics: dict[str, frozenset[str]] = {
@@ -369,6 +372,9 @@ class ProcessShell:
                     consumers[0].invalid += 1
                     return
                 sender, seq = sample.sender, sample.seq
+                if (why := self._gate.reject(topic, sender, seq, sample.t_ns, sample.h_ns)) is not None:
+                    self._rejected(consumers[0], topic, why)
+                    return
                 key = (sender, topic)
                 last = self._last_seq.get(key)
                 if last is None or seq == last + 1:  # in sequence (SequenceTracker.see, inlined)
@@ -393,6 +399,15 @@ class ProcessShell:
             self._sink_pending.append(frame)
             return
         self.members[0].invalid += 1  # not a subscribed input (garbage)
+
+    def _rejected(self, m: Member, topic: str, why: str) -> None:
+        """A well-formed sample this run does not accept (:mod:`protocol.provenance`): counted
+        invalid, dropped; the first of each topic is reported."""
+        m.invalid += 1
+        if topic not in self._rejected_topics:
+            self._rejected_topics.add(topic)
+            print(f"[{self.name}] dropped a sample of {topic!r}: {why} (further ones counted in msgs_invalid)",
+                  file=sys.stderr, flush=True)
 
     def _on_control_frame(self, frame: bytes, payload: bytes, to_sinks: bool = True) -> None:
         try:
@@ -579,7 +594,10 @@ class ProcessShell:
         self._source_topics = {n: [t for t, _ in svc.get("outputs", ())] for n, svc in services.items()
                                if svc.get("role") == "source"}
         producers = {k: int(v) for k, v in msg["producers"].items()}
-        self.sched.configure(producers, services, msg.get("full_rate") or ())
+        full_rate = msg.get("full_rate") or ()
+        t_end = int(msg.get("t_end_ns") or 0)
+        self.sched.configure(producers, services, full_rate, t_end)
+        self._gate = SampleGate(producers, services, t_end, full_rate)
         self._last_ctl = time.monotonic_ns()
         self._stats_every = int(msg.get("stats_period_ns", 1_000_000_000)) or 1_000_000_000
         self._next_stats = time.monotonic_ns() + self._stats_every

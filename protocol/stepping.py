@@ -341,9 +341,9 @@ class InputBuffer:
         return [p.topic for p in self.ports if p.topic not in self._present]
 
     def add(self, topic: str, sample: Sample) -> bool:
-        """Store a sample; False (and nothing stored) if ``topic`` is not an input port.
-
-        A second sample of a topic with the same ``t_ns`` replaces the first.
+        """Store a sample; False (and nothing stored) if ``topic`` is not an input port, or if a
+        sample of the topic with the same ``t_ns`` is held: the first one stays (a later copy,
+        genuine or forged, never replaces what a step may already have read).
         """
         slot = self._slot.get(topic)
         if slot is None:
@@ -356,10 +356,9 @@ class InputBuffer:
         else:
             i = bisect_left(times, t)
             if i < len(times) and times[i] == t:
-                samples[i] = sample
-            else:
-                times.insert(i, t)
-                samples.insert(i, sample)
+                return False
+            times.insert(i, t)
+            samples.insert(i, sample)
         if event:
             hi = t + sample.h_ns
             if hi > self._hi.get(topic, _NO_BOUND):

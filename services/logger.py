@@ -29,15 +29,19 @@ machine, so the writer process needs most of a core at 100,000 msg/s
 What is written: :mod:`protocol.logfile` (*File layout*): a channel and a JSON schema per
 topic, the wire bodies unchanged, attachments ``config.json``, ``config.toml`` and
 ``command_line.txt``, metadata ``berthsim.run`` and ``berthsim.close``. ``berthsim.close``
-holds the messages received and written, invalid ones, the lost messages (sequence gaps)
-per topic, and the wall clock of the first data message received (not ``sim/control``)
-and of the close (``first_wall_ns``, ``end_wall_ns``).
+holds the messages received and written, invalid and rejected ones, the lost messages
+(sequence gaps) per topic, and the wall clock of the first data message received (not
+``sim/control``) and of the close (``first_wall_ns``, ``end_wall_ns``).
 
-Messages whose envelope is invalid or whose topic has no schema are counted
-(``invalid`` in ``berthsim.close``) and not written; the fields are checked to be
-well-formed msgpack, not decoded (see :func:`protocol.codec.envelopes`). A negative
-``t_ns`` cannot be an MCAP ``log_time`` (unsigned): it is written with ``log_time`` 0
-and counted.
+The log holds nothing a consumer would reject. Messages whose envelope or fields do not
+fit their schema (a non-finite value included: each body is decoded as a consumer
+decodes it), or whose topic has no schema, are counted (``invalid``) and not written.
+Well-formed samples the run does not accept — not from the topic's producer, off its
+coupling grid, out of order or a second copy of one instant, a sequence number beyond
+the instants (:mod:`protocol.provenance`) — are counted (``rejected``) and not written;
+so a forged sequence number cannot make ``lost`` report bogus losses. A logger used
+outside a run (no gate given) checks the fields only; a negative ``t_ns`` cannot be an
+MCAP ``log_time`` (unsigned): it is then written with ``log_time`` 0 and counted.
 
 Crash safety
 ------------
@@ -106,9 +110,10 @@ from numpy.typing import NDArray
 
 from errors import ConfigError, LogError, MessageError
 from protocol.bus import SequenceTracker
-from protocol.codec import envelopes
+from protocol.codec import TopicCodec, envelopes, topic_codec
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
+from protocol.provenance import SampleGate
 from protocol.realtime import set_thread_name
 from protocol.service import ServicePorts
 
@@ -228,11 +233,11 @@ class McapLogger:
     Two processes (see the module docstring, *Recording*): :meth:`on_frames` and
     :meth:`on_message` only append to a queue; a thread of this process reads the
     envelope headers of everything queued at once (:func:`protocol.codec.envelopes`),
-    counts sequence gaps and invalid messages, and every ``_BATCH_S`` hands the valid
-    ones over to a forked *writer process* through a pipe; the writer process owns the
+    decodes each body, applies the run's gate (:meth:`set_gate`), counts sequence gaps,
+    invalid and rejected messages, and every ``_BATCH_S`` hands the valid ones over to a forked *writer process* through a pipe; the writer process owns the
     ``mcap`` :class:`~mcap.writer.Writer` and the file. :meth:`close` hands over the rest and the ``berthsim.close`` metadata and
     waits for the writer process to finish the file. Counters (``received``,
-    ``written``, ``invalid``, ``lost``, ``negative_t``) are final after ``close``;
+    ``written``, ``invalid``, ``rejected``, ``lost``, ``negative_t``) are final after ``close``;
     ``writer_cpu_s`` is then the writer process's CPU time (user + system). [s]
     """
 
@@ -251,6 +256,9 @@ class McapLogger:
         self.written = 0
         self.invalid: dict[str, int] = {}
         self.negative_t = 0
+        self.rejected: dict[str, int] = {}  # well-formed samples the run's gate refused, by topic
+        self._gate: SampleGate | None = None
+        self._codecs: dict[int, TopicCodec] = {}  # topic index -> its codec (the fields' check)
         self.lost: dict[str, int] = {}
         self.writer_cpu_s = 0.0
         self._first_wall_ns = 0  # wall clock of the first data message (not sim/control) handed over (0: none) [ns]
@@ -388,11 +396,13 @@ class McapLogger:
         bodies = [f[i + 1:] for f, i in zip(frames, seps)]
         env = envelopes(self._topics, tids, bodies)
         tid = np.asarray(tids, np.int64).reshape(len(tids))
-        ok = env.ok
-        if not ok.all():
+        ok = env.ok.copy()
+        if not ok.all():  # envelopes that do not read
             for k, count in zip(*np.unique(tid[~ok], return_counts=True)):
                 topic = self._topics[k]
                 self.invalid[topic] = self.invalid.get(topic, 0) + int(count)
+        self._check_samples(ok, tid, bodies)
+        if not ok.all():
             rows = np.flatnonzero(ok)
             bodies = [bodies[i] for i in rows.tolist()]
         else:
@@ -413,6 +423,32 @@ class McapLogger:
             np.maximum(wall_ns, 0).tobytes(), (seq & 0xFFFFFFFF).tobytes(), bodies,
             self.close_metadata()]))  # the counts so far, should this process die
         self._new_channels = []
+
+    def set_gate(self, gate: SampleGate) -> None:
+        """From now on, record only the samples ``gate`` accepts (the run's, :mod:`protocol.provenance`);
+        the shell gives the logger its run's gate at the start."""
+        self._gate = gate
+
+    def _check_samples(self, ok: NDArray[np.bool_], tid: NDArray[np.int64], bodies: list[bytes]) -> None:
+        """What a consumer would reject, marked not ``ok`` in place and counted: fields that do not
+        fit the schema or are not finite (``invalid``), and well-formed samples the run's gate
+        does not accept (``rejected``: not the producer's, off its coupling grid, out of order)."""
+        topics, codecs, gate = self._topics, self._codecs, self._gate
+        for k in np.flatnonzero(ok).tolist():
+            t = int(tid[k])
+            topic = topics[t]
+            codec = codecs.get(t)
+            if codec is None:
+                codec = codecs[t] = topic_codec(topic)
+            try:
+                s = codec.decode(bodies[k])
+            except MessageError:
+                ok[k] = False
+                self.invalid[topic] = self.invalid.get(topic, 0) + 1
+                continue
+            if gate is not None and gate.reject(topic, s.sender, s.seq, s.t_ns, s.h_ns) is not None:
+                ok[k] = False
+                self.rejected[topic] = self.rejected.get(topic, 0) + 1
 
     def _topic_index(self, frame: bytes, sep: int) -> int:
         """The index of a frame's topic (new ones get the next); -1 (counted invalid) without a topic or schema."""
@@ -492,9 +528,10 @@ class McapLogger:
         meta = {"first_wall_ns": str(self._first_wall_ns), "end_wall_ns": str(time.time_ns()),
                 "received": str(self.received), "written": str(self.written),
                 "invalid": str(sum(self.invalid.values())), "lost": str(sum(self.lost.values())),
-                "negative_t_ns": str(self.negative_t)}
+                "negative_t_ns": str(self.negative_t), "rejected": str(sum(self.rejected.values()))}
         meta.update({f"lost.{t}": str(n) for t, n in sorted(self.lost.items())})
         meta.update({f"invalid.{t or '<none>'}": str(n) for t, n in sorted(self.invalid.items())})
+        meta.update({f"rejected.{t}": str(n) for t, n in sorted(self.rejected.items())})
         return meta
 
 

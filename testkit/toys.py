@@ -51,6 +51,13 @@ Config::
     kind = "testkit.toys"
     rate_hz = 1000
     role = "injector"
+    [services.forger]          # role = "forger": well-formed forgeries of b's toy/state1 (coupled at 100 Hz)
+    kind = "testkit.toys"
+    rate_hz = 1000
+    role = "forger"
+    forge = "toy/state1"
+    producer = "b"
+    forge_hz = 100
 """
 
 from __future__ import annotations
@@ -77,7 +84,8 @@ for _i in range(MAX_MASSES):
     register_schema(f"toy/event{_i}", TopicSchema(f"berthsim.ToyEvent{_i}", 1, "event", {"events": ("events", ())}))
 
 TABLES = ("toy",)
-OPTIONS = {"index": int, "role": str, "replay": str, "topics": list}
+OPTIONS = {"index": int, "role": str, "replay": str, "topics": list, "forge": str, "producer": str, "forge_hz": (int, float),
+           "rounds": int}
 _KEYS = {"mass": list, "k": list, "c": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
          "fail_index": int, "fail_mode": str, "busy": (int, float), "events": bool}
 
@@ -97,8 +105,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
             out.append(f"toy.{key}: expected {size} values")
     svc = config["services"][name]
     if svc.get("role", "model") != "model":
-        ok = svc["role"] in ("sink", "source", "injector")
-        return out if ok else out + [f"role: expected model/sink/source/injector, got {svc['role']!r}"]
+        ok = svc["role"] in ("sink", "source", "injector", "forger")
+        return out if ok else out + [f"role: expected model/sink/source/injector/forger, got {svc['role']!r}"]
     idx = svc.get("index")
     if not isinstance(idx, int) or not 0 <= idx < max(n, 1):
         out.append(f"index: expected an int in 0..{n - 1}, got {idx!r}")
@@ -266,6 +274,54 @@ class Injector:
         return next(self._items, None)
 
 
+class Forger:
+    """A source that publishes well-formed forgeries of another service's state topic (it declares no
+    outputs): ``forge`` (the topic), ``producer`` (its producer's name), ``forge_hz`` (the topic's
+    coupling rate), ``rounds`` (default 20). See :func:`forgeries`."""
+
+    def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+        svc = config["services"][name]
+        self.name = name
+        self.period_ns = period_ns
+        self.outputs: tuple[Port, ...] = ()
+        H = round(1e9 / float(svc["forge_hz"]))
+        self._items = iter(forgeries(str(svc["forge"]), str(svc["producer"]), H, int(svc.get("rounds", 20))))
+
+    def read(self) -> tuple[int, str, bytes] | None:
+        """Next forgery, or None."""
+        return next(self._items, None)
+
+
+FORGERY_KINDS = 5
+"""Forgeries :func:`forgeries` sends in the producer's name (besides one per round in another's)."""
+
+
+def forgeries(topic: str, producer: str, H: int, rounds: int) -> list[tuple[int, str, bytes]]:
+    """Well-formed, finite samples of state ``topic`` (fields ``x``, ``v``) that are not the run's.
+
+    Each round ``k`` (at ``t = k H``) a copy stamped like the producer's ``k``-th sample, with
+    ``x`` moved by 5 m, from sender ``"x"``; at round 2, in the producer's name: a period of
+    1e15 ns, a time off the coupling grid, ``t = -5`` ns, a sequence number of 10⁶, and a
+    time after any short run's end (:data:`FORGERY_KINDS` of them).
+    """
+    from protocol.codec import encode
+
+    def forged(sender: str, seq: int, t_ns: int, h_ns: int) -> bytes:
+        return encode(topic, {"x": 5.0, "v": 0.0}, sender=sender, seq=seq, t_ns=t_ns, h_ns=h_ns)
+
+    out = []
+    for k in range(rounds):
+        t = k * H
+        out.append((t, topic, forged("x", k, t, H)))
+        if k == 2:
+            out += [(t, topic, forged(producer, k + 1, t + H, 10**15)),
+                    (t, topic, forged(producer, k, t + H // 2, H)),
+                    (t, topic, forged(producer, 0, -5, H)),
+                    (t, topic, forged(producer, 10**6, t + 3 * H, H)),
+                    (t, topic, forged(producer, 10**6, 10**6 * H, H))]
+    return out
+
+
 def garbage(rng: np.random.Generator, rounds: int, period_ns: int) -> list[tuple[int, str, bytes]]:
     """Random bytes, wrong schema, NaN, wrong version, oversize and truncated bodies on toy topics."""
     from protocol.codec import encode
@@ -303,7 +359,7 @@ def ports(config: dict[str, Any], name: str) -> ServicePorts:
                                                 bool(config["toy"].get("events", False))))
 
 
-def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer | Injector:
+def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Recorder | Replayer | Injector | Forger:
     """The model (or the recorder sink / replay source) of service ``name``."""
     role = config["services"][name].get("role", "model")
     if role == "sink":
@@ -312,6 +368,8 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ChainMass | Reco
         return Replayer(config, name, period_ns)
     if role == "injector":
         return Injector(config, name, period_ns)
+    if role == "forger":
+        return Forger(config, name, period_ns)
     return ChainMass(config, name, period_ns)
 
 

@@ -7,6 +7,9 @@
   windows and rates.
 - A second writer of a log is refused; the first run's log stays whole.
 - A DEALER calling itself a follower launcher is ignored and counted.
+- Well-formed samples that are not the run's (another sender, a wrong period, off the
+  coupling grid, before the start or after the end, a sequence number beyond the instants)
+  are dropped and counted by their consumer and by the logger, and change nothing.
 - An ipc endpoint that a live run serves is refused; a run leaves no socket files.
 - A lossy rig link in lockstep is bounded and reported.
 """
@@ -23,11 +26,12 @@ from pathlib import Path
 
 import pytest
 
-import testkit.toys  # noqa: F401  (registers the toy topics)
+from testkit.toys import FORGERY_KINDS  # (also registers the toy topics)
 from protocol.bus import ControlClient
-from protocol.codec import encode
+from protocol.codec import decode, encode
 from protocol.logfile import open_log
 from services.logger import McapLogger
+from tests.compare_logs import differences
 
 pytestmark = pytest.mark.integration
 
@@ -207,6 +211,43 @@ def test_a_live_ipc_run_keeps_its_endpoints_and_ignores_a_forged_follower(tmp_pa
     rc, _, err = launch("run", toys(tmp_path, name="e.toml", sim=f'duration = 0.2\nbus = "ipc://{bus}"'))
     assert rc == 0, err
     assert list(tmp_path.glob("bus*")) == []
+
+
+FORGER = """[services.forger]
+kind = "testkit.toys"
+rate_hz = 1000
+role = "forger"
+forge = "toy/state1"
+producer = "b"
+forge_hz = 100
+"""
+
+
+def test_forged_samples_are_dropped_counted_and_not_logged_and_change_nothing(tmp_path):
+    """Well-formed, finite forgeries of b's toy/state1 (coupled at 100 Hz): copies in another
+    sender's name with x moved by 5 m, and in b's name a period of 1e15 ns, a time off the grid,
+    t = -5 ns, seq = 10⁶, a time after the end (before: the consumer took them, the run still
+    exited 0, and the log held them with a bogus loss count). Every one is dropped and counted
+    by the consumer and by the logger; the data topics are bit-identical to a clean run's."""
+    runs = {}
+    for label, extra in (("clean", LOGGER), ("forged", LOGGER + FORGER)):
+        d = tmp_path / label
+        d.mkdir()
+        rc, out, err = launch("run", toys(d, extra=extra), "--json", "--log", d / "run.mcap")
+        assert rc == 0, err
+        runs[label] = (d / "run.mcap", json.loads(out.strip().splitlines()[-1]), err)
+    (clean, _, _), (forged, summary, err) = runs["clean"], runs["forged"]
+    assert differences(clean, forged) == []
+    n = 20 + FORGERY_KINDS
+    a, b = summary["services"]["a"], summary["services"]["b"]
+    assert a["msgs_invalid"] == n and a["msgs_dropped"] == 0  # the consumer of toy/state1
+    assert b["msgs_invalid"] == 0 and b["msgs_dropped"] == 0
+    assert "[a] dropped a sample of 'toy/state1'" in err
+    with open_log(forged) as lg:
+        close = lg.metadata()["berthsim.close"]
+        assert {decode("toy/state1", m.payload).sender for m in lg.messages(["toy/state1"])} == {"b"}
+    assert close["rejected"] == str(n) and close["rejected.toy/state1"] == str(n)
+    assert close["lost"] == "0" and close["negative_t_ns"] == "0"
 
 
 @pytest.mark.slow

@@ -134,11 +134,12 @@ def test_prune_keeps_what_next_step_needs():
     assert [s.t_ns for s in buf.select(5 * MS, MS).events("e")] == [5 * MS]
 
 
-def test_duplicate_timestamp_replaces():
+def test_a_duplicate_timestamp_never_replaces_the_held_sample():
     buf = InputBuffer([Port("s", "state")])
-    buf.add("s", S(0, MS, v=1))
-    buf.add("s", S(0, MS, v=2))
-    assert buf.count("s") == 1 and buf.select(0, MS).state("s").body["v"] == 2
+    assert buf.add("s", S(0, MS, v=1))
+    assert buf.add("s", S(MS, MS, v=3))
+    assert not buf.add("s", S(0, MS, v=2))  # a copy stamped like the first: refused, the first stays
+    assert buf.count("s") == 2 and buf.select(0, MS).state("s").body["v"] == 1
 
 
 def test_realtime_latest():
@@ -351,7 +352,7 @@ def test_take_is_ready_then_select_whatever_the_arrivals(seed):
 def test_take_selects_again_a_topic_that_changed_after_its_check():
     buf = InputBuffer([Port("x", "state"), Port("f", "flow")])
     buf.add("x", S(0, 10 * MS, v=0.0))
-    assert not buf.ready(5 * MS, MS)  # x checked (ready), f pending
+    buf.add("x", S(2 * MS, 10 * MS, v=1.0))  # a newer sample of x after x was checked
     buf.add("x", S(0, 10 * MS, v=1.0))  # replaces x's sample after it was checked
     buf.add("f", S(5 * MS, MS, F=2.0))
     u = buf.take(5 * MS, MS)

@@ -159,6 +159,34 @@ def test_sequence_gaps_and_invalid_messages_are_counted(tmp_path):
         assert [m.seq for m in log.messages()] == [i for i in range(20) if i not in (5, 6, 12)]
 
 
+def test_the_log_holds_nothing_a_consumer_rejects(tmp_path):
+    """A non-finite field, and with the run's gate: another sender, t < 0, a second copy of an
+    instant, a bogus sequence number (before: all written, and seq = 10⁶ made lost = 999,999)."""
+    import msgpack
+
+    from protocol.provenance import SampleGate
+
+    lg = McapLogger(tmp_path / "g.mcap")
+    lg.set_gate(SampleGate({"toy/state0": 10**7}, {"a": {"period_ns": 10**6, "outputs": [("toy/state0", "state")]}}))
+    good = toy_messages(10, dt=10**7)  # sender a, seq i, t = i * 10 ms, h = 10 ms
+    nan = msgpack.packb([1, "a", 3, 3 * 10**7, 10**7, 0, {"x": float("nan"), "v": 0.0}])
+    forged = [encode("toy/state0", {"x": 5.0, "v": 0.0}, sender=s, seq=q, t_ns=t, h_ns=10**7)
+              for s, q, t in (("x", 4, 4 * 10**7), ("a", 0, -5), ("a", 10**6, 8 * 10**7))]
+    for i, p in enumerate(good):
+        lg.on_message("toy/state0", p)
+        if i == 2:
+            lg.on_message("toy/state0", nan)
+            lg.on_message("toy/state0", p)  # a second copy of t = 20 ms
+            for f in forged:
+                lg.on_message("toy/state0", f)
+    lg.close()
+    assert lg.written == 10 and lg.invalid == {"toy/state0": 1} and lg.rejected == {"toy/state0": 4}
+    with open_log(tmp_path / "g.mcap") as log:
+        meta = log.metadata()["berthsim.close"]
+        assert meta["lost"] == "0" and meta["rejected"] == "4" and meta["negative_t_ns"] == "0"
+        assert [m.payload for m in log.messages()] == good
+
+
 def test_frames_in_bulk_count_gaps_as_the_sequence_tracker_does_one_by_one(tmp_path):
     """Whole frames in drains of random size, handed over in several batches: two senders on one topic,
     drops, repeats and reordering. Reference: SequenceTracker.see on every valid message in arrival order."""

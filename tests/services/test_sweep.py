@@ -337,14 +337,17 @@ def test_a_sweep_with_a_worker_killed_finishes_and_reports_the_run(tmp_path):
         client.close()
         cluster.close()
     rows = _table(res.table)
-    assert [r["run"] for r in rows] == list(range(6)) and len(killed) == 1
+    assert [r["run"] for r in rows] == list(range(6)) and killed
+    # the killed worker's runs (its running one, and one the scheduler may have queued behind it
+    # on a loaded machine) are died rows, or were run again elsewhere; no other run is touched
     died = [r["run"] for r in rows if r["outcome"] == "died"]
-    assert died == killed and res.runs_with(["died"]) == killed, [(r["run"], r["outcome"]) for r in rows]
-    assert "KilledWorker" in rows[killed[0]]["error"]
-    assert all(r["outcome"] in ("ok", "miss") for r in rows if r["run"] not in killed)
-    # resuming runs the died run again
+    assert died and set(died) <= set(killed) and res.runs_with(["died"]) == died, \
+        ([(r["run"], r["outcome"]) for r in rows], killed)
+    assert all("KilledWorker" in rows[k]["error"] for k in died)
+    assert all(r["outcome"] in ("ok", "miss") for r in rows if r["run"] not in died)
+    # resuming runs the died runs again
     again = sw.run_sweep(plan, tmp_path / "out", workers=1)
-    assert again.ran == 1 and not again.runs_with(["died"])
+    assert again.ran == len(died) and not again.runs_with(["died"])
 
 
 @pytest.mark.slow
