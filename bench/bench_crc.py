@@ -13,7 +13,7 @@ uniformly from 2…12, and decodes the result as the rig does. Two places for th
 For every corrupted frame that still decodes: whether it is a setpoint, whether the
 rig's stroke check refuses it (a LIMIT fault), whether the step gate refuses it (an axis
 farther from the sent value than the hard speed limit covers within the default
-watchdog: 1.5 × 0.5 m/s × 20 ms = 15 mm, :meth:`hil.emulator.RigCore.plausible`),
+watchdog: 1.5 × 0.5 m/s × 20 ms = 15 mm, :meth:`hil.rig.RigCore.plausible`),
 whether its seq or time stamp changed, and the largest axis error of those left.
 
 Run from the repository root::

@@ -13,5 +13,8 @@ Modules (one concept each):
 - :mod:`hil.delay` — delay estimate, prediction, passivity controller, impact restitution;
 - :mod:`hil.config` — the ``[hil]`` table, shared by the bridge and the emulator;
 - :mod:`hil.bridge` — the service model (``kind = "hil.bridge"``);
-- :mod:`hil.emulator` — the rig emulator process (``python -m hil.emulator``).
+- :mod:`hil.rig` — the emulated rig: firmware state machine, actuators, force/torque sensor
+  on a contact plane, stepped by explicit times (no I/O);
+- :mod:`hil.emulator` — the rig emulator's plumbing: transport channel, lockstep port,
+  realtime loop, the process (``python -m hil.emulator``).
 """

@@ -17,11 +17,11 @@ from protocol.realtime import set_normal, set_priority
 from hil.emulator import (
     LockstepPort,
     LockstepRig,
-    RigCore,
     SocketPort,
     serve,
     spawn_emulator,
 )
+from hil.rig import RigCore
 from hil.framing import (
     REJECT_REASONS,
     Arm,
@@ -387,7 +387,7 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
 def test_contact_wrench_is_the_gradient_of_the_spring_energy():
     """Elastic part: the power of the wrench equals −dU/dt, U = ½ k Σ δ_i² (δ_i > 0)."""
     from dynamics.spatial import pose
-    from hil.emulator import ContactPlane
+    from hil.rig import ContactPlane
     from hil.stewart import pose_from_vector
 
     rng = np.random.default_rng(4)

@@ -1,0 +1,405 @@
+"""The rig emulator's rig: firmware and physics of a Stewart platform (or servo rig), stepped by explicit times.
+
+No I/O and no clock of its own: :mod:`hil.emulator` runs it at the far end of a link (the
+realtime loop over a port, the lockstep port, the emulator process).
+
+- :class:`RigCore` — the state machine of :mod:`hil.safety` with its watchdog,
+  N-bad-frames fault, arming handshake (fingerprint), latched e-stop; actuators with
+  stroke, speed and acceleration limits (ideal within the limits, or a critically damped
+  servo of given bandwidth); the ramp to neutral on a fault; the step gate on setpoints;
+  a force/torque sensor on a contact spring–damper between the platform and a fixed plane
+  (the other docking half).
+- :class:`ContactPlane` — that contact: spring–dampers between probe points on the
+  platform and the plane.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynamics.spatial import quat_to_rotation, rotation_to_quat
+from errors import NoSolutionError
+from hil.config import HilConfig
+from hil.framing import (
+    NO_ECHO,
+    REJECT_REASONS,
+    Arm,
+    Engage,
+    EStop,
+    Fault,
+    Frame,
+    FrameDecoder,
+    Hello,
+    Nak,
+    Park,
+    Reset,
+    RigState,
+    SeqTracker,
+    SetpointAxes,
+    SetpointPose,
+    Telemetry,
+    encode_frame,
+    rejection_kind,
+)
+from hil.safety import ramp_step, rate_limit_rows, transition
+from hil.stewart import RigLimits, StewartRig, pose
+
+__all__ = ["ContactPlane", "RigCore"]
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ContactPlane:
+    """Contact spring–damper between probe points on the platform and a fixed plane.
+
+    The fixed docking half fills ``n·y > offset`` (y in R); a probe point y_i that enters it
+    is pushed back with ``f_i = −n max(0, k δ_i + c δ̇_i)``, ``δ_i = n·y_i − offset``
+    (a Kelvin–Voigt contact that never pulls).
+
+    Attributes
+    ----------
+    normal : ndarray, shape (3,)
+        Unit normal in R, pointing into the fixed half.
+    offset : float
+        Plane offset along the normal [m].
+    stiffness, damping : float
+        [N/m], [N·s/m] per probe point.
+    probes_P : ndarray, shape (m, 3)
+        Probe points in P [m].
+    """
+
+    normal: Array
+    offset: float
+    stiffness: float
+    damping: float
+    probes_P: Array
+
+    def wrench(self, R_RP: Array, p_RoPo_R: Array, V_RP_R: Array) -> Array:
+        """Contact wrench on the platform at Po, expressed in P, [τ; f] (6,). [N·m, N]
+
+        Parameters
+        ----------
+        R_RP : ndarray, shape (3, 3)
+        p_RoPo_R : ndarray, shape (3,)
+        V_RP_R : ndarray, shape (6,)
+            Platform twist [ω; v] at Po, in R. [rad/s, m/s]
+        """
+        r = self.probes_P @ R_RP.T  # Po → probe, in R
+        depth = ((p_RoPo_R + r) @ self.normal - self.offset).tolist()
+        if max(depth) <= 0:
+            return np.zeros(6)
+        nx, ny, nz = self.normal.tolist()
+        wx, wy, wz, vx, vy, vz = V_RP_R.tolist()
+        f_n = 0.0  # total force magnitude along −n, and its moment Σ r × (−n f) about Po, in R
+        tx = ty = tz = 0.0
+        for (rx, ry, rz), d in zip(r.tolist(), depth, strict=True):  # plain floats: 1…3 probes
+            if d <= 0:
+                continue
+            # probe velocity v + ω × r, its normal component
+            vn = (vx + wy * rz - wz * ry) * nx + (vy + wz * rx - wx * rz) * ny + (vz + wx * ry - wy * rx) * nz
+            mag = max(0.0, self.stiffness * d + self.damping * vn)
+            f_n += mag
+            tx -= mag * (ry * nz - rz * ny)
+            ty -= mag * (rz * nx - rx * nz)
+            tz -= mag * (rx * ny - ry * nx)
+        return np.concatenate([R_RP.T @ np.array([tx, ty, tz]), R_RP.T @ (-f_n * self.normal)])
+
+
+class RigCore:
+    """The rig: firmware state machine, actuators and the force/torque sensor.
+
+    Times are arguments (seconds on the rig's clock); no I/O. Feed host frames with
+    :meth:`handle` (or raw bytes with :meth:`receive_bytes`), advance with :meth:`advance`,
+    and read what the rig sends from :attr:`outbox` (encoded frames with their send time).
+
+    Rejections are answered with a :class:`hil.framing.Nak`: chunks that fail to decode
+    (:meth:`receive_bytes`) and setpoints that pass every check of the frame but would move
+    an axis farther than the actuators' speed limit allows within the watchdog, the longest
+    a host may leave between two frames (the *step gate*: ``counts["implausible"]``; the
+    residual errors of the CRC, see ``hil/PROTOCOL.md``).
+
+    Parameters
+    ----------
+    cfg : HilConfig
+        Geometry, limits, fingerprint and ``[hil.emulator]`` (contact, bandwidth, rate).
+    """
+
+    def __init__(self, cfg: HilConfig) -> None:
+        em = cfg.emulator
+        self.rig = cfg.rig
+        f = float(em["hard_limits"])  # the actuators' own limits lie outside the host's soft limits
+        lim = cfg.limits
+        self.limits = RigLimits(lim.lo, lim.hi, f * lim.v_max, f * lim.a_max, f * lim.j_max)
+        self.fingerprint = cfg.fingerprint
+        self.bad_frames_max = int(cfg.table["bad_frames_max"])
+        self.dt = 1.0 / float(em["rate"])
+        self.bandwidth = float(em["bandwidth"])
+        rad = float(em["probe_radius"])
+        probes = np.zeros((1, 3)) if rad == 0 else rad * np.array(
+            [[np.cos(a), np.sin(a), 0.0] for a in np.radians([0.0, 120.0, 240.0])])
+        self.contact = ContactPlane(np.asarray(em["plane_normal"], dtype=np.float64), float(em["plane_offset"]),
+                                    float(em["stiffness"]), float(em["damping"]), probes)
+        self.neutral_axes = self.rig.inverse(self.rig.neutral)
+        self.state = RigState.IDLE
+        self.faults = Fault.NONE
+        self.x = self.neutral_axes.copy()
+        self.v = np.zeros_like(self.x)
+        self.a = np.zeros_like(self.x)
+        self.target = self.x.copy()
+        self.target_prev = self.x.copy()  # interpolation start (see _setpoint)
+        self.target_T = self.dt  # setpoint period, measured
+        self.target_t = 0.0
+        self._setpoint_t: float | None = None
+        self.q = rotation_to_quat(self.rig.neutral[:3, :3])
+        self.p = self.rig.neutral[:3, 3].copy()
+        self.V = np.zeros(6)
+        self.F = np.zeros(6)
+        self._sensed_x: list[float] | None = None
+        self.t = 0.0
+        self.watchdog_s = 0.1
+        self.decoder = FrameDecoder()
+        self.rx_seq = SeqTracker()
+        self.last_rx: tuple[int, int, float] | None = None  # seq, host time, rig receive time
+        self.tx_seq = 0
+        self.outbox: deque[tuple[float, Hello | Telemetry | Nak]] = deque()
+        self.applied: deque[tuple[int, tuple[float, ...]]] = deque(maxlen=100_000)
+        self.arrivals: deque[tuple[int, int]] = deque(maxlen=100_000)  # (seq, monotonic ns) of valid frames
+        self.fault_log: list[tuple[float, int, float]] = []  # (t, bits, time since the last host frame)
+        self.counts = {"frames": 0, "applied": 0, "refused": 0, "stale": 0, "bad_run_faults": 0, "implausible": 0}
+        self._bad_seen = 0
+        self._bad_run = 0
+
+    # ------------------------------------------------------------------ frames
+    def send(self, msg: Hello | Telemetry | Nak, t: float) -> None:
+        """Queue one rig message made at rig time ``t`` (encoded by :meth:`encode` when it leaves)."""
+        self.outbox.append((t, msg))
+
+    def encode(self, msg: Hello | Telemetry | Nak, t: float) -> bytes:
+        """The wire frame of ``msg`` with the next rig seq, stamped ``t`` (in leaving order)."""
+        frame = encode_frame(msg, self.tx_seq, int(round(t * 1e6)))
+        self.tx_seq = (self.tx_seq + 1) & 0xFFFF
+        return frame
+
+    def telemetry(self, t: float) -> Telemetry:
+        """The measurement at rig time ``t`` (the current state; the sensor is read now)."""
+        self.sense()
+        if self.last_rx is None:
+            es, et, hold = 0, 0, NO_ECHO
+        else:
+            es, et, trx = self.last_rx
+            hold = min(max(0, int(round((t - trx) * 1e6))), NO_ECHO - 1)
+        return Telemetry(es, et, hold, self.state, self.faults, tuple(self.x.tolist()),
+                         tuple(self.F.tolist()))  # type: ignore[arg-type]
+
+    def nak(self, rejected_chunks: int, reason: str) -> Nak:
+        """The NAK for ``rejected_chunks`` chunks rejected by a decoder so far (plus the
+        implausible setpoints), the latest for ``reason`` (a key of :data:`REJECT_REASONS`)."""
+        echo = self.last_rx[0] if self.last_rx is not None else 0
+        return Nak((rejected_chunks + self.counts["implausible"]) & 0xFFFFFFFF, echo, REJECT_REASONS.get(reason, 0))
+
+    def receive_bytes(self, data: bytes, t: float, reply: bool = True, wall_ns: int | None = None) -> list[Frame]:
+        """Decode raw host bytes arrived at ``t``; handle each valid frame; count bad ones.
+
+        Rejected chunks are answered with one NAK, queued before the answer to the next
+        valid frame (or last). ``wall_ns`` is when the bytes were read
+        (``time.monotonic_ns``), recorded in :attr:`arrivals`; now if omitted.
+        """
+        items = self.decoder.feed_all(data)
+        frames = [x for x in items if isinstance(x, Frame)]
+        self._count_bad(frames, t)
+        rejected = self.decoder.bad - (len(items) - len(frames))
+        reason = None
+        for x in items:
+            if not isinstance(x, Frame):
+                rejected, reason = rejected + 1, rejection_kind(x)
+                continue
+            if reason is not None:
+                self.send(self.nak(rejected, reason), t)
+                reason = None
+            self.handle(x, t, reply=reply, wall_ns=wall_ns)
+        if reason is not None:
+            self.send(self.nak(rejected, reason), t)
+        return frames
+
+    def _count_bad(self, frames: list[Frame], t: float) -> None:
+        bad = self.decoder.bad - self._bad_seen
+        self._bad_seen = self.decoder.bad
+        if self.decoder.counts.get("version", 0) and bad and self.state == RigState.IDLE:
+            self._fault(Fault.VERSION)
+        self._bad_run = 0 if frames else self._bad_run + bad
+        if self._bad_run >= self.bad_frames_max and self.state not in (RigState.FAULT, RigState.ESTOP, RigState.IDLE):
+            self.counts["bad_run_faults"] += 1
+            self._fault(Fault.BAD_FRAMES)
+
+    def count_bad(self, n: int, t: float) -> None:
+        """Account for ``n`` bad frames seen by an outside decoder (lockstep)."""
+        self._bad_run += n
+        if self._bad_run >= self.bad_frames_max and self.state not in (RigState.FAULT, RigState.ESTOP, RigState.IDLE):
+            self.counts["bad_run_faults"] += 1
+            self._fault(Fault.BAD_FRAMES)
+
+    def _fault(self, bits: Fault, t: float | None = None) -> None:
+        t = self.t if t is None else t
+        since = t - self.last_rx[2] if self.last_rx is not None else float("nan")
+        self.fault_log.append((t, int(bits), since))
+        self.faults |= bits
+        self.state = transition(self.state, "fault")
+
+    def handle(self, frame: Frame, t: float, reply: bool = True, wall_ns: int | None = None) -> None:
+        """Act on one valid host frame received at rig time ``t``.
+
+        Stale or duplicate frames (reordered) are dropped unapplied; every other frame
+        feeds the watchdog. Setpoints are applied only in ENGAGED, only if plausible (the
+        step gate, else a NAK is queued) and only if within the stroke (else a LIMIT
+        fault). With ``reply``, a telemetry frame (HELLO for ARM) is queued in the outbox.
+        """
+        self._bad_run = 0
+        self.counts["frames"] += 1
+        if self.rx_seq.check(frame.seq) in ("stale", "dup"):
+            self.counts["stale"] += 1
+            return
+        self.arrivals.append((frame.seq, time.monotonic_ns() if wall_ns is None else wall_ns))
+        self.last_rx = (frame.seq, frame.time_us, t)
+        msg = frame.msg
+        if isinstance(msg, Arm):
+            if self.state == RigState.IDLE:
+                if msg.fingerprint != self.fingerprint:
+                    self._fault(Fault.FINGERPRINT)
+                else:
+                    self.watchdog_s = max(msg.watchdog_ms, 1) * 1e-3
+                    self.state = transition(self.state, "arm")
+            if reply:
+                self.send(Hello(self.fingerprint, self.rig.n_axes, int(round(self.watchdog_s * 1e3))), t)
+            return
+        if isinstance(msg, EStop):
+            self.state = transition(self.state, "estop")
+            self.faults |= Fault.ESTOP
+            self.v[:] = 0.0
+            self.a[:] = 0.0
+        elif isinstance(msg, Reset) and self.state in (RigState.FAULT, RigState.ESTOP):
+            self.state = transition(self.state, "reset")
+            self.faults = Fault.NONE
+        elif isinstance(msg, Engage) and self.state == RigState.ARMED:
+            self.state = transition(self.state, "engage")
+            self.target = self.x.copy()
+            self.target_prev = self.x.copy()
+            self._setpoint_t = None
+        elif isinstance(msg, Park) and self.state == RigState.ENGAGED:
+            self.state = transition(self.state, "park")
+        elif isinstance(msg, (SetpointAxes, SetpointPose)):
+            self._setpoint(frame.seq, msg, t)
+        if reply:
+            self.send(self.telemetry(t), t)
+
+    def _setpoint(self, seq: int, msg: SetpointAxes | SetpointPose, t: float) -> None:
+        if self.state != RigState.ENGAGED:
+            self.counts["refused"] += 1
+            return
+        if isinstance(msg, SetpointPose):
+            axes = self.rig.inverse(pose(quat_to_rotation(np.asarray(msg.quat_wxyz) / np.linalg.norm(msg.quat_wxyz)),
+                                         msg.p_RoPo_R))
+        else:
+            axes = np.asarray(msg.values, dtype=np.float64)
+        if axes.shape == self.x.shape and not self.plausible(axes):
+            self.counts["implausible"] += 1
+            self.send(self.nak(self.decoder.bad, "step"), t)
+            return
+        if axes.shape != self.x.shape or self.limits.violations(axes):
+            self.counts["refused"] += 1
+            self._fault(Fault.LIMIT)
+            return
+        # interpolation from where the axis is headed now to the new setpoint, over the
+        # setpoint period (as servo drives' interpolated position mode, one period late)
+        s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
+        a0, a1 = self.target_prev.tolist(), self.target.tolist()
+        self.target_prev = np.array([p + s * (q - p) for p, q in zip(a0, a1, strict=True)])
+        if self._setpoint_t is not None and t > self._setpoint_t:
+            self.target_T = min(t - self._setpoint_t, 0.1)
+        self.target = axes
+        self.target_t = self._setpoint_t = t
+        self.counts["applied"] += 1
+        self.applied.append((seq, tuple(axes.tolist())))
+
+    def plausible(self, axes: Array) -> bool:
+        """The step gate: whether no axis of a setpoint lies farther from the current setpoint
+        than the actuators' speed limit covers within the watchdog (plus 1e-6 for float32).
+
+        A host streams setpoints rate-limited to its soft limits, inside these, at least once
+        per watchdog; a setpoint outside the gate is a corrupted frame that passed the CRC."""
+        reach = (self.limits.v_max * self.watchdog_s + 1e-6).tolist()
+        return all(abs(a - b) <= r for a, b, r in zip(axes.tolist(), self.target.tolist(), reach, strict=True))
+
+    # ------------------------------------------------------------------ physics
+    def advance(self, t: float) -> None:
+        """Step actuators, watchdog and sensor from the current time to ``t`` [s]."""
+        while self.t + self.dt <= t + 1e-12:
+            self._step(self.t + self.dt)
+
+    def _step(self, t: float) -> None:
+        dt = self.dt
+        if self.state == RigState.ENGAGED and self.last_rx is not None and t - self.last_rx[2] > self.watchdog_s:
+            self._fault(Fault.WATCHDOG, t)  # (parking needs no host: it finishes on its own)
+        if self.state == RigState.ENGAGED:
+            if self.bandwidth > 0:
+                w = 2 * np.pi * self.bandwidth
+                a = np.clip(w * w * (self.target - self.x) - 2 * w * self.v, -self.limits.a_max, self.limits.a_max)
+                v = np.clip(self.v + a * dt, -self.limits.v_max, self.limits.v_max)
+                self.x = np.clip(self.x + 0.5 * (self.v + v) * dt, self.limits.lo, self.limits.hi)
+                self.a, self.v = (v - self.v) / dt, v
+            else:  # follows the setpoints, linearly interpolated one setpoint period late
+                s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
+                # plain floats on the six axes (numpy's per-call cost exceeded the arithmetic); the
+                # same elementwise operations as on arrays, so the same numbers
+                a0, a1, T = self.target_prev.tolist(), self.target.tolist(), self.target_T
+                target = [p + s * (q - p) for p, q in zip(a0, a1, strict=True)]
+                v_seg = [(q - p) / T for p, q in zip(a0, a1, strict=True)] if s < 1.0 else [0.0] * len(a0)
+                x, v, a, _ = rate_limit_rows(target, self.x.tolist(), self.v.tolist(), self.limits, dt, v_seg)
+                self.x, self.v, self.a = np.array(x), np.array(v), np.array(a)
+        elif self.state in (RigState.PARKING, RigState.FAULT):
+            self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral_axes, self.limits, dt)
+            if self.state == RigState.PARKING and np.all(np.abs(self.x - self.neutral_axes) < 1e-6) \
+                    and np.all(np.abs(self.v) < 1e-6):
+                self.state = transition(self.state, "parked")
+        else:  # IDLE, ARMED: hold; ESTOP: brakes on
+            self.v[:] = 0.0
+            self.a[:] = 0.0
+        self.t = t
+
+    @property
+    def at_rest(self) -> bool:
+        """True unless the actuators are moving or the rig is engaged (it may move any time)."""
+        if self.state in (RigState.ENGAGED, RigState.PARKING) or np.any(np.abs(self.v) > 1e-6):
+            return False
+        return self.state != RigState.FAULT or bool(np.all(np.abs(self.x - self.neutral_axes) < 1e-6))
+
+    def sense(self) -> None:
+        """Read the sensors: platform pose by forward kinematics (warm-started from the last
+        reading), its twist from the leg rates, and the contact wrench.
+
+        The contact is a spring–damper on the prescribed platform motion (no state of its
+        own), so reading it only when telemetry is made loses nothing.
+        """
+        x = self.x.tolist()
+        if x == self._sensed_x and not any(self.v.tolist()):
+            return  # unchanged and at rest
+        self._sensed_x = x
+        if isinstance(self.rig, StewartRig):
+            try:
+                q, p, _, V = self.rig.newton(self.x, self.q, self.p, self.v)  # and V from the leg rates
+            except NoSolutionError:
+                self._fault(Fault.LIMIT)
+                return
+            self.V = np.zeros(6) if V is None else V
+        else:
+            X, _ = self.rig.forward(self.x)
+            q, p = rotation_to_quat(X[:3, :3]), X[:3, 3]
+            self.V = np.zeros(6)
+        R = quat_to_rotation(q)
+        self.q, self.p = q, p
+        self.F = self.contact.wrench(R, p, self.V)
