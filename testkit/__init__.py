@@ -6,8 +6,8 @@ It builds on :mod:`protocol` and :mod:`dynamics` only, as a service would.
 Modules (one concept each):
 
 - :mod:`testkit.toys` — toy services: a chain of point masses joined by springs, one mass
-  per service (``kind = "testkit.toys"``, ``configs/toy_*.toml``), with sink, source and
-  malformed-message injector roles;
+  per service (``kind = "testkit.toys"``, ``configs/toy_*.toml``), with sink, source,
+  malformed-message injector and sample-forger roles;
 - :mod:`testkit.ports` — fresh bus URLs: free tcp ports on the loopback, new ipc/inproc names;
 - :mod:`testkit.pin_oracle` — Pinocchio (the ``test`` extra) as an independent oracle for the
   chain dynamics: models from the same data, conversions between its conventions and ours.
