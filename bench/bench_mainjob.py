@@ -156,6 +156,21 @@ def _messages(log: Path, config: dict[str, Any], processes: dict[str, tuple[str,
     return {"published": published, "delivered_bus": bus, "delivered_memory": memory, "per_topic": counts}
 
 
+def launch_sampled(cmd: list[str]) -> tuple[int, str, str, float, _Sampler]:
+    """Run a ``launch.py`` command line with its processes' CPU sampled (:class:`_Sampler`):
+    exit code, stdout, stderr, wall seconds of the whole command, the sampler."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         env={**os.environ, "BERTHSIM_NO_PROGRESS": "1"})
+    sampler = _Sampler(p.pid)
+    sampler.start()
+    out, err = p.communicate(timeout=1800)
+    wall = time.monotonic() - t0
+    sampler.stop.set()
+    sampler.join()
+    return p.returncode, out, err, wall, sampler
+
+
 def run_layout(layout: str, sim_seconds: float | None) -> dict[str, Any]:
     """One run of the scenario in ``layout`` (``"per_service"``, ``"realtime_groups"``, ``"inprocess"``)."""
     from protocol.config import INPROCESS, load, processes_of
@@ -181,15 +196,7 @@ def run_layout(layout: str, sim_seconds: float | None) -> dict[str, Any]:
         if layout == "inprocess":
             cmd.append("--inprocess")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                             env={**os.environ, "BERTHSIM_NO_PROGRESS": "1"})
-        sampler = _Sampler(p.pid)
-        sampler.start()
-        out, err = p.communicate(timeout=1800)
-        total_wall = time.monotonic() - t0
-        sampler.stop.set()
-        sampler.join()
+        code, out, err, total_wall, sampler = launch_sampled(cmd)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         summary = None
@@ -201,8 +208,8 @@ def run_layout(layout: str, sim_seconds: float | None) -> dict[str, Any]:
                     continue
                 if obj.get("event") == "summary" or "t_end_ns" in obj:
                     summary = obj
-        if p.returncode != 0 or summary is None:
-            return {"error": f"exit code {p.returncode}", "stderr_tail": err.strip().splitlines()[-4:]}
+        if code != 0 or summary is None:
+            return {"error": f"exit code {code}", "stderr_tail": err.strip().splitlines()[-4:]}
         run = summary.get("run", summary)
         sim_s = run["t_end_ns"] * 1e-9
         procs = {INPROCESS: tuple(config["services"])} if layout == "inprocess" else processes_of(config)
@@ -225,31 +232,10 @@ def run_layout(layout: str, sim_seconds: float | None) -> dict[str, Any]:
     }
 
 
-class _Timed:
-    """A model whose ``step`` and ``initial`` are timed (CPU time); everything else passes through."""
-
-    def __init__(self, model: Any) -> None:
-        self._m = model
-        self.cpu = 0.0
-        self.steps = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._m, name)
-
-    def initial(self, t0_ns: int) -> Any:
-        return self._m.initial(t0_ns)
-
-    def step(self, t_ns: int, h_ns: int, u: Any) -> Any:
-        c = time.process_time()
-        out = self._m.step(t_ns, h_ns, u)
-        self.cpu += time.process_time() - c
-        self.steps += 1
-        return out
-
-
 def model_steps(sim_seconds: float) -> dict[str, Any]:
     """Per-step CPU time of the orbiter, arm, contact and operator in the scenario's sequence."""
     from protocol.config import service_module
+    from protocol.realtime import TimedModel
     from protocol.scheduler import simulate
     from protocol.timebase import period_ns
 
@@ -258,7 +244,7 @@ def model_steps(sim_seconds: float) -> dict[str, Any]:
     models, coupling, rates = [], {}, {}
     for name in ("orbiter", "arm", "contact", "operator"):
         svc = cfg["services"][name]
-        models.append(_Timed(service_module(svc["kind"]).build(cfg, name, period_ns(svc["rate_hz"]))))
+        models.append(TimedModel(service_module(svc["kind"]).build(cfg, name, period_ns(svc["rate_hz"]))))
         rates[name] = svc["rate_hz"]
         if "coupling_hz" in svc:
             coupling[name] = {"*": period_ns(svc["coupling_hz"])}
@@ -267,10 +253,10 @@ def model_steps(sim_seconds: float) -> dict[str, Any]:
     total = time.process_time() - c0
     out: dict[str, Any] = {}
     for m in models:
-        us = m.cpu / max(m.steps, 1) * 1e6
-        out[m.name] = {"rate_hz": rates[m.name], "steps": m.steps, "step_us": round(us, 1),
+        us = sum(m.step_s) / max(len(m.step_s), 1) * 1e6
+        out[m.name] = {"rate_hz": rates[m.name], "steps": len(m.step_s), "step_us": round(us, 1),
                        "cpu_fraction_at_rate": round(us * 1e-6 * rates[m.name], 4)}
-    out["scheduler_and_coupling_cpu_s_per_sim_s"] = round((total - sum(m.cpu for m in models)) / sim_seconds, 4)
+    out["scheduler_and_coupling_cpu_s_per_sim_s"] = round((total - sum(sum(m.step_s) for m in models)) / sim_seconds, 4)
     out["all_models_cpu_s_per_sim_s"] = round(total / sim_seconds, 4)
     return out
 

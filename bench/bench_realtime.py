@@ -28,17 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_mainjob import _Sampler  # (bench/ is the script's directory)
+from bench_mainjob import launch_sampled  # (bench/ is the script's directory)
 from bench_runtime import bare_loops
 
 REALTIME = ROOT / "configs" / "srms_berthing_realtime.toml"
@@ -66,20 +64,12 @@ def run(sim_seconds: float | None, mode: str = "realtime") -> dict[str, Any]:
                str(log), "--mode", mode]
         if sim_seconds:
             cmd += ["--duration", str(sim_seconds)]
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                             env={**os.environ, "BERTHSIM_NO_PROGRESS": "1"})
-        sampler = _Sampler(p.pid)
-        sampler.start()
-        out, err = p.communicate(timeout=1800)
-        wall = time.monotonic() - t0
-        sampler.stop.set()
-        sampler.join()
+        code, out, err, wall, sampler = launch_sampled(cmd)
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if not lines:
-            return {"exit_code": p.returncode, "stderr_tail": err.strip().splitlines()[-6:]}
+            return {"exit_code": code, "stderr_tail": err.strip().splitlines()[-6:]}
         summary = json.loads(lines[-1])
-        res: dict[str, Any] = {"exit_code": p.returncode, "wall_s": round(wall, 1)}
+        res: dict[str, Any] = {"exit_code": code, "wall_s": round(wall, 1)}
         if (Path(tmp) / "summary.json").exists():
             res.update(_figures(Path(tmp) / "summary.json"))
     if mode != "realtime":

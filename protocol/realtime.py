@@ -60,6 +60,7 @@ __all__ = [
     "set_normal",
     "pin_cpus", "lock_memory", "zmq_context", "rate_monotonic", "Task", "admission", "calibrate",
     "hyperbolic_ok", "liu_layland_bound", "priorities", "realtime_plan", "PRIORITY_BAND", "LAZY_IMPORTS", "preload",
+    "TimedModel",
 ]
 
 SERVICE_PRIORITY_LOW = 10
@@ -417,25 +418,6 @@ as warm-up).
     from protocol.scheduler import simulate
     from protocol.service import role_of
 
-    times: dict[str, list[float]] = {}
-
-    class Timed:
-        def __init__(self, m: Any) -> None:
-            self._m = m
-            times[m.name] = []
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._m, name)
-
-        def initial(self, t0_ns: int) -> Any:
-            return self._m.initial(t0_ns)
-
-        def step(self, t_ns: int, h_ns: int, u: Any) -> Any:
-            c = time.thread_time_ns()
-            out = self._m.step(t_ns, h_ns, u)
-            times[self._m.name].append((time.thread_time_ns() - c) * 1e-9)
-            return out
-
     models = []
     for name, spec in services.items():
         mod = service_module(spec.kind)
@@ -446,7 +428,7 @@ as warm-up).
         if role_of(obj) != "model":  # its ports() said model: a module that contradicts itself
             raise ConfigError(f"services.{name}: kind {spec.kind!r} declares the role 'model' in ports() but "
                               f"built a {role_of(obj)}")
-        models.append(Timed(obj))
+        models.append(TimedModel(obj))
     longest = max((s.period_ns for s in services.values()), default=1)
     t_end = max(1, round(seconds * 1e9 / longest)) * longest
     try:
@@ -457,14 +439,43 @@ as warm-up).
         simulate(models, ((t_end + grid - 1) // grid) * grid, coupling=coupling)
     finally:
         for m in models:
-            closer = getattr(m._m, "close", None)
+            closer = getattr(m.model, "close", None)
             if callable(closer):
                 closer()
     out = {}
-    for name, ts in times.items():
-        ts = sorted(ts[len(ts) // 5:]) or [0.0]
-        out[name] = (ts[len(ts) // 2] * 1e6, ts[min(len(ts) - 1, int(0.99 * len(ts)))] * 1e6)
+    for m in models:
+        ts = sorted(m.step_s[len(m.step_s) // 5:]) or [0.0]
+        out[m.model.name] = (ts[len(ts) // 2] * 1e6, ts[min(len(ts) - 1, int(0.99 * len(ts)))] * 1e6)
     return out
+
+
+class TimedModel:
+    """A model whose every ``step`` is timed in this thread's CPU time (``time.thread_time_ns``);
+    everything else passes through to it.
+
+    Attributes
+    ----------
+    model : ServiceModel
+        The model timed.
+    step_s : list of float
+        CPU time of each step so far, in order. [s]
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.step_s: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def initial(self, t0_ns: int) -> Any:
+        return self.model.initial(t0_ns)
+
+    def step(self, t_ns: int, h_ns: int, u: Any) -> Any:
+        c = time.thread_time_ns()
+        out = self.model.step(t_ns, h_ns, u)
+        self.step_s.append((time.thread_time_ns() - c) * 1e-9)
+        return out
 
 
 PRIORITY_BAND = 60

@@ -51,13 +51,7 @@ Config::
     kind = "testkit.toys"
     rate_hz = 1000
     role = "injector"
-    [services.forger]          # role = "forger": well-formed forgeries of b's toy/state1 (coupled at 100 Hz)
-    kind = "testkit.toys"
-    rate_hz = 1000
-    role = "forger"
-    forge = "toy/state1"
-    producer = "b"
-    forge_hz = 100
+    [services.forger]          # role = "forger": well-formed forgeries of a topic (Forger: forge, producer, forge_hz)
 """
 
 from __future__ import annotations
