@@ -63,6 +63,7 @@ import numpy as np
 import serial
 from numpy.typing import NDArray
 
+from dynamics.cases import PAYLOAD_MASS
 from dynamics.rigid_body import predict_rows
 from dynamics.spatial import (
     cross_rows,
@@ -74,7 +75,7 @@ from dynamics.spatial import (
     rotation_vector,
 )
 from errors import ConfigError, FrameError, RigFault, ShapeError
-from hil.config import HilConfig, hil_table, parse
+from hil.config import DEFAULTS, HilConfig, hil_table, parse
 from hil.delay import ImpactMonitor, PassivityController, predict_pose
 from hil.encoders import make_encoder
 from hil.framing import (
@@ -98,9 +99,10 @@ from hil.safety import SafetySupervisor
 from protocol.coupling import Schedule
 from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
+from protocol.stability import StiffCoupling
 
 __all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model", "HilBridge",
-           "relative_motion"]
+           "relative_motion", "stiff_couplings"]
 
 TABLES = ("hil",)
 OPTIONS: dict[str, Any] = {}
@@ -587,6 +589,32 @@ def calibration_model(config: dict[str, Any], name: str, period_ns: int) -> HilB
 def ports(config: dict[str, Any], name: str) -> ServicePorts:
     """The bridge's ports, before it is built (:mod:`protocol.config`)."""
     return ServicePorts("model", INPUTS, OUTPUTS)
+
+
+def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
+    """The rig's contact spring, closed through ``hil/feedback`` (:mod:`protocol.stability`).
+
+    When the contact service applies the rig's sensed wrench to the payload (``[contact]
+    source = "hil"``), the loop payload state -> bridge -> rig -> force/torque sensor ->
+    ``hil/feedback`` -> payload closes a spring across two couplings. The rig holds its half
+    of the docking interface where it was commanded (the spring's other end is held by the
+    producer: ``m_producer = 0``, as the massless arm's); the payload, integrated by the
+    contact service, is on the other side with its mass (``[payload] mass``). The spring is the
+    contact's along its normal: ``[hil.emulator] stiffness`` and ``damping`` per contact point
+    times the points in contact (three with ``probe_radius > 0``, else one), the values a real
+    rig's docking hardware is declared with too. The tilt about the probes (``1.5 k r²`` on the
+    payload's least moment of inertia) is far softer for any probe radius below a metre and is
+    left out. The consumer holds the sampled wrench (a state port); the bridge predicts the
+    payload's state with its velocity. Not included: the link's own delay (in lockstep one
+    link period, 4 ms at 250 Hz), which adds to the coupling's lag.
+    """
+    if config.get("contact", {}).get("source", "model") != "hil" or "payload" not in config:
+        return []
+    em = {**DEFAULTS["emulator"], **(config.get("hil", {}).get("emulator", {}) or {})}
+    n = 3 if float(em["probe_radius"]) > 0 else 1
+    m_T = float(config["payload"].get("mass", PAYLOAD_MASS))
+    return [StiffCoupling("rig contact spring along its normal (HIL)", "hil/feedback", "payload/state",
+                          n * float(em["stiffness"]), n * float(em["damping"]), 0.0, m_T, predict=1, mean=False)]
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:

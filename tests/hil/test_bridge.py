@@ -455,3 +455,30 @@ def test_a_pipelined_lockstep_link_takes_each_reply_one_step_later():
             assert np.array_equal(pipe[n + 1]["hil/feedback"][key], waits[n]["hil/feedback"][key]), (n, key)
         assert np.array_equal(pipe[n]["hil/command"]["X_LB"], waits[n]["hil/command"]["X_LB"])
     assert pipe[-1]["hil/status"]["state"] == "ENGAGED"
+
+
+def test_check_refuses_a_hil_contact_wrench_coupled_too_slowly_for_the_rig_contact(tmp_path):
+    """With the rig's sensed wrench in the loop (contact source = "hil"), ``check`` computes the rig
+    contact spring's coupling limit and refuses hil/feedback coupled more slowly, naming it."""
+    from pathlib import Path
+
+    from protocol.config import load
+    from protocol.config import validate as check
+    from protocol.stability import StiffCoupling, stable_limit
+
+    text = (Path(__file__).resolve().parents[2] / "configs" / "srms_berthing.toml").read_text()
+    assert '\nsource = "model"' in text and "[hil.emulator]\n" in text
+    text = text.replace('\nsource = "model"', '\nsource = "hil"', 1).replace(
+        "[hil.emulator]\n", "[hil.emulator]\nstiffness = 2.0e6\ndamping = 5.0e4\n", 1)
+    limit = stable_limit(StiffCoupling("", "", "", 2.0e6, 5.0e4, 0.0, 12000.0, predict=1, mean=False), 4e-3, 1e-3)
+    assert 0.02 < limit < 0.05  # the rig spring's limit: between the two couplings tried
+    fast = tmp_path / "fast.toml"
+    fast.write_text(text)
+    check(load(fast))  # hil/* at 50 Hz (20 ms): fine
+    slow = tmp_path / "slow.toml"
+    slow.write_text(text.replace("coupling_hz = 50 ", "coupling_hz = 10 ", 1))
+    with pytest.raises(ConfigError) as e:
+        check(load(slow))
+    msg = " ".join(e.value.problems)
+    assert "services.hil.coupling_hz: hil/feedback at 10 Hz (100 ms) is too slow for the rig contact spring" in msg
+    assert f"above {round(limit * 1e3)} ms" in msg
