@@ -395,7 +395,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     from protocol.bus import ControlClient
     from protocol.config import load, peers_of, processes_of, service_module, with_overrides
     from protocol.security import Security
-    from protocol.realtime import lock_memory, pin_cpus, preload, zmq_context
+    from protocol.realtime import io_context, lock_memory, pin_cpus, preload
     from protocol.shell import run_process
     from protocol.timebase import period_ns
     config = with_overrides(load(a.config), json.loads(a.overrides))
@@ -423,7 +423,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     if sim.get("mode") == "realtime" and a.rt_priority > 0:  # protocol.realtime: affinity, locked memory, I/O thread
         pin_cpus({c for n in members for c in config["services"][n].get("cpus", [])})
         lock_memory()
-        ctx = zmq_context(a.rt_priority)
+        ctx = io_context(a.rt_priority)
     return run_process(objs, a.bus, peers_of(config, a.bus), name=a.name, security=sec, stop_event=stop, context=ctx,
                        rt_priority=a.rt_priority if sim.get("mode") == "realtime" else 0)
 

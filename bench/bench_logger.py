@@ -163,16 +163,12 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     ``rate`` 0: back to back, as fast as pyzmq can. ``rate`` > 0 [msg/s]: paced on the
     wall clock, the frames due at each 1 ms instant sent together.
     """
-    import zmq
-    ctx = zmq.Context()
-    pub = ctx.socket(zmq.PUB)
-    pub.sndhwm = 0
-    pub.bind(url)
+    pub = open_bus(url)  # high-water mark 0: nothing dropped
     frames = [t.encode() + b"\0" + p for t, p in msgs]
     ready.set()
     go.wait(30)
     c0, t0 = _cpu_s(), time.perf_counter()
-    send = pub.send
+    send = pub.send_frame
     if rate > 0:
         per_ms, i, k = rate / 1000.0, 0, 0
         while i < len(frames):
@@ -187,12 +183,11 @@ def _publisher(url: str, msgs: list[tuple[str, bytes]], ready: mp.Event, go: mp.
     else:
         for f in frames:
             send(f)
-    pub.send(END)
+    pub.send_frame(END)
     dt = time.perf_counter() - t0
     time.sleep(1.0)  # linger: everything queued reaches the subscriber
     report.send({"cpu_s": _cpu_s() - c0, "send_s": dt})
-    pub.close(linger=0)
-    ctx.term()
+    pub.close()
 
 
 def bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float = 0.0,
@@ -224,11 +219,10 @@ def _bench_bus(msgs: list[tuple[str, bytes]], path: Path, tmp: Path, rate: float
                                                daemon=True)
     proc.start()
     ready.wait(30)
-    bus = open_bus(None, [url], topics=[""])
-    bus.sub.rcvhwm = 0
+    bus = open_bus(None, [url], topics=[""])  # (high-water mark 0)
     time.sleep(0.3)  # the subscription reaches the publisher before it sends
     lg = McapLogger(path, writer_cpus=writer_cpus)
-    recv_frames, on_frames, poll = bus.recv_frames, lg.on_frames, bus.sub.poll
+    recv_frames, on_frames, poll = bus.recv_frames, lg.on_frames, bus.poll
     go.set()
     n = 0
     t0 = c0 = None

@@ -152,8 +152,6 @@ def _chain_node(url: str, i: int, n: int, ticks: int) -> None:
     """
     import gc
 
-    import zmq
-
     import testkit.toys  # noqa: F401  (registers the toy topics)
     from protocol.bus import mesh_endpoints, open_bus
 
@@ -202,9 +200,9 @@ def _chain_node(url: str, i: int, n: int, ticks: int) -> None:
                     break
                 fail(f"expected 'go' from the parent, got {word!r}")
             bus.send("probe", bytes([i]))
-        send, sub = bus.pub.send, bus.sub
-        sub.rcvtimeo = int(_NODE_WAIT_S * 1000)
-        recv = sub.recv
+        send = bus.send_frame
+        bus.set_recv_timeout(int(_NODE_WAIT_S * 1000))
+        recv = bus.recv_wait
         have = [0] * len(expect)
         gc.collect()
         gc.disable()
@@ -223,7 +221,7 @@ def _chain_node(url: str, i: int, n: int, ticks: int) -> None:
                                 fail(f"{inputs[j]}: tick {got} arrived, expected {have[j]}")
                             have[j] += 1
                             break
-        except zmq.Again:
+        except bus.Timeout:
             fail(f"tick {k}: no frame within {_NODE_WAIT_S} s (have {dict(zip(inputs, have))})")
         t1 = time.monotonic_ns()
         r1 = resource.getrusage(resource.RUSAGE_SELF)

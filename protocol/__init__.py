@@ -11,7 +11,7 @@
 - :mod:`protocol.scheduler` the members of one process: lockstep stepping, publishing, snapshots
 - :mod:`protocol.realtime` real-time scheduling: priorities, affinity, admission check
 - :mod:`protocol.commands` the operator's command vocabulary
-- :mod:`protocol.bus`      ZeroMQ PUB/SUB mesh and ROUTER/DEALER control plane
+- :mod:`protocol.bus`      the bus interface and its backends (ZeroMQ PUB/SUB mesh and ROUTER/DEALER, in memory)
 - :mod:`protocol.security` CurveZMQ keys and the allow list
 - :mod:`protocol.shell`    runs one model / sink / source: handshake, lifecycle, stepping, stats
 - :mod:`protocol.config`   the TOML layout and validation

@@ -1,4 +1,25 @@
-"""The bus: one interface (after python-can), ZeroMQ backends chosen by URL scheme.
+"""The bus: one interface (after python-can), backends chosen by URL scheme.
+
+Backends
+--------
+Every caller — the shell, the launcher, the tools — uses the interface only: :class:`Bus`
+(the data plane, opened by :func:`open_bus`), :class:`ControlServer` and
+:class:`ControlClient` (the control plane; constructing either returns the backend that the
+URL's scheme names, as ``can.Bus(interface=...)`` does), :class:`Poller` (one wait over
+several of them) and the context functions (:func:`default_context`, :func:`new_context`,
+:func:`destroy_context`). This module is the only one that touches ZeroMQ, together with
+:mod:`protocol.security` (CurveZMQ keys and the ZAP authenticator), which is part of the
+ZeroMQ backend; ``tests/test_imports.py`` fails if any other module imports ``zmq``.
+
+=================  ===============================  =======================================
+scheme             backend                          for
+=================  ===============================  =======================================
+``tcp``, ``ipc``,  ZeroMQ (:class:`ZmqBus`,         runs: between hosts, processes, or the
+``inproc``         :class:`ZmqControlServer`, ...)  threads of one process
+``memory``         in memory (:class:`MemoryBus`,   unit tests: the same semantics (exact
+                   :class:`MemoryControlServer`,    topics, per-publisher order, no drop,
+                   ...)                             copies), no sockets, one process
+=================  ===============================  =======================================
 
 Topology: a mesh, no broker
 ---------------------------
@@ -19,6 +40,7 @@ base URL               control (ROUTER)       PUB of participant *i* (0 = launch
                                               service's ``endpoint`` from the config
 ``ipc:///path/bus``    ``ipc:///path/bus.ctl``  ``ipc:///path/bus.NAME.pub``
 ``inproc://name``      ``inproc://name.ctl``  ``inproc://name.NAME.pub``
+``memory://name``      ``memory://name.ctl``  ``memory://name.NAME.pub``
 =====================  =====================  =====================================
 
 An unknown scheme raises ``ValueError`` naming it. An ipc endpoint that a live process
@@ -34,19 +56,28 @@ high-water mark 0 (unbounded), so nothing is ever dropped silently: lockstep nev
 loses a message. ZeroMQ keeps per-publisher order; :class:`SequenceTracker` counts
 sequence gaps per (sender, topic).
 
+Receiving on hot paths: :meth:`Bus.drain` hands every queued frame to a callable in a loop
+that runs inside the backend, and :attr:`Bus.recv_wait` is the backend's own blocking
+receive (timeout :meth:`Bus.set_recv_timeout`, raising :attr:`Bus.Timeout`), so that the
+interface adds no Python call per frame.
+
 Threads and shutdown
 --------------------
 Each object's sockets belong to the thread that uses it. Every socket has linger 0;
 ``close()`` may be called twice; every object is a context manager. Receives poll
 with a timeout and never block forever. The ``inproc://`` backend needs every party
-in one process and one ZeroMQ context (the default: ``zmq.Context.instance()``).
+in one process and one ZeroMQ context (the default: :func:`default_context`); the
+``memory://`` backend every party in one process.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
+import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -57,16 +88,21 @@ import numpy as np
 import zmq
 from numpy.typing import NDArray
 
-from errors import BusError
+from errors import BusError, BusTimeout
 from protocol.messages import SEPARATOR
 from protocol.security import Security, check_bind
 
 __all__ = [
-    "Message", "Bus", "check_url", "control_endpoint", "mesh_endpoints", "open_bus", "ZmqBus",
-    "ControlServer", "ControlClient", "SequenceTracker", "split_frame", "LAUNCHER", "EndpointInUse", "claim_ipc",
+    "Message", "Bus", "check_url", "control_endpoint", "mesh_endpoints", "open_bus", "ZmqBus", "MemoryBus",
+    "ControlServer", "ControlClient", "ZmqControlServer", "ZmqControlClient", "MemoryControlServer",
+    "MemoryControlClient", "Poller", "Context", "default_context", "new_context", "destroy_context",
+    "SequenceTracker", "split_frame", "LAUNCHER", "EndpointInUse", "EndpointNotLocal", "claim_ipc",
 ]
 
-SCHEMES = ("inproc", "ipc", "tcp")
+SCHEMES = ("inproc", "ipc", "tcp", "memory")
+ZMQ_SCHEMES = ("inproc", "ipc", "tcp")
+Context = zmq.Context
+"""The ZeroMQ backend's context type (one shared context carries ``inproc://``); opaque to callers."""
 _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)  # plain ints: pyzmq's enums cost Python-level arithmetic
 LAUNCHER = "launcher"
 """Participant name of the launcher in :func:`mesh_endpoints` (not a valid service name)."""
@@ -82,22 +118,75 @@ class Message(NamedTuple):
 
 @runtime_checkable
 class Bus(Protocol):
-    """What services and the runtime use to talk on the data plane."""
+    """What services and the runtime use to talk on the data plane (every backend has all of it).
+
+    Attributes
+    ----------
+    send_frame : callable
+        ``send_frame(frame)`` publishes one whole frame ``topic\\0payload`` (the backend's own
+        send, no Python layer between: for hot paths; :meth:`frame_prefix` gives the prefix).
+    recv_wait : callable
+        ``recv_wait()`` -> the next whole frame, blocking at most the timeout of
+        :meth:`set_recv_timeout` (ms; -1: forever), else raising :attr:`Timeout`. The
+        backend's own receive: for a loop that takes one frame per wake-up.
+    Timeout : type[Exception]
+        What :attr:`recv_wait` raises when its timeout passes.
+    poll_handle : object
+        What :class:`Poller` waits on for this bus.
+    """
+
+    send_frame: Callable[[bytes], Any]
+    recv_wait: Callable[[], bytes]
+    Timeout: type[BaseException]
+    poll_handle: Any
 
     def send(self, topic: str, payload: bytes) -> None:
-        """Publish ``payload`` on ``topic``."""
+        """Publish ``payload`` on ``topic`` (BusError if the bus cannot send)."""
+        ...
+
+    def frame_prefix(self, topic: str) -> bytes:
+        """``topic\\0``, the start of every frame of ``topic``."""
         ...
 
     def recv(self, timeout: float | None = 0.0) -> Message | None:
         """The next message, waiting at most ``timeout`` s (None: a long bounded wait of 1 s)."""
         ...
 
+    def recv_frames(self, limit: int = ...) -> list[bytes]:
+        """Every frame already queued (at most ``limit``), whole; never waits."""
+        ...
+
+    def drain(self, handle: Callable[[bytes], Any]) -> None:
+        """``handle(frame)`` for every frame already queued, in order; never waits."""
+        ...
+
+    def set_recv_timeout(self, timeout_ms: int) -> None:
+        """The timeout of :attr:`recv_wait` [ms] (-1: none)."""
+        ...
+
+    def poll(self, timeout_ms: int) -> bool:
+        """Whether a frame is queued, waiting at most ``timeout_ms``."""
+        ...
+
+    def fileno(self) -> int:
+        """A file descriptor that wakes a ``select`` when frames arrive (see the backend for its triggering)."""
+        ...
+
     def subscribe(self, topic: str) -> None:
         """Receive ``topic`` (exact); ``""`` receives every topic."""
         ...
 
-    def close(self) -> None:
-        """Release the sockets (idempotent)."""
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        ...
+
+    def close(self, linger_ms: int = 0) -> None:
+        """Release the sockets (idempotent); what is queued to send is kept for ``linger_ms``."""
+        ...
+
+    def wait_delivered(self, timeout_s: float) -> None:
+        """After :meth:`close`: wait (at most ``timeout_s``) until what the closed bus still queued is delivered."""
         ...
 
     def __enter__(self) -> Bus: ...
@@ -117,6 +206,11 @@ def check_url(url: str) -> tuple[str, str, int | None]:
     scheme = parts.scheme
     if scheme not in SCHEMES:
         raise ValueError(f"bus URL {url!r}: unknown scheme {scheme!r} (known: {', '.join(SCHEMES)})")
+    if scheme == "memory":
+        name = url.split("://", 1)[1]
+        if not name:
+            raise ValueError(f"bus URL {url!r}: memory needs a name")
+        return scheme, name, None
     if scheme != "tcp":
         return scheme, url.split("://", 1)[1], None
     try:
@@ -138,7 +232,7 @@ def mesh_endpoints(url: str, names: Iterable[str], explicit: Mapping[str, str | 
     """PUB endpoint of every participant: :data:`LAUNCHER` first, then ``names`` in order.
 
     tcp: participant *i* gets ``PORT + 1 + i`` on the base host unless ``explicit`` gives
-    its endpoint (a service on another host). ipc / inproc: ``URL.NAME.pub``.
+    its endpoint (a service on another host). ipc / inproc / memory: ``URL.NAME.pub``.
     """
     scheme, host, port = check_url(url)
     out: dict[str, str] = {}
@@ -178,6 +272,10 @@ class _Closing:
 
 class EndpointInUse(BusError):
     """An ipc endpoint is served by another live process (another run)."""
+
+
+class EndpointNotLocal(BusError):
+    """A tcp endpoint names an address that is not this host's (EADDRNOTAVAIL): another host binds it."""
 
 
 def claim_ipc(ep: str) -> str | None:
@@ -239,7 +337,8 @@ def _bind(sock: zmq.Socket, ep: str, what: str) -> str | None:
     try:
         sock.bind(ep)
     except zmq.ZMQError as err:
-        raise BusError(f"{what}: cannot bind {ep!r}: {err}") from err
+        cls = EndpointNotLocal if err.errno == errno.EADDRNOTAVAIL else BusError
+        raise cls(f"{what}: cannot bind {ep!r}: {err}") from err
     return path
 
 
@@ -249,7 +348,11 @@ _NOBLOCK = int(zmq.NOBLOCK)  # a plain int: pyzmq's enum flags cost Python-level
 
 
 class ZmqBus(_Closing):
-    """The ZeroMQ data plane of one participant: a PUB bound here, a SUB on the peers' PUBs.
+    """The ZeroMQ data plane of one participant: a PUB bound here, a SUB on the peers' PUBs (:class:`Bus`).
+
+    :meth:`fileno` is ZeroMQ's ``ZMQ_FD``: edge-triggered (after it wakes a ``select``, take
+    every queued frame, :meth:`drain`, before waiting on it again); :class:`Poller` has no
+    such caveat.
 
     Parameters
     ----------
@@ -262,8 +365,8 @@ class ZmqBus(_Closing):
     security : Security, optional
         CurveZMQ: the PUB is a CURVE server (a ZAP authenticator must run in the
         context, :meth:`Security.start_authenticator`), the SUB a CURVE client.
-    context : zmq.Context, optional
-        Default ``zmq.Context.instance()`` (required to share for ``inproc://``).
+    context : Context, optional
+        Default :func:`default_context` (required to share for ``inproc://``).
 
     Raises
     ------
@@ -273,8 +376,8 @@ class ZmqBus(_Closing):
     """
 
     def __init__(self, bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = (), *,
-                 security: Security | None = None, context: zmq.Context | None = None) -> None:
-        ctx = context or zmq.Context.instance()
+                 security: Security | None = None, context: Context | None = None) -> None:
+        ctx = self._ctx = context or zmq.Context.instance()
         self.pub = _socket(ctx, zmq.PUB)
         self.sub = _socket(ctx, zmq.SUB)
         self._closed = False
@@ -299,12 +402,19 @@ class ZmqBus(_Closing):
         self._poller.register(self.sub, zmq.POLLIN)
         self._prefix: dict[str, bytes] = {}
         self.send_frame = _frame_sender(self.pub)
+        self.recv_wait = self.sub.recv
+        self.poll_handle = self.sub
         for t in topics:
             self.subscribe(t)
 
     send_frame: Callable[[bytes], Any]
     """Publish one whole frame ``topic\\0payload`` (bytes; copied, never dropped): ``pub.send`` without
     pyzmq's Python-level wrapper, for hot paths (:meth:`frame_prefix` gives the prefix)."""
+    recv_wait: Callable[[], bytes]
+    """The SUB's own ``recv``: the next whole frame, blocking at most :meth:`set_recv_timeout`, else
+    raising :attr:`Timeout`."""
+    Timeout = zmq.Again
+    """What :attr:`recv_wait` raises when its timeout passes."""
 
     def frame_prefix(self, topic: str) -> bytes:
         """``topic\\0``, the start of every frame of ``topic`` (cached; ValueError if the topic is
@@ -317,8 +427,11 @@ class ZmqBus(_Closing):
         return prefix
 
     def send(self, topic: str, payload: bytes) -> None:
-        """Publish one frame ``topic\\0payload`` (never drops: HWM 0)."""
-        self.pub.send(self.frame_prefix(topic) + payload, copy=True)
+        """Publish one frame ``topic\\0payload`` (never drops: HWM 0; BusError if the socket cannot send)."""
+        try:
+            self.pub.send(self.frame_prefix(topic) + payload, copy=True)
+        except zmq.ZMQError as err:
+            raise BusError(f"bus: cannot send on {topic!r}: {err}") from err
 
     def subscribe(self, topic: str) -> None:
         """Receive ``topic`` exactly; ``""`` receives everything."""
@@ -346,14 +459,49 @@ class ZmqBus(_Closing):
             pass
         return frames
 
+    def drain(self, handle: Callable[[bytes], Any]) -> None:
+        """``handle(frame)`` for every frame already queued, in order; never waits (the loop of
+        non-blocking receives runs here: no call between the handler and the socket)."""
+        recv = self.sub.recv
+        try:
+            while True:
+                handle(recv(_NOBLOCK))
+        except zmq.Again:
+            pass
+
+    def set_recv_timeout(self, timeout_ms: int) -> None:
+        """The timeout of :attr:`recv_wait` [ms] (-1: none). A socket option: set it only when it changes."""
+        self.sub.rcvtimeo = timeout_ms
+
+    def poll(self, timeout_ms: int) -> bool:
+        """Whether a frame is queued, waiting at most ``timeout_ms``."""
+        return bool(self.sub.poll(timeout_ms))
+
+    def fileno(self) -> int:
+        """The SUB's ``ZMQ_FD`` (edge-triggered: see the class docstring)."""
+        return int(self.sub.getsockopt(zmq.FD))
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def close(self, linger_ms: int = 0) -> None:
         """Close both sockets (idempotent); the PUB's queued messages are kept for ``linger_ms``
-        (delivered while the context lives: ``Context.term()`` waits for them)."""
+        (delivered while the context lives: :meth:`wait_delivered` waits for them)."""
         if not self._closed:
             self._closed = True
             self.pub.close(linger=linger_ms)
             self.sub.close(linger=0)
             _release_ipc(self._ipc_path)
+
+    def wait_delivered(self, timeout_s: float) -> None:
+        """After :meth:`close` with a linger: terminate the context, which returns once what closed
+        sockets queued is delivered, waiting at most ``timeout_s`` (the context's other sockets
+        must be closed first; a terminated context takes no new socket)."""
+        t = threading.Thread(target=self._ctx.term, name="zmq-flush", daemon=True)
+        t.start()
+        t.join(timeout_s)
 
 
 def _frame_sender(sock: zmq.Socket) -> Callable[[bytes], Any]:
@@ -377,34 +525,82 @@ def split_frame(frame: bytes) -> Message:
 
 
 def open_bus(bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = (), *,
-             security: Security | None = None, context: zmq.Context | None = None) -> ZmqBus:
-    """Open the bus backend the endpoints' scheme names (inproc/ipc/tcp → ZeroMQ).
+             security: Security | None = None, context: Context | None = None) -> Bus:
+    """Open the bus backend the endpoints' scheme names (inproc/ipc/tcp → :class:`ZmqBus`,
+    memory → :class:`MemoryBus`).
 
     Raises
     ------
     ValueError
-        Unknown scheme (named), before any socket exists.
+        Unknown scheme (named), or endpoints of two backends, before any socket exists.
     BusError
         An endpoint cannot be bound or connected.
     """
     connect = list(connect)
-    for ep in ([bind] if bind else []) + connect:
-        check_url(ep)
+    eps = ([bind] if bind else []) + connect
+    memory = {check_url(ep)[0] == "memory" for ep in eps}
+    if len(memory) > 1:
+        raise ValueError(f"bus endpoints {eps!r}: memory:// cannot be mixed with ZeroMQ endpoints")
+    if memory == {True}:
+        return MemoryBus(bind, connect, topics)
     return ZmqBus(bind, connect, topics, security=security, context=context)
 
 
 class ControlServer(_Closing):
-    """The launcher's ROUTER at :func:`control_endpoint`: msgpack maps to and from services by identity.
+    """The launcher's end of the control plane, at :func:`control_endpoint`: msgpack maps to and
+    from services by identity.
 
+    ``ControlServer(url, security=..., context=...)`` returns the backend of ``url``'s scheme
+    (:class:`ZmqControlServer`, :class:`MemoryControlServer`), as ``can.Bus`` does.
     ``malformed`` counts the messages dropped because they were not a msgpack map.
+
+    Raises
+    ------
+    ValueError
+        Unknown scheme (named).
+    BusError
+        The endpoint cannot be bound (:class:`EndpointNotLocal`: a tcp address of another host).
     """
 
-    def __init__(self, url: str, *, security: Security | None = None, context: zmq.Context | None = None) -> None:
+    malformed: int
+    poll_handle: Any
+
+    def __new__(cls, url: str, *args: Any, **kwargs: Any) -> Any:
+        if cls is ControlServer:
+            cls = MemoryControlServer if check_url(url)[0] == "memory" else ZmqControlServer
+        return super().__new__(cls)
+
+    def send(self, identity: str, obj: dict[str, Any]) -> bool:  # pragma: no cover - backends
+        """Send a map to one peer; False if that peer is not connected."""
+        raise NotImplementedError
+
+    def recv(self, timeout: float = 0.0) -> tuple[str, dict[str, Any]] | None:  # pragma: no cover - backends
+        """``(identity, map)`` of the next control message, or None after ``timeout`` s (malformed: None)."""
+        raise NotImplementedError
+
+    def _parse(self, parts: list[bytes]) -> tuple[str, dict[str, Any]] | None:
+        try:
+            obj = msgpack.unpackb(parts[-1], raw=False)
+            ident = parts[0].decode()
+        except Exception:  # noqa: BLE001 - a peer's garbage must not stop the launcher
+            self.malformed += 1
+            return None
+        if not isinstance(obj, dict):
+            self.malformed += 1
+            return None
+        return ident, obj
+
+
+class ZmqControlServer(ControlServer):
+    """:class:`ControlServer` on a ZeroMQ ROUTER."""
+
+    def __init__(self, url: str, *, security: Security | None = None, context: Context | None = None) -> None:
         ep = control_endpoint(url)
         check_bind(url, security)
         ctx = context or zmq.Context.instance()
         self.sock = _socket(ctx, zmq.ROUTER)
         self.sock.router_mandatory = True
+        self.poll_handle = self.sock
         self._closed = False
         self.malformed = 0
         self._ipc_path: str | None = None
@@ -432,17 +628,7 @@ class ControlServer(_Closing):
         Malformed control messages are dropped (returns None)."""
         if not self._poller.poll(int(timeout * 1000)):
             return None
-        parts = self.sock.recv_multipart()
-        try:
-            obj = msgpack.unpackb(parts[-1], raw=False)
-            ident = parts[0].decode()
-        except Exception:  # noqa: BLE001 - a peer's garbage must not stop the launcher
-            self.malformed += 1
-            return None
-        if not isinstance(obj, dict):
-            self.malformed += 1
-            return None
-        return ident, obj
+        return self._parse(self.sock.recv_multipart())
 
     def close(self) -> None:
         """Close (idempotent)."""
@@ -453,14 +639,45 @@ class ControlServer(_Closing):
 
 
 class ControlClient(_Closing):
-    """A service's DEALER to the launcher (identity = service name)."""
+    """A service's end of the control plane (identity = service name).
+
+    ``ControlClient(url, identity, security=..., context=...)`` returns the backend of
+    ``url``'s scheme (:class:`ZmqControlClient`, :class:`MemoryControlClient`).
+
+    Raises
+    ------
+    ValueError
+        Unknown scheme (named).
+    BusError
+        The endpoint cannot be connected.
+    """
+
+    poll_handle: Any
+
+    def __new__(cls, url: str, *args: Any, **kwargs: Any) -> Any:
+        if cls is ControlClient:
+            cls = MemoryControlClient if check_url(url)[0] == "memory" else ZmqControlClient
+        return super().__new__(cls)
+
+    def send(self, obj: dict[str, Any]) -> None:  # pragma: no cover - backends
+        """Send a map to the launcher (queued if not yet connected; BusError if it cannot be sent)."""
+        raise NotImplementedError
+
+    def recv(self, timeout: float = 0.0) -> dict[str, Any] | None:  # pragma: no cover - backends
+        """The next map from the launcher, or None after ``timeout`` s (malformed: None)."""
+        raise NotImplementedError
+
+
+class ZmqControlClient(ControlClient):
+    """:class:`ControlClient` on a ZeroMQ DEALER."""
 
     def __init__(self, url: str, identity: str, *, security: Security | None = None,
-                 context: zmq.Context | None = None) -> None:
+                 context: Context | None = None) -> None:
         ep = control_endpoint(url)
         ctx = context or zmq.Context.instance()
         self.sock = _socket(ctx, zmq.DEALER)
         self.sock.identity = identity.encode()
+        self.poll_handle = self.sock
         self._closed = False
         if security is not None:
             security.apply_client(self.sock)
@@ -471,8 +688,11 @@ class ControlClient(_Closing):
             raise BusError(f"control {ep!r}: cannot connect: {err}") from err
 
     def send(self, obj: dict[str, Any]) -> None:
-        """Send a map to the launcher (queued if not yet connected)."""
-        self.sock.send(msgpack.packb(obj, use_bin_type=True))
+        """Send a map to the launcher (queued if not yet connected; BusError if the socket cannot send)."""
+        try:
+            self.sock.send(msgpack.packb(obj, use_bin_type=True))
+        except zmq.ZMQError as err:
+            raise BusError(f"control: cannot send: {err}") from err
 
     def recv(self, timeout: float = 0.0) -> dict[str, Any] | None:
         """The next map from the launcher, or None after ``timeout`` s (malformed: None)."""
@@ -490,6 +710,345 @@ class ControlClient(_Closing):
         if not self._closed:
             self._closed = True
             self.sock.close(linger=0)
+
+
+# ---------------------------------------------------------------------- in memory
+class _Queue:
+    """A FIFO of one receiver with a level-triggered file descriptor: readable while not empty
+    (so that :class:`Poller` and ``select`` wait on it), thread-safe."""
+
+    def __init__(self) -> None:
+        self._q: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        self._signalled = False
+
+    def put(self, item: Any) -> None:
+        """Queue ``item`` (dropped if the receiver has closed)."""
+        with self._lock:
+            if self._w < 0:
+                return
+            self._q.append(item)
+            if not self._signalled:
+                os.write(self._w, b"\0")
+                self._signalled = True
+            self._ready.notify()
+
+    def get(self, timeout_s: float | None = 0.0) -> Any:
+        """The next item, waiting at most ``timeout_s`` (None: forever); raises BusTimeout."""
+        with self._lock:
+            if not self._q and (timeout_s == 0 or not self._ready.wait_for(lambda: self._q, timeout_s)):
+                raise BusTimeout("nothing received within the timeout")
+            item = self._q.popleft()
+            if not self._q and self._signalled:
+                os.read(self._r, 1)
+                self._signalled = False
+            return item
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def fileno(self) -> int:
+        return self._r
+
+    def close(self) -> None:
+        with self._lock:
+            if self._r >= 0:
+                os.close(self._r)
+                os.close(self._w)
+                self._r = self._w = -1
+                self._q.clear()
+
+
+class _Memory:
+    """The in-memory backend's endpoints (one per process): PUB endpoint -> the subscribers connected
+    to it, control endpoint -> its server's queue and its clients by identity."""
+
+    lock = threading.Lock()
+    bound: set[str] = set()
+    subscribers: dict[str, list[MemoryBus]] = {}
+    servers: dict[str, _Queue] = {}
+    clients: dict[str, dict[str, MemoryControlClient]] = {}
+
+    @staticmethod
+    def server_queue(ep: str) -> _Queue:
+        """The queue of the control server at ``ep`` (made if it is not bound yet); call with the lock held."""
+        q = _Memory.servers.get(ep)
+        if q is None:
+            q = _Memory.servers[ep] = _Queue()
+        return q
+
+
+class MemoryBus(_Closing):
+    """The in-memory data plane (:class:`Bus`) of ``memory://`` URLs, for unit tests: every participant in one
+    process (threads); exact-topic subscriptions filtered at the publisher, per-publisher order, nothing
+    dropped, frames copied (bytes). :meth:`fileno` is level-triggered (readable while a frame is queued).
+
+    Parameters
+    ----------
+    bind, connect, topics
+        As :class:`ZmqBus` (``memory://NAME`` endpoints; connecting before the peer binds is allowed).
+
+    Raises
+    ------
+    BusError
+        ``bind`` is bound by a live bus.
+    """
+
+    Timeout = BusTimeout
+    """What :attr:`recv_wait` raises when its timeout passes."""
+
+    def __init__(self, bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = ()) -> None:
+        self._bind = bind
+        self._connect = list(connect)
+        self._closed = False
+        self._queue = _Queue()
+        self._prefixes: tuple[bytes, ...] = ()
+        self._all = False
+        self._prefix: dict[str, bytes] = {}
+        self._timeout_s: float | None = None
+        with _Memory.lock:
+            if bind:
+                if bind in _Memory.bound:
+                    self._queue.close()
+                    raise BusError(f"bus: cannot bind {bind!r}: in use")
+                _Memory.bound.add(bind)
+            for ep in self._connect:
+                _Memory.subscribers.setdefault(ep, []).append(self)
+        self.poll_handle = self._queue.fileno()
+        for t in topics:
+            self.subscribe(t)
+
+    def _accepts(self, frame: bytes) -> bool:
+        return self._all or frame.startswith(self._prefixes)
+
+    def send_frame(self, frame: bytes) -> None:
+        """Publish one whole frame ``topic\\0payload`` to every subscriber of its topic."""
+        if self._closed:
+            raise BusError("bus: send on a closed bus")
+        if not self._bind:
+            return
+        frame = bytes(frame)
+        for sub in tuple(_Memory.subscribers.get(self._bind, ())):
+            if sub._accepts(frame):
+                sub._queue.put(frame)
+
+    def frame_prefix(self, topic: str) -> bytes:
+        """``topic\\0`` (cached; ValueError if the topic is empty or contains NUL)."""
+        prefix = self._prefix.get(topic)
+        if prefix is None:
+            if not topic or "\0" in topic:
+                raise ValueError(f"topic {topic!r}: must be non-empty and contain no NUL")
+            prefix = self._prefix[topic] = topic.encode() + SEPARATOR
+        return prefix
+
+    def send(self, topic: str, payload: bytes) -> None:
+        """Publish one frame ``topic\\0payload``."""
+        self.send_frame(self.frame_prefix(topic) + payload)
+
+    def subscribe(self, topic: str) -> None:
+        """Receive ``topic`` exactly; ``""`` receives everything."""
+        if topic:
+            self._prefixes = (*self._prefixes, topic.encode() + SEPARATOR)
+        else:
+            self._all = True
+
+    def recv(self, timeout: float | None = 0.0) -> Message | None:
+        """The next message, or None after ``timeout`` s (None: wait at most 1 s)."""
+        try:
+            return split_frame(self._queue.get(1.0 if timeout is None else max(0.0, timeout)))
+        except BusTimeout:
+            return None
+
+    def recv_frames(self, limit: int = RECV_FRAMES_MAX) -> list[bytes]:
+        """Every frame already queued, at most ``limit``, whole; never waits."""
+        get = self._queue.get
+        out: list[bytes] = []
+        try:
+            for _ in range(min(limit, len(self._queue))):
+                out.append(get(0))
+        except BusTimeout:
+            pass
+        return out
+
+    def drain(self, handle: Callable[[bytes], Any]) -> None:
+        """``handle(frame)`` for every frame already queued, in order; never waits."""
+        get = self._queue.get
+        try:
+            while True:
+                handle(get(0))
+        except BusTimeout:
+            pass
+
+    def recv_wait(self) -> bytes:
+        """The next whole frame, waiting at most :meth:`set_recv_timeout`; raises :attr:`Timeout`."""
+        frame: bytes = self._queue.get(self._timeout_s)
+        return frame
+
+    def set_recv_timeout(self, timeout_ms: int) -> None:
+        """The timeout of :meth:`recv_wait` [ms] (-1: none)."""
+        self._timeout_s = None if timeout_ms < 0 else timeout_ms / 1000
+
+    def poll(self, timeout_ms: int) -> bool:
+        """Whether a frame is queued, waiting at most ``timeout_ms``."""
+        return bool(len(self._queue) or _select([self.poll_handle], timeout_ms))
+
+    def fileno(self) -> int:
+        """A pipe readable while a frame is queued (level-triggered)."""
+        return self.poll_handle
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self, linger_ms: int = 0) -> None:
+        """Unbind and disconnect (idempotent). Sent frames are already delivered: nothing lingers."""
+        if self._closed:
+            return
+        self._closed = True
+        with _Memory.lock:
+            _Memory.bound.discard(self._bind or "")
+            for ep in self._connect:
+                subs = _Memory.subscribers.get(ep, [])
+                if self in subs:
+                    subs.remove(self)
+                if not subs:
+                    _Memory.subscribers.pop(ep, None)
+        self._queue.close()
+
+    def wait_delivered(self, timeout_s: float) -> None:
+        """Nothing to wait for: a sent frame is in its subscribers' queues."""
+
+
+def _select(fds: list[int], timeout_ms: int) -> bool:
+    import select
+
+    return bool(select.select(fds, [], [], max(0, timeout_ms) / 1000)[0])
+
+
+class MemoryControlServer(ControlServer):
+    """:class:`ControlServer` in memory (``memory://`` URLs); messages msgpack-encoded as on the wire."""
+
+    def __init__(self, url: str, *, security: Security | None = None, context: Context | None = None) -> None:
+        self._ep = control_endpoint(url)
+        self.malformed = 0
+        self._closed = False
+        with _Memory.lock:
+            if self._ep in _Memory.bound:
+                raise BusError(f"control: cannot bind {self._ep!r}: in use")
+            _Memory.bound.add(self._ep)
+            self._queue = _Memory.server_queue(self._ep)  # clients may have sent already
+        self.poll_handle = self._queue.fileno()
+
+    def send(self, identity: str, obj: dict[str, Any]) -> bool:
+        """Send a map to one peer; False if that peer is not connected."""
+        peer = _Memory.clients.get(self._ep, {}).get(identity)
+        if peer is None or self._closed:
+            return False
+        peer._queue.put(msgpack.packb(obj, use_bin_type=True))
+        return True
+
+    def recv(self, timeout: float = 0.0) -> tuple[str, dict[str, Any]] | None:
+        """``(identity, map)`` of the next control message, or None after ``timeout`` s (malformed: None)."""
+        try:
+            parts = self._queue.get(max(0.0, timeout))
+        except BusTimeout:
+            return None
+        return self._parse(parts)
+
+    def close(self) -> None:
+        """Unbind (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            with _Memory.lock:
+                _Memory.bound.discard(self._ep)
+                _Memory.servers.pop(self._ep, None)
+            self._queue.close()
+
+
+class MemoryControlClient(ControlClient):
+    """:class:`ControlClient` in memory (``memory://`` URLs)."""
+
+    def __init__(self, url: str, identity: str, *, security: Security | None = None,
+                 context: Context | None = None) -> None:
+        self._ep = control_endpoint(url)
+        self._identity = identity
+        self._queue = _Queue()
+        self._closed = False
+        with _Memory.lock:
+            _Memory.clients.setdefault(self._ep, {})[identity] = self
+        self.poll_handle = self._queue.fileno()
+
+    def send(self, obj: dict[str, Any]) -> None:
+        """Send a map to the launcher (queued if it is not bound yet)."""
+        if self._closed:
+            raise BusError("control: send on a closed client")
+        with _Memory.lock:
+            server = _Memory.server_queue(self._ep)  # queued until the server binds
+        server.put([self._identity.encode(), msgpack.packb(obj, use_bin_type=True)])
+
+    def recv(self, timeout: float = 0.0) -> dict[str, Any] | None:
+        """The next map from the launcher, or None after ``timeout`` s (malformed: None)."""
+        try:
+            obj = msgpack.unpackb(self._queue.get(max(0.0, timeout)), raw=False)
+        except BusTimeout:
+            return None
+        except Exception:  # noqa: BLE001
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def close(self) -> None:
+        """Disconnect (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            with _Memory.lock:
+                peers = _Memory.clients.get(self._ep, {})
+                if peers.get(self._identity) is self:
+                    del peers[self._identity]
+            self._queue.close()
+
+
+# ---------------------------------------------------------------------- waiting and contexts
+class Poller:
+    """One wait over several buses and control ends, of any backend (their ``poll_handle``).
+
+    ``poll(timeout_ms)`` returns a true value (a non-empty list) if any registered object has
+    something to receive, waiting at most ``timeout_ms``; it is ZeroMQ's poll itself, no layer
+    between.
+    """
+
+    def __init__(self) -> None:
+        self._poller = zmq.Poller()
+        self.poll: Callable[[int], list[Any]] = self._poller.poll
+
+    def register(self, *objs: Any) -> None:
+        """Wake on each of ``objs`` (a :class:`Bus`, :class:`ControlServer` or :class:`ControlClient`)."""
+        for o in objs:
+            self._poller.register(o.poll_handle, zmq.POLLIN)
+
+
+def default_context() -> Context:
+    """The process's shared ZeroMQ context (what the backend uses when given none)."""
+    return zmq.Context.instance()
+
+
+def new_context(io_priority: int = 0) -> Context:
+    """A new ZeroMQ context; ``io_priority`` > 0: its I/O thread runs SCHED_FIFO at that priority
+    (1..99; libzmq aborts if the process may not, so the caller checks the permission first:
+    :func:`protocol.realtime.io_context`)."""
+    ctx = zmq.Context()
+    if io_priority > 0:
+        ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
+        ctx.set(zmq.THREAD_PRIORITY, min(int(io_priority), 99))
+    return ctx
+
+
+def destroy_context(context: Context) -> None:
+    """Close every socket of ``context`` at once (linger 0) and terminate it."""
+    context.destroy(linger=0)
 
 
 class SequenceTracker:

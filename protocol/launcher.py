@@ -64,7 +64,6 @@ it starts (SCHED_RESET_ON_FORK).
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
 import math
@@ -80,15 +79,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-import zmq
-
 from errors import BusError, ConfigError, LifecycleError, MessageError
-from protocol.bus import LAUNCHER, ControlClient, ControlServer, EndpointInUse, ZmqBus, claim_ipc, control_endpoint
+from protocol.bus import (
+    LAUNCHER,
+    Bus,
+    Context,
+    ControlClient,
+    ControlServer,
+    EndpointInUse,
+    EndpointNotLocal,
+    Poller,
+    claim_ipc,
+    control_endpoint,
+    default_context,
+    destroy_context,
+    open_bus,
+)
 from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, service_module, with_overrides
 from protocol.coupling import coupling_periods
 from protocol.service import Sample
-from protocol.realtime import SUPERVISOR_PRIORITY, preload, realtime_plan, set_priority, zmq_context
+from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
 from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
 
@@ -211,14 +222,14 @@ class Launcher:
         self._started = False
         self._next_ping = 0.0
         self._next_check = 0.0
-        self._poller: zmq.Poller | None = None
+        self._poller: Poller | None = None
         self._followers: set[str] = set()
         self._remote = [n for n, r in self.records.items() if not r.local]  # services placed on other hosts
         self.control_ignored: dict[str, int] = {}  # identity -> control messages the plan does not expect
         self._ctl_seq = 0
         # bound by run() (None until then, or on a follower); checked where it matters
         self.server: ControlServer = None  # type: ignore[assignment]
-        self.bus: ZmqBus = None  # type: ignore[assignment]
+        self.bus: Bus = None  # type: ignore[assignment]
         self._tmpdir: str | None = None
         self.exit_code = 0
         self._prio: dict[str, int] = {}  # realtime: each local process's SCHED_FIFO priority (set by _admit)
@@ -277,8 +288,8 @@ class Launcher:
             return 2
         if self.inprocess and self.plan.sim.get("mode") == "realtime":
             preload()  # the physics' lazy imports now, not in the first steps (a worker does its own)
-        rt_ctx = zmq_context(SUPERVISOR_PRIORITY) if realtime and not self.inprocess else None
-        self.ctx: zmq.Context = rt_ctx or zmq.Context.instance()
+        rt_ctx = io_context(SUPERVISOR_PRIORITY) if realtime and not self.inprocess else None
+        self.ctx: Context = rt_ctx or default_context()
         if realtime:
             gc.collect()  # the calibration's objects: a full collection of them at this priority would
             gc.freeze()   # stall a core for tens of ms (what exists now is never scanned again)
@@ -296,16 +307,14 @@ class Launcher:
                 self.auth = sec.start_authenticator(self.ctx)
             try:
                 self.server = ControlServer(self.url, security=sec, context=self.ctx)
-            except BusError as e:
-                cause = e.__cause__
-                if isinstance(cause, zmq.ZMQError) and cause.errno == errno.EADDRNOTAVAIL and self.plan.only:
+            except EndpointNotLocal:  # another host binds the control endpoint: follow its launcher
+                if self.plan.only:
                     return self._run_follower(sec)
                 raise
-            self.bus = ZmqBus(self.peers[LAUNCHER], sorted({ep for n, ep in self.peers.items() if n != LAUNCHER}),
-                              ["sim/stats", "sim/control", *self.subscribe], security=sec, context=self.ctx)
-            self._poller = zmq.Poller()
-            self._poller.register(self.server.sock, zmq.POLLIN)
-            self._poller.register(self.bus.sub, zmq.POLLIN)
+            self.bus = open_bus(self.peers[LAUNCHER], sorted({ep for n, ep in self.peers.items() if n != LAUNCHER}),
+                                ["sim/stats", "sim/control", *self.subscribe], security=sec, context=self.ctx)
+            self._poller = Poller()
+            self._poller.register(self.server, self.bus)
             return self._run_master()
         except EndpointInUse as e:
             self._say(f"error: {e}")
@@ -321,7 +330,7 @@ class Launcher:
             if self.auth is not None:
                 self.auth.stop()
             if rt_ctx is not None:
-                rt_ctx.destroy(linger=0)
+                destroy_context(rt_ctx)
             if self._tmpdir:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
             for signum, handler in old.items():

@@ -12,7 +12,7 @@ hil bridge counts as the fastest of the run whatever its rate (a rig link's watc
 not wait). Rate-monotonic assignment gives shorter periods higher SCHED_FIFO priorities,
 from :data:`SERVICE_PRIORITY_LOW` up to :data:`SERVICE_PRIORITY_HIGH` (``sim.rt_priority``
 shifts the band; 0 turns real-time scheduling off). A process's ZeroMQ I/O thread runs at
-the process's priority (:func:`zmq_context`).
+the process's priority (:func:`io_context`).
 
 The supervisor and the logger are never starved, by two different means:
 
@@ -58,7 +58,7 @@ __all__ = [
     "SERVICE_PRIORITY_LOW", "SERVICE_PRIORITY_HIGH", "SUPERVISOR_PRIORITY", "RIG_PRIORITY",
     "die_with_parent", "set_thread_name", "fine_timer_slack", "fifo_permitted", "kernel_preemption", "set_priority",
     "set_normal",
-    "pin_cpus", "lock_memory", "zmq_context", "rate_monotonic", "Task", "admission", "calibrate",
+    "pin_cpus", "lock_memory", "io_context", "rate_monotonic", "Task", "admission", "calibrate",
     "hyperbolic_ok", "liu_layland_bound", "priorities", "realtime_plan", "PRIORITY_BAND", "LAZY_IMPORTS", "preload",
     "TimedModel",
 ]
@@ -248,8 +248,8 @@ def lock_memory() -> bool:
         return False
 
 
-def zmq_context(priority: int) -> Any:
-    """A ZeroMQ context whose I/O thread runs SCHED_FIFO at ``priority``, or None (the default context).
+def io_context(priority: int) -> Any:
+    """A bus context whose ZeroMQ I/O thread runs SCHED_FIFO at ``priority``, or None (the default context).
 
     The same priority as the process's stepping thread: the I/O thread gets the core whenever
     that thread sleeps or yields, and the stepping loop yields once per step even when late,
@@ -258,12 +258,9 @@ def zmq_context(priority: int) -> Any:
     """
     if priority <= 0 or not fifo_permitted()[0]:
         return None
-    import zmq
+    from protocol.bus import new_context
 
-    ctx = zmq.Context()
-    ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
-    ctx.set(zmq.THREAD_PRIORITY, min(int(priority), 99))
-    return ctx
+    return new_context(io_priority=priority)
 
 
 LAZY_IMPORTS = ("scipy.spatial.transform", "scipy.integrate", "scipy.optimize", "scipy.linalg")

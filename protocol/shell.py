@@ -116,10 +116,9 @@ import traceback
 from typing import Any
 
 import numpy as np
-import zmq
 
-from errors import DivergenceError, LifecycleError, MessageError
-from protocol.bus import _NOBLOCK, ControlClient, SequenceTracker, ZmqBus, open_bus, split_frame
+from errors import BusError, DivergenceError, LifecycleError, MessageError
+from protocol.bus import Bus, Context, ControlClient, Poller, SequenceTracker, default_context, open_bus, split_frame
 from protocol.codec import decode, encode, topic_codec
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR
 from protocol.provenance import SampleGate
@@ -191,7 +190,7 @@ class ProcessShell:
         The process's name (default: its first member's).
     security : Security, optional
         CurveZMQ client keys.
-    context : zmq.Context, optional
+    context : protocol.bus.Context, optional
         Shared context (needed for ``inproc://``).
     stop_event : threading.Event, optional
         Set by a signal handler (SIGTERM) or a supervisor to stop the process.
@@ -206,7 +205,7 @@ class ProcessShell:
     """
 
     def __init__(self, objs: Any, url: str, peers: dict[str, str], *, name: str | None = None,
-                 security: Security | None = None, context: zmq.Context | None = None,
+                 security: Security | None = None, context: Context | None = None,
                  stop_event: threading.Event | None = None, rt_priority: int = 0) -> None:
         self.members = [Member(o) for o in objs]
         if not self.members:
@@ -255,7 +254,7 @@ class ProcessShell:
         self.start: dict[str, Any] = {}
         self._last_ctl = time.monotonic_ns()
         # opened by run() (None until then and after a failed open; run() checks before closing)
-        self.bus: ZmqBus = None  # type: ignore[assignment]
+        self.bus: Bus = None  # type: ignore[assignment]
         self._probed = False
         self._probes: set[str] = set()
         self._expected: set[str] = set()
@@ -265,7 +264,7 @@ class ProcessShell:
         self._resume_msg: dict[str, Any] | None = None
         self.late_imports: list[str] = []  # realtime: modules first imported during the run (see _run_realtime)
         self._src_next: dict[str, tuple[int, str, bytes] | None] = {}
-        self._poller = zmq.Poller()
+        self._poller = Poller()
         self._next_ctl = 0
         self._next_stats = 0
         self._stats_every = 1_000_000_000
@@ -276,14 +275,12 @@ class ProcessShell:
         auth = None
         try:
             if self.security is not None:
-                auth = self.security.start_authenticator(self.context or zmq.Context.instance())
+                auth = self.security.start_authenticator(self.context or default_context())
             for m in self.members:
                 m.ctl = ControlClient(self.url, m.name, security=self.security, context=self.context)
             others = sorted({ep for n, ep in self.peers.items() if n not in self.mine and ep != self.endpoint})
             self.bus = open_bus(self.endpoint, others, security=self.security, context=self.context)
-            self._poller.register(self.bus.sub, zmq.POLLIN)
-            for m in self.members:
-                self._poller.register(m.ctl.sock, zmq.POLLIN)
+            self._poller.register(self.bus, *(m.ctl for m in self.members))
             self._handshake()
             self._wait_start()
             gc.collect()
@@ -326,7 +323,7 @@ class ProcessShell:
                         m.ctl.send({"op": "error", "reason": reason if m is culprit else
                                     f"{culprit.name} (same process) failed: {reason}", "t_ns": m.t_ns,
                                     **({"diverged": True} if diverged and m is culprit else {})})
-                    except zmq.ZMQError:
+                    except BusError:
                         pass
             time.sleep(0.05)  # let the DEALERs flush (linger is 0)
             print(f"[{culprit.name}] error: {reason}", file=sys.stderr, flush=True)
@@ -340,8 +337,8 @@ class ProcessShell:
                     except Exception:  # noqa: BLE001
                         traceback.print_exc(file=sys.stderr)
             # after a clean stop a worker process delivers what its PUB still queues (a fast
-            # source may be far ahead of a slow subscriber): close with a linger and wait for
-            # the context to finish (bounded). Threads over inproc share the launcher's context.
+            # source may be far ahead of a slow subscriber): close with a linger and wait until
+            # it is delivered (bounded). Threads over inproc share the launcher's context.
             flush = self.state == "stopped" and not self.url.startswith("inproc://")
             if self.bus is not None:
                 self.bus.close(linger_ms=FLUSH_MS if flush else 0)
@@ -350,11 +347,8 @@ class ProcessShell:
                     m.ctl.close()
             if auth is not None:
                 auth.stop()
-            if flush:
-                ctx = self.context or zmq.Context.instance()
-                t = threading.Thread(target=ctx.term, name="zmq-flush", daemon=True)
-                t.start()
-                t.join(FLUSH_MS / 1000 + 0.5)
+            if flush and self.bus is not None:
+                self.bus.wait_delivered(FLUSH_MS / 1000 + 0.5)
 
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
@@ -430,12 +424,7 @@ class ProcessShell:
 
     def _drain(self) -> None:
         """Ingest every frame already queued, without blocking."""
-        recv, ingest = self.bus.sub.recv, self._ingest
-        try:
-            while True:
-                ingest(recv(_NOBLOCK))
-        except zmq.Again:
-            pass
+        self.bus.drain(self._ingest)
 
     def _wait(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for data or control; ingest data, handle control."""
@@ -636,7 +625,7 @@ class ProcessShell:
         try:
             self.bus.send("sim/stats", encode("sim/stats", body, sender=m.name, seq=m.stats_seq,
                                               t_ns=m.t_ns, h_ns=m.period_ns or 1))
-        except zmq.ZMQError:
+        except BusError:
             return
         m.stats_seq += 1
         m.win = len(m.jitter)
@@ -669,10 +658,11 @@ class ProcessShell:
             return mono() >= state["anchor"] + int((m.t_ns - t0) / speed)
 
         pace = may_step if speed > 0 else None
-        sub = self.bus.sub
+        bus = self.bus
+        recv_wait, recv_timeout = bus.recv_wait, bus.Timeout  # the backend's own receive, no layer between
         steppers = self._steppers
         one = len(self.members) == 1 and not sched.sources
-        timeo = sub.rcvtimeo
+        timeo = None
         while True:
             n = sched.run_lockstep(t_end, wall, pace, limit=256)
             if sched.sources:
@@ -688,10 +678,11 @@ class ProcessShell:
                     wait_ms = max(0, min(50, (due - mono()) // _MS))
                 if one and pace is None:  # one model: a blocking receive is the cheapest wait
                     if wait_ms != timeo:  # (setting a socket option costs a Python-level call)
-                        sub.rcvtimeo = timeo = wait_ms
+                        bus.set_recv_timeout(wait_ms)
+                        timeo = wait_ms
                     try:
-                        self._ingest(sub.recv())
-                    except zmq.Again:
+                        self._ingest(recv_wait())
+                    except recv_timeout:
                         self._control()
                 else:
                     self._wait(wait_ms)
@@ -923,8 +914,8 @@ class ProcessShell:
         taken before the sink stops.
         """
         end = time.monotonic_ns() + limit_ns
-        sub = self.bus.sub
-        while time.monotonic_ns() < end and sub.poll(quiet_ns // _MS):
+        poll = self.bus.poll
+        while time.monotonic_ns() < end and poll(quiet_ns // _MS):
             self._drain_sinks()
         self._flush(sinks_now=True)
 
@@ -968,7 +959,7 @@ class ServiceShell(ProcessShell):
     """A process of one service: :class:`ProcessShell` over ``[obj]`` (``buf`` is its input buffer)."""
 
     def __init__(self, obj: Any, url: str, peers: dict[str, str], *, security: Security | None = None,
-                 context: zmq.Context | None = None, stop_event: threading.Event | None = None) -> None:
+                 context: Context | None = None, stop_event: threading.Event | None = None) -> None:
         super().__init__([obj], url, peers, security=security, context=context, stop_event=stop_event)
 
     @property
@@ -978,7 +969,7 @@ class ServiceShell(ProcessShell):
 
 
 def run_process(objs: Any, url: str, peers: dict[str, str], *, name: str | None = None,
-                security: Security | None = None, context: zmq.Context | None = None,
+                security: Security | None = None, context: Context | None = None,
                 stop_event: threading.Event | None = None, rt_priority: int = 0) -> int:
     """Run ``objs`` as one process under a :class:`ProcessShell`; the process exit code (0 clean, 1 error)."""
     return ProcessShell(objs, url, peers, name=name, security=security, context=context, stop_event=stop_event,
@@ -986,6 +977,6 @@ def run_process(objs: Any, url: str, peers: dict[str, str], *, name: str | None 
 
 
 def run_service(obj: Any, url: str, peers: dict[str, str], *, security: Security | None = None,
-                context: zmq.Context | None = None, stop_event: threading.Event | None = None) -> int:
+                context: Context | None = None, stop_event: threading.Event | None = None) -> int:
     """Run ``obj`` alone under a :class:`ProcessShell`; the process exit code (0 clean, 1 error)."""
     return run_process([obj], url, peers, security=security, context=context, stop_event=stop_event)

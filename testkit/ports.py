@@ -1,4 +1,4 @@
-"""Fresh bus URLs for tests and benchmarks: free tcp ports on the loopback, new ipc/inproc names."""
+"""Fresh bus URLs for tests and benchmarks: free tcp ports on the loopback, new ipc/inproc/memory names."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def free_base_port(n: int = 8) -> int:
 def bus_url(scheme: str, directory: str | None = None) -> str:
     """A fresh base URL of ``scheme`` (ipc: in ``directory``, default a new temp dir)."""
     n = next(_counter)
-    if scheme == "inproc":
-        return f"inproc://bus-{os.getpid()}-{n}"
+    if scheme in ("inproc", "memory"):
+        return f"{scheme}://bus-{os.getpid()}-{n}"
     if scheme == "ipc":
         d = directory or tempfile.mkdtemp(prefix="bs-")
         return f"ipc://{d}/bus{n}"

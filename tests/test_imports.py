@@ -5,7 +5,9 @@
   service, ``def build``) never imports another module of ``services``, nor is imported by one
   (the offline tools there — report, sweep, envelope, dispersion — share their computations);
 - nothing outside ``tests/`` imports ``tests`` (nor names it as a service ``kind``);
-- no import cycle between the project's modules (imports inside functions count).
+- no import cycle between the project's modules (imports inside functions count);
+- only ``protocol.bus`` (the bus backends) and ``protocol.security`` (CurveZMQ, part of the ZeroMQ
+  backend) import ``zmq``: everything else, tests and bench included, uses the bus interface.
 """
 
 from __future__ import annotations
@@ -170,6 +172,33 @@ def test_no_import_cycles():
     assert cycles(GRAPH) == []
 
 
+ZMQ_MODULES = ("protocol.bus", "protocol.security")
+"""The modules allowed to import ``zmq`` (the bus's ZeroMQ backend)."""
+
+
+def zmq_importers(root: Path = ROOT) -> list[str]:
+    """The project modules that import ``zmq`` (or a submodule of it) anywhere in the file."""
+    out = []
+    for f in project_files(root):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), filename=str(f))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            if any(n == "zmq" or n.startswith("zmq.") for n in names):
+                out.append(module_name(f, root))
+                break
+    return out
+
+
+def test_only_the_bus_backend_imports_zmq():
+    assert "protocol.bus" in zmq_importers()  # (the check reads imports: it sees the one that must be there)
+    bad = [m for m in zmq_importers() if m not in ZMQ_MODULES]
+    assert not bad, f"modules that import zmq outside the bus backend {ZMQ_MODULES}: {bad}"
+
+
 def test_the_checks_see_a_cycle_and_a_wrong_import(tmp_path):
     """The graph is read from source: a planted cycle and a planted core → services import are found."""
     (tmp_path / "dynamics").mkdir()
@@ -178,7 +207,8 @@ def test_the_checks_see_a_cycle_and_a_wrong_import(tmp_path):
     (tmp_path / "services" / "__init__.py").write_text("")
     (tmp_path / "dynamics" / "a.py").write_text("from dynamics.b import f\n")
     (tmp_path / "dynamics" / "b.py").write_text("def f():\n    from dynamics import a\n    import services.x\n")
-    (tmp_path / "services" / "x.py").write_text("import numpy\n")
+    (tmp_path / "services" / "x.py").write_text("import numpy\n\ndef f():\n    from zmq.auth import Authenticator\n")
     g = import_graph(tmp_path)
     assert g["dynamics.a"] == {"dynamics.b"} and g["dynamics.b"] == {"dynamics.a", "services.x"}
     assert cycles(g) == [["dynamics.a", "dynamics.b"]]
+    assert zmq_importers(tmp_path) == ["services.x"]

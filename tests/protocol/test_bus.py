@@ -1,10 +1,11 @@
-"""Bus contract, run over every backend (inproc, ipc, tcp)."""
+"""Bus contract, run over every backend (memory, and ZeroMQ's inproc, ipc, tcp)."""
 
+import select
+import threading
 import time
 
 import numpy as np
 import pytest
-import zmq
 
 from errors import BusError
 from protocol.bus import (
@@ -12,15 +13,31 @@ from protocol.bus import (
     Bus,
     ControlClient,
     ControlServer,
+    EndpointNotLocal,
+    MemoryBus,
+    MemoryControlClient,
+    MemoryControlServer,
     Message,
+    Poller,
     SequenceTracker,
+    ZmqBus,
+    ZmqControlClient,
+    ZmqControlServer,
     control_endpoint,
     mesh_endpoints,
+    new_context,
     open_bus,
     split_frame,
 )
+from testkit.ports import bus_url
 
 pytestmark = pytest.mark.contract
+
+
+@pytest.fixture(params=["memory", "inproc", "ipc", "tcp"])
+def url(request, tmp_path):
+    """A fresh base URL of every backend (this module's contract runs over the in-memory one too)."""
+    return bus_url(request.param, str(tmp_path))
 
 
 def _connected(pub, sub, topic="probe", timeout=5.0):
@@ -77,12 +94,105 @@ def test_recv_frames_takes_every_queued_frame_in_order_up_to_the_limit(url):
         got: list[bytes] = []
         end = time.monotonic() + 10
         while len(got) < n and time.monotonic() < end:
-            if b.sub.poll(1000):
+            if b.poll(1000):
                 frames = b.recv_frames(limit=700)
                 assert 0 < len(frames) <= 700
                 got += frames
         assert got == [b"arm/state\0" + i.to_bytes(4, "little") for i in range(n)]  # whole frames
         assert b.recv_frames() == []
+
+
+def test_drain_hands_every_queued_frame_in_order_and_never_waits(url):
+    a, b = _pair(url, ["arm/state"])
+    with a, b:
+        _connected(a, b)
+        got: list[bytes] = []
+        t = time.monotonic()
+        b.drain(got.append)
+        assert got == [] and time.monotonic() - t < 0.05
+        n = 3000
+        for i in range(n):
+            a.send("arm/state", i.to_bytes(4, "little"))
+            a.send("arm/other", b"not subscribed")
+        end = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < end:
+            if b.poll(1000):
+                b.drain(got.append)
+        assert got == [b"arm/state\0" + i.to_bytes(4, "little") for i in range(n)]
+        assert not b.poll(20)
+
+
+def test_recv_wait_blocks_up_to_its_timeout_then_raises_the_backends_timeout(url):
+    a, b = _pair(url, ["x"])
+    with a, b:
+        _connected(a, b, "x")
+        b.set_recv_timeout(100)
+        t = time.monotonic()
+        with pytest.raises(b.Timeout):
+            b.recv_wait()
+        assert 0.05 < time.monotonic() - t < 1.0
+        b.set_recv_timeout(2000)
+        threading.Timer(0.05, a.send, ("x", b"late")).start()
+        t = time.monotonic()
+        assert b.recv_wait() == b"x\0late" and time.monotonic() - t < 1.5
+        a.send_frame(a.frame_prefix("x") + b"whole")
+        assert b.recv_wait() == b"x\0whole"
+
+
+def test_one_poller_wakes_for_the_bus_and_the_control_plane(url):
+    a, b = _pair(url, ["x"])
+    with a, b, ControlServer(url) as srv, ControlClient(url, "arm") as cli:
+        _connected(a, b, "x")
+        poller = Poller()
+        poller.register(b, cli)
+        t = time.monotonic()
+        assert not poller.poll(100) and 0.05 < time.monotonic() - t < 1.0
+        a.send("x", b"1")
+        assert poller.poll(2000) and b.recv(0.0) == Message("x", b"1")
+        assert not poller.poll(20)
+        cli.send({"op": "hello"})
+        assert srv.recv(2.0) == ("arm", {"op": "hello"})
+        srv.send("arm", {"op": "ack"})
+        assert poller.poll(2000) and cli.recv(0.0) == {"op": "ack"}
+        launcher = Poller()
+        launcher.register(srv)
+        cli.send({"op": "state"})
+        assert launcher.poll(2000) and srv.recv(0.0) == ("arm", {"op": "state"})
+
+
+def test_a_select_loop_on_fileno_that_drains_after_each_wake_up_gets_every_frame(url):
+    a, b = _pair(url, ["x"])
+    with a, b:
+        _connected(a, b, "x")
+        n = 300
+
+        def publish() -> None:
+            for i in range(n):
+                a.send("x", i.to_bytes(2, "little"))
+                if i % 50 == 0:
+                    time.sleep(0.01)
+
+        got: list[bytes] = []
+        sender = threading.Thread(target=publish)
+        sender.start()
+        fd = b.fileno()
+        end = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < end:
+            assert select.select([fd], [], [], 2.0)[0], f"no wake-up with {len(got)} of {n} frames taken"
+            b.drain(got.append)
+        sender.join()
+        assert got == [b"x\0" + i.to_bytes(2, "little") for i in range(n)]
+
+
+def test_the_url_scheme_picks_the_backend(url):
+    ep = mesh_endpoints(url, ["a"])
+    memory = url.startswith("memory://")
+    with open_bus(ep["a"]) as bus, ControlServer(url) as srv, ControlClient(url, "a") as cli:
+        assert isinstance(bus, MemoryBus if memory else ZmqBus)
+        assert isinstance(srv, MemoryControlServer if memory else ZmqControlServer)
+        assert isinstance(cli, MemoryControlClient if memory else ZmqControlClient)
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        open_bus(ep["a"], ["memory://x.b.pub" if not memory else "inproc://x.b.pub"])
 
 
 def test_subscriber_of_several_publishers(url):
@@ -129,17 +239,17 @@ def _bind_again(ep: str, timeout: float = 2.0):
 def test_close_idempotent_and_context_manager(url):
     ep = mesh_endpoints(url, ["a"])["a"]
     with open_bus(ep) as bus:
-        assert isinstance(bus, Bus) and not bus.pub.closed and not bus.sub.closed
+        assert isinstance(bus, Bus) and not bus.closed
         if not ep.startswith("ipc://"):  # (ZeroMQ lets a second ipc bind take the path over)
             with pytest.raises(BusError):  # the endpoint is taken while the bus lives
                 open_bus(ep)
-    assert bus.pub.closed and bus.sub.closed  # leaving the block closed both sockets
+    assert bus.closed  # leaving the block closed it
     bus.close()  # and closing again is harmless
     bus.close(linger_ms=100)
     with pytest.raises(RuntimeError, match="inside"):
         with _bind_again(ep) as again:  # the endpoint was released: a new bus binds it
             raise RuntimeError("inside")
-    assert again.pub.closed and again.sub.closed  # closed on the way out of an exception too
+    assert again.closed  # closed on the way out of an exception too
     _bind_again(ep).close()
 
 
@@ -177,12 +287,20 @@ def test_non_loopback_bind_without_keys_refused():
 
 
 def test_bind_conflict_is_bus_error():
-    from testkit.ports import bus_url
     url = bus_url("tcp")
     with ControlServer(url):
-        with pytest.raises(BusError) as ei:
+        with pytest.raises(BusError, match="cannot bind") as ei:
             ControlServer(url)
-        assert isinstance(ei.value.__cause__, zmq.ZMQError)
+        assert ei.value.__cause__ is not None and not isinstance(ei.value, EndpointNotLocal)
+
+
+def test_an_address_of_another_host_is_endpoint_not_local(tmp_path):
+    """What the launcher takes as "another host's launcher binds the control endpoint" (it follows it)."""
+    from protocol.security import Security, write_keys
+
+    write_keys(tmp_path, ("server", "client"))
+    with pytest.raises(EndpointNotLocal, match="cannot bind"):
+        ControlServer("tcp://192.0.2.1:5550", security=Security(tmp_path))  # (192.0.2.0/24: TEST-NET-1)
 
 
 def test_split_frame_malformed():
@@ -222,7 +340,7 @@ def test_close_with_linger_delivers_what_the_pub_still_queues(tmp_path):
     """A stopping worker closes its PUB with a linger and terminates its context: every queued
     message reaches a subscriber in another context (another process's view of the bus)."""
     url = f"ipc://{tmp_path}/pub"
-    ctx_pub, ctx_sub = zmq.Context(), zmq.Context()
+    ctx_pub, ctx_sub = new_context(), new_context()
     sub = open_bus(None, [url], ["t"], context=ctx_sub)
     pub = open_bus(url, context=ctx_pub)
     try:

@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-import zmq
 
-from protocol.bus import mesh_endpoints, open_bus
+from protocol.bus import mesh_endpoints, new_context, open_bus
 from protocol.security import Security, is_loopback, write_keys
 from testkit.ports import free_base_port
 from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, reference, run, same_as, workers
@@ -39,7 +38,7 @@ def test_is_loopback():
 def test_peer_without_allowed_key_gets_nothing_and_reaches_nobody(keys, tmp_path):
     url = f"tcp://127.0.0.1:{free_base_port()}"
     ep = mesh_endpoints(url, ["svc", "peer", "fake"])
-    server_ctx, client_ctx, fake_ctx = zmq.Context(), zmq.Context(), zmq.Context()
+    server_ctx, client_ctx, fake_ctx = new_context(), new_context(), new_context()
     sec = Security(keys, allowed=("client",))
     # the intruder makes its own "server" pair: services connecting to it must refuse it
     write_keys(tmp_path / "fake", ("server", "client"))
