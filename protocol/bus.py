@@ -80,7 +80,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import msgpack
@@ -566,9 +566,9 @@ class ControlServer(_Closing):
     poll_handle: Any
 
     def __new__(cls, url: str, *args: Any, **kwargs: Any) -> Any:
-        if cls is ControlServer:
-            cls = MemoryControlServer if check_url(url)[0] == "memory" else ZmqControlServer
-        return super().__new__(cls)
+        if cls is not ControlServer:
+            return super().__new__(cls)
+        return super().__new__(MemoryControlServer if check_url(url)[0] == "memory" else ZmqControlServer)
 
     def send(self, identity: str, obj: dict[str, Any]) -> bool:  # pragma: no cover - backends
         """Send a map to one peer; False if that peer is not connected."""
@@ -655,9 +655,9 @@ class ControlClient(_Closing):
     poll_handle: Any
 
     def __new__(cls, url: str, *args: Any, **kwargs: Any) -> Any:
-        if cls is ControlClient:
-            cls = MemoryControlClient if check_url(url)[0] == "memory" else ZmqControlClient
-        return super().__new__(cls)
+        if cls is not ControlClient:
+            return super().__new__(cls)
+        return super().__new__(MemoryControlClient if check_url(url)[0] == "memory" else ZmqControlClient)
 
     def send(self, obj: dict[str, Any]) -> None:  # pragma: no cover - backends
         """Send a map to the launcher (queued if not yet connected; BusError if it cannot be sent)."""
@@ -767,10 +767,10 @@ class _Memory:
     to it, control endpoint -> its server's queue and its clients by identity."""
 
     lock = threading.Lock()
-    bound: set[str] = set()
-    subscribers: dict[str, list[MemoryBus]] = {}
-    servers: dict[str, _Queue] = {}
-    clients: dict[str, dict[str, MemoryControlClient]] = {}
+    bound: ClassVar[set[str]] = set()
+    subscribers: ClassVar[dict[str, list[MemoryBus]]] = {}
+    servers: ClassVar[dict[str, _Queue]] = {}
+    clients: ClassVar[dict[str, dict[str, MemoryControlClient]]] = {}
 
     @staticmethod
     def server_queue(ep: str) -> _Queue:

@@ -118,7 +118,16 @@ from typing import Any
 import numpy as np
 
 from errors import BusError, DivergenceError, LifecycleError, MessageError
-from protocol.bus import Bus, Context, ControlClient, Poller, SequenceTracker, default_context, open_bus, split_frame
+from protocol.bus import (
+    Bus,
+    Context,
+    ControlClient,
+    Poller,
+    SequenceTracker,
+    default_context,
+    open_bus,
+    split_frame,
+)
 from protocol.codec import decode, encode, topic_codec
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR
 from protocol.provenance import SampleGate
