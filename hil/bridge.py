@@ -75,7 +75,7 @@ from dynamics.spatial import (
     rotation_vector,
 )
 from errors import ConfigError, FrameError, RigFault, ShapeError
-from hil.config import DEFAULTS, HilConfig, hil_table, parse
+from hil.config import DEFAULTS, HIL_KEYS, HilConfig, hil_table, parse
 from hil.delay import ImpactMonitor, PassivityController, predict_pose
 from hil.encoders import make_encoder
 from hil.framing import (
@@ -101,10 +101,11 @@ from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling
 
-__all__ = ["TABLES", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model", "HilBridge",
-           "relative_motion", "stiff_couplings"]
+__all__ = ["TABLES", "TABLE_KEYS", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model",
+           "HilBridge", "relative_motion", "stiff_couplings"]
 
 TABLES = ("hil",)
+TABLE_KEYS = {"hil": HIL_KEYS}
 OPTIONS: dict[str, Any] = {}
 INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"))
 """The bridge's inputs: both bodies, predicted from their coupling instants to each step."""
@@ -234,9 +235,9 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
                 continue
             try:
                 if cobs:
-                    check_line_budget(float(rate), size, t["baud"], bits=bits_per_byte(), field=f"hil ({what})")
+                    check_line_budget(float(rate), size, t["baud"], bits=bits_per_byte(), field=f"hil.baud ({what})")
                 elif rate * size * bits_per_byte() > 0.7 * t["baud"]:
-                    out.append(f"hil ({what}): rate {rate:g} Hz × frame {size} B × 10 bits exceeds 70% of "
+                    out.append(f"hil.baud ({what}): rate {rate:g} Hz × frame {size} B × 10 bits exceeds 70% of "
                                f"baud {t['baud']}")
             except ConfigError as err:
                 out.append(str(err))

@@ -100,9 +100,10 @@ from hil.stewart import (
     axis_map_matrix,
     pose_from_vector,
 )
+from protocol.config import check_table
 from protocol.timebase import check_seconds
 
-__all__ = ["HilConfig", "DEFAULTS", "parse", "hil_table"]
+__all__ = ["HilConfig", "DEFAULTS", "HIL_KEYS", "parse", "hil_table"]
 
 DEFAULTS: dict[str, Any] = {
     "url": "emulator",
@@ -154,6 +155,34 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+_N = (int, float)
+_INF = math.inf
+_KINDS: dict[str, Any] = {
+    "url": str, "baud": ("int", 1, _INF), "format": ENCODERS, "setpoint": ("legs", "pose"), "ascii_bits": int,
+    "rig": ("stewart", "servo"), "fingerprint": ("int", 0, 0xFFFFFFFF), "bad_frames_max": ("int", 1, _INF),
+    "clamp_fault_after": ("int", 0, _INF), "watchdog": _N, "reply_timeout": _N, "resend_after": _N, "pipeline": bool,
+    "start_timeout": _N, "X_OL": ("vec", 6), "X_TB": ("vec", 6),
+    "stewart": dict.fromkeys(DEFAULTS["stewart"], _N),  # the rig checks its geometry
+    "servo": {"component": ("list", int), "scale": ("list", _N), "offset": ("list", _N)},
+    "limits": dict.fromkeys(DEFAULTS["limits"], (int, float, list)),  # per axis: a number or one per axis
+    "map": {"neutral": ("vec", 6), "scale": _N, "rot_scale": _N, "axis_map": "list"},
+    "compensation": {"predict": bool, "passivity": bool, "restitution_max": ("range", 0.0, 1.0),
+                     "length": "positive", "lag": ("int", 0, 2)},
+    "emulator": {"delay": _N, "drop": _N, "bit_error": _N, "stiffness": "positive", "damping": "nonnegative",
+                 "plane_normal": ("vec", 3), "plane_offset": _N, "probe_radius": "nonnegative",
+                 "bandwidth": "nonnegative", "hard_limits": ("range", 1.0, _INF), "rate": "positive", "seed": int,
+                 "rt_priority": ("int", 0, 99), "stats": str},
+}
+
+
+def _keys(defaults: Mapping[str, Any], kinds: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {k: (_keys(d, kinds[k]), None) if isinstance(d, dict) else (kinds[k], d) for k, d in defaults.items()}
+
+
+HIL_KEYS: dict[str, tuple[Any, Any]] = _keys(DEFAULTS, _KINDS)
+"""``[hil]``: key -> (kind, default) (:func:`protocol.config.check_value`); its sub-tables nested."""
+
+
 @dataclass(frozen=True)
 class HilConfig:
     """The parsed ``[hil]`` table.
@@ -191,36 +220,6 @@ class HilConfig:
     def compensation(self) -> dict[str, Any]:
         """The ``[hil.compensation]`` table."""
         return self.table["compensation"]
-
-
-def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
-    out = {}
-    for key in given:
-        if key not in defaults:
-            problems.append(f"{where}.{key}: unknown key (known: {', '.join(defaults)})")
-    for key, default in defaults.items():
-        value = given.get(key, default)
-        if isinstance(default, dict):
-            if not isinstance(value, Mapping):
-                problems.append(f"{where}.{key}: expected a table, got {value!r}")
-                value = {}
-            out[key] = _merge(default, value, f"{where}.{key}", problems)
-            continue
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        elif isinstance(default, str):
-            ok = isinstance(value, str)
-        else:
-            ok = isinstance(value, (list, tuple, int, float)) and not isinstance(value, bool)
-        if not ok:
-            problems.append(f"{where}.{key}: expected {type(default).__name__}, got {value!r}")
-            value = default
-        out[key] = value
-    return out
 
 
 def _axes(value: Any, n: int, name: str, problems: list[str]) -> np.ndarray:
@@ -269,21 +268,7 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
         With ``problems`` listing every problem found, each naming the key and value.
     """
     problems: list[str] = []
-    t = _merge(DEFAULTS, table or {}, "hil", problems)
-    if t["format"] not in ENCODERS:
-        problems.append(f"hil.format: expected one of {ENCODERS}, got {t['format']!r}")
-    if t["setpoint"] not in ("legs", "pose"):
-        problems.append(f"hil.setpoint: expected 'legs' or 'pose', got {t['setpoint']!r}")
-    if t["rig"] not in ("stewart", "servo"):
-        problems.append(f"hil.rig: expected 'stewart' or 'servo', got {t['rig']!r}")
-    if t["baud"] <= 0:
-        problems.append(f"hil.baud: must be > 0, got {t['baud']!r}")
-    if t["clamp_fault_after"] < 0:
-        problems.append(f"hil.clamp_fault_after: must be >= 0, got {t['clamp_fault_after']!r}")
-    if t["bad_frames_max"] < 1:
-        problems.append(f"hil.bad_frames_max: must be >= 1, got {t['bad_frames_max']!r}")
-    if not 0 <= t["fingerprint"] <= 0xFFFFFFFF:
-        problems.append(f"hil.fingerprint: must be a u32, got {t['fingerprint']!r}")
+    t = check_table({"hil": table or {}}, "hil", HIL_KEYS, problems)  # a bad value: listed, then its default
     for key, positive in (("start_timeout", True), ("reply_timeout", True), ("resend_after", True),
                           ("watchdog", False)):
         if (bad := check_seconds(t[key], f"hil.{key}", positive=positive)):
@@ -299,27 +284,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
             problems.append(f"hil.emulator.{key}: probability must be in [0, 1), got {em[key]!r}")
     if (bad := check_seconds(em["delay"], "hil.emulator.delay")):
         problems.append(bad)
-    for key in ("damping", "probe_radius", "bandwidth"):
-        if em[key] < 0:
-            problems.append(f"hil.emulator.{key}: must be >= 0, got {em[key]!r}")
-    if not 0 <= em["rt_priority"] <= 99:
-        problems.append(f"hil.emulator.rt_priority: must be 0..99, got {em['rt_priority']!r}")
-    if em["hard_limits"] < 1.0:
-        problems.append(f"hil.emulator.hard_limits: must be >= 1 (hard limits outside the soft ones), "
-                        f"got {em['hard_limits']!r}")
-    for key in ("stiffness", "rate"):
-        if em[key] <= 0:
-            problems.append(f"hil.emulator.{key}: must be > 0, got {em[key]!r}")
-    n_plane = np.asarray(em["plane_normal"], dtype=np.float64)
-    if n_plane.shape != (3,) or not np.isclose(np.linalg.norm(n_plane), 1.0, atol=1e-6):
+    if not np.isclose(np.linalg.norm(em["plane_normal"]), 1.0, atol=1e-6):
         problems.append(f"hil.emulator.plane_normal: expected a unit 3-vector, got {em['plane_normal']!r}")
-    comp = t["compensation"]
-    if not 0.0 <= comp["restitution_max"] <= 1.0:
-        problems.append(f"hil.compensation.restitution_max: must be in [0, 1], got {comp['restitution_max']!r}")
-    if comp["length"] <= 0:
-        problems.append(f"hil.compensation.length: must be > 0, got {comp['length']!r}")
-    if comp["lag"] not in (0, 1, 2):
-        problems.append(f"hil.compensation.lag: must be 0, 1 or 2 steps, got {comp['lag']!r}")
 
     n = 6 if t["rig"] != "servo" else len(t["servo"]["component"])
     lim_t = t["limits"]

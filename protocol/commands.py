@@ -51,6 +51,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from protocol.config import check_value
+
 __all__ = ["JOINT_NAMES", "MODES", "FRAMES", "COMMANDS", "ARM_COMMANDS", "CONTACT_COMMANDS", "WAYPOINT_FIELDS",
            "check_command", "finite_number"]
 
@@ -77,6 +79,10 @@ CONTACT_COMMANDS = ("capture", "release")
 WAYPOINT_FIELDS = {"p": "vec3", "quat": "vec4", "v": "num", "w": "num"}
 
 
+_CONFIG_KINDS: dict[str, Any] = {"vec3": ("vec", 3), "vec4": ("vec", 4), "num": (int, float), "bool": bool}
+"""The field kinds that are plain config kinds (:func:`protocol.config.check_value`, the one validator)."""
+
+
 def finite_number(x: Any) -> bool:
     """A finite int or float (not a bool)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -86,18 +92,10 @@ def _check_field(where: str, kind: str, value: Any) -> str | None:
     """A problem with one field, or None."""
     if kind == "any":
         return None
-    if kind in ("vec3", "vec4"):
-        n = int(kind[-1])
-        if not isinstance(value, (list, tuple)) or len(value) != n or not all(finite_number(x) for x in value):
-            return f"{where}: expected a list of {n} finite numbers, got {value!r}"
-        return None
-    if kind == "num":
-        return None if finite_number(value) else f"{where}: expected a finite number, got {value!r}"
-    if kind == "bool":
-        return None if isinstance(value, bool) else f"{where}: expected true/false, got {value!r}"
+    if kind in _CONFIG_KINDS:
+        return check_value(where, value, _CONFIG_KINDS[kind])
     if kind.startswith("str:"):
-        choices = kind[4:].split(",")
-        return None if value in choices else f"{where}: expected one of {', '.join(choices)}, got {value!r}"
+        return check_value(where, value, tuple(kind[4:].split(",")))
     if kind == "joint":
         if isinstance(value, str) and value in JOINT_NAMES:
             return None

@@ -62,11 +62,16 @@ Service modules
 module provides::
 
     TABLES: tuple[str, ...]                       # top-level tables it owns / reads
+    TABLE_KEYS: dict[str, dict[str, tuple]]      # table -> key -> (kind, default), the tables it owns
     def validate(config: dict, name: str) -> list[str]   # problems, [] if fine
     def build(config: dict, name: str, period_ns: int) -> ServiceModel | Sink | Source
 
-and optionally ``OPTIONS: dict[str, type | tuple[type, ...]]``, the extra keys it
-accepts in ``[services.NAME]``, and ``def ports(config, name) -> ServicePorts``, the
+``validate`` checks each table of ``TABLE_KEYS`` with :func:`check_table` — the one validator of
+every table, whose problems name the full key (``arm.assumed.boom_damping``) and the
+value — and then its rules across keys as plain code, each problem naming its key too.
+Optionally ``OPTIONS: dict[str, kind]`` (kinds of :func:`check_value`), the extra keys it
+accepts in ``[services.NAME]`` (checked here, with :data:`SERVICE_KEYS`, before the module's
+``validate`` runs), and ``def ports(config, name) -> ServicePorts``, the
 service's role and ports (:class:`protocol.service.ServicePorts`; called once ``validate``
 found nothing). With them, before anything starts: two services producing one topic are
 refused, and, when every service's module has ``ports``, each output's coupling period is
@@ -104,8 +109,8 @@ from protocol.security import SECURITY_KEYS, Security, is_loopback
 from protocol.service import ServicePorts
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
-__all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "ServiceSpec", "RunPlan", "check_table", "load",
-           "service_module", "with_overrides", "peers_of", "processes_of", "validate"]
+__all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "ServiceSpec", "RunPlan", "check_table", "check_value",
+           "check_values", "load", "service_module", "with_overrides", "peers_of", "processes_of", "validate"]
 
 Num = (int, float)
 
@@ -262,71 +267,177 @@ def _type_name(types: Any) -> str:
     return getattr(types, "__name__", str(types))
 
 
+def _number(x: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(x, Num) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _is_vec(value: Any, n: int) -> bool:
-    return (isinstance(value, list) and len(value) == n
-            and all(isinstance(x, Num) and not isinstance(x, bool) and math.isfinite(x) for x in value))
+    return isinstance(value, list) and len(value) == n and all(_number(x) for x in value)
 
 
-def _check_value(where: str, value: Any, kind: Any) -> str | None:
-    """The problem with one config value of the given kind (see :func:`check_table`), or None."""
-    if isinstance(kind, tuple) and len(kind) == 2 and kind[0] == "vec":
-        if not _is_vec(value, kind[1]):
-            return f"{where}: expected a list of {kind[1]} finite numbers, got {value!r}"
-    elif kind == "inertia":
+def _bound(x: float) -> str:
+    return f"{x:g}" if math.isfinite(x) else ("∞" if x > 0 else "-∞")
+
+
+def _interval(lo: float, hi: float) -> str:
+    """``>= lo``, ``<= hi`` or ``in [lo, hi]``."""
+    if math.isinf(hi):
+        return f">= {_bound(lo)}"
+    return f"<= {_bound(hi)}" if math.isinf(lo) else f"in [{_bound(lo)}, {_bound(hi)}]"
+
+
+def check_value(where: str, value: Any, kind: Any) -> str | None:
+    """The problem with one config value of the given kind, or None.
+
+    Parameters
+    ----------
+    where : str
+        The value's full key (``"arm.assumed.boom_damping"``), named in the problem.
+    value : Any
+        The value as TOML gave it.
+    kind : Any
+        What it must be:
+
+        - a type or tuple of types (``int``, ``(int, float)``, ``str``, ``bool``, ``list``, ``dict``):
+          a float must be finite, ``bool`` is accepted only where listed;
+        - a tuple of allowed strings (an enum): ``("rigid", "flexible")``;
+        - ``"positive"`` (a finite number > 0), ``"nonnegative"`` (>= 0),
+          ``("range", lo, hi)`` (a finite number in [lo, hi]; a bound may be ±inf),
+          ``("int", lo, hi)`` (an integer in [lo, hi]);
+        - ``("vec", n)``: a list of n finite numbers; ``("vec", n, item)``: each also of kind ``item``;
+        - ``("list", item)``: a list whose every element is of kind ``item``;
+        - ``"inertia"`` (3 principal moments or 3×3 rows), ``"list"`` (any list, checked by the
+          caller), ``"table"`` (any sub-table, checked by the caller);
+        - a mapping key -> (kind, default): a sub-table checked by :func:`check_values` (only
+          whether it is a table here).
+
+    Returns
+    -------
+    str or None
+        ``"<where>: expected ..., got <value!r>"``.
+    """
+    if isinstance(kind, Mapping):
+        return None if isinstance(value, dict) else f"{where}: expected a table, got {value!r}"
+    if isinstance(kind, tuple) and kind and kind[0] == "vec":
+        n = kind[1]
+        if not _is_vec(value, n):
+            return f"{where}: expected a list of {n} finite numbers, got {value!r}"
+        if len(kind) > 2 and any(check_value(where, x, kind[2]) for x in value):
+            return f"{where}: expected {n} values {_KIND_WORDS.get(kind[2], str(kind[2]))}, got {value!r}"
+        return None
+    if isinstance(kind, tuple) and len(kind) == 2 and kind[0] == "list":
+        if not isinstance(value, list):
+            return f"{where}: expected a list, got {value!r}"
+        return next((p for i, x in enumerate(value) if (p := check_value(f"{where}[{i}]", x, kind[1]))), None)
+    if isinstance(kind, tuple) and len(kind) == 3 and kind[0] in ("range", "int"):
+        _, lo, hi = kind
+        if kind[0] == "int":
+            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+                return f"{where}: expected an integer {_interval(lo, hi)}, got {value!r}"
+        elif not _number(value) or not lo <= value <= hi:
+            return f"{where}: expected a finite number {_interval(lo, hi)}, got {value!r}"
+        return None
+    if kind in ("positive", "nonnegative"):
+        if not _number(value) or not (value > 0 if kind == "positive" else value >= 0):
+            return f"{where}: expected a finite number {'> 0' if kind == 'positive' else '>= 0'}, got {value!r}"
+        return None
+    if kind == "inertia":
         if not (_is_vec(value, 3) or (isinstance(value, list) and len(value) == 3
                                       and all(_is_vec(r, 3) for r in value))):
             return f"{where}: expected 3 principal moments or 3×3 rows (kg·m²), got {value!r}"
-    elif kind in ("list", "table"):
+        return None
+    if kind in ("list", "table"):
         typ = list if kind == "list" else dict
-        if not isinstance(value, typ):
-            return f"{where}: expected a {typ.__name__}, got {value!r}"
-    elif isinstance(kind, tuple) and all(isinstance(k, str) for k in kind):
-        if value not in kind:
-            return f"{where}: expected one of {', '.join(kind)}, got {value!r}"
-    elif isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        return None if isinstance(value, typ) else f"{where}: expected a {typ.__name__}, got {value!r}"
+    if isinstance(kind, tuple) and kind and all(isinstance(k, str) for k in kind):
+        return None if value in kind else f"{where}: expected one of {', '.join(kind)}, got {value!r}"
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
         return f"{where}: expected {_type_name(kind)}, got {value!r}"
-    elif not isinstance(value, kind) or (isinstance(value, float) and not math.isfinite(value)):
-        return f"{where}: expected a finite {_type_name(kind)}, got {value!r}"
+    if not isinstance(value, kind) or (isinstance(value, float) and not math.isfinite(value)):
+        numeric = {int, float} & set(kind if isinstance(kind, tuple) else (kind,))
+        return f"{where}: expected {'a finite ' if numeric else ''}{_type_name(kind)}, got {value!r}"
     return None
+
+
+_KIND_WORDS = {"positive": "> 0", "nonnegative": ">= 0"}
+
+
+def check_values(values: Mapping[str, Any], where: str, keys: Mapping[str, tuple[Any, Any]],
+                 problems: list[str]) -> dict[str, Any]:
+    """A table's values with defaults filled in; appends a line to ``problems`` per unknown or bad key.
+
+    Parameters
+    ----------
+    values : Mapping
+        The table as TOML gave it.
+    where : str
+        Its full key (``"arm"``, ``"contact.surfaces[2]"``), the prefix of every problem.
+    keys : Mapping
+        key -> (kind, default), ``kind`` as in :func:`check_value`. A mapping kind is a
+        sub-table: checked the same way under ``where.key`` (its default is ignored; the
+        sub-table's own defaults fill it in).
+    problems : list of str
+        Appended to: one line per unknown or bad key, naming ``where.key`` and the value.
+
+    Returns
+    -------
+    dict
+        Every key of ``keys``: the given value if good, else the default (so that checks
+        across keys after this one run on sound values; the problem is already listed).
+    """
+    for key in values:
+        if key not in keys:
+            problems.append(f"{where}.{key}: unknown key (known: {', '.join(keys)})")
+    out: dict[str, Any] = {}
+    for key, (kind, default) in keys.items():
+        if isinstance(kind, Mapping):
+            sub = values.get(key, {})
+            if key in values and (bad := check_value(f"{where}.{key}", sub, kind)):
+                problems.append(bad)
+                sub = {}
+            out[key] = check_values(sub, f"{where}.{key}", kind, problems)
+        elif key not in values:
+            out[key] = default
+        elif (bad := check_value(f"{where}.{key}", values[key], kind)):
+            problems.append(bad)
+            out[key] = default
+        else:
+            out[key] = values[key]
+    return out
 
 
 def check_table(config: Mapping[str, Any], table: str, keys: Mapping[str, tuple[Any, Any]],
                 problems: list[str]) -> dict[str, Any]:
     """Values of ``[table]`` with defaults filled in; appends a line to ``problems`` per bad key.
 
+    The one validator of every configuration table (the runtime's, each service's): see
+    :func:`check_value` for the kinds and :func:`check_values` for the rules.
+
     Parameters
     ----------
     config : Mapping
         The parsed TOML (or any mapping holding ``table``).
     table : str
-        Name of the table to check; missing = empty (every default).
+        Name of the table to check, dotted for a nested one (``"services.log"``,
+        ``"contact.latch"``); missing = empty (every default).
     keys : Mapping
-        key -> (kind, default). ``kind`` is a type or tuple of types (a float must be
-        finite; ``bool`` is accepted only where listed), a tuple of allowed strings,
-        ``("vec", n)`` (list of n finite numbers), ``"inertia"`` (3 numbers or 3×3 rows),
-        ``"list"`` (any list, checked by the caller) or ``"table"`` (a sub-table).
+        key -> (kind, default) (:func:`check_value`; a mapping kind is a sub-table).
     problems : list of str
         Appended to: one line per unknown or bad key, naming ``table.key`` and the value.
 
     Returns
     -------
     dict
-        Every key of ``keys``: the given value (also when it is bad — callers check
-        ``problems`` before using it) or the default.
+        Every key of ``keys``: the given value, or the default when it is missing or bad.
     """
-    raw = config.get(table, {})
-    if not isinstance(raw, dict):
+    raw: Any = config
+    for part in table.split("."):
+        raw = raw.get(part, {}) if isinstance(raw, Mapping) else {}
+    if not isinstance(raw, Mapping):
         problems.append(f"[{table}]: expected a table, got {raw!r}")
         raw = {}
-    for key in raw:
-        if key not in keys:
-            problems.append(f"{table}.{key}: unknown key (known: {', '.join(keys)})")
-    out: dict[str, Any] = {}
-    for key, (kind, default) in keys.items():
-        out[key] = raw.get(key, default)
-        if key in raw and (bad := _check_value(f"{table}.{key}", out[key], kind)):
-            problems.append(bad)
-    return out
+    return check_values(raw, table, keys, problems)
 
 
 def _coupling(where: str, value: Any, step_ns: int, problems: list[str]) -> dict[str, int]:
@@ -509,10 +620,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     """
     problems: list[str] = []
     config = with_overrides(config, overrides)
-    sim = check_table(config, "sim", SIM_KEYS, problems)
-    # a bad value was reported above; the checks below run on its default
-    sim = {k: v if v is None or _check_value("", v, SIM_KEYS[k][0]) is None else SIM_KEYS[k][1]
-           for k, v in sim.items()}
+    sim = check_table(config, "sim", SIM_KEYS, problems)  # a bad value is reported and replaced by its default
     for key in ("duration", "speed"):
         if sim[key] < 0 or sim[key] != sim[key]:
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
@@ -555,15 +663,9 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if not isinstance(sec_in, dict):
             problems.append(f"[security]: expected a table, got {sec_in!r}")
         else:
-            sec_ok = True
-            for key, value in sec_in.items():
-                if key not in SECURITY_KEYS:
-                    problems.append(f"security.{key}: unknown key (known: {', '.join(SECURITY_KEYS)})")
-                    sec_ok = False
-                elif (bad := _check_value(f"security.{key}", value, SECURITY_KEYS[key])):
-                    problems.append(bad)
-                    sec_ok = False
-            if sec_ok:
+            found = len(problems)
+            check_values(sec_in, "security", {k: (kind, None) for k, kind in SECURITY_KEYS.items()}, problems)
+            if len(problems) == found:
                 security = Security.from_table(sec_in, base_dir)
     if sim["transport"] == "tcp" and sim["bus"] and not is_loopback(sim["bus"]) and security is None:
         problems.append(f"sim.bus: {sim['bus']!r} is not loopback: a [security] table with CurveZMQ keys is required")
@@ -616,14 +718,10 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         modules[name] = mod
         claimed.update(getattr(mod, "TABLES", ()))
         allowed: dict[str, Any] = {**SERVICE_KEYS, **getattr(mod, "OPTIONS", {})}
-        for key, value in svc.items():
-            if key not in allowed:
-                problems.append(f"{where}.{key}: unknown key (known: {', '.join(allowed)})")
-            elif (bad := _check_value(f"{where}.{key}", value, allowed[key])):
-                problems.append(bad)
+        check_values(svc, where, {k: (kind, None) for k, kind in allowed.items()}, problems)
         if "rate_hz" not in svc:
             problems.append(f"{where}.rate_hz: missing")
-        elif _check_value("", svc["rate_hz"], Num) is None:
+        elif check_value(f"{where}.rate_hz", svc["rate_hz"], Num) is None:
             rates[name] = svc["rate_hz"]
     periods: dict[str, int] = {}
     tick = 0
@@ -654,7 +752,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             sp = mod.ports(config, name) if hasattr(mod, "ports") and not found else None
         except Exception as err:  # noqa: BLE001 - a module's crash is reported, not raised
             found, sp = [f"validate raised {type(err).__name__}: {err}"], None
-        problems.extend(f"services.{name}: {p}" for p in found or [])
+        problems.extend(p if p.startswith(f"services.{name}.") else f"services.{name}: {p}" for p in found or [])
         if sp is not None:
             declared[name] = sp
         outputs = [p.topic for p in sp.outputs] if sp is not None else []

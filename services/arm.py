@@ -179,13 +179,13 @@ from dynamics.cases import (
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
 from protocol.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
+from protocol.config import check_table
 from protocol.coupling import Schedule
 from protocol.stability import StiffCoupling
 from protocol.service import Port, ServicePorts
 
 TABLES = ("arm",)
 
-Num = (int, float)
 DEFAULTS: dict[str, Any] = {
     "model": "massless",
     "q0": [0.0, 0.5, -1.0, 0.5, 0.0, 0.0],
@@ -233,17 +233,27 @@ ASSUMED: dict[str, Any] = {
     "beam_GJ": [b.GJ for b in fx.ASSUMED_BEAMS],
     "boom_damping": 0.005,
 }
-_VEC = {"q0": 6, "p_OoSo_O": 3, "rpy_OS": 3, "por": 3, "auto_tol": 2, "auto_accel": 2, "auto_accel_loaded": 2,
-        "damp_rest": 2,
-        "gear_ratio": 6, "motor_inertia": 6,
-        "torque_constant": 6, "joint_stiffness": 6, "beam_EI": 5, "beam_GJ": 5}
-_ENUM = {"model": ("massless", "multibody"), "flexibility": ("active", "passive", "joints"),
-         "capture_control": ("brakes", "damp"), "booms": ("rigid", "flexible")}
-_INT = ("flex_every", "loads_every", "servo_substeps", "boom_modes", "dynamics_every")
-_POSITIVE = ("limit_gain", "v_max", "w_max", "v_max_loaded", "w_max_loaded", "sigma_min", "auto_gain", "warn_hold",
-             "link_mass_scale", "bandwidth", "joint_damping_ratio", "joint_damping_beta", "gear_ratio", "motor_inertia",
-             "torque_constant", "joint_stiffness", "beam_EI", "beam_GJ", "auto_tol", "slip_fraction", "auto_accel",
-             "auto_accel_loaded", "damp_time", "damp_bandwidth", "damp_rest")
+_POS, _NONNEG, _COUNT = "positive", "nonnegative", ("int", 1, math.inf)
+ASSUMED_KEYS: dict[str, tuple[Any, Any]] = {k: (kind, ASSUMED[k]) for k, kind in {
+    "gear_ratio": ("vec", 6, _POS), "motor_inertia": ("vec", 6, _POS), "torque_constant": ("vec", 6, _POS),
+    "bandwidth": _POS, "coulomb_fraction": _NONNEG, "viscous_fraction": _NONNEG, "slip_fraction": _POS,
+    "joint_stiffness": ("vec", 6, _POS), "joint_damping_ratio": _POS, "joint_damping_beta": _POS,
+    "beam_EI": ("vec", 5, _POS), "beam_GJ": ("vec", 5, _POS), "boom_damping": _NONNEG,
+}.items()}
+"""``[arm.assumed]``: key -> (kind, default) (:func:`protocol.config.check_value`)."""
+ARM_KEYS: dict[str, tuple[Any, Any]] = {k: (kind, DEFAULTS[k]) for k, kind in {
+    "model": ("massless", "multibody"), "q0": ("vec", 6), "p_OoSo_O": ("vec", 3), "rpy_OS": ("vec", 3),
+    "por": ("vec", 3), "v_max": _POS, "w_max": _POS, "v_max_loaded": _POS, "w_max_loaded": _POS,
+    "flexibility": ("active", "passive", "joints"), "flex_every": _COUNT, "loads_every": _COUNT, "sigma_min": _POS,
+    "damping_max": _NONNEG, "auto_accel": ("vec", 2, _POS), "auto_accel_loaded": ("vec", 2, _POS), "auto_gain": _POS,
+    "auto_tol": ("vec", 2, _POS), "limit_margin": _NONNEG, "limit_gain": _POS, "warn_hold": _POS,
+    "servo_substeps": _COUNT, "link_mass_scale": _POS, "capture_control": ("brakes", "damp"), "damp_time": _POS,
+    "damp_bandwidth": _POS, "damp_rest": ("vec", 2, _POS), "booms": ("rigid", "flexible"),
+    "boom_modes": ("int", 1, 4),  # per bending plane
+    "dynamics_every": _COUNT,
+}.items()} | {"assumed": (ASSUMED_KEYS, None)}
+"""``[arm]``: key -> (kind, default), ``assumed`` the sub-table ``[arm.assumed]``."""
+TABLE_KEYS = {"arm": ARM_KEYS}
 
 STATE, WRENCH = "arm/state", "arm/wrench"
 HAND_BAUMGARTE = 20.0
@@ -315,65 +325,22 @@ def _fixed_chain() -> ch.ChainModel:
     return chain_from_urdf(reference_path("SRMS_Canadarm.urdf"), floating_base=False)
 
 
-def _check_value(where: str, key: str, value: Any) -> list[str]:
-    if key in _VEC:
-        n = _VEC[key]
-        if (not isinstance(value, list) or len(value) != n
-                or not all(isinstance(x, Num) and not isinstance(x, bool) and math.isfinite(x) for x in value)):
-            return [f"{where}.{key}: expected a list of {n} finite numbers, got {value!r}"]
-        if key in _POSITIVE and any(x <= 0 for x in value):
-            return [f"{where}.{key}: expected positive values, got {value!r}"]
-        return []
-    if key in _ENUM:
-        return [] if value in _ENUM[key] else [f"{where}.{key}: expected one of {', '.join(_ENUM[key])}, got {value!r}"]
-    if key in _INT:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            return [f"{where}.{key}: expected an integer >= 1, got {value!r}"]
-        return []
-    if not isinstance(value, Num) or isinstance(value, bool) or not math.isfinite(value):
-        return [f"{where}.{key}: expected a finite number, got {value!r}"]
-    if key in _POSITIVE and value <= 0:
-        return [f"{where}.{key}: expected > 0, got {value!r}"]
-    if value < 0:
-        return [f"{where}.{key}: expected >= 0, got {value!r}"]
-    return []
-
-
 def validate(config: dict[str, Any], name: str) -> list[str]:
     """Problems of the ``[arm]`` table (every one listed); a joint outside its range at start included."""
-    table = config.get("arm", {})
-    if not isinstance(table, dict):
-        return [f"[arm]: expected a table, got {table!r}"]
     problems: list[str] = []
-    for key, value in table.items():
-        if key == "assumed":
-            if not isinstance(value, dict):
-                problems.append(f"arm.assumed: expected a table, got {value!r}")
-                continue
-            for k, v in value.items():
-                if k not in ASSUMED:
-                    problems.append(f"arm.assumed.{k}: unknown key (known: {', '.join(ASSUMED)})")
-                else:
-                    problems.extend(_check_value("arm.assumed", k, v))
-        elif key not in DEFAULTS:
-            problems.append(f"arm.{key}: unknown key (known: {', '.join([*DEFAULTS, 'assumed'])})")
-        else:
-            problems.extend(_check_value("arm", key, value))
-    if table.get("booms") == "flexible":
-        if table.get("model", DEFAULTS["model"]) != "multibody":
+    s = check_table(config, "arm", ARM_KEYS, problems)  # a bad value is listed and replaced by its default
+    table = config.get("arm", {}) if isinstance(config.get("arm", {}), dict) else {}
+    if s["booms"] == "flexible":
+        if s["model"] != "multibody":
             problems.append(f"arm.booms: 'flexible' (booms with mass and modes) needs model = 'multibody', got model "
                             f"{table.get('model', DEFAULTS['model'])!r}")
-        if table.get("link_mass_scale", 1.0) != 1.0:
+        if s["link_mass_scale"] != 1.0:
             problems.append(f"arm.link_mass_scale: must be 1.0 with flexible booms (the tubes' mass is the links'), got "
                             f"{table['link_mass_scale']!r}")
-    if isinstance(table.get("boom_modes"), int) and not 1 <= table["boom_modes"] <= 4:
-        problems.append(f"arm.boom_modes: expected 1 to 4 modes per bending plane, got {table['boom_modes']!r}")
-    q0 = table.get("q0", DEFAULTS["q0"])
-    if not any(p.startswith("arm.q0") for p in problems):
-        model = _fixed_chain()
-        for i, (q, lo, hi) in enumerate(zip(q0, model.q_lower, model.q_upper, strict=True)):
-            if not lo <= q <= hi:
-                problems.append(f"arm.q0[{i}]: {JOINT_NAMES[i]} = {q} rad is outside its range [{lo}, {hi}] rad")
+    model = _fixed_chain()
+    for i, (q, lo, hi) in enumerate(zip(s["q0"], model.q_lower, model.q_upper, strict=True)):
+        if not lo <= q <= hi:
+            problems.append(f"arm.q0[{i}]: {JOINT_NAMES[i]} = {q} rad is outside its range [{lo}, {hi}] rad")
     return problems
 
 

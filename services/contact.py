@@ -195,12 +195,12 @@ from dynamics.spatial import mat_mat_rows as _mm
 from dynamics.spatial import mat_t_vec_rows as _mtv
 from dynamics.spatial import mat_vec_rows as _mv
 from errors import BerthsimError, ConfigError, NoSolutionError
-from protocol.config import check_table
+from protocol.config import check_table, check_values
 from protocol.coupling import Schedule
 from protocol.stability import StiffCoupling
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings", "validate"]
+__all__ = ["TABLES", "TABLE_KEYS", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -230,9 +230,8 @@ PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
     "points_B": ("list", []),
 }
 CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
-    "rigidize_delay": (_Num, 0.5),
+    "rigidize_delay": ("nonnegative", 0.5),
     "capture": (("impulsive", "compliant"), "impulsive"),
-    "snare": ("table", {}),
     "berthing": (("compliant", "impulsive"), "compliant"),
     "k": (_Num, 2.0e5),
     "exponent": (_Num, 1.0),
@@ -241,21 +240,36 @@ CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
     "mu_k": (_Num, 0.2),
     "v_stick": (_Num, 0.002),
     "impulsive_law": (("restitution", "cyril"), "restitution"),
-    "restitution": (_Num, 0.5),
-    "mu": (_Num, 0.3),
-    "r_E": (_Num, 0.5),
-    "r_f": (_Num, 0.5),
+    "restitution": (("range", 0.0, 1.0), 0.5),
+    "mu": ("nonnegative", 0.3),
+    "r_E": ("nonnegative", 0.5),
+    "r_f": ("nonnegative", 0.5),
     "source": (("model", "hil"), "model"),
-    "hil_max_age": (_Num, 0.05),
-    "hil_force_max": (_Num, 5000.0),
-    "hil_torque_max": (_Num, 1000.0),
-    "envelope": ("table", {}),
-    "latch": ("table", {}),
+    "hil_max_age": ("nonnegative", 0.05),
+    "hil_force_max": ("nonnegative", 5000.0),
+    "hil_torque_max": ("nonnegative", 1000.0),
     "surfaces": ("list", []),
 }
 LATCH_SPRING: dict[str, float] = {"k_lin": 1.0e7, "k_rot": 1.0e8, "c_lin": 2.0e5, "c_rot": 2.0e6}
 LATCH_DRIVE: dict[str, float] = {"close_time": 5.0, "final_position": 0.001, "final_angle": 0.001745}
 SNARE_SPRING: dict[str, float] = {"k_lin": 2.0e5, "k_rot": 2.0e6, "c_lin": 9.0e4, "c_rot": 5.0e5}
+ENVELOPE_KEYS: dict[str, tuple[Any, Any]] = {f.name: (_Num, f.default) for f in fields(dc.CaptureEnvelope)}
+"""``[contact.envelope]``: the :class:`dynamics.contact.CaptureEnvelope` fields."""
+LATCH_KEYS: dict[str, tuple[Any, Any]] = {
+    **{f.name: (_Num, f.default) for f in fields(dc.LatchCriteria)},
+    **{k: ("nonnegative", v) for k, v in (LATCH_SPRING | LATCH_DRIVE).items()},
+    "X_LB": (_VEC6, [0.0] * 6),
+    "model": (("spring", "constraint"), "spring"),
+    "baumgarte": ("positive", 20.0),  # 1/s
+}
+"""``[contact.latch]``: the :class:`dynamics.contact.LatchCriteria` fields, the latch spring–damper and stroke."""
+SNARE_KEYS: dict[str, tuple[Any, Any]] = {k: ("nonnegative", v) for k, v in SNARE_SPRING.items()}
+"""``[contact.snare]``: the snare's spring–damper."""
+CONTACT_KEYS["envelope"] = (ENVELOPE_KEYS, None)
+CONTACT_KEYS["latch"] = (LATCH_KEYS, None)
+CONTACT_KEYS["snare"] = (SNARE_KEYS, None)
+TABLE_KEYS = {"payload": PAYLOAD_KEYS, "contact": CONTACT_KEYS}
+"""The tables the contact service owns (it reads ``[orbiter]``'s :data:`ORBITER_READ`; the orbiter checks it)."""
 SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
     "point": (int, 0),
     "p_LoSo_L": (_VEC3, [0.0] * 3),
@@ -292,41 +306,22 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
                                    float(con["mu_s"]), float(con["mu_k"]), float(con["v_stick"]))
     except BerthsimError as err:
         problems.append(f"contact: {err}")
-    for key, lo, hi in (("restitution", 0.0, 1.0), ("mu", 0.0, np.inf), ("r_E", 0.0, np.inf), ("r_f", 0.0, np.inf),
-                        ("rigidize_delay", 0.0, np.inf), ("hil_max_age", 0.0, np.inf),
-                        ("hil_force_max", 0.0, np.inf), ("hil_torque_max", 0.0, np.inf)):
-        if not lo <= con[key] <= hi:
-            problems.append(f"contact.{key}: expected in [{lo}, {hi}], got {con[key]!r}")
-    env_keys = {f.name: (_Num, f.default) for f in fields(dc.CaptureEnvelope)}
-    env = check_table(con, "envelope", env_keys, problems)
-    out["envelope"] = dc.CaptureEnvelope(**{k: float(v) for k, v in env.items()})
-    latch_keys = {f.name: (_Num, f.default) for f in fields(dc.LatchCriteria)}
-    latch_keys.update({k: (_Num, v) for k, v in (LATCH_SPRING | LATCH_DRIVE).items()})
-    latch_keys["X_LB"] = (_VEC6, [0.0] * 6)
-    latch_keys["model"] = (("spring", "constraint"), "spring")
-    latch_keys["baumgarte"] = (_Num, 20.0)
-    lt = check_table(con, "latch", latch_keys, problems)
+    out["envelope"] = dc.CaptureEnvelope(**{k: float(v) for k, v in con["envelope"].items()})
+    lt = con["latch"]
     out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
     out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
     out["latch_drive"] = {k: float(lt[k]) for k in LATCH_DRIVE}
     out["latch_model"] = lt["model"]
     out["latch_baumgarte"] = float(lt["baumgarte"])
-    if not out["latch_baumgarte"] > 0.0:
-        problems.append(f"contact.latch.baumgarte: expected > 0 (1/s), got {lt['baumgarte']!r}")
     out["X_LB_berthed"] = pose_from_vector(lt["X_LB"]) if not problems else np.eye(4)
-    sn = check_table(con, "snare", {k: (_Num, v) for k, v in SNARE_SPRING.items()}, problems)
-    out["snare"] = {k: float(v) for k, v in sn.items()}
-    for table, vals in (("latch", out["latch_spring"] | out["latch_drive"]), ("snare", out["snare"])):
-        for k, val in vals.items():
-            if val < 0:
-                problems.append(f"contact.{table}.{k}: expected >= 0, got {val!r}")
+    out["snare"] = {k: float(v) for k, v in con["snare"].items()}
     surfaces = []
     for i, s in enumerate(con["surfaces"]):
         if not isinstance(s, dict):
             problems.append(f"contact.surfaces[{i}]: expected a table, got {s!r}")
             continue
-        v = check_table({"s": s}, "s", SURFACE_KEYS, sub := [])
-        problems.extend(p.replace("s.", f"contact.surfaces[{i}].", 1) for p in sub)
+        v = check_values(s, f"contact.surfaces[{i}]", SURFACE_KEYS, sub := [])
+        problems.extend(sub)
         if sub:
             continue
         if not 0 <= v["point"] < len(out["points_B"]):

@@ -111,6 +111,7 @@ from numpy.typing import NDArray
 from errors import ConfigError, LogError, MessageError
 from protocol.bus import SequenceTracker
 from protocol.codec import TopicCodec, envelopes, topic_codec
+from protocol.config import check_value
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
 from protocol.provenance import SampleGate
@@ -687,43 +688,49 @@ def _default_log_name() -> str:
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
-    """Problems of ``[services.NAME]`` of a logger (path, topics, chunk_size, flush_interval, writer_cpus)."""
+    """Problems of ``[services.NAME]`` of a logger beyond its options' kinds (:data:`OPTIONS`, checked by
+    :func:`protocol.config.validate`): path, topics, chunk_size, flush_interval, writer_cpus; each names its
+    full key (``services.NAME.path``)."""
+    where = f"services.{name}"
     svc = config["services"][name]
+    if any(check_value(where, svc[k], kind) for k, kind in OPTIONS.items() if k in svc):
+        return []  # listed by protocol.config, naming the key
     out = []
     topics = svc.get("topics", [])
     if not all(isinstance(t, str) and t for t in topics):
-        out.append(f"topics: expected a list of non-empty str, got {topics!r}")
+        out.append(f"{where}.topics: expected a list of non-empty str, got {topics!r}")
     else:
         unknown = [t for t in topics if t not in SCHEMAS]
         if unknown:
-            out.append(f"topics: no schema for {unknown} (known: {sorted(SCHEMAS)})")
+            out.append(f"{where}.topics: no schema for {unknown} (known: {sorted(SCHEMAS)})")
     if svc.get("chunk_size", CHUNK_SIZE) < 1024:
-        out.append(f"chunk_size: expected >= 1024 bytes, got {svc['chunk_size']!r}")
+        out.append(f"{where}.chunk_size: expected >= 1024 bytes, got {svc['chunk_size']!r}")
     if svc.get("flush_interval", 1.0) < 0:
-        out.append(f"flush_interval: expected >= 0 s, got {svc['flush_interval']!r}")
+        out.append(f"{where}.flush_interval: expected >= 0 s, got {svc['flush_interval']!r}")
     cpus = svc.get("writer_cpus", [])
     if not all(type(c) is int and c >= 0 for c in cpus):
-        out.append(f"writer_cpus: expected a list of CPU numbers (int >= 0), got {cpus!r}")
+        out.append(f"{where}.writer_cpus: expected a list of CPU numbers (int >= 0), got {cpus!r}")
     elif svc.get("host") is None and not set(cpus) <= _cpus():
-        out.append(f"writer_cpus: CPUs {sorted(set(cpus) - _cpus())} are not on this machine (it has {sorted(_cpus())})")
+        out.append(f"{where}.writer_cpus: CPUs {sorted(set(cpus) - _cpus())} are not on this machine "
+                   f"(it has {sorted(_cpus())})")
     path = _log_path(config, name)
     parent = path.parent if str(path.parent) else Path(".")
     overwrite = config.get("sim", {}).get("overwrite", False) is True
     if not parent.is_dir():
-        out.append(f"path: directory {str(parent)!r} of log {str(path)!r} does not exist")
+        out.append(f"{where}.path: directory {str(parent)!r} of log {str(path)!r} does not exist")
     elif path.is_dir():
-        out.append(f"path: log {str(path)!r} is a directory")
+        out.append(f"{where}.path: log {str(path)!r} is a directory")
     elif path.exists() and log_in_use(path):
-        out.append(f"path: log {str(path)!r} is being written by another run")
+        out.append(f"{where}.path: log {str(path)!r} is being written by another run")
     elif path.exists() and not overwrite:
-        out.append(f"path: log {str(path)!r} exists (launch.py run --overwrite replaces it)")
+        out.append(f"{where}.path: log {str(path)!r} exists (launch.py run --overwrite replaces it)")
     elif (why := _not_writable(path)) is not None:
-        out.append(f"path: log {str(path)!r} cannot be written: {why}")
+        out.append(f"{where}.path: log {str(path)!r} cannot be written: {why}")
     for other, o in config.get("services", {}).items():
         if other == name:
             break
         if isinstance(o, dict) and o.get("kind") == "logger" and _log_path(config, other).resolve() == path.resolve():
-            out.append(f"path: log {str(path)!r} is also written by services.{other} (one logger per file)")
+            out.append(f"{where}.path: log {str(path)!r} is also written by services.{other} (one logger per file)")
     return out
 
 

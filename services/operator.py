@@ -29,34 +29,34 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.commands import check_command, finite_number
+from protocol.commands import check_command
+from protocol.config import check_table, check_value
 from protocol.service import Port, ServicePorts
 
 TABLES = ("operator",)
 TOPIC = "operator/command"
 
+TABLE_KEYS = {"operator": {"script": ("list", [])}}
+"""``[operator]``: key -> (kind, default) (:func:`protocol.config.check_value`)."""
+
+
 def validate(config: dict[str, Any], name: str) -> list[str]:
-    """Problems of the ``[operator]`` table (every one listed)."""
-    table = config.get("operator", {})
-    if not isinstance(table, dict):
-        return [f"[operator]: expected a table, got {table!r}"]
-    problems = [f"operator.{k}: unknown key (known: script)" for k in table if k != "script"]
-    script = table.get("script", [])
-    if not isinstance(script, list):
-        return problems + [f"operator.script: expected a list of command tables, got {script!r}"]
+    """Problems of the ``[operator]`` table (every one listed): its keys, then each script command (a
+    table with ``t``, a time >= 0 in order, and a command of :mod:`protocol.commands`)."""
+    problems: list[str] = []
+    script = check_table(config, "operator", TABLE_KEYS["operator"], problems)["script"]
     last = -math.inf
     for i, c in enumerate(script):
         where = f"operator.script[{i}]"
-        if not isinstance(c, dict):
-            problems.append(f"{where}: expected a table {{t = ..., cmd = ...}}, got {c!r}")
+        if (bad := check_value(where, c, "table")):
+            problems.append(bad)
             continue
-        t = c.get("t")
-        if not finite_number(t) or t < 0:
-            problems.append(f"{where}.t: expected a time >= 0 [s], got {t!r}")
-        elif t < last:
-            problems.append(f"{where}.t: {t} is before the previous command's {last} (sort the script)")
+        if (bad := check_value(f"{where}.t", c.get("t"), "nonnegative")):
+            problems.append(bad)
+        elif c["t"] < last:
+            problems.append(f"{where}.t: {c['t']} is before the previous command's {last} (sort the script)")
         else:
-            last = t
+            last = c["t"]
         if "cmd" not in c:
             problems.append(f"{where}.cmd: missing")
             continue

@@ -47,6 +47,7 @@ Config::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,7 @@ from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "build", "ports", "validate"]
+__all__ = ["TABLES", "TABLE_KEYS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "build", "ports", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -73,23 +74,24 @@ _Num = (int, float)
 _VEC3 = ("vec", 3)
 _VEC6 = ("vec", 6)
 
-ORBITER_KEYS: dict[str, tuple[Any, Any]] = {
+ORBITER_KEYS: dict[str, tuple[Any, Any]] = {  # key: (kind, default) (protocol.config.check_value)
     "mass": (_Num, ORBITER_MASS),
     "inertia": ("inertia", ORBITER_INERTIA.tolist()),
     "X_WO": (_VEC6, [0.0] * 6),
     "v_WOo_W": (_VEC3, [0.0] * 3),
     "w_WO_O": (_VEC3, [0.0] * 3),
     "X_OL": (_VEC6, [0.0] * 6),
-    "orbit_altitude": (_Num, 0.0),
+    "orbit_altitude": ("nonnegative", 0.0),
     "gravity_gradient": (bool, True),
     "attitude": (("free_drift", "hold"), "free_drift"),
-    "kp": (_VEC3, [1.2e4, 8.0e4, 8.5e4]),
-    "kd": (_VEC3, [1.2e5, 8.0e5, 8.5e5]),
-    "torque_max": (_VEC3, [1.0e4, 2.0e4, 2.0e4]),
-    "dead_band": (_Num, 0.0087),
+    "kp": (("vec", 3, "positive"), [1.2e4, 8.0e4, 8.5e4]),
+    "kd": (("vec", 3, "nonnegative"), [1.2e5, 8.0e5, 8.5e5]),
+    "torque_max": (("vec", 3, "positive"), [1.0e4, 2.0e4, 2.0e4]),
+    "dead_band": ("nonnegative", 0.0087),
     "quat_ref": (("vec", 4), None),
-    "substeps": (int, 1),
+    "substeps": (("int", 1, math.inf), 1),
 }
+TABLE_KEYS = {"orbiter": ORBITER_KEYS}
 
 
 def _orbiter_values(config: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -99,17 +101,6 @@ def _orbiter_values(config: Mapping[str, Any], problems: list[str]) -> dict[str,
             rb.body_model("orbiter", t["mass"], t["inertia"])
         except BerthsimError as err:
             problems.append(f"orbiter: {err}")
-        if t["orbit_altitude"] < 0:
-            problems.append(f"orbiter.orbit_altitude: expected >= 0, got {t['orbit_altitude']!r}")
-        if t["substeps"] < 1:
-            problems.append(f"orbiter.substeps: expected >= 1, got {t['substeps']!r}")
-        if t["dead_band"] < 0:
-            problems.append(f"orbiter.dead_band: expected >= 0, got {t['dead_band']!r}")
-        for key in ("kp", "torque_max"):
-            if min(t[key]) <= 0:
-                problems.append(f"orbiter.{key}: expected > 0 per axis, got {t[key]!r}")
-        if min(t["kd"]) < 0:
-            problems.append(f"orbiter.kd: expected >= 0 per axis, got {t['kd']!r}")
         if t["quat_ref"] is not None and np.linalg.norm(t["quat_ref"]) < 1e-9:
             problems.append(f"orbiter.quat_ref: zero quaternion {t['quat_ref']!r}")
     return t

@@ -52,6 +52,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from errors import ConfigError, LogError
+from protocol.config import check_value
 from protocol.logfile import LogFile, open_log, select_topics
 from protocol.messages import SCHEMAS
 from protocol.service import Port, ServicePorts
@@ -471,19 +472,20 @@ class ReplaySource:
 
 # ---------------------------------------------------------------- service module
 def validate(config: dict[str, Any], name: str) -> list[str]:
-    """Problems of a replay service's ``[services.NAME]``: the log, the topic patterns, the
-    window (``start``, ``end``: times in int64 ns, the window not empty within the log) and
-    the pace (``rate``: finite, >= 0)."""
+    """Problems of a replay service's ``[services.NAME]`` beyond its options' kinds (:data:`OPTIONS`,
+    checked by :func:`protocol.config.validate`): the log, the topic patterns, the window (``start``,
+    ``end``: times in int64 ns, the window not empty within the log) and the pace (``rate`` >= 0).
+    Each problem names its full key (``services.NAME.rate``) and the command-line option that sets it."""
+    where = f"services.{name}"
     svc = config["services"][name]
     if "log" not in svc:
-        return ["log: missing (the MCAP file to replay)"]
-    given = {k: svc[k] for k in ("start", "end", "rate") if k in svc}
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in given.values()):
-        return []  # not a finite number: the option's type check (protocol.config) names it
+        return [f"{where}.log: missing (the MCAP file to replay)"]
+    if any(check_value(where, svc[k], kind) for k, kind in OPTIONS.items() if k in svc):
+        return []  # listed by protocol.config, naming the key
     problems = [bad for key in ("start", "end")
-                if key in given and (bad := check_seconds(given[key], f"{key} (--{key})"))]
-    if given.get("rate", 0.0) < 0:
-        problems.append(f"rate (--rate): expected >= 0 (0: as fast as possible), got {given['rate']!r}")
+                if key in svc and (bad := check_seconds(svc[key], f"{where}.{key} (--{key})"))]
+    if svc.get("rate", 0.0) < 0:
+        problems.append(f"{where}.rate (--rate): expected >= 0 (0: as fast as possible), got {svc['rate']!r}")
     if problems:
         return problems
     try:
@@ -492,14 +494,14 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
             start = max(_ns(svc.get("start")) or log.start_ns, log.start_ns)
             end = log.end_ns if svc.get("end") is None else min(_ns(svc["end"]), log.end_ns)
             if end < start:
-                return [f"start, end (--start, --end): the window [{start / _S:g}, {end / _S:g}] s is empty (log "
-                        f"{str(log.path)!r} spans [{log.start_ns / _S:g}, {log.end_ns / _S:g}] s)"]
+                return [f"{where}.start, {where}.end (--start, --end): the window [{start / _S:g}, {end / _S:g}] s "
+                        f"is empty (log {str(log.path)!r} spans [{log.start_ns / _S:g}, {log.end_ns / _S:g}] s)"]
     except LogError as err:
-        return [str(err)]
+        return [f"{where}.log: {err}"]
     except ConfigError as err:
-        return list(err.problems)
+        return [f"{where}.topics, {where}.exclude: {p}" for p in err.problems]
     if svc.get("paused") and not svc.get("keyboard"):
-        return ["paused: a paused replay needs the keyboard (a terminal)"]
+        return [f"{where}.paused: a paused replay needs the keyboard (a terminal)"]
     return []
 
 

@@ -65,6 +65,7 @@ import msgpack
 import numpy as np
 
 from protocol.codec import envelope
+from protocol.config import check_table
 from protocol.messages import SCHEMAS, TopicSchema, register_schema
 from protocol.service import Port, ServicePorts
 from protocol.stability import StiffCoupling
@@ -78,32 +79,34 @@ for _i in range(MAX_MASSES):
     register_schema(f"toy/event{_i}", TopicSchema(f"berthsim.ToyEvent{_i}", 1, "event", {"events": ("events", ())}))
 
 TABLES = ("toy",)
-OPTIONS = {"index": int, "role": str, "replay": str, "topics": list, "forge": str, "producer": str, "forge_hz": (int, float),
-           "rounds": int}
-_KEYS = {"mass": list, "k": list, "c": list, "rest": list, "x0": list, "v0": list, "out_dir": str, "fail_at": (int, float),
-         "fail_index": int, "fail_mode": str, "busy": (int, float), "events": bool}
+OPTIONS = {"index": int, "role": ("model", "sink", "source", "injector", "forger"), "replay": str, "topics": list,
+           "forge": str, "producer": str, "forge_hz": (int, float), "rounds": int}
+_NUMS = ("list", (int, float))
+TOY_KEYS: dict[str, tuple[Any, Any]] = {
+    "mass": (_NUMS, []), "k": (_NUMS, []), "c": (_NUMS, None), "rest": (_NUMS, []), "x0": (_NUMS, []),
+    "v0": (_NUMS, []), "out_dir": (str, None), "fail_at": ((int, float), None), "fail_index": (int, None),
+    "fail_mode": (("raise", "nan"), "raise"), "busy": ((int, float), None), "events": (bool, False),
+}
+"""``[toy]``: key -> (kind, default) (:func:`protocol.config.check_value`)."""
+TABLE_KEYS = {"toy": TOY_KEYS}
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
     """Problems of ``[toy]`` and ``[services.NAME].index``."""
-    toy = config.get("toy", {})
-    out = [f"toy.{k}: unknown key" for k in toy if k not in _KEYS]
-    out += [f"toy.{k}: expected {v}" for k, v in _KEYS.items() if k in toy and not isinstance(toy[k], v)]
-    if toy.get("fail_mode", "raise") not in ("raise", "nan"):
-        out.append(f"toy.fail_mode: expected 'raise' or 'nan', got {toy['fail_mode']!r}")
-    n = len(toy.get("mass", []))
+    out: list[str] = []
+    toy = check_table(config, "toy", TOY_KEYS, out)
+    n = len(toy["mass"])
     if not 2 <= n <= MAX_MASSES:
         out.append(f"toy.mass: expected 2..{MAX_MASSES} masses, got {n}")
     for key, size in (("k", n - 1), ("rest", n - 1), ("x0", n), ("v0", n), ("c", n - 1)):
-        if (key != "c" or key in toy) and len(toy.get(key, [])) != size:
+        if toy[key] is not None and len(toy[key]) != size:
             out.append(f"toy.{key}: expected {size} values")
     svc = config["services"][name]
     if svc.get("role", "model") != "model":
-        ok = svc["role"] in ("sink", "source", "injector", "forger")
-        return out if ok else out + [f"role: expected model/sink/source/injector/forger, got {svc['role']!r}"]
+        return out  # a sink, source, injector or forger (the role's kind: protocol.config)
     idx = svc.get("index")
     if not isinstance(idx, int) or not 0 <= idx < max(n, 1):
-        out.append(f"index: expected an int in 0..{n - 1}, got {idx!r}")
+        out.append(f"services.{name}.index: expected an int in 0..{n - 1}, got {idx!r}")
     return out
 
 

@@ -131,7 +131,7 @@ def _bad_input(case: str, tmp: Path, toy_log: Path) -> tuple[list[str | Path], s
         extra = LOGGER + LOGGER.replace("logger]", "logger2]")
         return ["run", toys(tmp, extra=extra), "--log", tmp / "x.mcap"], "is also written by services.logger"
     if case == "replay --rate -1":
-        return ["replay", toy_log, "--rate", "-1"], "rate (--rate): expected >= 0"
+        return ["replay", toy_log, "--rate", "-1"], "services.replay.rate (--rate): expected >= 0"
     if case == "replay empty window":
         return ["replay", toy_log, "--start", "0.8", "--end", "0.5"], "the window [0.8, 0.5] s is empty"
     if case == "replay --end inf":

@@ -586,21 +586,22 @@ def test_validate_refuses_log_paths_before_anything_starts(tmp_path):
         config = {"sim": sim, "services": svcs}
         return [p for name in svcs for p in validate(config, name)]
 
-    assert problems({"log": str(tmp_path)}) == [f"path: log {str(tmp_path)!r} is a directory"]
+    assert problems({"log": str(tmp_path)}) == [f"services.logger.path: log {str(tmp_path)!r} is a directory"]
     existing = tmp_path / "old.mcap"
     existing.write_bytes(b"")
-    assert problems({"log": str(existing)}) == [f"path: log {str(existing)!r} exists (launch.py run --overwrite "
-                                                "replaces it)"]
+    assert problems({"log": str(existing)}) == [f"services.logger.path: log {str(existing)!r} exists "
+                                                "(launch.py run --overwrite replaces it)"]
     assert problems({"log": str(existing), "overwrite": True}) == []
     assert problems({"log": "/proc/nowhere/x.mcap"})[0].endswith("does not exist")
-    assert problems({"log": "/proc/x.mcap"}) == ["path: log '/proc/x.mcap' cannot be written: No such file or "
-                                                 "directory"]
+    assert problems({"log": "/proc/x.mcap"}) == ["services.logger.path: log '/proc/x.mcap' cannot be written: "
+                                                 "No such file or directory"]
     two = problems({"log": str(tmp_path / "a.mcap")}, other={"kind": "logger", "rate_hz": 1000})
-    assert two == [f"path: log {str(tmp_path / 'a.mcap')!r} is also written by services.logger (one logger per file)"]
+    assert two == [f"services.other.path: log {str(tmp_path / 'a.mcap')!r} is also written by services.logger "
+                   "(one logger per file)"]
     lg = McapLogger(existing)
     try:
         assert problems({"log": str(existing), "overwrite": True}) == [
-            f"path: log {str(existing)!r} is being written by another run"]
+            f"services.logger.path: log {str(existing)!r} is being written by another run"]
     finally:
         lg.close()
     assert list(tmp_path.glob(".*probe")) == []  # the writability probe leaves nothing behind

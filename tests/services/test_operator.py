@@ -44,12 +44,12 @@ def test_commands_published_in_the_step_that_reaches_their_time():
     ({"t": 1.0, "cmd": "direct", "joint": "elbow_pitch"}, "drive: missing"),
     ({"t": 1.0, "cmd": "direct", "joint": "elbow_roll", "drive": 0.1}, "no such joint 'elbow_roll'"),
     ({"t": 1.0, "cmd": "mode", "mode": "dance"}, "expected one of"),
-    ({"t": 1.0, "cmd": "brakes", "on": "yes"}, "expected true/false"),
+    ({"t": 1.0, "cmd": "brakes", "on": "yes"}, "on: expected bool"),
     ({"t": 1.0, "cmd": "auto", "waypoints": []}, "non-empty list"),
     ({"t": 1.0, "cmd": "auto", "waypoints": [{"v": 0.1}]}, "waypoints[0].p: missing"),
     ({"t": 1.0, "cmd": "auto", "waypoints": [{"p": [1, 2, 3], "quat": [1, 1, 0, 0]}]}, "unit quaternion"),
-    ({"t": -1.0, "cmd": "stop"}, "expected a time >= 0"),
-    ({"cmd": "stop"}, "expected a time >= 0"),
+    ({"t": -1.0, "cmd": "stop"}, "t: expected a finite number >= 0"),
+    ({"cmd": "stop"}, "t: expected a finite number >= 0"),
     ({"t": 1.0}, "cmd: missing"),
 ])
 def test_bad_script_entries_are_listed(entry, fragment):
