@@ -229,7 +229,8 @@ def services_table(stats: dict[str, dict[str, Any]]) -> str:
     rows = [("service", "state", *cols)]
     rows += [(n, str(s.get("state", "—")), *(str(s.get(c, "—")) for c in cols)) for n, s in stats.items() if s]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  " + "  ".join(v.rjust(w) if i > 1 else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    return "\n".join("  " + "  ".join(v.rjust(w) if i > 1 else v.ljust(w)
+                                      for i, (v, w) in enumerate(zip(r, widths, strict=True)))
                      for r in rows)
 
 
@@ -394,8 +395,8 @@ def cmd_worker(a: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from protocol.bus import ControlClient
     from protocol.config import load, peers_of, processes_of, service_module, with_overrides
-    from protocol.security import Security
     from protocol.realtime import io_context, lock_memory, pin_cpus, preload
+    from protocol.security import Security
     from protocol.shell import run_process
     from protocol.timebase import period_ns
     config = with_overrides(load(a.config), json.loads(a.overrides))

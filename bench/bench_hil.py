@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 from hil.bridge import HilBridge  # noqa: E402
 from hil.config import parse  # noqa: E402
 from hil.emulator import spawn_emulator  # noqa: E402
-from protocol.realtime import set_normal, set_priority  # noqa: E402
 from hil.framing import CRC_SIZE, HEADER_SIZE, Arm, Engage, Hello, SetpointAxes, wire_size  # noqa: E402
 from hil.link import SerialLink, open_port  # noqa: E402
+from protocol.realtime import set_normal, set_priority  # noqa: E402
 from protocol.service import Sample  # noqa: E402
 
 RAW_AXES6 = HEADER_SIZE + 1 + 4 * 6 + CRC_SIZE

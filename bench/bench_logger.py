@@ -422,7 +422,8 @@ def main() -> None:
                 paced = scenario_messages(int(a.record_rate * a.record_seconds))
                 res["record_bus_paced"] = bench_bus(paced, tmp / "paced.mcap", tmp, a.record_rate)
                 if pin:
-                    res["record_bus_paced_pinned"] = bench_bus(paced, tmp / "paced_pinned.mcap", tmp, a.record_rate, pin)
+                    res["record_bus_paced_pinned"] = bench_bus(paced, tmp / "paced_pinned.mcap", tmp, a.record_rate,
+                                                               pin)
                 del paced
         if "log" in parts:
             if not (tmp / "sink.mcap").exists():

@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_mainjob import launch_sampled  # (bench/ is the script's directory)
-from bench_runtime import bare_loops
+from bench_mainjob import launch_sampled  # noqa: E402  (bench/ is the script's directory)
+from bench_runtime import bare_loops  # noqa: E402
 
 REALTIME = ROOT / "configs" / "srms_berthing_realtime.toml"
 
@@ -109,7 +109,7 @@ def floor(seconds: float) -> dict[str, Any]:
         names.append(proc)
     res = bare_loops(seconds, loops)
     return {name: {"rate_hz": round(rate), "priority": pr, "busy_us_per_step": round(busy, 1), **r}
-            for name, (rate, pr, busy), r in zip(names, loops, res)}
+            for name, (rate, pr, busy), r in zip(names, loops, res, strict=True)}
 
 
 def main(argv: list[str] | None = None) -> int:

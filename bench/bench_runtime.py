@@ -175,7 +175,7 @@ def _chain_node(url: str, i: int, n: int, ticks: int) -> None:
         own = [_node_frames(f"toy/state{i}", names[i], ticks)[0]]
         if i < n - 1:
             own.append(_node_frames(f"toy/spring{i}", names[i], ticks)[0])
-        mine = list(zip(*own))  # per tick: the frames this node sends
+        mine = list(zip(*own, strict=True))  # per tick: the frames this node sends
         expect = [(t.encode() + b"\0", _node_frames(t, senders[t], 1)[1]) for t in inputs]  # (prefix, seq offset)
         # start: probe until every neighbour's probe is seen, then keep probing (others may not
         # have seen ours yet) without reading the SUB until the parent says every node has seen all
@@ -222,7 +222,7 @@ def _chain_node(url: str, i: int, n: int, ticks: int) -> None:
                             have[j] += 1
                             break
         except bus.Timeout:
-            fail(f"tick {k}: no frame within {_NODE_WAIT_S} s (have {dict(zip(inputs, have))})")
+            fail(f"tick {k}: no frame within {_NODE_WAIT_S} s (have {dict(zip(inputs, have, strict=True))})")
         t1 = time.monotonic_ns()
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         gc.enable()

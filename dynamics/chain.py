@@ -48,7 +48,8 @@ fixed step with inputs held.
 
 Functions returning arrays of ``data`` (``forward_kinematics`` → ``data.X_WB``,
 ``mass_matrix`` → ``data.M``, ``forward_dynamics`` → ``data.vdot``) return read-only
-views (not writeable) that the next call on the same ``data`` overwrites: copy to keep. Kinematics are cached per ``q`` in ``data``.
+views (not writeable) that the next call on the same ``data`` overwrites: copy to keep. Kinematics are
+cached per ``q`` in ``data``.
 
 No I/O, clock or globals. Shapes are checked on entry (:class:`errors.ShapeError`);
 inadmissible model data raise :class:`errors.ModelError` naming the body and value.
@@ -331,7 +332,6 @@ class ChainModel:
 
         # Derived index data.
         off = 6 if floating else 0
-        nv = off + n
         v_index = np.array([-1] + [off + b - 1 for b in range(1, nb)], dtype=np.int64)
         body_of_v = np.array([0] * off + list(range(1, nb)), dtype=np.int64)
         anc_b = np.zeros((nb, nb), dtype=bool)  # anc_b[c, b]: b is an ancestor of c or c itself

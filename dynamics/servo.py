@@ -127,7 +127,7 @@ class ServoState:
     integ: Array
     current: Array
 
-    def copy(self) -> "ServoState":
+    def copy(self) -> ServoState:
         """A deep copy."""
         return ServoState(self.theta_m.copy(), self.omega.copy(), self.integ.copy(), self.current.copy())
 

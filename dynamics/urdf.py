@@ -19,6 +19,7 @@ from os import PathLike
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
 from dynamics.chain import ChainModel, chain_from_table, pose_xyz_rpy
 from errors import ModelError
 

@@ -261,7 +261,7 @@ class PassivityController:
         self.alpha = 0.0
         if self._w[0] != self.length:  # diag(ℓ², ℓ², ℓ², 1, 1, 1), made once per ℓ
             self._w = (self.length, np.array([self.length**2] * 3 + [1.0] * 3))
-        w = self._w[1]
+        w: Array = self._w[1]
         vwv = float(V_mid @ (w * V_mid))
         if self.enabled and excess > 0.0 and vwv > 1e-18 and power > 0.0:
             # at most cancel this step's power (F·V → 0): a larger α reverses the force and,

@@ -48,8 +48,8 @@ from hil.framing import (
     rejection_kind,
     wire_size,
 )
-from hil.link import TELEMETRY6_RAW, open_port
-from hil.rig import ContactPlane, RigCore
+from hil.link import TELEMETRY6_RAW, SerialPort, open_port
+from hil.rig import RigCore
 from protocol.realtime import set_priority
 
 __all__ = ["READY", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
@@ -288,7 +288,7 @@ class SocketPort:
         self.sock.close()
 
 
-def serve(port, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event | None = None,
+def serve(port: SerialPort, cfg: HilConfig, *, lockstep: bool = False, stop: threading.Event | None = None,
           telemetry_hz: float = 50.0, max_seconds: float | None = None, baud: float = 0.0) -> RigCore:
     """Run the emulator on ``port`` until ``stop`` is set, the peer closes, or ``max_seconds``.
 
@@ -401,7 +401,7 @@ class EmulatorProcess:
             self._slave_fd = -1
         return int(self.proc.returncode)
 
-    def __enter__(self) -> "EmulatorProcess":
+    def __enter__(self) -> EmulatorProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         master, slave = os.openpty()
         tty.setraw(slave)
         print(f"PTY {os.ttyname(slave)}", flush=True)
-        port = FdPort(master)
+        port: SerialPort = FdPort(master)
         cleanup.append(lambda: os.close(slave))
     elif a.listen:
         host, _, p = a.listen.rpartition(":")

@@ -19,7 +19,7 @@ import math
 import struct
 from collections import deque
 from dataclasses import dataclass, field
-from typing import ClassVar, Union
+from typing import ClassVar, Self
 
 from cobs import cobs
 
@@ -137,7 +137,7 @@ class _Empty:
         return b""
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "_Empty":
+    def unpack(cls, payload: bytes) -> Self:
         if payload:
             raise FrameError(f"{cls.TYPE.name}: payload length must be 0, got {len(payload)}")
         return cls()
@@ -199,7 +199,7 @@ class Arm:
         return self._S.pack(self.fingerprint, self.watchdog_ms)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "Arm":
+    def unpack(cls, payload: bytes) -> Arm:
         if len(payload) != cls._S.size:
             raise FrameError(f"ARM: payload length must be {cls._S.size}, got {len(payload)}")
         return cls(*cls._S.unpack(payload))
@@ -229,11 +229,11 @@ class SetpointPose:
         return self._S.pack(*vals)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "SetpointPose":
+    def unpack(cls, payload: bytes) -> SetpointPose:
         if len(payload) != cls._S.size:
             raise FrameError(f"SETPOINT_POSE: payload length must be {cls._S.size}, got {len(payload)}")
-        v = _finite(cls._S.unpack(payload), "SETPOINT_POSE")
-        return cls(p_RoPo_R=v[:3], quat_wxyz=v[3:])
+        x, y, z, qw, qx, qy, qz = _finite(cls._S.unpack(payload), "SETPOINT_POSE")
+        return cls(p_RoPo_R=(x, y, z), quat_wxyz=(qw, qx, qy, qz))
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +256,7 @@ class SetpointAxes:
         return _AXES_STRUCTS[len(vals)].pack(len(vals), *vals)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "SetpointAxes":
+    def unpack(cls, payload: bytes) -> SetpointAxes:
         n = payload[0] if payload else 0
         if not 1 <= n <= MAX_AXES or len(payload) != 1 + 4 * n:
             raise FrameError(f"SETPOINT_AXES: count {n} and payload length {len(payload)} disagree")
@@ -305,7 +305,7 @@ class Telemetry:
         return head + _TELEMETRY_STRUCTS[len(axes)].pack(*axes, *self.F_Po_P)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "Telemetry":
+    def unpack(cls, payload: bytes) -> Telemetry:
         if len(payload) < cls._H.size:
             raise FrameError(f"TELEMETRY: payload length {len(payload)} shorter than {cls._H.size}")
         es, et, hold, state, faults, n = cls._H.unpack_from(payload)
@@ -318,7 +318,7 @@ class Telemetry:
         if fault is None:  # a combination not seen before (u16: a handful in practice)
             fault = _FAULTS[faults] = Fault(faults)
         vals = _TELEMETRY_STRUCTS[n].unpack_from(payload, cls._H.size)
-        return cls(es, et, hold, st, fault, vals[:n], vals[n:])  # type: ignore[arg-type]
+        return cls(es, et, hold, st, fault, vals[:n], vals[n:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +345,7 @@ class Hello:
         return self._S.pack(self.fingerprint, self.n_axes, self.watchdog_ms)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "Hello":
+    def unpack(cls, payload: bytes) -> Hello:
         if len(payload) != cls._S.size:
             raise FrameError(f"HELLO: payload length must be {cls._S.size}, got {len(payload)}")
         return cls(*cls._S.unpack(payload))
@@ -387,14 +387,14 @@ class Nak:
         return self._S.pack(self.rejected, self.echo_seq, self.reason)
 
     @classmethod
-    def unpack(cls, payload: bytes) -> "Nak":
+    def unpack(cls, payload: bytes) -> Nak:
         if len(payload) != cls._S.size:
             raise FrameError(f"NAK: payload length must be {cls._S.size}, got {len(payload)}")
         return cls(*cls._S.unpack(payload))
 
 
-Message = Union[Heartbeat, Arm, Engage, Park, Reset, EStop, SetpointPose, SetpointAxes, Telemetry, Hello, Nak]
-_BY_TYPE: dict[int, type] = {
+Message = Heartbeat | Arm | Engage | Park | Reset | EStop | SetpointPose | SetpointAxes | Telemetry | Hello | Nak
+_BY_TYPE: dict[int, type[Message]] = {
     c.TYPE: c for c in (Heartbeat, Arm, Engage, Park, Reset, EStop, SetpointPose, SetpointAxes, Telemetry, Hello, Nak)
 }
 
@@ -607,8 +607,8 @@ class FrameDecoder:
                 continue
             self.frames += 1
         if len(self._buf) > 2 * MAX_RAW_SIZE:  # garbage without a delimiter: drop it
-            err = FrameError(f"overflow: {len(self._buf)} bytes without a delimiter")
-            self._reject("overflow", err)
-            out.append(err)
+            overflow = FrameError(f"overflow: {len(self._buf)} bytes without a delimiter")
+            self._reject("overflow", overflow)
+            out.append(overflow)
             self._buf.clear()
         return out

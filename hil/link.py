@@ -382,7 +382,7 @@ class SerialLink:
                 self._reader.join(1.0)
             self.port.close()
 
-    def __enter__(self) -> "SerialLink":
+    def __enter__(self) -> SerialLink:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -359,8 +359,9 @@ class RigCore:
                 a0, a1, T = self.target_prev.tolist(), self.target.tolist(), self.target_T
                 target = [p + s * (q - p) for p, q in zip(a0, a1, strict=True)]
                 v_seg = [(q - p) / T for p, q in zip(a0, a1, strict=True)] if s < 1.0 else [0.0] * len(a0)
-                x, v, a, _ = rate_limit_rows(target, self.x.tolist(), self.v.tolist(), self.limits, dt, v_seg)
-                self.x, self.v, self.a = np.array(x), np.array(v), np.array(a)
+                x_rows, v_rows, a_rows, _ = rate_limit_rows(target, self.x.tolist(), self.v.tolist(), self.limits, dt,
+                                                            v_seg)
+                self.x, self.v, self.a = np.array(x_rows), np.array(v_rows), np.array(a_rows)
         elif self.state in (RigState.PARKING, RigState.FAULT):
             self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral_axes, self.limits, dt)
             if self.state == RigState.PARKING and np.all(np.abs(self.x - self.neutral_axes) < 1e-6) \

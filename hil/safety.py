@@ -160,7 +160,7 @@ def _rate_constants(limits: RigLimits, dt: float) -> list[tuple[float, ...]]:
     hit = _RATE_CONSTANTS.get(key)
     if hit is not None and hit[0] is limits:
         return hit[1]
-    rows = []
+    rows: list[tuple[float, ...]] = []
     for lo, hi, vm, am, jm in zip(*limits.columns, strict=True):
         adt, k = am * dt, am * am / jm
         rows.append((lo, hi, vm, am, adt, adt * adt, 8.0 * am, 2.0 * vm * dt, k, k * k))

@@ -133,7 +133,7 @@ class RigLimits:
                                                   for k in ("lo", "hi", "v_max", "a_max", "j_max")))
 
     @classmethod
-    def uniform(cls, n: int, lo: float, hi: float, v_max: float, a_max: float, j_max: float) -> "RigLimits":
+    def uniform(cls, n: int, lo: float, hi: float, v_max: float, a_max: float, j_max: float) -> RigLimits:
         """The same limits on all ``n`` axes."""
         f = np.full
         return cls(f(n, lo), f(n, hi), f(n, v_max), f(n, a_max), f(n, j_max))
@@ -388,7 +388,8 @@ class StewartRig:
             dx = sol[:, 0].tolist()
             T = [T[0] + dx[3], T[1] + dx[4], T[2] + dx[5]]
             # δθ is expressed in R; quat_integrate wants it in P
-            q = quat_integrate_rows(q, *mat_t_vec_rows(Rf, dx[0], dx[1], dx[2]), 1.0)
+            wx, wy, wz = mat_t_vec_rows(Rf, dx[0], dx[1], dx[2])
+            q = quat_integrate_rows(q, wx, wy, wz, 1.0)
             Rf = rotation_rows(*q)
             step = max(map(abs, dx))
             # converged: this correction, or the next one as quadratic convergence predicts it
@@ -477,7 +478,7 @@ class StewartRig:
         if ref is not None:
             rows0, s_max, s_min = ref
             d2 = 0.0
-            for (a0, a1, a2, a3, a4, a5), (b0, b1, b2, b3, b4, b5) in zip(rows, rows0):
+            for (a0, a1, a2, a3, a4, a5), (b0, b1, b2, b3, b4, b5) in zip(rows, rows0, strict=True):
                 d2 += ((a0 - b0) * (a0 - b0) + (a1 - b1) * (a1 - b1) + (a2 - b2) * (a2 - b2)
                        + (a3 - b3) * (a3 - b3) + (a4 - b4) * (a4 - b4) + (a5 - b5) * (a5 - b5))
             d = math.sqrt(d2)
@@ -770,7 +771,7 @@ class PoseMap:
         else:
             s = last_feasible(rig.path_margin(path), g0=self._margin0, g1=margin)
             seen = {}
-        if s in seen:  # rig.assess(between(s)) without redoing the margin: the same floats
+        if s in seen and isinstance(rig, StewartRig):  # rig.assess(between(s)) without redoing the margin
             R, p, m, legs = seen[s]
             X = _pose_array(R, p)
             axes, inside = np.array([leg[0] for leg in legs]), bool(m >= 0.0 and rig._conditioned(legs))

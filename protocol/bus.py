@@ -1114,12 +1114,12 @@ class SequenceTracker:
         prev = np.r_[0, s[:-1]]
         known = np.ones(len(key), bool)
         names = [name_of(k) for k in key[first].tolist()]
-        for i, name in zip(first.tolist(), names):
+        for i, name in zip(first.tolist(), names, strict=True):
             before = self.last.get(name)
             known[i] = before is not None
             prev[i] = before if before is not None else 0
         missed[order] = np.where(known, np.maximum(s - prev - 1, 0), 0)
-        for name, v in zip(names, s[last].tolist()):
+        for name, v in zip(names, s[last].tolist(), strict=True):
             self.last[name] = v
         self.dropped += int(missed.sum())
         return missed

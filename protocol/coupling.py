@@ -75,7 +75,8 @@ import numpy as np
 from errors import ConfigError
 from protocol.messages import FULL_RATE_SUFFIX, TopicSchema, schema_for
 
-__all__ = ["PortCoupler", "Schedule", "complete", "coupling_periods", "is_due", "DERIVED_KINDS", "full_rate_topic", "FULL_RATE_SUFFIX"]
+__all__ = ["PortCoupler", "Schedule", "complete", "coupling_periods", "is_due", "DERIVED_KINDS", "full_rate_topic",
+           "FULL_RATE_SUFFIX"]
 
 DERIVED_KINDS = ("abs_max", "wrench_max")
 """How a derived (peak) field is computed from its source field over a coupling interval."""
@@ -211,7 +212,8 @@ class PortCoupler:
     __slots__ = ("topic", "kind", "h", "H", "n", "derived", "wrenches", "points", "_T", "_count", "_acc", "_peak",
                  "_last", "_direct", "_events")
 
-    def __init__(self, topic: str, kind: str, step_ns: int, coupling_ns: int, schema: TopicSchema | None = None) -> None:
+    def __init__(self, topic: str, kind: str, step_ns: int, coupling_ns: int,
+                 schema: TopicSchema | None = None) -> None:
         if step_ns <= 0 or coupling_ns < step_ns or coupling_ns % step_ns:
             raise ConfigError(f"{topic}: coupling period {coupling_ns} ns is not a whole multiple of the "
                               f"producer's period {step_ns} ns")
@@ -255,7 +257,7 @@ class PortCoupler:
 
     def _with_peaks(self, body: Mapping[str, Any]) -> dict[str, Any]:
         out = dict(body)
-        for name, _src, how in self.derived:
+        for name, _src, _how in self.derived:
             v = self._peak.get(name)
             if v is None:
                 raise ConfigError(f"{self.topic}: no value of {_src!r} in the interval to derive {name!r} from")

@@ -98,8 +98,8 @@ from protocol.bus import (
 from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, service_module, with_overrides
 from protocol.coupling import coupling_periods
-from protocol.service import Sample
 from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
+from protocol.service import Sample
 from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
 

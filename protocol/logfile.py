@@ -324,7 +324,7 @@ class LogFile:
         make = LogMessage._make
         for b in self.blocks(topics, start_ns, end_ns):
             yield from map(make, zip(b.t_ns.tolist(), b.topic.tolist(), b.payload.tolist(), b.wall_ns.tolist(),
-                                     b.seq.tolist()))
+                                     b.seq.tolist(), strict=True))
 
     def blocks(self, topics: Iterable[str] | None = None, start_ns: int | None = None,
                end_ns: int | None = None) -> Iterator[LogBlock]:
@@ -369,7 +369,7 @@ class LogFile:
             last = i + 1 == len(chunks)
             if not last and fresh < max(carried, _MERGE_MIN):
                 continue  # merge when the new messages outnumber those carried over (amortised)
-            cols = [np.concatenate(c) for c in zip(*held)] if len(held) > 1 else held[0]
+            cols = [np.concatenate(c) for c in zip(*held, strict=True)] if len(held) > 1 else held[0]
             if len(held) > 1:
                 order = np.lexsort((cols[2], cols[1], cols[0]))
                 cols = [c[order] for c in cols]
@@ -433,7 +433,7 @@ class LogFile:
                 and (end <= size).all()):
             raise LogError(f"log {str(self.path)!r}: message index does not match chunk at byte "
                            f"{ci.chunk_start_offset}")
-        payload = _objects([data[a:b] for a, b in zip(start.tolist(), end.tolist())])
+        payload = _objects([data[a:b] for a, b in zip(start.tolist(), end.tolist(), strict=True)])
         return [t, np.full(len(t), ci.chunk_start_offset, dtype=np.int64), off, topic, payload,
                 head["publish_time"].astype(np.int64), head["seq"].astype(np.int64)]
 
@@ -446,7 +446,7 @@ class LogFile:
         if not msgs:
             return _empty_columns()
         msgs.sort(key=lambda m: (m[0], m[1]))
-        t, pos, topic, payload, wall, seq = zip(*msgs)
+        t, pos, topic, payload, wall, seq = zip(*msgs, strict=True)
         return [np.array(t, dtype=np.int64), np.full(len(t), chunk_offset, dtype=np.int64),
                 np.array(pos, dtype=np.int64), _objects(list(topic)), _objects(list(payload)),
                 np.array(wall, dtype=np.int64), np.array(seq, dtype=np.int64)]
@@ -692,7 +692,7 @@ def producers(log: LogFile, topics: Iterable[str] | None = None) -> dict[str, st
     want = list(topics if topics is not None else log.topics)
     first: dict[str, bytes] = {}
     for b in log.blocks(want):  # one pass, until every topic has shown up
-        for topic, payload in zip(b.topic.tolist(), b.payload.tolist()):
+        for topic, payload in zip(b.topic.tolist(), b.payload.tolist(), strict=True):
             first.setdefault(topic, payload)
         if len(first) == len(want):
             break

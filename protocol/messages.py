@@ -51,9 +51,9 @@ The ``name`` (e.g. ``"berthsim.OrbiterState"``) is what the logger writes into M
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from errors import MessageError
 

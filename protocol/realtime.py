@@ -386,13 +386,15 @@ def admission(tasks: Sequence[Task], cores: int) -> tuple[bool, list[str], dict[
         good = hyperbolic_ok(us)
         ok &= good
         lines.append(f"core {c}: U = {sum(us):.3f} ({len(us)} processes), Π(1+U) = {prod:.3f} (bound 2), "
-                     f"Liu–Layland bound {liu_layland_bound(len(us)):.3f}: {'schedulable' if good else 'NOT schedulable'}")
+                     f"Liu–Layland bound {liu_layland_bound(len(us)):.3f}: "
+                     f"{'schedulable' if good else 'NOT schedulable'}")
     lines.append("admitted: every core is schedulable" if ok else
                  "refused: the services' measured steps do not fit this host's cores at these rates")
     return ok, lines, core_of
 
 
-def calibrate(config: Mapping[str, Any], services: Mapping[str, Any], seconds: float = 0.5) -> dict[str, tuple[float, float]]:
+def calibrate(config: Mapping[str, Any], services: Mapping[str, Any],
+              seconds: float = 0.5) -> dict[str, tuple[float, float]]:
     """Each model's step cost on this host: (p50, p99) [µs] over a short lockstep run.
 
     The run's models (sinks and sources left out) are built from ``config`` (a module's

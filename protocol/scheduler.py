@@ -284,7 +284,8 @@ class Scheduler:
         """Step every model that is ready, in timestamp order, until none is (or ``limit`` steps).
 
         Whichever ready model is furthest behind steps next (ties in any order: the input rule makes
-        the results the same); its outputs reach the others here at once. A model at ``t_end_ns`` is done (``t_end_ns`` 0: no end).
+        the results the same); its outputs reach the others here at once. A model at ``t_end_ns`` is done
+        (``t_end_ns`` 0: no end).
 
         Parameters
         ----------

@@ -581,7 +581,7 @@ class ProcessShell:
         while not all(any(op["op"] == "start" for op in q) for q in self._pending.values()):
             self._wait(50)
         msg: dict[str, Any] = {}
-        for name, q in self._pending.items():
+        for q in self._pending.values():
             msg = next(op for op in q if op["op"] == "start")
             q.remove(msg)
         self.start = msg

@@ -159,7 +159,8 @@ def event_progress(name: str, services: Mapping[str, Mapping[str, Any]]) -> tupl
             if kind != "event":
                 continue
             consumers = [ports(svc, "inputs") for n, svc in services.items()
-                         if n != name and svc.get("role") == "model" and any(t == topic for t, _ in ports(svc, "inputs"))]
+                         if n != name and svc.get("role") == "model"
+                         and any(t == topic for t, _ in ports(svc, "inputs"))]
             if all(witness_topics(ins, name) for ins in consumers):
                 sparse.add(topic)
     witnesses: Witnesses = {}

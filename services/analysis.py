@@ -276,7 +276,8 @@ def cyril1998() -> list[CyrilRow]:
         P_p = pl.mass * v_p
         L_p = np.cross(p_cm, P_p) + pl.I_Bcm_W @ w_p
         KE = ch.kinetic_energy(model, data, q, v) + 0.5 * pl.mass * v_p @ v_p + 0.5 * w_p @ pl.I_Bcm_W @ w_p
-        return CyrilRow(name, ee, v.copy(), v_p.copy(), w_p.copy(), P + P_p, L + L_p, float(KE), v_recede, imp, roots, x)
+        return CyrilRow(name, ee, v.copy(), v_p.copy(), w_p.copy(), P + P_p, L + L_p, float(KE), v_recede, imp, roots,
+                        x)
 
     rows = [row("pre-impact", "-", v0, v_pi, w_pi, float("nan"), np.zeros(3))]
     args = (M, J, v0, pl.mass, pl.I_Bcm_W, pl.p_BcmC_W, v_pi, w_pi)
@@ -353,7 +354,8 @@ def _cyril_files(rows: list[CyrilRow], out: Path) -> list[Path]:
         for r in rows:
             w.writerow([r.name, r.end_effector, *(f"{x:.12g}" for x in r.v), *(f"{x:.12g}" for x in r.v_p),
                         *(f"{x:.12g}" for x in r.w_p), *(f"{x:.12g}" for x in r.P_W),
-                        *(f"{x:.12g}" for x in r.L_Wo_W), f"{r.KE:.12g}", "" if np.isnan(r.v_recede) else f"{r.v_recede:.12g}",
+                        *(f"{x:.12g}" for x in r.L_Wo_W), f"{r.KE:.12g}",
+                        "" if np.isnan(r.v_recede) else f"{r.v_recede:.12g}",
                         *(f"{x:.12g}" for x in r.impulse_W), *(f"{x:.12g}" for x in r.roots)])
     from matplotlib.figure import Figure
 

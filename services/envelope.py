@@ -283,7 +283,8 @@ def plot_sweep(columns: Mapping[str, Array], params: Sequence[str], out_dir: str
         top = top * 2
     x = np.asarray(columns[top[0]], dtype=np.float64)
     y = np.asarray(columns[top[1]], dtype=np.float64) if top[1] != top[0] else np.zeros_like(x)
-    ax.scatter(x[good & ok], y[good & ok], s=14, marker="o", color="tab:green", label=f"success ({int((good & ok).sum())})")
+    ax.scatter(x[good & ok], y[good & ok], s=14, marker="o", color="tab:green",
+               label=f"success ({int((good & ok).sum())})")
     fail = good & ~ok
     ax.scatter(x[fail], y[fail], s=18, marker="x", color="tab:red", label=f"failure ({int(fail.sum())})")
     if err.any():
@@ -320,7 +321,7 @@ def plot_sweep(columns: Mapping[str, Array], params: Sequence[str], out_dir: str
     if names:
         fig = Figure(figsize=(8.27, 2.3 * len(names) + 0.8))
         axes = fig.subplots(len(names), 1, squeeze=False)[:, 0]
-        for a, f in zip(axes, names):
+        for a, f in zip(axes, names, strict=True):
             v = np.asarray(columns[f], dtype=np.float64)
             allv, okv = v[good & np.isfinite(v)], v[good & ok & np.isfinite(v)]
             if len(allv):

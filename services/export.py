@@ -212,7 +212,7 @@ def export(log_path: str | Path, fmt: str, out_dir: str | Path | None = None,
                     w = csv.writer(f)
                     w.writerow(names)
                     data = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols.values()]
-                    w.writerows(zip(*data))
+                    w.writerows(zip(*data, strict=True))
             written[topic] = (path, rows)
     return written
 

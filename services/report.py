@@ -146,7 +146,7 @@ def _events(tables: _Tables, topics: list[str]) -> list[tuple[float, str, str]]:
     out = []
     for topic in topics:
         c = tables[topic]
-        for t, evs in zip(c["t_ns"].tolist(), c["events"].tolist() if "events" in c else []):
+        for t, evs in zip(c["t_ns"].tolist(), c["events"].tolist() if "events" in c else [], strict=False):
             for ev in evs if isinstance(evs, list) else []:
                 if isinstance(ev, dict):
                     out.append((t / 1e9, topic, str(ev.get("kind", "?"))))
@@ -275,7 +275,7 @@ def _page_relative_pose(log: _Tables, rep: Report) -> Any:
         t = tc * 1e-9
         p = _vec(q, "p_WoTo_W")[ip] - _vec(o, "p_WoOo_W")[io]
         qo, qt = _vec(o, "quat_WO")[io], _vec(q, "quat_WT")[ip]
-        ang = np.degrees([quat_angle(a, b) for a, b in zip(qo, qt)])
+        ang = np.degrees([quat_angle(a, b) for a, b in zip(qo, qt, strict=True)])
         title, what = "Payload CoM relative to orbiter CoM, in W (payload/state, orbiter/state)", "p_OoTo_W"
     else:
         rep.skipped["relative_pose"] = "no hil/command, and not both orbiter/state and payload/state"
@@ -305,8 +305,8 @@ def _page_relative_rates(log: _Tables, rep: Report) -> Any:
         v = _vec(q, "v_WTo_W")[ip] - _vec(o, "v_WOo_W")[io]
         qo, qt = _vec(o, "quat_WO")[io], _vec(q, "quat_WT")[ip]
         wo, wt = _vec(o, "w_WO_O")[io], _vec(q, "w_WT_T")[ip]
-        w = np.degrees(np.array([quat_rotate(b, y) - quat_rotate(a, x) for a, x, b, y in zip(qo, wo, qt, wt)])
-                       .reshape(-1, 3))
+        w = np.degrees(np.array([quat_rotate(b, y) - quat_rotate(a, x)
+                                 for a, x, b, y in zip(qo, wo, qt, wt, strict=True)]).reshape(-1, 3))
         title = "Payload relative to orbiter: v_WTo_W - v_WOo_W and w_WT - w_WO, in W"
     else:
         rep.skipped["relative_rates"] = "no hil/command, and not both orbiter/state and payload/state"
@@ -359,7 +359,7 @@ def _page_joints(log: _Tables, rep: Report) -> Any:
     _plot(axes[1], t, np.degrees(qd), labels, "rate qd [deg/s]", legend=False)
     _plot(axes[2], t, tau, labels, "torque tau [N·m]", legend=False)
     if len(t):  # the largest |tau| inside each coupling interval travels in tau_peak
-        for lab, peak in zip(labels, joint_peaks(c).tolist()):
+        for lab, peak in zip(labels, joint_peaks(c).tolist(), strict=True):
             rep.peaks[f"joint {lab} |tau| max [N·m]"] = peak
     return fig, axes
 
@@ -388,7 +388,7 @@ def _page_momentum(log: _Tables, rep: Report) -> Any:
         p, quat, w, v = (_vec(cols, n)[idx] for n in (pn, qn, wn, vn))
         h_B = w @ I_B.T
         P += m * v
-        H += np.array([quat_rotate(a, b) for a, b in zip(quat, h_B)]).reshape(-1, 3) + m * np.cross(p, v)
+        H += np.array([quat_rotate(a, b) for a, b in zip(quat, h_B, strict=True)]).reshape(-1, 3) + m * np.cross(p, v)
         T += 0.5 * m * np.einsum("ij,ij->i", v, v) + 0.5 * np.einsum("ij,ij->i", w, h_B)
     fig, axes = _figure("Momentum and energy of orbiter + payload (arm not included)", 3)
     t = tc * 1e-9
@@ -421,7 +421,7 @@ def _page_timing(log: _Tables, rep: Report) -> Any:
             rep.peaks[f"{s} jitter p99 max [ms]"] = float(c["jitter_p99_ns"][k].max() * 1e-6)
             rep.peaks[f"{s} overruns"] = float(c["overruns"][k].max())
     for i, (ax, lab) in enumerate(zip(axes, ("step-start jitter [ms]", "overruns [count]", "input age [ms]",
-                                             "messages dropped [count]"))):
+                                             "messages dropped [count]"), strict=True)):
         ax.set_ylabel(lab)
         ax.grid(True, lw=0.3)
         if i < 2:  # the last two axes: one line per service in the colours of the second
@@ -601,7 +601,7 @@ they hold it (``latch``, after their stroke), the drift of the total linear
     events: list[dict[str, Any]] = []
     t_contact = None
     ce = d.get("contact/event", empty)
-    for t_ns, evs in zip(ce.get("t_ns", ()), ce.get("events", ())):
+    for t_ns, evs in zip(ce.get("t_ns", ()), ce.get("events", ()), strict=True):
         for ev in evs:
             events.append(dict(ev))
             if ev["kind"] == "first_contact" and t_contact is None and any(e["kind"] == "rigidize" for e in events):
@@ -643,7 +643,8 @@ they hold it (``latch``, after their stroke), the drift of the total linear
         V = np.asarray(first["capture"]["V_rel_pre_W"], dtype=float)
         out["capture"] = {"t": first["capture"]["t"], "v_rel_m_s": float(np.linalg.norm(V[3:])),
                           "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
-                          **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll") if k in first["capture"]}}
+                          **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll")
+                             if k in first["capture"]}}
     if "miss" in first:
         m = first["miss"]
         V = np.asarray(m["V_rel_pre_W"], dtype=float)
@@ -676,7 +677,7 @@ they hold it (``latch``, after their stroke), the drift of the total linear
 
 def _divergence(ctl: dict[str, Any]) -> dict[str, Any] | None:
     """The launcher's ``diverged`` word in a log's ``sim/control`` table (:mod:`protocol.launcher`), or None."""
-    for cmd, info in zip(ctl.get("cmd", ()), ctl.get("info", ())):
+    for cmd, info in zip(ctl.get("cmd", ()), ctl.get("info", ()), strict=True):
         if cmd == "diverged":
             return {"service": str(info.get("service", "?")), "t": float(info.get("t", 0.0)),
                     "reason": str(info.get("reason", ""))}

@@ -96,7 +96,8 @@ Robustness: a run that raises or diverges is a row with its error; a run whose w
 dies is a ``died`` row, and so is a run that was waiting on that worker (the sweep keeps
 only as many runs in flight as the cluster has threads, so that few do; the LocalCluster
 fails a task on the first death of its worker, an external scheduler may first retry it
-elsewhere, as its ``allowed-failures`` says); the sweep always finishes. The table is rewritten (atomically) every few seconds and at the end;
+elsewhere, as its ``allowed-failures`` says); the sweep always finishes. The table is rewritten
+(atomically) every few seconds and at the end;
 a sweep resumes from it: runs with a row are not run again, except ``died`` ones (they
 have no result). Ctrl-C cancels the runs in flight and writes the table so far.
 
@@ -661,7 +662,8 @@ def transplant(models: Mapping[str, Any], fresh_base: Sequence[Any], fresh_run: 
     return done
 
 
-def _frame(plan_cfg: Mapping[str, Any], p: Parameter, R_WB: np.ndarray, p_WoBo_W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _frame(plan_cfg: Mapping[str, Any], p: Parameter, R_WB: np.ndarray,
+           p_WoBo_W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``R_WF`` and ``p_WoFo_W`` of the parameter's frame F (W: its axes at the body's CoM)."""
     from dynamics.spatial import pose_from_vector
     key = BODIES[p.body][2].get(p.frame) if p.frame != "W" else None
@@ -1041,7 +1043,8 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
                 # the window's snapshot, and those of runs from t0 with each scenario value at both ends of
                 # its range (the references of check_parameter), all at once
                 todo_checks = [(i, v) for i in plan.config_parameters for v in plan.parameters[i].dispersion.extremes]
-                blob_task = client.submit(_prefix_task, plan_f, pure=False, key=f"berthsim-prefix-{plan.fingerprint[:12]}")
+                blob_task = client.submit(_prefix_task, plan_f, pure=False,
+                                          key=f"berthsim-prefix-{plan.fingerprint[:12]}")
                 refs = [client.submit(_reference_task, plan_f, i, v, pure=False) for i, v in todo_checks]
                 blob = blob_task.result()
                 # on every worker: a worker that dies takes no run's snapshot with it

@@ -275,7 +275,7 @@ def approach(cfg: dict, geom: rms.RmsGeometry, t_end: float) -> tuple:
             V = np.r_[R @ V[:3], R @ V[3:]]
         return np.linalg.solve(rms.rms_jacobian(P), V)
 
-    for (t0, V, fr), t1 in zip(segments, bounds[1:]):
+    for (t0, V, fr), t1 in zip(segments, bounds[1:], strict=True):
         if t1 > t0 and np.any(V):
             sol = solve_ivp(qdot, (t0, t1), q, args=(V, fr), rtol=1e-10, atol=1e-12, dense_output=True)
             assert sol.success

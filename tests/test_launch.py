@@ -54,7 +54,8 @@ def test_a_diverged_run_shows_where_and_no_physical_figure() -> None:
     fig = mark_diverged({**FIG, "phases": {"approach": 0.0, "capture": 7.0},
                          "interface_peak": {"force_N": 7.3e73, "moment_Nm": 1e70, "rig_force_N": 0.0},
                          "momentum_drift_Ns": 2.45e8},
-                        {"service": "contact", "t": 38.012, "reason": "topic 'payload/state', field 'quat_WT': not finite"})
+                        {"service": "contact", "t": 38.012,
+                         "reason": "topic 'payload/state', field 'quat_WT': not finite"})
     table = summary_table(fig, {"contact": {"steps": 38012, "overruns": 0}}, ok=False)
     assert _row(table, "DIVERGED").startswith("at t = 38.012 s in contact: topic 'payload/state'")
     assert _row(table, "phase: capture") == "from t =    7.00 s"

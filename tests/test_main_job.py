@@ -10,8 +10,8 @@
   1 s into the run. With the orbital terms off (W inertial, no external force), two
   lockstep runs give logs that are bit-identical apart from the wall-clock fields
   (``wall_ns`` of every envelope and the ``sim/*`` runtime statistics; the rig's
-  measurements over the pty are compared too, :data:`WALL_FIELDS`), and the total linear momentum of orbiter + payload (the SVDS arm is
-  massless, seed 003 eqs. 2-4…2-9) and their angular momentum about Wo are conserved
+  measurements over the pty are compared too, :data:`WALL_FIELDS`), and the total linear momentum of
+  orbiter + payload (the SVDS arm is massless, seed 003 eqs. 2-4…2-9) and their angular momentum about Wo are conserved
   across the capture impulse and the arm's forces, to the bound stated in
   :func:`test_capture_deterministic_and_momentum_conserved`;
 - realtime with the rig emulator started here on its own pty: kill one service process;
@@ -222,7 +222,7 @@ def test_capture_deterministic_and_momentum_conserved(tmp_path: Path) -> None:
     assert sorted(a) == sorted(b)
     for topic in a:
         assert len(a[topic]) == len(b[topic]), topic
-        diff = [i for i, (x, y) in enumerate(zip(a[topic], b[topic])) if x != y]
+        diff = [i for i, (x, y) in enumerate(zip(a[topic], b[topic], strict=True)) if x != y]
         assert not diff, f"{topic}: {len(diff)} messages differ, first at t = {a[topic][diff[0]][0]} ns"
     with open_log(logs[0]) as log:
         events = [e for m in log.messages(["contact/event"]) for e in decode(m.topic, m.payload).body["events"]]

@@ -115,11 +115,12 @@ def test_plastic_lock_conserves_momentum_zeroes_relative_twist_and_loses_predict
     # post-lock twists from the impulse agree with the lock's
     np.testing.assert_allclose(shift_twist(rb.spatial_velocity(sO1), c - sO.p_WoBo_W), lock.V_O_post, atol=1e-10)
     np.testing.assert_allclose(shift_twist(rb.spatial_velocity(sT1), c - sT.p_WoBo_W), lock.V_T_post, atol=1e-10)
-    P0 = [a + b for a, b in zip(rb.momentum(mO, sO), rb.momentum(mT, sT))]
-    P1 = [a + b for a, b in zip(rb.momentum(mO, sO1), rb.momentum(mT, sT1))]
+    P0 = [a + b for a, b in zip(rb.momentum(mO, sO), rb.momentum(mT, sT), strict=True)]
+    P1 = [a + b for a, b in zip(rb.momentum(mO, sO1), rb.momentum(mT, sT1), strict=True)]
     np.testing.assert_allclose(P1[0], P0[0], atol=1e-9)
     np.testing.assert_allclose(P1[1], P0[1], atol=1e-9)
-    dKE = rb.kinetic_energy(mO, sO) + rb.kinetic_energy(mT, sT) - rb.kinetic_energy(mO, sO1) - rb.kinetic_energy(mT, sT1)
+    dKE = (rb.kinetic_energy(mO, sO) + rb.kinetic_energy(mT, sT)
+           - rb.kinetic_energy(mO, sO1) - rb.kinetic_energy(mT, sT1))
     # the loss is that of the united body: KE before − KE of the common motion (independent formula)
     assert dKE == pytest.approx(lock.energy_loss, rel=1e-9)
     assert lock.energy_loss > 0

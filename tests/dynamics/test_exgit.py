@@ -234,9 +234,9 @@ def test_collision_against_pinocchio_impulse_dynamics(rng, kind, r):
         w1 = Vb1[:3]
         vb1 = Vb1[3:] - np.cross(w1, r_bc)
 
-        def total(vc, wb, vb):
-            P, L = ch.momentum(model, data, q, vc)
-            return np.concatenate([P + m_b * vb, L + I_b @ wb + np.cross(p_Bcm, m_b * vb)])
+        def total(vc, wb, vb):  # called in this iteration only, so the loop's values are the ones meant
+            P, L = ch.momentum(model, data, q, vc)  # noqa: B023
+            return np.concatenate([P + m_b * vb, L + I_b @ wb + np.cross(p_Bcm, m_b * vb)])  # noqa: B023
 
         h0, h1 = total(v, w_b, v_b), total(v1, w1, vb1)
         assert rel_err(h1, h0) <= TOL

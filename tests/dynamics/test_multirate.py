@@ -82,7 +82,7 @@ def test_hand_constraint_holds_at_the_acceleration_and_velocity_level():
     hand = (V_G, A_G, np.zeros(6))
     a = mr.held_accelerations(held, x, v_a, Q, A_b, hand, V_b)
     np.testing.assert_allclose(J[:, 6:] @ a + J[:, :6] @ A_b + held.Jdv, A_G, atol=1e-12)
-    for k in range(1, 101):
+    for _ in range(1, 101):
         x, v_a, a, lam, _ = mr.held_step(held, x, v_a, a, Q, V_b, A_b, hand)
         np.testing.assert_allclose(J[:, 6:] @ a + J[:, :6] @ A_b + held.Jdv, A_G, atol=1e-10)
     # the arm's share of the hand's velocity grows by what the accelerations give it over 0.1 s, exactly

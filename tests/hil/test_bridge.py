@@ -401,8 +401,8 @@ def test_two_lockstep_runs_over_a_pty_give_identical_feedback_and_status():
 def test_frames_default_to_the_orbiter_and_payload_tables():
     from hil.config import hil_table
 
-    config = {"orbiter": {"X_OL": [-0.5, 0.0, -1.7, 0.0, 0.0, 0.3]}, "payload": {"X_TB": [0.2, 0.0, 0.0, 0.0, 0.0, 0.0]},
-              "hil": {}}
+    config = {"orbiter": {"X_OL": [-0.5, 0.0, -1.7, 0.0, 0.0, 0.3]},
+              "payload": {"X_TB": [0.2, 0.0, 0.0, 0.0, 0.0, 0.0]}, "hil": {}}
     cfg = parse(hil_table(config))
     c, s = np.cos(0.3), np.sin(0.3)  # a 0.3 rad turn about z
     np.testing.assert_allclose(cfg.X_OL, [[c, -s, 0, -0.5], [s, c, 0, 0], [0, 0, 1, -1.7], [0, 0, 0, 1]], atol=1e-15)

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from hil.config import parse
-from protocol.realtime import set_normal, set_priority
 from hil.emulator import (
     LockstepPort,
     LockstepRig,
@@ -21,7 +20,6 @@ from hil.emulator import (
     serve,
     spawn_emulator,
 )
-from hil.rig import RigCore
 from hil.framing import (
     REJECT_REASONS,
     Arm,
@@ -37,7 +35,9 @@ from hil.framing import (
     encode_frame,
 )
 from hil.link import SerialLink, open_port
+from hil.rig import RigCore
 from hil.safety import SafetySupervisor, watchdog_timeout
+from protocol.realtime import set_normal, set_priority
 
 CFG = parse({})
 NEUTRAL = CFG.rig.inverse(CFG.rig.neutral)
@@ -329,9 +329,9 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
     """3 s of 250 Hz setpoints over a pty at 921,600 baud.
 
     Jitter is that of the stream the host puts on the line (the send instants against the
-    250 Hz schedule); it is printed, not asserted (timing targets live in bench/). What the rig sees also passes through the kernel's pty
-    buffer worker, a normal-priority kernel thread, so its arrival jitter depends on the
-    machine's load; it is measured and printed, and every frame must arrive, in order.
+    250 Hz schedule); it is printed, not asserted (timing targets live in bench/). What the rig sees
+    also passes through the kernel's pty buffer worker, a normal-priority kernel thread, so its
+    arrival jitter depends on the machine's load; it is measured and printed, and every frame must arrive, in order.
     """
     stats = tmp_path / "emu.json"
     period = 0.004

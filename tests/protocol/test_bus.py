@@ -329,7 +329,7 @@ def test_sequence_tracker_batches_count_as_one_by_one():
             nxt[names[c]] += int(rng.choice([1, 1, 1, 2, 5, 0, -1]))
             codes.append(c)
             seqs.append(nxt[names[c]])
-        expect = [one.see(*names[c], s) for c, s in zip(codes, seqs)]
+        expect = [one.see(*names[c], s) for c, s in zip(codes, seqs, strict=True)]
         got = bulk.see_batch(np.array(codes, np.int64), np.array(seqs, np.int64), names.__getitem__)
         assert got.tolist() == expect
         assert bulk.dropped == one.dropped and bulk.last == one.last

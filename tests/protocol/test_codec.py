@@ -298,13 +298,13 @@ def _header_case(topic, fields_bytes, r):
             "h": int(r.choice([1, 1_000_000, (1 << 63) - 1])),
             "wall": int(r.choice([0, 123, -1, 1 << 62, -(1 << 63)]))}
     mutation = r.choice(["none"] * 8 + ["version", "version u8", "str8 sender", "bad utf-8 sender", "empty sender",
-                                        "seq -1", "seq 2**63", "h 0", "h -1", "t 2**63", "wall 2**64-1", "float t", "nil h", "fields array",
-                                        "truncated", "trailing", "flip", "garbage", "empty"])
+                                        "seq -1", "seq 2**63", "h 0", "h -1", "t 2**63", "wall 2**64-1", "float t",
+                                        "nil h", "fields array", "truncated", "trailing", "flip", "garbage", "empty"])
     if mutation.startswith(("seq ", "h ", "t ", "wall ")):
         name, v = mutation.split()
         vals[name] = {"-1": -1, "0": 0, "2**63": 1 << 63, "2**64-1": (1 << 64) - 1}[v]
     ints = []
-    for name, v in vals.items():
+    for v in vals.values():
         enc = _int(v, r.choice(["min", "min", *_INT_FORMS]))
         ints.append(enc if enc is not None else msgpack.packb(v) if -(1 << 63) <= v < (1 << 64) else b"\xc0")
     ver = msgpack.packb(version + 1 if mutation == "version" else version)
@@ -343,7 +343,7 @@ def _fields_bytes(topic):
 
 
 def _check_rows(topics, tids, bodies, env):
-    for i, (tid, body) in enumerate(zip(tids, bodies)):
+    for i, (tid, body) in enumerate(zip(tids, bodies, strict=True)):
         try:
             want = codec.envelope(topics[tid], body)
         except MessageError:

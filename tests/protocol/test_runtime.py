@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import testkit.toys  # noqa: F401  (registers the toy topics)
-from testkit.ports import free_base_port
 from protocol.shell import BUSY_ENV
+from testkit.ports import free_base_port
 
 pytestmark = pytest.mark.integration
 

@@ -132,7 +132,8 @@ def test_two_hosts_via_netns_and_veth(tmp_path, keys):
     cfg = _secure_cfg(d, keys, f"tcp://{ip_a}:5550", duration=1.0)
     text = (cfg.read_text().replace("index = 1\n", 'index = 1\nhost = "b"\n')   # b publishes from host B
             .replace("index = 0\n", 'index = 0\nhost = "a"\n')
-            .replace(f'bus = "tcp://{ip_a}:5550"', f'bus = "tcp://{ip_a}:5550"\nhosts = {{a = "{ip_a}", b = "{ip_b}"}}'))
+            .replace(f'bus = "tcp://{ip_a}:5550"',
+                     f'bus = "tcp://{ip_a}:5550"\nhosts = {{a = "{ip_a}", b = "{ip_b}"}}'))
     cfg.write_text(text)
     try:
         ip("netns", "add", na)

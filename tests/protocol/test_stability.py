@@ -112,8 +112,8 @@ def test_check_refuses_a_coupling_too_slow_for_a_stiff_port_naming_it_and_the_li
     import sys
     from pathlib import Path
 
-    from protocol.config import load, validate
     from errors import ConfigError
+    from protocol.config import load, validate
 
     limit_ms = round(stable_limit(StiffCoupling("toy", "t", "s", K, C, M_A, M_B, predict=1), 1e-3, 1e-3) * 1e3)
     validate(load(_toy_config(tmp_path, 25)))  # 40 Hz, far below the limit: fine

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from protocol.service import Inputs, Port, Sample
 from errors import ConfigError
+from protocol.service import Inputs, Port, Sample
 from protocol.stepping import InputBuffer, event_progress
 
 MS = 1_000_000

@@ -351,14 +351,14 @@ k = [1.0]
 rest = [1.0]
 x0 = [0.0, 1.0]
 v0 = [0.0, 0.0]
-out_dir = "%s"
+out_dir = "OUT_DIR"
 [operator]
 script = [
   { t = 0.0, cmd = "mode", mode = "manual" },
   { t = 0.1, cmd = "rate", v = [0.02, 0.0, 0.0] },
   { t = 0.2, cmd = "joint", joint = "elbow_roll", rate = 0.01 },
 ]
-""" % tmp_path)
+""".replace("OUT_DIR", str(tmp_path)))
     p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(cfg)], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
     # the script is refused at config time: the joint does not exist
@@ -413,8 +413,9 @@ def test_closed_loop_heavy_payload_oscillates_at_the_linearized_first_mode():
 
     P0 = ORBITER_MASS * orb.v_WBo_W + M2 * pay.v_WBo_W
     # the servos hold (capture_control "brakes" sets the brakes at the capture: released at once)
-    out = m.step(0, h_ns, StepInputs(0, h_ns, states(0), {}, {"contact/event": events({"kind": "capture"}),
-                                                               "operator/command": events({"kind": "brakes", "on": False})}))
+    out = m.step(0, h_ns, StepInputs(0, h_ns, states(0), {},
+                                     {"contact/event": events({"kind": "capture"}),
+                                      "operator/command": events({"kind": "brakes", "on": False})}))
     assert m.mode == "hold" and not m.brakes
     tau = []
     for k in range(1, int(60.0 / h)):

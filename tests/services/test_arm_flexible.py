@@ -40,12 +40,14 @@ FLEX = {"model": "multibody", "booms": "flexible"}
 
 def _orbiter_sample(t_ns: int, h_ns: int, s: rb.RigidBodyState, a: Any = Z3, wd: Any = Z3) -> Sample:
     return Sample(t_ns, h_ns, "orbiter", 0, {"p_WoOo_W": s.p_WoBo_W, "quat_WO": s.quat_WB, "w_WO_O": s.w_WB_B,
-                                             "v_WOo_W": s.v_WBo_W, "a_WOo_W": np.asarray(a), "wdot_WO_O": np.asarray(wd)})
+                                             "v_WOo_W": s.v_WBo_W, "a_WOo_W": np.asarray(a),
+                                             "wdot_WO_O": np.asarray(wd)})
 
 
 def _payload_sample(t_ns: int, h_ns: int, s: rb.RigidBodyState, a: Any, wd: Any) -> Sample:
     return Sample(t_ns, h_ns, "contact", 0, {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B,
-                                             "v_WTo_W": s.v_WBo_W, "a_WTo_W": np.asarray(a), "wdot_WT_T": np.asarray(wd)})
+                                             "v_WTo_W": s.v_WBo_W, "a_WTo_W": np.asarray(a),
+                                             "wdot_WT_T": np.asarray(wd)})
 
 
 def test_flexible_booms_need_the_multibody_arm():

@@ -49,8 +49,8 @@ def _grappled(table: dict[str, Any], V0_E: np.ndarray) -> tuple[arm.ArmModel, rb
     X_OE = m.pose.X_OE.copy()
     X_OT = X_OE @ sp.pose_inverse(X_TG)
     w0, vE = V0_E[:3], V0_E[3:]
-    pay = rb.RigidBodyState(X_OT[:3, 3], sp.rotation_to_quat(X_OT[:3, :3]), vE + np.cross(w0, X_OT[:3, 3] - X_OE[:3, 3]),
-                            X_OT[:3, :3].T @ w0)
+    pay = rb.RigidBodyState(X_OT[:3, 3], sp.rotation_to_quat(X_OT[:3, :3]),
+                            vE + np.cross(w0, X_OT[:3, 3] - X_OE[:3, 3]), X_OT[:3, :3].T @ w0)
     ev = {"contact/event": [Sample(0, H_NS, "contact", 0, {"events": [{"kind": "capture"}]})]}
     out = m.step(0, H_NS, StepInputs(0, H_NS, {"orbiter/state": _orbiter_at_rest(),
                                                "payload/state": _payload_sample(0, pay)}, {}, ev))

@@ -91,7 +91,8 @@ class StandInArm:
         self.berth_distance = float(t.get("berth_distance", 0.0))
         self.X_EG: np.ndarray | None = None
         o = config["orbiter"]
-        self.orbiter0 = rb.state_from_pose(o.get("X_WO", [0.0] * 6), o.get("v_WOo_W", [0.0] * 3), o.get("w_WO_O", [0.0] * 3))
+        self.orbiter0 = rb.state_from_pose(o.get("X_WO", [0.0] * 6), o.get("v_WOo_W", [0.0] * 3),
+                                           o.get("w_WO_O", [0.0] * 3))
         self.gains = {"k_lin": 2.0e6, "k_rot": 2.0e7, "c_lin": 3.0e5, "c_rot": 3.0e6}
         self.wrench = {"F_Eo_W": np.zeros(6), "p_WoEo_W": np.zeros(3), "F_So_W": np.zeros(6),
                        "p_WoSo_W": np.zeros(3), "grappled": False}
@@ -241,7 +242,7 @@ def _bodies(cfg: dict[str, Any]) -> tuple[rb.RigidBodyModel, rb.RigidBodyModel]:
 def total_momentum(cfg: dict[str, Any], orb: rb.RigidBodyState, pay: rb.RigidBodyState) -> np.ndarray:
     """[L about Wo; P] of orbiter + payload (the arm is massless). [kg·m²/s, kg·m/s]"""
     mO, mT = _bodies(cfg)
-    P = [a + b for a, b in zip(rb.momentum(mO, orb), rb.momentum(mT, pay))]
+    P = [a + b for a, b in zip(rb.momentum(mO, orb), rb.momentum(mT, pay), strict=True)]
     return np.concatenate(P[::-1])
 
 
@@ -273,7 +274,8 @@ def real_arm_scenario() -> dict[str, Any]:
         "orbiter": {"w_WO_O": [0.0, 0.0, 1e-4]},
         "payload": {"mass": 12000.0, "inertia": [2.0e4, 3.0e4, 3.5e4],
                     "X_WT": [*X_WT[:3, 3], *Rotation.from_matrix(X_WT[:3, :3]).as_rotvec()],
-                    "v_WTo_W": list(X_WE[:3, :3] @ np.array([-0.005, 0.0, 0.0])), "X_TG": [-1.0, 0.0, 0.0, 0.0, 0.0, 0.0]},
+                    "v_WTo_W": list(X_WE[:3, :3] @ np.array([-0.005, 0.0, 0.0])),
+                    "X_TG": [-1.0, 0.0, 0.0, 0.0, 0.0, 0.0]},
         "contact": {"rigidize_delay": 0.2},
         "arm": {},
         "operator": {"script": [{"t": 0.0, "cmd": "brakes", "on": True}, {"t": 0.1, "cmd": "capture"},

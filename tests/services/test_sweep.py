@@ -260,7 +260,7 @@ def _strip(rows: list[dict]) -> list[dict]:
 def _equal(a: list[dict], b: list[dict]) -> bool:
     if len(a) != len(b):
         return False
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         if x.keys() != y.keys():
             return False
         for k in x:
