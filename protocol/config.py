@@ -663,9 +663,9 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if not isinstance(sec_in, dict):
             problems.append(f"[security]: expected a table, got {sec_in!r}")
         else:
-            found = len(problems)
+            before = len(problems)
             check_values(sec_in, "security", {k: (kind, None) for k, kind in SECURITY_KEYS.items()}, problems)
-            if len(problems) == found:
+            if len(problems) == before:
                 security = Security.from_table(sec_in, base_dir)
     if sim["transport"] == "tcp" and sim["bus"] and not is_loopback(sim["bus"]) and security is None:
         problems.append(f"sim.bus: {sim['bus']!r} is not loopback: a [security] table with CurveZMQ keys is required")
