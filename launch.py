@@ -226,7 +226,7 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str
 def services_table(stats: dict[str, dict[str, Any]]) -> str:
     """The end-of-run table of a run that is not the main job: each service's final statistics."""
     cols = ("steps", "overruns", "msgs_received", "msgs_dropped", "msgs_invalid")
-    rows = [("service", "state", *cols)]
+    rows: list[tuple[str, ...]] = [("service", "state", *cols)]
     rows += [(n, str(s.get("state", "—")), *(str(s.get(c, "—")) for c in cols)) for n, s in stats.items() if s]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  " + "  ".join(v.rjust(w) if i > 1 else v.ljust(w)

@@ -107,7 +107,7 @@ def clamped_free_frequencies(L: float, EI: float, rho_A: float, n: int) -> Array
 def clamped_free_torsion_frequencies(L: float, GJ: float, rho_J: float, n: int) -> Array:
     """First n torsion frequencies of a clamped–free uniform shaft, ``(2k − 1)π/(2L) √(GJ/ρJ) / 2π`` [Hz]."""
     k = np.arange(1, n + 1)
-    return (2 * k - 1) * math.pi / (2.0 * L) * math.sqrt(GJ / rho_J) / (2.0 * math.pi)
+    return (2 * k - 1) * math.pi / (2.0 * L) * math.sqrt(GJ / rho_J) / (2.0 * math.pi)  # type: ignore[return-value]  # numpy stubs: int64 times float, floating out
 
 
 def _positive(name: str, val: float, allow_zero: bool = False) -> float:
@@ -280,7 +280,7 @@ def torsion_functions(x: Array, L: float, n: int) -> tuple[Array, Array]:
     """Clamped–free torsion modes ``χ_k = sin((2k − 1)π x / 2L)`` and χ_k' at x, each (n, m)."""
     xa = np.asarray(x, dtype=np.float64).reshape(-1)
     c = (2 * np.arange(1, n + 1) - 1)[:, None] * math.pi / (2.0 * L)
-    return np.sin(c * xa[None, :]), c * np.cos(c * xa[None, :])
+    return np.sin(c * xa[None, :]), c * np.cos(c * xa[None, :])  # type: ignore[return-value]  # numpy stubs: float64 in, floating out
 
 
 @dataclass(frozen=True, slots=True, eq=False)

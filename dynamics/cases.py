@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -134,7 +135,8 @@ def _rod_inertia(m: float, L: float) -> Array:
     return np.diag([0.0, m * L * L / 12.0, m * L * L / 12.0])
 
 
-def _planar_chain(names, base_mass, base_I, lengths, masses, I_cm, mount_x: float) -> ch.ChainModel:
+def _planar_chain(names: list[str], base_mass: tuple[float, list[float]], base_I: Array, lengths: list[float],
+                  masses: list[float], I_cm: list[Array], mount_x: float) -> ch.ChainModel:
     nb = len(names)
     X = np.zeros((nb, 4, 4))
     X[0] = np.eye(4)
@@ -339,7 +341,7 @@ def srms_booms(n_modes: int = 1, *, torsion: bool = False, damping_ratio: float 
     r, t = 0.5 * SRMS_BOOM_DIAMETER, SRMS_BOOM_WALL
     A = 2.0 * np.pi * r * t
     I = np.pi * r ** 3 * t
-    kw = dict(modes_y=n_modes, modes_z=n_modes, modes_torsion=1 if torsion else 0,
+    kw: dict[str, Any] = dict(modes_y=n_modes, modes_z=n_modes, modes_torsion=1 if torsion else 0,
               GJ=SRMS_BOOM_G * 2.0 * I, polar_mass_per_length=SRMS_BOOM_DENSITY * A * r * r,
               damping_ratio=damping_ratio)
     rho_A = SRMS_BOOM_DENSITY * A

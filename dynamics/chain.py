@@ -1362,6 +1362,7 @@ def simulate(
         raise ShapeError(f"t_eval: expected increasing sample times, got shape {ts.shape}")
     nq, nv = model.nq, model.nv
     zero = np.zeros(nv)
+    tau_const = zero if tau is None or callable(tau) else np.asarray(tau, dtype=np.float64)
     count = [0]
     lk = sorted({int(k) for k in locked})
     if any(not 0 <= k < nv for k in lk):
@@ -1381,7 +1382,7 @@ def simulate(
         v = y[nq:]
         if model.floating:
             q[3:7] /= np.linalg.norm(q[3:7])
-        u = zero if tau is None else (tau(t, q, v) if callable(tau) else tau)
+        u = tau(t, q, v) if callable(tau) else tau_const
         vd = accel(q, v, u)
         count[0] += 1
         dq = np.empty(nq)

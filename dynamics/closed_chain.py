@@ -171,7 +171,7 @@ def _kkt(M: Array, J: Array, rhs_v: Array, rhs_c: Array) -> tuple[Array, Array]:
         raise SingularityError(f"loop closure: J_C M^-1 J_C^T singular (condition number {c:.3g}): "
                                "the chain cannot move the constraint in some direction (singular posture)")
     lam = np.linalg.solve(S, J @ Mi_r - rhs_c)
-    return Mi_r - MiJt @ lam, lam
+    return Mi_r - MiJt @ lam, lam  # type: ignore[return-value]  # numpy stubs: float64 in, floating out
 
 
 def forward_dynamics(

@@ -43,7 +43,8 @@ _P = np.block([[np.zeros((3, 3)), np.eye(3)], [np.eye(3), np.zeros((3, 3))]])
 _COND_MAX = 1e12
 
 
-def _parts(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, body: int, p_BoHo_B: ArrayLike):
+def _parts(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, body: int,
+           p_BoHo_B: ArrayLike) -> tuple[Array, Array, Array | None]:
     """Hand Jacobian J (6, nv), mass matrix M, and X = H_b⁻¹ H_bm (6, n) (None for a fixed base)."""
     J = ch.frame_jacobian(model, data, q, body, p_BoHo_B)
     M = ch.mass_matrix(model, data, q)
@@ -314,7 +315,7 @@ def _inv(A: Array, name: str) -> Array:
     c = np.linalg.cond(A)
     if not np.isfinite(c) or c > _COND_MAX:
         raise SingularityError(f"{name}: singular (condition number {c:.3g})")
-    return np.linalg.inv(A)
+    return np.linalg.inv(A)  # type: ignore[return-value]  # numpy stubs: float64 in, floating out
 
 
 def collision(
@@ -445,4 +446,4 @@ def resolved_rates(
             f"J* at body {model.names[body]!r} is singular (condition number {c:.3g} > {cond_max:.3g}) "
             f"at joint values {theta.tolist()} rad"
         )
-    return np.linalg.solve(Js, sp.as_vector(V_WH_W, 6, "V_WH_W"))
+    return np.linalg.solve(Js, sp.as_vector(V_WH_W, 6, "V_WH_W"))  # type: ignore[return-value]  # numpy stubs: float64 in, floating out

@@ -371,7 +371,8 @@ def passive_torques(gamma_J: ArrayLike, dtheta: ArrayLike) -> Array:
     tau_F : ndarray, shape (6,)
         [N·m]
     """
-    return -np.linalg.solve(np.asarray(gamma_J, dtype=np.float64), sp.as_vector(dtheta, 6, "dtheta"))
+    return -np.linalg.solve(  # type: ignore[return-value]  # numpy stubs: float64 in, floating out
+        np.asarray(gamma_J, dtype=np.float64), sp.as_vector(dtheta, 6, "dtheta"))
 
 
 def servo_flexibility_terms(gamma_J: ArrayLike) -> Array:

@@ -447,7 +447,7 @@ def plastic_impact_payload(
     f = -mp * (v_pf - vp)
     e = 0.0 if n_W is None else float(-v_pf @ _unit(n_W, "n_W"))
     lam = 0.0 if n_W is None else float(f @ _unit(n_W, "n_W"))
-    return PayloadImpact(psid_f, v_pf, w_pf, f, e, (lam, lam))
+    return PayloadImpact(psid_f, v_pf, w_pf, f, e, (lam, lam))  # type: ignore[arg-type]  # numpy stubs: float64 in, floating out
 
 
 # ---------------------------------------------------------------- Cyril, non-plastic
@@ -680,7 +680,7 @@ def point_impact(
     if un >= 0.0:
         P = np.zeros(3)
     else:
-        P = np.linalg.solve(K, -e * un * n - u)
+        P = np.linalg.solve(K, -e * un * n - u)  # type: ignore[assignment]  # numpy stubs: float64 in, floating out
         Pn = float(P @ n)
         Pt = P - Pn * n
         if np.linalg.norm(Pt) > mu * Pn:

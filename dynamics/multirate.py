@@ -176,7 +176,7 @@ def hold(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike, K
         Si = np.linalg.inv(S)
         G2 = X @ Si
         G1 = Mi - G2 @ X.T
-        F1, F2 = G2.T, -Si
+        F1, F2 = G2.T, -Si  # type: ignore[assignment]  # numpy stubs: float64 in, floating out
     W = np.linalg.inv(np.eye(na) + G1 @ (0.5 * h * Da + 0.25 * h * h * Ka))
     return HeldArm(na, _ro(M[6:, :6]), _ro(M_bb), _ro(M[:6, 6:]), _ro(bias), None if J is None else _ro(J),
                    _ro(Jdv), _ro(Ka), _ro(Da), float(h), _ro(G1), _ro(G2), _ro(F1), _ro(F2), _ro(W))

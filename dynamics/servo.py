@@ -199,8 +199,8 @@ def servo_initial(theta: ArrayLike) -> ServoState:
     return ServoState(th.copy(), z.copy(), z.copy(), z.copy())
 
 
-def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: ArrayLike, h: float, *,
-               k: ArrayLike | None = None, c: ArrayLike | None = None, theta: ArrayLike | None = None,
+def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Sequence[bool] | NDArray[np.bool_],
+               h: float, *, k: ArrayLike | None = None, c: ArrayLike | None = None, theta: ArrayLike | None = None,
                theta_dot: ArrayLike | None = None, n_sub: int = 1,
                direct: Sequence[float | None] | None = None) -> tuple[ServoState, Array, Array]:
     """Advance the six servos by ``h`` seconds.
@@ -241,6 +241,8 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Array
     if len(br) != 6:
         raise ShapeError(f"brakes: expected 6 flags, got {len(br)}")
     if k is not None:
+        if theta is None or theta_dot is None:
+            raise ShapeError("theta, theta_dot: required with k (the loaded joint's angle and rate)")
         loaded = (sp.as_vector(k, 6, "k").tolist(), sp.as_vector(c if c is not None else np.zeros(6), 6, "c").tolist(),
                   sp.as_vector(theta, 6, "theta").tolist(), sp.as_vector(theta_dot, 6, "theta_dot").tolist())
     else:

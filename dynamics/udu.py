@@ -123,6 +123,7 @@ def spd_solve(A: ArrayLike, b: ArrayLike, name: str = "M") -> Array:
     SingularityError
         If ``A`` is not (numerically) positive definite.
     """
+    A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
     try:
         np.linalg.cholesky(A)  # the positive-definiteness test
     except np.linalg.LinAlgError as err:

@@ -105,9 +105,14 @@ def chain_from_urdf_string(
         root = ET.fromstring(text)
     except ET.ParseError as err:
         raise ModelError(f"{source}: not well-formed XML ({err})") from err
-    links = {el.get("name"): el for el in root.findall("link")}
+    links: dict[str, ET.Element] = {}
+    for el in root.findall("link"):
+        lname = el.get("name")
+        if lname is None:
+            raise ModelError(f"{source}: a <link> has no name")
+        links[lname] = el
     joints = root.findall("joint")
-    children: dict[str, list[ET.Element]] = {name: [] for name in links}
+    children: dict[str, list[tuple[ET.Element, str]]] = {name: [] for name in links}  # (joint, child link)
     child_links = set()
     for j in joints:
         jname = j.get("name")
@@ -115,12 +120,12 @@ def chain_from_urdf_string(
         if p_el is None or c_el is None:
             raise ModelError(f"{source}: joint {jname!r} lacks <parent> or <child>")
         p, c = p_el.get("link"), c_el.get("link")
-        if p not in links or c not in links:
+        if p is None or c is None or p not in links or c not in links:
             raise ModelError(f"{source}: joint {jname!r} connects unknown links {p!r} -> {c!r}")
         if c in child_links:
             raise ModelError(f"{source}: link {c!r} is the child of more than one joint")
         child_links.add(c)
-        children[p].append(j)
+        children[p].append((j, c))
     roots = [name for name in links if name not in child_links]
     if len(roots) != 1:
         raise ModelError(f"{source}: expected one root link, found {roots}")
@@ -158,10 +163,9 @@ def chain_from_urdf_string(
     visited = {root_name}
     while stack:
         link, body, X_BL = stack.pop()
-        for j in reversed(children[link]):
+        for j, child in reversed(children[link]):
             jname = j.get("name", "")
             typ = j.get("type")
-            child = j.find("child").get("link")  # type: ignore[union-attr]
             if child in visited:
                 raise ModelError(f"{source}: link {child!r} reached twice (closed loop)")
             visited.add(child)
@@ -173,7 +177,8 @@ def chain_from_urdf_string(
                 continue
             if typ not in ("revolute", "continuous", "prismatic"):
                 raise ModelError(f"{source}: joint {jname!r} has unsupported type {typ!r}")
-            ax = _floats(j.find("axis").get("xyz") if j.find("axis") is not None else None, 3, (1.0, 0.0, 0.0),
+            axis_el = j.find("axis")
+            ax = _floats(axis_el.get("xyz") if axis_el is not None else None, 3, (1.0, 0.0, 0.0),
                          f"joint {jname!r} axis")
             lim = j.find("limit")
             lo, hi, v_max, t_max = -np.inf, np.inf, np.inf, np.inf

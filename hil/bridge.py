@@ -19,10 +19,11 @@ simulation time, and each step waits for the reply to its own frame (see
 :meth:`HilBridge._read`) — or, with ``[hil] pipeline = true``, for the reply to the previous
 step's frame, at the start of the step: the rig then works while the rest of the simulation
 steps, and its measurement reaches the simulation one link period later, as over a real
-line — so ``hil/feedback`` and ``hil/status`` depend on the simulation only. Their delay figures (``delay_s``, ``rtt_p50_s``, ``rtt_p99_s``) and ``rx_fps`` are
-then simulated-time figures: the emulator's configured transport delay, rounded up to the
-bridge's steps. Prediction (``[hil.compensation] predict``) uses that simulated round
-trip in lockstep — deterministic too — and the wall-clock round trip in realtime.
+line — so ``hil/feedback`` and ``hil/status`` depend on the simulation only. Their delay
+figures (``delay_s``, ``rtt_p50_s``, ``rtt_p99_s``) and ``rx_fps`` are then simulated-time
+figures: the emulator's configured transport delay, rounded up to the bridge's steps.
+Prediction (``[hil.compensation] predict``) uses that simulated round trip in lockstep —
+deterministic too — and the wall-clock round trip in realtime.
 
 A lossy link in lockstep: every frame is followed by a second delimiter, so that a
 corrupted frame ends where it should and the rig rejects it with a NAK; a frame the rig
@@ -184,7 +185,7 @@ def _predicted(sample: Any, t_ns: int, names: tuple[str, ...]) -> dict[str, Any]
     dt = (t_ns - sample.t_ns) * 1e-9
     b = sample.body
     if dt <= 0.0:
-        return b  # type: ignore[no-any-return]
+        return b
     p, q, v, w, a, wd = names
     P, Q, V, W = predict_rows(_floats(b[p], 3, p), _floats(b[q], 4, q), _floats(b[v], 3, v), _floats(b[w], 3, w),
                               _floats(b[a], 3, a), _floats(b[wd], 3, wd), dt)
@@ -409,7 +410,7 @@ class HilBridge:
             self._send(link, Heartbeat(), t_us)
         elif self.cfg.table["setpoint"] == "pose":
             q = quat_integrate(_ONE, rotation_vector(X_RP[:3, :3]), 1.0)  # scipy-free matrix → quaternion
-            self._send(link, SetpointPose(tuple(X_RP[:3, 3]), tuple(q)), t_us)  # type: ignore[arg-type]
+            self._send(link, SetpointPose(tuple(X_RP[:3, 3]), tuple(q)), t_us)
         else:
             self._send(link, SetpointAxes(tuple(setpoint.tolist())), t_us)
 

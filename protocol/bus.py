@@ -135,10 +135,18 @@ class Bus(Protocol):
         What :class:`Poller` waits on for this bus.
     """
 
-    send_frame: Callable[[bytes], Any]
-    recv_wait: Callable[[], bytes]
-    Timeout: type[BaseException]
-    poll_handle: Any
+    # read-only members: a backend may have them as methods, instance or class attributes
+    @property
+    def send_frame(self) -> Callable[[bytes], Any]: ...
+
+    @property
+    def recv_wait(self) -> Callable[[], bytes]: ...
+
+    @property
+    def Timeout(self) -> type[BaseException]: ...
+
+    @property
+    def poll_handle(self) -> Any: ...
 
     def send(self, topic: str, payload: bytes) -> None:
         """Publish ``payload`` on ``topic`` (BusError if the bus cannot send)."""
@@ -509,7 +517,7 @@ def _frame_sender(sock: zmq.Socket) -> Callable[[bytes], Any]:
     bytes without routing_id or group), or ``sock.send`` itself where pyzmq has no such base class."""
     base = getattr(zmq.backend, "Socket", None)
     if isinstance(base, type) and isinstance(sock, base) and hasattr(base, "send"):
-        return base.send.__get__(sock)  # type: ignore[no-any-return]
+        return base.send.__get__(sock)
     return sock.send
 
 
@@ -696,7 +704,7 @@ class ZmqControlClient(ControlClient):
 
     def recv(self, timeout: float = 0.0) -> dict[str, Any] | None:
         """The next map from the launcher, or None after ``timeout`` s (malformed: None)."""
-        if not self.sock.getsockopt(_EVENTS) & _POLLIN:
+        if not self.sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # EVENTS reads an int
             if timeout <= 0 or not self.sock.poll(int(timeout * 1000)):
                 return None
         try:

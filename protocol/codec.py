@@ -718,10 +718,10 @@ def envelopes(topics: Sequence[str], tids: Sequence[int] | np.ndarray, bodies: S
     sender = np.where(same, own[r], own)
     ok &= (sender >= 0) & _well_formed(blob, p, end)
     # what the fast path refused goes through envelope() itself
-    for i in np.flatnonzero(~ok):
+    for i in np.flatnonzero(~ok).tolist():
         body = bodies[i]
         try:
-            _, s, seq[i], t_ns[i], h_ns[i], wall_ns[i] = envelope(topics[tid[i]], body)
+            _, s, seq[i], t_ns[i], h_ns[i], wall_ns[i] = envelope(topics[int(tid[i])], body)
         except MessageError:
             continue
         ok[i] = True

@@ -77,10 +77,10 @@ found nothing). With them, before anything starts: two services producing one to
 refused, and, when every service's module has ``ports``, each output's coupling period is
 computed (:func:`protocol.coupling.coupling_periods`) and checked — the run must not wait on
 itself (:func:`protocol.coupling.check_schedule`) and no stiff coupling may be coupled more
-slowly than it can bear (``stiff_couplings`` of the module, :mod:`protocol.stability`). ``validate`` must not start anything. ``build`` runs
-in the service's own process (or thread with ``--inprocess``); what it returns is
-run by :mod:`protocol.shell` (a :class:`protocol.service.ServiceModel`, or a sink /
-source as documented there).
+slowly than it can bear (``stiff_couplings`` of the module, :mod:`protocol.stability`).
+``validate`` must not start anything. ``build`` runs in the service's own process (or thread
+with ``--inprocess``); what it returns is run by :mod:`protocol.shell` (a
+:class:`protocol.service.ServiceModel`, or a sink / source as documented there).
 
 Validation (:func:`validate`) collects *every* problem — unknown keys, wrong types,
 bad enum values, rates that do not divide, times beyond int64 ns (duration, periods,

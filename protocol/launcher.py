@@ -194,9 +194,9 @@ class Launcher:
                  on_message: Callable[[str, Sample], None] | None = None, subscribe: tuple[str, ...] | list[str] = (),
                  tick_period: float = 0.25) -> None:
         if on_tick is not None:
-            self.on_tick = on_tick  # type: ignore[method-assign]
+            self.on_tick = on_tick  # type: ignore[method-assign, assignment]  # the hook given replaces the method
         if on_message is not None:
-            self.on_message = on_message  # type: ignore[method-assign]
+            self.on_message = on_message  # type: ignore[method-assign, assignment]  # as on_tick
         self.subscribe = tuple(t for t in subscribe if t not in ("sim/stats", "sim/control"))
         self.tick_period = float(tick_period)
         self._next_tick = 0.0
@@ -717,7 +717,7 @@ class Launcher:
             thread.join(0.5)
 
     def _summary(self, t_end: int | None, wall: float | None) -> None:
-        out = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,
+        out: dict[str, Any] = {"event": "summary", "t_end_ns": t_end, "wall_s": wall,
                "services": {n: r.stats or r.live for n, r in self.records.items()}}
         if self.diverged:
             out["diverged"] = dict(self.diverged)

@@ -400,8 +400,8 @@ class LogFile:
         data = stream.read(size)
         times, offsets, codes, names = [], [], [], []
         for cid, at in ci.message_index_offsets.items():
-            topic = chan.get(cid)
-            if topic is None:
+            name = chan.get(cid)
+            if name is None:
                 continue
             o = at - ci.chunk_start_offset
             op, _, index_cid, nbytes = _INDEX_HEAD.unpack_from(raw, o)
@@ -411,7 +411,7 @@ class LogFile:
             times.append(pairs[:, 0])
             offsets.append(pairs[:, 1])
             codes.append(len(pairs))
-            names.append(topic)
+            names.append(name)
         if not times:
             return _empty_columns()
         t, off = np.concatenate(times), np.concatenate(offsets)

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from errors import MessageError
+from protocol.service import PortKind
 
 __all__ = [
     "FULL_RATE_SUFFIX",
@@ -120,7 +121,7 @@ class TopicSchema:
 
     name: str
     version: int
-    kind: str
+    kind: PortKind
     fields: Mapping[str, FieldSpec]
     wrenches: tuple[tuple[str, str], ...] = ()
     derived: Mapping[str, tuple[str, str]] = field(default_factory=dict)

@@ -49,7 +49,7 @@ class Output:
         self.prefix = port.topic.encode() + SEPARATOR
         self.codec: TopicCodec = topic_codec(port.topic)
         self.coupler = PortCoupler(port.topic, port.kind, step_ns, coupling_ns, schema)
-        self.empty = {"events": []} if tuple(schema.fields) == ("events",) else None
+        self.empty: dict[str, Any] | None = {"events": []} if tuple(schema.fields) == ("events",) else None
         self.sparse = sparse and self.empty is not None
         self.full_prefix = (full_rate_topic(port.topic).encode() + SEPARATOR
                             if full_rate and port.kind != "event" else None)

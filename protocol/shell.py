@@ -390,12 +390,12 @@ class ProcessShell:
                     c.buf.add(topic, sample)
                     c.received += 1
                 return
-        topic = self._topic_of.get(frame[:i]) if i > 0 else None
-        if topic == "sim/control":
+        known = self._topic_of.get(frame[:i]) if i > 0 else None
+        if known == "sim/control":
             self._on_control_frame(frame, frame[i + 1:])
             return
         if self._sinks:
-            if topic is None:
+            if known is None:
                 topic = split_frame(frame).topic
                 if topic in SCHEMAS:  # cache known topics only (garbage must not grow the table)
                     self._topic_of[frame[:i]] = topic

@@ -720,18 +720,18 @@ def _cyril_flexible_files(res: CyrilFlexible, out: Path) -> list[Path]:
                                 *(f"{x:.9g}" for x in r.tip_deflection[i]), f"{r.p_tip[i, 0]:.9g}",
                                 f"{r.p_tip[i, 1]:.9g}", f"{np.degrees(r.w_payload[i]):.9g}"])
     paths.append(out / "cyril1998_flexible.csv")
-    pair = [k for k in ("plastic", "elastic") if k in res.flexible]
+    pair: list[str] = [k for k in ("plastic", "elastic") if k in res.flexible]
     if pair:  # Figs 2 and 5: spacecraft pitch and joint angles
         fig = Figure(figsize=(5.0 * len(pair), 6.0))
         axs = np.atleast_1d(fig.subplots(1, len(pair), squeeze=False)[0])
         for ax, k in zip(axs, pair, strict=True):
-            for r, ls in ((res.flexible[k], "-"), (res.rigid.get(k), "--")):
-                if r is None:
+            for run, ls in ((res.flexible[k], "-"), (res.rigid.get(k), "--")):
+                if run is None:
                     continue
-                lab = "flexible" if r.flexible else "rigid"
-                ax.plot(r.t, np.degrees(r.pitch), "k" + ls, label=f"theta1 (pitch), {lab}")
+                lab = "flexible" if run.flexible else "rigid"
+                ax.plot(run.t, np.degrees(run.pitch), "k" + ls, label=f"theta1 (pitch), {lab}")
                 for j, c in enumerate(("C0", "C1", "C2")):
-                    ax.plot(r.t, np.degrees(r.theta[:, j]), c + ls, label=f"theta{j + 2}, {lab}")
+                    ax.plot(run.t, np.degrees(run.theta[:, j]), c + ls, label=f"theta{j + 2}, {lab}")
             ax.set_title(f"{k} ({res.flexible[k].end_effector} end effector)")
             ax.set_xlabel("t [s]")
             ax.set_ylabel("angle [deg]")

@@ -119,7 +119,7 @@ def logistic_fit(A: Array, y: Array, ridge: float = 1e-3, max_iter: int = 200,
         beta, f = trial, ft
         if np.max(np.abs(t * step)) < tol:
             break
-    return beta, np.linalg.inv(H)
+    return beta, np.linalg.inv(H)  # type: ignore[return-value]  # float64 in, float64 out (stubs: floating)
 
 
 def quadratic_design(Z: Array) -> Array:

@@ -75,8 +75,8 @@ def field_columns(name: str, ftype: str, shape: tuple[int, ...]) -> list[tuple[s
     """
     if ftype != "f8":
         return [(name, "")]
-    if _NAMED_UNIT.search(name):  # the unit is in the name already (delay_s, rate_deg_s)
-        unit = _NAMED_UNIT.search(name).group(1)
+    if named := _NAMED_UNIT.search(name):  # the unit is in the name already (delay_s, rate_deg_s)
+        unit = named.group(1)
         if shape == ():
             return [(name, unit)]
         return [(f"{name}_{i}", unit) for i in range(int(np.prod(shape)))]

@@ -235,10 +235,11 @@ class McapLogger:
     :meth:`on_message` only append to a queue; a thread of this process reads the
     envelope headers of everything queued at once (:func:`protocol.codec.envelopes`),
     decodes each body, applies the run's gate (:meth:`set_gate`), counts sequence gaps,
-    invalid and rejected messages, and every ``_BATCH_S`` hands the valid ones over to a forked *writer process* through a pipe; the writer process owns the
-    ``mcap`` :class:`~mcap.writer.Writer` and the file. :meth:`close` hands over the rest and the ``berthsim.close`` metadata and
-    waits for the writer process to finish the file. Counters (``received``,
-    ``written``, ``invalid``, ``rejected``, ``lost``, ``negative_t``) are final after ``close``;
+    invalid and rejected messages, and every ``_BATCH_S`` hands the valid ones over to a forked
+    *writer process* through a pipe; the writer process owns the ``mcap``
+    :class:`~mcap.writer.Writer` and the file. :meth:`close` hands over the rest and the
+    ``berthsim.close`` metadata and waits for the writer process to finish the file. Counters
+    (``received``, ``written``, ``invalid``, ``rejected``, ``lost``, ``negative_t``) are final after ``close``;
     ``writer_cpu_s`` is then the writer process's CPU time (user + system). [s]
     """
 
@@ -386,23 +387,24 @@ class McapLogger:
         n = len(frames)
         seps = list(map(bytes.find, frames, repeat(SEPARATOR, n)))
         tid_of = self._tid_of
-        tids = [tid_of.get(f[:i], -1) for f, i in zip(frames, seps)]
+        tids = [tid_of.get(f[:i], -1) for f, i in zip(frames, seps, strict=True)]
         if -1 in seps:  # no separator: no topic (and f[:-1] is not one)
-            tids = [t if i >= 0 else -1 for t, i in zip(tids, seps)]
+            tids = [t if i >= 0 else -1 for t, i in zip(tids, seps, strict=True)]
         if -1 in tids:  # a new topic, or garbage
             for k in [k for k, t in enumerate(tids) if t < 0]:
                 tids[k] = self._topic_index(frames[k], seps[k])
             keep = [k for k, t in enumerate(tids) if t >= 0]
             frames, seps, tids = [frames[k] for k in keep], [seps[k] for k in keep], [tids[k] for k in keep]
-        bodies = [f[i + 1:] for f, i in zip(frames, seps)]
+        bodies = [f[i + 1:] for f, i in zip(frames, seps, strict=True)]
         env = envelopes(self._topics, tids, bodies)
         tid = np.asarray(tids, np.int64).reshape(len(tids))
         ok = env.ok.copy()
         if not ok.all():  # envelopes that do not read
-            for k, count in zip(*np.unique(tid[~ok], return_counts=True)):
+            for k, count in zip(*np.unique(tid[~ok], return_counts=True), strict=True):
                 topic = self._topics[k]
                 self.invalid[topic] = self.invalid.get(topic, 0) + int(count)
         self._check_samples(ok, tid, bodies)
+        rows: np.ndarray | slice
         if not ok.all():
             rows = np.flatnonzero(ok)
             bodies = [bodies[i] for i in rows.tolist()]
@@ -585,7 +587,7 @@ def _write_process(file: io.BufferedWriter, data_in: Connection, status_out: Con
             w.add_attachment(time.time_ns(), 0, name, media_type, data)
         w.add_metadata("berthsim.run", run_meta)
         file.flush()
-        add, consume = w.add_message, deque(maxlen=0).extend
+        add, consume = w.add_message, deque[Any](maxlen=0).extend
         channels: list[int] = []  # topic index -> channel id (0: none yet)
         schemas: dict[str, int] = {}
         next_close = time.monotonic_ns() + flush_ns

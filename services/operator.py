@@ -36,7 +36,7 @@ from protocol.service import Port, ServicePorts
 TABLES = ("operator",)
 TOPIC = "operator/command"
 
-TABLE_KEYS = {"operator": {"script": ("list", [])}}
+TABLE_KEYS: dict[str, dict[str, tuple[Any, Any]]] = {"operator": {"script": ("list", [])}}
 """``[operator]``: key -> (kind, default) (:func:`protocol.config.check_value`)."""
 
 

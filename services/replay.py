@@ -289,7 +289,7 @@ class ReplaySource:
     def _open(self, t_ns: int) -> Iterator[tuple[int, str, bytes]]:
         """``(t_ns, topic, payload)`` from ``t_ns`` on: the log read a block (chunk) at a time."""
         blocks = self.log.blocks(self.selected, t_ns, self.end_ns)
-        return itertools.chain.from_iterable(zip(b.t_ns.tolist(), b.topic.tolist(), b.payload.tolist())
+        return itertools.chain.from_iterable(zip(b.t_ns.tolist(), b.topic.tolist(), b.payload.tolist(), strict=True)
                                              for b in blocks)
 
     def _wait_unpaused(self) -> bool:
@@ -492,7 +492,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
         with open_log(svc["log"]) as log:
             select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
             start = max(_ns(svc.get("start")) or log.start_ns, log.start_ns)
-            end = log.end_ns if svc.get("end") is None else min(_ns(svc["end"]), log.end_ns)
+            end_ns = _ns(svc.get("end"))
+            end = log.end_ns if end_ns is None else min(end_ns, log.end_ns)
             if end < start:
                 return [f"{where}.start, {where}.end (--start, --end): the window [{start / _S:g}, {end / _S:g}] s "
                         f"is empty (log {str(log.path)!r} spans [{log.start_ns / _S:g}, {log.end_ns / _S:g}] s)"]

@@ -628,7 +628,7 @@ they hold it (``latch``, after their stroke), the drift of the total linear
             drift = np.linalg.norm(P - P0, axis=1)
             k = int(drift.argmax())
             dP, dP_end, t_dP = float(drift[k]), float(drift[-1]), float(orb["t_ns"][i_o][k]) * 1e-9
-    first = {}
+    first: dict[str, dict[str, Any]] = {}
     for ev in events:
         first.setdefault(ev["kind"], ev)
     phase, starts = 0, {PHASES[0]: 0.0}
@@ -640,21 +640,21 @@ they hold it (``latch``, after their stroke), the drift of the total linear
     out: dict[str, Any] = {"phases": starts, "events": [[round(float(e["t"]), 4), e["kind"]] for e in events],
                            "phases_completed": len(starts)}
     if "capture" in first:
-        V = np.asarray(first["capture"]["V_rel_pre_W"], dtype=float)
+        V = np.asarray(first["capture"]["V_rel_pre_W"], dtype=np.float64)
         out["capture"] = {"t": first["capture"]["t"], "v_rel_m_s": float(np.linalg.norm(V[3:])),
                           "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
                           **{k: first["capture"][k] for k in ("lateral", "axial", "tilt", "roll")
                              if k in first["capture"]}}
     if "miss" in first:
         m = first["miss"]
-        V = np.asarray(m["V_rel_pre_W"], dtype=float)
+        V = np.asarray(m["V_rel_pre_W"], dtype=np.float64)
         out["miss"] = {"t": m["t"], "reason": m.get("reason", ""), "v_rel_m_s": float(np.linalg.norm(V[3:])),
                        "w_rel_deg_s": float(np.degrees(np.linalg.norm(V[:3]))),
                        **{k: m[k] for k in ("lateral", "axial", "tilt", "roll") if k in m}}
     Xb = pose_from_vector(cfg.get("contact", {}).get("latch", {}).get("X_LB", [0.0] * 6))
     for kind in ("latch_start", "latch"):  # where the latches closed on B, and where they hold it
         if kind in first and "X_LB" in first[kind]:
-            X = np.asarray(first[kind]["X_LB"], dtype=float)
+            X = np.asarray(first[kind]["X_LB"], dtype=np.float64)
             dR = Xb[:3, :3].T @ X[:3, :3]
             out[kind] = {"t": first[kind]["t"],
                          "misalignment_m": float(np.linalg.norm(X[:3, 3] - Xb[:3, 3])),

@@ -195,14 +195,14 @@ def resim_config(log_path: str | os.PathLike[str], service: str, *, base: Mappin
             base = log.config()
         if base is None:
             raise LogError(f"log {str(log_path)!r}: has no config.json attachment; give --config")
-    base = json.loads(json.dumps(base))
+    config: dict[str, Any] = json.loads(json.dumps(base))  # a deep copy to edit
     for s in sets:
-        _set_value(base, s)
-    services = base.get("services", {})
+        _set_value(config, s)
+    services = config.get("services", {})
     if service not in services:
         raise ConfigError(f"--resim {service!r}: no such service (configured: {', '.join(services)})")
-    cfg = replay_config(log_path, base=base, only=[service], out_log=out_log, transport=transport)
-    dur = base.get("sim", {}).get("duration")
+    cfg = replay_config(log_path, base=config, only=[service], out_log=out_log, transport=transport)
+    dur = config.get("sim", {}).get("duration")
     if dur:  # the logged run's length, unless it was cut short (then: the log's, in whole periods)
         cfg["sim"]["duration"] = min(float(dur), cfg["sim"]["duration"])
     return cfg

@@ -426,9 +426,9 @@ def _parameter(table: Any, i: int, base: dict[str, Any], problems: list[str]) ->
                 except KeyError as err:
                     problems.append(f"{where}.key: {err.args[0]}")
                     break
-        if len(problems) > n0:
+        if len(problems) > n0 or not isinstance(name, str) or disp is None:  # (each has its problem listed)
             return None
-        return Parameter(name, disp, key=key, add=add, unit=unit)  # type: ignore[arg-type]
+        return Parameter(name, disp, key=key, add=add, unit=unit)
     if "add" in table:
         problems.append(f"{where}.add: a body's change is always added to its state")
     if body not in BODIES:
@@ -442,7 +442,7 @@ def _parameter(table: Any, i: int, base: dict[str, Any], problems: list[str]) ->
         problems.append(f"{where}.frame: expected one of {', '.join(frames)} for the {body}, got {frame!r}")
     if not isinstance(axis, str) or axis.lstrip("-") not in _AXES or axis.count("-") > 1:
         problems.append(f"{where}.axis: expected x, y, z, -x, -y or -z, got {axis!r}")
-    if len(problems) > n0 or disp is None:
+    if len(problems) > n0 or disp is None or not isinstance(name, str):  # (each has its problem listed)
         return None
     return Parameter(name, disp, body=body, change=change, frame=frame, axis=axis, unit=unit)
 
@@ -523,6 +523,7 @@ def load_sweep(path: str | Path) -> SweepPlan:
         problems.append(f"scenario {str(scenario)!r}: cannot build its models: {type(err).__name__}: {err}")
     for p in parameters:
         if p.key is None:
+            assert p.body is not None  # a parameter has a key or a body (_parameter)
             if BODIES[p.body][0] not in {o.topic for m in models for o in getattr(m, "outputs", ())} and models:
                 problems.append(f"parameter {p.name!r}.body: no service of the scenario publishes "
                                 f"{BODIES[p.body][0]}")
@@ -666,6 +667,7 @@ def _frame(plan_cfg: Mapping[str, Any], p: Parameter, R_WB: np.ndarray,
            p_WoBo_W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``R_WF`` and ``p_WoFo_W`` of the parameter's frame F (W: its axes at the body's CoM)."""
     from dynamics.spatial import pose_from_vector
+    assert p.body is not None and p.frame is not None  # a body parameter (perturb)
     key = BODIES[p.body][2].get(p.frame) if p.frame != "W" else None
     if key is None:
         return (np.eye(3) if p.frame == "W" else R_WB), p_WoBo_W
@@ -692,10 +694,11 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
     for p, v in zip(plan.parameters, values, strict=True):
         if p.body is None:
             continue
+        assert p.axis is not None  # set with the body (_parameter)
         topic = BODIES[p.body][0]
         owner = next((m for m in models if topic in {o.topic for o in getattr(m, "outputs", ())}), None)
         st = getattr(owner, "state", None)
-        if not isinstance(st, RigidBodyState):
+        if owner is None or not isinstance(st, RigidBodyState):
             raise LifecycleError(f"parameter {p.name!r}: no model with a rigid-body state publishes {topic}")
         R_WB = quat_to_rotation(st.quat_WB)
         e = np.zeros(3)
@@ -822,6 +825,7 @@ def execute(plan: SweepPlan, k: int, blob: bytes | None = None, sinks: Sequence[
 def parameter_config(plan: SweepPlan, index: int, value: float) -> dict[str, Any]:
     """The base scenario with only parameter ``index`` (a scenario value) set to ``value``."""
     p = plan.parameters[index]
+    assert p.key is not None  # a scenario value (SweepPlan.config_parameters)
     cfg = copy.deepcopy(plan.base)
     set_key(cfg, p.key, float(value), p.add)
     return cfg
@@ -843,15 +847,15 @@ def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float, ref:
                    plan.start_ns)
     except LifecycleError as err:
         return f"parameter {p.name!r} ({p.key} = {value:g}): {err}"
-    ref = restore(ref if ref is not None else prefix(plan, config=cfg))
+    snap = restore(ref if ref is not None else prefix(plan, config=cfg))
     acts = (f"parameter {p.name!r} ({p.key} = {value:g}) acts before the window's start "
             f"(t = {plan.start_ns * 1e-9:g} s)")
-    for a, b in zip(got.models, ref.models, strict=True):  # the models' attributes first: they name the cause
+    for a, b in zip(got.models, snap.models, strict=True):  # the models' attributes first: they name the cause
         fa, fb = _fields(a.obj), _fields(b.obj)
         for attr in sorted(set(fa) | set(fb)):
             if _dump(fa.get(attr)) != _dump(fb.get(attr)):
                 return f"{acts}: {a.name}.{attr} differs there"
-    for a, b in zip(got.models, ref.models, strict=True):
+    for a, b in zip(got.models, snap.models, strict=True):
         for what, x, y in (("time", a.t_ns, b.t_ns), ("input buffer", a.buf, b.buf),
                            ("outputs", [(o.topic, o.seq, o.full_seq, o.coupler) for o in a.outs],
                             [(o.topic, o.seq, o.full_seq, o.coupler) for o in b.outs])):
@@ -1033,10 +1037,14 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
     try:
         if todo:
             if client is None:
-                own = Client(scheduler, timeout="30s") if scheduler else Client(local_cluster(workers))
-                client = own
-                # every worker of our LocalCluster, at least one of a cluster's, before the runs are placed
-                own.wait_for_workers(1 if scheduler else len(own.cluster.workers), timeout=120)
+                if scheduler:
+                    client = own = Client(scheduler, timeout="30s")
+                    n_wait = 1  # at least one of a cluster's workers before the runs are placed
+                else:
+                    cluster = local_cluster(workers)
+                    client = own = Client(cluster)
+                    n_wait = len(cluster.workers)  # every worker of our LocalCluster
+                own.wait_for_workers(n_wait, timeout=120)
             plan_f = client.scatter(plan, broadcast=True)
             blob_f = None
             if plan.start_ns:

@@ -12,11 +12,15 @@ w,x,y,z, θ], v = [ω_W, v_Bo_W, θ̇], v̇ classical. Gravity is zeroed.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pinocchio as pin
+from numpy.typing import ArrayLike
 
 from dynamics import chain as ch
 from dynamics import spatial as sp
+from errors import ModelError
 
 __all__ = ["base_T", "pin_from_chain", "pin_from_urdf", "pin_point_jacobian", "pin_q", "pin_vdot_to_ours",
            "swap_wv", "sym_upper"]
@@ -49,7 +53,7 @@ def pin_from_chain(model: ch.ChainModel) -> pin.Model:
     return pm
 
 
-def sym_upper(A) -> np.ndarray:
+def sym_upper(A: ArrayLike) -> np.ndarray:
     """Pinocchio fills only the upper triangle of M (crba) and M⁻¹ (computeMinverse): symmetrize."""
     A = np.asarray(A)
     return np.triu(A) + np.triu(A, 1).T
@@ -99,22 +103,29 @@ def pin_vdot_to_ours(model: ch.ChainModel, q: np.ndarray, v: np.ndarray, a_pin: 
     return out
 
 
-def pin_from_urdf(path, *, base_mass=None, base_com=None, base_inertia=None) -> pin.Model:
+def pin_from_urdf(path: str | os.PathLike[str], *, base_mass: float | None = None, base_com: ArrayLike | None = None,
+                  base_inertia: ArrayLike | None = None) -> pin.Model:
     """Pinocchio's own URDF reader on the file, the root link's inertial replaced as given."""
     import xml.etree.ElementTree as ET
 
+    def child(el: ET.Element, tag: str) -> ET.Element:
+        found = el.find(tag)
+        if found is None:
+            raise ModelError(f"{path}: <{el.tag} name={el.get('name')!r}> has no <{tag}>")
+        return found
+
     root = ET.parse(path).getroot()
-    child_links = {j.find("child").get("link") for j in root.findall("joint")}
+    child_links = {child(j, "child").get("link") for j in root.findall("joint")}
     base = next(lk for lk in root.findall("link") if lk.get("name") not in child_links)
-    inert = base.find("inertial")
+    inert = child(base, "inertial")
     if base_mass is not None:
-        inert.find("mass").set("value", repr(float(base_mass)))
+        child(inert, "mass").set("value", repr(float(base_mass)))
     if base_com is not None:
-        inert.find("origin").set("xyz", " ".join(repr(float(x)) for x in base_com))
-        inert.find("origin").set("rpy", "0 0 0")
+        child(inert, "origin").set("xyz", " ".join(repr(float(x)) for x in np.asarray(base_com).tolist()))
+        child(inert, "origin").set("rpy", "0 0 0")
     if base_inertia is not None:
         I = np.asarray(base_inertia, dtype=float)
-        el = inert.find("inertia")
+        el = child(inert, "inertia")
         for k, (i, j) in {"ixx": (0, 0), "ixy": (0, 1), "ixz": (0, 2), "iyy": (1, 1), "iyz": (1, 2),
                           "izz": (2, 2)}.items():
             el.set(k, repr(float(I[i, j])))
@@ -131,7 +142,8 @@ def swap_wv() -> np.ndarray:
     return P
 
 
-def pin_point_jacobian(pm, pd, model: ch.ChainModel, q, joint_id: int, p_JoPo_J) -> np.ndarray:
+def pin_point_jacobian(pm: pin.Model, pd: pin.Data, model: ch.ChainModel, q: np.ndarray, joint_id: int,
+                       p_JoPo_J: ArrayLike) -> np.ndarray:
     """Pinocchio's Jacobian of a point on a joint's body, in OUR coordinates and [ω; v] order.
 
     Requires pin.computeJointJacobians / forwardKinematics to have been run at q.

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from testkit.toys import FORGERY_KINDS  # (also registers the toy topics)
 from protocol.bus import ControlClient
 from protocol.codec import decode, encode
 from protocol.logfile import open_log
 from services.logger import McapLogger
+from testkit.toys import FORGERY_KINDS  # (also registers the toy topics)
 from tests.compare_logs import differences
 
 pytestmark = pytest.mark.integration

@@ -195,7 +195,7 @@ def test_frames_in_bulk_count_gaps_as_the_sequence_tracker_does_one_by_one(tmp_p
                ("b", "toy/state0"): toy_messages(400, "toy/state0", "b"),
                ("a", "toy/state1"): toy_messages(400, "toy/state1", "a")}
     arrivals = []
-    for (sender, topic), msgs in streams.items():
+    for (_sender, topic), msgs in streams.items():
         keep = [i for i in range(400) if r.random() > 0.05]  # drops
         keep += [int(k) for k in r.choice(keep, 10)]  # repeats, arriving later
         arrivals += [(int(r.integers(0, 1 << 30)) + 1000 * j, topic, msgs[i]) for j, i in enumerate(keep)]
@@ -235,7 +235,7 @@ def big_log(tmp_path_factory):
     lg = McapLogger(path)
     a = toy_messages(50_000, "toy/state0", "a", 1_000_000)
     b = toy_messages(50_000, "toy/state1", "b", 1_000_000)
-    for pa, pb in zip(a, b):
+    for pa, pb in zip(a, b, strict=True):
         lg.on_message("toy/state0", pa)
         lg.on_message("toy/state1", pb)
     lg.close()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.stepping import StepInputs
 from protocol.commands import check_command
+from protocol.stepping import StepInputs
 from services import operator as op
 
 H = 10_000_000  # 100 Hz
