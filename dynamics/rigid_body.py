@@ -49,7 +49,9 @@ from dynamics.orbit import CircularOrbit, cw_acceleration_rows, gravity_gradient
 from dynamics.spatial import (
     as_vector,
     cross3,
+    cross_rows,
     dexp_inv_rows,
+    mat_vec_rows,
     pose_from_vector,
     quat_integrate_rows,
     quat_normalize,
@@ -80,6 +82,8 @@ __all__ = [
     "kinetic_energy",
     "momentum",
     "point_mobility",
+    "point_motion",
+    "point_motion_rows",
     "point_position",
     "point_velocity",
     "predict_rows",
@@ -659,6 +663,71 @@ def point_velocity(state: RigidBodyState, p_BoQo_B: ArrayLike) -> Array:
     """Velocity ``v_WQo_W`` (3,) of a body-fixed point Q, ``v + ω × R_WB p_BoQo_B``. [m/s]"""
     R = state.R_WB
     return state.v_WBo_W + np.cross(R @ state.w_WB_B, R @ as_vector(p_BoQo_B, 3, "p_BoQo_B"))
+
+
+def point_motion(R_WB: ArrayLike, w_WB_B: ArrayLike, v_WBo_W: ArrayLike, a_WBo_W: ArrayLike,
+                 wdot_WB_B: ArrayLike, p_BoQo_B: ArrayLike) -> tuple[Array, Array, Array]:
+    """Lever arm, twist and classical acceleration of a body-fixed point Q from the body's CoM motion.
+
+    ``r = R_WB p_BoQo_B``, ``ω = R_WB ω_B``, ``ω̇ = R_WB ω̇_B``, ``v_Q = v + ω × r``,
+    ``a_Q = a + ω̇ × r + ω × (ω × r)`` (rigid-body kinematics; ω̇ is the same in W and B
+    since ``ω̇_W = R ω̇_B`` for ``ω_W = R ω_B``). The arm uses it for the shoulder's motion on the
+    orbiter and the grapple point's on the payload.
+
+    Parameters
+    ----------
+    R_WB : array_like, shape (3, 3)
+        The body's attitude.
+    w_WB_B : array_like, shape (3,)
+        Angular velocity of B in W, expressed in B. [rad/s]
+    v_WBo_W, a_WBo_W : array_like, shape (3,)
+        Velocity and acceleration of the CoM Bo in W. [m/s, m/s²]
+    wdot_WB_B : array_like, shape (3,)
+        Angular acceleration, expressed in B. [rad/s²]
+    p_BoQo_B : array_like, shape (3,)
+        From the CoM to Q, in B. [m]
+
+    Returns
+    -------
+    p_BoQo_W : ndarray, shape (3,)
+        The lever arm in W. [m]
+    V_WQ_W : ndarray, shape (6,)
+        ``[ω_WB_W; v_WQo_W]``. [rad/s, m/s]
+    A_WQ_W : ndarray, shape (6,)
+        ``[ω̇_WB_W; a_WQo_W]`` (classical acceleration of Qo). [rad/s², m/s²]
+
+    Raises
+    ------
+    ShapeError
+        If ``R_WB`` is not (3, 3) or a vector is not a finite (3,) array.
+    """
+    R = np.asarray(R_WB, dtype=np.float64)
+    if R.shape != (3, 3):
+        raise ShapeError(f"R_WB: expected shape (3, 3), got {R.shape}")
+    r, w, v, wd, a = point_motion_rows(
+        R.ravel().tolist(), as_vector(w_WB_B, 3, "w_WB_B").tolist(), as_vector(v_WBo_W, 3, "v_WBo_W").tolist(),
+        as_vector(a_WBo_W, 3, "a_WBo_W").tolist(), as_vector(wdot_WB_B, 3, "wdot_WB_B").tolist(),
+        as_vector(p_BoQo_B, 3, "p_BoQo_B").tolist())
+    return np.array(r), np.array([*w, *v]), np.array([*wd, *a])
+
+
+def point_motion_rows(R_WB: Sequence[float], w_WB_B: Sequence[float], v_WBo_W: Sequence[float],
+                      a_WBo_W: Sequence[float], wdot_WB_B: Sequence[float], p_BoQo_B: Sequence[float]
+                      ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """:func:`point_motion` on Python floats (its kernel; no checks), ``R_WB`` as nine floats row-major.
+
+    Returns
+    -------
+    p_BoQo_W, w_WB_W, v_WQo_W, wdot_WB_W, a_WQo_W : list of 3 float
+        [m, rad/s, m/s, rad/s², m/s²], in W.
+    """
+    r = mat_vec_rows(R_WB, *p_BoQo_B)
+    w = mat_vec_rows(R_WB, *w_WB_B)
+    wd = mat_vec_rows(R_WB, *wdot_WB_B)
+    wr = cross_rows(*w, *r)
+    v = [a + b for a, b in zip(v_WBo_W, wr, strict=True)]
+    a = [x + y + z for x, y, z in zip(a_WBo_W, cross_rows(*wd, *r), cross_rows(*w, *wr), strict=True)]
+    return r, w, v, wd, a
 
 
 def point_mobility(model: RigidBodyModel, state: RigidBodyState, p_BoCo_W: ArrayLike) -> Array:

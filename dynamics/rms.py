@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.linalg.lapack import dgetrf, dgetri
 
 from dynamics import chain as ch
 from dynamics import spatial as sp
@@ -57,9 +58,14 @@ __all__ = [
     "rms_jacobian_rows",
     "dls_solve",
     "jacobian_inverse",
+    "regular_inverse",
     "tip_wrench",
     "relative_twist",
     "relative_twist_rows",
+    "end_effector_twist",
+    "end_effector_twist_rows",
+    "shoulder_reaction",
+    "shoulder_reaction_rows",
     "joint_rates",
     "prescribed_base_dynamics",
     "prescribed_base_affine",
@@ -422,6 +428,37 @@ def jacobian_inverse(J: ArrayLike, sigma_min: float, damping_max: float,
     return (Vt.T * (s / (s * s + lam2))) @ U.T, smin, lam2 > 0.0
 
 
+def regular_inverse(A: ArrayLike) -> Array | None:
+    """The inverse of a small square matrix by LU (LAPACK getrf/getri), or None if it is singular.
+
+    For the step loop's 6×6 inverses (J away from a singularity, γ_J of 3-7): about 3× cheaper
+    than ``numpy.linalg.inv``, whose checks and error handling dominate at this size, and a
+    singular matrix is a return value (the caller falls back), not an exception.
+
+    Parameters
+    ----------
+    A : array_like, shape (n, n)
+
+    Returns
+    -------
+    ndarray, shape (n, n), or None
+        ``A⁻¹`` (a new array), or None if LU finds an exactly zero pivot.
+
+    Raises
+    ------
+    ShapeError
+        If ``A`` is not a square 2-D array.
+    """
+    a = np.asarray(A, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ShapeError(f"A: expected a square matrix, got shape {a.shape}")
+    lu, piv, info = dgetrf(a)
+    if info != 0:
+        return None
+    A_inv, info = dgetri(lu, piv)
+    return A_inv if info == 0 else None
+
+
 def tip_wrench(J: ArrayLike, tau: ArrayLike, sigma_min: float = 0.0, damping_max: float = 0.0,
                svd: tuple[Array, Array, Array] | None = None) -> tuple[Array, float, bool]:
     """End-effector wrench from the joint torques, ``[M_e; F_e] = J^-T τ`` (SVDS 2-3).
@@ -542,6 +579,112 @@ def relative_twist_rows(R_WO: Sequence[float], w_WO_O: Sequence[float], v_WOo_W:
             o0 * b0 + o3 * b1 + o6 * b2 - (wo1 * po2 - wo2 * po1),
             o1 * b0 + o4 * b1 + o7 * b2 - (wo2 * po0 - wo0 * po2),
             o2 * b0 + o5 * b1 + o8 * b2 - (wo0 * po1 - wo1 * po0)]
+
+
+def end_effector_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_WoOo_W: ArrayLike,
+                       p_WoEo_W: ArrayLike, V_R_O: ArrayLike) -> Array:
+    """Spatial velocity of the end effector E in W from the orbiter's motion and E's relative twist.
+
+    The converse of :func:`relative_twist` (SVDS 2-10, 2-11): with ``ω_W = R_WO ω_O`` and
+    ``r = p_WoEo_W − p_WoOo_W``::
+
+        ω_E = ω_W + R_WO ω_R,    v_E = v_WOo_W + ω_W × r + R_WO v_R
+
+    Parameters
+    ----------
+    R_WO : array_like, shape (3, 3)
+        Orbiter attitude.
+    w_WO_O : array_like, shape (3,)
+        Orbiter angular velocity, in O. [rad/s]
+    v_WOo_W : array_like, shape (3,)
+        Orbiter CoM velocity, in W. [m/s]
+    p_WoOo_W, p_WoEo_W : array_like, shape (3,)
+        Orbiter CoM and Eo, in W. [m]
+    V_R_O : array_like, shape (6,)
+        ``[ω_R; v_R]`` of E relative to the orbiter, in O (:func:`relative_twist`). [rad/s, m/s]
+
+    Returns
+    -------
+    V_WE_W : ndarray, shape (6,)
+        ``[ω_WE_W; v_WEo_W]``. [rad/s, m/s]
+
+    Raises
+    ------
+    ShapeError
+        If ``R_WO`` is not (3, 3) or a vector is not finite of its shape.
+    """
+    R = np.asarray(R_WO, dtype=np.float64)
+    if R.shape != (3, 3):
+        raise ShapeError(f"R_WO: expected shape (3, 3), got {R.shape}")
+    return np.array(end_effector_twist_rows(
+        R.ravel().tolist(), sp.as_vector(w_WO_O, 3, "w_WO_O").tolist(), sp.as_vector(v_WOo_W, 3, "v_WOo_W").tolist(),
+        sp.as_vector(p_WoOo_W, 3, "p_WoOo_W").tolist(), sp.as_vector(p_WoEo_W, 3, "p_WoEo_W").tolist(),
+        sp.as_vector(V_R_O, 6, "V_R_O").tolist()))
+
+
+def end_effector_twist_rows(R_WO: Sequence[float], w_WO_O: Sequence[float], v_WOo_W: Sequence[float],
+                            p_WoOo_W: Sequence[float], p_WoEo_W: Sequence[float], V_R_O: Sequence[float]
+                            ) -> list[float]:
+    """:func:`end_effector_twist` on Python floats (its kernel; no checks), ``R_WO`` nine floats row-major.
+
+    Returns
+    -------
+    V_WE_W : list of 6 float
+        [rad/s, m/s]
+    """
+    a0, a1, a2 = sp.mat_vec_rows(R_WO, *w_WO_O)
+    b0, b1, b2 = sp.mat_vec_rows(R_WO, V_R_O[0], V_R_O[1], V_R_O[2])
+    d0, d1, d2 = sp.mat_vec_rows(R_WO, V_R_O[3], V_R_O[4], V_R_O[5])
+    e0, e1, e2 = p_WoEo_W
+    o0, o1, o2 = p_WoOo_W
+    v0, v1, v2 = v_WOo_W
+    r0, r1, r2 = e0 - o0, e1 - o1, e2 - o2
+    return [a0 + b0, a1 + b1, a2 + b2, v0 + (a1 * r2 - a2 * r1) + d0, v1 + (a2 * r0 - a0 * r2) + d1,
+            v2 + (a0 * r1 - a1 * r0) + d2]
+
+
+def shoulder_reaction(F_Eo_W: ArrayLike, p_WoEo_W: ArrayLike, p_WoSo_W: ArrayLike) -> Array:
+    """The massless arm's wrench on the orbiter at the shoulder So: the tip wrench's opposite, moved to So.
+
+    A massless arm passes the wrench it applies to the payload at Eo, reversed, to its base
+    (SVDS 2-4…2-9): ``τ_S = −τ_E + (p_So − p_Eo) × f_E``, ``f_S = −f_E``.
+
+    Parameters
+    ----------
+    F_Eo_W : array_like, shape (6,)
+        ``[τ; f]`` the arm applies to the payload, about Eo, in W. [N·m, N]
+    p_WoEo_W, p_WoSo_W : array_like, shape (3,)
+        Eo and So, in W. [m]
+
+    Returns
+    -------
+    F_So_W : ndarray, shape (6,)
+        ``[τ; f]`` on the orbiter about So, in W. [N·m, N]
+
+    Raises
+    ------
+    ShapeError
+        If a vector is not finite of its shape.
+    """
+    return np.array(shoulder_reaction_rows(sp.as_vector(F_Eo_W, 6, "F_Eo_W").tolist(),
+                                           sp.as_vector(p_WoEo_W, 3, "p_WoEo_W").tolist(),
+                                           sp.as_vector(p_WoSo_W, 3, "p_WoSo_W").tolist()))
+
+
+def shoulder_reaction_rows(F_Eo_W: Sequence[float], p_WoEo_W: Sequence[float], p_WoSo_W: Sequence[float]
+                           ) -> list[float]:
+    """:func:`shoulder_reaction` on Python floats (its kernel; no checks).
+
+    Returns
+    -------
+    F_So_W : list of 6 float
+        [N·m, N]
+    """
+    m0, m1, m2, f0, f1, f2 = F_Eo_W
+    e0, e1, e2 = p_WoEo_W
+    s0, s1, s2 = p_WoSo_W
+    r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
+    return [-m0 + (r1 * f2 - r2 * f1), -m1 + (r2 * f0 - r0 * f2), -m2 + (r0 * f1 - r1 * f0), -f0, -f1, -f2]
 
 
 def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:

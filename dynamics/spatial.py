@@ -30,8 +30,10 @@ __all__ = [
     "dexp_inv",
     "dexp_inv_rows",
     "mat_mat_rows",
+    "mat_mat_t_rows",
     "mat_t_vec_rows",
     "mat_vec_rows",
+    "norm3",
     "pose",
     "pose_from_vector",
     "pose_inverse",
@@ -51,6 +53,7 @@ __all__ = [
     "rotation_to_quat",
     "rotation_vector",
     "rotation_vector_rows",
+    "rotation_error_rows",
     "shift_twist",
     "shift_wrench",
     "skew",
@@ -212,6 +215,40 @@ def mat_mat_rows(A: Sequence[float], B: Sequence[float]) -> tuple[float, ...]:
     return (a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
             a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
             a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22)
+
+
+def mat_mat_t_rows(A: Sequence[float], B: Sequence[float]) -> tuple[float, ...]:
+    """``A Bᵀ`` for two 3×3 matrices given row-major as nine floats each; nine floats, row-major.
+
+    Element (i, j) is the dot product of row i of A with row j of B, summed left to right
+    (``A[i,0] B[j,0] + A[i,1] B[j,1] + A[i,2] B[j,2]``). With ``A = R_OA`` and ``B = R_OB``
+    it is ``R_OA R_BO``, the rotation taking B's attitude to A's, in O (the argument of
+    :func:`rotation_vector` for an attitude error).
+    """
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = B
+    return (a00 * b00 + a01 * b01 + a02 * b02, a00 * b10 + a01 * b11 + a02 * b12, a00 * b20 + a01 * b21 + a02 * b22,
+            a10 * b00 + a11 * b01 + a12 * b02, a10 * b10 + a11 * b11 + a12 * b12, a10 * b20 + a11 * b21 + a12 * b22,
+            a20 * b00 + a21 * b01 + a22 * b02, a20 * b10 + a21 * b11 + a22 * b12, a20 * b20 + a21 * b21 + a22 * b22)
+
+
+def norm3(x: Sequence[float]) -> float:
+    """Euclidean norm ``sqrt(x0² + x1² + x2²)`` of three floats (a sequence or a (3,) array).
+
+    The float kernel of ``numpy.linalg.norm`` for one 3-vector, ~10× cheaper on Python floats.
+    It is not ``math.hypot`` (which rounds differently): the hot loops' results depend on this
+    exact sum.
+
+    Raises
+    ------
+    ShapeError
+        If ``x`` does not have exactly three components.
+    """
+    try:
+        x0, x1, x2 = x
+    except (TypeError, ValueError) as err:
+        raise ShapeError(f"norm3: expected three components, got {np.shape(x)}") from err
+    return math.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
 
 
 def cross_rows(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> list[float]:
@@ -428,6 +465,24 @@ def rotation_vector_rows(r00: float, r01: float, r02: float, r10: float, r11: fl
         f = phi / (2.0 * math.sin(phi))
         return [f * v0, f * v1, f * v2]
     return None
+
+
+def rotation_error_rows(R_WA: Sequence[float], R_WB: Sequence[float]) -> list[float]:
+    """Rotation vector θ (in W) that takes A's attitude to B's, ``R_WB = exp([θ×]) R_WA``, on floats. [rad]
+
+    The float kernel of :func:`dynamics.contact.rotation_error` (equal to round-off): the SO(3)
+    log map (:func:`rotation_vector`) of ``R_WB R_WAᵀ`` (:func:`mat_mat_t_rows`), both rotations
+    row-major as nine floats. Within 1e-3 of φ = π it goes through the quaternion as
+    :func:`rotation_vector` does.
+
+    Returns
+    -------
+    list of 3 float
+        θ, angle in [0, π]. [rad]
+    """
+    R = mat_mat_t_rows(R_WB, R_WA)
+    th = rotation_vector_rows(*R)
+    return th if th is not None else rotation_vector(np.reshape(R, (3, 3))).tolist()
 
 
 def dexp_inv(phi: ArrayLike, w: ArrayLike) -> Array:

@@ -155,8 +155,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from scipy.linalg.lapack import dgetrf as _dgetrf
-from scipy.linalg.lapack import dgetri as _dgetri
 
 from dynamics import chain as ch
 from dynamics import rigid_body as rb
@@ -267,41 +265,6 @@ OUTPUTS = (Port(STATE, "state"), Port(WRENCH, "flow"))
 N_JOINTS = rms.N_JOINTS
 
 
-# 3-vectors and row-major 3×3 rotations (9 floats) of the step loop, on Python floats
-def _rotate(R: Any, x: float, y: float, z: float) -> tuple[float, float, float]:
-    """``R v``."""
-    return R[0] * x + R[1] * y + R[2] * z, R[3] * x + R[4] * y + R[5] * z, R[6] * x + R[7] * y + R[8] * z
-
-
-def _rotate_t(R: Any, x: float, y: float, z: float) -> tuple[float, float, float]:
-    """``Rᵀ v``."""
-    return R[0] * x + R[3] * y + R[6] * z, R[1] * x + R[4] * y + R[7] * z, R[2] * x + R[5] * y + R[8] * z
-
-
-def _mat_ab(A: Any, B: Any) -> tuple[float, ...]:
-    """``A B``."""
-    a0, a1, a2, a3, a4, a5, a6, a7, a8 = A
-    b0, b1, b2, b3, b4, b5, b6, b7, b8 = B
-    return (a0 * b0 + a1 * b3 + a2 * b6, a0 * b1 + a1 * b4 + a2 * b7, a0 * b2 + a1 * b5 + a2 * b8,
-            a3 * b0 + a4 * b3 + a5 * b6, a3 * b1 + a4 * b4 + a5 * b7, a3 * b2 + a4 * b5 + a5 * b8,
-            a6 * b0 + a7 * b3 + a8 * b6, a6 * b1 + a7 * b4 + a8 * b7, a6 * b2 + a7 * b5 + a8 * b8)
-
-
-def _mat_abt(A: Any, B: Any) -> np.ndarray:
-    """``A Bᵀ`` as a (3, 3) array (for :func:`dynamics.spatial.rotation_vector`)."""
-    return np.array([[A[i] * B[j] + A[i + 1] * B[j + 1] + A[i + 2] * B[j + 2] for j in (0, 3, 6)] for i in (0, 3, 6)])
-
-
-def _inverse(A: np.ndarray) -> np.ndarray | None:
-    """The inverse of a small square matrix by LAPACK getrf/getri directly (~3× cheaper than
-    ``numpy.linalg.inv``'s checks on a 6×6), or None if it is singular."""
-    lu, piv, info = _dgetrf(A)
-    if info != 0:
-        return None
-    A_inv, info = _dgetri(lu, piv)
-    return A_inv if info == 0 else None
-
-
 def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) -> tuple[dict[str, Any],
                                                                                           tuple[Any, ...]]:
     """A rigid-body state sample predicted from its coupling instant to t with its accelerations
@@ -315,10 +278,6 @@ def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) 
         pf, qf, vf, wf = rb.predict_rows(pf, qf, vf, wf, rb.as_floats(b[a]), rb.as_floats(b[wd]), dt)
         b[p], b[q], b[v], b[w] = np.array(pf), np.array(qf), np.array(vf), np.array(wf)
     return b, (pf, qf, wf, vf)
-
-
-def _norm3(x: Any) -> float:
-    return math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
 
 
 def _fixed_chain() -> ch.ChainModel:
@@ -483,7 +442,7 @@ class ArmModel:
         if self._J_svd is not None and not self.damped:
             dJ = (self.J - self._J_svd).ravel()
             if self.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
-                J_inv = _inverse(self.J)
+                J_inv = rms.regular_inverse(self.J)
                 if J_inv is not None:
                     self.J_inv = J_inv
                     return
@@ -527,7 +486,7 @@ class ArmModel:
             else:
                 gamma_J = fx.joint_flexibility(J, g)
             # 3-7: 1/γ_i^e = [(γ_J)^-1]_ii (fx.servo_flexibility_terms has the formula as written)
-            K = _inverse(gamma_J)
+            K = rms.regular_inverse(gamma_J)
             if K is None:
                 raise SingularityError("3-7: γ_J singular")
             k = np.diagonal(K).copy()
@@ -720,7 +679,7 @@ class ArmModel:
                 V = self.rate_cmd_frame.tolist()
                 if self.frame == "end_effector":
                     R = self._rows[0][N_JOINTS]
-                    V = [*_rotate(R, V[0], V[1], V[2]), *_rotate(R, V[3], V[4], V[5])]
+                    V = [*sp.mat_vec_rows(R, V[0], V[1], V[2]), *sp.mat_vec_rows(R, V[3], V[4], V[5])]
             else:
                 V = self._auto_rates(vmax, wmax)
             nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
@@ -762,7 +721,7 @@ class ArmModel:
         T = float(self.s["damp_time"])
         v_rest, w_rest = self.s["damp_rest"]
         Vl = V.tolist()
-        if _norm3(Vl[3:]) < v_rest and _norm3(Vl[:3]) < w_rest:
+        if sp.norm3(Vl[3:]) < v_rest and sp.norm3(Vl[:3]) < w_rest:
             if self._rest_since is None:
                 self._rest_since = self._now
             elif self._now - self._rest_since >= round(T * 1e9):
@@ -811,10 +770,10 @@ class ArmModel:
             if seg is None:                      # a new segment from where the motors are now
                 dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
                 # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
-                rot = (sp.rotation_vector(_mat_abt(sp.rotation_rows(*rb.as_floats(wp["quat"])), R_m)).tolist()
-                       if "quat" in wp else [0.0, 0.0, 0.0])
+                rot = (sp.rotation_error_rows(R_m, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
+                       else [0.0, 0.0, 0.0])
                 a, alpha = self.s["auto_accel_loaded"] if self.grappled else self.s["auto_accel"]
-                prof = rms.auto_profile(_norm3(dp), _norm3(rot), lv, lw, a, alpha)
+                prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
                 seg = self._seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
             prof = seg["prof"]
             s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
@@ -822,9 +781,9 @@ class ArmModel:
             dp, rot = seg["dp"], seg["rot"]
             e_p = [p0 + s0 * d - pm for p0, d, pm in zip(seg["p0"], dp, p_m, strict=True)]
             q_ref = sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), rot[0], rot[1], rot[2], s0)
-            R_ref = _mat_ab(sp.rotation_rows(*q_ref), seg["R0"])
-            e_r = sp.rotation_vector(_mat_abt(R_ref, R_m)).tolist()
-            if s0 >= 1.0 and _norm3(e_p) <= tol_p and _norm3(e_r) <= tol_r:
+            R_ref = sp.mat_mat_rows(sp.rotation_rows(*q_ref), seg["R0"])
+            e_r = sp.rotation_error_rows(R_m, R_ref)
+            if s0 >= 1.0 and sp.norm3(e_p) <= tol_p and sp.norm3(e_r) <= tol_r:
                 self.waypoints.pop(0)
                 self._seg = None
                 self.warn(f"auto: waypoint reached, {len(self.waypoints)} left")
@@ -833,7 +792,7 @@ class ArmModel:
             ds = (s1 - s0) / self.h
             v = [ds * d + k * e for d, e in zip(dp, e_p, strict=True)]
             w = [ds * d + k * e for d, e in zip(rot, e_r, strict=True)]
-            nv, nw = _norm3(v), _norm3(w)
+            nv, nw = sp.norm3(v), sp.norm3(w)
             if nv > lv:
                 v = [x * (lv / nv) for x in v]
             if nw > lw:
@@ -891,8 +850,8 @@ class ArmModel:
         R_WT = sp.rotation_rows(*qT)
         # the point of resolution as seen from the orbiter through the (frozen) grasp
         e = self.p_ToEo_T.tolist()
-        x0, x1, x2 = _rotate(R_WT, e[0], e[1], e[2])
-        p_OoEo_O = _rotate_t(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
+        x0, x1, x2 = sp.mat_vec_rows(R_WT, e[0], e[1], e[2])
+        p_OoEo_O = sp.mat_t_vec_rows(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
         self.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
         if self.damped:
             self.warn(f"singular: joint rates from relative motion damped (sigma {self.sigma:.3g})")
@@ -920,19 +879,13 @@ class ArmModel:
         """Chain base (shoulder S) pose, twist and classical acceleration in W from the orbiter state."""
         q = rb.as_floats(orb["quat_WO"])
         R = sp.rotation_rows(*q)                                     # R_WO, on floats
-        p_O = rb.as_floats(orb["p_WoOo_W"])
-        r = _rotate(R, *self._p_OS)                                  # So from Oo, in W
-        w = _rotate(R, *rb.as_floats(orb["w_WO_O"]))
-        wd = _rotate(R, *rb.as_floats(orb["wdot_WO_O"]))
-        wr = sp.cross_rows(*w, *r)
-        v = [a + b for a, b in zip(rb.as_floats(orb["v_WOo_W"]), wr, strict=True)]
-        a = [a + b + c for a, b, c in zip(rb.as_floats(orb["a_WOo_W"]), sp.cross_rows(*wd, *r),
-                                          sp.cross_rows(*w, *wr), strict=True)]
+        r, V_S, A_S = rb.point_motion(np.reshape(R, (3, 3)), orb["w_WO_O"], orb["v_WOo_W"], orb["a_WOo_W"],
+                                      orb["wdot_WO_O"], self._p_OS)  # So from Oo, in W; its twist, acceleration
         X_WS = np.eye(4)
-        X_WS[:3, :3] = np.reshape(_mat_ab(R, self._R_OS), (3, 3))
-        X_WS[:3, 3] = [p_O[0] + r[0], p_O[1] + r[1], p_O[2] + r[2]]
+        X_WS[:3, :3] = np.reshape(sp.mat_mat_rows(R, self._R_OS), (3, 3))
+        X_WS[:3, 3] = np.asarray(orb["p_WoOo_W"], dtype=np.float64) + r
         self._quat_WS = sp.quat_multiply(q, self.quat_OS)
-        return X_WS, np.array([*w, *v]), np.array([*wd, *a]), np.array(r)
+        return X_WS, V_S, A_S, r
 
     def _chain_q(self, X_WS: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return np.concatenate([X_WS[:3, 3], self._quat_WS, theta])
@@ -1025,14 +978,8 @@ class ArmModel:
         if grappled:                                            # the grasp point's motion (floats)
             pT, qT, wT, vT = self._pay_f
             R = sp.rotation_rows(*qT)                             # R_WT
-            w = _rotate(R, *wT)
-            r = _rotate(R, *self._p_TE)                           # payload CoM -> grasp point, W
-            wr = sp.cross_rows(*w, *r)
-            wd = _rotate(R, *rb.as_floats(pay["wdot_WT_T"]))
-            aT = rb.as_floats(pay["a_WTo_W"])
-            V_G = np.array([*w, vT[0] + wr[0], vT[1] + wr[1], vT[2] + wr[2]])
-            a = [x0 + x1 + x2 for x0, x1, x2 in zip(aT, sp.cross_rows(*wd, *r), sp.cross_rows(*w, *wr), strict=True)]
-            A_G = np.array([*wd, *a])
+            _, V_G, A_G = rb.point_motion(np.reshape(R, (3, 3)), wT, vT, pay["a_WTo_W"], pay["wdot_WT_T"],
+                                          self._p_TE)             # the grasp point's twist and acceleration, W
         held = self._held
         want_hand = grappled
         if (held is None or (held.J is not None) != want_hand
@@ -1085,13 +1032,13 @@ class ArmModel:
         self._kin()
         R_WO = sp.rotation_rows(*self._orb_f[1])
         dV = self._J_eta @ self.eta_dot                            # the booms' share of E's twist, W
-        self.V_R_O = self.J @ self.theta_dot + np.array([*_rotate_t(R_WO, *dV[:3].tolist()),
-                                                           *_rotate_t(R_WO, *dV[3:].tolist())])
+        self.V_R_O = self.J @ self.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dV[:3].tolist()),
+                                                           *sp.mat_t_vec_rows(R_WO, *dV[3:].tolist())])
 
     def _deflection_O(self, R_WO: Any) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """The booms' rotation (rotation vector) and displacement of E, in O, to first order in η: ``J_η η``."""
         d = (self._J_eta @ self.eta).tolist()
-        return _rotate_t(R_WO, *d[:3]), _rotate_t(R_WO, *d[3:])
+        return sp.mat_t_vec_rows(R_WO, *d[:3]), sp.mat_t_vec_rows(R_WO, *d[3:])
 
     def _X_OE(self) -> np.ndarray:
         """E's pose in O: the rigid kinematics at θ, and with flexible booms their deflection (first order)."""
@@ -1116,31 +1063,27 @@ class ArmModel:
                  t_ns: int) -> dict[str, dict[str, Any]]:
         """Both messages at ``t_ns``, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats then
         (``arm/state`` whole only at its coupling instants)."""
-        (o0, o1, o2), q, (w0, w1, w2), (v0, v1, v2) = orb_f
+        (o0, o1, o2), q, _, _ = orb_f
         R = sp.rotation_rows(*q)
         Rs, _, _, pE = self._rows
         R_OE = Rs[N_JOINTS]
         if self.flexible:                                            # E with the booms' deflection
             dth, dp = self._deflection_O(R)
             pE = [pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2]]
-        c0, c1, c2 = _rotate(R, *pE)
+        c0, c1, c2 = sp.mat_vec_rows(R, *pE)
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
-        s0, s1, s2 = _rotate(R, *self._p_OS)
+        s0, s1, s2 = sp.mat_vec_rows(R, *self._p_OS)
         s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
         mb = self.multibody and hasattr(self, "_mb_wrench")
         if mb:
             self.F_Eo_W, self.F_So_W = self._mb_wrench       # the chain base origin is So
             F = self.F_Eo_W.tolist()
-            self.F_Eo_O = np.array([*_rotate_t(R, *F[:3]), *_rotate_t(R, *F[3:])])
+            self.F_Eo_O = np.array([*sp.mat_t_vec_rows(R, *F[:3]), *sp.mat_t_vec_rows(R, *F[3:])])
         else:
             F = self.F_Eo_O.tolist()
-            m0, m1, m2 = _rotate(R, *F[:3])
-            f0, f1, f2 = _rotate(R, *F[3:])
-            self.F_Eo_W = np.array([m0, m1, m2, f0, f1, f2])
-            # equal and opposite, referred to So: τ_S = −τ_E + (p_So − p_Eo) × f_E
-            r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
-            self.F_So_W = np.array([-m0 + (r1 * f2 - r2 * f1), -m1 + (r2 * f0 - r0 * f2), -m2 + (r0 * f1 - r1 * f0),
-                                    -f0, -f1, -f2])
+            F_W = [*sp.mat_vec_rows(R, *F[:3]), *sp.mat_vec_rows(R, *F[3:])]
+            self.F_Eo_W = np.array(F_W)
+            self.F_So_W = np.array(rms.shoulder_reaction_rows(F_W, (e0, e1, e2), (s0, s1, s2)))
         # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
         # (never written in place): published without copies
         wrench = {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
@@ -1148,18 +1091,13 @@ class ArmModel:
         if not self.schedule.due(STATE, t_ns):
             return {STATE: {"tau": self.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
         if self.flexible:
-            R_OE = _mat_ab(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *dth, 1.0)), R_OE)
+            R_OE = sp.mat_mat_rows(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *dth, 1.0)), R_OE)
         X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
-        w = _mat_ab(R, R_OE)
+        w = sp.mat_mat_rows(R, R_OE)
         X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
         # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
-        V = self.V_R_O.tolist()
-        a0, a1, a2 = _rotate(R, w0, w1, w2)
-        b0, b1, b2 = _rotate(R, *V[:3])
-        d0, d1, d2 = _rotate(R, *V[3:])
-        r0, r1, r2 = e0 - o0, e1 - o1, e2 - o2
-        V_WE_W = np.array([a0 + b0, a1 + b1, a2 + b2, v0 + (a1 * r2 - a2 * r1) + d0, v1 + (a2 * r0 - a0 * r2) + d1,
-                           v2 + (a0 * r1 - a1 * r0) + d2])
+        V_WE_W = rms.end_effector_twist(np.reshape(R, (3, 3)), orb_f[2], orb_f[3], orb_f[0], wrench["p_WoEo_W"],
+                                        self.V_R_O)
         if self._warn:
             warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
             self._warn = {w: t for w, t in self._warn.items() if t >= self._now}

@@ -280,3 +280,35 @@ def test_written_out_step_equals_the_composed_kernels(gg):
         got = rb.step(model, s, F, h, orbit)
         assert got.to_vector().tolist() == [*ref[0], *ref[1], *ref[2], *ref[3]]
         assert list(got.floats) == got.to_vector().tolist()
+
+
+def test_point_motion_against_finite_differences_of_the_rigid_motion():
+    """A body-fixed point's velocity and acceleration, independently: differentiate its position
+    p_Q(t) = c(t) + R(t) p_B numerically, the body moving with constant CoM acceleration and
+    R(t) = R0 exp(ω_B t + ½ ω̇_B t²) (body rate ω_B and angular acceleration ω̇_B at t = 0)."""
+    rng = np.random.default_rng(3)
+    R0 = Rotation.random(random_state=rng)
+    c0, v, a, w_B, wd_B, p_B = (rng.normal(size=3) for _ in range(6))
+
+    def R(t):
+        return (R0 * Rotation.from_rotvec(w_B * t + 0.5 * wd_B * t * t)).as_matrix()
+
+    def p_Q(t):
+        return c0 + v * t + 0.5 * a * t * t + R(t) @ p_B
+
+    h = 1e-4
+    v_ref = (p_Q(h) - p_Q(-h)) / (2 * h)
+    a_ref = (p_Q(h) - 2 * p_Q(0.0) + p_Q(-h)) / (h * h)
+    Rd = (R(h) - R(-h)) / (2 * h)
+    W = Rd @ R(0.0).T                                   # [ω_W ×]
+    w_ref = np.array([W[2, 1], W[0, 2], W[1, 0]])
+    r, V, A = rb.point_motion(R0.as_matrix(), w_B, v, a, wd_B, p_B)
+    np.testing.assert_allclose(r, R0.as_matrix() @ p_B, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(V[:3], w_ref, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(V[3:], v_ref, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(A[:3], R0.as_matrix() @ wd_B, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(A[3:], a_ref, rtol=0, atol=1e-5)
+    with pytest.raises(ShapeError, match="p_BoQo_B"):
+        rb.point_motion(np.eye(3), w_B, v, a, wd_B, [1.0, 2.0])
+    with pytest.raises(ShapeError, match="R_WB"):
+        rb.point_motion(np.eye(4), w_B, v, a, wd_B, p_B)

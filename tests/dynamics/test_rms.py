@@ -226,3 +226,58 @@ def test_auto_profile_refuses_bad_limits_and_handles_a_null_segment():
         rms.auto_profile(1.0, 0.0, 0.1, 0.1, 0.0, 0.1)
     with pytest.raises(ModelError, match="distance"):
         rms.auto_profile(float("nan"), 0.0, 0.1, 0.1, 0.1, 0.1)
+
+
+def test_regular_inverse_matches_numpy_and_reports_singular():
+    rng = np.random.default_rng(11)
+    A = rng.normal(size=(6, 6))
+    np.testing.assert_allclose(rms.regular_inverse(A) @ A, np.eye(6), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rms.regular_inverse(A), np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+    S = A.copy()
+    S[:, 3] = 0.0
+    assert rms.regular_inverse(S) is None
+    with pytest.raises(ShapeError, match="square"):
+        rms.regular_inverse(np.zeros((6, 5)))
+
+
+def test_end_effector_twist_against_finite_differences():
+    """E's twist in W, independently: differentiate E's position p_O(t) + R_WO(t) p_OE(t) and attitude
+    R_WO(t) R_OE(t) numerically, the orbiter turning at ω_O (in O), E moving in O at v_R and turning at
+    ω_R (in O) — the relative twist of 2-10, 2-11."""
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(5)
+    R0, R_OE0 = Rotation.random(2, random_state=rng)
+    p_O0, v_O, w_O, p_OE0, v_R, w_R = (rng.normal(size=3) for _ in range(6))
+
+    def R_WO(t):
+        return (R0 * Rotation.from_rotvec(w_O * t)).as_matrix()
+
+    def R_WE(t):
+        return R_WO(t) @ (Rotation.from_rotvec(w_R * t) * R_OE0).as_matrix()
+
+    def p_E(t):
+        return p_O0 + v_O * t + R_WO(t) @ (p_OE0 + v_R * t)
+
+    h = 1e-5
+    W = (R_WE(h) - R_WE(-h)) / (2 * h) @ R_WE(0.0).T
+    V_ref = np.array([W[2, 1], W[0, 2], W[1, 0], *((p_E(h) - p_E(-h)) / (2 * h))])
+    V = rms.end_effector_twist(R_WO(0.0), w_O, v_O, p_O0, p_E(0.0), np.concatenate([w_R, v_R]))
+    np.testing.assert_allclose(V, V_ref, rtol=0, atol=1e-8)
+    with pytest.raises(ShapeError, match="V_R_O"):
+        rms.end_effector_twist(R_WO(0.0), w_O, v_O, p_O0, p_E(0.0), w_R)
+
+
+def test_shoulder_reaction_is_the_opposite_wrench_moved_to_the_shoulder():
+    """Equal and opposite: the wrench on the payload at Eo plus the reaction at So sum to zero about any point."""
+    rng = np.random.default_rng(9)
+    F_E, p_E, p_S, x = rng.normal(size=6), rng.normal(size=3), rng.normal(size=3), rng.normal(size=3)
+    F_S = rms.shoulder_reaction(F_E, p_E, p_S)
+
+    def about_x(F, p):   # [τ + (p − x) × f; f], numpy's cross
+        return np.concatenate([F[:3] + np.cross(p - x, F[3:]), F[3:]])
+
+    np.testing.assert_allclose(about_x(F_E, p_E) + about_x(F_S, p_S), np.zeros(6), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(F_S, sp.shift_wrench(-F_E, p_S - p_E), rtol=0, atol=1e-14)
+    with pytest.raises(ShapeError, match="p_WoSo_W"):
+        rms.shoulder_reaction(F_E, p_E, [0.0, 0.0])

@@ -156,3 +156,35 @@ def test_pose_vector_round_trip_and_rotation_vector_meaning():
     np.testing.assert_allclose(sp.pose_vector(X), x, atol=1e-13)
     with pytest.raises(ShapeError, match="pose vector"):
         sp.pose_from_vector([0, 0, 0])
+
+
+def test_mat_mat_t_rows_and_norm3_match_numpy_and_scipy():
+    for _ in range(20):
+        A = Rotation.random(random_state=rng).as_matrix()   # B within 2 rad of A: away from π, where
+        B = Rotation.from_rotvec(rng.uniform(-1.1, 1.1, size=3)).as_matrix() @ A  # the log map loses digits
+        ABt = sp.mat_mat_t_rows(A.ravel().tolist(), B.ravel().tolist())
+        np.testing.assert_allclose(np.reshape(ABt, (3, 3)), A @ B.T, rtol=0, atol=1e-15)
+        # the attitude error it feeds: the rotation vector taking B to A, in the common frame (scipy)
+        ref = (Rotation.from_matrix(A) * Rotation.from_matrix(B).inv()).as_rotvec()
+        np.testing.assert_allclose(sp.rotation_vector(np.reshape(ABt, (3, 3))), ref, rtol=0, atol=1e-12)
+        x = rng.normal(size=3)
+        assert sp.norm3(x.tolist()) == pytest.approx(float(np.linalg.norm(x)), rel=1e-15)
+        assert sp.norm3(x) == pytest.approx(float(np.linalg.norm(x)), rel=1e-15)
+    with pytest.raises(ShapeError, match="norm3"):
+        sp.norm3([1.0, 2.0])
+
+
+def test_rotation_error_rows_matches_scipy_also_near_pi():
+    from dynamics.contact import rotation_error
+
+    for angle in (0.0, 1e-8, 0.3, 2.0, np.pi - 1e-4, np.pi):
+        axis = rng.normal(size=3)
+        theta = angle * axis / np.linalg.norm(axis)
+        R_WA = Rotation.random(random_state=rng)
+        R_WB = Rotation.from_rotvec(theta) * R_WA
+        th = sp.rotation_error_rows(R_WA.as_matrix().ravel().tolist(), R_WB.as_matrix().ravel().tolist())
+        ref = (R_WB * R_WA.inv()).as_rotvec()
+        if angle > np.pi - 1e-3 and th @ ref < 0:   # at π, θ and −θ are the same rotation
+            ref = -ref
+        np.testing.assert_allclose(th, ref, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(th, rotation_error(R_WA.as_matrix(), R_WB.as_matrix()), rtol=0, atol=1e-10)
