@@ -84,6 +84,8 @@ __all__ = [
     "point_mobility",
     "point_motion",
     "point_motion_rows",
+    "velocity_at",
+    "velocity_at_rows",
     "point_position",
     "point_velocity",
     "predict_rows",
@@ -728,6 +730,43 @@ def point_motion_rows(R_WB: Sequence[float], w_WB_B: Sequence[float], v_WBo_W: S
     v = [a + b for a, b in zip(v_WBo_W, wr, strict=True)]
     a = [x + y + z for x, y, z in zip(a_WBo_W, cross_rows(*wd, *r), cross_rows(*w, *wr), strict=True)]
     return r, w, v, wd, a
+
+
+def velocity_at(p_WoBo_W: ArrayLike, v_WBo_W: ArrayLike, w_WB_W: ArrayLike, p_WoQo_W: ArrayLike) -> Array:
+    """Velocity of the body's material point at Q: ``v_WQo_W = v_WBo_W + ω_WB_W × (p_WoQo_W − p_WoBo_W)``.
+
+    Parameters
+    ----------
+    p_WoBo_W, v_WBo_W : array_like, shape (3,)
+        The CoM's position and velocity, in W. [m, m/s]
+    w_WB_W : array_like, shape (3,)
+        The body's angular velocity, expressed in W. [rad/s]
+    p_WoQo_W : array_like, shape (3,)
+        The point, in W. [m]
+
+    Returns
+    -------
+    ndarray, shape (3,)
+        [m/s], in W.
+
+    Raises
+    ------
+    ShapeError
+        If a vector is not a finite (3,) array.
+    """
+    return np.array(velocity_at_rows(as_vector(p_WoBo_W, 3, "p_WoBo_W").tolist(),
+                                     as_vector(v_WBo_W, 3, "v_WBo_W").tolist(),
+                                     as_vector(w_WB_W, 3, "w_WB_W").tolist(),
+                                     as_vector(p_WoQo_W, 3, "p_WoQo_W").tolist()))
+
+
+def velocity_at_rows(p_WoBo_W: Sequence[float], v_WBo_W: Sequence[float], w_WB_W: Sequence[float],
+                     p_WoQo_W: Sequence[float]) -> list[float]:
+    """:func:`velocity_at` on Python floats (its kernel; no checks): three floats. [m/s]"""
+    w0, w1, w2 = w_WB_W
+    r0, r1, r2 = p_WoQo_W[0] - p_WoBo_W[0], p_WoQo_W[1] - p_WoBo_W[1], p_WoQo_W[2] - p_WoBo_W[2]
+    v = v_WBo_W
+    return [v[0] + (w1 * r2 - w2 * r1), v[1] + (w2 * r0 - w0 * r2), v[2] + (w0 * r1 - w1 * r0)]
 
 
 def point_mobility(model: RigidBodyModel, state: RigidBodyState, p_BoCo_W: ArrayLike) -> Array:

@@ -31,12 +31,17 @@ __all__ = [
     "dexp_inv_rows",
     "mat_mat_rows",
     "mat_mat_t_rows",
+    "mat_t_mat_rows",
     "mat_t_vec_rows",
     "mat_vec_rows",
     "norm3",
     "pose",
+    "pose_apply_inverse_rows",
+    "pose_apply_rows",
+    "pose_from_rows",
     "pose_from_vector",
     "pose_inverse",
+    "pose_rows",
     "pose_vector",
     "quat_angle",
     "quat_conjugate",
@@ -230,6 +235,19 @@ def mat_mat_t_rows(A: Sequence[float], B: Sequence[float]) -> tuple[float, ...]:
     return (a00 * b00 + a01 * b01 + a02 * b02, a00 * b10 + a01 * b11 + a02 * b12, a00 * b20 + a01 * b21 + a02 * b22,
             a10 * b00 + a11 * b01 + a12 * b02, a10 * b10 + a11 * b11 + a12 * b12, a10 * b20 + a11 * b21 + a12 * b22,
             a20 * b00 + a21 * b01 + a22 * b02, a20 * b10 + a21 * b11 + a22 * b12, a20 * b20 + a21 * b21 + a22 * b22)
+
+
+def mat_t_mat_rows(A: Sequence[float], B: Sequence[float]) -> tuple[float, ...]:
+    """``Aᵀ B`` for two 3×3 matrices given row-major as nine floats each; nine floats, row-major.
+
+    Element (i, j) is column i of A dotted with column j of B, summed over the rows in order. With
+    ``A = R_WL`` and ``B = R_WB`` it is ``R_LB``.
+    """
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = B
+    return (a00 * b00 + a10 * b10 + a20 * b20, a00 * b01 + a10 * b11 + a20 * b21, a00 * b02 + a10 * b12 + a20 * b22,
+            a01 * b00 + a11 * b10 + a21 * b20, a01 * b01 + a11 * b11 + a21 * b21, a01 * b02 + a11 * b12 + a21 * b22,
+            a02 * b00 + a12 * b10 + a22 * b20, a02 * b01 + a12 * b11 + a22 * b21, a02 * b02 + a12 * b12 + a22 * b22)
 
 
 def norm3(x: Sequence[float]) -> float:
@@ -531,6 +549,50 @@ def pose(R_AB: ArrayLike, p_AoBo_A: ArrayLike) -> Array:
     X[:3, :3] = _as_matrix(R_AB, (3, 3), "R_AB")
     X[:3, 3] = as_vector(p_AoBo_A, 3, "p_AoBo_A")
     return X
+
+
+def pose_rows(X_AB: ArrayLike) -> tuple[list[float], tuple[float, ...]]:
+    """A pose ``X_AB`` (4, 4) as the float kernels take it: ``p_AoBo_A`` (3 floats) and ``R_AB`` (nine floats,
+    row-major). [m]
+
+    Raises
+    ------
+    ShapeError
+        If ``X_AB`` is not (4, 4).
+    """
+    X = _as_matrix(X_AB, (4, 4), "X_AB")
+    return X[:3, 3].tolist(), tuple(X[:3, :3].ravel().tolist())
+
+
+def pose_from_rows(p_AoBo_A: Sequence[float], R_AB: Sequence[float]) -> Array:
+    """Inverse of :func:`pose_rows`: ``X_AB`` (4, 4) from ``p_AoBo_A`` (3 floats) and ``R_AB`` (nine floats,
+    row-major). [m]
+
+    Raises
+    ------
+    ShapeError
+        If ``p_AoBo_A`` does not have 3 values or ``R_AB`` 9.
+    """
+    if len(p_AoBo_A) != 3 or len(R_AB) != 9:
+        raise ShapeError(f"p_AoBo_A, R_AB: expected 3 and 9 values, got {len(p_AoBo_A)} and {len(R_AB)}")
+    X = np.eye(4)
+    X[:3, :3] = np.reshape(R_AB, (3, 3))
+    X[:3, 3] = p_AoBo_A
+    return X
+
+
+def pose_apply_rows(p_AoBo_A: Sequence[float], R_AB: Sequence[float], p_BoQo_B: Sequence[float]) -> list[float]:
+    """``p_AoQo_A = p_AoBo_A + R_AB p_BoQo_B``: a point given in B, in A (``X_AB`` applied to it), on floats
+    (``R_AB`` nine floats row-major). The float kernel of ``(X_AB @ [p; 1])[:3]``. [m]"""
+    d0, d1, d2 = mat_vec_rows(R_AB, p_BoQo_B[0], p_BoQo_B[1], p_BoQo_B[2])
+    return [p_AoBo_A[0] + d0, p_AoBo_A[1] + d1, p_AoBo_A[2] + d2]
+
+
+def pose_apply_inverse_rows(p_AoBo_A: Sequence[float], R_AB: Sequence[float], p_AoQo_A: Sequence[float]
+                            ) -> list[float]:
+    """``p_BoQo_B = R_ABᵀ (p_AoQo_A − p_AoBo_A)``: a point given in A, in B (``X_BA`` applied to it), on floats
+    (``R_AB`` nine floats row-major). The float kernel of ``(pose_inverse(X_AB) @ [p; 1])[:3]``. [m]"""
+    return mat_t_vec_rows(R_AB, p_AoQo_A[0] - p_AoBo_A[0], p_AoQo_A[1] - p_AoBo_A[1], p_AoQo_A[2] - p_AoBo_A[2])
 
 
 def pose_inverse(X_AB: ArrayLike) -> Array:

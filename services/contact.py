@@ -190,10 +190,7 @@ from dynamics.cases import PAYLOAD_MASS
 from dynamics.orbit import CircularOrbit
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS
 from dynamics.spatial import cross3, pose, pose_from_vector, pose_inverse, rotate_spatial
-from dynamics.spatial import cross_rows as _cross
-from dynamics.spatial import mat_mat_rows as _mm
-from dynamics.spatial import mat_t_vec_rows as _mtv
-from dynamics.spatial import mat_vec_rows as _mv
+from dynamics import spatial as sp
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table, check_values
 from protocol.coupling import Schedule
@@ -355,10 +352,6 @@ def _event(kind: str, t_ns: int, V_pre: Any = None, V_post: Any = None, impulse_
     return ev
 
 
-def _pose_list(X: Array) -> list[list[float]]:
-    return [[float(x) for x in row] for row in X]
-
-
 def hil_refusal(sample: Any, t_ns: int, max_age: float, force_max: float, torque_max: float) -> str:
     """Why a ``hil/feedback`` sample is refused ("" if it is accepted).
 
@@ -396,18 +389,6 @@ def hil_refusal(sample: Any, t_ns: int, max_age: float, force_max: float, torque
     return ""
 
 
-def _rows(X: Array) -> tuple[list[float], tuple[float, ...]]:
-    """Position (3 floats) and rotation (nine floats, row-major) of a pose (4, 4)."""
-    return X[:3, 3].tolist(), tuple(X[:3, :3].ravel().tolist())
-
-
-def _pose_rows(p: list[float], R: tuple[float, ...]) -> Array:
-    X = np.eye(4)
-    X[:3, :3] = np.reshape(R, (3, 3))
-    X[:3, 3] = p
-    return X
-
-
 class _Kin:
     """One body's pose and motion at an instant as floats: ``p`` CoM [m], ``R`` (R_WB rows),
     ``v`` CoM velocity [m/s], ``w`` angular velocity in W [rad/s]."""
@@ -419,15 +400,11 @@ class _Kin:
         self.p = x[0:3]
         self.R = st.R_rows
         self.v = x[7:10]
-        self.w = _mv(self.R, x[10], x[11], x[12])
+        self.w = sp.mat_vec_rows(self.R, x[10], x[11], x[12])
 
     def velocity_at(self, x: list[float]) -> list[float]:
-        """Velocity of the body's material point at ``x`` (W). [m/s]"""
-        w0, w1, w2 = self.w
-        p = self.p
-        r0, r1, r2 = x[0] - p[0], x[1] - p[1], x[2] - p[2]
-        v = self.v
-        return [v[0] + (w1 * r2 - w2 * r1), v[1] + (w2 * r0 - w0 * r2), v[2] + (w0 * r1 - w1 * r0)]
+        """Velocity of the body's material point at ``x`` (W) (:func:`dynamics.rigid_body.velocity_at`). [m/s]"""
+        return rb.velocity_at_rows(self.p, self.v, self.w, x)
 
 
 class _Guide:
@@ -516,13 +493,12 @@ class ContactModel:
         self.con = con
         self.compliant = con["berthing"] == "compliant"
         # float forms of the fixed frames, and the surfaces grouped by payload point (in L)
-        self._p_OL, self._R_OL = _rows(self.X_OL)
-        self._p_TB, self._R_TB = _rows(self.X_TB)
+        self._p_OL, self._R_OL = sp.pose_rows(self.X_OL)
+        self._p_TB, self._R_TB = sp.pose_rows(self.X_TB)
         groups: dict[int, list[tuple[float, ...]]] = {}
         for i, p_LoSo_L, n_L, radius, depth in self.surfaces:
             groups.setdefault(i, []).append((*p_LoSo_L.tolist(), *n_L.tolist(), radius, depth))
-        self._guides = [_Guide(i, [a + b for a, b in zip(self._p_TB, _mv(self._R_TB, *self.points_B[i].tolist()),
-                                                          strict=True)], surf)
+        self._guides = [_Guide(i, sp.pose_apply_rows(self._p_TB, self._R_TB, self.points_B[i].tolist()), surf)
                         for i, surf in sorted(groups.items())]
         # one sphere (in L) holding every guide's, and the payload points' largest distance from To:
         # a payload CoM farther than their sum from its centre has no point near any guide
@@ -604,7 +580,7 @@ class ContactModel:
     def _twist_at(self, state: rb.RigidBodyState, p_W: Array) -> Array:
         """Twist [ω; v] of the body's material point at ``p_W``, in W."""
         w = self._rot(state)[1]
-        return np.concatenate([w, state.v_WBo_W + cross3(w, p_W - state.p_WoBo_W)])
+        return np.concatenate([w, rb.velocity_at(state.p_WoBo_W, state.v_WBo_W, w, p_W)])
 
     def _impulse_on_payload(self, P_T_at_C: Array, p_WoCo_W: Array, t_ns: int, h_ns: int) -> Array:
         """Apply an impulse [∫τ; ∫f] about C to the payload now; queue its opposite for the orbiter."""
@@ -688,15 +664,14 @@ class ContactModel:
         power = 0.0
         active = False
         c = self._all_center_L
-        x0, x1, x2 = _mtv(R_WL, kT.p[0] - p_L[0], kT.p[1] - p_L[1], kT.p[2] - p_L[2])  # To in L
+        x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, kT.p)  # To in L
         if (x0 - c[0]) ** 2 + (x1 - c[1]) ** 2 + (x2 - c[2]) ** 2 > self._all_reach2:
             return F, power, active, kT, kO  # the payload is far from every guide
         lead = 0.5 * h_ns * 1e-9 if self.compliant else 0.0
         law = self.law
         for g in self._guides:
-            d = _mv(kT.R, *g.p_ToPo_T)
-            P = [kT.p[0] + d[0], kT.p[1] + d[1], kT.p[2] + d[2]]  # the point, in W
-            x0, x1, x2 = _mtv(R_WL, P[0] - p_L[0], P[1] - p_L[1], P[2] - p_L[2])  # in L
+            P = sp.pose_apply_rows(kT.p, kT.R, g.p_ToPo_T)  # the point, in W
+            x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, P)  # in L
             c = g.center_L
             if (x0 - c[0]) ** 2 + (x1 - c[1]) ** 2 + (x2 - c[2]) ** 2 > g.reach2:
                 continue
@@ -708,7 +683,7 @@ class ContactModel:
                     continue
                 if u is None:  # relative velocity of the point (payload − orbiter), in L
                     vP, vS = kT.velocity_at(P), kO.velocity_at(P)
-                    u = _mtv(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
+                    u = sp.mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
                 # compliant: the force held over [t, t + h) is evaluated at the interval's midpoint,
                 # the relative displacement extrapolated by u·h/2 (second order in h; a force from the
                 # start of the interval would feed the contact ≈ (π/2) ω h of its energy per impact)
@@ -723,15 +698,15 @@ class ContactModel:
                     power += P_d
                 elif delta_dot > 0.0:
                     p_P = np.array(P)
-                    imp = self._impulsive(self.orbiter_at_now, p_P, np.array(_mv(R_WL, nx, ny, nz)))
+                    imp = self._impulsive(self.orbiter_at_now, p_P, np.array(sp.mat_vec_rows(R_WL, nx, ny, nz)))
                     if imp is not None:
                         self.episode_impulse += self._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
                                                                          t_ns, h_ns)
                         kT, kO = _Kin(self.state), _Kin(self.orbiter_at_now)
                         u = None
             if fx or fy or fz:
-                f = _mv(R_WL, fx, fy, fz)
-                tau = _cross(P[0], P[1], P[2], f[0], f[1], f[2])
+                f = sp.mat_vec_rows(R_WL, fx, fy, fz)
+                tau = sp.cross_rows(P[0], P[1], P[2], f[0], f[1], f[2])
                 F = [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3] + f[0], F[4] + f[1], F[5] + f[2]]
         return F, power, active, kT, kO
 
@@ -774,11 +749,8 @@ class ContactModel:
     # ------------------------------------------------------------ latches
     def _latch_pose(self, kT: _Kin, p_L: list[float], R_WL: tuple[float, ...]) -> tuple[list[float], tuple[float, ...]]:
         """Pose of B in L (position, rotation rows) and ``R_WB`` rows."""
-        R_WB = _mm(kT.R, self._R_TB)
-        d = _mv(kT.R, *self._p_TB)
-        p_LB = _mtv(R_WL, kT.p[0] + d[0] - p_L[0], kT.p[1] + d[1] - p_L[1], kT.p[2] + d[2] - p_L[2])
-        r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WL
-        R_LB = _mm((r00, r10, r20, r01, r11, r21, r02, r12, r22), R_WB)  # R_WLᵀ R_WB
+        p_LB = sp.pose_apply_inverse_rows(p_L, R_WL, sp.pose_apply_rows(kT.p, kT.R, self._p_TB))
+        R_LB = sp.mat_t_mat_rows(R_WL, sp.mat_mat_rows(kT.R, self._R_TB))  # R_WLᵀ R_WB
         return p_LB, R_LB
 
     def _latch_start(self, t_ns: int, X_LB: Array, V_rel_B: list[float], events: list) -> None:
@@ -789,11 +761,11 @@ class ContactModel:
         T = self.latch_drive["close_time"]
         if T > 0.0:
             self.drive = dc.LatchDrive(X_LB, self.X_LB_berthed, T)
-            events.append(_event("latch_start", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB), close_time=T,
+            events.append(_event("latch_start", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(), close_time=T,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
         else:
             self.latched = True
-            events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB), close_time=0.0,
+            events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(), close_time=0.0,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
 
     def _latch_wrench(self, t_ns: int, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
@@ -810,31 +782,29 @@ class ContactModel:
         if self.drive is not None:
             p_R, R_R, v_R, w_R = self.drive.setpoint(t_drive)
         else:
-            p_R, R_R = _rows(self.X_LB_latched)
+            p_R, R_R = sp.pose_rows(self.X_LB_latched)
             v_R = w_R = [0.0, 0.0, 0.0]
-        d = _mv(R_WL, *p_R)
-        p_WR = [p_L[0] + d[0], p_L[1] + d[1], p_L[2] + d[2]]
-        d = _mv(kT.R, *self._p_TB)
-        p_B = [kT.p[0] + d[0], kT.p[1] + d[1], kT.p[2] + d[2]]
-        vO, vR, wR = kO.velocity_at(p_B), _mv(R_WL, *v_R), _mv(R_WL, *w_R)
+        p_WR = sp.pose_apply_rows(p_L, R_WL, p_R)
+        p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
+        vO, vR, wR = kO.velocity_at(p_B), sp.mat_vec_rows(R_WL, *v_R), sp.mat_vec_rows(R_WL, *w_R)
         V_R = [kO.w[0] + wR[0], kO.w[1] + wR[1], kO.w[2] + wR[2], vO[0] + vR[0], vO[1] + vR[1], vO[2] + vR[2]]
-        R_WB = _mm(kT.R, self._R_TB)
-        R_WR = _mm(R_WL, R_R)
+        R_WB = sp.mat_mat_rows(kT.R, self._R_TB)
+        R_WR = sp.mat_mat_rows(R_WL, R_R)
         if self.latch_model == "spring":
             F = dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, R_WR, V_R, **self.latch_spring)
         else:
             F = self._latch_constraint(t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
         if not self.latched and (self.drive is None or t_ns - self.latch_ns >= self.drive.close_time * 1e9):
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
-            X_LB = _pose_rows(p_LB, R_LB)
+            X_LB = sp.pose_from_rows(p_LB, R_LB)
             m = _misalignment(X_LB, self.X_LB_berthed)
             if (m["misalignment_m"] <= self.latch_drive["final_position"]
                     and m["misalignment_rad"] <= self.latch_drive["final_angle"]):
                 self.latched = True
-                events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=_pose_list(X_LB),
-                                     X_LB_start=_pose_list(self.X_LB_latched),
+                events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(),
+                                     X_LB_start=self.X_LB_latched.tolist(),
                                      close_time=self.latch_drive["close_time"], **m))
-        tau = _cross(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
+        tau = sp.cross_rows(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
         return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
 
     def _latch_constraint(self, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float], R_WB: tuple[float, ...],
@@ -845,29 +815,29 @@ class ContactModel:
         # the set point's classical acceleration at Bo: the orbiter's latch frame (its sample's accelerations,
         # held over the coupling interval) plus the stroke's own, with the Coriolis term of the stroke's rate
         s = self._orb_floats[1]
-        a_O, wd_O = s[2], _mv(kO.R, *s[4])
+        a_O, wd_O = s[2], sp.mat_vec_rows(kO.R, *s[4])
         r = [p_B[i] - kO.p[i] for i in range(3)]
         w = kO.w
-        wr = _cross(w[0], w[1], w[2], r[0], r[1], r[2])
-        c1 = _cross(wd_O[0], wd_O[1], wd_O[2], r[0], r[1], r[2])
-        c2 = _cross(w[0], w[1], w[2], wr[0], wr[1], wr[2])
-        vR, wR = _mv(R_WL, *v_R), _mv(R_WL, *w_R)
+        wr = sp.cross_rows(w[0], w[1], w[2], r[0], r[1], r[2])
+        c1 = sp.cross_rows(wd_O[0], wd_O[1], wd_O[2], r[0], r[1], r[2])
+        c2 = sp.cross_rows(w[0], w[1], w[2], wr[0], wr[1], wr[2])
+        vR, wR = sp.mat_vec_rows(R_WL, *v_R), sp.mat_vec_rows(R_WL, *w_R)
         aR, wdR = (self.drive.acceleration(t_drive) if self.drive is not None else ([0.0] * 3, [0.0] * 3))
-        aR, wdR = _mv(R_WL, *aR), _mv(R_WL, *wdR)
-        cw = _cross(w[0], w[1], w[2], wR[0], wR[1], wR[2])
-        cv = _cross(w[0], w[1], w[2], vR[0], vR[1], vR[2])
+        aR, wdR = sp.mat_vec_rows(R_WL, *aR), sp.mat_vec_rows(R_WL, *wdR)
+        cw = sp.cross_rows(w[0], w[1], w[2], wR[0], wR[1], wR[2])
+        cv = sp.cross_rows(w[0], w[1], w[2], vR[0], vR[1], vR[2])
         A_R = [wd_O[i] + cw[i] + wdR[i] for i in range(3)] + [a_O[i] + c1[i] + c2[i] + 2.0 * cv[i] + aR[i]
                                                             for i in range(3)]
         # the payload's free accelerations under every other wrench (about its CoM) and the orbit
         st = self.state
         pT = kT.p
         f = F_other_Wo[3:]
-        tc = _cross(pT[0], pT[1], pT[2], f[0], f[1], f[2])
+        tc = sp.cross_rows(pT[0], pT[1], pT[2], f[0], f[1], f[2])
         F_c = [F_other_Wo[0] - tc[0], F_other_Wo[1] - tc[1], F_other_Wo[2] - tc[2], *f]
         a_free, wd_free_T = rb.accelerations_rows(self.model_T, st, F_c, self.orbit)
         g = self.latch_gain
         F = dc.latch_constraint_wrench_rows(self.model_T.mass, self._I_T_rows, pT, kT.R, kT.w, a_free,
-                                            _mv(kT.R, *wd_free_T), p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)],
+                                            sp.mat_vec_rows(kT.R, *wd_free_T), p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)],
                                             p_WR, R_WR, V_R, A_R, g, g)
         th = dc.rotation_error(np.reshape(R_WR, (3, 3)), np.reshape(R_WB, (3, 3)))
         self.latch_error = (math.dist(p_B, p_WR), float(np.linalg.norm(th)))
@@ -881,7 +851,7 @@ class ContactModel:
 
     def _outputs(self, active: bool, p_WoLo_W: list[float], t_ns: int) -> dict[str, dict[str, Any]]:
         F = [c + i for c, i in zip(self.F_cont_O_Wo, self.F_imp_O_Wo, strict=True)]
-        c = _cross(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
+        c = sp.cross_rows(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
         out: dict[str, dict[str, Any]] = {
             "contact/wrench": {"F_Lo_W": np.array([F[0] - c[0], F[1] - c[1], F[2] - c[2], F[3], F[4], F[5]]),
                                "p_WoLo_W": np.array(p_WoLo_W),
@@ -949,20 +919,18 @@ class ContactModel:
             except KeyError:
                 X_WE = self._X_WT() @ self.X_TG
             X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
-            events.append(_event("rigidize", t1, X_EG=_pose_list(X_EG)))
+            events.append(_event("rigidize", t1, X_EG=X_EG.tolist()))
         # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
         kT, kO = _Kin(self.state), _Kin(orb)
-        d = _mv(kO.R, *self._p_OL)
-        p_L = [kO.p[0] + d[0], kO.p[1] + d[1], kO.p[2] + d[2]]
-        R_WL = _mm(kO.R, self._R_OL)
-        d = _mv(kT.R, *self._p_TB)
-        p_B = [kT.p[0] + d[0], kT.p[1] + d[1], kT.p[2] + d[2]]
+        p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
+        R_WL = sp.mat_mat_rows(kO.R, self._R_OL)
+        p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
         vT, vO = kT.velocity_at(p_B), kO.velocity_at(p_B)
         V_rel_B = [kT.w[0] - kO.w[0], kT.w[1] - kO.w[1], kT.w[2] - kO.w[2],  # payload − orbiter at Bo
                    vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
         F_hil = None
         if self.con["source"] == "hil":
-            F_hil = self._hil_wrench(u, t1, _pose_rows(p_B, _mm(kT.R, self._R_TB)), events)
+            F_hil = self._hil_wrench(u, t1, sp.pose_from_rows(p_B, sp.mat_mat_rows(kT.R, self._R_TB)), events)
         if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
             F_T_Wo, power, active, kT, kO = self._model_contact(kT, kO, p_L, R_WL, t1, h_ns)
         else:
@@ -984,7 +952,7 @@ class ContactModel:
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
             if math.dist(p_LB, self._p_LB_berthed) <= self.criteria.position:
                 R_LW = np.reshape(R_WL, (3, 3)).T
-                X_LB = _pose_rows(p_LB, R_LB)
+                X_LB = sp.pose_from_rows(p_LB, R_LB)
                 if dc.latch_check(X_LB, rotate_spatial(R_LW, V_rel_B), self.X_LB_berthed, self.criteria)[0]:
                     self._latch_start(t1, X_LB, V_rel_B, events)
         if self.berthed:

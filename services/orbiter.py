@@ -59,7 +59,7 @@ from dynamics import rigid_body as rb
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS
 from dynamics.contact import rotation_error
 from dynamics.orbit import CircularOrbit
-from dynamics.spatial import quat_to_rotation
+from dynamics.spatial import mat_t_vec_rows, mat_vec_rows, quat_to_rotation
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.service import Inputs, Port, ServicePorts
@@ -199,10 +199,7 @@ class OrbiterModel:
         if not self.hold:
             return np.zeros(3)
         R = state.R_rows
-        R_WO = np.reshape(R, (3, 3))
-        t0, t1, t2 = rotation_error(self.R_ref, R_WO).tolist()  # in W
-        theta_O = (R[0] * t0 + R[3] * t1 + R[6] * t2, R[1] * t0 + R[4] * t1 + R[7] * t2,
-                   R[2] * t0 + R[5] * t1 + R[8] * t2)
+        theta_O = mat_t_vec_rows(R, *rotation_error(self.R_ref, np.reshape(R, (3, 3))).tolist())  # in O
         tau = []
         for th, w, kp, kd, tmax in zip(theta_O, state.w_WB_B.tolist(), self._kp, self._kd, self._tmax, strict=True):
             si = th + (kd / kp) * w  # phase-plane variable of the axis
@@ -250,10 +247,8 @@ class OrbiterModel:
         F_Wo = self.external_wrench_Wo(u, h_ns)
         F_c = rb.wrench_about_mean_com(F_Wo, s, self.model.mass, h, rb.cw_floats(self.orbit, s))
         if self.hold:
-            R = s.R_rows
-            t0, t1, t2 = c.tau_rcs_O.tolist()
-            F_c = [F_c[0] + (R[0] * t0 + R[1] * t1 + R[2] * t2), F_c[1] + (R[3] * t0 + R[4] * t1 + R[5] * t2),
-                   F_c[2] + (R[6] * t0 + R[7] * t1 + R[8] * t2), *F_c[3:]]
+            t0, t1, t2 = mat_vec_rows(s.R_rows, *c.tau_rcs_O.tolist())   # the jets' torque, in W
+            F_c = [F_c[0] + t0, F_c[1] + t1, F_c[2] + t2, *F_c[3:]]
             c.rcs_on_time += h * (c.tau_rcs_O != 0.0)
         c.body = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
         c.F_last = F_c

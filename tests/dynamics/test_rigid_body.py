@@ -312,3 +312,20 @@ def test_point_motion_against_finite_differences_of_the_rigid_motion():
         rb.point_motion(np.eye(3), w_B, v, a, wd_B, [1.0, 2.0])
     with pytest.raises(ShapeError, match="R_WB"):
         rb.point_motion(np.eye(4), w_B, v, a, wd_B, p_B)
+
+
+def test_velocity_at_against_finite_differences():
+    """A material point's velocity, independently: differentiate p_Q(t) = c + v t + exp([ω t×]) (q − c)."""
+    rng = np.random.default_rng(4)
+    c, v, w, q = (rng.normal(size=3) for _ in range(4))
+
+    def p_Q(t):
+        return c + v * t + Rotation.from_rotvec(w * t).apply(q - c)
+
+    h = 1e-5
+    ref = (p_Q(h) - p_Q(-h)) / (2 * h)
+    np.testing.assert_allclose(rb.velocity_at(c, v, w, q), ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(rb.velocity_at_rows(c.tolist(), v.tolist(), w.tolist(), q.tolist()), ref, rtol=0,
+                               atol=1e-9)
+    with pytest.raises(ShapeError, match="w_WB_W"):
+        rb.velocity_at(c, v, w[:2], q)

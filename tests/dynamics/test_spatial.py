@@ -188,3 +188,22 @@ def test_rotation_error_rows_matches_scipy_also_near_pi():
             ref = -ref
         np.testing.assert_allclose(th, ref, rtol=0, atol=1e-10)
         np.testing.assert_allclose(th, rotation_error(R_WA.as_matrix(), R_WB.as_matrix()), rtol=0, atol=1e-10)
+
+
+def test_pose_rows_and_pose_application_kernels_match_scipy():
+    for _ in range(10):
+        rot = Rotation.random(random_state=rng)
+        p, q = rng.normal(size=3), rng.normal(size=3)
+        X = sp.pose(rot.as_matrix(), p)
+        p_rows, R_rows = sp.pose_rows(X)
+        np.testing.assert_array_equal(sp.pose_from_rows(p_rows, R_rows), X)
+        np.testing.assert_allclose(sp.pose_apply_rows(p_rows, R_rows, q.tolist()), p + rot.apply(q), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(sp.pose_apply_inverse_rows(p_rows, R_rows, q.tolist()), rot.inv().apply(q - p),
+                                   rtol=0, atol=1e-14)
+        B = Rotation.random(random_state=rng).as_matrix()
+        np.testing.assert_allclose(np.reshape(sp.mat_t_mat_rows(R_rows, B.ravel().tolist()), (3, 3)),
+                                   (rot.inv() * Rotation.from_matrix(B)).as_matrix(), rtol=0, atol=1e-14)
+    with pytest.raises(ShapeError, match="X_AB"):
+        sp.pose_rows(np.eye(3))
+    with pytest.raises(ShapeError, match="R_AB"):
+        sp.pose_from_rows([0.0, 0.0, 0.0], [1.0] * 8)
