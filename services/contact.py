@@ -186,11 +186,10 @@ from numpy.typing import NDArray
 from dynamics import contact as dc
 from dynamics import impact as im
 from dynamics import rigid_body as rb
-from dynamics.cases import PAYLOAD_MASS
-from dynamics.orbit import CircularOrbit
-from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS
-from dynamics.spatial import cross3, pose, pose_from_vector, pose_inverse, rotate_spatial
 from dynamics import spatial as sp
+from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, PAYLOAD_MASS
+from dynamics.orbit import CircularOrbit
+from dynamics.spatial import cross3, pose, pose_from_vector, pose_inverse, rotate_spatial
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table, check_values
 from protocol.coupling import Schedule
@@ -1015,11 +1014,11 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     springs = [] if v["latch_model"] == "constraint" else [("latch", v["latch_spring"], p_TB, p_OL)]
     if v["contact"]["capture"] == "compliant":
         springs.append(("snare", v["snare"], pose_from_vector(v["payload"]["X_TG"])[:3, 3], p_OL))
-    for what, sp, p_T, p_O in springs:
-        out.append(StiffCoupling(f"{what} spring, translation", "contact/wrench", "orbiter/state", sp["k_lin"],
-                                 sp["c_lin"], _point_mass(mT, p_T), _point_mass(mO, p_O)))
-        out.append(StiffCoupling(f"{what} spring, rotation", "contact/wrench", "orbiter/state", sp["k_rot"],
-                                 sp["c_rot"], IT, IO))
+    for what, spring, p_T, p_O in springs:
+        out.append(StiffCoupling(f"{what} spring, translation", "contact/wrench", "orbiter/state", spring["k_lin"],
+                                 spring["c_lin"], _point_mass(mT, p_T), _point_mass(mO, p_O)))
+        out.append(StiffCoupling(f"{what} spring, rotation", "contact/wrench", "orbiter/state", spring["k_rot"],
+                                 spring["c_rot"], IT, IO))
     if v["latch_model"] == "constraint":
         # the weld: Baumgarte's spring and damper on the payload's own mass, and its acceleration made the
         # orbiter's (an algebraic loop of gain m_payload / m_orbiter at the latch)
