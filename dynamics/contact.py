@@ -38,6 +38,7 @@ No I/O, no globals.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -609,8 +610,9 @@ def latch_wrench_rows(p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: li
             -k_lin * (p_WoBo_W[2] - p_WoRo_W[2]) - c_lin * dV[5]]
 
 
-def latch_constraint_wrench_rows(mass: float, I_T_T: tuple[float, ...], p_WoTo_W: list[float], R_WT: tuple[float, ...],
-                                 w_WT_W: list[float], a_free_W: list[float], wdot_free_W: list[float],
+def latch_constraint_wrench_rows(mass: float, I_T_T: tuple[float, ...], p_WoTo_W: Sequence[float],
+                                 R_WT: tuple[float, ...], w_WT_W: list[float], a_free_W: list[float],
+                                 wdot_free_W: list[float],
                                  p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: list[float],
                                  p_WoRo_W: list[float], R_WR: tuple[float, ...], V_WR_W: list[float],
                                  A_WR_W: list[float], alpha: float, beta: float) -> list[float]:

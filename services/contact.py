@@ -193,8 +193,8 @@ from dynamics.spatial import cross3, pose, pose_from_vector, pose_inverse, rotat
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table, check_values
 from protocol.coupling import Schedule
-from protocol.stability import StiffCoupling
 from protocol.service import Inputs, Port, ServicePorts
+from protocol.stability import StiffCoupling
 
 __all__ = ["TABLES", "TABLE_KEYS", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings", "validate"]
 
@@ -316,7 +316,8 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if not isinstance(s, dict):
             problems.append(f"contact.surfaces[{i}]: expected a table, got {s!r}")
             continue
-        v = check_values(s, f"contact.surfaces[{i}]", SURFACE_KEYS, sub := [])
+        sub: list[str] = []
+        v = check_values(s, f"contact.surfaces[{i}]", SURFACE_KEYS, sub)
         problems.extend(sub)
         if sub:
             continue
@@ -469,7 +470,8 @@ class ContactModel:
         self.model_O: rb.RigidBodyModel = v["model_O"]
         self.state = rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"])
         alt = float(orb["orbit_altitude"])
-        self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(orb["gravity_gradient"])) if alt > 0 else None
+        self.orbit = (CircularOrbit.from_altitude(alt, gravity_gradient=bool(orb["gravity_gradient"])) if alt > 0
+                      else None)
         self.X_OL = pose_from_vector(orb["X_OL"])
         self.X_TG = pose_from_vector(pay["X_TG"])
         self.X_TB = pose_from_vector(pay["X_TB"])
@@ -642,6 +644,7 @@ class ContactModel:
         closes); the massless arm passes the reaction to the orbiter, which receives it through
         ``contact/wrench``.
         """
+        assert self.X_OE is not None  # set at capture, before the snare closes
         X_WE = pose(self._rot(orb)[0], orb.p_WoBo_W) @ self.X_OE
         X_WG = self._X_WT() @ self.X_TG
         p_G = X_WG[:3, 3]
@@ -718,13 +721,13 @@ class ContactModel:
         M, J = dc.orbiter_chaser(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_C - orb.p_WoBo_W)
         psid = np.concatenate([orb.R_WB @ orb.w_WB_B, orb.v_WBo_W])
         try:
-            r = im.nonplastic_impact_payload(M, J, psid, self.model_T.mass, rb.inertia_W(self.model_T, self.state),
+            rp = im.nonplastic_impact_payload(M, J, psid, self.model_T.mass, rb.inertia_W(self.model_T, self.state),
                                              p_C - self.state.p_WoBo_W, self.state.v_WBo_W,
                                              self.state.R_WB @ self.state.w_WB_B, -n_W,
                                              float(self.con["r_E"]), float(self.con["r_f"]))
         except NoSolutionError:
             return None
-        return -np.asarray(r.impulse_W)
+        return -np.asarray(rp.impulse_W)
 
     def _hil_wrench(self, u: Inputs, t_ns: int, X_WB: Array, events: list) -> Array | None:
         try:
@@ -739,6 +742,7 @@ class ContactModel:
                 events.append(_event("hil_fallback", t_ns, reason=reason))
             self.hil_reason = reason
             return None
+        assert s is not None  # hil_refusal refuses a missing sample
         if self.hil_reason is not None:
             events.append(_event("hil_restored", t_ns, reason=f"accepted after: {self.hil_reason}"))
             self.hil_reason = None
