@@ -171,7 +171,7 @@ class RigidBodyModel:
             )
         object.__setattr__(self, "mass", m)
         object.__setattr__(self, "I_Bcm_B", _readonly(I))
-        object.__setattr__(self, "I_inv_B", _readonly(np.linalg.inv(I)))
+        object.__setattr__(self, "I_inv_B", _readonly(np.linalg.inv(I)))  # type: ignore[arg-type]  # numpy stubs: float64 in, floating out
         object.__setattr__(self, "I_rows", tuple(self.I_Bcm_B.ravel().tolist()))
         object.__setattr__(self, "I_inv_rows", tuple(self.I_inv_B.ravel().tolist()))
 
@@ -205,7 +205,7 @@ class RigidBodyState:
         object.__setattr__(self, "w_WB_B", _readonly(as_vector(self.w_WB_B, 3, "w_WB_B")))
 
     @classmethod
-    def from_floats(cls, p: list[float], quat_WB: Any, v: list[float], w: list[float]) -> RigidBodyState:
+    def from_floats(cls, p: Sequence[float], quat_WB: Any, v: Sequence[float], w: Sequence[float]) -> RigidBodyState:
         """State from Python floats: ``p``, ``v``, ``w`` 3 each, ``quat_WB`` 4, already unit with scalar ≥ 0.
 
         Skips the shape checks and renormalisation of the constructor (the hot path of
@@ -387,7 +387,7 @@ def derivative(
 def step(
     model: RigidBodyModel,
     state: RigidBodyState,
-    F_Bo_W: ArrayLike,
+    F_Bo_W: ArrayLike | list[float],  # (a list of six floats takes the float path as it is)
     h: float,
     orbit: CircularOrbit | None = None,
     substeps: int = 1,
@@ -434,7 +434,7 @@ def step(
     if int(substeps) != substeps or substeps < 1:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
     dt = h / int(substeps)
-    x = state.floats
+    x: Sequence[float] = state.floats
     p, q, v, w = x[0:3], x[3:7], x[7:10], x[10:13]
     R0: tuple[float, ...] | None = state.R_rows
     for _ in range(int(substeps)):
@@ -478,7 +478,7 @@ def _rkmk4(
         R0 if R0 is not None else rotation_rows(*q0))
     half = 0.5 * dt
     # stage state (x position, u velocity, s rate) and the previous stage's derivatives
-    x0, x1, x2, u0, u1, u2, s0, s1, s2 = P0, P1, P2, V0, V1, V2, W0, W1, W2
+    x0, x2, u0, u1, u2, s0, s1, s2 = P0, P2, V0, V1, V2, W0, W1, W2  # (x1: no force depends on it)
     pd0 = pd1 = pd2 = vd0 = vd1 = vd2 = wd0 = wd1 = wd2 = ph0 = ph1 = ph2 = 0.0
     e0 = e1 = e2 = 0.0  # φ of the stage
     # k1 + 2 k2 + 2 k3 + k4, summed left to right
@@ -489,7 +489,7 @@ def _rkmk4(
             u0, u1, u2 = V0 + c * vd0, V1 + c * vd1, V2 + c * vd2
             s0, s1, s2 = W0 + c * wd0, W1 + c * wd1, W2 + c * wd2
             e0, e1, e2 = c * ph0, c * ph1, c * ph2
-            x0, x1, x2 = P0 + c * pd0, P1 + c * pd1, P2 + c * pd2
+            x0, x2 = P0 + c * pd0, P2 + c * pd2  # (the along-track position enters no force)
             w, x, y, z = quat_integrate_rows(q0, e0, e1, e2, 1.0)  # q0 ⊗ exp(φ); its R (rotation_rows):
             r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)
             r10, r11, r12 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)

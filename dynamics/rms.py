@@ -230,7 +230,8 @@ def rms_kinematics_rows(geom: RmsGeometry, theta: list[float]) -> tuple[list[tup
         ps.append((px, py, pz))
         if kind < 0:
             sn, cn = sin(ti), 1.0 - cos(ti)
-            r0, r1, r2, r3, r4, r5, r6, r7, r8 = R_PJ if R_PJ is not None else (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+            r0, r1, r2, r3, r4, r5, r6, r7, r8 = (R_PJ if R_PJ is not None
+                                                  else (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0))
             k0, k1, k2, k3, k4, k5, k6, k7, k8 = RK
             c0, c1, c2, c3, c4, c5, c6, c7, c8 = RK2
             b0, b1, b2 = r0 + sn * k0 + cn * c0, r1 + sn * k1 + cn * c1, r2 + sn * k2 + cn * c2
@@ -547,9 +548,11 @@ def relative_twist(R_WO: ArrayLike, w_WO_O: ArrayLike, v_WOo_W: ArrayLike, p_OoE
     if RWO.shape != (3, 3) or RWT.shape != (3, 3):
         raise ShapeError(f"R_WO, R_WT: expected (3, 3), got {RWO.shape}, {RWT.shape}")
     V = relative_twist_rows(RWO.ravel().tolist(), sp.as_vector(w_WO_O, 3, "w_WO_O").tolist(),
-                            sp.as_vector(v_WOo_W, 3, "v_WOo_W").tolist(), sp.as_vector(p_OoEo_O, 3, "p_OoEo_O").tolist(),
+                            sp.as_vector(v_WOo_W, 3, "v_WOo_W").tolist(),
+                            sp.as_vector(p_OoEo_O, 3, "p_OoEo_O").tolist(),
                             RWT.ravel().tolist(), sp.as_vector(w_WT_T, 3, "w_WT_T").tolist(),
-                            sp.as_vector(v_WTo_W, 3, "v_WTo_W").tolist(), sp.as_vector(p_ToEo_T, 3, "p_ToEo_T").tolist())
+                            sp.as_vector(v_WTo_W, 3, "v_WTo_W").tolist(),
+                            sp.as_vector(p_ToEo_T, 3, "p_ToEo_T").tolist())
     return np.array(V, dtype=np.float64)
 
 
@@ -799,7 +802,7 @@ def prescribed_base_affine(model: ch.ChainModel, data: ch.ChainData, q: ArrayLik
     A = np.linalg.inv(M[6:, 6:])
     b = A @ (g[6:] - h[6:] - M[6:, :6] @ ab)
     d = -(M[:6, :6] @ ab + h[:6] - g[:6] - _own_base_wrench(data, va[:6], ab))
-    return A, b, -M[:6, 6:], d
+    return A, b, -M[:6, 6:], d  # type: ignore[return-value]  # numpy stubs: float64 in, floating out
 
 
 def _own_base_wrench(data: ch.ChainData, V0: Array, a0: Array) -> Array:
@@ -859,7 +862,7 @@ def grappled_inverse_dynamics(model: ch.ChainModel, data: ch.ChainData, q: Array
     rhs = M[6:] @ ad + h[6:] - ta
     F_on_hand = np.linalg.solve(JE[:, 6:].T, rhs)
     F_b = M[:6] @ ad + h[:6] - JE[:, :6].T @ F_on_hand
-    return -F_on_hand, -(F_b - _own_base_wrench(data, va[:6], ad[:6]))
+    return -F_on_hand, -(F_b - _own_base_wrench(data, va[:6], ad[:6]))  # type: ignore[return-value]  # numpy stubs: float64 in, floating out
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def cross_batch(a: Array, b: Array) -> Array:
     return out
 
 
-def cross3(a: ArrayLike, b: ArrayLike) -> Array:
+def cross3(a: Array | Sequence[float], b: Array | Sequence[float]) -> Array:
     """``a × b`` for two (3,) vectors, without ``numpy.cross``'s ~25 µs of generic overhead.
 
     The contact and rigid-body steps run at ≥ 1 kHz and need a dozen cross products per
@@ -131,7 +131,7 @@ def cross3(a: ArrayLike, b: ArrayLike) -> Array:
 
     Parameters
     ----------
-    a, b : array_like, shape (3,)
+    a, b : ndarray or sequence of float, shape (3,)
 
     Returns
     -------
@@ -274,7 +274,7 @@ def cross_rows(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float)
     return [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0]
 
 
-def quat_integrate_rows(q: tuple[float, ...] | list[float], wx: float, wy: float, wz: float,
+def quat_integrate_rows(q: Sequence[float], wx: float, wy: float, wz: float,
                         h: float) -> tuple[float, float, float, float]:
     """``q ⊗ exp(½ ω h)`` normalised, scalar ≥ 0: :func:`quat_integrate` on floats (its kernel).
 

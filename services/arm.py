@@ -157,13 +157,13 @@ from typing import Any
 import numpy as np
 
 from dynamics import chain as ch
-from dynamics import rigid_body as rb
 from dynamics import flexibility as fx
 from dynamics import loads as ld
+from dynamics import multirate as mr
+from dynamics import rigid_body as rb
 from dynamics import rms
 from dynamics import servo as sv
 from dynamics import spatial as sp
-from dynamics import multirate as mr
 from dynamics.cases import (
     ORBITER_INERTIA,
     ORBITER_MASS,
@@ -179,8 +179,8 @@ from errors import ConfigError, SingularityError
 from protocol.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 from protocol.config import check_table
 from protocol.coupling import Schedule
-from protocol.stability import StiffCoupling
 from protocol.service import Port, ServicePorts
+from protocol.stability import StiffCoupling
 
 TABLES = ("arm",)
 
@@ -294,8 +294,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
             problems.append(f"arm.booms: 'flexible' (booms with mass and modes) needs model = 'multibody', got model "
                             f"{table.get('model', DEFAULTS['model'])!r}")
         if s["link_mass_scale"] != 1.0:
-            problems.append(f"arm.link_mass_scale: must be 1.0 with flexible booms (the tubes' mass is the links'), got "
-                            f"{table['link_mass_scale']!r}")
+            problems.append("arm.link_mass_scale: must be 1.0 with flexible booms (the tubes' mass is the "
+                            f"links'), got {table['link_mass_scale']!r}")
     model = _fixed_chain()
     for i, (q, lo, hi) in enumerate(zip(s["q0"], model.q_lower, model.q_upper, strict=True)):
         if not lo <= q <= hi:
@@ -935,6 +935,7 @@ class ArmModel:
         """The booms' elastic coordinates and the linear springs and dampers on the arm coordinates: the gear
         springs to the motors (joint_stiffness, the gear-train damper of the rigid multibody arm) and the beams'."""
         fi = self.chain.flex
+        assert fi is not None  # a flexible arm's chain has its booms (dynamics.cases.with_flexible_booms)
         ne = fi.ne
         self.eta = np.zeros(ne)
         self.eta_dot = np.zeros(ne)
@@ -975,7 +976,7 @@ class ArmModel:
         x = np.concatenate([self.theta, self.eta])
         v = np.concatenate([self.theta_dot, self.eta_dot])
         hand = None
-        if grappled:                                            # the grasp point's motion (floats)
+        if grappled and pay is not None:                        # the grasp point's motion (floats)
             pT, qT, wT, vT = self._pay_f
             R = sp.rotation_rows(*qT)                             # R_WT
             _, V_G, A_G = rb.point_motion(np.reshape(R, (3, 3)), wT, vT, pay["a_WTo_W"], pay["wdot_WT_T"],
@@ -1001,7 +1002,7 @@ class ArmModel:
                 X_WG = sp.pose(np.reshape(R, (3, 3)), pT) @ sp.pose(self.R_TE, self.p_ToEo_T)
                 self._hand_err = mr.hand_pose_error(X_WE, X_WG)
                 if newly:   # the links take the payload's motion at the grasp (least kinetic metric)
-                    v = v - held.G2 @ (held.J[:, 6:] @ v + held.J[:, :6] @ V_S - V_G)
+                    v = v - held.G2 @ (J_E[:, 6:] @ v + J_E[:, :6] @ V_S - V_G)
         if grappled:
             hand = (V_G, A_G, self._hand_err)
         k, c = self.joint_stiffness, self._c_gear
@@ -1024,6 +1025,7 @@ class ArmModel:
         x, v, self._vdot_a, lam, F_b = mr.held_step(held, x, v, self._vdot_a, Q, V_S, A_S, hand, HAND_BAUMGARTE,
                                                     HAND_BAUMGARTE)
         if hand is not None:                                    # the pose error, carried by the velocity error
+            assert held.J is not None  # the hand is held (mr.hold with the hand)
             self._hand_err = self._hand_err + h * (held.J[:, 6:] @ (0.5 * (v0 + v)) + held.J[:, :6] @ V_S - V_G)
         self.theta, self.eta = x[:N_JOINTS].copy(), x[N_JOINTS:].copy()
         self.theta_dot, self.eta_dot = v[:N_JOINTS].copy(), v[N_JOINTS:].copy()
@@ -1038,7 +1040,9 @@ class ArmModel:
     def _deflection_O(self, R_WO: Any) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """The booms' rotation (rotation vector) and displacement of E, in O, to first order in η: ``J_η η``."""
         d = (self._J_eta @ self.eta).tolist()
-        return sp.mat_t_vec_rows(R_WO, *d[:3]), sp.mat_t_vec_rows(R_WO, *d[3:])
+        r0, r1, r2 = sp.mat_t_vec_rows(R_WO, *d[:3])
+        u0, u1, u2 = sp.mat_t_vec_rows(R_WO, *d[3:])
+        return (r0, r1, r2), (u0, u1, u2)
 
     def _X_OE(self) -> np.ndarray:
         """E's pose in O: the rigid kinematics at θ, and with flexible booms their deflection (first order)."""
@@ -1069,7 +1073,7 @@ class ArmModel:
         R_OE = Rs[N_JOINTS]
         if self.flexible:                                            # E with the booms' deflection
             dth, dp = self._deflection_O(R)
-            pE = [pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2]]
+            pE = (pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2])
         c0, c1, c2 = sp.mat_vec_rows(R, *pE)
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
         s0, s1, s2 = sp.mat_vec_rows(R, *self._p_OS)
@@ -1086,7 +1090,7 @@ class ArmModel:
             self.F_So_W = np.array(rms.shoulder_reaction_rows(F_W, (e0, e1, e2), (s0, s1, s2)))
         # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
         # (never written in place): published without copies
-        wrench = {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
+        wrench: dict[str, Any] = {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
                   "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)}
         if not self.schedule.due(STATE, t_ns):
             return {STATE: {"tau": self.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)

@@ -248,17 +248,18 @@ def _rkmk4_composed(model, p0, q0, v0, w0, F, dt, orbit):
     ks = [(list(v0), vd, wd, list(w0))]
     pd, ph = v0, w0
     for c in (0.5 * dt, 0.5 * dt, dt):
-        v = [a + c * b for a, b in zip(v0, vd)]
-        w = [a + c * b for a, b in zip(w0, wd)]
+        v = [a + c * b for a, b in zip(v0, vd, strict=True)]
+        w = [a + c * b for a, b in zip(w0, wd, strict=True)]
         f = [c * b for b in ph]
-        vd, wd = rb._rates(model, [a + c * b for a, b in zip(p0, pd)], v,
+        vd, wd = rb._rates(model, [a + c * b for a, b in zip(p0, pd, strict=True)], v,
                            rb.rotation_rows(*rb.quat_integrate_rows(q0, *f, 1.0)), w, F, orbit)
         pd, ph = v, rb.dexp_inv_rows(*f, *w)
         ks.append((pd, vd, wd, ph))
     c = dt / 6.0
-    inc = [[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(*ki)] for ki in zip(*ks)]
-    return ([x + d for x, d in zip(p0, inc[0])], rb.quat_integrate_rows(q0, *inc[3], 1.0),
-            [x + d for x, d in zip(v0, inc[1])], [x + d for x, d in zip(w0, inc[2])])
+    inc = [[c * (k1 + 2.0 * k2 + 2.0 * k3 + k4) for k1, k2, k3, k4 in zip(*ki, strict=True)]
+           for ki in zip(*ks, strict=True)]
+    return ([x + d for x, d in zip(p0, inc[0], strict=True)], rb.quat_integrate_rows(q0, *inc[3], 1.0),
+            [x + d for x, d in zip(v0, inc[1], strict=True)], [x + d for x, d in zip(w0, inc[2], strict=True)])
 
 
 @pytest.mark.parametrize("gg", [None, False, True])
