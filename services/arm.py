@@ -151,7 +151,7 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -318,18 +318,142 @@ def _settings(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return s, a
 
 
+@dataclass(slots=True)
+class ArmContext:
+    """Everything the arm changes as it runs (its context, :mod:`protocol.service`); the rest of :class:`ArmModel`
+    is parameters. Arrays are never written in place (but ``theta_n``'s slipping joints): a field is replaced.
+
+    Attributes
+    ----------
+    theta, theta_dot : ndarray, shape (6,)
+        Joint angles [rad] and rates [rad/s], SVDS order.
+    servo : dynamics.servo.ServoState
+        The six servos (motor side).
+    mode : str
+        ``manual``, ``auto``, ``single``, ``direct``, ``damp``, ``brakes`` or ``hold``.
+    frame : str
+        Manual mode's frame of the commanded rates: ``orbiter`` or ``end_effector``.
+    brakes, grappled : bool
+    rate_cmd_frame : ndarray, shape (6,)
+        Manual mode's commanded point-of-resolution rates ``[ω; v]`` in ``frame``. [rad/s, m/s]
+    single, direct : tuple of (int, float)
+        Single-joint mode's joint and rate [rad/s]; direct drive's joint and fraction of its current limit.
+    waypoints : list of dict
+        The auto sequence's waypoints still to reach.
+    seg : dict or None
+        The auto segment being flown (start, leg, profile).
+    rest_since : int or None
+        Post-capture damping: since when the relative motion has been at rest. [ns]
+    geom : dynamics.rms.RmsGeometry
+        The geometry with the point of resolution in force (the ``por`` command moves it).
+    p_ToEo_T : ndarray, shape (3,)
+        E in the payload, frozen at the grasp [m]; ``p_TE`` the same as floats.
+    R_TE : ndarray, shape (3, 3)
+        E's attitude in T, frozen at the grasp.
+    theta_n : ndarray, shape (6,)
+        Neutral joint angles of the passive flexibility (where the brakes locked, slipping). [rad]
+    qd_cmd, tau : ndarray, shape (6,)
+        The last step's commanded joint rates [rad/s] and joint torques [N·m].
+    F_Eo_O, F_Eo_W, F_So_W : ndarray, shape (6,)
+        The wrench on the payload at Eo in O and in W, and on the orbiter at So in W, ``[τ; f]``. [N·m, N]
+    V_R_O : ndarray, shape (6,)
+        E's twist relative to the orbiter, in O, ``[ω; v]``. [rad/s, m/s]
+    loads : ndarray, shape (9, 6)
+        The station loads of the last RMLOAD.
+    mb_wrench : tuple of ndarray or None
+        Multibody arm: ``(F_Eo_W, F_So_W)`` of the last step; None before the first.
+    rows, pose : tuple, dynamics.rms.RmsPose or None
+        The kinematics at θ as floats (:func:`dynamics.rms.rms_kinematics_rows`), and as an RmsPose once asked for.
+    J, J_inv : ndarray, shape (6, 6)
+        The Jacobian at θ and its inverse (damped near a singularity).
+    sigma, damped, J_svd : float, bool, ndarray or None
+        The smallest singular value of J at its last SVD, whether J_inv is damped, J at that SVD.
+    flex_at, flex_pending : tuple, bool
+        The configuration of the last RMSFLX tick ``(rows, J, J_inv or None)``, and whether its terms are still
+        to be computed.
+    k_servo, c_servo, gamma_J, kc : ndarray or None, tuple
+        The 3-7 springs [N·m/rad] and dampers [N·m·s/rad], γ_J (6, 6), and (springs, dampers) as floats; None
+        before the first RMSFLX terms.
+    orb, orb_f, pay_f : dict, tuple, tuple
+        The orbiter's state body predicted to the last step; the orbiter's and the payload's
+        ``(p, quat, w, v)`` as floats then.
+    now, step_count : int
+        The instant of the step [ns] (warnings expire from it) and the steps taken.
+    warnings : dict of str to int
+        Warnings on ``arm/state`` and until when. [ns]
+    eta, eta_dot, held, vdot_a, hand_was, held_at, hand_err, J_eta, hand_p
+        Flexible booms (unused otherwise, no elastic coordinates): the elastic coordinates and rates; the held matrices
+        (:class:`dynamics.multirate.HeldArm`) and the step count they were evaluated at; the arm coordinates'
+        accelerations of the last step; whether the last hold had the hand on the payload; the hand's pose error
+        on the payload (6,) in W; E's twist per elastic rate (6, ne) in W; the hand point on the last body. [m]
+    """
+
+    theta: np.ndarray
+    theta_dot: np.ndarray
+    servo: sv.ServoState
+    mode: str
+    frame: str
+    brakes: bool
+    grappled: bool
+    rate_cmd_frame: np.ndarray
+    single: tuple[int, float]
+    direct: tuple[int, float]
+    waypoints: list[dict[str, Any]]
+    geom: rms.RmsGeometry
+    p_ToEo_T: np.ndarray
+    p_TE: list[float]
+    R_TE: np.ndarray
+    theta_n: np.ndarray
+    qd_cmd: np.ndarray
+    tau: np.ndarray
+    F_Eo_O: np.ndarray
+    F_Eo_W: np.ndarray
+    F_So_W: np.ndarray
+    V_R_O: np.ndarray
+    loads: np.ndarray
+    orb: dict[str, Any]
+    orb_f: tuple[Any, ...]
+    pay_f: tuple[Any, ...]
+    seg: dict[str, Any] | None = None
+    rest_since: int | None = None
+    mb_wrench: tuple[np.ndarray, np.ndarray] | None = None
+    rows: Any = None
+    pose: rms.RmsPose | None = None
+    J: Any = None
+    J_inv: Any = None
+    sigma: float = 0.0
+    damped: bool = False
+    J_svd: np.ndarray | None = None
+    flex_at: Any = None
+    flex_pending: bool = False
+    k_servo: np.ndarray | None = None
+    c_servo: np.ndarray | None = None
+    gamma_J: np.ndarray | None = None
+    kc: tuple[list[float], list[float]] | None = None
+    now: int = 0
+    step_count: int = 0
+    warnings: dict[str, int] = field(default_factory=dict)
+    eta: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    eta_dot: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    held: mr.HeldArm | None = None
+    vdot_a: np.ndarray = field(default_factory=lambda: np.zeros(N_JOINTS))
+    hand_was: bool = False
+    held_at: int = -1
+    hand_err: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    J_eta: np.ndarray = field(default_factory=lambda: np.zeros((6, 0)))
+    hand_p: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
 class ArmModel:
     """The arm service's model (a :class:`protocol.service.ServiceModel`).
 
-    Public attributes for tests: ``theta``, ``theta_dot``, ``servo`` (ServoState),
-    ``mode``, ``grappled``, ``tau``, ``F_Eo_O`` (last ``[M_e; F_e]`` in O), ``V_R_O``,
-    ``pose`` (RmsPose), ``J``, ``J_inv`` (its inverse, damped near a singularity), ``k_servo`` (3-7
-    springs), ``gamma_J``.
+    Its state is :attr:`context` (:class:`ArmContext`); the rest is parameters (and ``chain_data``, the
+    multibody chain's scratch, whose content is a function of the last configuration it was given).
+    Read-only views of the context for tests: ``theta``, ``theta_dot``, ``eta``, ``eta_dot`` (these four
+    settable), ``servo`` (ServoState), ``mode``, ``brakes``, ``grappled``, ``waypoints``, ``tau``, ``F_Eo_O``
+    (last ``[M_e; F_e]`` in O), ``V_R_O``, ``p_ToEo_T``, ``theta_n``, ``geom``, ``J``, ``J_inv`` (its inverse,
+    damped near a singularity); ``pose`` (RmsPose), ``k_servo`` (3-7 springs), ``c_servo``, ``gamma_J``.
     """
-
-    _k_servo: np.ndarray                     # the 3-7 terms (RMSFLX), set by _flex_terms
-    _c_servo: np.ndarray
-    _gamma_J: np.ndarray
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
         problems = validate(config, name)
@@ -344,10 +468,10 @@ class ArmModel:
         self.outputs = OUTPUTS
         fixed = _fixed_chain()
         X_OS = ch.pose_xyz_rpy(s["p_OoSo_O"], s["rpy_OS"])    # URDF: R = Rz(y) Ry(p) Rx(r)
-        self.geom = rms.rms_geometry(fixed, X_OS, s["por"])
+        geom = rms.rms_geometry(fixed, X_OS, s["por"])
         self.quat_OS = sp.rotation_to_quat(X_OS[:3, :3])
         self.servo_p = sv.srms_servo_params(
-            self.geom.tau_max, self.geom.qd_max, bandwidth=a["bandwidth"], gear_ratio=a["gear_ratio"],
+            geom.tau_max, geom.qd_max, bandwidth=a["bandwidth"], gear_ratio=a["gear_ratio"],
             motor_inertia=a["motor_inertia"], torque_constant=a["torque_constant"],
             coulomb_fraction=a["coulomb_fraction"], viscous_fraction=a["viscous_fraction"],
             slip_fraction=a["slip_fraction"])
@@ -358,7 +482,6 @@ class ArmModel:
                            for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"], strict=True))
         self.multibody = s["model"] == "multibody"
         self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
-        self._rest_since: int | None = None
         self.flexible = s["booms"] == "flexible"
         if self.multibody:
             case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
@@ -367,53 +490,80 @@ class ArmModel:
                 self.chain = with_flexible_booms(self.chain, srms_booms(int(s["boom_modes"]),
                                                                         damping_ratio=float(a["boom_damping"])))
             self.chain_data = ch.make_data(self.chain)
-        self.theta = np.array(s["q0"], dtype=float)
-        self.theta_dot = np.zeros(6)
-        self.servo = sv.servo_initial(self.theta)
-        self.mode = "hold"
-        self.frame = "orbiter"
-        self.brakes = False
-        self.grappled = False
-        self.rate_cmd_frame = np.zeros(6)      # manual [w; v] in self.frame
-        self.single = (0, 0.0)
-        self.direct = (0, 0.0)                      # direct drive: joint, fraction of its current limit
-        self.waypoints: list[dict[str, Any]] = []
-        self._seg: dict[str, Any] | None = None      # the auto segment being flown
-        self.qd_cmd = np.zeros(6)
-        self.tau = np.zeros(6)
-        self.F_Eo_O = np.zeros(6)
-        self.F_Eo_W = np.zeros(6)
-        self.F_So_W = np.zeros(6)
-        self.V_R_O = np.zeros(6)
-        self.p_ToEo_T = np.zeros(3)
-        self._p_TE = [0.0, 0.0, 0.0]                 # p_ToEo_T as floats
-        self.R_TE = np.eye(3)
-        self.theta_n = self.theta.copy()          # neutral angles for passive flexibility
-        self.loads = np.zeros((ld.N_STATIONS, 6))
-        self.sigma = 0.0
-        self.damped = False
-        self._J_svd: np.ndarray | None = None      # J at the last SVD
-        self._warn: dict[str, int] = {}
-        self._now = 0
-        self._step_count = 0
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
-        self._orb = self._default_orbiter()
-        self._orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
-        self._pay_f = self._orb_f
         # the limits and the shoulder position as floats for the step loop
-        self._q_lower, self._q_upper = self.geom.q_lower.tolist(), self.geom.q_upper.tolist()
-        self._qd_max = self.geom.qd_max.tolist()
+        self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
+        self._qd_max = geom.qd_max.tolist()
         m = self.s["limit_margin"]
         self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
         self._stop_upper = [x - m for x in self._q_upper]
-        self._p_OS = self.geom.X_OS[:3, 3].tolist()
-        self._R_OS = tuple(self.geom.X_OS[:3, :3].ravel().tolist())
-        self._pose: rms.RmsPose | None = None
+        self._p_OS = geom.X_OS[:3, 3].tolist()
+        self._R_OS = tuple(geom.X_OS[:3, :3].ravel().tolist())
         self._zeros6 = np.zeros(6)                          # published as is: never written in place
+        theta = np.array(s["q0"], dtype=float)
+        orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+        self.context = ArmContext(
+            theta=theta, theta_dot=np.zeros(6), servo=sv.servo_initial(theta), mode="hold", frame="orbiter",
+            brakes=False, grappled=False, rate_cmd_frame=np.zeros(6), single=(0, 0.0), direct=(0, 0.0), waypoints=[],
+            geom=geom, p_ToEo_T=np.zeros(3), p_TE=[0.0, 0.0, 0.0], R_TE=np.eye(3), theta_n=theta.copy(),
+            qd_cmd=np.zeros(6), tau=np.zeros(6), F_Eo_O=np.zeros(6), F_Eo_W=np.zeros(6), F_So_W=np.zeros(6),
+            V_R_O=np.zeros(6), loads=np.zeros((ld.N_STATIONS, 6)), orb=self._default_orbiter(), orb_f=orb_f,
+            pay_f=orb_f)
         if self.flexible:
             self._init_flexible()
         self._kin()
         self._flex()
+
+    # ------------------------------------------------------------------ the context's fields read by tests
+    @property
+    def theta(self) -> np.ndarray:
+        """Joint angles (6,) (``context.theta``). [rad]"""
+        return self.context.theta
+
+    @theta.setter
+    def theta(self, value: np.ndarray) -> None:
+        self.context.theta = value
+
+    @property
+    def theta_dot(self) -> np.ndarray:
+        """Joint rates (6,) (``context.theta_dot``). [rad/s]"""
+        return self.context.theta_dot
+
+    @theta_dot.setter
+    def theta_dot(self, value: np.ndarray) -> None:
+        self.context.theta_dot = value
+
+    @property
+    def eta(self) -> np.ndarray:
+        """Flexible booms: the elastic coordinates (ne,) (``context.eta``); none (0,) otherwise."""
+        return self.context.eta
+
+    @eta.setter
+    def eta(self, value: np.ndarray) -> None:
+        self.context.eta = value
+
+    @property
+    def eta_dot(self) -> np.ndarray:
+        """Flexible booms: the elastic rates (ne,) (``context.eta_dot``); none (0,) otherwise."""
+        return self.context.eta_dot
+
+    @eta_dot.setter
+    def eta_dot(self, value: np.ndarray) -> None:
+        self.context.eta_dot = value
+
+    servo = property(lambda self: self.context.servo, doc="The servos (``context.servo``).")
+    mode = property(lambda self: self.context.mode, doc="The mode (``context.mode``).")
+    brakes = property(lambda self: self.context.brakes, doc="Brakes on (``context.brakes``).")
+    grappled = property(lambda self: self.context.grappled, doc="Grappled (``context.grappled``).")
+    waypoints = property(lambda self: self.context.waypoints, doc="Auto waypoints left (``context.waypoints``).")
+    tau = property(lambda self: self.context.tau, doc="Joint torques (6,) (``context.tau``). [N·m]")
+    F_Eo_O = property(lambda self: self.context.F_Eo_O, doc="Wrench on the payload at Eo, in O (``context``).")
+    V_R_O = property(lambda self: self.context.V_R_O, doc="E's twist relative to O, in O (``context.V_R_O``).")
+    p_ToEo_T = property(lambda self: self.context.p_ToEo_T, doc="E in T, frozen at the grasp (``context``). [m]")
+    theta_n = property(lambda self: self.context.theta_n, doc="Neutral joint angles (``context.theta_n``). [rad]")
+    geom = property(lambda self: self.context.geom, doc="The geometry in force (``context.geom``).")
+    J = property(lambda self: self.context.J, doc="The Jacobian at θ (6, 6) (``context.J``).")
+    J_inv = property(lambda self: self.context.J_inv, doc="Its (damped) inverse (6, 6) (``context.J_inv``).")
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -424,10 +574,11 @@ class ArmModel:
 
     def warn(self, text: str) -> None:
         """Put a warning on arm/state for ``warn_hold`` seconds."""
-        self._warn[text] = self._now + round(self.s["warn_hold"] * 1e9)
+        c = self.context
+        c.warnings[text] = c.now + round(self.s["warn_hold"] * 1e9)
 
     def _kin(self, theta: list[float] | None = None) -> None:
-        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``self.theta``):
+        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``context.theta``):
         once per step.
 
         The kinematics stay as floats (``pose`` is built from them when asked for). The SVD is skipped
@@ -436,29 +587,32 @@ class ArmModel:
         the exact inverse is the solution :func:`dynamics.rms.dls_solve` would give. ``sigma``
         (on arm/state) is that of the last SVD, refreshed at least every ``flex_every`` steps.
         """
-        self._rows = rows = rms.rms_kinematics_rows(self.geom, self.theta.tolist() if theta is None else theta)
-        self._pose = None
-        self.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
-        if self._J_svd is not None and not self.damped:
-            dJ = (self.J - self._J_svd).ravel()
-            if self.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
-                J_inv = rms.regular_inverse(self.J)
+        c = self.context
+        c.rows = rows = rms.rms_kinematics_rows(c.geom, c.theta.tolist() if theta is None else theta)
+        c.pose = None
+        c.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
+        if c.J_svd is not None and not c.damped:
+            dJ = (c.J - c.J_svd).ravel()
+            if c.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
+                J_inv = rms.regular_inverse(c.J)
                 if J_inv is not None:
-                    self.J_inv = J_inv
+                    c.J_inv = J_inv
                     return
-        self.J_inv, self.sigma, self.damped = rms.jacobian_inverse(self.J, self.s["sigma_min"], self.s["damping_max"])
-        self._J_svd = self.J
+        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse(c.J, self.s["sigma_min"], self.s["damping_max"])
+        c.J_svd = c.J
 
     @property
     def pose(self) -> rms.RmsPose:
         """The kinematics at θ (:class:`dynamics.rms.RmsPose`), built from the step's floats when first asked for."""
-        if self._pose is None:
-            self._pose = rms.rms_pose_from_rows(self.geom, *self._rows)
-        return self._pose
+        c = self.context
+        if c.pose is None:
+            c.pose = rms.rms_pose_from_rows(c.geom, *c.rows)
+        return c.pose
 
     def _points(self) -> np.ndarray:
         """Joint points 1..6 then the point of resolution, in O (7, 3). [m]"""
-        _, ps, _, pE = self._rows
+        c = self.context
+        _, ps, _, pE = c.rows
         return np.array([*ps, pE])
 
     def _flex(self) -> None:
@@ -467,16 +621,18 @@ class ArmModel:
         Its terms act only while grappled; a free arm keeps the configuration of the tick and computes
         them from it when first needed (at capture), the same numbers at a fraction of the cost.
         """
-        self._J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
-        self._flex_at = (self._rows, self.J, None if self.damped else self.J_inv)
-        self._flex_pending = True
-        if self.grappled:
+        c = self.context
+        c.J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
+        c.flex_at = (c.rows, c.J, None if c.damped else c.J_inv)
+        c.flex_pending = True
+        if c.grappled:
             self._flex_terms()
 
     def _flex_terms(self) -> None:
         """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
-        self._flex_pending = False
-        (_, ps, us, pE), J, J_inv = self._flex_at
+        c = self.context
+        c.flex_pending = False
+        (_, ps, us, pE), J, J_inv = c.flex_at
         beams = () if self.s["flexibility"] == "joints" else self.beams
         g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
         try:
@@ -492,61 +648,73 @@ class ArmModel:
             k = np.diagonal(K).copy()
             if not np.all(np.isfinite(k) & (k > 0.0)):
                 raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
-            self._gamma_J, self._k_servo = gamma_J, k
+            c.gamma_J, c.k_servo = gamma_J, k
         except (SingularityError, np.linalg.LinAlgError):  # at a singularity keep the previous terms
             self.warn("singular: flexibility terms kept from the last regular configuration")
-            if not hasattr(self, "_k_servo"):        # none computed yet: the joints' springs alone
-                self._gamma_J = np.diag(1.0 / self.joint_stiffness)
-                self._k_servo = self.joint_stiffness.copy()
+            if c.k_servo is None:                   # none computed yet: the joints' springs alone
+                c.gamma_J = np.diag(1.0 / self.joint_stiffness)
+                c.k_servo = self.joint_stiffness.copy()
         # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
         # damping, stiffness-proportional (Rayleigh β), ζ = β ω / 2 for a mode at ω
-        self._c_servo = self.beta * self._k_servo
-        self._kc = (self._k_servo.tolist(), self._c_servo.tolist())
+        c.c_servo = self.beta * c.k_servo
+        c.kc = (c.k_servo.tolist(), c.c_servo.tolist())
 
     def _springs(self) -> tuple[list[float], list[float]]:
         """The 3-7 springs and dampers as floats, ``(k, c)``."""
-        if self._flex_pending:
+        c = self.context
+        if c.flex_pending:
             self._flex_terms()
-        return self._kc
+        kc = c.kc
+        assert kc is not None  # set by _flex_terms
+        return kc
 
     @property
     def k_servo(self) -> np.ndarray:
         """The 3-7 springs ``1/γ_i^e`` (6,) of the last RMSFLX. [N·m/rad]"""
         self._springs()
-        return self._k_servo
+        x = self.context.k_servo
+        assert x is not None  # set by _flex_terms
+        return x
 
     @property
     def c_servo(self) -> np.ndarray:
         """Their dampers ``β/γ_i^e`` (6,). [N·m·s/rad]"""
         self._springs()
-        return self._c_servo
+        x = self.context.c_servo
+        assert x is not None  # set by _flex_terms
+        return x
 
     @property
     def gamma_J(self) -> np.ndarray:
         """γ_J (6, 6) of the last RMSFLX (3-4). [rad/(N·m)]"""
         self._springs()
-        return self._gamma_J
+        x = self.context.gamma_J
+        assert x is not None  # set by _flex_terms
+        return x
 
     def _orbiter(self, u: Any, t_ns: int) -> dict[str, Any]:
+        c = self.context
         try:
             smp = u.state("orbiter/state")
         except KeyError:
-            return self._orb
-        self._orb, self._orb_f = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W", "a_WOo_W", "wdot_WO_O")
-        self._orb["t_ns"] = t_ns
-        return self._orb
+            return c.orb
+        c.orb, c.orb_f = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W", "a_WOo_W", "wdot_WO_O")
+        c.orb["t_ns"] = t_ns
+        return c.orb
 
     def _payload(self, u: Any, t_ns: int) -> dict[str, Any] | None:
+        c = self.context
         try:
             smp = u.state("payload/state")
         except KeyError:
             return None
-        b, self._pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W", "a_WTo_W", "wdot_WT_T")
+        b, c.pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W", "a_WTo_W", "wdot_WT_T")
         return b
 
     # ------------------------------------------------------------------ commands
     def command(self, ev: dict[str, Any]) -> None:
         """Apply one operator command, or refuse it with a reason on arm/state."""
+        c = self.context
         kind = ev.get("kind", ev.get("cmd"))
         if kind in CONTACT_COMMANDS:
             return                                         # for the contact service
@@ -557,32 +725,32 @@ class ArmModel:
         if problems:
             self.warn(f"refused: {kind}: {'; '.join(problems)}")
             return
-        braked = self.brakes
+        braked = c.brakes
         if kind == "mode":
-            self.mode = ev["mode"]
-            self.frame = ev.get("frame", self.frame)
-            self.brakes = self.mode == "brakes"
-            self.rate_cmd_frame = np.zeros(6)
-            self.single = (0, 0.0)
-            self._seg = None
-            if self.mode == "auto" and not self.waypoints:
+            c.mode = ev["mode"]
+            c.frame = ev.get("frame", c.frame)
+            c.brakes = c.mode == "brakes"
+            c.rate_cmd_frame = np.zeros(6)
+            c.single = (0, 0.0)
+            c.seg = None
+            if c.mode == "auto" and not c.waypoints:
                 self.warn("auto: no waypoints loaded, holding")
         elif kind == "rate":
-            if self.mode != "manual":
-                self.warn(f"refused: rate: the arm is in {self.mode!r} mode, not 'manual'")
+            if c.mode != "manual":
+                self.warn(f"refused: rate: the arm is in {c.mode!r} mode, not 'manual'")
                 return
-            self.frame = ev.get("frame", self.frame)
-            self.rate_cmd_frame = np.concatenate([np.asarray(ev.get("w", [0.0] * 3), float),
+            c.frame = ev.get("frame", c.frame)
+            c.rate_cmd_frame = np.concatenate([np.asarray(ev.get("w", [0.0] * 3), float),
                                                   np.asarray(ev.get("v", [0.0] * 3), float)])
         elif kind == "auto":
-            self.waypoints = [dict(wp) for wp in ev["waypoints"]]
-            self.mode, self.brakes = "auto", False
-            self._seg = None
+            c.waypoints = [dict(wp) for wp in ev["waypoints"]]
+            c.mode, c.brakes = "auto", False
+            c.seg = None
         elif kind == "joint":
             j = ev["joint"]
             idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
-            self.mode, self.brakes = "single", False
-            self.single = (idx, float(ev["rate"]))
+            c.mode, c.brakes = "single", False
+            c.single = (idx, float(ev["rate"]))
         elif kind == "direct":
             j = ev["joint"]
             idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
@@ -590,32 +758,33 @@ class ArmModel:
             if abs(drive) > 1.0:
                 self.warn(f"clipped: direct drive of {JOINT_NAMES[idx]} {drive:.4g} to ±1 (its current limit)")
                 drive = math.copysign(1.0, drive)
-            self.mode, self.brakes = "direct", False
-            self.direct = (idx, drive)
+            c.mode, c.brakes = "direct", False
+            c.direct = (idx, drive)
         elif kind == "brakes":
-            self.brakes = bool(ev["on"])
-            if self.brakes:
-                self.mode = "brakes"
-            elif self.mode == "brakes":
-                self.mode = "hold"
+            c.brakes = bool(ev["on"])
+            if c.brakes:
+                c.mode = "brakes"
+            elif c.mode == "brakes":
+                c.mode = "hold"
         elif kind == "stop":
-            self.rate_cmd_frame = np.zeros(6)
-            self.single = (self.single[0], 0.0)
-            self.direct = (self.direct[0], 0.0)
-            self.waypoints = []
-            self._seg = None
+            c.rate_cmd_frame = np.zeros(6)
+            c.single = (c.single[0], 0.0)
+            c.direct = (c.direct[0], 0.0)
+            c.waypoints = []
+            c.seg = None
         elif kind == "por":
             p_new = np.asarray(ev["p"], float)
-            if self.grappled:   # the grasp is unchanged: carry the frozen point along with it
-                self.p_ToEo_T = self.p_ToEo_T + self.R_TE @ (p_new - self.geom.p_B6oEo_B6)
-                self._p_TE = self.p_ToEo_T.tolist()
-            self.geom = replace(self.geom, p_B6oEo_B6=p_new)
+            if c.grappled:   # the grasp is unchanged: carry the frozen point along with it
+                c.p_ToEo_T = c.p_ToEo_T + c.R_TE @ (p_new - c.geom.p_B6oEo_B6)
+                c.p_TE = c.p_ToEo_T.tolist()
+            c.geom = replace(c.geom, p_B6oEo_B6=p_new)
             self._kin()
             self._flex()
-        if self.brakes and not braked:        # brakes set now: the joints lock where they are
-            self.theta_n = self.theta.copy()
+        if c.brakes and not braked:        # brakes set now: the joints lock where they are
+            c.theta_n = c.theta.copy()
 
     def _contact(self, ev: dict[str, Any], orb: dict[str, Any], pay: dict[str, Any] | None) -> None:
+        c = self.context
         kind = ev.get("kind")
         if kind in ("capture", "rigidize"):
             if pay is None:
@@ -625,60 +794,62 @@ class ArmModel:
             X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
             X_WT = sp.pose(sp.quat_to_rotation(pay["quat_WT"]), pay["p_WoTo_W"])
             X_TE = sp.pose_inverse(X_WT) @ X_WO @ (self._X_OE() if self.flexible else self.pose.X_OE)
-            self.p_ToEo_T, self.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
-            self._p_TE = self.p_ToEo_T.tolist()
-            if not self.grappled:
-                self.theta_n = self.theta.copy()
-                self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
-                                           self.servo.current.copy())
+            c.p_ToEo_T, c.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
+            c.p_TE = c.p_ToEo_T.tolist()
+            if not c.grappled:
+                c.theta_n = c.theta.copy()
+                c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
+                                           c.servo.current.copy())
                 if self.s["capture_control"] == "damp":
-                    self.mode, self.brakes = "damp", False
-                    self._rest_since = None
-                elif not self.brakes:
-                    self.mode, self.brakes = "brakes", True
-            self.grappled = True
+                    c.mode, c.brakes = "damp", False
+                    c.rest_since = None
+                elif not c.brakes:
+                    c.mode, c.brakes = "brakes", True
+            c.grappled = True
         elif kind == "release":
-            self.grappled = False
-            if self.mode == "damp":
-                self.mode = "hold"
-            self.servo = sv.ServoState(self.theta.copy(), self.theta_dot.copy(), self.servo.integ.copy(),
-                                       self.servo.current.copy())
+            c.grappled = False
+            if c.mode == "damp":
+                c.mode = "hold"
+            c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
+                                       c.servo.current.copy())
 
     # ------------------------------------------------------------------ commanded joint rates
     def _direct_currents(self) -> list[float | None] | None:
         """Direct drive: the driven joint's motor current (the others on their rate loops), or None."""
-        if self.mode != "direct" or self.brakes:
+        c = self.context
+        if c.mode != "direct" or c.brakes:
             return None
-        j, drive = self.direct
+        j, drive = c.direct
         m = self.s["limit_margin"]
-        if ((drive > 0.0 and self.theta[j] >= self.geom.q_upper[j] - m)
-                or (drive < 0.0 and self.theta[j] <= self.geom.q_lower[j] + m)):
+        if ((drive > 0.0 and c.theta[j] >= c.geom.q_upper[j] - m)
+                or (drive < 0.0 and c.theta[j] <= c.geom.q_lower[j] + m)):
             self.warn(f"clipped: {JOINT_NAMES[j]} stopped at its angle limit (direct drive off, servos hold; "
-                      f"{self.theta[j]:.4f} rad, range [{self.geom.q_lower[j]:.4f}, {self.geom.q_upper[j]:.4f}])")
-            self.mode, self.direct = "hold", (j, 0.0)
+                      f"{c.theta[j]:.4f} rad, range [{c.geom.q_lower[j]:.4f}, {c.geom.q_upper[j]:.4f}])")
+            c.mode, c.direct = "hold", (j, 0.0)
             return None
         out: list[float | None] = [None] * 6
         out[j] = drive * float(self.servo_p.current_limit[j])
         return out
 
     def _commanded_rates(self) -> list[float]:
-        if self.brakes or self.mode in ("brakes", "hold", "direct"):
+        c = self.context
+        if c.brakes or c.mode in ("brakes", "hold", "direct"):
             return [0.0] * 6
-        vmax = self.s["v_max_loaded"] if self.grappled else self.s["v_max"]
-        wmax = self.s["w_max_loaded"] if self.grappled else self.s["w_max"]
-        if self.mode == "damp":
+        vmax = self.s["v_max_loaded"] if c.grappled else self.s["v_max"]
+        wmax = self.s["w_max_loaded"] if c.grappled else self.s["w_max"]
+        if c.mode == "damp":
             qd = self._damp_rates()
-            if self.brakes:                              # at rest: braked
+            if c.brakes:                              # at rest: braked
                 return [0.0] * 6
-        elif self.mode == "single":
-            j, r = self.single
+        elif c.mode == "single":
+            j, r = c.single
             qd = [0.0] * 6
             qd[j] = r
         else:
-            if self.mode == "manual":
-                V = self.rate_cmd_frame.tolist()
-                if self.frame == "end_effector":
-                    R = self._rows[0][N_JOINTS]
+            if c.mode == "manual":
+                V = c.rate_cmd_frame.tolist()
+                if c.frame == "end_effector":
+                    R = c.rows[0][N_JOINTS]
                     V = [*sp.mat_vec_rows(R, V[0], V[1], V[2]), *sp.mat_vec_rows(R, V[3], V[4], V[5])]
             else:
                 V = self._auto_rates(vmax, wmax)
@@ -690,9 +861,9 @@ class ArmModel:
             if nw > wmax * (1 + 1e-12):
                 self.warn(f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
                 V[:3] = [x * (wmax / nw) for x in V[:3]]
-            qd = (self.J_inv @ np.array(V)).tolist()
-            if self.damped:
-                self.warn(f"singular: damped least squares (smallest singular value {self.sigma:.3g} "
+            qd = (c.J_inv @ np.array(V)).tolist()
+            if c.damped:
+                self.warn(f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
                           f"< {self.s['sigma_min']:.3g})")
         qd_max = self._qd_max
         ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
@@ -704,12 +875,12 @@ class ArmModel:
             qd = [x / r_max for x in qd]
         # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
         k = self.s["limit_gain"]
-        th = self.theta.tolist()
+        th = c.theta.tolist()
         out = [min(max(x, min(k * (lo - t), 0.0)), max(k * (hi - t), 0.0))
                for x, t, lo, hi in zip(qd, th, self._stop_lower, self._stop_upper, strict=True)]
         if out != qd:
-            for i, (c, x) in enumerate(zip(out, qd, strict=True)):
-                if abs(c - x) > 1e-12:
+            for i, (lim, x) in enumerate(zip(out, qd, strict=True)):
+                if abs(lim - x) > 1e-12:
                     self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
                               f"({th[i]:.4f} rad, range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
         return out
@@ -717,31 +888,33 @@ class ArmModel:
     def _damp_rates(self) -> list[float]:
         """Post-capture damping (module docstring): ``θ̇ + λ K⁻¹ (τ_d − τ)``, ``τ_d = −Jᵀ (M_E / T) V_R``;
         the brakes once the relative rates have stayed below ``damp_rest`` for ``damp_time``."""
-        V = self.V_R_O                                    # relative twist of E, in O, at the last step's end
+        c = self.context
+        V = c.V_R_O                                    # relative twist of E, in O, at the last step's end
         T = float(self.s["damp_time"])
         v_rest, w_rest = self.s["damp_rest"]
         Vl = V.tolist()
         if sp.norm3(Vl[3:]) < v_rest and sp.norm3(Vl[:3]) < w_rest:
-            if self._rest_since is None:
-                self._rest_since = self._now
-            elif self._now - self._rest_since >= round(T * 1e9):
-                self.mode, self.brakes = "brakes", True
-                self.theta_n = self.theta.copy()
+            if c.rest_since is None:
+                c.rest_since = c.now
+            elif c.now - c.rest_since >= round(T * 1e9):
+                c.mode, c.brakes = "brakes", True
+                c.theta_n = c.theta.copy()
                 self.warn("damp: relative motion at rest, brakes on")
                 return [0.0] * 6
         else:
-            self._rest_since = None
+            c.rest_since = None
         F_d = -(self._payload_inertia_E() @ V) / T        # the damper's wrench on the payload at Eo, in O
-        tau_d = self.J.T @ F_d                            # 2-3 the other way
+        tau_d = c.J.T @ F_d                            # 2-3 the other way
         lam = float(self.s["damp_bandwidth"])
         k = self.joint_stiffness if self.flexible else self.k_servo  # the springs the motors drive through
-        return (self.theta_dot + lam * (tau_d - self.tau) / k).tolist()
+        return (c.theta_dot + lam * (tau_d - c.tau) / k).tolist()
 
     def _payload_inertia_E(self) -> np.ndarray:
         """The payload's spatial inertia about Eo, in O, [ω; v] order (6, 6), from ``[payload]`` and the grasp."""
-        R_OT = sp.rotation_rows(*self._orb_f[1])          # R_WO rows, then R_OT = R_WOᵀ R_WT
-        R_OT = np.reshape(R_OT, (3, 3)).T @ np.reshape(sp.rotation_rows(*self._pay_f[1]), (3, 3))
-        r = -R_OT @ self.p_ToEo_T                         # Eo → payload CoM, in O
+        c = self.context
+        R_OT = sp.rotation_rows(*c.orb_f[1])          # R_WO rows, then R_OT = R_WOᵀ R_WT
+        R_OT = np.reshape(R_OT, (3, 3)).T @ np.reshape(sp.rotation_rows(*c.pay_f[1]), (3, 3))
+        r = -R_OT @ c.p_ToEo_T                         # Eo → payload CoM, in O
         S = sp.skew(r)
         m = self.m_T
         M = np.empty((6, 6))
@@ -753,28 +926,29 @@ class ArmModel:
 
     def _auto_rates(self, vmax: float, wmax: float) -> list[float]:
         """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
+        c = self.context
         # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
         # the arm angles also carry the structure's elastic motion; feeding it back would drive
         # the flexible modes.
-        if self.grappled:
-            Rs, _, _, p_m = rms.rms_kinematics_rows(self.geom, self.servo.theta_m.tolist())
+        if c.grappled:
+            Rs, _, _, p_m = rms.rms_kinematics_rows(c.geom, c.servo.theta_m.tolist())
             R_m = Rs[N_JOINTS]
         else:
-            R_m, p_m = self._rows[0][N_JOINTS], self._rows[3]
-        t = self._now * 1e-9
+            R_m, p_m = c.rows[0][N_JOINTS], c.rows[3]
+        t = c.now * 1e-9
         tol_p, tol_r = self.s["auto_tol"]
-        while self.waypoints:
-            wp = self.waypoints[0]
+        while c.waypoints:
+            wp = c.waypoints[0]
             lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
-            seg = self._seg
+            seg = c.seg
             if seg is None:                      # a new segment from where the motors are now
                 dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
                 # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
                 rot = (sp.rotation_error_rows(R_m, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
                        else [0.0, 0.0, 0.0])
-                a, alpha = self.s["auto_accel_loaded"] if self.grappled else self.s["auto_accel"]
+                a, alpha = self.s["auto_accel_loaded"] if c.grappled else self.s["auto_accel"]
                 prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
-                seg = self._seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
+                seg = c.seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
             prof = seg["prof"]
             s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
             # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
@@ -784,9 +958,9 @@ class ArmModel:
             R_ref = sp.mat_mat_rows(sp.rotation_rows(*q_ref), seg["R0"])
             e_r = sp.rotation_error_rows(R_m, R_ref)
             if s0 >= 1.0 and sp.norm3(e_p) <= tol_p and sp.norm3(e_r) <= tol_r:
-                self.waypoints.pop(0)
-                self._seg = None
-                self.warn(f"auto: waypoint reached, {len(self.waypoints)} left")
+                c.waypoints.pop(0)
+                c.seg = None
+                self.warn(f"auto: waypoint reached, {len(c.waypoints)} left")
                 continue
             k = self.s["auto_gain"]
             ds = (s1 - s0) / self.h
@@ -802,67 +976,70 @@ class ArmModel:
 
     # ------------------------------------------------------------------ dynamics
     def _massless(self, qd_cmd: list[float], orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+        c = self.context
         n_sub = int(self.s["servo_substeps"])
-        brakes = [self.brakes] * 6
-        sv0 = self.servo
-        if not self.grappled:
+        brakes = [c.brakes] * 6
+        sv0 = c.servo
+        if not c.grappled:
             tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
                                                       sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, None,
                                                       self._direct_currents())
-            self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-            self.theta_dot = self.servo.omega          # the arm angle is the motor's (arrays never written in place)
-            self.theta = self.servo.theta_m
-            self.tau = self._zeros6
+            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+            c.theta_dot = c.servo.omega          # the arm angle is the motor's (arrays never written in place)
+            c.theta = c.servo.theta_m
+            c.tau = self._zeros6
             self._kin(tm)
-            self.V_R_O = self.J @ self.theta_dot
+            c.V_R_O = c.J @ c.theta_dot
             return
-        self.theta_dot = self._grappled_rates(pay)
-        passive = self.s["flexibility"] == "passive" and self.brakes
-        th, thd = self.theta.tolist(), self.theta_dot.tolist()
+        c.theta_dot = self._grappled_rates(pay)
+        passive = self.s["flexibility"] == "passive" and c.brakes
+        th, thd = c.theta.tolist(), c.theta_dot.tolist()
         if not passive:
-            k, c = self._springs()
+            k, damp = self._springs()
             tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
-                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, (k, c, th, thd),
+                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, (k, damp, th, thd),
                                                       self._direct_currents())
-            self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
         th = [a + h * b for a, b in zip(th, thd, strict=True)]
-        self.theta = np.array(th)
+        c.theta = np.array(th)
         # at the step end: 2-12 at the new configuration, then the torques the springs transmit
         self._kin(th)
-        self.theta_dot = self.J_inv @ self.V_R_O
+        c.theta_dot = c.J_inv @ c.V_R_O
         if passive:
-            self.tau = self._passive_torques()
+            c.tau = self._passive_torques()
             # the locked motor/gear trains sit at the neutral angles (they slip with them)
-            self.servo = sv.ServoState(self.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
+            c.servo = sv.ServoState(c.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
         else:
-            self.tau = np.array([ki * (a - b) + ci * (x - y) for ki, a, b, ci, x, y
-                                 in zip(k, tm, th, c, w, self.theta_dot.tolist(), strict=True)])
+            c.tau = np.array([ki * (a - b) + ci * (x - y) for ki, a, b, ci, x, y
+                                 in zip(k, tm, th, damp, w, c.theta_dot.tolist(), strict=True)])
 
     def _grappled_rates(self, pay: dict[str, Any] | None) -> np.ndarray:
         """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""
+        c = self.context
         if pay is None:
             self.warn("grappled without payload/state: joint rates held at zero")
-            self.V_R_O = np.zeros(6)
+            c.V_R_O = np.zeros(6)
             return np.zeros(6)
-        pO, qO, wO, vO = self._orb_f
-        pT, qT, wT, vT = self._pay_f
+        pO, qO, wO, vO = c.orb_f
+        pT, qT, wT, vT = c.pay_f
         R_WO = sp.rotation_rows(*qO)
         R_WT = sp.rotation_rows(*qT)
         # the point of resolution as seen from the orbiter through the (frozen) grasp
-        e = self.p_ToEo_T.tolist()
+        e = c.p_ToEo_T.tolist()
         x0, x1, x2 = sp.mat_vec_rows(R_WT, e[0], e[1], e[2])
         p_OoEo_O = sp.mat_t_vec_rows(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
-        self.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
-        if self.damped:
-            self.warn(f"singular: joint rates from relative motion damped (sigma {self.sigma:.3g})")
-        return self.J_inv @ self.V_R_O
+        c.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
+        if c.damped:
+            self.warn(f"singular: joint rates from relative motion damped (sigma {c.sigma:.3g})")
+        return c.J_inv @ c.V_R_O
 
     def _passive_torques(self) -> np.ndarray:
         """3-6 with locked joints; a joint whose torque exceeds the brake slip torque slips (its neutral moves)."""
+        c = self.context
         K = np.linalg.inv(self.gamma_J)
         slip = self.servo_p.slip_torque
         for _ in range(3):
-            tau = -K @ (self.theta - self.theta_n)
+            tau = -K @ (c.theta - c.theta_n)
             over = np.abs(tau) > slip
             if not over.any():
                 return tau
@@ -870,13 +1047,14 @@ class ArmModel:
             N = np.flatnonzero(~over)
             target = np.sign(tau[S]) * slip[S]
             # −K_SS (θ_S − θn_S) − K_SN (θ_N − θn_N) = target  →  θn_S
-            rhs = target + K[np.ix_(S, N)] @ (self.theta[N] - self.theta_n[N])
-            self.theta_n[S] = self.theta[S] + np.linalg.solve(K[np.ix_(S, S)], rhs)
+            rhs = target + K[np.ix_(S, N)] @ (c.theta[N] - c.theta_n[N])
+            c.theta_n[S] = c.theta[S] + np.linalg.solve(K[np.ix_(S, S)], rhs)
             self.warn(f"brakes slipping: {', '.join(JOINT_NAMES[i] for i in S)}")
-        return -K @ (self.theta - self.theta_n)
+        return -K @ (c.theta - c.theta_n)
 
-    def _base_motion(self, orb: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Chain base (shoulder S) pose, twist and classical acceleration in W from the orbiter state."""
+    def _base_motion(self, orb: dict[str, Any]) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
+        """Chain base (shoulder S) pose ``X_WS`` and its ``quat_WS``, twist and classical acceleration in W from the
+        orbiter state."""
         q = rb.as_floats(orb["quat_WO"])
         R = sp.rotation_rows(*q)                                     # R_WO, on floats
         r, V_S, A_S = rb.point_motion(np.reshape(R, (3, 3)), orb["w_WO_O"], orb["v_WOo_W"], orb["a_WOo_W"],
@@ -884,61 +1062,60 @@ class ArmModel:
         X_WS = np.eye(4)
         X_WS[:3, :3] = np.reshape(sp.mat_mat_rows(R, self._R_OS), (3, 3))
         X_WS[:3, 3] = np.asarray(orb["p_WoOo_W"], dtype=np.float64) + r
-        self._quat_WS = sp.quat_multiply(q, self.quat_OS)
-        return X_WS, V_S, A_S, r
+        return X_WS, sp.quat_multiply(q, self.quat_OS), V_S, A_S
 
-    def _chain_q(self, X_WS: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        return np.concatenate([X_WS[:3, 3], self._quat_WS, theta])
+    @staticmethod
+    def _chain_q(X_WS: np.ndarray, quat_WS: Any, theta: np.ndarray) -> np.ndarray:
+        return np.concatenate([X_WS[:3, 3], quat_WS, theta])
 
     def _multibody(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
+        c = self.context
         if self.flexible:
             self._flexible(qd_cmd, orb, pay, h)
             return
-        X_WS, V_S, A_S, _ = self._base_motion(orb)
-        brakes = [self.brakes] * 6
-        if self.grappled:
-            thd_old = self.theta_dot.copy()
+        X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
+        brakes = [c.brakes] * 6
+        if c.grappled:
+            thd_old = c.theta_dot.copy()
             self._massless(qd_cmd.tolist(), orb, pay, h)          # joint motion and servo torques as the massless arm
-            thdd = (self.theta_dot - thd_old) / h
-            q = self._chain_q(X_WS, self.theta)
-            v = np.concatenate([V_S, self.theta_dot])
+            thdd = (c.theta_dot - thd_old) / h
+            q = self._chain_q(X_WS, quat_WS, c.theta)
+            v = np.concatenate([V_S, c.theta_dot])
             vd = np.concatenate([A_S, thdd])
-            F_E_W, F_B_W = rms.grappled_inverse_dynamics(self.chain, self.chain_data, q, v, vd, self.tau,
-                                                         self.geom.p_B6oEo_B6)
-            self._mb_wrench = (F_E_W, F_B_W)
+            F_E_W, F_B_W = rms.grappled_inverse_dynamics(self.chain, self.chain_data, q, v, vd, c.tau,
+                                                         c.geom.p_B6oEo_B6)
+            c.mb_wrench = (F_E_W, F_B_W)
             return
         n_sub = int(self.s["servo_substeps"])
         hs = h / n_sub
         k = self.joint_stiffness
-        c = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
-        q = self._chain_q(X_WS, self.theta)
-        v = np.concatenate([V_S, self.theta_dot])
+        damp = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
+        q = self._chain_q(X_WS, quat_WS, c.theta)
+        v = np.concatenate([V_S, c.theta_dot])
         # mass matrix and bias once per step, held over the substeps (the arm moves < 1e-4 rad in a
         # step): θ̈ = A τ + b, F_B = C θ̈ + d
         A, b, C, d = rms.prescribed_base_affine(self.chain, self.chain_data, q, v, A_S)
         thdd = np.zeros(6)
         direct = self._direct_currents()
         for _ in range(n_sub):
-            self.servo, tau, _ = sv.servo_step(self.servo_p, self.servo, qd_cmd, brakes, hs, k=k, c=c,
-                                               theta=self.theta, theta_dot=self.theta_dot, direct=direct)
+            c.servo, tau, _ = sv.servo_step(self.servo_p, c.servo, qd_cmd, brakes, hs, k=k, c=damp,
+                                               theta=c.theta, theta_dot=c.theta_dot, direct=direct)
             thdd = A @ tau + b
-            self.theta_dot = self.theta_dot + hs * thdd
-            self.theta = self.theta + hs * self.theta_dot
+            c.theta_dot = c.theta_dot + hs * thdd
+            c.theta = c.theta + hs * c.theta_dot
         F_B = C @ thdd + d
-        self.tau = k * (self.servo.theta_m - self.theta) + c * (self.servo.omega - self.theta_dot)
+        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
         self._kin()
-        self.V_R_O = self.J @ self.theta_dot
-        self._mb_wrench = (np.zeros(6), F_B)
+        c.V_R_O = c.J @ c.theta_dot
+        c.mb_wrench = (np.zeros(6), F_B)
 
     # ------------------------------------------------------------------ flexible booms (multi-rate)
     def _init_flexible(self) -> None:
-        """The booms' elastic coordinates and the linear springs and dampers on the arm coordinates: the gear
-        springs to the motors (joint_stiffness, the gear-train damper of the rigid multibody arm) and the beams'."""
+        """The linear springs and dampers on the arm coordinates: the gear springs to the motors (joint_stiffness,
+        the gear-train damper of the rigid multibody arm) and the beams'; the booms at rest in the context."""
         fi = self.chain.flex
         assert fi is not None  # a flexible arm's chain has its booms (dynamics.cases.with_flexible_booms)
         ne = fi.ne
-        self.eta = np.zeros(ne)
-        self.eta_dot = np.zeros(ne)
         k = self.joint_stiffness
         self._c_gear = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
         na = N_JOINTS + ne
@@ -948,15 +1125,14 @@ class ArmModel:
         self._D_a[:N_JOINTS, :N_JOINTS] = np.diag(self._c_gear)
         self._K_a[N_JOINTS:, N_JOINTS:] = fi.K
         self._D_a[N_JOINTS:, N_JOINTS:] = fi.D
-        self._held: mr.HeldArm | None = None
-        self._vdot_a = np.zeros(na)               # the arm coordinates' accelerations of the last step
-        self._hand_was = False                    # the last step's hold had the hand on the payload
         self._kl, self._cl = k.tolist(), self._c_gear.tolist()
-        self._Q = np.zeros(na)                    # the motors' drive on the arm coordinates (joints only)
-        self._held_at = -1                        # the step count of the last hold
-        self._hand_err = np.zeros(6)              # the hand's pose error on the payload (W), propagated
-        self._J_eta = np.zeros((6, ne))           # E's twist per elastic rate (W), at the last hold
-        self._hand_p = self.geom.p_B6oEo_B6.copy()   # the hand point on the last body, frozen at the grasp
+        c = self.context
+        c.eta = np.zeros(ne)
+        c.eta_dot = np.zeros(ne)
+        c.vdot_a = np.zeros(na)                   # the arm coordinates' accelerations of the last step
+        c.hand_err = np.zeros(6)                  # the hand's pose error on the payload (W), propagated
+        c.J_eta = np.zeros((6, ne))               # E's twist per elastic rate (W), at the last hold
+        c.hand_p = c.geom.p_B6oEo_B6.copy()       # the hand point on the last body, frozen at the grasp
 
     def _flexible(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
         """The multibody arm with beam booms between the orbiter and (grappled) the payload, both moving as their
@@ -967,91 +1143,94 @@ class ArmModel:
         (the frozen X_TE), enforced by the hand constraint with Baumgarte's correction; the constraint wrench is
         the wrench on the payload. The joint angles and the booms' coordinates are the arm's own state.
         """
-        X_WS, V_S, A_S, _ = self._base_motion(orb)
-        grappled = self.grappled and pay is not None
-        if self.grappled and pay is None:
+        c = self.context
+        X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
+        grappled = c.grappled and pay is not None
+        if c.grappled and pay is None:
             self.warn("grappled without payload/state: the arm moves free")
         n_sub = int(self.s["servo_substeps"])
-        ne = self.eta.size
-        x = np.concatenate([self.theta, self.eta])
-        v = np.concatenate([self.theta_dot, self.eta_dot])
+        ne = c.eta.size
+        x = np.concatenate([c.theta, c.eta])
+        v = np.concatenate([c.theta_dot, c.eta_dot])
         hand = None
         if grappled and pay is not None:                        # the grasp point's motion (floats)
-            pT, qT, wT, vT = self._pay_f
+            pT, qT, wT, vT = c.pay_f
             R = sp.rotation_rows(*qT)                             # R_WT
             _, V_G, A_G = rb.point_motion(np.reshape(R, (3, 3)), wT, vT, pay["a_WTo_W"], pay["wdot_WT_T"],
-                                          self._p_TE)             # the grasp point's twist and acceleration, W
-        held = self._held
+                                          c.p_TE)             # the grasp point's twist and acceleration, W
+        held = c.held
         want_hand = grappled
         if (held is None or (held.J is not None) != want_hand
-                or self._step_count - self._held_at >= int(self.s["dynamics_every"])):
-            q = np.concatenate([X_WS[:3, 3], self._quat_WS, x])
+                or c.step_count - c.held_at >= int(self.s["dynamics_every"])):
+            q = self._chain_q(X_WS, quat_WS, x)
             vv = np.concatenate([V_S, v])
             nb = self.chain.nb - 1
             newly = want_hand and (held is None or held.J is None)
             if newly:                                          # the grasp: E is where it is now
-                self._hand_p = self.geom.p_B6oEo_B6.copy()
-            held = self._held = mr.hold(self.chain, self.chain_data, q, vv, self._K_a, self._D_a, h,
-                                        (nb, self._hand_p) if want_hand else None)
-            self._held_at = self._step_count
-            J_E = held.J if held.J is not None else ch.frame_jacobian(self.chain, self.chain_data, q, nb, self._hand_p)
-            self._J_eta = np.array(J_E[:, 6 + N_JOINTS:])
+                c.hand_p = c.geom.p_B6oEo_B6.copy()
+            held = c.held = mr.hold(self.chain, self.chain_data, q, vv, self._K_a, self._D_a, h,
+                                        (nb, c.hand_p) if want_hand else None)
+            c.held_at = c.step_count
+            J_E = held.J if held.J is not None else ch.frame_jacobian(self.chain, self.chain_data, q, nb, c.hand_p)
+            c.J_eta = np.array(J_E[:, 6 + N_JOINTS:])
             if want_hand:
                 X_WB = ch.forward_kinematics(self.chain, self.chain_data, q)[nb]
-                X_WE = X_WB @ sp.pose(np.eye(3), self._hand_p)
-                X_WG = sp.pose(np.reshape(R, (3, 3)), pT) @ sp.pose(self.R_TE, self.p_ToEo_T)
-                self._hand_err = mr.hand_pose_error(X_WE, X_WG)
+                X_WE = X_WB @ sp.pose(np.eye(3), c.hand_p)
+                X_WG = sp.pose(np.reshape(R, (3, 3)), pT) @ sp.pose(c.R_TE, c.p_ToEo_T)
+                c.hand_err = mr.hand_pose_error(X_WE, X_WG)
                 if newly:   # the links take the payload's motion at the grasp (least kinetic metric)
                     v = v - held.G2 @ (J_E[:, 6:] @ v + J_E[:, :6] @ V_S - V_G)
         if grappled:
-            hand = (V_G, A_G, self._hand_err)
-        k, c = self.joint_stiffness, self._c_gear
-        if self._held_at == self._step_count and (self._step_count == 0 or (held.J is not None) != self._hand_was):
+            hand = (V_G, A_G, c.hand_err)
+        k, damp = self.joint_stiffness, self._c_gear
+        if c.held_at == c.step_count and (c.step_count == 0 or (held.J is not None) != c.hand_was):
             # the first step, or the hand put on or taken off the payload: Newmark's start accelerations
-            Q0 = np.concatenate([k * self.servo.theta_m + c * self.servo.omega, np.zeros(ne)])
-            self._vdot_a = mr.held_accelerations(held, x, v, Q0, A_S, hand, V_S, HAND_BAUMGARTE, HAND_BAUMGARTE)
-        self._hand_was = held.J is not None
+            Q0 = np.concatenate([k * c.servo.theta_m + damp * c.servo.omega, np.zeros(ne)])
+            c.vdot_a = mr.held_accelerations(held, x, v, Q0, A_S, hand, V_S, HAND_BAUMGARTE, HAND_BAUMGARTE)
+        c.hand_was = held.J is not None
         # the servos over the step against the link angles and rates of its start (substepped, as the massless
         # arm's), then the links and booms over the step with the motors' drive of its end (Newmark)
-        sv_s = self.servo
+        sv_s = c.servo
         tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv_s.theta_m.tolist(), sv_s.omega.tolist(),
-                                                  sv_s.integ.tolist(), qd_cmd.tolist(), [self.brakes] * 6, h, n_sub,
+                                                  sv_s.integ.tolist(), qd_cmd.tolist(), [c.brakes] * 6, h, n_sub,
                                                   (self._kl, self._cl, x[:N_JOINTS].tolist(), v[:N_JOINTS].tolist()),
                                                   self._direct_currents())
-        self.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-        Q = self._Q
-        Q[:N_JOINTS] = k * self.servo.theta_m + c * self.servo.omega
+        c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+        Q = np.zeros(N_JOINTS + ne)                            # the motors' drive on the arm coordinates
+        Q[:N_JOINTS] = k * c.servo.theta_m + damp * c.servo.omega
         v0 = v
-        x, v, self._vdot_a, lam, F_b = mr.held_step(held, x, v, self._vdot_a, Q, V_S, A_S, hand, HAND_BAUMGARTE,
+        x, v, c.vdot_a, lam, F_b = mr.held_step(held, x, v, c.vdot_a, Q, V_S, A_S, hand, HAND_BAUMGARTE,
                                                     HAND_BAUMGARTE)
         if hand is not None:                                    # the pose error, carried by the velocity error
             assert held.J is not None  # the hand is held (mr.hold with the hand)
-            self._hand_err = self._hand_err + h * (held.J[:, 6:] @ (0.5 * (v0 + v)) + held.J[:, :6] @ V_S - V_G)
-        self.theta, self.eta = x[:N_JOINTS].copy(), x[N_JOINTS:].copy()
-        self.theta_dot, self.eta_dot = v[:N_JOINTS].copy(), v[N_JOINTS:].copy()
-        self.tau = k * (self.servo.theta_m - self.theta) + c * (self.servo.omega - self.theta_dot)
-        self._mb_wrench = (lam if grappled else np.zeros(6), F_b)
+            c.hand_err = c.hand_err + h * (held.J[:, 6:] @ (0.5 * (v0 + v)) + held.J[:, :6] @ V_S - V_G)
+        c.theta, c.eta = x[:N_JOINTS].copy(), x[N_JOINTS:].copy()
+        c.theta_dot, c.eta_dot = v[:N_JOINTS].copy(), v[N_JOINTS:].copy()
+        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
+        c.mb_wrench = (lam if grappled else np.zeros(6), F_b)
         self._kin()
-        R_WO = sp.rotation_rows(*self._orb_f[1])
-        dV = self._J_eta @ self.eta_dot                            # the booms' share of E's twist, W
-        self.V_R_O = self.J @ self.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dV[:3].tolist()),
+        R_WO = sp.rotation_rows(*c.orb_f[1])
+        dV = c.J_eta @ c.eta_dot                            # the booms' share of E's twist, W
+        c.V_R_O = c.J @ c.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dV[:3].tolist()),
                                                            *sp.mat_t_vec_rows(R_WO, *dV[3:].tolist())])
 
     def _deflection_O(self, R_WO: Any) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
         """The booms' rotation (rotation vector) and displacement of E, in O, to first order in η: ``J_η η``."""
-        d = (self._J_eta @ self.eta).tolist()
+        c = self.context
+        d = (c.J_eta @ c.eta).tolist()
         r0, r1, r2 = sp.mat_t_vec_rows(R_WO, *d[:3])
         u0, u1, u2 = sp.mat_t_vec_rows(R_WO, *d[3:])
         return (r0, r1, r2), (u0, u1, u2)
 
     def _X_OE(self) -> np.ndarray:
         """E's pose in O: the rigid kinematics at θ, and with flexible booms their deflection (first order)."""
-        Rs, _, _, pE = self._rows
+        c = self.context
+        Rs, _, _, pE = c.rows
         X = np.eye(4)
         X[:3, :3] = np.reshape(Rs[N_JOINTS], (3, 3))
         X[:3, 3] = pE
         if self.flexible:
-            dth, dp = self._deflection_O(sp.rotation_rows(*self._orb_f[1]))
+            dth, dp = self._deflection_O(sp.rotation_rows(*c.orb_f[1]))
             X[:3, :3] = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], np.array(dth), 1.0)) @ X[:3, :3]
             X[:3, 3] += dp
         return X
@@ -1067,9 +1246,10 @@ class ArmModel:
                  t_ns: int) -> dict[str, dict[str, Any]]:
         """Both messages at ``t_ns``, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats then
         (``arm/state`` whole only at its coupling instants)."""
+        c = self.context
         (o0, o1, o2), q, _, _ = orb_f
         R = sp.rotation_rows(*q)
-        Rs, _, _, pE = self._rows
+        Rs, _, _, pE = c.rows
         R_OE = Rs[N_JOINTS]
         if self.flexible:                                            # E with the booms' deflection
             dth, dp = self._deflection_O(R)
@@ -1078,22 +1258,21 @@ class ArmModel:
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
         s0, s1, s2 = sp.mat_vec_rows(R, *self._p_OS)
         s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
-        mb = self.multibody and hasattr(self, "_mb_wrench")
-        if mb:
-            self.F_Eo_W, self.F_So_W = self._mb_wrench       # the chain base origin is So
-            F = self.F_Eo_W.tolist()
-            self.F_Eo_O = np.array([*sp.mat_t_vec_rows(R, *F[:3]), *sp.mat_t_vec_rows(R, *F[3:])])
+        if self.multibody and c.mb_wrench is not None:
+            c.F_Eo_W, c.F_So_W = c.mb_wrench       # the chain base origin is So
+            F = c.F_Eo_W.tolist()
+            c.F_Eo_O = np.array([*sp.mat_t_vec_rows(R, *F[:3]), *sp.mat_t_vec_rows(R, *F[3:])])
         else:
-            F = self.F_Eo_O.tolist()
+            F = c.F_Eo_O.tolist()
             F_W = [*sp.mat_vec_rows(R, *F[:3]), *sp.mat_vec_rows(R, *F[3:])]
-            self.F_Eo_W = np.array(F_W)
-            self.F_So_W = np.array(rms.shoulder_reaction_rows(F_W, (e0, e1, e2), (s0, s1, s2)))
+            c.F_Eo_W = np.array(F_W)
+            c.F_So_W = np.array(rms.shoulder_reaction_rows(F_W, (e0, e1, e2), (s0, s1, s2)))
         # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
         # (never written in place): published without copies
-        wrench: dict[str, Any] = {"F_Eo_W": self.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": self.F_So_W,
-                  "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(self.grappled)}
+        wrench: dict[str, Any] = {"F_Eo_W": c.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": c.F_So_W,
+                                  "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(c.grappled)}
         if not self.schedule.due(STATE, t_ns):
-            return {STATE: {"tau": self.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
+            return {STATE: {"tau": c.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
         if self.flexible:
             R_OE = sp.mat_mat_rows(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *dth, 1.0)), R_OE)
         X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
@@ -1101,37 +1280,40 @@ class ArmModel:
         X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
         # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
         V_WE_W = rms.end_effector_twist(np.reshape(R, (3, 3)), orb_f[2], orb_f[3], orb_f[0], wrench["p_WoEo_W"],
-                                        self.V_R_O)
-        if self._warn:
-            warnings = [w for w, t_end in self._warn.items() if t_end >= self._now]
-            self._warn = {w: t for w, t in self._warn.items() if t >= self._now}
+                                        c.V_R_O)
+        if c.warnings:
+            warnings = [w for w, t_end in c.warnings.items() if t_end >= c.now]
+            c.warnings = {w: t for w, t in c.warnings.items() if t >= c.now}
         else:
             warnings = []
         return {
-            STATE: {"q": self.theta, "qd": self.theta_dot, "tau": self.tau, "mode": self.mode,
-                    "brakes": bool(self.brakes), "X_OE": X_OE, "X_WE": X_WE, "V_WE_W": V_WE_W,
-                    "grappled": bool(self.grappled), "loads": self.loads, "sigma_min": float(self.sigma),
-                    "qd_cmd": self.qd_cmd, "warnings": warnings},
+            STATE: {"q": c.theta, "qd": c.theta_dot, "tau": c.tau, "mode": c.mode,
+                    "brakes": bool(c.brakes), "X_OE": X_OE, "X_WE": X_WE, "V_WE_W": V_WE_W,
+                    "grappled": bool(c.grappled), "loads": c.loads, "sigma_min": float(c.sigma),
+                    "qd_cmd": c.qd_cmd, "warnings": warnings},
             WRENCH: wrench,
         }
 
     def _wrench_and_loads(self) -> None:
-        if self.grappled and not self.multibody:
-            self.F_Eo_O = self.J_inv.T @ self.tau                 # 2-3 (damped near a singularity)
-            if self.damped:
-                self.warn(f"singular: end-effector wrench by damped least squares (sigma {self.sigma:.3g})")
+        c = self.context
+        if c.grappled and not self.multibody:
+            c.F_Eo_O = c.J_inv.T @ c.tau                 # 2-3 (damped near a singularity)
+            if c.damped:
+                self.warn(f"singular: end-effector wrench by damped least squares (sigma {c.sigma:.3g})")
         elif not self.multibody:
-            self.F_Eo_O = np.zeros(6)
+            c.F_Eo_O = np.zeros(6)
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the arm at rest at ``q0``, no wrench."""
-        self._now = t0_ns
-        self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
-        return self._outputs(self._orb_f, t0_ns)
+        c = self.context
+        c.now = t0_ns
+        c.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], c.F_Eo_O)
+        return self._outputs(c.orb_f, t0_ns)
 
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
         """RMSFLX (every ``flex_every``), commands, servos, RMSFM, RMLOAD (every ``loads_every``)."""
-        self._now = t_ns
+        c = self.context
+        c.now = t_ns
         h = h_ns * 1e-9
         orb = self._orbiter(u, t_ns)
         pay = self._payload(u, t_ns)
@@ -1141,24 +1323,24 @@ class ArmModel:
         for smp in u.events("operator/command"):
             for ev in smp.body.get("events", []):
                 self.command(dict(ev))
-        if self._step_count % int(self.s["flex_every"]) == 0:
+        if c.step_count % int(self.s["flex_every"]) == 0:
             self._flex()
         qd_cmd = self._commanded_rates()
-        self.qd_cmd = np.array(qd_cmd)
+        c.qd_cmd = np.array(qd_cmd)
         if self.multibody:
-            self._multibody(self.qd_cmd, orb, pay, h)
+            self._multibody(c.qd_cmd, orb, pay, h)
         else:
             self._massless(qd_cmd, orb, pay, h)
-        self._now = t_ns + h_ns
-        for i, (th, lo, hi) in enumerate(zip(self.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
+        c.now = t_ns + h_ns
+        for i, (th, lo, hi) in enumerate(zip(c.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
             if not lo <= th <= hi:   # only the payload's motion can do this (grappled)
                 self.warn(f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range [{lo:.4f}, {hi:.4f}]")
         self._wrench_and_loads()
-        self._step_count += 1
-        if self._step_count % int(self.s["loads_every"]) == 0:
-            self.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], self.F_Eo_O)
+        c.step_count += 1
+        if c.step_count % int(self.s["loads_every"]) == 0:
+            c.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], c.F_Eo_O)
         # the outputs are stamped at the step end: the orbiter propagated by h
-        p, q, w, v = self._orb_f
+        p, q, w, v = c.orb_f
         return self._outputs(([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
                               sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v), t_ns + h_ns)
 
@@ -1189,7 +1371,7 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     if (table.get("model", "massless") != "massless" and not flexible) or "payload" not in config:
         return []
     arm = ArmModel(config, name, 1_000_000)
-    (_, ps, us, pE) = arm._rows
+    (_, ps, us, pE) = arm.context.rows
     if flexible:
         X_OS = arm.geom.X_OS
         q = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), arm.theta, arm.eta])

@@ -1,7 +1,10 @@
 """Models whose state is a context (protocol.service): a model built afresh and given a running model's
 context takes up the run bit-identically.
 
-Reference: the uninterrupted run of the same scenario, topic by topic and byte by byte.
+Reference: the uninterrupted run of the same scenario, topic by topic and byte by byte. The swap instants are
+picked where the model's state moves: the orbiter's jets firing; the arm slewing free (1 s), grappled and braked
+(7.2 s) and flying its loaded auto segment (10 s), each 10 ms off the 20 ms grid so that the step counters' phases
+(RMSFLX every 10 arm steps, RMLOAD every 50, the flexible booms' matrices every 20) move too.
 """
 
 from __future__ import annotations
@@ -9,25 +12,30 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from protocol.config import load, service_module
+from protocol.logfile import decode_bodies
 from protocol.scheduler import advance, start
 from services.sweep import build_models, sweep_config, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 S = 1_000_000_000
 
+JETS = {"orbiter.attitude": "hold", "orbiter.dead_band": 0.0005, "orbiter.w_WO_O": [0.002, -0.003, 0.0025],
+        "orbiter.kd": [0.0, 0.0, 0.0], "orbiter.kp": [1.2e8, 8e8, 8.5e8], "orbiter.torque_max": [1e5, 4e5, 4e5]}
+"""The orbiter's attitude hold on, stiff and undamped, and a rate to stop: its jets fire on and off every few
+tenths of a second (every field of its context moves)."""
 
-def _scenario() -> dict:
-    """The default scenario with the orbiter's attitude hold on, stiff and undamped, and a rate to stop: its jets
-    fire on and off every few tenths of a second (every field of its context moves)."""
-    base, _ = sweep_config(load(ROOT / "configs" / "srms_berthing.toml"),
-                           {"orbiter.attitude": "hold", "orbiter.dead_band": 0.0005,
-                            "orbiter.w_WO_O": [0.002, -0.003, 0.0025], "orbiter.kd": [0.0, 0.0, 0.0],
-                            "orbiter.kp": [1.2e8, 8e8, 8.5e8], "orbiter.torque_max": [1e5, 4e5, 4e5]})
-    return base
+CASES: dict[str, tuple[str, dict[str, Any], tuple[float, ...], float]] = {
+    # case: (service, scenario changes, swap instants [s], end [s]); arm-flexible takes ~10 s (slow)
+    "orbiter": ("orbiter", JETS, (1.0,), 2.0),
+    "operator": ("operator", JETS, (1.0,), 2.0),
+    "arm": ("arm", {}, (1.01, 7.21, 10.01), 10.5),
+    "arm-flexible": ("arm", {"arm.model": "multibody", "arm.booms": "flexible"}, (1.01, 7.21, 10.01), 10.5),
+}
 
 
 def _by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
@@ -38,28 +46,46 @@ def _by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["orbiter", "operator"])
-def test_a_fresh_model_given_the_context_takes_up_the_run(name):
-    cfg = _scenario()
+def _events(frames: dict[bytes, list[bytes]], topic: str) -> list[tuple[str, float]]:
+    ev = decode_bodies(topic, frames[topic.encode()])
+    return [(e["kind"], e["t"]) for evs in ev["events"] for e in evs]
+
+
+SLOW = ("arm-flexible",)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
+def test_a_fresh_model_given_the_context_takes_up_the_run(case):
+    name, changes, swaps, t_end = CASES[case]
+    cfg, _ = sweep_config(load(ROOT / "configs" / "srms_berthing.toml"), changes)
     plan = validate(cfg)
     coupling = {n: s.coupling_ns for n, s in plan.services.items()}
-    t_swap, t_end = S, 2 * S
     whole: list[bytes] = []
-    advance(start(build_models(cfg), coupling=coupling), t_end, whole.append)
+    advance(start(build_models(cfg), coupling=coupling), round(t_end * S), whole.append)
     got: list[bytes] = []
-    sched = advance(start(build_models(cfg), coupling=coupling), t_swap, got.append)
-    member = next(m for m in sched.members if m.name == name)
-    fresh = service_module(plan.services[name].kind).build(copy.deepcopy(cfg), name, plan.services[name].period_ns)
-    assert pickle.dumps(fresh.context) != pickle.dumps(member.obj.context)  # the run has moved on
-    fresh.context = pickle.loads(pickle.dumps(member.obj.context))
-    member.obj = fresh
-    advance(sched, t_end, got.append)
+    sched = start(build_models(cfg), coupling=coupling)
+    for t_swap in swaps:
+        advance(sched, round(t_swap * S), got.append)
+        member = next(m for m in sched.members if m.name == name)
+        fresh = service_module(plan.services[name].kind).build(copy.deepcopy(cfg), name, plan.services[name].period_ns)
+        assert pickle.dumps(fresh.context) != pickle.dumps(member.obj.context)  # the run has moved on
+        if hasattr(fresh, "set_coupling"):  # as the scheduler does at the start
+            fresh.set_coupling({o.topic: o.coupler.H for o in member.outs})
+        fresh.context = pickle.loads(pickle.dumps(member.obj.context))
+        member.obj = fresh
+    advance(sched, round(t_end * S), got.append)
     a, b = _by_topic(whole), _by_topic(got)
     assert sorted(a) == sorted(b)
     for topic in a:
         assert a[topic] == b[topic], topic
+    # the swaps fell where the state moves
     if name == "orbiter":  # the jets went on and off on both sides of the swap
-        from protocol.logfile import decode_bodies
-        ev = decode_bodies("orbiter/event", a[b"orbiter/event"])
-        times = [e["t"] for evs in ev["events"] for e in evs]
-        assert min(times) < t_swap / S < max(times), times
+        times = [t for _, t in _events(a, "orbiter/event")]
+        assert min(times) < swaps[0] < max(times), times
+    if name == "arm":  # slewing free, grappled with the brakes on, flying the loaded auto segment
+        st = decode_bodies("arm/state", a[b"arm/state"])
+        at = {round(t * 1e-9, 3): (bool(g), m, float(abs(qd).max()))
+              for t, g, m, qd in zip(st["t_ns"], st["grappled"], st["mode"], st["qd"], strict=True)}
+        (g1, m1, qd1), (g2, m2, _), (g3, m3, qd3) = at[swaps[0]], at[swaps[1]], at[swaps[2]]
+        assert (g1, m1, g2, m2, g3, m3) == (False, "manual", True, "brakes", True, "auto"), at[swaps[2]]
+        assert qd1 > 1e-3 and qd3 > 1e-5, (qd1, qd3)
