@@ -514,6 +514,17 @@ class ArmModel:
         self._kin()
         self._flex()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without ``chain_data`` (scratch: its arrays are views of one another, which pickling would part)."""
+        state = self.__dict__.copy()
+        state.pop("chain_data", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.multibody:
+            self.chain_data = ch.make_data(self.chain)
+
     # ------------------------------------------------------------------ the context's fields read by tests
     @property
     def theta(self) -> np.ndarray:
