@@ -1045,18 +1045,18 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
                     client = own = Client(cluster)
                     n_wait = len(cluster.workers)  # every worker of our LocalCluster
                 own.wait_for_workers(n_wait, timeout=120)
-            plan_f = client.scatter(plan, broadcast=True)
-            blob_f = None
+            # every task carries the plan (~12 kB) and the window's snapshot (~35 kB) itself: nothing a run
+            # needs lives only in a worker's memory, so a worker's death loses the runs it holds, no others
+            # (data scattered to the workers, even broadcast to all, was lost with a killed worker)
+            blob = None
             if plan.start_ns:
                 # the window's snapshot, and those of runs from t0 with each scenario value at both ends of
                 # its range (the references of check_parameter), all at once
                 todo_checks = [(i, v) for i in plan.config_parameters for v in plan.parameters[i].dispersion.extremes]
-                blob_task = client.submit(_prefix_task, plan_f, pure=False,
+                blob_task = client.submit(_prefix_task, plan, pure=False,
                                           key=f"berthsim-prefix-{plan.fingerprint[:12]}")
-                refs = [client.submit(_reference_task, plan_f, i, v, pure=False) for i, v in todo_checks]
+                refs = [client.submit(_reference_task, plan, i, v, pure=False) for i, v in todo_checks]
                 blob = blob_task.result()
-                # on every worker: a worker that dies takes no run's snapshot with it
-                blob_f = client.scatter(blob, broadcast=True)
                 bad = [c for (i, v), r in zip(todo_checks, client.gather(refs), strict=True)
                        if (c := check_parameter(plan, blob, i, v, r)) is not None]
                 del refs
@@ -1067,7 +1067,7 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
 
             def submit() -> Any:
                 k = queue.pop()
-                fut = client.submit(_run_task, plan_f, k, blob_f, pure=False, key=f"berthsim-run-{tag}-{k}")
+                fut = client.submit(_run_task, plan, k, blob, pure=False, key=f"berthsim-run-{tag}-{k}")
                 futures[fut] = k
                 return fut
 
