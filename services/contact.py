@@ -177,7 +177,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -196,7 +196,8 @@ from protocol.coupling import Schedule
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling
 
-__all__ = ["TABLES", "TABLE_KEYS", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings", "validate"]
+__all__ = ["TABLES", "TABLE_KEYS", "ContactContext", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings",
+           "validate"]
 
 Array = NDArray[np.float64]
 
@@ -448,8 +449,96 @@ def _inputs(source: str) -> tuple[Port, ...]:
     return ins + (Port("hil/feedback", "state"),) if source == "hil" else ins
 
 
+@dataclass(slots=True)
+class ContactContext:
+    """Everything the contact service changes as it runs (its context, :mod:`protocol.service`); the rest of
+    :class:`ContactModel` is parameters. Only ``episode_impulse`` is written in place.
+
+    Attributes
+    ----------
+    body : dynamics.rigid_body.RigidBodyState
+        The payload T in W.
+    grappled, rigidized : bool
+        The snare closed on G; rigidized.
+    captured_ns : int or None
+        When the snare closed. [ns]
+    X_OE : ndarray, shape (4, 4), or None
+        E in O at capture (the compliant snare's anchor).
+    berthed, latched : bool
+        The latches engaged (closing or closed); closed (the stroke done, B within the final tolerance).
+    X_LB_latched : ndarray, shape (4, 4), or None
+        Where the latches closed on B (the stroke's start).
+    drive : dynamics.contact.LatchDrive or None
+        The latches' stroke.
+    latch_ns : int or None
+        When the latches closed. [ns]
+    latch_error : tuple of float
+        The latch constraint's pose error at the last step, ``|p_B − p_R|`` [m] and ``|θ|`` [rad].
+    F_cont_O_Wo, F_imp_O_Wo : list of float
+        What was published for the interval starting now, on the orbiter about Wo, ``[τ; f]`` (six floats): the
+        continuous wrench (held; the payload applies its opposite) and this instant's impulses / h. [N·m, N]
+    F_last_T : list of float
+        The wrench about the payload's CoM applied over the last step (six floats). [N·m, N]
+    F_arm_Wo : list of float
+        The arm's wrench on the payload over the last step, about Wo (six floats). [N·m, N]
+    inflight : list of (int, ndarray)
+        Impulses on the orbiter about Wo (6,) not yet in its samples, with their instants. [ns], [N·m·s, N·s]
+    in_contact : bool
+        A contact episode is on.
+    episode_impulse : ndarray, shape (6,)
+        The episode's impulse on the payload about Wo so far. [N·m·s, N·s]
+    episode_V_pre : list of float
+        The relative twist at Bo when the episode began, ``[ω; v]`` in W. [rad/s, m/s]
+    dissipated, last_power : float
+        Energy dissipated by the compliant contact so far [J] (held-power rectangle rule), and the last step's
+        power [W].
+    hil_reason : str or None
+        Why HIL samples are being refused (None while they are accepted).
+    hil_refused : int
+        HIL samples refused so far.
+    orb_sample, t_now : Sample or None, int
+        The step's ``orbiter/state`` sample and its end instant [ns] (:attr:`ContactModel.orbiter_at_now`).
+    orb_cache, orb_floats, rot_cache
+        The orbiter predicted from its sample (by sample, instant and impulses in flight), the sample's fields as
+        floats, and ``(R_WB, ω_W)`` of the last few states (by identity).
+    """
+
+    body: rb.RigidBodyState
+    grappled: bool = False
+    rigidized: bool = False
+    captured_ns: int | None = None
+    X_OE: Array | None = None
+    berthed: bool = False
+    latched: bool = False
+    X_LB_latched: Array | None = None
+    drive: dc.LatchDrive | None = None
+    latch_ns: int | None = None
+    latch_error: tuple[float, float] = (0.0, 0.0)
+    F_cont_O_Wo: list[float] = field(default_factory=lambda: [0.0] * 6)
+    F_imp_O_Wo: list[float] = field(default_factory=lambda: [0.0] * 6)
+    F_last_T: list[float] = field(default_factory=lambda: [0.0] * 6)
+    F_arm_Wo: list[float] = field(default_factory=lambda: [0.0] * 6)
+    inflight: list[tuple[int, Array]] = field(default_factory=list)
+    in_contact: bool = False
+    episode_impulse: Array = field(default_factory=lambda: np.zeros(6))
+    episode_V_pre: Any = field(default_factory=lambda: [0.0] * 6)
+    dissipated: float = 0.0
+    last_power: float = 0.0
+    hil_reason: str | None = None
+    hil_refused: int = 0
+    orb_sample: Any = None
+    t_now: int = 0
+    orb_cache: tuple[Any, rb.RigidBodyState] | None = None
+    orb_floats: tuple[Any, list[list[float]]] = field(default_factory=lambda: (None, []))
+    rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = field(default_factory=list)
+
+
 class ContactModel:
     """The contact service's :class:`protocol.service.ServiceModel` (see the module docstring).
+
+    Its state is :attr:`context` (:class:`ContactContext`); the rest is parameters. Read-only views of the context:
+    ``state`` (the payload's body, settable), ``grappled``, ``berthed``, ``latched``, ``latch_error``,
+    ``F_cont_O_Wo``, ``dissipated``, ``hil_refused``.
 
     Raises
     ------
@@ -468,7 +557,6 @@ class ContactModel:
         pay, con, orb = v["payload"], v["contact"], v["orbiter"]
         self.model_T: rb.RigidBodyModel = v["model_T"]
         self.model_O: rb.RigidBodyModel = v["model_O"]
-        self.state = rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"])
         alt = float(orb["orbit_altitude"])
         self.orbit = (CircularOrbit.from_altitude(alt, gravity_gradient=bool(orb["gravity_gradient"])) if alt > 0
                       else None)
@@ -485,10 +573,7 @@ class ContactModel:
         self.latch_model: str = v["latch_model"]         # "spring" (spring-damper) | "constraint" (a weld)
         self.latch_gain: float = v["latch_baumgarte"]
         self._I_T_rows = tuple(np.asarray(self.model_T.I_Bcm_B, dtype=np.float64).ravel().tolist())
-        self._F_arm_Wo = [0.0] * 6                       # the arm's wrench of the last step, about Wo
-        self.latch_error: tuple[float, float] = (0.0, 0.0)   # |p_B − p_R| [m], |θ| [rad] at the last step
         self.snare_spring: dict[str, float] = v["snare"]
-        self.X_OE: Array | None = None   # E in O at capture (compliant snare)
         self.X_LB_berthed: Array = v["X_LB_berthed"]
         self._p_LB_berthed = self.X_LB_berthed[:3, 3].tolist()
         self.con = con
@@ -512,70 +597,71 @@ class ContactModel:
         self.inputs = _inputs(con["source"])
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
-        # mode
-        self.grappled = False
-        self.rigidized = False
-        self.captured_ns: int | None = None
-        self.berthed = False             # latches engaged (closing or closed)
-        self.latched = False             # latches closed: the stroke done and B within the final tolerance
-        self.X_LB_latched: Array | None = None   # where the latches closed on B (the stroke's start)
-        self.drive: dc.LatchDrive | None = None
-        self.latch_ns: int | None = None
-        # flows: what was published for the interval starting now (about Wo, on the orbiter)
-        self.F_cont_O_Wo = [0.0] * 6     # continuous part, held; the payload applies its opposite
-        self.F_last_T = [0.0] * 6        # wrench about the payload CoM applied over the last step
-        self.inflight: list[tuple[int, Array]] = []  # (t_ns, impulse on the orbiter about Wo)
-        self.F_imp_O_Wo = [0.0] * 6      # impulses of this instant / h, on the orbiter about Wo
-        self._orb_cache: tuple[Any, rb.RigidBodyState] | None = None
-        self._orb_floats: tuple[Any, list[list[float]]] = (None, [])
-        self._rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = []
-        # contact episode bookkeeping
-        self.in_contact = False
-        self.episode_impulse = np.zeros(6)
-        self.episode_V_pre: Any = [0.0] * 6
-        self.hil_reason: str | None = None
-        self.hil_refused = 0
-        self.dissipated = 0.0            # J, ∫ P_d dt of the compliant contact (held-power rectangle rule)
-        self.last_power = 0.0
+        self.context = ContactContext(rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"]))
+
+    # ------------------------------------------------------------ the context's fields read by tests and benches
+    @property
+    def state(self) -> rb.RigidBodyState:
+        """The payload's body state (``context.body``)."""
+        return self.context.body
+
+    @state.setter
+    def state(self, value: rb.RigidBodyState) -> None:
+        self.context.body = value
+
+    grappled = property(lambda self: self.context.grappled, doc="Grappled (``context.grappled``).")
+    berthed = property(lambda self: self.context.berthed, doc="Latches engaged (``context.berthed``).")
+    latched = property(lambda self: self.context.latched, doc="Latches closed (``context.latched``).")
+    latch_error = property(lambda self: self.context.latch_error,
+                           doc="The latch constraint's pose error at the last step (``context.latch_error``).")
+    F_cont_O_Wo = property(lambda self: self.context.F_cont_O_Wo,
+                           doc="The continuous wrench on the orbiter about Wo held now (``context.F_cont_O_Wo``).")
+    dissipated = property(lambda self: self.context.dissipated,
+                          doc="Energy dissipated by the compliant contact so far (``context.dissipated``). [J]")
+    hil_refused = property(lambda self: self.context.hil_refused,
+                           doc="HIL samples refused so far (``context.hil_refused``).")
 
     # ------------------------------------------------------------ orbiter as seen from here
     def orbiter_at(self, sample: Any, t_ns: int) -> rb.RigidBodyState:
         """The orbiter's state at ``t_ns`` from its held sample (module docstring)."""
-        key = (sample.t_ns, sample.seq, t_ns, len(self.inflight))
-        if self._orb_cache is not None and self._orb_cache[0] == key:
-            return self._orb_cache[1]
+        c = self.context
+        key = (sample.t_ns, sample.seq, t_ns, len(c.inflight))
+        if c.orb_cache is not None and c.orb_cache[0] == key:
+            return c.orb_cache[1]
         b = sample.body
         dt = (t_ns - sample.t_ns) * 1e-9
-        if self._orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
-            self._orb_floats = (sample, [rb.as_floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
+        if c.orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
+            c.orb_floats = (sample, [rb.as_floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
                                                                  "wdot_WO_O", "quat_WO")])
-        p0, v0, a0, w0, d0, q0 = self._orb_floats[1]
+        p0, v0, a0, w0, d0, q0 = c.orb_floats[1]
         if dt > 0:
             p, q, v, w = rb.predict_rows(p0, q0, v0, w0, a0, d0, dt)
             state = rb.RigidBodyState.from_floats(p, q, v, w)
         else:
             state = rb.RigidBodyState(np.array(p0), np.asarray(b["quat_WO"]), np.array(v0), np.array(w0))
-        if self.inflight:
-            self.inflight = [(tk, P) for tk, P in self.inflight if tk >= sample.t_ns]
-            for tk, P in self.inflight:
+        if c.inflight:
+            c.inflight = [(tk, P) for tk, P in c.inflight if tk >= sample.t_ns]
+            for tk, P in c.inflight:
                 if tk < t_ns:
                     state = rb.apply_impulse(self.model_O, state,
                                              np.concatenate([P[:3] - cross3(state.p_WoBo_W, P[3:]), P[3:]]))
-        self._orb_cache = ((sample.t_ns, sample.seq, t_ns, len(self.inflight)), state)
+        c.orb_cache = ((sample.t_ns, sample.seq, t_ns, len(c.inflight)), state)
         return state
 
     # ------------------------------------------------------------ helpers
     def _X_WT(self) -> Array:
-        return pose(self._rot(self.state)[0], self.state.p_WoBo_W)
+        c = self.context
+        return pose(self._rot(c.body)[0], c.body.p_WoBo_W)
 
     def _rot(self, state: rb.RigidBodyState) -> tuple[Array, Array]:
         """``(R_WB, ω_W)`` of a state, remembered for the last few states (the step reuses them)."""
-        for st, R, w in self._rot_cache:
+        c = self.context
+        for st, R, w in c.rot_cache:
             if st is state:
                 return R, w
         R = np.reshape(state.R_rows, (3, 3))
         w = R @ state.w_WB_B
-        self._rot_cache = [(state, R, w), *self._rot_cache[:2]]
+        c.rot_cache = [(state, R, w), *c.rot_cache[:2]]
         return R, w
 
     def _twist_at(self, state: rb.RigidBodyState, p_W: Array) -> Array:
@@ -585,18 +671,20 @@ class ContactModel:
 
     def _impulse_on_payload(self, P_T_at_C: Array, p_WoCo_W: Array, t_ns: int, h_ns: int) -> Array:
         """Apply an impulse [∫τ; ∫f] about C to the payload now; queue its opposite for the orbiter."""
+        c = self.context
         P_T_Wo = rb.wrench_about_origin(P_T_at_C, p_WoCo_W)
-        c = self.state.p_WoBo_W
-        self.state = rb.apply_impulse(self.model_T, self.state,
-                                      np.concatenate([P_T_Wo[:3] - cross3(c, P_T_Wo[3:]), P_T_Wo[3:]]))
-        self.inflight.append((t_ns, -P_T_Wo))
+        p_com = c.body.p_WoBo_W
+        c.body = rb.apply_impulse(self.model_T, c.body,
+                                      np.concatenate([P_T_Wo[:3] - cross3(p_com, P_T_Wo[3:]), P_T_Wo[3:]]))
+        c.inflight.append((t_ns, -P_T_Wo))
         h = h_ns * 1e-9
-        self.F_imp_O_Wo = [F - P / h for F, P in zip(self.F_imp_O_Wo, P_T_Wo.tolist(), strict=True)]
+        c.F_imp_O_Wo = [F - P / h for F, P in zip(c.F_imp_O_Wo, P_T_Wo.tolist(), strict=True)]
         return P_T_Wo
 
     # ------------------------------------------------------------ capture
     def _capture(self, t_ns: int, h_ns: int, orb: rb.RigidBodyState, u: Inputs, events: list) -> None:
-        if self.grappled:
+        c = self.context
+        if c.grappled:
             events.append(_event("miss", t_ns, reason="already grappled"))
             return
         try:
@@ -611,7 +699,7 @@ class ContactModel:
         brakes = bool(arm.get("brakes", False))
         V_WE = np.asarray(arm["V_WE_W"]) if ("V_WE_W" in arm and not brakes) else V_O_E
         X_WG = self._X_WT() @ self.X_TG
-        V_T_E = self._twist_at(self.state, p_E)
+        V_T_E = self._twist_at(c.body, p_E)
         ok, reason, m = dc.capture_check(X_WE, X_WG, V_WE, V_T_E, self.envelope)
         V_pre = V_T_E - V_WE
         if not ok:
@@ -620,20 +708,20 @@ class ContactModel:
         P_Wo = np.zeros(6)
         loss = 0.0
         if self.con["capture"] == "compliant":
-            self.X_OE = pose_inverse(X_WO) @ X_WE
+            c.X_OE = pose_inverse(X_WO) @ X_WE
             V_post = V_pre
         elif brakes:
             lock = dc.plastic_lock(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_E - orb.p_WoBo_W, V_O_E,
-                                   self.model_T.mass, rb.inertia_W(self.model_T, self.state),
-                                   p_E - self.state.p_WoBo_W, V_T_E)
+                                   self.model_T.mass, rb.inertia_W(self.model_T, c.body),
+                                   p_E - c.body.p_WoBo_W, V_T_E)
             P_Wo = self._impulse_on_payload(-lock.impulse_O, p_E, t_ns, h_ns)
             loss = lock.energy_loss
-            V_post = self._twist_at(self.state, p_E) - self._twist_at(self.orbiter_at_now, p_E)
+            V_post = self._twist_at(c.body, p_E) - self._twist_at(self.orbiter_at_now, p_E)
         else:
             V_post = V_pre
-        self.grappled = True
-        self.rigidized = False
-        self.captured_ns = t_ns
+        c.grappled = True
+        c.rigidized = False
+        c.captured_ns = t_ns
         events.append(_event("capture", t_ns, V_pre, V_post, P_Wo, brakes=brakes, energy_loss=loss,
                              p_WoEo_W=[float(x) for x in p_E], **m))
 
@@ -644,11 +732,12 @@ class ContactModel:
         closes); the massless arm passes the reaction to the orbiter, which receives it through
         ``contact/wrench``.
         """
-        assert self.X_OE is not None  # set at capture, before the snare closes
-        X_WE = pose(self._rot(orb)[0], orb.p_WoBo_W) @ self.X_OE
+        c = self.context
+        assert c.X_OE is not None  # set at capture, before the snare closes
+        X_WE = pose(self._rot(orb)[0], orb.p_WoBo_W) @ c.X_OE
         X_WG = self._X_WT() @ self.X_TG
         p_G = X_WG[:3, 3]
-        F_G = dc.latch_wrench(X_WE, self._twist_at(orb, p_G), X_WG, self._twist_at(self.state, p_G), np.eye(4),
+        F_G = dc.latch_wrench(X_WE, self._twist_at(orb, p_G), X_WG, self._twist_at(c.body, p_G), np.eye(4),
                               **self.snare_spring)
         return rb.wrench_about_origin(F_G, p_G)
 
@@ -662,20 +751,21 @@ class ContactModel:
         wrench (six floats), the dissipated power, whether any surface acts, and the bodies'
         kinematics (renewed after an impulse).
         """
+        c = self.context
         F = [0.0] * 6
         power = 0.0
         active = False
-        c = self._all_center_L
+        ctr = self._all_center_L
         x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, kT.p)  # To in L
-        if (x0 - c[0]) ** 2 + (x1 - c[1]) ** 2 + (x2 - c[2]) ** 2 > self._all_reach2:
+        if (x0 - ctr[0]) ** 2 + (x1 - ctr[1]) ** 2 + (x2 - ctr[2]) ** 2 > self._all_reach2:
             return F, power, active, kT, kO  # the payload is far from every guide
         lead = 0.5 * h_ns * 1e-9 if self.compliant else 0.0
         law = self.law
         for g in self._guides:
             P = sp.pose_apply_rows(kT.p, kT.R, g.p_ToPo_T)  # the point, in W
             x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, P)  # in L
-            c = g.center_L
-            if (x0 - c[0]) ** 2 + (x1 - c[1]) ** 2 + (x2 - c[2]) ** 2 > g.reach2:
+            ctr = g.center_L
+            if (x0 - ctr[0]) ** 2 + (x1 - ctr[1]) ** 2 + (x2 - ctr[2]) ** 2 > g.reach2:
                 continue
             u: list[float] | None = None
             fx = fy = fz = 0.0
@@ -702,9 +792,9 @@ class ContactModel:
                     p_P = np.array(P)
                     imp = self._impulsive(self.orbiter_at_now, p_P, np.array(sp.mat_vec_rows(R_WL, nx, ny, nz)))
                     if imp is not None:
-                        self.episode_impulse += self._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
+                        c.episode_impulse += self._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
                                                                          t_ns, h_ns)
-                        kT, kO = _Kin(self.state), _Kin(self.orbiter_at_now)
+                        kT, kO = _Kin(c.body), _Kin(self.orbiter_at_now)
                         u = None
             if fx or fy or fz:
                 f = sp.mat_vec_rows(R_WL, fx, fy, fz)
@@ -714,22 +804,24 @@ class ContactModel:
 
     def _impulsive(self, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
         """Impulse (3,) on the payload at C for an approaching point (n from orbiter to payload)."""
+        c = self.context
         if self.con["impulsive_law"] == "restitution":
-            r = im.point_impact(self.model_T, self.state, self.model_O, orb, p_C, n_W,
+            r = im.point_impact(self.model_T, c.body, self.model_O, orb, p_C, n_W,
                                 float(self.con["restitution"]), float(self.con["mu"]))
             return r.P_W
         M, J = dc.orbiter_chaser(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_C - orb.p_WoBo_W)
         psid = np.concatenate([orb.R_WB @ orb.w_WB_B, orb.v_WBo_W])
         try:
-            rp = im.nonplastic_impact_payload(M, J, psid, self.model_T.mass, rb.inertia_W(self.model_T, self.state),
-                                             p_C - self.state.p_WoBo_W, self.state.v_WBo_W,
-                                             self.state.R_WB @ self.state.w_WB_B, -n_W,
+            rp = im.nonplastic_impact_payload(M, J, psid, self.model_T.mass, rb.inertia_W(self.model_T, c.body),
+                                             p_C - c.body.p_WoBo_W, c.body.v_WBo_W,
+                                             c.body.R_WB @ c.body.w_WB_B, -n_W,
                                              float(self.con["r_E"]), float(self.con["r_f"]))
         except NoSolutionError:
             return None
         return -np.asarray(rp.impulse_W)
 
     def _hil_wrench(self, u: Inputs, t_ns: int, X_WB: Array, events: list) -> Array | None:
+        c = self.context
         try:
             s = u.state("hil/feedback")
         except KeyError:
@@ -737,15 +829,15 @@ class ContactModel:
         reason = hil_refusal(s, t_ns, float(self.con["hil_max_age"]), float(self.con["hil_force_max"]),
                              float(self.con["hil_torque_max"]))
         if reason:
-            self.hil_refused += 1
-            if reason.split(":")[0] != (self.hil_reason or "").split(":")[0]:
+            c.hil_refused += 1
+            if reason.split(":")[0] != (c.hil_reason or "").split(":")[0]:
                 events.append(_event("hil_fallback", t_ns, reason=reason))
-            self.hil_reason = reason
+            c.hil_reason = reason
             return None
         assert s is not None  # hil_refusal refuses a missing sample
-        if self.hil_reason is not None:
-            events.append(_event("hil_restored", t_ns, reason=f"accepted after: {self.hil_reason}"))
-            self.hil_reason = None
+        if c.hil_reason is not None:
+            events.append(_event("hil_restored", t_ns, reason=f"accepted after: {c.hil_reason}"))
+            c.hil_reason = None
         F_Bo_W = rotate_spatial(X_WB[:3, :3], np.asarray(s.body["F_Bo_B"], dtype=np.float64))
         return rb.wrench_about_origin(F_Bo_W, X_WB[:3, 3])
 
@@ -758,16 +850,17 @@ class ContactModel:
 
     def _latch_start(self, t_ns: int, X_LB: Array, V_rel_B: list[float], events: list) -> None:
         """The latches close on B at ``X_LB``: the stroke starts (or, with no stroke, they hold it there)."""
-        self.berthed = True
-        self.X_LB_latched = X_LB
-        self.latch_ns = t_ns
+        c = self.context
+        c.berthed = True
+        c.X_LB_latched = X_LB
+        c.latch_ns = t_ns
         T = self.latch_drive["close_time"]
         if T > 0.0:
-            self.drive = dc.LatchDrive(X_LB, self.X_LB_berthed, T)
+            c.drive = dc.LatchDrive(X_LB, self.X_LB_berthed, T)
             events.append(_event("latch_start", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(), close_time=T,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
         else:
-            self.latched = True
+            c.latched = True
             events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(), close_time=0.0,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
 
@@ -780,12 +873,13 @@ class ContactModel:
         ``F_other_Wo`` (every other wrench on it, about Wo: the arm's of the last step, the guides') and the orbit
         made those of the set point — the orbiter's latch frame carried by its sample's accelerations, plus the
         stroke's own — with Baumgarte's correction (``latch.baumgarte``)."""
-        assert self.X_LB_latched is not None and self.latch_ns is not None  # set by _latch_start
-        t_drive = (t_ns - self.latch_ns) * 1e-9
-        if self.drive is not None:
-            p_R, R_R, v_R, w_R = self.drive.setpoint(t_drive)
+        c = self.context
+        assert c.X_LB_latched is not None and c.latch_ns is not None  # set by _latch_start
+        t_drive = (t_ns - c.latch_ns) * 1e-9
+        if c.drive is not None:
+            p_R, R_R, v_R, w_R = c.drive.setpoint(t_drive)
         else:
-            p_R, R_R = sp.pose_rows(self.X_LB_latched)
+            p_R, R_R = sp.pose_rows(c.X_LB_latched)
             v_R = w_R = [0.0, 0.0, 0.0]
         p_WR = sp.pose_apply_rows(p_L, R_WL, p_R)
         p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
@@ -797,15 +891,15 @@ class ContactModel:
             F = dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, R_WR, V_R, **self.latch_spring)
         else:
             F = self._latch_constraint(t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
-        if not self.latched and (self.drive is None or t_ns - self.latch_ns >= self.drive.close_time * 1e9):
+        if not c.latched and (c.drive is None or t_ns - c.latch_ns >= c.drive.close_time * 1e9):
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
             X_LB = sp.pose_from_rows(p_LB, R_LB)
             m = _misalignment(X_LB, self.X_LB_berthed)
             if (m["misalignment_m"] <= self.latch_drive["final_position"]
                     and m["misalignment_rad"] <= self.latch_drive["final_angle"]):
-                self.latched = True
+                c.latched = True
                 events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(),
-                                     X_LB_start=self.X_LB_latched.tolist(),
+                                     X_LB_start=c.X_LB_latched.tolist(),
                                      close_time=self.latch_drive["close_time"], **m))
         tau = sp.cross_rows(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
         return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
@@ -815,9 +909,10 @@ class ContactModel:
                           v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
         """The latch constraint's wrench on the payload about Bo (:meth:`_latch_wrench`); its pose error kept in
         :attr:`latch_error`."""
+        c = self.context
         # the set point's classical acceleration at Bo: the orbiter's latch frame (its sample's accelerations,
         # held over the coupling interval) plus the stroke's own, with the Coriolis term of the stroke's rate
-        s = self._orb_floats[1]
+        s = c.orb_floats[1]
         a_O, wd_O = s[2], sp.mat_vec_rows(kO.R, *s[4])
         r = [p_B[i] - kO.p[i] for i in range(3)]
         w = kO.w
@@ -825,14 +920,14 @@ class ContactModel:
         c1 = sp.cross_rows(wd_O[0], wd_O[1], wd_O[2], r[0], r[1], r[2])
         c2 = sp.cross_rows(w[0], w[1], w[2], wr[0], wr[1], wr[2])
         vR, wR = sp.mat_vec_rows(R_WL, *v_R), sp.mat_vec_rows(R_WL, *w_R)
-        aR, wdR = (self.drive.acceleration(t_drive) if self.drive is not None else ([0.0] * 3, [0.0] * 3))
+        aR, wdR = (c.drive.acceleration(t_drive) if c.drive is not None else ([0.0] * 3, [0.0] * 3))
         aR, wdR = sp.mat_vec_rows(R_WL, *aR), sp.mat_vec_rows(R_WL, *wdR)
         cw = sp.cross_rows(w[0], w[1], w[2], wR[0], wR[1], wR[2])
         cv = sp.cross_rows(w[0], w[1], w[2], vR[0], vR[1], vR[2])
         A_R = [wd_O[i] + cw[i] + wdR[i] for i in range(3)] + [a_O[i] + c1[i] + c2[i] + 2.0 * cv[i] + aR[i]
                                                             for i in range(3)]
         # the payload's free accelerations under every other wrench (about its CoM) and the orbit
-        st = self.state
+        st = c.body
         pT = kT.p
         f = F_other_Wo[3:]
         tc = sp.cross_rows(pT[0], pT[1], pT[2], f[0], f[1], f[2])
@@ -843,7 +938,7 @@ class ContactModel:
                                             sp.mat_vec_rows(kT.R, *wd_free_T), p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)],
                                             p_WR, R_WR, V_R, A_R, g, g)
         th = dc.rotation_error(np.reshape(R_WR, (3, 3)), np.reshape(R_WB, (3, 3)))
-        self.latch_error = (math.dist(p_B, p_WR), float(np.linalg.norm(th)))
+        c.latch_error = (math.dist(p_B, p_WR), float(np.linalg.norm(th)))
         return F
 
     # ------------------------------------------------------------ ServiceModel
@@ -853,53 +948,56 @@ class ContactModel:
         self.schedule = Schedule(periods)
 
     def _outputs(self, active: bool, p_WoLo_W: list[float], t_ns: int) -> dict[str, dict[str, Any]]:
-        F = [c + i for c, i in zip(self.F_cont_O_Wo, self.F_imp_O_Wo, strict=True)]
-        c = sp.cross_rows(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
+        c = self.context
+        F = [a + b for a, b in zip(c.F_cont_O_Wo, c.F_imp_O_Wo, strict=True)]
+        m = sp.cross_rows(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
         out: dict[str, dict[str, Any]] = {
-            "contact/wrench": {"F_Lo_W": np.array([F[0] - c[0], F[1] - c[1], F[2] - c[2], F[3], F[4], F[5]]),
+            "contact/wrench": {"F_Lo_W": np.array([F[0] - m[0], F[1] - m[1], F[2] - m[2], F[3], F[4], F[5]]),
                                "p_WoLo_W": np.array(p_WoLo_W),
                                "active": bool(active)},
         }
         if self.schedule.due("payload/state", t_ns):
-            s = self.state
-            a, wdot = rb.accelerations_rows(self.model_T, s, self.F_last_T, self.orbit)
+            s = c.body
+            a, wdot = rb.accelerations_rows(self.model_T, s, c.F_last_T, self.orbit)
             out["payload/state"] = {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B,
                                     "v_WTo_W": s.v_WBo_W, "a_WTo_W": np.array(a), "wdot_WT_T": np.array(wdot),
-                                    "grappled": self.grappled, "berthed": self.berthed}
+                                    "grappled": c.grappled, "berthed": c.berthed}
         return out
 
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial payload; no contact wrench (the orbiter is not known yet)."""
-        self.F_imp_O_Wo = [0.0] * 6
+        c = self.context
+        c.F_imp_O_Wo = [0.0] * 6
         out = self._outputs(False, [0.0, 0.0, 0.0], t0_ns)
         out["contact/event"] = {"events": []}
         return out
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """Advance the payload t → t + h; then capture, contact, latches at t + h (module docstring)."""
+        c = self.context
         h = h_ns * 1e-9
         t1 = t_ns + h_ns
-        s = self.state
+        s = c.body
         # 1. the payload over [t, t + h): arm wrench samples and the opposite of the held contact wrench
         F_arm = rb.mean_wrench_Wo(u.flow("arm/wrench"), "F_Eo_W", "p_WoEo_W", h_ns)
-        self._F_arm_Wo = F_arm
-        F_T_Wo = [a - c for a, c in zip(F_arm, self.F_cont_O_Wo, strict=True)]
-        self.F_last_T = rb.wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, rb.cw_floats(self.orbit, s))
-        self.state = rb.step(self.model_T, s, self.F_last_T, h, self.orbit)
-        self.dissipated += self.last_power * h
-        self.F_imp_O_Wo = [0.0] * 6
+        c.F_arm_Wo = F_arm
+        F_T_Wo = [a - b for a, b in zip(F_arm, c.F_cont_O_Wo, strict=True)]
+        c.F_last_T = rb.wrench_about_mean_com(F_T_Wo, s, self.model_T.mass, h, rb.cw_floats(self.orbit, s))
+        c.body = rb.step(self.model_T, s, c.F_last_T, h, self.orbit)
+        c.dissipated += c.last_power * h
+        c.F_imp_O_Wo = [0.0] * 6
         events: list[dict[str, Any]] = []
         try:
             orb_sample = u.state("orbiter/state")
         except KeyError:
             orb_sample = None
         if orb_sample is None:
-            self.F_cont_O_Wo = [0.0] * 6
+            c.F_cont_O_Wo = [0.0] * 6
             out = self._outputs(False, [0.0, 0.0, 0.0], t1)
             out["contact/event"] = {"events": events}
             return out
-        self._orb_sample = orb_sample
-        self._t_now = t1
+        c.orb_sample = orb_sample
+        c.t_now = t1
         orb = self.orbiter_at_now
         # 2. operator commands of this step
         for smp in u.events("operator/command"):
@@ -908,14 +1006,14 @@ class ContactModel:
                 if cmd == "capture":
                     self._capture(t1, h_ns, orb, u, events)
                     orb = self.orbiter_at_now
-                elif cmd == "release" and self.grappled:
-                    self.grappled = self.rigidized = False
-                    self.captured_ns = None
-                    self.X_OE = None
+                elif cmd == "release" and c.grappled:
+                    c.grappled = c.rigidized = False
+                    c.captured_ns = None
+                    c.X_OE = None
                     events.append(_event("release", t1))
-        if (self.grappled and not self.rigidized and self.captured_ns is not None
-                and t1 >= self.captured_ns + self.rigidize_delay_ns):
-            self.rigidized = True
+        if (c.grappled and not c.rigidized and c.captured_ns is not None
+                and t1 >= c.captured_ns + self.rigidize_delay_ns):
+            c.rigidized = True
             X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
             try:
                 X_WE = X_WO @ np.asarray(u.state("arm/state").body["X_OE"])
@@ -924,7 +1022,7 @@ class ContactModel:
             X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
             events.append(_event("rigidize", t1, X_EG=X_EG.tolist()))
         # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
-        kT, kO = _Kin(self.state), _Kin(orb)
+        kT, kO = _Kin(c.body), _Kin(orb)
         p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
         R_WL = sp.mat_mat_rows(kO.R, self._R_OL)
         p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
@@ -938,41 +1036,42 @@ class ContactModel:
             F_T_Wo, power, active, kT, kO = self._model_contact(kT, kO, p_L, R_WL, t1, h_ns)
         else:
             F_T_Wo, power, active = F_hil.tolist(), 0.0, bool(np.any(F_hil != 0.0))
-        self.last_power = power
-        if self.grappled and not self.rigidized and self.X_OE is not None:
+        c.last_power = power
+        if c.grappled and not c.rigidized and c.X_OE is not None:
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, self._snare_wrench(self.orbiter_at_now).tolist(), strict=True)]
         # contact episodes
-        if active and not self.in_contact:
-            self.in_contact = True
-            self.episode_V_pre = V_rel_B
-            self.episode_impulse = np.zeros(6) if self.compliant else self.episode_impulse
+        if active and not c.in_contact:
+            c.in_contact = True
+            c.episode_V_pre = V_rel_B
+            c.episode_impulse = np.zeros(6) if self.compliant else c.episode_impulse
             events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
-        elif not active and self.in_contact and not self.berthed:
-            self.in_contact = False
-            events.append(_event("rebound", t1, self.episode_V_pre, V_rel_B, self.episode_impulse))
-            self.episode_impulse = np.zeros(6)
-        if not self.berthed and (active or not self.surfaces):  # latches close on seated trunnions
+        elif not active and c.in_contact and not c.berthed:
+            c.in_contact = False
+            events.append(_event("rebound", t1, c.episode_V_pre, V_rel_B, c.episode_impulse))
+            c.episode_impulse = np.zeros(6)
+        if not c.berthed and (active or not self.surfaces):  # latches close on seated trunnions
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
             if math.dist(p_LB, self._p_LB_berthed) <= self.criteria.position:
                 R_LW = np.reshape(R_WL, (3, 3)).T
                 X_LB = sp.pose_from_rows(p_LB, R_LB)
                 if dc.latch_check(X_LB, rotate_spatial(R_LW, V_rel_B), self.X_LB_berthed, self.criteria)[0]:
                     self._latch_start(t1, X_LB, V_rel_B, events)
-        if self.berthed:
+        if c.berthed:
             F_latch = self._latch_wrench(t1, kT, kO, p_L, R_WL, V_rel_B, events,
-                                         [a + b for a, b in zip(self._F_arm_Wo, F_T_Wo, strict=True)])
+                                         [a + b for a, b in zip(c.F_arm_Wo, F_T_Wo, strict=True)])
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_latch, strict=True)]
-        if self.in_contact:
-            self.episode_impulse += np.array(F_T_Wo) * h
-        self.F_cont_O_Wo = [-x for x in F_T_Wo]
-        out = self._outputs(active or self.berthed, p_L, t1)
+        if c.in_contact:
+            c.episode_impulse += np.array(F_T_Wo) * h
+        c.F_cont_O_Wo = [-x for x in F_T_Wo]
+        out = self._outputs(active or c.berthed, p_L, t1)
         out["contact/event"] = {"events": events}
         return out
 
     @property
     def orbiter_at_now(self) -> rb.RigidBodyState:
         """The orbiter at the current instant of the step being finished (after queued impulses)."""
-        return self.orbiter_at(self._orb_sample, self._t_now + 1)
+        c = self.context
+        return self.orbiter_at(c.orb_sample, c.t_now + 1)
 
 
 def _misalignment(X_LB: Array, X_LB_berthed: Array) -> dict[str, float]:

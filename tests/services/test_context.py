@@ -3,9 +3,11 @@ context takes up the run bit-identically.
 
 Reference: the uninterrupted run of the same scenario, topic by topic and byte by byte. The swap instants are
 picked where the model's state moves: the orbiter's jets firing; the arm slewing free (1 s), grappled and braked
-(7.2 s) and flying its loaded auto segment (10 s), each 10 ms off the 20 ms grid so that the step counters' phases
-(RMSFLX every 10 arm steps, RMLOAD every 50, the flexible booms' matrices every 20) move too. And a run saved
-(:func:`protocol.scheduler.snapshot`) with the multibody arm goes on as the uninterrupted one.
+(7.2 s) and flying its loaded auto segment (10 s); the payload in the compliant snare (7.2 s), in the guides
+(35.3 s) and in the latches' stroke held by the latch constraint (36.2 s). Each is 10 ms off the 20 ms grid, so
+that the step counters' phases (RMSFLX every 10 arm steps, RMLOAD every 50, the flexible booms' matrices every 20)
+move too. And a run saved (:func:`protocol.scheduler.snapshot`) with the multibody arm goes on as the
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ JETS = {"orbiter.attitude": "hold", "orbiter.dead_band": 0.0005, "orbiter.w_WO_O
 tenths of a second (every field of its context moves)."""
 
 CASES: dict[str, tuple[str, dict[str, Any], tuple[float, ...], float]] = {
-    # case: (service, scenario changes, swap instants [s], end [s]); arm-flexible takes ~10 s (slow)
+    # case: (service, scenario changes, swap instants [s], end [s]); the last two take ~10 s each (slow)
     "orbiter": ("orbiter", JETS, (1.0,), 2.0),
     "operator": ("operator", JETS, (1.0,), 2.0),
     "arm": ("arm", {}, (1.01, 7.21, 10.01), 10.5),
     "arm-flexible": ("arm", {"arm.model": "multibody", "arm.booms": "flexible"}, (1.01, 7.21, 10.01), 10.5),
+    "contact": ("contact", {"contact.capture": "compliant", "contact.latch.model": "constraint"},
+                (1.01, 7.21, 35.31, 36.21), 36.4),
 }
 
 
@@ -52,7 +56,7 @@ def _events(frames: dict[bytes, list[bytes]], topic: str) -> list[tuple[str, flo
     return [(e["kind"], e["t"]) for evs in ev["events"] for e in evs]
 
 
-SLOW = ("arm-flexible",)
+SLOW = ("arm-flexible", "contact")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
@@ -90,6 +94,10 @@ def test_a_fresh_model_given_the_context_takes_up_the_run(case):
         (g1, m1, qd1), (g2, m2, _), (g3, m3, qd3) = at[swaps[0]], at[swaps[1]], at[swaps[2]]
         assert (g1, m1, g2, m2, g3, m3) == (False, "manual", True, "brakes", True, "auto"), at[swaps[2]]
         assert qd1 > 1e-3 and qd3 > 1e-5, (qd1, qd3)
+    if name == "contact":  # the snare closing, the payload in the guides, the latches' stroke
+        kinds = _events(a, "contact/event")
+        assert [k for k, t in kinds if t < swaps[1]] == ["capture"]
+        assert [k for k, t in kinds if swaps[2] < t < swaps[3]] == ["rebound", "first_contact", "latch_start"]
 
 
 @pytest.mark.parametrize("changes", [{"arm.model": "multibody"}, {"arm.model": "multibody", "arm.booms": "flexible"}],
