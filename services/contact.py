@@ -343,13 +343,14 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
 
 def _event(kind: str, t_ns: int, V_pre: Any = None, V_post: Any = None, impulse_Wo: Any = None,
            **extra: Any) -> dict[str, Any]:
-    """One ``contact/event`` entry; ``V_pre``, ``V_post``, ``impulse_Wo`` six numbers each (zeros if None)."""
+    """One ``contact/event`` entry; ``V_pre``, ``V_post``, ``impulse_Wo`` six numbers each (zeros if None); an
+    ndarray among ``extra`` (a pose) goes in as nested lists of floats."""
     z6 = [0.0] * 6
     ev = {"kind": kind, "t": t_ns * 1e-9, "t_ns": int(t_ns),
           "V_rel_pre_W": z6 if V_pre is None else [float(x) for x in V_pre],
           "V_rel_post_W": z6 if V_post is None else [float(x) for x in V_post],
           "impulse_Wo_W": z6 if impulse_Wo is None else [float(x) for x in impulse_Wo]}
-    ev.update(extra)
+    ev.update({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in extra.items()})
     return ev
 
 
@@ -857,11 +858,11 @@ class ContactModel:
         T = self.latch_drive["close_time"]
         if T > 0.0:
             c.drive = dc.LatchDrive(X_LB, self.X_LB_berthed, T)
-            events.append(_event("latch_start", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(), close_time=T,
+            events.append(_event("latch_start", t_ns, V_rel_B, V_rel_B, X_LB=X_LB, close_time=T,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
         else:
             c.latched = True
-            events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(), close_time=0.0,
+            events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB, close_time=0.0,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
 
     def _latch_wrench(self, t_ns: int, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
@@ -898,8 +899,8 @@ class ContactModel:
             if (m["misalignment_m"] <= self.latch_drive["final_position"]
                     and m["misalignment_rad"] <= self.latch_drive["final_angle"]):
                 c.latched = True
-                events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB.tolist(),
-                                     X_LB_start=c.X_LB_latched.tolist(),
+                events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB,
+                                     X_LB_start=c.X_LB_latched,
                                      close_time=self.latch_drive["close_time"], **m))
         tau = sp.cross_rows(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
         return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
@@ -1020,7 +1021,7 @@ class ContactModel:
             except KeyError:
                 X_WE = self._X_WT() @ self.X_TG
             X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
-            events.append(_event("rigidize", t1, X_EG=X_EG.tolist()))
+            events.append(_event("rigidize", t1, X_EG=X_EG))
         # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
         kT, kO = _Kin(c.body), _Kin(orb)
         p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
