@@ -251,6 +251,8 @@ class ProcessShell:
             if topic not in self.sched.local_topics and topic in SCHEMAS}
         self._gaps = SequenceTracker()
         self._gate = SampleGate({}, {})  # the run's acceptance rule, from the start message
+        # data frames that arrive before the start message: held, and checked once the gate exists
+        self._prestart: list[bytes] | None = []
         self._rejected_topics: set[str] = set()
         self._last_seq = self._gaps.last
         self._sink_all = any(not tuple(getattr(m.obj, "topics", ())) for m in self._sinks)
@@ -362,6 +364,9 @@ class ProcessShell:
     # ------------------------------------------------------------------ messages in
     def _ingest(self, frame: bytes) -> None:
         """Handle one frame from the bus: a model input, a control probe, or a sink's message."""
+        if self._prestart is not None and not frame.startswith(CONTROL_PREFIX):
+            self._prestart.append(frame)  # before the start: no gate yet (nothing is accepted unchecked)
+            return
         i = frame.find(SEPARATOR)
         if i > 0:
             route = self._inputs_of.get(frame[:i])
@@ -596,6 +601,9 @@ class ProcessShell:
         t_end = int(msg.get("t_end_ns") or 0)
         self.sched.configure(producers, services, full_rate, t_end)
         self._gate = SampleGate(producers, services, t_end, full_rate)
+        early, self._prestart = self._prestart or [], None
+        for frame in early:
+            self._ingest(frame)
         self._last_ctl = time.monotonic_ns()
         self._stats_every = int(msg.get("stats_period_ns", 1_000_000_000)) or 1_000_000_000
         self._next_stats = time.monotonic_ns() + self._stats_every
