@@ -1078,7 +1078,7 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
             ac = as_completed([submit() for _ in range(min(slots, len(queue)))])
             bar = tqdm(total=len(todo), unit="run", file=progress or sys.stderr, disable=None, dynamic_ncols=True)
             failed = errors = 0
-            last = time.monotonic()
+            last = time.monotonic() - flush_s  # the first row is written at once (the table shows the sweep began)
             for fut in ac:
                 k = futures.pop(fut)
                 try:
@@ -1228,6 +1228,9 @@ def main(a: argparse.Namespace) -> int:
     except OSError as err:
         print(f"berthsim sweep: the cluster failed: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside the run loop (starting or closing the cluster, the last write)
+        print("berthsim sweep: interrupted; the table holds the runs done (the same command resumes)", file=sys.stderr)
+        return 130
     summary: dict[str, Any] = {"event": "sweep", "sweep": plan.name, "table": str(res.table), "runs": plan.runs,
                                "rows": len(res.rows), "ran": res.ran, "from_table": res.skipped,
                                "interrupted": res.interrupted, "wall_s": round(res.wall_s, 3),
