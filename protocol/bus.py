@@ -108,6 +108,15 @@ LAUNCHER = "launcher"
 """Participant name of the launcher in :func:`mesh_endpoints` (not a valid service name)."""
 
 
+
+def _new_prefix(cache: dict[str, bytes], topic: str) -> bytes:
+    """``topic\\0``, checked (ValueError if the topic is empty or contains NUL) and kept in ``cache``."""
+    if not topic or "\0" in topic:
+        raise ValueError(f"topic {topic!r}: must be non-empty and contain no NUL")
+    prefix = cache[topic] = topic.encode() + SEPARATOR
+    return prefix
+
+
 class Message(NamedTuple):
     """One received frame: its topic and payload (the msgpack body). ``topic`` is ``""``
     and ``payload`` the whole frame if the frame has no valid ``topic\\0`` prefix."""
@@ -427,12 +436,7 @@ class ZmqBus(_Closing):
     def frame_prefix(self, topic: str) -> bytes:
         """``topic\\0``, the start of every frame of ``topic`` (cached; ValueError if the topic is
         empty or contains NUL). ``pub.send(prefix + payload)`` is :meth:`send` without the lookup."""
-        prefix = self._prefix.get(topic)
-        if prefix is None:
-            if not topic or "\0" in topic:
-                raise ValueError(f"topic {topic!r}: must be non-empty and contain no NUL")
-            prefix = self._prefix[topic] = topic.encode() + SEPARATOR
-        return prefix
+        return self._prefix.get(topic) or _new_prefix(self._prefix, topic)
 
     def send(self, topic: str, payload: bytes) -> None:
         """Publish one frame ``topic\\0payload`` (never drops: HWM 0; BusError if the socket cannot send)."""
@@ -845,12 +849,7 @@ class MemoryBus(_Closing):
 
     def frame_prefix(self, topic: str) -> bytes:
         """``topic\\0`` (cached; ValueError if the topic is empty or contains NUL)."""
-        prefix = self._prefix.get(topic)
-        if prefix is None:
-            if not topic or "\0" in topic:
-                raise ValueError(f"topic {topic!r}: must be non-empty and contain no NUL")
-            prefix = self._prefix[topic] = topic.encode() + SEPARATOR
-        return prefix
+        return self._prefix.get(topic) or _new_prefix(self._prefix, topic)
 
     def send(self, topic: str, payload: bytes) -> None:
         """Publish one frame ``topic\\0payload``."""
