@@ -48,6 +48,7 @@ from dynamics.exgit import collision, contact_inertia
 from dynamics.spatial import (
     as_vector,
     cross_rows,
+    mat_mat_t_rows,
     mat_t_vec_rows,
     mat_vec_rows,
     quat_integrate_rows,
@@ -597,11 +598,7 @@ def latch_wrench_rows(p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: li
     list of 6 float
         Wrench on the payload about Bo, in W, [τ; f]. [N·m, N]
     """
-    b00, b01, b02, b10, b11, b12, b20, b21, b22 = R_WB
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WR
-    M = (b00 * r00 + b01 * r01 + b02 * r02, b00 * r10 + b01 * r11 + b02 * r12, b00 * r20 + b01 * r21 + b02 * r22,
-         b10 * r00 + b11 * r01 + b12 * r02, b10 * r10 + b11 * r11 + b12 * r12, b10 * r20 + b11 * r21 + b12 * r22,
-         b20 * r00 + b21 * r01 + b22 * r02, b20 * r10 + b21 * r11 + b22 * r12, b20 * r20 + b21 * r21 + b22 * r22)
+    M = mat_mat_t_rows(R_WB, R_WR)
     th = rotation_vector_rows(*M)  # R_WB R_WRᵀ = exp([θ×])
     th0, th1, th2 = rotation_vector(np.reshape(M, (3, 3))).tolist() if th is None else th
     dV = [a - b for a, b in zip(V_WB_W, V_WR_W, strict=True)]
@@ -653,11 +650,7 @@ def latch_constraint_wrench_rows(mass: float, I_T_T: tuple[float, ...], p_WoTo_W
     list of 6 float
         Wrench on T about Bo, in W, [τ; f]. [N·m, N]
     """
-    b00, b01, b02, b10, b11, b12, b20, b21, b22 = R_WB
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = R_WR
-    M = (b00 * r00 + b01 * r01 + b02 * r02, b00 * r10 + b01 * r11 + b02 * r12, b00 * r20 + b01 * r21 + b02 * r22,
-         b10 * r00 + b11 * r01 + b12 * r02, b10 * r10 + b11 * r11 + b12 * r12, b10 * r20 + b11 * r21 + b12 * r22,
-         b20 * r00 + b21 * r01 + b22 * r02, b20 * r10 + b21 * r11 + b22 * r12, b20 * r20 + b21 * r21 + b22 * r22)
+    M = mat_mat_t_rows(R_WB, R_WR)
     th = rotation_vector_rows(*M)  # R_WB R_WRᵀ = exp([θ×])
     th = rotation_vector(np.reshape(M, (3, 3))).tolist() if th is None else th
     d2a, b2 = 2.0 * alpha, beta * beta

@@ -18,6 +18,15 @@ from pathlib import Path
 from tests.test_main_job import _messages
 
 
+def by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
+    """Frames (``topic\\0body``, as published) grouped by topic, bodies in publication order."""
+    out: dict[bytes, list[bytes]] = {}
+    for f in frames:
+        i = f.index(b"\0")
+        out.setdefault(f[:i], []).append(f[i + 1:])
+    return out
+
+
 def differences(a: Path, b: Path) -> list[str]:
     """One line per topic that differs (missing on one side, message count, first differing message)."""
     ma, mb = _messages(a), _messages(b)

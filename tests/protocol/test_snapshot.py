@@ -16,6 +16,7 @@ import pytest
 from errors import LifecycleError
 from protocol.scheduler import advance, restore, simulate, snapshot, start
 from testkit.toys import ChainMass
+from tests.compare_logs import by_topic
 
 MS = 1_000_000
 CHAIN = {"toy": {"mass": [1.0, 4.0, 2.0], "k": [40.0, 25.0], "rest": [1.0, 1.0], "x0": [0.0, 1.1, 2.3],
@@ -27,14 +28,6 @@ COUPLING = {"a": {"*": 10 * MS}, "b": {"*": 10 * MS}}
 
 def _models() -> list[ChainMass]:
     return [ChainMass(CHAIN, n, PERIODS[n]) for n in ("a", "b", "c")]
-
-
-def _by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
-    out: dict[bytes, list[bytes]] = {}
-    for f in frames:
-        i = f.index(b"\0")
-        out.setdefault(f[:i], []).append(f[i + 1:])
-    return out
 
 
 _CONTINUE = """
@@ -59,7 +52,7 @@ def test_a_run_restored_in_another_process_goes_on_bit_identically(tmp_path: Pat
     subprocess.run([sys.executable, "-c", _CONTINUE, str(tmp_path / "snap"), str(1500 * MS), str(out)], check=True,
                    cwd=Path(__file__).resolve().parents[2])
     rest, rows = pickle.loads(out.read_bytes())
-    a, b = _by_topic(whole), _by_topic(first + rest)
+    a, b = by_topic(whole), by_topic(first + rest)
     assert sorted(a) == sorted(b) and len(a) >= 5  # states, springs, events
     for topic in a:
         assert a[topic] == b[topic], topic

@@ -23,6 +23,7 @@ from protocol.config import load, service_module
 from protocol.logfile import decode_bodies
 from protocol.scheduler import advance, restore, snapshot, start
 from services.sweep import build_models, sweep_config, validate
+from tests.compare_logs import by_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 S = 1_000_000_000
@@ -41,14 +42,6 @@ CASES: dict[str, tuple[str, dict[str, Any], tuple[float, ...], float]] = {
     "contact": ("contact", {"contact.capture": "compliant", "contact.latch.model": "constraint"},
                 (1.01, 7.21, 35.31, 36.21), 36.4),
 }
-
-
-def _by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
-    out: dict[bytes, list[bytes]] = {}
-    for f in frames:
-        i = f.index(b"\0")
-        out.setdefault(f[:i], []).append(f[i + 1:])
-    return out
 
 
 def _events(frames: dict[bytes, list[bytes]], topic: str) -> list[tuple[str, float]]:
@@ -79,7 +72,7 @@ def test_a_fresh_model_given_the_context_takes_up_the_run(case):
         fresh.context = pickle.loads(pickle.dumps(member.obj.context))
         member.obj = fresh
     advance(sched, round(t_end * S), got.append)
-    a, b = _by_topic(whole), _by_topic(got)
+    a, b = by_topic(whole), by_topic(got)
     assert sorted(a) == sorted(b)
     for topic in a:
         assert a[topic] == b[topic], topic
@@ -113,7 +106,7 @@ def test_a_saved_multibody_arm_goes_on_bit_identically(changes):
     got: list[bytes] = []
     sched = restore(snapshot(advance(start(build_models(cfg), coupling=coupling), S, got.append)))
     advance(sched, 2 * S, got.append)
-    a, b = _by_topic(whole), _by_topic(got)
+    a, b = by_topic(whole), by_topic(got)
     assert sorted(a) == sorted(b)
     for topic in a:
         assert a[topic] == b[topic], topic
