@@ -482,3 +482,52 @@ def test_check_refuses_a_hil_contact_wrench_coupled_too_slowly_for_the_rig_conta
     msg = " ".join(e.value.problems)
     assert "services.hil.coupling_hz: hil/feedback at 10 Hz (100 ms) is too slow for the rig contact spring" in msg
     assert f"above {round(limit * 1e3)} ms" in msg
+
+
+def test_commanded_X_LB_is_the_independent_composition_of_the_body_states():
+    """hil/command's X_LB and the rig's pose setpoint against (X_WO X_OL)⁻¹ X_WT X_TB composed here with
+    scipy's Rotation from the states and the configured frames (rotation vectors), all of them turned.
+
+    The payload's state is placed so that the relative pose is small (the rig can follow it): X_WT =
+    X_WO X_OL X_target X_TB⁻¹, composed with scipy too; then the composition from the states must give
+    the target back, and the bridge's output must equal it."""
+    from scipy.spatial.transform import Rotation
+
+    def X_of(vec):  # [x, y, z, θx, θy, θz] (rotation vector) → 4x4, with scipy
+        X = np.eye(4)
+        X[:3, :3] = Rotation.from_rotvec(vec[3:]).as_matrix()
+        X[:3, 3] = vec[:3]
+        return X
+
+    ol, tb = [0.4, -0.2, -1.7, 0.3, -0.5, 0.8], [0.1, 0.25, 0.6, -0.7, 0.2, 0.4]
+    X_WO = X_of([3.0, -1.0, 2.0, 0.2, 0.9, -0.4])
+    X_target = X_of([0.004, -0.003, 0.002, 0.01, -0.02, 0.03])
+    X_WT = X_WO @ X_of(ol) @ X_target @ np.linalg.inv(X_of(tb))
+
+    def quat_wxyz(X):
+        x, y, z, w = Rotation.from_matrix(X[:3, :3]).as_quat()
+        return [w, x, y, z]
+
+    X_LB = np.linalg.inv(X_WO @ X_of(ol)) @ X_WT @ X_of(tb)  # the independent composition from the states
+    np.testing.assert_allclose(X_LB, X_target, atol=1e-12)
+    cfg = parse({"setpoint": "pose", "X_OL": ol, "X_TB": tb, "compensation": {"predict": False}})
+    h_ns = 4_000_000
+    rig = LockstepRig(cfg)
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(rig)))
+    b.initial(0)
+    wO, wT = [0.01, -0.02, 0.005], [-0.004, 0.01, 0.02]  # the bodies turn: the twist is checked apart
+    for n in range(80):
+        u = Inputs({"orbiter/state": Sample(n * h_ns, h_ns, "orbiter", n,
+                                            orbiter(X_WO[:3, 3], [0, 0, 0], q=quat_wxyz(X_WO), w=wO)),
+                    "payload/state": Sample(n * h_ns, h_ns, "payload", n,
+                                            payload(X_WT[:3, 3], [0, 0, 0], q=quat_wxyz(X_WT), w=wT))})
+        out = b.step(n * h_ns, h_ns, u)
+        np.testing.assert_allclose(out["hil/command"]["X_LB"], X_LB, atol=1e-12)
+    assert out["hil/status"]["state"] == "ENGAGED"
+    X_RP = cfg.pose_map.X_RP0 @ X_LB  # the rig went to the composed pose (float32 on the wire)
+    np.testing.assert_allclose(rig.core.p, X_RP[:3, 3], atol=1e-6)
+    np.testing.assert_allclose(quat_to_rotation(rig.core.q), X_RP[:3, :3], atol=1e-6)
+    # the relative angular velocity, in L: R_WLᵀ (ω_WT - ω_WO), each body's rate turned into W
+    R_WL = X_WO[:3, :3] @ X_of(ol)[:3, :3]
+    w_LB_L = R_WL.T @ (X_WT[:3, :3] @ wT - X_WO[:3, :3] @ wO)
+    np.testing.assert_allclose(out["hil/command"]["V_LB_L"][:3], w_LB_L, atol=1e-12)
