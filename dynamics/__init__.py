@@ -26,5 +26,58 @@ Modules (one concept each):
 - :mod:`dynamics.servo` — the SRMS joint servo: rate loop, current limit, motor and gear;
 - :mod:`dynamics.loads` — static loads at the nine arm stations (RMLOAD, seed 003);
 - :mod:`dynamics.cases` — the seed and reference systems (three rods, Cyril's five bodies, SRMS, ETS-VII)
-  and :func:`~dynamics.cases.reference_path` to the package data in ``dynamics/data/``.
+  and :func:`~dynamics.cases.reference_path` to the package data in ``dynamics/data/``;
+
+Public API
+----------
+The public names are the modules listed in :data:`__all__` and, in each, the names in that
+module's ``__all__``; anything else (a leading underscore, a helper not listed) may change
+without notice. :data:`__version__` is the version of this API: a name removed or renamed
+keeps a deprecated alias for one minor release that warns (:class:`DeprecationWarning`)
+and names its replacement; the changes are listed in ``CHANGELOG.md``. Worked examples:
+``docs/dynamics.md``. Submodules are imported when first used (``import dynamics`` alone
+imports none).
 """
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from types import ModuleType
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "__version__",
+    "beam",
+    "cases",
+    "chain",
+    "closed_chain",
+    "contact",
+    "exgit",
+    "flexibility",
+    "flexible",
+    "impact",
+    "loads",
+    "multirate",
+    "orbit",
+    "rigid_body",
+    "rms",
+    "servo",
+    "spatial",
+    "udu",
+    "urdf",
+]
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``dynamics.chain`` etc. without importing the submodule first (PEP 562)."""
+    if name in __all__ and name != "__version__":
+        return importlib.import_module(f"dynamics.{name}")
+    raise AttributeError(f"module 'dynamics' has no attribute {name!r}")
+
+
+def _deprecated(old: str, new: str) -> None:
+    """Warn that the public name ``old`` is deprecated in favour of ``new`` (removed in the next minor release)."""
+    warnings.warn(f"{old} is deprecated since dynamics {__version__}: use {new} (the alias goes in the next minor "
+                  "release)", DeprecationWarning, stacklevel=3)

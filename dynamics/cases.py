@@ -2,16 +2,20 @@
 
 The robot models are package data of :mod:`dynamics` (``dynamics/data/``, each file
 with its source in its header, the figures and their sources in ``dynamics/data/README.md``),
-found with :mod:`importlib.resources` by :func:`reference_path`. Every value not given
-by a source is marked **assumed** here and in the case description.
+found with :mod:`importlib.resources` by :func:`reference_path`. The builders that read a
+URDF (:func:`srms_on_orbiter`, :func:`srms_holding_payload`, :func:`srms_latched_and_grappled`,
+:func:`etsvii`) take ``model_path``: another URDF of the same robot (same bodies, e.g. with
+other mass properties), or ``None`` for the packaged one. Every value not given by a source
+is marked **assumed** here and in the case description.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -294,7 +298,7 @@ def cyril_1998_captured(case: ChainCase, payload: RigidPayload, q: Array, v: Arr
 
 def srms_on_orbiter(
     *, orbiter_mass: float = ORBITER_MASS, orbiter_inertia: NDArray | None = None,
-    p_BoOcm_B: NDArray | None = None,
+    p_BoOcm_B: NDArray | None = None, model_path: str | PathLike[str] | None = None,
 ) -> ChainCase:
     """The Shuttle RMS (``SRMS_Canadarm.urdf``) on a free-floating orbiter base (6 + 6 DOF).
 
@@ -304,14 +308,24 @@ def srms_on_orbiter(
     SRMS base frame; the shoulder mount B1 is welded to it. Hand: the end-effector
     point, 0.6604 m along x of B7. Posture (rad): shoulder yaw 0, shoulder pitch 0.5,
     elbow −1.0, wrist pitch 0.5, wrist yaw 0, wrist roll 0; at rest.
+
+    ``model_path``: a URDF to read instead of the packaged ``SRMS_Canadarm.urdf`` (six moving
+    joints, the last body the end effector's; ``None``: the packaged file).
+
+    Raises
+    ------
+    ModelError, OSError
+        If ``model_path`` cannot be read as a six-joint chain.
     """
     model = chain_from_urdf(
-        reference_path("SRMS_Canadarm.urdf"),
+        reference_path("SRMS_Canadarm.urdf") if model_path is None else model_path,
         floating_base=True,
         base_mass=orbiter_mass,
         base_inertia=ORBITER_INERTIA if orbiter_inertia is None else orbiter_inertia,
         base_com=SRMS_BASE_TO_ORBITER_COM if p_BoOcm_B is None else p_BoOcm_B,
     )
+    if model.n != 6:
+        raise ModelError(f"srms_on_orbiter: {model_path}: {model.n} moving joints, the SRMS has 6")
     q = ch.neutral(model)
     q[7:] = [0.0, 0.5, -1.0, 0.5, 0.0, 0.0]
     return ChainCase(model, q, np.zeros(model.nv), model.nb - 1, np.array([0.6604, 0.0, 0.0]),
@@ -404,6 +418,7 @@ def srms_holding_payload(
     theta_guess: NDArray,
     booms: tuple[BeamLink, BeamLink] | None = None,
     tol: float = 1e-12,
+    model_path: str | PathLike[str] | None = None,
 ) -> ChainCase:
     """The SRMS on the orbiter holding (grappled, rigidized) a payload at a given pose.
 
@@ -430,6 +445,8 @@ def srms_holding_payload(
         :func:`with_flexible_booms`).
     tol : float
         Pose tolerance of the solve. [m, rad]
+    model_path : path-like, optional
+        The arm's URDF (:func:`srms_on_orbiter`; default the packaged one).
 
     Returns
     -------
@@ -442,7 +459,7 @@ def srms_holding_payload(
         If the solve does not converge from ``theta_guess``.
     """
     X_TG_, X_OS_, X_OT_ = (_pose_of(x) for x in (X_TG, X_OS, X_OT))
-    base = srms_on_orbiter()
+    base = srms_on_orbiter(model_path=model_path)
     m0 = base.model
     e = m0.nb - 1
     X_EE = sp.pose(np.eye(3), base.p_BoHo_B)                      # E in B7
@@ -490,6 +507,7 @@ def srms_latched_and_grappled(
     theta_guess: NDArray,
     booms: tuple[BeamLink, BeamLink] | None = None,
     tol: float = 1e-12,
+    model_path: str | PathLike[str] | None = None,
 ) -> tuple[ChainCase, cc.LoopClosure]:
     """The SRMS holding a payload that is also latched to the orbiter: a closed kinematic chain.
 
@@ -503,7 +521,7 @@ def srms_latched_and_grappled(
         Berthing interface in the payload frame T.
     X_OL : ndarray, shape (4, 4) or (6,)
         Latch frame in the orbiter frame O.
-    payload_mass, payload_inertia_T, X_TG, X_OS, theta_guess, booms, tol
+    payload_mass, payload_inertia_T, X_TG, X_OS, theta_guess, booms, tol, model_path
         As :func:`srms_holding_payload`.
 
     Returns
@@ -520,7 +538,7 @@ def srms_latched_and_grappled(
     X_TG_, X_TB_, X_OL_, X_OS_ = (_pose_of(x) for x in (X_TG, X_TB, X_OL, X_OS))
     case = srms_holding_payload(payload_mass=payload_mass, payload_inertia_T=payload_inertia_T, X_TG=X_TG_,
                                 X_OS=X_OS_, X_OT=X_OL_ @ sp.pose_inverse(X_TB_), theta_guess=theta_guess, booms=booms,
-                                tol=tol)
+                                tol=tol, model_path=model_path)
     X_BT = sp.pose(np.eye(3), case.p_BoHo_B) @ sp.pose_inverse(X_TG_)
     loop = cc.LoopClosure(case.hand_body, X_BT @ X_TB_, 0, sp.pose_inverse(X_OS_) @ X_OL_)
     return (ChainCase(case.model, case.q, case.v, case.hand_body, case.p_BoHo_B,
@@ -528,13 +546,35 @@ def srms_latched_and_grappled(
                       "properties assumed"), loop)
 
 
-def etsvii() -> ChainCase:
+def etsvii(*, model_path: str | PathLike[str] | None = None) -> ChainCase:
     """ETS-VII (``ETSVII.urdf``): 2550 kg base and a six-link arm, free-floating.
 
     Hand: 0.53 m along z of Link_6. Posture (rad): (0, 0.5, −1.0, 0.5, 0.3, 0.0); at rest.
+    ``model_path``: a URDF to read instead of the packaged one (six moving joints).
+
+    Raises
+    ------
+    ModelError, OSError
+        If ``model_path`` cannot be read as a six-joint chain.
     """
-    model = chain_from_urdf(reference_path("ETSVII.urdf"), floating_base=True)
+    model = chain_from_urdf(reference_path("ETSVII.urdf") if model_path is None else model_path,
+                            floating_base=True)
+    if model.n != 6:
+        raise ModelError(f"etsvii: {model_path}: {model.n} moving joints, ETS-VII has 6")
     q = ch.neutral(model)
     q[7:] = [0.0, 0.5, -1.0, 0.5, 0.3, 0.0]
     return ChainCase(model, q, np.zeros(model.nv), model.nb - 1, np.array([0.0, 0.0, 0.53]),
                      "ETS-VII (Yoshida 2003; Yoshida & Abiko 2002)")
+
+
+if not TYPE_CHECKING:  # the checker sees no alias: the project itself uses the new names
+
+    def __getattr__(name: str) -> Any:
+        """Deprecated aliases (PEP 562): ``REFERENCE_DIR`` (removed in 0.2.0; the models are package data)."""
+        if name == "REFERENCE_DIR":
+            from dynamics import _deprecated
+
+            _deprecated("dynamics.cases.REFERENCE_DIR", "dynamics.cases.reference_path(name), or model_path= of the "
+                        "case builders for another model")
+            return reference_path("README.md").parent
+        raise AttributeError(f"module 'dynamics.cases' has no attribute {name!r}")

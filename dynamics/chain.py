@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -1504,3 +1505,18 @@ def beam_points(model: ChainModel, data: ChainData, q: ArrayLike, body: int, x: 
     b = _check_body(model, body)
     _kinematics(model, data, qa)
     return _flex.beam_points(model, data, qa, b, np.asarray(x, dtype=np.float64))
+
+
+# --------------------------------------------------------------------------- deprecated names
+
+if not TYPE_CHECKING:  # the checker sees no alias: the project itself uses the new names
+
+    def __getattr__(name: str) -> Any:
+        """Deprecated aliases (PEP 562): ``chain_from_urdf`` moved to :func:`dynamics.urdf.chain_from_urdf` (0.2.0)."""
+        if name == "chain_from_urdf":
+            from dynamics import _deprecated
+            from dynamics.urdf import chain_from_urdf
+
+            _deprecated("dynamics.chain.chain_from_urdf", "dynamics.urdf.chain_from_urdf")
+            return chain_from_urdf
+        raise AttributeError(f"module 'dynamics.chain' has no attribute {name!r}")

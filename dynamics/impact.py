@@ -109,6 +109,14 @@ class MultibodyImpact:
     def __post_init__(self) -> None:
         _freeze(self.psid_f, self.psid_pf, self.lambda_rows)
 
+    @property
+    def impulse_W(self) -> Array:
+        """Deprecated alias of :attr:`lambda_rows` (renamed in dynamics 0.2.0; warns)."""
+        from dynamics import _deprecated
+
+        _deprecated("MultibodyImpact.impulse_W", "MultibodyImpact.lambda_rows")
+        return self.lambda_rows
+
 
 @dataclass(frozen=True, slots=True)
 class PayloadImpact:
