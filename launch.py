@@ -24,7 +24,7 @@ run prints a table of the services' statistics (and ``summary.json`` beside its 
 
 Exit codes: 0 success (for a scripted scenario: it went as scripted), 1 a service failed,
 2 invalid configuration or usage, 3 the run ended but not as scripted (a phase missing,
-a capture missed), 128+signal when interrupted. The config layout is documented in
+a capture missed, the rig faulted), 128+signal when interrupted. The config layout is documented in
 :mod:`protocol.config`, the run in :mod:`protocol.launcher`.
 """
 
@@ -198,7 +198,8 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str
     expected = expected_events(plan.config, t_end_s)
     seen = [k for _, k in fig["events"]]
     it = iter(seen)
-    as_scripted = all(k in it for k in expected) and "miss" not in seen  # in order (a subsequence)
+    rig_fault = fig.get("rig", {}).get("fault")  # a faulted rig did not run the scenario
+    as_scripted = all(k in it for k in expected) and "miss" not in seen and not rig_fault  # in order (a subsequence)
     fig["ok"] = code == 0 and as_scripted
     fig["expected_events"] = expected
     stats = {n: r.stats or r.live for n, r in launcher.records.items()}  # final, else the latest sim/stats
@@ -218,7 +219,10 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str
     if code == 0 and not as_scripted:
         missing = [k for k in expected if k not in seen]
         miss = f"; capture missed: {fig['miss']['reason']}" if "miss" in fig else ""
-        print(f"berthsim: expected events missing: {', '.join(missing) or 'order'}{miss}", file=sys.stderr)
+        if rig_fault:
+            print(f"berthsim: the rig faulted at t = {rig_fault['t']:.3f} s: {rig_fault['reason']}", file=sys.stderr)
+        if missing or miss or not rig_fault:
+            print(f"berthsim: expected events missing: {', '.join(missing) or 'order'}{miss}", file=sys.stderr)
         return 3
     return code
 
@@ -302,9 +306,12 @@ def cmd_check(a: argparse.Namespace) -> int:
     """Validate a config, or a sweep file (:func:`services.sweep.check`); print the plan (and, with
     ``--realtime``, the admission table)."""
     try:
-        from protocol.config import load
-        from services.sweep import check, is_sweep_file
-        if is_sweep_file(load(a.config)):
+        from protocol.config import check_sweep_size, load
+        raw = load(a.config)
+        if isinstance(raw.get("sweep"), dict):  # a sweep file (services.sweep.is_sweep_file)
+            if too_big := check_sweep_size(raw):  # before services.sweep (and anything it could build) is loaded
+                raise ConfigError("; ".join(too_big), too_big)
+            from services.sweep import check
             print(json.dumps(check(a.config)))
             return 0
         plan = _plan(a.config, _only(a.only))
@@ -364,7 +371,9 @@ def cmd_recover(a: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- analyze
 def _analyze_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("case", help="yoshida1992 or cyril1998 (services.analysis.CASES)")
+    p.add_argument("case", help="yoshida1992, cyril1998 (services.analysis.CASES) or modes")
+    p.add_argument("config", nargs="?", help="modes: the scenario config")
+    p.add_argument("--at", default=None, help="modes: capture (initial posture, payload grappled) or berthed")
     p.add_argument("--out", help="directory for CSV and PNG files (default: print only)")
     p.add_argument("--flexible", action="store_true",
                    help="cyril1998: post-impact simulations with flexible links, against rigid ones")
@@ -373,7 +382,8 @@ def _analyze_args(p: argparse.ArgumentParser) -> None:
 def cmd_analyze(a: argparse.Namespace) -> int:
     """Reproduce a seed's worked example (:mod:`services.analysis`)."""
     from services.analysis import main as analyze
-    return analyze([a.case] + (["--out", a.out] if a.out else []) + (["--flexible"] if a.flexible else []))
+    return analyze([a.case] + ([a.config] if a.config else []) + (["--at", a.at] if a.at else [])
+                   + (["--out", a.out] if a.out else []) + (["--flexible"] if a.flexible else []))
 
 
 # ---------------------------------------------------------------- worker (hidden)
@@ -384,6 +394,8 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overrides", default="{}")
     p.add_argument("--client-key", default=None)
     p.add_argument("--rt-priority", type=int, default=0, help="realtime: this process's SCHED_FIFO priority")
+    p.add_argument("--clock", choices=("local", "sync"), default="local",
+                   help="sync: this host follows the master launcher's clock (protocol.clocksync)")
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
@@ -426,7 +438,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
         lock_memory()
         ctx = io_context(a.rt_priority)
     return run_process(objs, a.bus, peers_of(config, a.bus), name=a.name, security=sec, stop_event=stop, context=ctx,
-                       rt_priority=a.rt_priority if sim.get("mode") == "realtime" else 0)
+                       rt_priority=a.rt_priority if sim.get("mode") == "realtime" else 0, clock=a.clock)
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -40,7 +40,8 @@ Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrenc
 at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
 link statistics: :meth:`hil.link.SerialLink.status`, with the rig's own count of rejected
 chunks ``rig_rejected``, and the bridge's ``resent``, ``reply_timeouts`` (waits of
-``resend_after`` that ended without a reply) and ``replies_missed``). The fed-back
+``resend_after`` that ended without a reply) and ``replies_missed``; the first fault's time
+``fault_t`` (-1: none) and reason ``fault_reason``). The fed-back
 wrench is zero and ``valid`` false unless the rig is engaged, was heard from within the
 watchdog, and the command was not clamped (a clamped rig pose is not the simulated one,
 so its contact force would be wrong).
@@ -96,7 +97,7 @@ from hil.framing import (
     Telemetry,
 )
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
-from hil.safety import SafetySupervisor
+from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.coupling import Schedule
 from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
@@ -242,6 +243,45 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
                                f"baud {t['baud']}")
             except ConfigError as err:
                 out.append(str(err))
+        out += _slow_input_problems(config, name, float(rate), float(t["watchdog"]))
+    return out
+
+
+def _slow_input_problems(config: dict[str, Any], name: str, rate_hz: float, watchdog_s: float) -> list[str]:
+    """The bridge's inputs (:data:`INPUTS`) coupled more slowly than its watchdog allows: one line each.
+
+    The bridge predicts each body from its latest sample to its steps, but the safety chain
+    (:class:`hil.safety.SafetySupervisor`) faults the rig (``Fault.HOST``) once the newest
+    sample is older than the watchdog (``hil.watchdog``, 0: ``max(3 periods, 20 ms)``): a sample
+    that holds over a longer coupling period trips it between two samples, at the start of the
+    run. So the coupling period of ``orbiter/state`` and ``payload/state`` (the producer's
+    ``coupling_hz`` for the topic or ``"*"``, else its own period) must not exceed the watchdog.
+    """
+    from protocol.config import service_module  # (here: the bridge's import does not need the config's)
+
+    watchdog = watchdog_s if watchdog_s > 0 else watchdog_timeout(1.0 / rate_hz)
+    wanted = {p.topic for p in INPUTS}
+    out = []
+    for other, svc in (config.get("services", {}) or {}).items():
+        if other == name or not isinstance(svc, dict):
+            continue
+        try:
+            sp = service_module(str(svc.get("kind"))).ports(config, other)
+        except Exception:  # noqa: BLE001 - that service's own validation reports its problems
+            continue
+        for port in sp.outputs:
+            if port.topic not in wanted:
+                continue
+            c = svc.get("coupling_hz")
+            hz = c.get(port.topic, c.get("*")) if isinstance(c, dict) else c
+            hz = svc.get("rate_hz") if hz is None else hz
+            if isinstance(hz, bool) or not isinstance(hz, (int, float)) or hz <= 0:
+                continue
+            if 1.0 / hz > watchdog * (1.0 + 1e-9):
+                out.append(f"hil.watchdog: {port.topic} coupled at {hz:g} Hz ({1e3 / hz:g} ms, services.{other}) "
+                           f"is older between two samples than the bridge's watchdog of {watchdog * 1e3:g} ms allows "
+                           f"(the rig would fault, HOST, before the next sample): couple it at "
+                           f"{1.0 / watchdog:g} Hz or faster, or raise hil.watchdog to {1e3 / hz:g} ms")
     return out
 
 
@@ -377,8 +417,8 @@ class HilBridge:
         msg, t_us = self._sent
         try:
             self._send(self.link, msg, t_us)
-        except (FrameError, RigFault):
-            self.safety.fault(Fault.HOST)
+        except (FrameError, RigFault) as err:
+            self.safety.fault(Fault.HOST, f"the link failed: {err}")
         self.resent += 1
 
     def _send(self, link: SerialLink, msg: Any, t_us: int | None) -> None:
@@ -460,8 +500,8 @@ class HilBridge:
                     self._send_native(self.link, setpoint, X_RP)
                 elif setpoint is not None:
                     self.link.port.write(self.encoder.encode(setpoint))  # type: ignore[union-attr]
-            except (FrameError, RigFault):
-                self.safety.fault(Fault.HOST)
+            except (FrameError, RigFault) as err:
+                self.safety.fault(Fault.HOST, f"the link failed: {err}")
             if not self._pipeline:
                 self._read(wait=not self.realtime)
         # feedback: valid only from an engaged rig heard from within the watchdog, commanded to
@@ -492,7 +532,7 @@ class HilBridge:
         n = min(6, self._axes.size)
         legs[:n] = self._axes[:n]
         one_way = self.link.delay.one_way_s if self.link is not None else math.nan
-        link = self.link.status() if self.link is not None else {}
+        link: dict[str, float | int | str] = {**self.link.status()} if self.link is not None else {}
         last = self.impacts.impacts[-1].restitution if self.impacts.impacts else -1.0
         link["resent"] = self.resent
         link["reply_timeouts"] = self.reply_timeouts
@@ -503,6 +543,9 @@ class HilBridge:
         link["restitution_last"] = float(last) if math.isfinite(last) else -1.0
         link["energy_dissipated"] = float(self.passivity.e_dissipated)
         link["energy_net"] = float(self.passivity.e_net)
+        s = self.safety
+        link["fault_t"] = float(s.fault_t) if s.fault_t is not None else -1.0  # the first fault: when, and why
+        link["fault_reason"] = s.fault_reason
         X = X_cmd if finite else np.where(np.isfinite(X_cmd), X_cmd, 0.0)
         return {
             "hil/command": {"X_LB": X, "V_LB_L": np.asarray(V, dtype=np.float64)},
@@ -527,8 +570,8 @@ class HilBridge:
                 self.safety.park()
             elif self.safety.state in (RigState.ENGAGED, RigState.PARKING):
                 self.link.send(Heartbeat(), t_us)
-        except (FrameError, RigFault):
-            self.safety.fault(Fault.HOST)
+        except (FrameError, RigFault) as err:
+            self.safety.fault(Fault.HOST, f"the link failed while frozen: {err}")
         if self.realtime:
             self._read(wait=False)
 

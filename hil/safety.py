@@ -303,6 +303,10 @@ class SafetySupervisor:
     clamp_fault_after : int
         Consecutive engaged periods with a clamped command (the simulated pose outside the
         rig's workspace) after which the host faults (``Fault.LIMIT``); 0: never.
+    fault_t : float or None
+        When the first fault of the run came (the last :meth:`tick`'s time) [s]; None: none.
+    fault_reason : str
+        Why, in words (``""`` until a fault): the bits and the figures that tripped them.
     """
 
     limits: RigLimits
@@ -322,6 +326,9 @@ class SafetySupervisor:
     _bad_run: int = 0
     _clamp_run: int = 0
     _cmd_prev: list[float] | None = None  # the last command, as floats
+    fault_t: float | None = None
+    fault_reason: str = ""
+    _t: float = 0.0  # the last tick's time
 
     def __post_init__(self) -> None:
         self.neutral = np.asarray(self.neutral, dtype=np.float64)
@@ -379,8 +386,14 @@ class SafetySupervisor:
         self.faults = Fault.NONE
         self._bad_run = 0
 
-    def fault(self, bits: Fault) -> None:
-        """Enter FAULT (ESTOP stays latched) and record the fault bits; the ramp starts."""
+    def fault(self, bits: Fault, why: str = "") -> None:
+        """Enter FAULT (ESTOP stays latched) and record the fault bits; the ramp starts.
+
+        The first fault's time (the last tick's) and reason (``why``, else the bits' names) are
+        kept in :attr:`fault_t` and :attr:`fault_reason`."""
+        if self.fault_t is None:
+            self.fault_t = self._t
+            self.fault_reason = f"{Fault(bits).name or int(bits)}" + (f": {why}" if why else "")
         self.faults |= bits
         self.state = transition(self.state, "fault")
 
@@ -390,12 +403,13 @@ class SafetySupervisor:
             self._bad_run = 0
         self._bad_run += bad if not good else 0
         if self._bad_run >= self.bad_frames_max and self.state not in (RigState.FAULT, RigState.ESTOP):
-            self.fault(Fault.BAD_FRAMES)
+            self.fault(Fault.BAD_FRAMES, f"{self._bad_run} bad frames from the rig in a row "
+                                         f"(bad_frames_max {self.bad_frames_max})")
 
     def on_telemetry(self, tel: Telemetry) -> None:
         """A fault or e-stop reported by the rig faults the host too."""
         if tel.state in (RigState.FAULT, RigState.ESTOP) and self.state not in (RigState.FAULT, RigState.ESTOP):
-            self.fault(Fault(int(tel.faults)))
+            self.fault(Fault(int(tel.faults)), "reported by the rig")
 
     # ------------------------------------------------------------------ tick
     def tick(self, t: float, command: ArrayLike | None, command_t: float | None, rx_t: float | None,
@@ -420,18 +434,23 @@ class SafetySupervisor:
         ndarray, shape (n,), or None
             The setpoint to send, or None (send a heartbeat only).
         """
+        self._t = t
         if self.state in (RigState.ENGAGED, RigState.PARKING) and (rx_t is None or t - rx_t > self.watchdog_s):
-            self.fault(Fault.WATCHDOG)
+            self.fault(Fault.WATCHDOG, "no frame from the rig" if rx_t is None else
+                       f"no frame from the rig for {t - rx_t:.3f} s (watchdog {self.watchdog_s:.3f} s)")
         if self.state == RigState.ENGAGED:
-            if command is None or command_t is None or t - command_t > self.watchdog_s:
-                self.fault(Fault.HOST)
+            if command is None or command_t is None or t - command_t > self.watchdog_s + 1e-9:  # (ns rounding)
+                self.fault(Fault.HOST, "no command from the simulation" if command is None or command_t is None else
+                           f"the simulation's command is {t - command_t:.3f} s old, older than the bridge's "
+                           f"watchdog {self.watchdog_s:.3f} s (its inputs come too seldom, or a producer stopped)")
             else:
                 cmd = np.asarray(command, dtype=np.float64)
                 xc = cmd.tolist() if cmd.shape == self.x.shape else []
                 if not xc or not all(map(math.isfinite, xc)):
-                    self.fault(Fault.NAN)
+                    self.fault(Fault.NAN, "a command that is not finite")
                 elif self._count_clamp(clamped):
-                    self.fault(Fault.LIMIT)
+                    self.fault(Fault.LIMIT, f"{self._clamp_run} commands in a row outside the rig's workspace "
+                                            f"(clamp_fault_after {self.clamp_fault_after})")
                 else:  # (plain floats: the arithmetic of rate_limit on arrays, without numpy's per-call cost)
                     prev, h = self._cmd_prev, self.period_s
                     v_cmd = [0.0] * len(xc) if prev is None else [(c - p) / h for c, p in zip(xc, prev, strict=True)]

@@ -671,8 +671,23 @@ they hold it (``latch``, after their stroke), the drift of the total linear
                                                            "rtt_p99_s", "tx_frames", "rx_frames", "rig_rejected",
                                                            "resent", "reply_timeouts", "replies_missed")
                                          if k in link}}
+    fault = _rig_fault(st)
+    if fault:
+        out["rig"]["fault"] = fault
     div = _divergence(d.get("sim/control", empty))
     return mark_diverged(out, div) if div else out
+
+
+def _rig_fault(st: dict[str, Any]) -> dict[str, Any] | None:
+    """The rig's first fault in a log's ``hil/status`` table: ``{"t", "faults", "reason"}`` (the bridge's
+    ``fault_t`` and ``fault_reason`` when it sent them, else the first FAULT sample's time and bits), or None."""
+    for t_ns, state, bits, link in zip(st.get("t_ns", ()), st.get("state", ()), st.get("faults", ()),
+                                       st.get("link", ()), strict=True):
+        if state == "FAULT":
+            t = float(link.get("fault_t", -1.0))
+            return {"t": t if t >= 0.0 else int(t_ns) * 1e-9, "faults": int(bits),
+                    "reason": str(link.get("fault_reason", "")) or f"fault bits {int(bits):#x}"}
+    return None
 
 
 def _divergence(ctl: dict[str, Any]) -> dict[str, Any] | None:
@@ -724,6 +739,8 @@ def summary_table(fig: dict[str, Any], stats: dict[str, dict[str, Any]], ok: boo
                 f"rejected by the rig {r.get('rig_rejected', 0)}, resent {r.get('resent', 0)}, reply timeouts "
                 f"{r.get('reply_timeouts', 0)}, replies missed {r.get('replies_missed', 0)}; rig {r['state']}")
         rows.append(("rig link", link))
+    if r.get("fault"):  # a rig that faulted did not run the scenario: the run did not go as scripted
+        rows.append(("rig FAULT", f"at t = {r['fault']['t']:.3f} s: {r['fault']['reason']}"))
     rows.append(("completed as scripted", "yes" if ok else "NO"))
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{w}}  {v}" for k, v in rows)

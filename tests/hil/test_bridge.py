@@ -119,6 +119,10 @@ def test_stale_input_faults_and_nan_input_faults():
                     "payload/state": Sample(min(t_ns, 40_000_000), h_ns, "payload", n, payload([0, 0, 0], [0, 0, 0]))})
         out = b.step(t_ns, h_ns, u)
     assert out["hil/status"]["state"] == "FAULT" and out["hil/status"]["faults"] & Fault.HOST
+    link = out["hil/status"]["link"]  # when and why: the payload's last sample is at 40 ms, the watchdog 20 ms
+    assert link["fault_t"] == pytest.approx(0.064)  # the first step whose input is more than 20 ms old
+    assert link["fault_reason"].startswith("HOST: the simulation's command is 0.024 s old, older than the "
+                                           "bridge's watchdog 0.020 s"), link["fault_reason"]
     b2 = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
     b2.initial(0)
     for n in range(8):
@@ -128,6 +132,8 @@ def test_stale_input_faults_and_nan_input_faults():
                     "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, 0]))})
         out = b2.step(t_ns, h_ns, u)
     assert out["hil/status"]["faults"] & Fault.NAN
+    assert out["hil/status"]["link"]["fault_reason"] == "NAN: a command that is not finite"
+    assert out["hil/status"]["link"]["fault_t"] == pytest.approx(0.028)
 
 
 def _contact_run(errors: dict, steps: int = 300) -> tuple[HilBridge, list[dict]]:
