@@ -169,7 +169,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         progress.close()
     lines = out.getvalue().strip().splitlines()
     summary: dict[str, Any] = json.loads(lines[-1]) if lines else {}
-    log = Path(plan.sim["log"]) if plan.sim.get("log") else None
+    # the log of this host's logger (another host's is read there: on a shared disk it may still be open)
+    log = Path(plan.sim["log"]) if plan.sim.get("log") and has_logger else None
     if code in (0, 1) and log is not None and log.exists() and main_job:
         code = _after_run(plan, log, launcher, code, summary, report=not a.no_report)
     else:
@@ -321,10 +322,12 @@ def cmd_check(a: argparse.Namespace) -> int:
         from dataclasses import replace
 
         from protocol.realtime import realtime_plan
-        local = plan.only or tuple(plan.services)
+        # admission per host: with --only, this host's processes (the other hosts' models are built for
+        # the calibration's inputs, not admitted here)
         sim = {**plan.sim, "rt_priority": plan.sim.get("rt_priority") or 10}
-        ok, table, _ = realtime_plan(replace(plan, sim=sim, services={n: s for n, s in plan.services.items()
-                                                                      if n in local}))
+        ok, table, _ = realtime_plan(replace(plan, sim=sim), local=plan.only or None)
+        if plan.only:
+            print(f"host of {', '.join(plan.only)}:")
         print("\n".join(table))
         if not ok:
             return 2

@@ -27,6 +27,8 @@ Modules (one concept each):
 - :mod:`dynamics.loads` — static loads at the nine arm stations (RMLOAD, seed 003);
 - :mod:`dynamics.cases` — the seed and reference systems (three rods, Cyril's five bodies, SRMS, ETS-VII)
   and :func:`~dynamics.cases.reference_path` to the package data in ``dynamics/data/``;
+- :mod:`dynamics.modal` — linearised M, K, D at rest about a configuration; modes with joints locked, the
+  base held, loops closed: frequencies, mode shapes, modal damping and participation.
 
 Public API
 ----------
@@ -59,6 +61,7 @@ __all__ = [
     "flexible",
     "impact",
     "loads",
+    "modal",
     "multirate",
     "orbit",
     "rigid_body",

@@ -24,8 +24,19 @@ Cases
     (:func:`cyril_findings`); ``--out`` adds ``cyril1998_flexible.csv`` and plots of
     what Figs 2–10 plot (pitch and joint angles, tip deflections, configurations).
 
-Without ``--out`` nothing is written. Exit codes: 0 success, 2 usage (unknown case),
-1 a computation failed (the error is printed).
+``modes CONFIG [--at capture|berthed]``
+    The loaded arm's modes (:func:`loaded_modes`, :mod:`dynamics.modal`): the scenario's
+    SRMS as a multibody arm with flexible booms (the config's ``[arm]`` values and
+    assumptions, ``boom_modes`` per bending plane), its joints springs of the gearbox in
+    series with the servo's holding stiffness, holding the scenario's payload. ``capture``
+    (default): at the configured initial posture ``arm.q0``, the payload grappled where that
+    posture puts the end effector; ``berthed``: at the berthed pose, the payload also
+    latched to the orbiter (a closed chain). Scenario instants (a time or the posture of a
+    later phase from a run) are not offered: they need the run. Prints a table of the
+    first modes (frequency, damping, effective masses with the orbiter held).
+
+Without ``--out`` nothing is written. Exit codes: 0 success, 2 usage (unknown case, a
+bad config), 1 a computation failed (the error is printed).
 """
 
 from __future__ import annotations
@@ -41,12 +52,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dynamics import cases, exgit, impact
+from dynamics import cases, exgit, impact, modal
 from dynamics import chain as ch
-from errors import BerthsimError
+from dynamics import spatial as sp
+from errors import BerthsimError, ConfigError
 
 __all__ = ["main", "yoshida1992", "cyril1998", "cyril1998_flexible", "cyril_run", "cyril_findings", "YoshidaSweep",
-           "CyrilRow", "CyrilRun", "CyrilFlexible", "CASES", "CYRIL_RUNS"]
+           "CyrilRow", "CyrilRun", "CyrilFlexible", "CASES", "CYRIL_RUNS", "loaded_modes", "LoadedModes",
+           "MODES_AT"]
 
 Array = NDArray[np.float64]
 
@@ -779,6 +792,95 @@ def _cyril_flexible_files(res: CyrilFlexible, out: Path) -> list[Path]:
     return paths
 
 
+# ---------------------------------------------------------------- modes
+
+MODES_AT = ("capture", "berthed")
+
+
+@dataclass(frozen=True)
+class LoadedModes:
+    """The loaded arm's modes at one posture (:func:`loaded_modes`).
+
+    Attributes
+    ----------
+    at : str
+        ``"capture"`` or ``"berthed"``.
+    case : ChainCase
+        SRMS on the orbiter with the payload welded to B7; ``case.q`` the posture.
+    joint_stiffness : ndarray, shape (6,)
+        Gearbox in series with the servo's holding stiffness. [N·m/rad]
+    free : Modes
+        Orbiter free (six zero-frequency rigid-body modes first).
+    held : Modes
+        Orbiter held (the base is the interface: effective masses).
+    """
+
+    at: str
+    case: cases.ChainCase
+    joint_stiffness: Array
+    free: modal.Modes
+    held: modal.Modes
+
+
+def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
+    """The scenario's loaded SRMS's modes (module docstring, ``modes``).
+
+    Raises
+    ------
+    ConfigError
+        On an unknown ``at`` or an ``[arm]`` table the arm service refuses.
+    SingularityError
+        If the berthed posture cannot be solved from ``arm.q0``.
+    """
+    from dynamics import servo as sv
+    from services import arm
+
+    if at not in MODES_AT:
+        raise ConfigError(f"--at: {at!r} not one of {', '.join(MODES_AT)} (scenario instants need a run)")
+    table = {**config.get("arm", {}), "model": "multibody", "booms": "flexible"}
+    m = arm.build({**config, "arm": table}, "arm", 5_000_000)
+    m.initial(0)
+    k = 1.0 / (1.0 / m.joint_stiffness + 1.0 / sv.hold_stiffness(m.servo_p))
+    mT, IT = arm.payload_mass_properties(config)
+    pay = config.get("payload", {})
+    X_TG = sp.pose_from_vector(pay.get("X_TG", [0.0] * 6))
+    upper, lower = (m.chain.beams[m.chain.names.index(name)] for name in cases.SRMS_BOOM_LINKS)  # the arm's booms
+    assert upper is not None and lower is not None
+    booms = (upper, lower)
+    loops: tuple[Any, ...] = ()
+    if at == "capture":
+        case = cases.srms_holding_payload(payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_OS=m.geom.X_OS,
+                                          X_OT=m.pose.X_OE @ sp.pose_inverse(X_TG), theta_guess=m.theta,
+                                          booms=booms)
+    else:
+        case, loop = cases.srms_latched_and_grappled(
+            payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_TB=pay.get("X_TB", [0.0] * 6),
+            X_OL=config.get("orbiter", {}).get("X_OL", [0.0] * 6), X_OS=m.geom.X_OS, theta_guess=m.theta,
+            booms=booms)
+        loops = (loop,)
+    free = modal.modes(case.model, case.q, joint_stiffness=k, loops=loops)
+    held = modal.modes(case.model, case.q, joint_stiffness=k, loops=loops, lock_base=True)
+    return LoadedModes(at, case, k, free, held)
+
+
+def _modes_report(res: LoadedModes, n: int = 8) -> str:
+    fr = res.free
+    elastic = np.flatnonzero(fr.freq_hz > 0.0)[:n]
+    held = res.held
+    eff = held.effective_mass
+    assert eff is not None  # a floating base
+    rows = [[str(i + 1), f"{fr.freq_hz[k]:.5f}", f"{fr.damping_ratio[k]:.2e}", f"{held.freq_hz[i]:.5f}",
+             *(f"{x:.3g}" for x in eff[i])]
+            for i, k in enumerate(elastic) if i < held.freq_hz.size]
+    head = ["mode", "f free [Hz]", "zeta booms", "f held [Hz]", "m_eff wx [kg m2]", "wy", "wz", "vx [kg]", "vy", "vz"]
+    what = ("payload grappled at the initial posture arm.q0" if res.at == "capture"
+            else "payload grappled and latched at the berthed pose (closed chain)")
+    return (f"loaded SRMS modes, {what}; joints: gearbox in series with the servo hold "
+            f"({', '.join(f'{x:.3g}' for x in res.joint_stiffness)} N m/rad)\n"
+            f"free: orbiter free ({int((fr.freq_hz == 0).sum())} rigid-body modes left out); held: orbiter held, "
+            "effective masses in W\n" + _table(head, rows))
+
+
 # ---------------------------------------------------------------- common
 
 
@@ -800,7 +902,9 @@ def main(argv: list[str]) -> int:
     """Run ``analyze CASE [--out DIR] [--flexible]``; returns the exit code (0, 1 failure, 2 usage)."""
     parser = argparse.ArgumentParser(prog="launch.py analyze",
                                      description="Reproduce a seed's worked example: " + ", ".join(CASES))
-    parser.add_argument("case", help="one of: " + ", ".join(CASES))
+    parser.add_argument("case", help="one of: " + ", ".join(CASES) + ", modes")
+    parser.add_argument("config", nargs="?", type=Path, default=None, help="modes: the scenario config")
+    parser.add_argument("--at", default="capture", help="modes: " + " or ".join(MODES_AT))
     parser.add_argument("--out", type=Path, default=None, help="directory for CSV and PNG files (default: print only)")
     parser.add_argument("--flexible", action="store_true",
                         help="cyril1998: post-impact simulations with flexible links, against rigid ones "
@@ -809,6 +913,11 @@ def main(argv: list[str]) -> int:
         a = parser.parse_args(argv)
     except SystemExit as exc:  # -h or a usage error: argparse has printed the message
         return int(exc.code) if isinstance(exc.code, int) else 2
+    if a.case == "modes":
+        return _modes_main(a.config, a.at)
+    if a.config is not None:
+        print(f"analyze: {a.case} takes no config ({str(a.config)!r})", file=sys.stderr)
+        return 2
     if a.case not in CASES:
         print(f"analyze: unknown case {a.case!r}; known cases: {', '.join(CASES)}", file=sys.stderr)
         return 2
@@ -831,6 +940,32 @@ def main(argv: list[str]) -> int:
     except BerthsimError as err:
         print(f"analyze {a.case}: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _modes_main(path: Path | None, at: str) -> int:
+    from protocol import config as pc
+
+    if path is None:
+        print("analyze modes: a scenario config is required (analyze modes CONFIG [--at capture|berthed])",
+              file=sys.stderr)
+        return 2
+    try:
+        cfg = pc.load(path)
+        if at not in MODES_AT:
+            raise ConfigError(f"--at: {at!r} not one of {', '.join(MODES_AT)} (scenario instants need a run)")
+    except ConfigError as err:
+        print(f"analyze modes: {err}", file=sys.stderr)
+        return 2
+    try:
+        res = loaded_modes(cfg, at)
+    except ConfigError as err:
+        print(f"analyze modes: {err}", file=sys.stderr)
+        return 2
+    except BerthsimError as err:
+        print(f"analyze modes: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    print(_modes_report(res))
     return 0
 
 
