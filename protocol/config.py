@@ -59,7 +59,9 @@ Layout
 Service modules
 ---------------
 ``kind = "X"`` imports ``services.X``; a kind with a dot is imported as written. The
-module provides::
+kinds the project ships are :data:`KINDS` (:func:`registered_kind`): what a log's
+``config.json`` may name when a tool rebuilds a service from it (``replay --resim``), which
+imports nothing else. The module provides::
 
     TABLES: tuple[str, ...]                       # top-level tables it owns / reads
     TABLE_KEYS: dict[str, dict[str, tuple]]      # table -> key -> (kind, default), the tables it owns
@@ -86,8 +88,19 @@ Validation (:func:`validate`) collects *every* problem — unknown keys, wrong t
 bad enum values, rates that do not divide, times beyond int64 ns (duration, periods,
 timeouts), timeouts that are not positive, a seed that is not an unsigned 64-bit int,
 two producers of one topic, missing endpoints or keys, tables no service claims,
-problems reported by the service modules — and raises one :class:`errors.ConfigError`
-whose ``problems`` lists them all. :func:`load` reads only regular UTF-8 files.
+problems reported by the service modules, ipc endpoint paths longer than a Unix socket
+path can be, ``freeze_park_after`` not before ``freeze_stop_after``, empty process groups —
+and raises one :class:`errors.ConfigError` whose ``problems`` lists them all, each line cut
+to :data:`MAX_PROBLEM_CHARS`. :func:`load` reads only regular UTF-8 files.
+
+Limits
+------
+Everything a file can ask for is bounded before it is used (:data:`MAX_CONFIG_BYTES`,
+:data:`MAX_DEPTH` levels of tables and arrays, :data:`MAX_ARRAY` items per array; a value
+is quoted in a problem at most :data:`MAX_VALUE_CHARS` long, a problem at most
+:data:`MAX_PROBLEM_CHARS`), and an ipc endpoint's path fits a Unix socket address
+(:data:`IPC_PATH_MAX` bytes, with ``$TMPDIR`` as this process sees it when ``sim.bus`` is
+not given: :func:`ipc_endpoint_paths`).
 """
 
 from __future__ import annotations
@@ -95,7 +108,9 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import reprlib
 import stat
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -109,8 +124,10 @@ from protocol.security import SECURITY_KEYS, Security, is_loopback
 from protocol.service import ServicePorts
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
-__all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "ServiceSpec", "RunPlan", "check_table", "check_value",
-           "check_values", "load", "service_module", "with_overrides", "peers_of", "processes_of", "validate"]
+__all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "KINDS", "MAX_SWEEP_RUNS", "ServiceSpec", "RunPlan",
+           "check_limits", "check_sweep_size", "check_table", "check_value", "check_values", "cut",
+           "ipc_endpoint_paths", "load", "registered_kind", "service_module", "show", "with_overrides", "peers_of",
+           "processes_of", "validate"]
 
 Num = (int, float)
 
@@ -195,6 +212,95 @@ class RunPlan:
 
 MAX_CONFIG_BYTES = 16 << 20
 """The largest config file :func:`load` reads (a scenario is a few kB). [bytes]"""
+MAX_DEPTH = 16
+"""Levels of nested tables and arrays a config may have (the scenarios use 4; a 3×3 matrix in a
+table of a table is 4)."""
+MAX_ARRAY = 100_000
+"""Items an array of a config may hold (a sweep's grid of values at most :data:`MAX_ARRAY`
+points, as many as its runs)."""
+MAX_VALUE_CHARS = 80
+"""A value quoted in a problem is cut to this many characters (``reprlib``). [chars]"""
+MAX_PROBLEM_CHARS = 300
+"""A problem line is cut to this many characters. [chars]"""
+IPC_PATH_MAX = 107
+"""The longest ipc endpoint path: a Unix socket address's ``sun_path`` is 108 bytes on Linux,
+with its terminating NUL. [bytes]"""
+
+_SHORT = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict, _SHORT.maxset = 3, 6, 6, 6, 6
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 60, 60, 40
+
+
+def show(value: Any) -> str:
+    """``repr(value)`` bounded: at most :data:`MAX_VALUE_CHARS` characters, long lists and strings
+    elided (``[1.0, 1.0, ...]``), never built in full."""
+    return cut(_SHORT.repr(value), MAX_VALUE_CHARS)
+
+
+def cut(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (``… (N chars)`` at the end when cut)."""
+    if len(text) <= limit:
+        return text
+    tail = f"… ({len(text)} chars)"
+    return text[:max(limit - len(tail), 0)] + tail
+
+
+def check_limits(data: Any, where: str) -> str | None:
+    """The first limit a parsed TOML document exceeds, or None: nesting deeper than
+    :data:`MAX_DEPTH`, an array longer than :data:`MAX_ARRAY`. Iterative (no recursion);
+    the problem names the dotted key (``orbiter.inertia``) and the limit."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        node, key, depth = stack.pop()
+        if isinstance(node, dict):
+            items: Any = ((f"{key}.{k}" if key else str(k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            if len(node) > MAX_ARRAY:
+                return f"{where}: {key or 'the document'}: an array of {len(node)} items, more than {MAX_ARRAY}"
+            items = ((f"{key}[{i}]", v) for i, v in enumerate(node))
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            return f"{where}: {cut(key, 60) or 'the document'}: nested deeper than {MAX_DEPTH} levels"
+        stack.extend((v, k, depth + 1) for k, v in items if isinstance(v, (dict, list)))
+    return None
+
+
+MAX_SWEEP_RUNS = 100_000
+"""The most runs a sweep file may ask for, and the most points of its grid (``[sweep] runs``,
+the product of its grid parameters' ``n`` or ``values``). The sweep's process holds a row of
+about 2.5 kB per run (measured: 34 figure columns and four parameters), so about 250 MB at
+the cap, and the run loop never holds more than the cluster's threads' worth of runs; at
+540-1,070 runs per hour on two workers the cap is 4-8 days of runs."""
+
+
+def check_sweep_size(raw: Mapping[str, Any]) -> list[str]:
+    """Problems of a parsed sweep file's size, read from the numbers alone (nothing is
+    materialised: a grid of 10⁹ points is refused before it exists): ``sweep.runs``, each
+    grid parameter's ``n`` or ``values``, and their product, at most :data:`MAX_SWEEP_RUNS`.
+    One line each, naming the key and the limit."""
+    out: list[str] = []
+    sweep = raw.get("sweep")
+    runs = sweep.get("runs") if isinstance(sweep, Mapping) else None
+    if isinstance(runs, int) and not isinstance(runs, bool) and runs > MAX_SWEEP_RUNS:
+        out.append(f"sweep.runs: {runs} runs, more than {MAX_SWEEP_RUNS} (about 2.5 kB per run in the sweep's "
+                   "process; split the sweep)")
+    params = raw.get("parameter")
+    points = 1
+    for i, t in enumerate(params if isinstance(params, list) else []):
+        if not isinstance(t, Mapping) or t.get("distribution") != "grid":
+            continue
+        name = t.get("name")
+        where = f"parameter {cut(name, 40)!r}" if isinstance(name, str) else f"parameter[{i}]"
+        values, n = t.get("values"), t.get("n")
+        size = len(values) if isinstance(values, list) else n if isinstance(n, int) and not isinstance(n, bool) else 1
+        if size > MAX_SWEEP_RUNS:
+            key = "values" if isinstance(values, list) else "n"
+            out.append(f"{where}.{key}: a grid of {size} points, more than {MAX_SWEEP_RUNS}")
+        points *= max(size, 1)
+    if points > MAX_SWEEP_RUNS and not any(".n:" in p or ".values:" in p for p in out):
+        out.append(f"[[parameter]]: the grid parameters span {points} points, more than {MAX_SWEEP_RUNS}")
+    return out
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -237,9 +343,28 @@ def load(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config {str(p)!r}: not UTF-8: byte 0x{data[err.start]:02x} at line {line}, "
                           f"offset {err.start}") from err
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"config {str(p)!r}: not valid TOML: {err}") from err
+        raise ConfigError(f"config {str(p)!r}: not valid TOML: {cut(str(err))}") from err
+    except RecursionError as err:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError(f"config {str(p)!r}: nested deeper than {MAX_DEPTH} levels (tables and arrays)") from err
+    if (bad := check_limits(doc, f"config {str(p)!r}")) is not None:
+        raise ConfigError(bad)
+    return doc
+
+
+KINDS = ("orbiter", "arm", "contact", "operator", "logger", "replay", "hil.bridge", "testkit.toys")
+"""The service kinds the project ships (``services.X`` and the dotted ones): the only kinds a
+tool imports when the configuration comes from a log (:func:`registered_kind`)."""
+
+
+def registered_kind(kind: Any, where: str) -> str | None:
+    """The problem with a service kind that does not come from a config file the user gave
+    (a log's ``config.json``), or None: it must be one of :data:`KINDS`, so that opening a log
+    never imports a module the log names."""
+    if isinstance(kind, str) and kind in KINDS:
+        return None
+    return f"{where}: kind {show(kind)} is not a service kind berthsim ships ({', '.join(KINDS)})"
 
 
 def service_module(kind: str) -> ModuleType:
@@ -318,45 +443,45 @@ def check_value(where: str, value: Any, kind: Any) -> str | None:
         ``"<where>: expected ..., got <value!r>"``.
     """
     if isinstance(kind, Mapping):
-        return None if isinstance(value, dict) else f"{where}: expected a table, got {value!r}"
+        return None if isinstance(value, dict) else f"{where}: expected a table, got {show(value)}"
     if isinstance(kind, tuple) and kind and kind[0] == "vec":
         n = kind[1]
         if not _is_vec(value, n):
-            return f"{where}: expected a list of {n} finite numbers, got {value!r}"
+            return f"{where}: expected a list of {n} finite numbers, got {show(value)}"
         if len(kind) > 2 and any(check_value(where, x, kind[2]) for x in value):
-            return f"{where}: expected {n} values {_KIND_WORDS.get(kind[2], str(kind[2]))}, got {value!r}"
+            return f"{where}: expected {n} values {_KIND_WORDS.get(kind[2], str(kind[2]))}, got {show(value)}"
         return None
     if isinstance(kind, tuple) and len(kind) == 2 and kind[0] == "list":
         if not isinstance(value, list):
-            return f"{where}: expected a list, got {value!r}"
+            return f"{where}: expected a list, got {show(value)}"
         return next((p for i, x in enumerate(value) if (p := check_value(f"{where}[{i}]", x, kind[1]))), None)
     if isinstance(kind, tuple) and len(kind) == 3 and kind[0] in ("range", "int"):
         _, lo, hi = kind
         if kind[0] == "int":
             if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                return f"{where}: expected an integer {_interval(lo, hi)}, got {value!r}"
+                return f"{where}: expected an integer {_interval(lo, hi)}, got {show(value)}"
         elif not _number(value) or not lo <= value <= hi:
-            return f"{where}: expected a finite number {_interval(lo, hi)}, got {value!r}"
+            return f"{where}: expected a finite number {_interval(lo, hi)}, got {show(value)}"
         return None
     if kind in ("positive", "nonnegative"):
         if not _number(value) or not (value > 0 if kind == "positive" else value >= 0):
-            return f"{where}: expected a finite number {'> 0' if kind == 'positive' else '>= 0'}, got {value!r}"
+            return f"{where}: expected a finite number {'> 0' if kind == 'positive' else '>= 0'}, got {show(value)}"
         return None
     if kind == "inertia":
         if not (_is_vec(value, 3) or (isinstance(value, list) and len(value) == 3
                                       and all(_is_vec(r, 3) for r in value))):
-            return f"{where}: expected 3 principal moments or 3×3 rows (kg·m²), got {value!r}"
+            return f"{where}: expected 3 principal moments or 3×3 rows (kg·m²), got {show(value)}"
         return None
     if kind in ("list", "table"):
         typ = list if kind == "list" else dict
-        return None if isinstance(value, typ) else f"{where}: expected a {typ.__name__}, got {value!r}"
+        return None if isinstance(value, typ) else f"{where}: expected a {typ.__name__}, got {show(value)}"
     if isinstance(kind, tuple) and kind and all(isinstance(k, str) for k in kind):
-        return None if value in kind else f"{where}: expected one of {', '.join(kind)}, got {value!r}"
+        return None if value in kind else f"{where}: expected one of {', '.join(kind)}, got {show(value)}"
     if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        return f"{where}: expected {_type_name(kind)}, got {value!r}"
+        return f"{where}: expected {_type_name(kind)}, got {show(value)}"
     if not isinstance(value, kind) or (isinstance(value, float) and not math.isfinite(value)):
         numeric = {int, float} & set(kind if isinstance(kind, tuple) else (kind,))
-        return f"{where}: expected {'a finite ' if numeric else ''}{_type_name(kind)}, got {value!r}"
+        return f"{where}: expected {'a finite ' if numeric else ''}{_type_name(kind)}, got {show(value)}"
     return None
 
 
@@ -498,7 +623,10 @@ def processes_of(config: Mapping[str, Any], problems: list[str] | None = None) -
     if isinstance(table, dict):
         for proc, members in table.items():
             if not isinstance(members, list) or not all(isinstance(x, str) for x in members):
-                found.append(f"sim.processes.{proc}: expected a list of service names, got {members!r}")
+                found.append(f"sim.processes.{proc}: expected a list of service names, got {show(members)}")
+                continue
+            if not members:
+                found.append(f"sim.processes.{proc}: an empty process group (name its services, or remove it)")
                 continue
             for x in members:
                 if x not in services:
@@ -584,6 +712,51 @@ def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
     return out
 
 
+def ipc_endpoint_paths(sim: Mapping[str, Any], processes: Mapping[str, tuple[str, ...]],
+                       services: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """The socket paths an ipc run binds: ``(key, name, path)`` for the control endpoint, the
+    launcher's PUB and each process's PUB without an ``endpoint`` (:func:`protocol.bus.mesh_endpoints`).
+
+    The base is ``sim.bus``, else the directory the launcher makes under ``$TMPDIR``
+    (``tempfile.mkdtemp(prefix="berthsim-")``: 8 random characters) with ``bus`` in it. ``key``
+    is the config key that names it (``sim.bus`` for the control endpoint; ``services.NAME``, or
+    ``sim.processes.NAME`` for a group); ``name`` the name in the path ("" for the control endpoint).
+    """
+    bus = sim.get("bus")
+    if isinstance(bus, str) and bus.startswith("ipc://"):
+        base, key = bus[len("ipc://"):], "sim.bus"
+    else:
+        base, key = os.path.join(tempfile.gettempdir(), "berthsim-" + "x" * 8, "bus"), "$TMPDIR"
+    if base.startswith("@"):  # Linux's abstract namespace: no file, the same length limit
+        base = base[1:] + "?"
+    out = [(key, "", f"{base}.ctl"), (key, LAUNCHER, f"{base}.{LAUNCHER}.pub")]
+    given = sim.get("processes")
+    table: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    for proc, members in processes.items():
+        if any(isinstance(services.get(m), dict) and services[m].get("endpoint") for m in members):
+            continue
+        where = f"sim.processes.{proc}" if proc in table else (
+            f"services.{members[0]}.process" if proc not in members else f"services.{proc}")
+        out.append((where, proc, f"{base}.{proc}.pub"))
+    return out
+
+
+def _check_ipc_paths(sim: Mapping[str, Any], processes: Mapping[str, tuple[str, ...]],
+                     services: Mapping[str, Any]) -> list[str]:
+    """Problems of ipc endpoints whose path is longer than :data:`IPC_PATH_MAX` bytes."""
+    out: list[str] = []
+    for key, name, path in ipc_endpoint_paths(sim, processes, services):
+        n = len(os.fsencode(path))
+        if n <= IPC_PATH_MAX:
+            continue
+        room = IPC_PATH_MAX - (n - len(os.fsencode(name)))
+        fix = (f"names of at most {room} bytes fit" if name and room > 0
+               else "a shorter sim.bus or $TMPDIR is needed")
+        out.append(f"{key}: its ipc endpoint path is {n} bytes, more than the {IPC_PATH_MAX} of a Unix socket "
+                   f"path (here {fix})")
+    return list(dict.fromkeys(out))
+
+
 def with_overrides(config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
     """``config`` with ``[sim]`` values replaced by the non-None ``overrides`` (a new dict)."""
     if not overrides:
@@ -637,6 +810,10 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     if not 0 <= sim["rt_priority"] <= 29:  # the band above it goes to the faster processes (protocol.realtime)
         problems.append(f"sim.rt_priority: expected 0..29 (the slowest process's SCHED_FIFO priority; faster "
                         f"ones get up to 60 more), got {sim['rt_priority']!r}")
+    park, stop = sim["freeze_park_after"], sim["freeze_stop_after"]
+    if _number(park) and _number(stop) and stop > 0 and park >= stop:
+        problems.append(f"sim.freeze_park_after: expected < sim.freeze_stop_after ({stop!r} s), got {park!r} s "
+                        "(the rig would not park before the run stops)")
     if sim["overrun_limit"] < 1:
         problems.append(f"sim.overrun_limit: expected >= 1, got {sim['overrun_limit']!r}")
     try:
@@ -791,6 +968,8 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         eps = {services_in[m].get("endpoint") for m in members if services_in[m].get("endpoint")}
         if len(eps) > 1:
             problems.append(f"process {proc!r}: its services give different endpoints ({', '.join(sorted(eps))})")
+    if sim["transport"] == "ipc" and not problems:
+        problems.extend(_check_ipc_paths(sim, processes, services_in))
     only = tuple(only)
     unknown = [n for n in only if n not in services_in]
     if unknown:
@@ -800,5 +979,6 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
         if only and chosen and len(chosen) != len(members):
             problems.append(f"--only: process {proc!r} runs {', '.join(members)} together: name all of them or none")
     if problems:
+        problems = [cut(p) for p in problems]
         raise ConfigError(f"{len(problems)} problem(s) in the configuration:\n  " + "\n  ".join(problems), problems)
     return RunPlan(config, Path(path) if path else None, sim, specs, tick, security, only, processes)

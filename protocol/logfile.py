@@ -25,6 +25,10 @@ File layout (MCAP, ``mcap`` package)
 - attachments ``config.json`` (the run's configuration, canonical JSON; replay
   ``--resim`` reads it), ``config.toml`` (the config file as written, when known) and
   ``command_line.txt``;
+- channels of other content (another message encoding, a schema that is not a berthsim
+  JSON schema: a tool that added its own channel) are foreign: :func:`open_log` leaves them
+  out of the topics and of every read, and counts them (:attr:`LogFile.foreign`,
+  :meth:`LogFile.foreign_note`);
 - metadata ``berthsim.run`` at the start (package versions, git commit, seed, host
   names, mode, start wall time) and ``berthsim.close`` at the end (counts and losses;
   see :mod:`services.logger`).
@@ -172,8 +176,8 @@ def schema_from_json(data: bytes) -> TopicSchema:
         wrenches = tuple((str(w), str(p)) for w, p in doc.get("x-berthsim-wrenches", ()))
         derived = {str(k): (str(v[0]), str(v[1])) for k, v in doc.get("x-berthsim-derived", {}).items()}
         return TopicSchema(doc["title"], int(items[0]["const"]), doc["x-berthsim-kind"], fields, wrenches, derived)
-    except (ValueError, KeyError, IndexError, TypeError, MessageError) as err:
-        raise LogError(f"schema: not a berthsim JSON schema ({type(err).__name__}: {err})") from err
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, MessageError) as err:
+        raise LogError(f"schema: not a berthsim JSON schema ({type(err).__name__}: {str(err)[:200]})") from err
 
 
 # ---------------------------------------------------------------- reading
@@ -289,6 +293,20 @@ class LogFile:
     message_count: int
     chunk_count: int
     schema_data: dict[str, bytes] = field(default_factory=dict)
+    foreign: dict[str, int] = field(default_factory=dict)
+    """Topic -> message count of the channels that are not berthsim's (another encoding than msgpack,
+    a schema that is not a berthsim JSON schema): left out of :attr:`topics` and of every read."""
+    _ours: frozenset[int] | None = field(default=None, repr=False)
+    """The ids of berthsim's channels (None: every channel)."""
+
+    def foreign_note(self) -> str:
+        """One line counting and naming the skipped foreign channels ("" when there are none)."""
+        if not self.foreign:
+            return ""
+        names = sorted(self.foreign)
+        shown = ", ".join(repr(t[:60]) for t in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        return (f"log {str(self.path)!r}: skipped {len(names)} channel(s) that are not berthsim's "
+                f"({sum(self.foreign.values())} messages): {shown}")
 
     def register_schemas(self) -> list[str]:
         """Register the logged schemas of topics this process has no schema for; the topics registered."""
@@ -354,7 +372,9 @@ class LogFile:
         """
         summary = self._reader.get_summary()
         want = None if topics is None else set(topics)
-        chan = {cid: c.topic for cid, c in summary.channels.items() if want is None or c.topic in want}
+        ours = self._ours
+        chan = {cid: c.topic for cid, c in summary.channels.items()
+                if (ours is None or cid in ours) and (want is None or c.topic in want)}
         lo = -1 if start_ns is None else start_ns
         hi = _U64 if end_ns is None else end_ns
         chunks = [ci for ci in summary.chunk_indexes if ci.message_end_time >= lo and ci.message_start_time <= hi
@@ -460,9 +480,33 @@ class LogFile:
         return {m.name: dict(m.metadata) for m in self._reader.iter_metadata()}
 
     def config(self) -> dict[str, Any] | None:
-        """The run configuration (``config.json`` attachment), or None if the log has none."""
+        """The run configuration (``config.json`` attachment), or None if the log has none.
+
+        Raises
+        ------
+        LogError
+            One line naming the file and the attachment, when it is not a JSON object whose
+            ``sim`` and ``services`` (when present) are tables and every service a table.
+        """
         data = self.attachments().get("config.json")
-        return None if data is None else json.loads(data)
+        if data is None:
+            return None
+        where = f"log {str(self.path)!r}: attachment 'config.json'"
+        try:
+            cfg = json.loads(data)
+        except RecursionError as err:
+            raise LogError(f"{where}: nested too deeply to read") from err
+        except ValueError as err:  # (JSONDecodeError, UnicodeDecodeError)
+            raise LogError(f"{where}: not JSON ({type(err).__name__}: {str(err)[:120]})") from err
+        if not isinstance(cfg, dict):
+            raise LogError(f"{where}: expected a JSON object, got {type(cfg).__name__}")
+        for key in ("sim", "services"):
+            if not isinstance(cfg.get(key, {}), dict):
+                raise LogError(f"{where}: {key!r} is not an object")
+        bad = [str(n)[:60] for n, svc in cfg.get("services", {}).items() if not isinstance(svc, dict)]
+        if bad:
+            raise LogError(f"{where}: services {bad[:3]} are not objects")
+        return cfg
 
     def close(self) -> None:
         """Close the file (idempotent)."""
@@ -507,19 +551,38 @@ def open_log(path: str | os.PathLike[str]) -> LogFile:
         if summary is None or summary.statistics is None:
             raise LogError(f"log {str(p)!r}: has no summary; 'launch.py recover {p}' rebuilds it")
         st = summary.statistics
-        counts = {summary.channels[cid].topic: n for cid, n in st.channel_message_counts.items()}
-        names = {c.topic: (summary.schemas[c.schema_id].name if c.schema_id in summary.schemas else "")
-                 for c in summary.channels.values()}
-        data = {c.topic: summary.schemas[c.schema_id].data for c in summary.channels.values()
-                if c.schema_id in summary.schemas}
+        ours = _berthsim_channels(summary)
+        counts: dict[str, int] = {}
+        foreign: dict[str, int] = {}
+        for cid, c in summary.channels.items():
+            n = st.channel_message_counts.get(cid, 0)
+            if cid in ours:
+                counts[c.topic] = n
+            else:
+                foreign[c.topic] = foreign.get(c.topic, 0) + n
+        mine = [c for cid, c in summary.channels.items() if cid in ours]
+        names = {c.topic: summary.schemas[c.schema_id].name for c in mine}
+        data = {c.topic: summary.schemas[c.schema_id].data for c in mine}
         return LogFile(p, f, reader, counts, names, st.message_start_time, st.message_end_time,
-                       st.message_count, st.chunk_count, data)
+                       st.message_count - sum(foreign.values()), st.chunk_count, data, foreign, frozenset(ours))
     except LogError:
         f.close()
         raise
     except (McapError, EOFError, ValueError, OSError, KeyError, IndexError) as err:
         f.close()
         raise LogError(f"log {str(p)!r}: corrupt MCAP ({type(err).__name__}: {err})") from err
+
+
+def _berthsim_channels(summary: Any) -> set[int]:
+    """The ids of the channels a berthsim logger writes: msgpack messages, a berthsim JSON schema
+    (:func:`schema_from_json`; each schema read once). Any other channel is foreign content."""
+    good: dict[int, bool] = {}
+    for sid, sch in summary.schemas.items():
+        try:
+            good[sid] = sch.encoding == "jsonschema" and bool(schema_from_json(sch.data))
+        except LogError:
+            good[sid] = False
+    return {cid for cid, c in summary.channels.items() if c.message_encoding == "msgpack" and good.get(c.schema_id)}
 
 
 def read_topics(log: str | os.PathLike[str] | LogFile, topics: Iterable[str], start_ns: int | None = None,

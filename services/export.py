@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -166,7 +166,7 @@ def _file_name(topic: str) -> str:
 
 
 def export(log_path: str | Path, fmt: str, out_dir: str | Path | None = None,
-           topics: Iterable[str] | None = None) -> dict[str, tuple[Path, int]]:
+           topics: Iterable[str] | None = None, note: TextIO | None = None) -> dict[str, tuple[Path, int]]:
     """Write one table per topic; topic -> (file, rows).
 
     Parameters
@@ -177,6 +177,9 @@ def export(log_path: str | Path, fmt: str, out_dir: str | Path | None = None,
         Default ``<log stem>_export`` next to the log.
     topics : iterable of str, optional
         fnmatch patterns (default: every topic, ``sim/*`` included).
+    note : text stream, optional
+        Where the line counting the log's foreign channels goes (they are skipped;
+        :meth:`protocol.logfile.LogFile.foreign_note`).
 
     Raises
     ------
@@ -196,6 +199,8 @@ def export(log_path: str | Path, fmt: str, out_dir: str | Path | None = None,
     out = Path(out_dir) if out_dir else log_path.with_name(log_path.stem + "_export")
     written: dict[str, tuple[Path, int]] = {}
     with open_log(log_path) as log:
+        if log.foreign and note is not None:
+            print(f"berthsim export: note: {log.foreign_note()}", file=note)
         pats = list(topics) if topics else None
         chosen = select_topics(log.topics, pats) if pats else sorted(log.topics)
         out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +235,7 @@ def main(a: argparse.Namespace) -> int:
     pats = [s.strip() for s in a.topics.split(",") if s.strip()] if a.topics else None
     t0 = time.perf_counter()
     try:
-        written = export(a.log, a.format, a.out, pats)
+        written = export(a.log, a.format, a.out, pats, note=sys.stderr)
     except (LogError, ConfigError) as err:
         print(f"berthsim export: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

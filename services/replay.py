@@ -58,7 +58,8 @@ from protocol.messages import SCHEMAS
 from protocol.service import Port, ServicePorts
 from protocol.timebase import check_seconds
 
-__all__ = ["KEYS", "OPTIONS", "TABLES", "Lateness", "ReplaySource", "build", "ports", "validate"]
+__all__ = ["KEYS", "OPTIONS", "RATE_MAX", "RATE_MIN", "TABLES", "Lateness", "ReplaySource", "build", "check_rate",
+           "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 Num = (int, float)
@@ -74,6 +75,17 @@ _MS = 1_000_000
 SEEK_STEP_NS = 5 * _S
 LAG_TOLERANCE_NS = 50 * _MS
 """Behind schedule by more than this, the replay slows down instead of bursting. [ns]"""
+RATE_MIN, RATE_MAX = 1e-3, 1e3
+"""The paces a replay takes besides 0 (as fast as possible): 1/1000 to 1000 times the recorded one
+(at 1e-3 a 45 s run lasts 12.5 h; faster than about 100x is the machine's --max anyway)."""
+
+
+def check_rate(rate: Any, where: str = "rate") -> str | None:
+    """The problem with a replay pace, or None: 0 (as fast as possible) or a finite number in
+    [:data:`RATE_MIN`, :data:`RATE_MAX`]."""
+    if isinstance(rate, bool) or not isinstance(rate, Num) or not (rate == 0 or RATE_MIN <= rate <= RATE_MAX):
+        return f"{where}: expected 0 (as fast as possible) or within [{RATE_MIN:g}, {RATE_MAX:g}], got {rate!r}"
+    return None
 
 
 # ---------------------------------------------------------------- the source
@@ -185,8 +197,8 @@ class ReplaySource:
             raise ConfigError(f"replay window [{self.start_ns / _S:g}, {self.end_ns / _S:g}] s is empty "
                               f"(log {str(self.log.path)!r} spans [{self.log.start_ns / _S:g}, "
                               f"{self.log.end_ns / _S:g}] s)")
-        if rate < 0 or not math.isfinite(rate):
-            raise ConfigError(f"rate: expected a finite value >= 0, got {rate!r}")
+        if (bad := check_rate(rate)) is not None:
+            raise ConfigError(bad)
         self.loop = loop
         self._clock, self._sleep = clock, sleep
         self._lock = threading.Lock()
@@ -252,9 +264,9 @@ class ReplaySource:
             self._touched = True
 
     def set_rate(self, rate: float) -> None:
-        """New pace (multiple of the recorded one; 0 = as fast as possible)."""
-        if rate < 0 or not math.isfinite(rate):
-            raise ConfigError(f"rate: expected a finite value >= 0, got {rate!r}")
+        """New pace (multiple of the recorded one; 0 = as fast as possible; :func:`check_rate`)."""
+        if (bad := check_rate(rate)) is not None:
+            raise ConfigError(bad)
         with self._lock:
             self.status.rate = self._rate0 = float(rate)
             self._anchor = None
@@ -272,9 +284,9 @@ class ReplaySource:
         elif key in ("s", "."):
             self.step()
         elif key == "+":
-            self.set_rate(self.status.rate * 2 if self.status.rate else 0.0)
+            self.set_rate(min(self.status.rate * 2, RATE_MAX) if self.status.rate else 0.0)
         elif key == "-":
-            self.set_rate(self.status.rate / 2 if self.status.rate else 1.0)
+            self.set_rate(max(self.status.rate / 2, RATE_MIN) if self.status.rate else 1.0)
         elif key == "]":
             self.seek(self.status.t_ns + SEEK_STEP_NS)
         elif key == "[":
@@ -474,7 +486,7 @@ class ReplaySource:
 def validate(config: dict[str, Any], name: str) -> list[str]:
     """Problems of a replay service's ``[services.NAME]`` beyond its options' kinds (:data:`OPTIONS`,
     checked by :func:`protocol.config.validate`): the log, the topic patterns, the window (``start``,
-    ``end``: times in int64 ns, the window not empty within the log) and the pace (``rate`` >= 0).
+    ``end``: times in int64 ns, the window not empty within the log) and the pace (``rate``, :func:`check_rate`).
     Each problem names its full key (``services.NAME.rate``) and the command-line option that sets it."""
     where = f"services.{name}"
     svc = config["services"][name]
@@ -484,8 +496,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
         return []  # listed by protocol.config, naming the key
     problems = [bad for key in ("start", "end")
                 if key in svc and (bad := check_seconds(svc[key], f"{where}.{key} (--{key})"))]
-    if svc.get("rate", 0.0) < 0:
-        problems.append(f"{where}.rate (--rate): expected >= 0 (0: as fast as possible), got {svc['rate']!r}")
+    if (bad := check_rate(svc.get("rate", 0.0), f"{where}.rate (--rate)")) is not None:
+        problems.append(bad)
     if problems:
         return problems
     try:

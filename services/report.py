@@ -89,6 +89,9 @@ class Report:
     peaks : dict[str, float]
         Peak values named with their units.
     events : list of (t_s, topic, kind)
+    foreign : str
+        The log's line about the channels that are not berthsim's, skipped
+        (:meth:`protocol.logfile.LogFile.foreign_note`).
     """
 
     out_dir: Path
@@ -97,6 +100,7 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
     events: list[tuple[float, str, str]] = field(default_factory=list)
+    foreign: str = ""
 
 
 # ---------------------------------------------------------------- data
@@ -778,13 +782,14 @@ def make_report(log_path: str | Path, out_dir: str | Path | None = None) -> Repo
     Raises
     ------
     LogError
-        A missing, truncated or non-MCAP log (named).
+        A missing, truncated or non-MCAP log, or a malformed ``config.json`` attachment (named).
     """
     from matplotlib.backends.backend_pdf import PdfPages
     log_path = Path(log_path)
     out = Path(out_dir) if out_dir else log_path.with_name(log_path.stem + "_report")
     with open_log(log_path) as log:
-        rep = Report(out)
+        log.config()  # a malformed attachment is refused here, named, before any page reads it
+        rep = Report(out, foreign=log.foreign_note())
         events = _event_topics(log)
         tables = _Tables(log, events)
         rep.events = _events(tables, events)
@@ -838,6 +843,8 @@ def main(a: argparse.Namespace) -> int:
     except LogError as err:
         print(f"berthsim report: {err}", file=sys.stderr)
         return 2
+    if rep.foreign:
+        print(f"berthsim report: note: {rep.foreign}", file=sys.stderr)
     for page, why in rep.skipped.items():
         print(f"berthsim report: note: page {page} skipped: {why}", file=sys.stderr)
     print(json.dumps({"event": "report", "pdf": str(rep.pdf), "png": {k: str(v) for k, v in rep.pngs.items()},

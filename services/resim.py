@@ -12,15 +12,17 @@ the log is read with :mod:`protocol.logfile`.
 Re-simulation
 -------------
 ``launch.py replay LOG --resim SERVICE [--config CFG] [--set table.key=value ...]``
-re-runs SERVICE (from the logged configuration, attachment ``config.json``, or CFG,
-with ``--set`` changes) in lockstep against the logged outputs of every other service,
-and writes a new log (``--log``, default ``LOG-resim-SERVICE.mcap``). It then compares
-SERVICE's outputs with the recorded ones (every envelope field but ``wall_ns``, the
-fields bit for bit) and prints the verdict: unchanged, they are bit-identical. The
-re-run lasts the logged run's ``duration``, or, for a log cut short, the log's span in
-whole periods of the slowest co-simulated service (it cannot step past its inputs).
-Bit-identity holds for runs recorded in lockstep mode; a realtime run consumed the
-latest samples as they arrived, which a re-run cannot reproduce (a note says so).
+re-runs SERVICE (from the logged configuration, attachment ``config.json``, or CFG, with
+``--set`` changes; a logged configuration may name only the service kinds berthsim
+ships, :data:`protocol.config.KINDS`, so that a log never imports a module it names) in
+lockstep against the logged outputs of every other service, and writes a new log
+(``--log``, default ``LOG-resim-SERVICE.mcap``). It then compares SERVICE's outputs with
+the recorded ones (every envelope field but ``wall_ns``, the fields bit for bit) and
+prints the verdict: unchanged, they are bit-identical. The re-run lasts the logged run's
+``duration``, or, for a log cut short, the log's span in whole periods of the slowest
+co-simulated service (it cannot step past its inputs). Bit-identity holds for runs
+recorded in lockstep mode; a realtime run consumed the latest samples as they arrived,
+which a re-run cannot reproduce (a note says so).
 
 Exit codes: 0 success (resim: also when the outputs differ — the comparison is
 reported), 1 a service failed, 2 bad usage or a bad log (one line naming the file).
@@ -186,15 +188,24 @@ def resim_config(log_path: str | os.PathLike[str], service: str, *, base: Mappin
     Raises
     ------
     LogError
-        Bad log, or no configuration in it and none given (named).
+        Bad log, or no configuration in it and none given, or a configuration in it that is
+        malformed or names a service kind berthsim does not ship
+        (:func:`protocol.config.registered_kind`: a log never makes this process import a module).
     ConfigError
         Unknown service, bad ``--set``.
     """
     if base is None:
+        from protocol.config import check_limits, registered_kind
         with open_log(log_path) as log:
             base = log.config()
         if base is None:
             raise LogError(f"log {str(log_path)!r}: has no config.json attachment; give --config")
+        where = f"log {str(log_path)!r}: attachment 'config.json'"
+        if (bad := check_limits(base, where)) is not None:
+            raise LogError(bad)
+        for name, svc in base.get("services", {}).items():  # a log names no module to import
+            if (bad := registered_kind(svc.get("kind"), f"{where}: services.{str(name)[:60]}")) is not None:
+                raise LogError(f"{bad}; give --config to run other kinds")
     config: dict[str, Any] = json.loads(json.dumps(base))  # a deep copy to edit
     for s in sets:
         _set_value(config, s)
@@ -343,6 +354,9 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
                                    keyboard=tty, progress=not (a.quiet or os.environ.get("BERTHSIM_NO_PROGRESS")),
                                    out_log=a.out_log,
                                    transport=a.transport, bus=a.bus)
+        with open_log(a.log) as log:
+            if log.foreign:  # skipped: neither replayed nor fed to a re-simulation
+                print(f"berthsim replay: note: {log.foreign_note()}", file=sys.stderr)
     except (LogError, ConfigError) as err:
         print(f"berthsim replay: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

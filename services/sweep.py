@@ -13,7 +13,7 @@ Sweep file
 
     [sweep]
     scenario = "../srms_berthing.toml"   # the base scenario (relative to this file)
-    runs = 200
+    runs = 200                           # at most protocol.config.MAX_SWEEP_RUNS (100,000; so is the grid)
     seed = 1                             # every run's values and seed derive from it (services.dispersion)
     start = 6.0                          # s: the window's start; 0 (default) runs from the scenario's t0
     end = 40.0                           # s: the window's end (default: the scenario's sim.duration)
@@ -104,8 +104,15 @@ have no result). Ctrl-C cancels the runs in flight and writes the table so far.
 ``--rerun K --log PATH`` re-creates run ``K`` alone, in this process, with a logger: its
 full MCAP log (from ``t0``; the body changes at ``start``), and prints its row.
 
+Limits: ``runs`` and the grid's points (the product of the grid parameters' sizes) are at most
+:data:`protocol.config.MAX_SWEEP_RUNS`, checked from the numbers before any grid exists
+(:func:`protocol.config.check_sweep_size`); ``--scheduler`` names a scheme Dask knows
+(:data:`SCHEDULER_SCHEMES`). Results come back from the cluster as pickles: a cluster can run
+code in this process, so trust it as you trust the code.
+
 Exit codes: 0 every run has its row; 3 the same, but some rows are errors (``error``,
-``diverged``, ``died``); 2 a bad sweep file or table; 1 the cluster failed; 130 interrupted.
+``diverged``, ``died``); 2 a bad sweep file or table, or ``--scheduler``; 1 the cluster failed;
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -129,7 +136,7 @@ from typing import Any
 import numpy as np
 
 from errors import ConfigError, LifecycleError, MessageError, ShapeError
-from protocol.config import check_table, load, service_module, validate
+from protocol.config import check_sweep_size, check_table, cut, load, service_module, validate
 from protocol.coupling import coupling_periods
 from protocol.logfile import decode_bodies
 from protocol.scheduler import Member, advance, ports_of, restore, snapshot, start
@@ -460,6 +467,9 @@ def load_sweep(path: str | Path) -> SweepPlan:
     """
     path = Path(path)
     raw = load(path)
+    too_big = check_sweep_size(raw)  # before any grid is made (a grid of 10⁹ points would fill the memory)
+    if too_big:
+        raise ConfigError(f"sweep {str(path)!r}: " + "; ".join(too_big), too_big)
     problems: list[str] = []
     for key in raw:
         if key not in ("sweep", "set", "parameter"):
@@ -1191,6 +1201,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(a: argparse.Namespace) -> int:
     """``launch.py sweep``: exit codes in the module docstring."""
+    if (bad := check_scheduler(a.scheduler)) is not None:
+        print(f"berthsim sweep: {bad}", file=sys.stderr)
+        return 2
     try:
         plan = load_sweep(a.sweep)
     except ConfigError as err:
@@ -1267,5 +1280,24 @@ def _same(a: Any, b: Any) -> bool:
 
 def _problems(err: ConfigError) -> int:
     for p in err.problems:
-        print(f"berthsim sweep: {p}", file=sys.stderr)
+        print(f"berthsim sweep: {cut(p)}", file=sys.stderr)
     return 2
+
+
+SCHEDULER_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+"""The URL schemes of a Dask scheduler's address (``distributed.comm``'s backends); an address
+without a scheme is tcp."""
+
+
+def check_scheduler(url: str | None) -> str | None:
+    """The problem with ``--scheduler``, or None: a ``SCHEME://HOST:PORT`` with a scheme of
+    :data:`SCHEDULER_SCHEMES`, or ``HOST:PORT``."""
+    if url is None:
+        return None
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "tcp", url
+    if scheme not in SCHEDULER_SCHEMES or not rest:
+        return (f"--scheduler {cut(url, 80)!r}: expected SCHEME://HOST:PORT with a scheme among "
+                f"{', '.join(SCHEDULER_SCHEMES)}")
+    return None

@@ -159,3 +159,69 @@ def test_load_reads_regular_utf8_files_only(tmp_path):
     th.start()
     th.join(5.0)  # opening a FIFO for reading would wait for a writer forever
     assert got == [f"config {str(fifo)!r}: not a regular file (a FIFO)"]
+
+
+# ---------------------------------------------------------------- limits on what a file can ask for
+def test_nesting_and_array_sizes_are_bounded_and_named(tmp_path):
+    """A TOML nested 4,000 deep (before: a RecursionError escaped, naming no file), nested 17
+    deep (parsed, refused by the limit), an array of 10⁶ items (before: a 5 MB problem line)."""
+    from protocol.config import MAX_ARRAY, MAX_DEPTH
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 4000 + "]" * 4000 + "\n")
+    assert _load_problem(deep) == f"config {str(deep)!r}: nested deeper than {MAX_DEPTH} levels (tables and arrays)"
+    d17 = tmp_path / "d17.toml"
+    d17.write_text("[a.b]\nc = " + "[" * 16 + "]" * 16 + "\n")
+    assert _load_problem(d17).startswith(f"config {str(d17)!r}: a.b.c")
+    big = tmp_path / "big.toml"
+    big.write_text("[orbiter]\ninertia = [" + ", ".join(["1.0"] * (MAX_ARRAY + 1)) + "]\n")
+    assert _load_problem(big) == (f"config {str(big)!r}: orbiter.inertia: an array of {MAX_ARRAY + 1} items, "
+                                  f"more than {MAX_ARRAY}")
+
+
+def test_a_long_value_is_quoted_short():
+    from protocol.config import MAX_PROBLEM_CHARS, MAX_VALUE_CHARS, check_value
+    line = check_value("orbiter.inertia", [1.0] * 90_000, "inertia")
+    assert line is not None and line.startswith("orbiter.inertia: expected 3 principal moments or 3×3 rows")
+    assert len(line) < 80 + MAX_VALUE_CHARS and "..." in line
+    c = cfg()
+    c["toy"]["k"] = ["x" * 100_000]
+    assert all(len(p) <= MAX_PROBLEM_CHARS for p in problems(c))
+
+
+def test_ipc_endpoint_paths_must_fit_a_unix_socket_address(tmp_path, monkeypatch):
+    """The run's real socket paths (the launcher's directory under $TMPDIR, or sim.bus) against
+    the 107 bytes of sun_path (before: check passed, run exited 1 'File name too long')."""
+    import tempfile
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # $TMPDIR read again
+    base = len(str(tmp_path)) + len("/berthsim-xxxxxxxx/bus.") + len(".pub")
+    fits = "b" * (107 - base)
+    c = cfg()
+    c["services"][fits] = c["services"].pop("b")
+    validate(c)
+    c["services"][fits + "b"] = c["services"].pop(fits)
+    (p,) = problems(c)
+    assert p == (f"services.{fits}b: its ipc endpoint path is 108 bytes, more than the 107 of a Unix socket path "
+                 f"(here names of at most {len(fits)} bytes fit)")
+    long_bus = cfg(bus="ipc://" + str(tmp_path / ("x" * 100)))
+    assert any(p.startswith("sim.bus: its ipc endpoint path is") for p in problems(long_bus))
+    group = cfg(processes={"g" * 120: ["a", "b"]})
+    assert any(p.startswith(f"sim.processes.{'g' * 120}: its ipc endpoint path") for p in problems(group))
+    assert validate(cfg(transport="inproc", processes={"g" * 120: ["a", "b"]}))  # no socket file
+
+
+def test_timing_relations_and_empty_groups():
+    assert ("sim.freeze_park_after: expected < sim.freeze_stop_after (5.0 s), got 9.0 s (the rig would not park "
+            "before the run stops)") in problems(cfg(freeze_park_after=9.0, freeze_stop_after=5.0))
+    validate(cfg(freeze_park_after=9.0, freeze_stop_after=0.0))  # 0: waits for the operator
+    assert "sim.processes.g: an empty process group (name its services, or remove it)" in problems(
+        cfg(processes={"g": []}))
+
+
+def test_only_the_shipped_kinds_are_registered():
+    from protocol.config import KINDS, registered_kind, service_module
+    for kind in KINDS:
+        service_module(kind)  # each imports and is a service module
+    assert registered_kind("contact", "x") is None
+    assert registered_kind("os.path", "x") == (f"x: kind 'os.path' is not a service kind berthsim ships "
+                                               f"({', '.join(KINDS)})")

@@ -288,14 +288,32 @@ def test_resim_needs_a_known_service(tmp_path, capsys):
     assert rc == 2 and "zz" in err
 
 
-def test_a_topic_without_a_usable_schema_is_refused_by_name(tmp_path):
+def test_channels_that_are_not_berthsims_are_skipped_and_counted(tmp_path):
+    """A valid MCAP file with a channel of another tool (JSON, a foreign schema) beside a berthsim
+    topic: the log's topics and every read leave it out, it is counted by name, and the replay
+    publishes only the berthsim messages (before: it was refused, and replay exited 1 on its bytes)."""
     from mcap.writer import Writer
+
+    from protocol.logfile import json_schema
+    from protocol.messages import SCHEMAS
     path = tmp_path / "foreign.mcap"
+    body = encode("toy/state0", {"x": 1.0, "v": 0.0}, sender="a", seq=0, t_ns=0, h_ns=MS)
     with path.open("wb") as f:
         w = Writer(f)
         w.start()
         cid = w.register_channel("foreign/topic", "json", w.register_schema("Foreign", "jsonschema", b"{}"))
-        w.add_message(cid, 0, b"{}", 0)
+        ours = w.register_channel("toy/state0", "msgpack", w.register_schema(
+            SCHEMAS["toy/state0"].name, "jsonschema", json_schema(SCHEMAS["toy/state0"])))
+        w.add_message(cid, 0, b"\xff{}", 0)
+        w.add_message(ours, 0, body, 0)
+        w.add_message(cid, MS, b"{}{}", 0)
         w.finish()
-    with pytest.raises(LogError, match="foreign/topic"):
-        ReplaySource(path)
+    with open_log(path) as log:
+        assert log.topics == {"toy/state0": 1} and log.foreign == {"foreign/topic": 2}
+        assert [m.topic for m in log.messages()] == ["toy/state0"]
+        assert "skipped 1 channel(s) that are not berthsim's (2 messages): 'foreign/topic'" in log.foreign_note()
+    src = ReplaySource(path)
+    try:
+        assert src.read() == (0, "toy/state0", body) and src.read() is None
+    finally:
+        src.close()

@@ -116,6 +116,12 @@ def _env() -> dict[str, str]:
     ('runs = 2\nrequire = ["latched"]\n', "sweep.require: expected contact events"),
     ('runs = 2\nfigures = ["nothing.*"]\n', "sweep.figures: 'nothing.*' matches no figure"),
     ('runs = 2\n[set]\n"toy.nope[0]" = 1\n', "[set]: toy.nope[0]: not in the scenario"),
+    ('runs = 100001\n', "sweep.runs: 100001 runs, more than 100000"),
+    ('runs = 2\n[[parameter]]\nname = "k"\nkey = "toy.k[0]"\ndistribution = "grid"\nlow = 1\nhigh = 2\n'
+     'n = 1000000000\n', "parameter 'k'.n: a grid of 1000000000 points, more than 100000"),
+    ('runs = 2\n' + ''.join(f'[[parameter]]\nname = "k{i}"\nkey = "toy.k[0]"\ndistribution = "grid"\nlow = 1\n'
+                             f'high = 2\nn = 1000\n' for i in range(2)),
+     "[[parameter]]: the grid parameters span 1000000 points, more than 100000"),
 ])
 def test_a_bad_sweep_file_is_refused_naming_the_key(tmp_path, text, problem):
     with pytest.raises(ConfigError) as e:
