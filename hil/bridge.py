@@ -10,8 +10,12 @@ Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
 3. maps it to a rig pose, clamped to the workspace (:class:`hil.stewart.PoseMap`);
 4. passes it through the safety supervisor (handshake, watchdogs, NaN guard, soft
    limits, ramp to neutral) and sends a setpoint, or a heartbeat while motion-gated;
-5. reads the rig's telemetry (in lockstep it waits, bounded, for this step's reply),
-   maps the force/torque back to a wrench on B, runs the passivity controller and the
+5. reads the rig's telemetry (in lockstep it waits, bounded, for this step's reply);
+   removes from the force/torque reading what a rig team removes (:meth:`HilBridge.sensed_contact`):
+   the mock-up's weight and inertial load (``[hil.mockup]``, at the rig pose and acceleration
+   commanded in the frame the reading echoes), the bias tared over ``[hil.compensation] tare``
+   seconds after engaging (before contact), and the noise (a first-order low-pass,
+   ``filter_hz``); maps it back to a wrench on B, runs the passivity controller and the
    impact monitor.
 
 Lockstep determinism: frames carry the simulation time, the link's clock is the
@@ -97,6 +101,7 @@ from hil.framing import (
     Telemetry,
 )
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
+from hil.rig import ForceTorqueSensor, mockup_load
 from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.coupling import Schedule
 from protocol.realtime import RIG_PRIORITY
@@ -331,6 +336,26 @@ class HilBridge:
                                              enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
         self.impacts = ImpactMonitor()
         self._predict = bool(comp["predict"])
+        mk = cfg.mockup
+        self._mockup = (float(mk["mass"]), np.asarray(mk["com"], dtype=np.float64),
+                        np.asarray(mk["inertia"], dtype=np.float64), float(mk["gravity"]))
+        self._gravity = bool(comp["gravity"]) and self._mockup[0] > 0.0
+        self._tare_s = float(comp["tare"])
+        self._tare: list[Array] | None = [] if self._tare_s > 0 else None  # readings while taring, then None
+        self.bias = np.zeros(6)  # the tared bias [τ; f] at Po in P
+        self._engaged_t: float | None = None
+        fhz = float(comp["filter_hz"])
+        self._filter_gain = 1.0 - math.exp(-2.0 * math.pi * fhz * self.h) if fhz > 0 else 1.0
+        self._F_filtered: Array | None = None
+        em = cfg.emulator
+        sensor_lag = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), (0.0, 0.0), np.zeros(6),
+                                       np.zeros(6), (0.0, 0.0), np.random.default_rng(0)).lag \
+            if float(em["ft_rate"]) > 0 else 0.0
+        # what the prediction adds to the round trip: the sensor's and the filter's lags
+        self.lag_s = sensor_lag + ((-self.h / math.log(1.0 - self._filter_gain)) if fhz > 0 else 0.0)
+        self._commanded: dict[int, tuple[Array, Array, Array, Array]] = {}  # time_us -> (R_RP, a, w, ẇ) in R
+        self._X_hist: list[tuple[float, Array]] = []  # the last three commanded rig poses (t, X_RP)
+        self._F_echo = -1  # echo_time_us of the reading in _F_P
         self._pipeline = bool(t["pipeline"]) and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
@@ -338,6 +363,7 @@ class HilBridge:
             link.clock = lambda: self._sim_t
         self._axes = self.neutral_axes.copy()
         self._F_P = np.zeros(6)
+        self._F_contact = np.zeros(6)
         self._rx_t: float | None = None
         self._bad_seen = 0
         self._awaiting: tuple[int, int] | None = None  # (seq, time_us) of the frame whose reply is due
@@ -386,6 +412,7 @@ class HilBridge:
                     self._rx_t = self._sim_t
                     self._axes = np.asarray(f.msg.axes, dtype=np.float64)
                     self._F_P = np.asarray(f.msg.F_Po_P, dtype=np.float64)
+                    self._F_echo = int(f.msg.echo_time_us)
                     self.safety.on_telemetry(f.msg)
                 elif isinstance(f.msg, Nak):
                     nak = True
@@ -474,7 +501,7 @@ class HilBridge:
         horizon = 0.0
         if self._predict and self.link is not None and self.native:
             rtt = self.link.delay.rtt_s
-            horizon = rtt if math.isfinite(rtt) else 0.0
+            horizon = rtt + self.lag_s if math.isfinite(rtt) else 0.0
         X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite and horizon > 0.0 else X_LB  # (read-only below)
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
@@ -494,6 +521,8 @@ class HilBridge:
             self.safety.on_hello(Hello(self.cfg.fingerprint, self.cfg.rig.n_axes, 0))
             self.safety.engage()
         setpoint = self.safety.tick(now, cmd_axes, cmd_t, rx_t, clamped=clamped)
+        if self._gravity:
+            self._remember(X_RP)
         if self.link is not None:
             try:
                 if self.native:
@@ -508,13 +537,69 @@ class HilBridge:
         # the simulated pose (a clamped command does not match the simulation); else no force
         valid = (self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
                  and self._sim_t - self._rx_t <= self.safety.watchdog_s and not clamped)
-        F_B = self.cfg.pose_map.wrench_to_body(self._F_P) if valid else np.zeros(6)
+        if self.safety.state == RigState.ENGAGED and self._engaged_t is None:
+            self._engaged_t = self._sim_t
+        valid = self.sensed_contact() and valid
+        F_B = self.cfg.pose_map.wrench_to_body(self._F_contact) if valid else np.zeros(6)
         R_BL = X_LB[:3, :3].T if finite else np.eye(3)
         V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)
         F_out = self.passivity.step(F_B, V_B)
         self.impacts.update(self._sim_t + self.h, F_B, V_B)
         return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid, t_ns + h_ns,
                              finite=finite and X_cmd is X_LB)
+
+    def _remember(self, X_RP: Array) -> None:
+        """Keep the commanded rig pose's rotation, acceleration and rates (in R, by finite differences over the
+        last three steps) under this step's frame time, for the reading that will echo it."""
+        hist = self._X_hist
+        hist.append((self._sim_t, X_RP))
+        del hist[:-3]
+        h = self.h
+        a = w = wd = np.zeros(3)
+        if len(hist) == 3:
+            (_, X0), (_, X1), (_, X2) = hist
+            a = (X2[:3, 3] - 2.0 * X1[:3, 3] + X0[:3, 3]) / (h * h)
+            w1 = X1[:3, :3] @ rotation_vector(X0[:3, :3].T @ X1[:3, :3]) / h  # in R
+            w = X2[:3, :3] @ rotation_vector(X1[:3, :3].T @ X2[:3, :3]) / h
+            wd = (w - w1) / h
+        t_us = (int(round(self._sim_t * 1e6))) & 0xFFFFFFFF
+        self._commanded[t_us] = (X_RP[:3, :3], a, w, wd)
+        if len(self._commanded) > 4096:  # (the replies echo recent frames only)
+            for key in list(self._commanded)[:2048]:
+                del self._commanded[key]
+
+    def sensed_contact(self) -> bool:
+        """The contact wrench on the mock-up from the latest reading ``_F_P`` (into ``_F_contact``, [τ; f] at Po
+        in P): less the mock-up's weight and inertial load (``[hil.compensation] gravity``, at the motion
+        commanded in the frame the reading echoes; :func:`hil.rig.mockup_load`), less the bias tared over the
+        first ``tare`` seconds engaged, low-pass filtered (``filter_hz``). False while taring (the reading
+        is no contact force yet)."""
+        F = self._F_P
+        if self._gravity:
+            cmd = self._commanded.get(self._F_echo)
+            if cmd is None and self._X_hist:  # (realtime: the frame's stamp is the link's clock) the latest
+                X = self._X_hist[-1][1]
+                cmd = (X[:3, :3], np.zeros(3), np.zeros(3), np.zeros(3))
+            if cmd is not None:
+                m, c, inertia, g = self._mockup
+                F = F - mockup_load(cmd[0], cmd[1], cmd[2], cmd[3], m, c, inertia, g)
+        if self._tare is not None:
+            if self._engaged_t is None or self._rx_t is None:
+                self._F_contact = np.zeros(6)
+                return False
+            self._tare.append(F)
+            if self._sim_t - self._engaged_t < self._tare_s:
+                self._F_contact = np.zeros(6)
+                return False
+            self.bias = np.mean(self._tare, axis=0)
+            self._tare = None
+        F = F - self.bias
+        if self._filter_gain < 1.0:
+            y = self._F_filtered
+            F = F if y is None else y + self._filter_gain * (F - y)
+            self._F_filtered = F
+        self._F_contact = F
+        return True
 
     def set_coupling(self, periods: dict[str, int]) -> None:
         """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): the three bodies are built only
@@ -554,15 +639,18 @@ class HilBridge:
             "hil/status": {"state": self.safety.state.name, "faults": int(self.safety.faults), "link": link},
         }
 
-    def hold(self, frozen_s: float) -> None:
+    def hold(self, frozen_s: float) -> dict[str, Any] | None:
         """The run is frozen (:mod:`protocol.shell`): keep the rig's link alive, holding, and park it
         once it has been frozen for ``freeze_park_after`` seconds (``sim.freeze_park_after``).
 
         A heartbeat every call (the shell calls every 20 ms) keeps the rig's watchdog quiet
         while it holds its last setpoint; then a PARK ramps it to neutral within its limits.
+        Returns the rig's state as the bridge knows it (``{"rig": "ENGAGED" | "PARKING" | ...}``):
+        the shell hands a change of it to the launcher, which logs it on ``sim/control``
+        (``held``), so a park during a freeze shows in the log.
         """
         if self.link is None or not self.native:
-            return
+            return None
         t_us = None if self.realtime else int(round(self._sim_t * 1e6))
         try:
             if self.safety.state == RigState.ENGAGED and frozen_s >= self.freeze_park_after:
@@ -574,6 +662,7 @@ class HilBridge:
             self.safety.fault(Fault.HOST, f"the link failed while frozen: {err}")
         if self.realtime:
             self._read(wait=False)
+        return {"rig": self.safety.state.name}
 
     def close(self) -> None:
         """Ask an engaged rig to park, close the link and run the ``on_close`` hooks.

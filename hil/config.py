@@ -62,17 +62,45 @@ electric Stewart platform (assumed, not a particular product)::
     length = 1.0                  # m, weights rotation against translation
     lag = 1                       # steps until the fed-back wrench acts on the body: 1 between
                                   # lockstep services (0 if the caller integrates the body itself)
+    gravity = true                # remove the mock-up's weight and inertial load ([hil.mockup]) from the
+                                  # sensed wrench, at the rig pose and acceleration commanded for the reading
+    tare = 0.0                    # s after engaging over which the (compensated) reading is averaged and
+                                  # then subtracted as the sensor's bias (before contact); 0: no taring
+    filter_hz = 0.0               # Hz, first-order low-pass on the sensed wrench (match the sensor's noise
+                                  # and cutoff); 0: none. Its lag is added to the prediction horizon
+
+    [hil.guides]                  # [hil.emulator] contact = "guides": trunnions on the platform against the
+                                  # latch guides' walls, with the law of [contact] (dynamics.contact); an
+                                  # absent key is taken from [contact] (law, surfaces) and [payload] (points_B)
+    points = []                   # trunnions in B (= P), m
+    surfaces = []                 # walls in L (mapped to R by X_RP0): {point, p_LoSo_L, n_L, radius, depth}
+    k = 2.0e5                     # N/m^exponent, exponent, alpha (s/m), mu_s, mu_k, v_stick (m/s)
+
+    [hil.mockup]                  # the docking-interface mock-up on the F/T sensor (both ends know it)
+    mass = 0.0                    # kg
+    com = [0, 0, 0]               # m, its centre of mass from the sensor's origin Po, in P
+    inertia = [0, 0, 0]           # kg·m², principal moments about the CoM along P's axes
+    gravity = 9.81                # m/s², along -z of the rig frame R
 
     [hil.emulator]                # the built-in rig emulator
     delay = 0.0                   # s, one-way transport delay (each direction)
     drop = 0.0                    # probability a byte is dropped (host → rig)
     bit_error = 0.0               # probability a byte gets one bit flipped (host → rig)
+    contact = "plane"             # plane: a spring-damper plane (below) | guides: the docking mock-ups,
+                                  # [hil.guides]
     stiffness = 2.0e5             # N/m, contact spring between the docking halves
     damping = 0.0                 # N·s/m
     plane_normal = [0, 0, 1]      # in R, pointing into the fixed half
     plane_offset = 0.51           # m: the fixed half's face is n·y = offset (in R)
     probe_radius = 0.0            # m: contact points on the platform (0: its origin only)
     bandwidth = 0.0               # Hz actuator servo bandwidth; 0: ideal within the limits
+    ft_rate = 0.0                 # Hz, the F/T sensor's own sample rate; 0: an ideal sensor, read with each
+                                  # telemetry frame (no mock-up load, noise, bias or filter)
+    ft_cutoff = 0.0               # Hz, the sensor's internal first-order low-pass; 0: none
+    ft_noise = [0.0, 0.0]         # N, N·m: standard deviation of each force and torque component
+    ft_bias = [0, 0, 0, 0, 0, 0]  # [τ; f] N·m, N: offset at power-up
+    ft_drift = [0, 0, 0, 0, 0, 0] # [τ; f] N·m/s, N/s: the offset's drift
+    ft_range = [0.0, 0.0]         # N, N·m: each component saturates there; 0: no limit
     hard_limits = 1.5             # actuator speed/acceleration limits over the host's soft limits
     rate = 500.0                  # Hz internal step
     seed = 0
@@ -135,17 +163,28 @@ DEFAULTS: dict[str, Any] = {
     "servo": {"component": [0, 1, 2], "scale": [1.0, 1.0, 1.0], "offset": [0.0, 0.0, 0.0]},
     "limits": {"lo": 0.40, "hi": 0.70, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
     "map": {"neutral": [0.0] * 6, "scale": 1.0, "rot_scale": 1.0, "axis_map": ["x", "y", "z"]},
-    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0, "length": 1.0, "lag": 1},
+    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0, "length": 1.0, "lag": 1,
+                     "gravity": True, "tare": 0.0, "filter_hz": 0.0},
+    "guides": {"points": [], "surfaces": [], "k": 2.0e5, "exponent": 1.0, "alpha": 0.5, "mu_s": 0.3, "mu_k": 0.2,
+               "v_stick": 0.002},
+    "mockup": {"mass": 0.0, "com": [0.0, 0.0, 0.0], "inertia": [0.0, 0.0, 0.0], "gravity": 9.81},
     "emulator": {
         "delay": 0.0,
         "drop": 0.0,
         "bit_error": 0.0,
+        "contact": "plane",
         "stiffness": 2.0e5,
         "damping": 0.0,
         "plane_normal": [0.0, 0.0, 1.0],
         "plane_offset": 0.51,
         "probe_radius": 0.0,
         "bandwidth": 0.0,
+        "ft_rate": 0.0,
+        "ft_cutoff": 0.0,
+        "ft_noise": [0.0, 0.0],
+        "ft_bias": [0.0] * 6,
+        "ft_drift": [0.0] * 6,
+        "ft_range": [0.0, 0.0],
         "hard_limits": 1.5,
         "rate": 500.0,
         "seed": 0,
@@ -167,10 +206,17 @@ _KINDS: dict[str, Any] = {
     "limits": dict.fromkeys(DEFAULTS["limits"], (int, float, list)),  # per axis: a number or one per axis
     "map": {"neutral": ("vec", 6), "scale": _N, "rot_scale": _N, "axis_map": "list"},
     "compensation": {"predict": bool, "passivity": bool, "restitution_max": ("range", 0.0, 1.0),
-                     "length": "positive", "lag": ("int", 0, 2)},
-    "emulator": {"delay": _N, "drop": _N, "bit_error": _N, "stiffness": "positive", "damping": "nonnegative",
+                     "length": "positive", "lag": ("int", 0, 2), "gravity": bool, "tare": "nonnegative",
+                     "filter_hz": "nonnegative"},
+    "guides": {"points": "list", "surfaces": "list", "k": "positive", "exponent": ("range", 1.0, _INF),
+               "alpha": "nonnegative", "mu_s": "nonnegative", "mu_k": "nonnegative", "v_stick": "positive"},
+    "mockup": {"mass": "nonnegative", "com": ("vec", 3), "inertia": ("vec", 3), "gravity": "nonnegative"},
+    "emulator": {"delay": _N, "drop": _N, "bit_error": _N, "contact": ("plane", "guides"), "stiffness": "positive",
+                 "damping": "nonnegative",
                  "plane_normal": ("vec", 3), "plane_offset": _N, "probe_radius": "nonnegative",
-                 "bandwidth": "nonnegative", "hard_limits": ("range", 1.0, _INF), "rate": "positive", "seed": int,
+                 "bandwidth": "nonnegative", "ft_rate": "nonnegative", "ft_cutoff": "nonnegative",
+                 "ft_noise": ("vec", 2), "ft_bias": ("vec", 6), "ft_drift": ("vec", 6), "ft_range": ("vec", 2),
+                 "hard_limits": ("range", 1.0, _INF), "rate": "positive", "seed": int,
                  "rt_priority": ("int", 0, 99), "stats": str},
 }
 
@@ -217,6 +263,11 @@ class HilConfig:
         return self.table["emulator"]
 
     @property
+    def mockup(self) -> dict[str, Any]:
+        """The ``[hil.mockup]`` table."""
+        return self.table["mockup"]
+
+    @property
     def compensation(self) -> dict[str, Any]:
         """The ``[hil.compensation]`` table."""
         return self.table["compensation"]
@@ -242,6 +293,9 @@ def _pose6(value: Any, name: str, problems: list[str]) -> np.ndarray:
 
 #: Keys of ``[hil]`` that, when absent, are taken from another table of the configuration.
 FRAME_SOURCES = {"X_OL": "orbiter", "X_TB": "payload"}
+#: Keys of ``[hil.guides]`` that, when absent, are taken from ``[contact]`` (``points``: ``[payload] points_B``).
+GUIDE_SOURCES = {"points": ("payload", "points_B"), "surfaces": ("contact", "surfaces"),
+                 **{k: ("contact", k) for k in ("k", "exponent", "alpha", "mu_s", "mu_k", "v_stick")}}
 
 
 def hil_table(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -249,14 +303,56 @@ def hil_table(config: Mapping[str, Any]) -> dict[str, Any]:
 
     ``X_OL`` (the latch in the orbiter body) and ``X_TB`` (the berthing interface in the
     payload body) are the frames ``[orbiter]`` and ``[payload]`` already define; where
-    ``[hil]`` leaves one out it is taken from there. A value given in ``[hil]`` wins.
+    ``[hil]`` leaves one out it is taken from there. A value given in ``[hil]`` wins. So, with
+    ``[hil.emulator] contact = "guides"``, are the mock-ups' law and geometry (:data:`GUIDE_SOURCES`):
+    the rig's contact is the simulated one.
     """
     out = dict(config.get("hil", {}) or {})
     for key, source in FRAME_SOURCES.items():
         other = config.get(source, {})
         if key not in out and isinstance(other, Mapping) and key in other:
             out[key] = other[key]
+    em = out.get("emulator", {})
+    if isinstance(em, Mapping) and em.get("contact") == "guides":
+        guides = dict(out.get("guides", {}) or {})
+        for key, (table, name) in GUIDE_SOURCES.items():
+            other = config.get(table, {})
+            if key not in guides and isinstance(other, Mapping) and name in other:
+                guides[key] = other[name]
+        out["guides"] = guides
     return out
+
+
+SURFACE_KEYS = ("point", "p_LoSo_L", "n_L", "radius", "depth")
+
+
+def _check_guides(t: Mapping[str, Any], problems: list[str]) -> None:
+    """``[hil.guides]`` when the emulator's contact is the mock-ups': points, walls (each naming a point), the law,
+    and a map that keeps lengths (the law's penetrations would scale)."""
+    if t["emulator"]["contact"] != "guides":
+        return
+    g = t["guides"]
+    pts = g["points"]
+    if not pts or not all(isinstance(p, list) and len(p) == 3 and all(isinstance(x, (int, float)) for x in p)
+                          for p in pts):
+        problems.append(f"hil.guides.points: expected a list of [x, y, z] trunnion points (m), got {pts!r}")
+        return
+    if not g["surfaces"]:
+        problems.append("hil.guides.surfaces: expected the guides' walls, got none")
+    for i, w in enumerate(g["surfaces"]):
+        if not isinstance(w, Mapping) or set(w) - {"point", "p_LoSo_L", "n_L", "radius", "depth"} \
+                or not {"point", "p_LoSo_L", "n_L"} <= set(w):
+            problems.append(f"hil.guides.surfaces[{i}]: expected {{point, p_LoSo_L, n_L, radius, depth}}, got {w!r}")
+        elif not (isinstance(w["point"], int) and 0 <= w["point"] < len(pts)):
+            problems.append(f"hil.guides.surfaces[{i}].point: expected an index into hil.guides.points "
+                            f"(0..{len(pts) - 1}), got {w['point']!r}")
+        elif not np.linalg.norm(np.asarray(w["n_L"], dtype=np.float64)) > 1e-9:
+            problems.append(f"hil.guides.surfaces[{i}].n_L: zero normal {w['n_L']!r}")
+    if g["mu_s"] < g["mu_k"]:
+        problems.append(f"hil.guides.mu_s: must be >= mu_k ({g['mu_k']!r}), got {g['mu_s']!r}")
+    if t["map"]["scale"] != 1.0 or t["map"]["rot_scale"] != 1.0:
+        problems.append(f"hil.map.scale: the guides' mock-ups are full size: scale and rot_scale must be 1, got "
+                        f"{t['map']['scale']!r} and {t['map']['rot_scale']!r}")
 
 
 def parse(table: Mapping[str, Any] | None) -> HilConfig:
@@ -284,6 +380,12 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
             problems.append(f"hil.emulator.{key}: probability must be in [0, 1), got {em[key]!r}")
     if (bad := check_seconds(em["delay"], "hil.emulator.delay")):
         problems.append(bad)
+    for key in ("ft_noise", "ft_range"):
+        if min(em[key]) < 0.0:
+            problems.append(f"hil.emulator.{key}: expected two numbers >= 0, got {em[key]!r}")
+    _check_guides(t, problems)
+    if min(t["mockup"]["inertia"]) < 0.0:
+        problems.append(f"hil.mockup.inertia: expected three moments >= 0, got {t['mockup']['inertia']!r}")
     if not np.isclose(np.linalg.norm(em["plane_normal"]), 1.0, atol=1e-6):
         problems.append(f"hil.emulator.plane_normal: expected a unit 3-vector, got {em['plane_normal']!r}")
 

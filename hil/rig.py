@@ -8,9 +8,15 @@ realtime loop over a port, the lockstep port, the emulator process).
   stroke, speed and acceleration limits (ideal within the limits, or a critically damped
   servo of given bandwidth); the ramp to neutral on a fault; the step gate on setpoints;
   a force/torque sensor on a contact spring–damper between the platform and a fixed plane
-  (the other docking half).
+  (the other docking half), or between the docking mock-ups.
 - :class:`ContactPlane` — that contact: spring–dampers between probe points on the
   platform and the plane.
+- :class:`ContactGuides` — the docking interface's mock-ups: the trunnions on the platform
+  against the latch guides' walls on the fixed half, with the law and geometry of
+  ``[contact]`` (:func:`dynamics.contact.point_plane_rows`, the contact service's own law).
+- :class:`ForceTorqueSensor` — a 6-axis F/T sensor: its own sample rate, a first-order
+  low-pass, noise, bias and drift, range; it reads the contact on the mock-up plus the
+  mock-up's weight and inertial load (:func:`mockup_load`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from dynamics import contact as dc
 from dynamics.spatial import quat_to_rotation, rotation_to_quat
 from errors import NoSolutionError
 from hil.config import HilConfig
@@ -49,7 +56,7 @@ from hil.framing import (
 from hil.safety import ramp_step, rate_limit_rows, transition
 from hil.stewart import RigLimits, StewartRig, pose
 
-__all__ = ["ContactPlane", "RigCore"]
+__all__ = ["ContactPlane", "ContactGuides", "ForceTorqueSensor", "RigCore", "mockup_load"]
 
 Array = NDArray[np.float64]
 
@@ -111,6 +118,159 @@ class ContactPlane:
         return np.concatenate([R_RP.T @ np.array([tx, ty, tz]), R_RP.T @ (-f_n * self.normal)])
 
 
+@dataclass(frozen=True)
+class ContactGuides:
+    """The docking interface's mock-ups: trunnions on the platform, latch guide walls on the fixed half.
+
+    Each trunnion point (in P) is tested against each of its guide's walls (in R) with
+    :func:`dynamics.contact.point_plane_rows`: Hunt–Crossley normal force and regularised Coulomb
+    friction, bounded by the wall's footprint radius and catch depth — the contact service's law
+    (``[contact]`` k, exponent, alpha, mu_s, mu_k, v_stick; ``surfaces``; ``[payload] points_B``), so
+    that the rig's contact is the simulated one (:func:`hil.config.hil_table` fills ``[hil.guides]``
+    from those tables). The fixed half is at rest in R.
+
+    Attributes
+    ----------
+    law : dynamics.contact.ContactLaw
+    points_P : tuple of (x, y, z)
+        Trunnion points in P [m].
+    walls : tuple of (point, (sx, sy, sz), (nx, ny, nz), radius, depth)
+        Per wall: the trunnion's index, a point of the wall and its unit normal (out of the fixed
+        half, toward the platform) in R, footprint radius and catch depth [m].
+    """
+
+    law: dc.ContactLaw
+    points_P: tuple[tuple[float, float, float], ...]
+    walls: tuple[tuple[int, tuple[float, float, float], tuple[float, float, float], float, float], ...]
+
+    def wrench(self, R_RP: Array, p_RoPo_R: Array, V_RP_R: Array) -> Array:
+        """Contact wrench on the platform at Po, expressed in P, [τ; f] (6,), as :meth:`ContactPlane.wrench`."""
+        R = R_RP.tolist()
+        px, py, pz = p_RoPo_R.tolist()
+        wx, wy, wz, vx, vy, vz = V_RP_R.tolist()
+        tx = ty = tz = fx = fy = fz = 0.0
+        for i, (sx, sy, sz), (nx, ny, nz), radius, depth in self.walls:
+            bx, by, bz = self.points_P[i]
+            rx = R[0][0] * bx + R[0][1] * by + R[0][2] * bz  # Po → trunnion, in R
+            ry = R[1][0] * bx + R[1][1] * by + R[1][2] * bz
+            rz = R[2][0] * bx + R[2][1] * by + R[2][2] * bz
+            ux, uy, uz = vx + wy * rz - wz * ry, vy + wz * rx - wx * rz, vz + wx * ry - wy * rx
+            on, _, _, gx, gy, gz, _ = dc.point_plane_rows(px + rx - sx, py + ry - sy, pz + rz - sz, ux, uy, uz,
+                                                          nx, ny, nz, self.law, radius, depth)
+            if on:
+                fx, fy, fz = fx + gx, fy + gy, fz + gz
+                tx, ty, tz = tx + ry * gz - rz * gy, ty + rz * gx - rx * gz, tz + rx * gy - ry * gx
+        if not (fx or fy or fz):
+            return np.zeros(6)
+        return np.concatenate([R_RP.T @ np.array([tx, ty, tz]), R_RP.T @ np.array([fx, fy, fz])])
+
+
+def guides_of(cfg: HilConfig) -> ContactGuides:
+    """The mock-ups of ``[hil.guides]`` on the rig: trunnions ``P = M B``, walls ``R = X_RP0 (M L)`` (the pose
+    map's neutral and axis map; its scales are 1, :func:`hil.config.parse` checks it)."""
+    g = cfg.table["guides"]
+    M, X0 = cfg.pose_map.M, cfg.pose_map.X_RP0
+    law = dc.ContactLaw(float(g["k"]), float(g["exponent"]), float(g["alpha"]), float(g["mu_s"]), float(g["mu_k"]),
+                        float(g["v_stick"]))
+    pts = tuple(tuple((M @ np.asarray(p, dtype=np.float64)).tolist()) for p in g["points"])
+    walls = []
+    for w in g["surfaces"]:
+        n = M @ np.asarray(w["n_L"], dtype=np.float64)
+        p_R = X0[:3, :3] @ (M @ np.asarray(w["p_LoSo_L"], dtype=np.float64)) + X0[:3, 3]
+        walls.append((int(w["point"]), tuple(p_R.tolist()), tuple((X0[:3, :3] @ n / np.linalg.norm(n)).tolist()),
+                      float(w.get("radius", np.inf)), float(w.get("depth", np.inf))))
+    return ContactGuides(law, pts, tuple(walls))
+
+
+def mockup_load(R_RP: Array, a_RPo_R: Array, w_RP_R: Array, wdot_RP_R: Array, mass: float, com_P: Array,
+                inertia_P: Array, gravity: float) -> Array:
+    """What the mock-up's own mass puts on the F/T sensor: its weight less its inertial load.
+
+    The sensor between the platform (at Po) and the mock-up reads the wrench the mock-up
+    exerts on it, ``contact + weight − d/dt(momentum)``; this is the part that is not contact
+    (Newton–Euler about the mock-up's CoM C, moved to Po).
+
+    Parameters
+    ----------
+    R_RP : ndarray, shape (3, 3)
+    a_RPo_R, w_RP_R, wdot_RP_R : ndarray, shape (3,)
+        The platform's acceleration at Po, angular velocity and acceleration, in R. [m/s², rad/s, rad/s²]
+    mass : float
+        [kg]
+    com_P : ndarray, shape (3,)
+        C from Po, in P. [m]
+    inertia_P : ndarray, shape (3,)
+        Principal moments about C along P's axes. [kg·m²]
+    gravity : float
+        Along −z of R. [m/s²]
+
+    Returns
+    -------
+    ndarray, shape (6,)
+        [τ; f] at Po, in P. [N·m, N]
+    """
+    if mass == 0.0:
+        return np.zeros(6)
+    w_P, wd_P = R_RP.T @ w_RP_R, R_RP.T @ wdot_RP_R
+    a_C_P = R_RP.T @ a_RPo_R + np.cross(wd_P, com_P) + np.cross(w_P, np.cross(w_P, com_P))
+    f = mass * (R_RP.T @ np.array([0.0, 0.0, -gravity]) - a_C_P)
+    tau = np.cross(com_P, f) - (inertia_P * wd_P + np.cross(w_P, inertia_P * w_P))
+    return np.concatenate([tau, f])
+
+
+class ForceTorqueSensor:
+    """A 6-axis force/torque sensor: sampled at its own rate, low-pass filtered, with noise, bias, drift and range.
+
+    Each sample (every ``1 / rate`` s of rig time) passes the wrench through a first-order
+    low-pass of cutoff ``cutoff`` (discretised exactly for the sample period), adds the bias
+    ``bias + drift · t`` and white Gaussian noise (``noise``: force and torque standard
+    deviations), and saturates each component at the range. The reading is held between
+    samples. The generator is seeded (``[hil.emulator] seed``): runs are repeatable.
+
+    Parameters
+    ----------
+    rate, cutoff : float
+        [Hz] (cutoff 0: no filter).
+    noise, full_range : (float, float)
+        Force [N] and torque [N·m] (range 0: none).
+    bias, drift : array_like, shape (6,)
+        [τ; f] [N·m, N] and per second.
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, rate: float, cutoff: float, noise: tuple[float, float], bias: Array, drift: Array,
+                 full_range: tuple[float, float], rng: np.random.Generator) -> None:
+        self.period = 1.0 / rate
+        self.gain = 1.0 - np.exp(-2.0 * np.pi * cutoff * self.period) if cutoff > 0 else 1.0
+        f_noise, t_noise = noise
+        self.sigma = np.array([t_noise] * 3 + [f_noise] * 3)
+        self.bias = np.asarray(bias, dtype=np.float64)
+        self.drift = np.asarray(drift, dtype=np.float64)
+        f_max, t_max = full_range
+        self.limit = np.array([t_max or np.inf] * 3 + [f_max or np.inf] * 3)
+        self.rng = rng
+        self.state: Array | None = None  # the filter's state
+        self.reading = self.bias.copy()
+        self.next_t = 0.0
+        self.saturated = 0  # samples with a component at the range
+
+    def sample(self, t: float, wrench: Array) -> None:
+        """Take one sample of the true ``wrench`` [τ; f] at rig time ``t`` [s]."""
+        y = wrench.copy() if self.state is None else self.state + self.gain * (wrench - self.state)
+        self.state = y
+        out = y + self.bias + self.drift * t + self.sigma * self.rng.standard_normal(6)
+        clipped = np.clip(out, -self.limit, self.limit)
+        self.saturated += int(np.any(clipped != out))
+        self.reading = clipped
+        self.next_t = t + self.period
+
+    @property
+    def lag(self) -> float:
+        """The sensor's delay at low frequency: its filter's time constant plus half a sample. [s]"""
+        tc = -self.period / np.log(1.0 - self.gain) if self.gain < 1.0 else 0.0
+        return float(tc + 0.5 * self.period)
+
+
 class RigCore:
     """The rig: firmware state machine, actuators and the force/torque sensor.
 
@@ -143,8 +303,21 @@ class RigCore:
         rad = float(em["probe_radius"])
         probes = np.zeros((1, 3)) if rad == 0 else rad * np.array(
             [[np.cos(a), np.sin(a), 0.0] for a in np.radians([0.0, 120.0, 240.0])])
-        self.contact = ContactPlane(np.asarray(em["plane_normal"], dtype=np.float64), float(em["plane_offset"]),
-                                    float(em["stiffness"]), float(em["damping"]), probes)
+        self.contact: ContactPlane | ContactGuides = ContactPlane(
+            np.asarray(em["plane_normal"], dtype=np.float64), float(em["plane_offset"]), float(em["stiffness"]),
+            float(em["damping"]), probes)
+        if em["contact"] == "guides":
+            self.contact = guides_of(cfg)
+        mk = cfg.mockup
+        self.mockup = (float(mk["mass"]), np.asarray(mk["com"], dtype=np.float64),
+                       np.asarray(mk["inertia"], dtype=np.float64), float(mk["gravity"]))
+        self.ft: ForceTorqueSensor | None = None
+        if float(em["ft_rate"]) > 0:
+            self.ft = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), tuple(em["ft_noise"]),
+                                        np.asarray(em["ft_bias"], dtype=np.float64),
+                                        np.asarray(em["ft_drift"], dtype=np.float64), tuple(em["ft_range"]),
+                                        np.random.default_rng([int(em["seed"]), 1]))
+        self._ft_pose: tuple[Array, Array, Array, float] | None = None  # (q, p, V, t) of its last sample
         self.neutral_axes = self.rig.inverse(self.rig.neutral)
         self.state = RigState.IDLE
         self.faults = Fault.NONE
@@ -371,6 +544,34 @@ class RigCore:
             self.v[:] = 0.0
             self.a[:] = 0.0
         self.t = t
+        if self.ft is not None and t >= self.ft.next_t - 1e-12:
+            self._sample_ft(t)
+
+    def _sample_ft(self, t: float) -> None:
+        """One sample of the F/T sensor: the platform's pose and twist (forward kinematics), its
+        acceleration (the twist's change since the last sample), the contact on the mock-up plus the
+        mock-up's weight and inertial load."""
+        assert self.ft is not None
+        if self._ft_pose is None:
+            q, p, V, t0 = self.q, self.p, np.zeros(6), t - self.ft.period
+        else:
+            q, p, V, t0 = self._ft_pose
+        try:
+            if isinstance(self.rig, StewartRig):
+                q1, p1, _, V1 = self.rig.newton(self.x, q, p, self.v)
+                V1 = np.zeros(6) if V1 is None else V1
+            else:
+                X, _ = self.rig.forward(self.x)
+                q1, p1, V1 = rotation_to_quat(X[:3, :3]), X[:3, 3], np.zeros(6)
+        except NoSolutionError:
+            self._fault(Fault.LIMIT)
+            return
+        R = quat_to_rotation(q1)
+        dV = (V1 - V) / max(t - t0, 1e-9)
+        m, c, inertia, g = self.mockup
+        W = self.contact.wrench(R, p1, V1) + mockup_load(R, dV[3:], V1[:3], dV[:3], m, c, inertia, g)
+        self.ft.sample(t, W)
+        self._ft_pose = (q1, p1, V1, t)
 
     @property
     def at_rest(self) -> bool:
@@ -387,6 +588,8 @@ class RigCore:
         own), so reading it only when telemetry is made loses nothing.
         """
         x = self.x.tolist()
+        if self.ft is not None:  # the sensor's held reading; the pose as the ideal path below
+            self.F = self.ft.reading
         if x == self._sensed_x and not any(self.v.tolist()):
             return  # unchanged and at rest
         self._sensed_x = x
@@ -403,4 +606,5 @@ class RigCore:
             self.V = np.zeros(6)
         R = quat_to_rotation(q)
         self.q, self.p = q, p
-        self.F = self.contact.wrench(R, p, self.V)
+        if self.ft is None:
+            self.F = self.contact.wrench(R, p, self.V)
