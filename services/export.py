@@ -42,6 +42,9 @@ from protocol.messages import TopicSchema
 __all__ = ["FORMATS", "add_arguments", "export", "field_columns", "main", "topic_table", "topic_tables"]
 
 FORMATS = ("parquet", "csv")
+MCAP_FORMATS = {"foxglove": ("services.export_foxglove", "export_foxglove"),
+                "ros2": ("services.export_ros2", "export_ros2")}
+"""``--format`` values that write one companion MCAP for the field's viewers (module, function)."""
 
 _EXACT_UNITS = {"q": "rad", "qd": "rad_s", "qd_cmd": "rad_s", "qdd": "rad_s2", "tau": "Nm", "legs": "m",
                 "x": "m", "v": "m_s", "F": "N", "mass": "kg"}
@@ -225,15 +228,20 @@ def export(log_path: str | Path, fmt: str, out_dir: str | Path | None = None,
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``launch.py export``."""
     p.add_argument("log", help="MCAP log")
-    p.add_argument("--format", default="parquet", choices=FORMATS)
+    p.add_argument("--format", default="parquet", choices=(*FORMATS, *MCAP_FORMATS),
+                   help="parquet, csv: one table per topic; foxglove, ros2: one MCAP for Foxglove/Lichtblick/"
+                        "PlotJuggler or ROS 2 (docs/field_tools.md)")
     p.add_argument("--topics", help="comma-separated topic patterns (default: every topic)")
-    p.add_argument("--out", help="output directory (default: <LOG stem>_export)")
+    p.add_argument("--out", help="output directory (default: <LOG stem>_export); foxglove, ros2: output file "
+                                 "(default: <LOG stem>.<format>.mcap beside the log)")
 
 
 def main(a: argparse.Namespace) -> int:
     """``launch.py export``: 0 written (a JSON line with files and rows/s), 2 bad input (one line)."""
     pats = [s.strip() for s in a.topics.split(",") if s.strip()] if a.topics else None
     t0 = time.perf_counter()
+    if a.format in MCAP_FORMATS:
+        return _main_mcap(a, pats, t0)
     try:
         written = export(a.log, a.format, a.out, pats, note=sys.stderr)
     except (LogError, ConfigError) as err:
@@ -243,4 +251,19 @@ def main(a: argparse.Namespace) -> int:
     rows = sum(n for _, n in written.values())
     print(json.dumps({"event": "export", "format": a.format, "rows": rows, "rows_per_s": rows / dt if dt else None,
                       "files": {t: str(p) for t, (p, _) in written.items()}}))
+    return 0
+
+
+def _main_mcap(a: argparse.Namespace, pats: list[str] | None, t0: float) -> int:
+    """``--format foxglove|ros2``: one JSON line (file, channels, messages, seconds) or one error line, code 2."""
+    import importlib
+
+    module, function = MCAP_FORMATS[a.format]
+    try:
+        out = getattr(importlib.import_module(module), function)(a.log, a.out, pats)
+    except (LogError, ConfigError) as err:
+        print(f"berthsim export: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(json.dumps({"event": "export", "format": a.format, "file": str(out["path"]), "messages": out["messages"],
+                      "seconds": round(time.perf_counter() - t0, 3), "channels": out["channels"]}))
     return 0

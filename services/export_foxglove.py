@@ -47,12 +47,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from errors import ConfigError, LogError
-from protocol.logfile import LogFile, open_log, read_topics, schema_from_json, select_topics
+from errors import ConfigError
+from protocol.logfile import open_log, read_topics, schema_from_json, select_topics
 from protocol.messages import TopicSchema
 from services.export_scene import Scene, Transform, scene_of, transforms, xyzw
 
-__all__ = ["ARROW_M_PER_N", "PLOT_PACKAGE", "STATE_TOPICS", "berthsim_topics", "export_foxglove", "output_path",
+__all__ = ["ARROW_M_PER_N", "PLOT_PACKAGE", "STATE_TOPICS", "export_foxglove", "output_path",
            "plot_channel", "plot_type"]
 
 PLOT_PACKAGE = "berthsim.plot"
@@ -80,19 +80,6 @@ def output_path(log_path: str | Path, out: str | Path | None, suffix: str) -> Pa
     if path.resolve() == log_path.resolve():
         raise ConfigError(f"--out: {str(path)!r} is the log itself; the export never overwrites its log")
     return path
-
-
-def berthsim_topics(log: LogFile) -> list[str]:
-    """The log's topics that carry berthsim messages (a schema :func:`protocol.logfile.schema_from_json` reads);
-    other channels (a foreign recorder's) are left out of the exports."""
-    out = []
-    for topic in sorted(log.topics):
-        try:
-            schema_from_json(log.schema_data.get(topic, b""))
-        except LogError:
-            continue
-        out.append(topic)
-    return out
 
 
 def plot_channel(topic: str, sender: str) -> str:
@@ -387,7 +374,7 @@ def export_foxglove(log_path: str | Path, out: str | Path | None = None,
 
     path = output_path(log_path, out, ".foxglove.mcap")
     with open_log(log_path) as log:
-        ours = berthsim_topics(log)
+        ours = sorted(log.topics)  # berthsim's channels (a foreign recorder's are left out by open_log)
         plotted = select_topics(ours, list(topics)) if topics else ours
         wanted = sorted(set(plotted) | (set(STATE_TOPICS) | set(_EXTRA)) & set(ours))
         arrays = read_topics(log, wanted)

@@ -55,7 +55,7 @@ from dynamics.rms import JOINT_NAMES
 from errors import ConfigError
 from protocol.logfile import open_log, read_topics, schema_from_json, select_topics
 from protocol.messages import TopicSchema
-from services.export_foxglove import STATE_TOPICS, berthsim_topics, output_path, plot_channel
+from services.export_foxglove import STATE_TOPICS, output_path, plot_channel
 from services.export_scene import Transform, scene_of, transforms, xyzw
 
 __all__ = ["MSG_PACKAGE", "QOS", "QOS_STATIC", "STANDARD", "export_ros2", "msg_definition", "ros2_name"]
@@ -325,7 +325,7 @@ def export_ros2(log_path: str | Path, out: str | Path | None = None,
 
     path = output_path(log_path, out, ".ros2.mcap")
     with open_log(log_path) as log:
-        ours = berthsim_topics(log)
+        ours = sorted(log.topics)  # berthsim's channels (a foreign recorder's are left out by open_log)
         chosen = select_topics(ours, list(topics)) if topics else ours
         arrays = read_topics(log, sorted(set(chosen) | set(STATE_TOPICS) & set(ours)))
         schemas = {t: schema_from_json(log.schema_data[t]) for t in chosen}
