@@ -25,7 +25,7 @@ from dynamics import closed_chain as cc
 from dynamics import spatial as sp
 from dynamics.beam import BeamLink
 from dynamics.spatial import pose
-from dynamics.urdf import _merge, _transform, chain_from_urdf  # mass-property algebra of the URDF reader
+from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, ModelError, SingularityError
 
 __all__ = [
@@ -399,7 +399,8 @@ def with_flexible_booms(model: ch.ChainModel, booms: tuple[BeamLink, BeamLink]) 
         mass[b], com[b], inertia[b] = mr, cr, Ir
     rigid = ch.chain_from_table(model.names, model.parent, model.joint_type, model.X_PJ, model.axis_J, mass, com,
                                 inertia, q_lower=model.q_lower, q_upper=model.q_upper, qd_max=model.qd_max,
-                                tau_max=model.tau_max, joint_names=model.joint_names)
+                                tau_max=model.tau_max, joint_names=model.joint_names,
+                                fixed_frames=model.fixed_frames)
     return ch.with_beams(rigid, dict(zip(bodies, booms, strict=True)), keep_rigid_inertia=True)
 
 
@@ -466,13 +467,13 @@ def srms_holding_payload(
     X_BT = X_EE @ sp.pose_inverse(X_TG_)                           # T in B7 (E = G)
     I_T = np.asarray(payload_inertia_T, dtype=np.float64)
     I_T = np.diag(I_T) if I_T.shape == (3,) else I_T
-    m, c, I = _merge((float(m0.mass[e]), m0.p_BoBcm_B[e], m0.I_Bcm_B[e]),
-                     _transform((float(payload_mass), np.zeros(3), I_T), X_BT))
+    m, c, I = ch.merge_mass_properties((float(m0.mass[e]), m0.p_BoBcm_B[e], m0.I_Bcm_B[e]),
+                                       ch.transform_mass_properties((float(payload_mass), np.zeros(3), I_T), X_BT))
     mass, com, inertia = np.array(m0.mass), np.array(m0.p_BoBcm_B), np.array(m0.I_Bcm_B)
     mass[e], com[e], inertia[e] = m, c, 0.5 * (I + I.T)
     model = ch.chain_from_table(m0.names, m0.parent, m0.joint_type, m0.X_PJ, m0.axis_J, mass, com, inertia,
                                 q_lower=m0.q_lower, q_upper=m0.q_upper, qd_max=m0.qd_max, tau_max=m0.tau_max,
-                                joint_names=m0.joint_names)
+                                joint_names=m0.joint_names, fixed_frames=m0.fixed_frames)
     if booms is not None:
         model = with_flexible_booms(model, booms)
     # the payload frame T, fixed in B7, must sit at X_ST = X_SO X_OT: a loop to the base

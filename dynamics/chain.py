@@ -26,6 +26,13 @@ beams (:mod:`dynamics.beam`); q and v then end with their ``ne`` elastic coordin
 :mod:`dynamics.flexible` (Cyril et al. 1998, seed 002 §2; Quiocho et al., seed 004).
 
 Each body b ≥ 1 hangs on one joint (revolute or prismatic) from ``parent[b] < b``.
+Fixed joints (a body welded to its parent: a rigid tip, a grappled payload, URDF
+``fixed``) are merged when the model is built (:func:`chain_from_table`,
+:func:`chain_from_rows`, :mod:`dynamics.urdf`): the welded body's mass properties are
+added to the moving body it is welded to (:func:`merge_mass_properties`), its children
+re-attached with the composed placement, and its frame kept in
+:attr:`ChainModel.fixed_frames` (:func:`fixed_frame`). The algorithms see moving bodies
+only (as Pinocchio's ``appendBodyToJoint``).
 Its joint frame J is fixed in the parent at ``X_PJ[b]`` for zero joint value, and the
 body frame coincides with the joint frame moved by the joint:
 ``X_WB[b] = X_WB[parent] @ X_PJ[b] @ X_JB(θ_b)``, with ``X_JB`` a rotation by θ about
@@ -73,6 +80,10 @@ from errors import ConfigError, ModelError, ShapeError, SingularityError
 __all__ = [
     "ChainModel",
     "ChainData",
+    "FixedFrame",
+    "fixed_frame",
+    "merge_mass_properties",
+    "transform_mass_properties",
     "chain_from_table",
     "chain_from_rows",
     "pose_xyz_rpy",
@@ -109,6 +120,7 @@ Array = NDArray[np.float64]
 BASE_TYPES = ("free", "fixed_base")
 _I3 = np.eye(3)
 JOINT_TYPES = ("revolute", "prismatic")
+FIXED = "fixed"
 
 
 def _skew_rows(a: Array) -> Array:
@@ -186,6 +198,32 @@ def check_inertia(I: Array, body: str, *, rtol: float = 1e-9) -> None:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class FixedFrame:
+    """A body welded to a moving body by a fixed joint, merged into it (module docstring).
+
+    Attributes
+    ----------
+    name : str
+        The welded body's name.
+    body : int
+        The moving body it is merged into (its index in the model).
+    X_BF : ndarray, shape (4, 4)
+        Its frame F in that body's frame B (read-only).
+    """
+
+    name: str
+    body: int
+    X_BF: Array
+
+    def __post_init__(self) -> None:
+        X = np.array(self.X_BF, dtype=np.float64)
+        if X.shape != (4, 4):
+            raise ShapeError(f"FixedFrame {self.name!r}: X_BF must be (4, 4), got {X.shape}")
+        X.setflags(write=False)
+        object.__setattr__(self, "X_BF", X)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ChainModel:
     """A tree of rigid bodies, base first; built once, immutable (arrays read-only).
 
@@ -219,6 +257,9 @@ class ChainModel:
         on the beam's tip (:mod:`dynamics.flexible`). Its table mass and inertia are
         then a rigid part added to the beam's and may be zero. ``()``: all rigid.
         With beams, q and v end with the ``ne`` elastic coordinates (:attr:`ne`).
+    fixed_frames : tuple of FixedFrame
+        The bodies welded by fixed joints and merged (:func:`chain_from_table`); not
+        bodies of the model.
 
     Raises
     ------
@@ -247,6 +288,7 @@ class ChainModel:
     tau_max: Array
     joint_names: tuple[str, ...] = ()
     beams: tuple[BeamLink | None, ...] = ()
+    fixed_frames: tuple[FixedFrame, ...] = ()
     # Derived, precomputed in __post_init__ (not part of the constructor).
     flex: _flex.FlexIndex | None = field(init=False, repr=False)
     floating: bool = field(init=False)
@@ -282,8 +324,9 @@ class ChainModel:
             raise ModelError(f"joint_type[0]: {self.joint_type[0]!r} not one of {BASE_TYPES}")
         for b in range(1, nb):
             if self.joint_type[b] not in JOINT_TYPES:
+                hint = " (a fixed joint is merged by chain_from_table)" if self.joint_type[b] == FIXED else ""
                 raise ModelError(
-                    f"body {self.names[b]!r}: joint_type {self.joint_type[b]!r} not one of {JOINT_TYPES}"
+                    f"body {self.names[b]!r}: joint_type {self.joint_type[b]!r} not one of {JOINT_TYPES}{hint}"
                 )
         n = nb - 1
         for name, shape in (
@@ -326,6 +369,10 @@ class ChainModel:
             raise ModelError(
                 f"joint {j}: q_lower {self.q_lower[j]} > q_upper {self.q_upper[j]}"
             )
+        for f in self.fixed_frames:
+            if not isinstance(f, FixedFrame) or not 0 <= f.body < nb:
+                raise ModelError(f"fixed_frames: {f!r} is not a FixedFrame on a body of the chain")
+        object.__setattr__(self, "fixed_frames", tuple(self.fixed_frames))
         if not self.joint_names:
             object.__setattr__(self, "joint_names", tuple(self.names[1:]))
         elif len(self.joint_names) != n:
@@ -476,17 +523,28 @@ def chain_from_table(
     tau_max: ArrayLike | None = None,
     joint_names: Sequence[str] | None = None,
     beams: Sequence[BeamLink | None] | None = None,
+    fixed_frames: Sequence[FixedFrame] = (),
 ) -> ChainModel:
     """Build a :class:`ChainModel` from per-body arrays (a config table).
 
     Joint axes are normalized (a zero axis on a joint raises); missing limits are ±inf.
-    The arguments are those of :class:`ChainModel` (same shapes, units and frames).
+    The arguments are those of :class:`ChainModel` (same shapes, units and frames), and
+    ``joint_type[b]`` may be ``"fixed"`` for b ≥ 1: body b is welded to its parent at
+    ``X_PJ[b]`` (its axis and joint limits are ignored) and merged into the nearest moving
+    ancestor: its mass properties added (:func:`merge_mass_properties`), its children
+    re-attached, its frame kept in ``fixed_frames`` (module docstring). Joint-indexed
+    arguments (limits, ``joint_names``) keep one entry per body b ≥ 1, fixed ones included.
 
     Raises
     ------
     ModelError, ShapeError
-        As :class:`ChainModel`; also for a zero joint axis.
+        As :class:`ChainModel`; also for a zero joint axis, and for a fixed body that is a
+        beam or is welded to a beam link (its tip moves with η: not supported).
     """
+    if any(t == FIXED for t in list(joint_type)[1:]):
+        return _welded(names, parent, joint_type, X_PJ, axis_J, mass, p_BoBcm_B, I_Bcm_B, q_lower=q_lower,
+                       q_upper=q_upper, qd_max=qd_max, tau_max=tau_max, joint_names=joint_names, beams=beams,
+                       fixed_frames=fixed_frames)
     nb = len(names)
     n = nb - 1
     axes = np.array(axis_J, dtype=np.float64)
@@ -521,7 +579,117 @@ def chain_from_table(
         tau_max=lim(tau_max, np.inf, "tau_max"),
         joint_names=tuple(joint_names) if joint_names is not None else (),
         beams=tuple(beams) if beams is not None else (),
+        fixed_frames=tuple(fixed_frames),
     )
+
+
+MassProperties = tuple[float, Array, Array]
+
+
+def merge_mass_properties(a: MassProperties, b: MassProperties) -> MassProperties:
+    """Mass properties of two parts given in the same frame, each ``(m, CoM, inertia about its CoM)``.
+
+    Returns ``(m₁ + m₂, c, I)``: c the joint CoM, I about c by the parallel-axis theorem. [kg, m, kg·m²]
+    Two massless parts give mass 0, CoM 0 and the sum of their inertias.
+    """
+    m1, c1, I1 = a
+    m2, c2, I2 = b
+    m = m1 + m2
+    if m <= 0.0:
+        return 0.0, np.zeros(3), I1 + I2
+    c = (m1 * c1 + m2 * c2) / m
+    out = I1 + I2
+    for mi, ci in ((m1, c1), (m2, c2)):
+        d = ci - c
+        out = out + mi * (float(d @ d) * np.eye(3) - np.outer(d, d))
+    return m, c, out
+
+
+def transform_mass_properties(props: MassProperties, X_AB: Array) -> MassProperties:
+    """Mass properties ``(m, CoM, inertia about the CoM)`` given in frame B, re-expressed in frame A (``X_AB``)."""
+    m, c, I = props
+    R = X_AB[:3, :3]
+    return m, X_AB[:3, 3] + R @ c, R @ I @ R.T
+
+
+def _welded(names: Sequence[str], parent: Sequence[int], joint_type: Sequence[str], X_PJ: ArrayLike,
+            axis_J: ArrayLike, mass: ArrayLike, p_BoBcm_B: ArrayLike, I_Bcm_B: ArrayLike, *,
+            q_lower: ArrayLike | None, q_upper: ArrayLike | None, qd_max: ArrayLike | None,
+            tau_max: ArrayLike | None, joint_names: Sequence[str] | None,
+            beams: Sequence[BeamLink | None] | None, fixed_frames: Sequence[FixedFrame]) -> ChainModel:
+    """:func:`chain_from_table` with the fixed bodies merged into their moving ancestors."""
+    nb = len(names)
+    X = np.asarray(X_PJ, dtype=np.float64)
+    m_all, c_all, I_all = (np.asarray(x, dtype=np.float64) for x in (mass, p_BoBcm_B, I_Bcm_B))
+    ax = np.asarray(axis_J, dtype=np.float64)
+    for name, arr, shape in (("X_PJ", X, (nb, 4, 4)), ("axis_J", ax, (nb, 3)), ("mass", m_all, (nb,)),
+                             ("p_BoBcm_B", c_all, (nb, 3)), ("I_Bcm_B", I_all, (nb, 3, 3))):
+        if arr.shape != shape:
+            raise ShapeError(f"{name}: expected shape {shape}, got {arr.shape}")
+    if len(parent) != nb or len(joint_type) != nb:
+        raise ModelError(f"parent/joint_type: lengths {len(parent)}/{len(joint_type)} != nb = {nb}")
+    bk = list(beams) if beams else [None] * nb
+    keep: list[int] = []
+    anchor: dict[int, tuple[int, Array]] = {}   # body -> (kept body it moves with, its frame in that body)
+    props: list[MassProperties] = []
+    new_parent: list[int] = []
+    new_X: list[Array] = []
+    frames = list(fixed_frames)
+    for b in range(nb):
+        p = int(parent[b])
+        if b and not 0 <= p < b:
+            raise ModelError(f"body {names[b]!r}: parent index {p} must be in [0, {b})")
+        if b == 0 or joint_type[b] != FIXED:
+            if b:
+                a, X_aP = anchor[p]
+                new_parent.append(a)
+                new_X.append(X_aP @ X[b])
+            else:
+                new_parent.append(-1)
+                new_X.append(X[0])
+            anchor[b] = (len(keep), np.eye(4))
+            keep.append(b)
+            props.append((float(m_all[b]), c_all[b], I_all[b]))
+            continue
+        a, X_aP = anchor[p]
+        if bk[b] is not None or bk[keep[a]] is not None:
+            raise ModelError(f"body {names[b]!r}: a fixed joint on or to a beam link is not supported")
+        check_inertia(I_all[b], names[b])
+        if not (np.isfinite(m_all[b]) and m_all[b] >= 0.0):
+            raise ModelError(f"body {names[b]!r}: mass must be >= 0, got {m_all[b]} kg")
+        X_aB = X_aP @ X[b]
+        anchor[b] = (a, X_aB)
+        props[a] = merge_mass_properties(props[a], transform_mass_properties(
+            (float(m_all[b]), c_all[b], I_all[b]), X_aB))
+        frames.append(FixedFrame(str(names[b]), a, X_aB))
+    joints = [b - 1 for b in keep[1:]]
+
+    def per_joint(x: ArrayLike | None) -> Array | None:
+        return None if x is None else np.asarray(x, dtype=np.float64)[joints]
+
+    I_new = np.array([pr[2] for pr in props])
+    return chain_from_table(
+        [names[b] for b in keep], new_parent, [joint_type[b] for b in keep], np.array(new_X), ax[keep],
+        np.array([pr[0] for pr in props]), np.array([pr[1] for pr in props]),
+        0.5 * (I_new + I_new.transpose(0, 2, 1)),
+        q_lower=per_joint(q_lower), q_upper=per_joint(q_upper), qd_max=per_joint(qd_max), tau_max=per_joint(tau_max),
+        joint_names=None if joint_names is None else [joint_names[j] for j in joints],
+        beams=[bk[b] for b in keep] if beams else None, fixed_frames=frames)
+
+
+def fixed_frame(model: ChainModel, name: str) -> FixedFrame:
+    """The frame of the welded body ``name`` (:attr:`ChainModel.fixed_frames`): its pose in W is
+    ``forward_kinematics(...)[f.body] @ f.X_BF``.
+
+    Raises
+    ------
+    ModelError
+        If no body of that name was welded (the welded names are listed).
+    """
+    for f in model.fixed_frames:
+        if f.name == name:
+            return f
+    raise ModelError(f"fixed frame {name!r}: not a welded body (welded: {[f.name for f in model.fixed_frames]})")
 
 
 def pose_xyz_rpy(xyz: ArrayLike, rpy: ArrayLike) -> Array:
@@ -549,7 +717,8 @@ def chain_from_rows(rows: Sequence[dict]) -> ChainModel:
     """Build a :class:`ChainModel` from a config table: one mapping per body, base first.
 
     Keys (TOML ``[[arm.body]]`` entries): ``name``; ``joint`` (``"free"`` or
-    ``"fixed_base"`` for the first row, ``"revolute"`` or ``"prismatic"`` after);
+    ``"fixed_base"`` for the first row, ``"revolute"``, ``"prismatic"`` or ``"fixed"`` after: a
+    fixed body is merged, :func:`chain_from_table`);
     ``parent`` (a body name; default the previous row); ``xyz``, ``rpy`` (joint frame in
     the parent frame at zero joint value, or the fixed base pose in W) [m, rad];
     ``axis`` (joint axis in the joint frame); ``mass`` [kg]; ``com`` (CoM in the body
@@ -576,7 +745,8 @@ def chain_from_rows(rows: Sequence[dict]) -> ChainModel:
     lim["lower"] = np.full(max(nb - 1, 0), -np.inf)
     for i, r in enumerate(rows):
         where = f"body[{i}] {names[i]!r}"
-        missing = [k for k in ("joint", "mass", "inertia") + (("axis",) if i else ()) if k not in r]
+        welded = r.get("joint") == FIXED
+        missing = [k for k in ("joint", "mass", "inertia") + (("axis",) if i and not welded else ()) if k not in r]
         problems += [f"{where}: missing key {k!r}" for k in missing]
         if missing:
             continue
@@ -588,7 +758,7 @@ def chain_from_rows(rows: Sequence[dict]) -> ChainModel:
                     problems.append(f"{where}.parent: {p!r} is not an earlier body")
                     continue
                 parent[i] = index[p]
-                axes[i] = np.asarray(r["axis"], dtype=np.float64)
+                axes[i] = np.asarray(r.get("axis", (1.0, 0.0, 0.0)), dtype=np.float64)
                 for k in lim:
                     if k in r:
                         lim[k][i - 1] = float(r[k])

@@ -709,7 +709,8 @@ def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:
     inertia[1:] *= scale
     return ch.chain_from_table(model.names, model.parent, model.joint_type, model.X_PJ, model.axis_J, mass,
                                model.p_BoBcm_B, inertia, q_lower=model.q_lower, q_upper=model.q_upper,
-                               qd_max=model.qd_max, tau_max=model.tau_max, joint_names=model.joint_names)
+                               qd_max=model.qd_max, tau_max=model.tau_max, joint_names=model.joint_names,
+                               fixed_frames=model.fixed_frames)
 
 
 def prescribed_base_dynamics(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike,

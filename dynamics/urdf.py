@@ -4,8 +4,9 @@ Supported: links with ``<inertial>``; joints ``revolute``, ``continuous`` (revol
 without limits), ``prismatic`` and ``fixed``. Fixed joints are merged: the child's mass
 properties are added to the body it is welded to, and joints below it are re-attached
 with the composed placement. Bodies are numbered depth-first from the root link (body
-0); a moving body's frame is its URDF link frame. ``floating`` and ``planar`` joints,
-and links reached twice, are refused.
+0); a moving body's frame is its URDF link frame; a merged link's frame is kept in
+:attr:`dynamics.chain.ChainModel.fixed_frames` (:func:`dynamics.chain.fixed_frame`).
+``floating`` and ``planar`` joints, and links reached twice, are refused.
 
 URDF conventions: ``<origin xyz rpy>`` gives the child frame in the parent link frame
 with ``R = Rz(yaw) Ry(pitch) Rx(roll)``; ``<inertial><origin>`` gives the CoM frame in
@@ -20,7 +21,9 @@ from os import PathLike
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.chain import ChainModel, chain_from_table, pose_xyz_rpy
+from dynamics.chain import ChainModel, FixedFrame, chain_from_table, pose_xyz_rpy
+from dynamics.chain import merge_mass_properties as _merge
+from dynamics.chain import transform_mass_properties as _transform
 from errors import ModelError
 
 __all__ = ["chain_from_urdf", "chain_from_urdf_string"]
@@ -66,28 +69,6 @@ def _inertial(link: ET.Element) -> tuple[float, Array, Array]:
         )
     R = X[:3, :3]
     return m, X[:3, 3].copy(), R @ I @ R.T
-
-
-def _merge(a: tuple[float, Array, Array], b: tuple[float, Array, Array]) -> tuple[float, Array, Array]:
-    """Mass properties of two parts in the same frame, each (m, CoM, inertia about its CoM)."""
-    m1, c1, I1 = a
-    m2, c2, I2 = b
-    m = m1 + m2
-    if m <= 0.0:
-        return 0.0, np.zeros(3), I1 + I2
-    c = (m1 * c1 + m2 * c2) / m
-    out = I1 + I2
-    for mi, ci in ((m1, c1), (m2, c2)):
-        d = ci - c
-        out = out + mi * (float(d @ d) * np.eye(3) - np.outer(d, d))
-    return m, c, out
-
-
-def _transform(props: tuple[float, Array, Array], X_AB: Array) -> tuple[float, Array, Array]:
-    """Mass properties given in frame B, re-expressed in frame A."""
-    m, c, I = props
-    R = X_AB[:3, :3]
-    return m, X_AB[:3, 3] + R @ c, R @ I @ R.T
 
 
 def chain_from_urdf_string(
@@ -141,6 +122,7 @@ def chain_from_urdf_string(
     vel: list[float] = []
     eff: list[float] = []
     jnames: list[str] = []
+    frames: list[FixedFrame] = []
 
     root_name = roots[0]
     base_props = _inertial(links[root_name])
@@ -173,6 +155,7 @@ def chain_from_urdf_string(
             if typ == "fixed":
                 X_BC = X_BL @ X_LJ
                 props[body] = _merge(props[body], _transform(_inertial(links[child]), X_BC))
+                frames.append(FixedFrame(child, body, X_BC))
                 stack.append((child, body, X_BC))
                 continue
             if typ not in ("revolute", "continuous", "prismatic"):
@@ -218,6 +201,7 @@ def chain_from_urdf_string(
         qd_max=vel,
         tau_max=eff,
         joint_names=jnames,
+        fixed_frames=frames,
     )
 
 
