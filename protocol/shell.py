@@ -75,7 +75,9 @@ Stepping
 :meth:`protocol.stepping.InputBuffer.ready` (:meth:`~protocol.stepping.InputBuffer.take`:
 ready, then the selection); with ``speed > 0`` a step also waits for the wall instant
 ``start + (t - t0) / speed``. A run with ``t_end_ns`` stops every model at exactly
-``t_end_ns``.
+``t_end_ns``. A model that waits on an input for ``sim.stall_timeout`` of wall time (the
+start message's ``stall_timeout_ns``) fails the process, naming the input, its producer and
+the last sample of it accepted: a lockstep run never waits forever.
 *realtime* — every model's step ``k`` starts at the absolute wall instant
 ``start_wall_ns + k·h`` (the same for every service) with the latest inputs; models due
 at the same instant step in rate-monotonic order (shortest period first); inputs by the
@@ -137,7 +139,7 @@ from protocol.security import Security
 from protocol.service import Sink, Source, role_of
 
 __all__ = ["Sink", "Source", "role_of", "ProcessShell", "ServiceShell", "run_service", "run_process",
-           "STATES", "SINK_DRAIN_LIMIT_NS", "FLUSH_MS", "BUSY_ENV"]
+           "STATES", "SINK_DRAIN_LIMIT_NS", "FLUSH_MS", "BUSY_ENV", "STALL_TIMEOUT_NS"]
 
 STATES = ("configured", "ready", "running", "frozen", "stopped", "error")
 
@@ -164,6 +166,9 @@ _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before 
 _DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 _HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
+STALL_TIMEOUT_NS = 10_000 * _MS
+"""Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
+message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
 
 BUSY_ENV = "BERTHSIM_TEST_BUSY"
 """Test-only overload knob: ``NAME=MS[@T][,…]`` adds MS ms of busy waiting to every realtime step
@@ -680,15 +685,20 @@ class ProcessShell:
         steppers = self._steppers
         one = len(self.members) == 1 and not sched.sources
         timeo = None
+        stall_ns = int(self.start.get("stall_timeout_ns") or STALL_TIMEOUT_NS)
+        moved = mono()  # the last step (or the end of a wait for the pace or a freeze)
         while True:
             n = sched.run_lockstep(t_end, wall, pace, limit=256)
             if sched.sources:
                 n += self._step_sources(t0, t_end, speed, state["anchor"])
             if n:
                 self._flush()
+                moved = mono()
             if all(m.done for m in steppers):
                 break
             if n == 0:
+                if mono() - moved > stall_ns:
+                    moved = self._stalled(stall_ns)
                 wait_ms = 50
                 if pace is not None:
                     due = min(state["anchor"] + int((m.t_ns - t0) / speed) for m in steppers if not m.done)
@@ -709,8 +719,27 @@ class ProcessShell:
                 t_min = min(m.t_ns for m in steppers)
                 state["anchor"] = mono() - int((t_min - t0) / speed) if speed > 0 else mono()
                 self._resume_msg = None
+                moved = mono()
             self._tick_stats()
         self._flush(sinks_now=True)
+
+    def _stalled(self, stall_ns: int) -> int:
+        """No step for ``stall_ns``: fail naming the input the furthest-behind waiting model lacks,
+        its producer and the last sample of it this process accepted; a model that lacks nothing
+        waits for the pace or its end (not a stall): the wait starts again (the new start returned)."""
+        for m in sorted((m for m in self.sched.models if not m.done), key=lambda m: m.t_ns):
+            missing = m.buf.missing(m.t_ns, m.period_ns)
+            if not missing:
+                continue
+            topic = missing[0]
+            producer = next((n for n, svc in (self.start.get("services") or {}).items()
+                             if any(t == topic for t, _ in svc.get("outputs", ()))), "?")
+            last = self._gate.last.get(topic)
+            seen = f"t = {last / 1e9:.6f} s" if last is not None else "none"
+            self.sched.current = m
+            raise _Fail(f"stalled: no step for {stall_ns / 1e9:g} s (sim.stall_timeout) at t = {m.t_ns / 1e9:.6f} s, "
+                        f"waiting on {topic!r} from {producer!r}; the last sample of it accepted: {seen}")
+        return time.monotonic_ns()
 
     def _step_sources(self, t0: int, t_end: int, speed: float, anchor: int) -> int:
         """Publish up to :data:`_SOURCE_BATCH` messages of each source whose instant has come."""

@@ -80,7 +80,8 @@ for _i in range(MAX_MASSES):
 
 TABLES = ("toy",)
 OPTIONS = {"index": int, "role": ("model", "sink", "source", "injector", "forger"), "replay": str, "topics": list,
-           "forge": str, "producer": str, "forge_hz": (int, float), "rounds": int}
+           "forge": str, "producer": str, "forge_hz": (int, float), "rounds": int,
+           "forge_at": (int, float), "forge_t": (int, float)}
 _NUMS = ("list", (int, float))
 TOY_KEYS: dict[str, tuple[Any, Any]] = {
     "mass": (_NUMS, []), "k": (_NUMS, []), "c": (_NUMS, None), "rest": (_NUMS, []), "x0": (_NUMS, []),
@@ -274,7 +275,8 @@ class Injector:
 class Forger:
     """A source that publishes well-formed forgeries of another service's state topic (it declares no
     outputs): ``forge`` (the topic), ``producer`` (its producer's name), ``forge_hz`` (the topic's
-    coupling rate), ``rounds`` (default 20). See :func:`forgeries`."""
+    coupling rate), ``rounds`` (default 20). See :func:`forgeries`. With ``forge_at`` and ``forge_t``
+    (s): one sample only, published at ``forge_at`` and stamped ``forge_t`` (:func:`future_forgery`)."""
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
         svc = config["services"][name]
@@ -282,6 +284,10 @@ class Forger:
         self.period_ns = period_ns
         self.outputs: tuple[Port, ...] = ()
         H = round(1e9 / float(svc["forge_hz"]))
+        if "forge_at" in svc:
+            at, t = round(float(svc["forge_at"]) * 1e9), round(float(svc["forge_t"]) * 1e9)
+            self._items = iter([future_forgery(str(svc["forge"]), str(svc["producer"]), H, at, t)])
+            return
         self._items = iter(forgeries(str(svc["forge"]), str(svc["producer"]), H, int(svc.get("rounds", 20))))
 
     def read(self) -> tuple[int, str, bytes] | None:
@@ -317,6 +323,14 @@ def forgeries(topic: str, producer: str, H: int, rounds: int) -> list[tuple[int,
                     (t, topic, forged(producer, 10**6, t + 3 * H, H)),
                     (t, topic, forged(producer, 10**6, 10**6 * H, H))]
     return out
+
+
+def future_forgery(topic: str, producer: str, H: int, at_ns: int, t_ns: int) -> tuple[int, str, bytes]:
+    """One sample of state ``topic`` that passes every check of a sample's own fields: in the
+    producer's name, with its coupling period ``H``, stamped ``t_ns`` on the grid (e.g. the run's end)
+    with ``seq = t_ns / H``, ``x`` = 5 m; published at ``at_ns``, long before its producer gets there."""
+    from protocol.codec import encode
+    return at_ns, topic, encode(topic, {"x": 5.0, "v": 0.0}, sender=producer, seq=t_ns // H, t_ns=t_ns, h_ns=H)
 
 
 def garbage(rng: np.random.Generator, rounds: int, period_ns: int) -> list[tuple[int, str, bytes]]:

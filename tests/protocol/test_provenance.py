@@ -25,8 +25,10 @@ def test_the_producers_samples_on_their_grid_pass_in_order():
     g = gate(t_end_ns=100 * MS)
     for k in range(11):
         assert g.reject("orbiter/state", "orbiter", k, 10 * k * MS, 10 * MS) is None
-        assert g.reject("arm/wrench", "arm", 5 * k, 10 * k * MS, 2 * MS) is None
+    for k in range(51):
+        assert g.reject("arm/wrench", "arm", k, 2 * k * MS, 2 * MS) is None
     assert g.reject("arm/events", "arm", 0, 30 * MS, 10 * MS) is None  # sparse: fewer samples than instants
+    assert g.reject("arm/events", "arm", 1, 60 * MS, 10 * MS) is None
 
 
 @pytest.mark.parametrize("sender, seq, t, h, field", [
@@ -66,3 +68,76 @@ def test_full_rate_twins_are_checked_against_the_producers_own_period():
     assert g.reject("arm/state/full", "arm", 4, 8 * MS, 10 * MS) is not None
     assert "arm/events/full" not in g.rules  # event ports have no full-rate twin
     assert "orbiter/state/full" not in g.rules
+
+
+END = 10_000 * MS  # a 10 s run
+
+
+def test_a_forged_end_of_run_sample_is_refused_and_the_genuine_ones_go_on():
+    """The repro of issue 31: in the producer's name, on the grid at the run's end, with the
+    coupling period and seq = t / H, published once mid-run. Before: accepted, and every genuine
+    sample after it refused as "not after the last accepted" (the consumers waited forever)."""
+    g = gate(t_end_ns=END)
+    for k in range(480):
+        assert g.reject("orbiter/state", "orbiter", k, 10 * k * MS, 10 * MS) is None
+    why = g.reject("orbiter/state", "orbiter", END // (10 * MS), END, 10 * MS)
+    assert why is not None and "ahead of the next instant 4800000000" in why
+    for k in range(480, 1001):
+        assert g.reject("orbiter/state", "orbiter", k, 10 * k * MS, 10 * MS) is None
+    assert g.last["orbiter/state"] == END
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 479])
+def test_a_dense_topic_takes_exactly_its_next_instant(ahead):
+    g = gate(t_end_ns=END)
+    for k in range(3):
+        assert g.reject("arm/state", "arm", k, 10 * k * MS, 10 * MS) is None
+    if ahead > 1:
+        assert "ahead of the next instant 30000000" in g.reject("arm/state", "arm", 2 + ahead, 10 * (2 + ahead) * MS,
+                                                                10 * MS)
+    assert g.reject("arm/state", "arm", 3, 30 * MS, 10 * MS) is None
+
+
+def test_the_first_sample_of_a_dense_topic_may_be_any_instant():
+    """A sink added to a restored run starts in the middle of it."""
+    g = gate(t_end_ns=END)
+    assert g.reject("orbiter/state", "orbiter", 70, 700 * MS, 10 * MS) is None
+    assert g.reject("orbiter/state", "orbiter", 71, 710 * MS, 10 * MS) is None
+
+
+def test_a_sparse_sample_is_bounded_by_its_producers_dense_progress():
+    """arm/events is sparse (sent only with events): at most last + 2 H of each dense arm port
+    this gate has accepted, the least of them (module docstring)."""
+    g = gate(t_end_ns=END)
+    assert g.reject("arm/events", "arm", 0, 900 * MS, 10 * MS) is None  # nothing of the arm seen yet: no bound
+    g = gate(t_end_ns=END)
+    for k in range(3):
+        assert g.reject("arm/state", "arm", k, 10 * k * MS, 10 * MS) is None  # last 20 ms: bound 40 ms
+    assert "beyond 40000000" in g.reject("arm/events", "arm", 5, 50 * MS, 10 * MS)
+    assert g.reject("arm/events", "arm", 4, 40 * MS, 10 * MS) is None
+    for k in range(11):
+        assert g.reject("arm/wrench", "arm", k, 2 * k * MS, 2 * MS) is None  # last 20 ms: bound 24 ms
+    g.last["arm/events"] = 0
+    assert "beyond 24000000" in g.reject("arm/events", "arm", 3, 30 * MS, 10 * MS)
+    assert g.reject("arm/events", "arm", 2, 20 * MS, 10 * MS) is None
+
+
+def test_event_ports_sent_at_every_instant_are_dense():
+    """An events-only producer (the operator) sends every event port at every instant."""
+    services = {"op": {"role": "model", "period_ns": 10 * MS, "outputs": [("op/cmd", "event")]},
+                "arm": {"role": "model", "period_ns": 10 * MS, "inputs": [("op/cmd", "event")],
+                        "outputs": [("arm/state", "state")]}}
+    g = SampleGate({"op/cmd": 10 * MS, "arm/state": 10 * MS}, services, END)
+    assert g.rules["op/cmd"] == ("op", 10 * MS, True)
+    assert g.reject("op/cmd", "op", 0, 0, 10 * MS) is None
+    assert "ahead of the next instant" in g.reject("op/cmd", "op", 900, 9000 * MS, 10 * MS)
+    assert g.reject("op/cmd", "op", 1, 10 * MS, 10 * MS) is None
+
+
+def test_an_authenticated_peer_speaks_only_for_its_own_services():
+    g = gate(speaks_for={"arm": ["arm"], "physics": ["orbiter", "arm"]})
+    assert g.impostor("arm", "arm") is None and g.impostor("orbiter", "physics") is None
+    assert g.impostor("orbiter", "arm") == "sender 'orbiter' is not spoken for by the authenticated peer 'arm'"
+    assert g.impostor("orbiter", None) is None  # no keys: the transport names nobody
+    assert g.impostor("orbiter", "client") is None  # the shared client key: names no service
+    assert gate().impostor("orbiter", "arm") is None  # no identities known
