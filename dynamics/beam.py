@@ -14,6 +14,25 @@ with φ_k the clamped–free eigenfunctions (``cos βL cosh βL = −1``, βL = 
 admissible polynomials ``(x/L)^(k+1)``, and ``χ_k = sin((2k − 1)π x / 2L)``. The
 elastic coordinates η are ordered ``[η_y (n_y), η_z (n_z), η_t (n_t)]``.
 
+Sign convention of the clamped–free shapes (k = 1, 2, …)::
+
+    φ_k(x) = cosh β_k x − cos β_k x − σ_k (sinh β_k x − sin β_k x),
+    σ_k = (cosh β_k L + cos β_k L) / (sinh β_k L + sin β_k L),     φ_k(L) = 2(−1)^(k+1)
+
+(+2, −2, +2, …: positive curvature at the root, φ_k''(0) = 2β_k²). A positive η_y,1
+deflects the tip by +2 η_y,1 along body y; a reference that takes every φ_k(L) > 0 has
+the even modes' coordinates of the opposite sign (their momenta and tip motions too).
+The torsion shapes have χ_k(L) = (−1)^(k+1).
+
+Convergence, by basis: with the clamped–free shapes (the default) a bare clamped–free
+beam's N modes are exact (its eigenfunctions); a beam carrying a tip body or on a free
+joint converges from above (Rayleigh–Ritz): with a 1000 kg point mass on a 10 m, 500 kg
+beam, modes 1–2 are within 0.1 % at N = 6 (0.0075 %, 0.082 %; mode 3 0.29 %), since the
+shapes have no shear at the tip. With the polynomials, a clamped–free beam's 2nd and 3rd
+frequencies are 0.56 % and 2.7 % high at N = 4 and within 0.5 % from N = 6; with the tip
+mass they converge faster (mode 1 exact to round-off at N = 6). Checked in
+``tests/dynamics/test_flexible.py`` and ``tests/dynamics/test_modal.py``.
+
 Mass is discretized by Gauss–Legendre quadrature: element i at station ``x_i`` with
 mass ``m_i = ρA w_i`` and axial (polar) inertia ``J_i = ρJ w_i`` about the beam axis.
 Each element moves as a point with the deflection at its station and spins about the
@@ -256,7 +275,8 @@ def shape_functions(x: Array, L: float, n: int, shape: str = "clamped_free") -> 
     Returns
     -------
     phi, dphi, ddphi : ndarray, shape (n, m)
-        φ_k(x) [-], φ_k'(x) [1/m], φ_k''(x) [1/m²].
+        φ_k(x) [-], φ_k'(x) [1/m], φ_k''(x) [1/m²]. Clamped–free: ``∫₀ᴸ φ_k² dx = L``,
+        ``φ_k(L) = 2(−1)^(k+1)`` (module docstring); polynomial: ``φ_k(L) = 1``.
 
     Raises
     ------

@@ -16,11 +16,27 @@ vector of ``R_WCa R_WCbᵀ``, in W); ``ΔẊ_C = J_C v``. The gains of eq. (26) 
 Baumgarte's ``D_err = 2α``, ``K_err = β²`` (critically damped error dynamics for α = β).
 ``−λ`` is the wrench the loop exerts on body a at Ca (``λ`` on body b), [τ; f] in W.
 
+Sign relative to Pinocchio: for the same weld as ``pin.RigidConstraintModel(CONTACT_6D,
+model, joint_a, X_AC, joint_b, X_BC, LOCAL_WORLD_ALIGNED)``, Pinocchio's ``data.lambda_c``
+(``[f; τ]``, the wrench *on* body a) is ``−λ`` reordered: ``λ = −[λ_pin[3:]; λ_pin[:3]]``.
+Pinocchio's 6-D contact holds the *spatial* relative acceleration at zero where eq. (24)
+holds the classical one: the two agree on the constraint manifold (``J_C v = 0``, as after
+:func:`project`) and differ off it (tests/dynamics/test_closed_chain.py checks both).
+
 Drift correction (eq. 26 only bounds the drift): :func:`project` puts (q, v) back on the
 constraint manifold — positions by Gauss–Newton steps of least kinetic metric
 ``Δv = −M⁻¹J_Cᵀ (J_C M⁻¹ J_Cᵀ)⁻¹ ΔX_C`` applied with :func:`dynamics.chain.integrate`,
 velocities by the M-orthogonal projection onto ``J_C v = 0`` (the kinetic energy of the
-correction is the least possible). :func:`step_rk4` integrates one fixed step with both.
+correction is the least possible). :func:`step_rk4` integrates one fixed step with both;
+:func:`step_rk4_report` also returns the constraint impulse over the step and the energy
+the projection changed.
+
+Energy: with no joint torques, no damping and no external wrench the closed system is
+conservative (the weld does no work: ``λᵀ J_C v = 0`` on the manifold). The velocity
+projection removes exactly ``½ Δvᵀ M Δv ≥ 0`` of kinetic energy (M at the projected q; the
+least of any correction onto ``J_C v = 0``); the position projection moves q by the step's
+drift (RK4: O(h⁵) per step without Baumgarte gains) and changes the energy by that drift
+times ∂E/∂q. :class:`ClosedStep` reports the sum (``energy_change``, negative when removed).
 
 A loop with more constraints than the chain can move (the six-joint SRMS closed by six
 constraints leaves it no motion but the whole system's and the beams') is fine as long
@@ -43,6 +59,8 @@ from errors import ModelError, ShapeError, SingularityError
 
 __all__ = [
     "LoopClosure",
+    "ClosedStep",
+    "step_rk4_report",
     "constraint_error",
     "constraint_jacobian",
     "constraint_bias",
@@ -235,6 +253,7 @@ def project(
     *,
     tol: float = 1e-12,
     max_iter: int = 8,
+    velocities: bool = True,
 ) -> tuple[Array, Array]:
     """Put (q, v) back on the constraint manifold: ``ΔX_C = 0``, then ``J_C v = 0``.
 
@@ -249,6 +268,8 @@ def project(
     tol : float
         Largest admissible |ΔX_C| component after projection. [m, rad]
     max_iter : int
+    velocities : bool
+        False: project the positions only (v returned as given).
 
     Returns
     -------
@@ -276,10 +297,83 @@ def project(
         qa = ch.integrate(model, qa, dv, 1.0)
         e = constraint_error(model, data, qa, loop)
         it += 1
+    if not velocities:
+        return qa, va
     M = ch.mass_matrix(model, data, qa).copy()
     J = constraint_jacobian(model, data, qa, loop)
     dv, _ = _kkt(M, J, np.zeros(model.nv), -(J @ va))
     return qa, va + dv
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClosedStep:
+    """One step of :func:`step_rk4_report`.
+
+    Attributes
+    ----------
+    q, v : ndarray, shapes (nq,), (nv,)
+        The state at the step's end, projected onto the constraint manifold.
+    lam_start : ndarray, shape (6,)
+        The constraint wrench λ at the step's start (on body b at Cb, [τ; f] in W; module
+        docstring for the sign). [N·m, N]
+    impulse : ndarray, shape (6,)
+        ``∫ λ dt`` over the step by the RK4 weights (h/6 (λ₁ + 2λ₂ + 2λ₃ + λ₄), the stages'
+        λ, each in W at the stage's configuration); ``−impulse`` acts on body a. [N·m·s, N·s]
+    energy_change : float
+        Mechanical energy (:func:`dynamics.chain.kinetic_energy` plus
+        :func:`dynamics.chain.potential_energy`) after the projection minus before it. [J]
+    kinetic_removed : float
+        ``½ Δvᵀ M Δv`` of the velocity projection (≥ 0). [J]
+    """
+
+    q: Array
+    v: Array
+    lam_start: Array
+    impulse: Array
+    energy_change: float
+    kinetic_removed: float
+
+
+def step_rk4_report(
+    model: ch.ChainModel,
+    data: ch.ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    tau: ArrayLike,
+    h: float,
+    loop: LoopClosure,
+    F_ext: ArrayLike | None = None,
+    *,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    tol: float = 1e-12,
+) -> ClosedStep:
+    """:func:`step_rk4` with the step's constraint impulse and the energy its projection changed.
+
+    Parameters and errors as :func:`step_rk4`.
+
+    Returns
+    -------
+    ClosedStep
+    """
+    q0 = np.array(q, dtype=np.float64)
+    v0 = sp.as_vector(v, model.nv, "v").copy()
+    lams: list[Array] = []
+
+    def accel(qq: Array, vv: Array) -> Array:
+        a, lam = forward_dynamics(model, data, qq, vv, tau, loop, F_ext, alpha=alpha, beta=beta)
+        lams.append(lam)
+        return a
+
+    q1, v1 = ch.step_rk4_with(model, q0, v0, h, accel)
+    e_before = ch.kinetic_energy(model, data, q1, v1) + ch.potential_energy(model, q1)
+    q2, v_mid = project(model, data, q1, v1, loop, tol=tol, velocities=False)
+    q2, v2 = project(model, data, q2, v_mid, loop, tol=tol)
+    dv = v2 - v_mid
+    removed = 0.5 * float(dv @ ch.mass_matrix(model, data, q2) @ dv)
+    e_after = ch.kinetic_energy(model, data, q2, v2) + ch.potential_energy(model, q2)
+    impulse = h / 6.0 * (lams[0] + 2.0 * lams[1] + 2.0 * lams[2] + lams[3])
+    return ClosedStep(q2, v2, lams[0], impulse, e_after - e_before, removed)
 
 
 def step_rk4(
@@ -313,7 +407,9 @@ def step_rk4(
     -------
     q_next, v_next : ndarray
     lam : ndarray, shape (6,)
-        The constraint wrench at the start of the step (on body b at Cb; module docstring).
+        The constraint wrench at the start of the step only (on body b at Cb; module
+        docstring), not a mean over the step: for the impulse over the step and the energy
+        the projection changed, :func:`step_rk4_report`.
     """
     q0 = np.array(q, dtype=np.float64)
     v0 = sp.as_vector(v, model.nv, "v").copy()
