@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -272,3 +273,23 @@ def test_scene_and_events(run, fox):
         assert [(lt, n) for lt, msg, n in logs if msg.startswith(kind + ":")] == [(t_msg[kind], "contact")]
     assert any(msg.startswith("command capture") for _, msg, _ in logs)
     assert any(msg == "rig state ENGAGED" for _, msg, _ in logs)
+
+
+def test_the_shipped_layout_points_at_the_export(fox):
+    """Every plot path of configs/foxglove_layout.json is a channel, field and component of the export, and each
+    3D panel follows a frame of /tf."""
+    layout = json.loads((ROOT / "configs" / "foxglove_layout.json").read_text())
+    _, _, dec = fox
+    frames = {f for *_, m in dec["/tf"] for tf in m.transforms for f in (tf.parent_frame_id, tf.child_frame_id)}
+    paths = 0
+    for panel, cfg in layout["configById"].items():
+        if panel.startswith("Plot!"):
+            for p in cfg["paths"]:
+                channel, field, index = re.fullmatch(r"(/[\w/]+)\.(\w+)\[(\d+)\]", p["value"]).groups()
+                m = dec[channel][-1][3]
+                assert int(index) < len(getattr(m, field)), p["value"]
+                paths += 1
+        elif panel.startswith("3D!"):
+            assert cfg["followTf"] in frames
+    assert paths == 3 + 6 + 6
+    assert json.dumps(layout["layout"]).count("!") == len(layout["configById"])  # every panel placed
