@@ -15,8 +15,8 @@ Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
    the mock-up's weight and inertial load (``[hil.mockup]``, at the rig pose and acceleration
    commanded in the frame the reading echoes), the bias tared over ``[hil.compensation] tare``
    seconds after engaging (before contact), and the noise (a first-order low-pass,
-   ``filter_hz``); maps it back to a wrench on B, runs the passivity controller and the
-   impact monitor.
+   ``filter_hz``; the rig holds at neutral while taring); maps it back to a wrench on B, runs
+   the passivity controller and the impact monitor.
 
 Lockstep determinism: frames carry the simulation time, the link's clock is the
 simulation time, and each step waits for the reply to its own frame (see
@@ -106,7 +106,7 @@ from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.coupling import Schedule
 from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
-from protocol.stability import StiffCoupling
+from protocol.stability import StiffCoupling, critical_delay
 
 __all__ = ["TABLES", "TABLE_KEYS", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model",
            "HilBridge", "relative_motion", "stiff_couplings"]
@@ -249,7 +249,64 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
             except ConfigError as err:
                 out.append(str(err))
         out += _slow_input_problems(config, name, float(rate), float(t["watchdog"]))
+        out += _loop_problems(config, cfg, float(rate))
     return out
+
+
+def loop_delay(cfg: HilConfig, h_s: float, feedback_hold_s: float = 0.0) -> tuple[float, dict[str, float]]:
+    """The delay around the HIL contact loop, from the configuration: ``(τ, its parts)``. [s]
+
+    From a body's state to the wrench measured on its image and applied to it: the command's
+    transport to the rig and the reading's back (``2 × [hil.emulator] delay``); the actuators
+    (a critically damped servo of bandwidth f follows ``2 / (2π f)`` late; an ideal one
+    interpolates the setpoints one bridge period late); the sensor's filter and sampling
+    (:attr:`hil.rig.ForceTorqueSensor.lag`); the bridge's filter; a pipelined link's period
+    (``[hil] pipeline``); and the consumer's hold of the fed-back sample (``feedback_hold_s``, half
+    the coupling period of ``hil/feedback``). The bridge's inputs are predicted to its steps.
+    """
+    em, comp = cfg.emulator, cfg.compensation
+    bw = float(em["bandwidth"])
+    sensor = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), (0.0, 0.0), np.zeros(6), np.zeros(6),
+                               (0.0, 0.0), np.random.default_rng(0)).lag if float(em["ft_rate"]) > 0 else 0.0
+    fhz = float(comp["filter_hz"])
+    parts = {"transport": 2.0 * float(em["delay"]),
+             "actuators": 2.0 / (2.0 * math.pi * bw) if bw > 0 else h_s,
+             "sensor": sensor,
+             "filter": 1.0 / (2.0 * math.pi * fhz) if fhz > 0 else 0.0,
+             "pipeline": h_s if bool(cfg.table["pipeline"]) else 0.0,
+             "hold": feedback_hold_s}
+    return sum(parts.values()), parts
+
+
+def _loop_problems(config: dict[str, Any], cfg: HilConfig, rate_hz: float) -> list[str]:
+    """The rig contact loop (``[contact] source = "hil"``) whose delay exceeds its critical delay
+    (:func:`protocol.stability.critical_delay` of the payload's mass and :func:`rig_contact_spring`)
+    with neither prediction nor the passivity controller on: one line naming both figures."""
+    if config.get("contact", {}).get("source", "model") != "hil" or "payload" not in config:
+        return []
+    tau, tau_c, parts = loop_stability(config, cfg, rate_hz)
+    comp = cfg.compensation
+    if tau <= tau_c or comp["predict"] or comp["passivity"]:
+        return []
+    k, c, _ = rig_contact_spring(config)
+    detail = ", ".join(f"{key} {v * 1e3:.3g}" for key, v in parts.items() if v)
+    return [f"hil.emulator.delay: rig contact loop delay {tau * 1e3:.3g} ms ({detail} ms) > critical delay "
+            f"{tau_c * 1e3:.3g} ms ({float(config['payload'].get('mass', PAYLOAD_MASS)):.5g} kg, k {k:.3g} N/m, "
+            f"c {c:.3g} N·s/m): it grows; turn on hil.compensation.predict or passivity"]
+
+
+def loop_stability(config: dict[str, Any], cfg: HilConfig, rate_hz: float) -> tuple[float, float, dict[str, float]]:
+    """``(τ, τ_c, parts)``: the rig contact loop's delay (:func:`loop_delay`, with ``hil/feedback``'s
+    coupling from ``[services]``) and its critical delay. [s]"""
+    svc = next((s for s in (config.get("services", {}) or {}).values()
+                if isinstance(s, dict) and s.get("kind") == "hil.bridge"), {})
+    c_hz = svc.get("coupling_hz")
+    c_hz = c_hz.get("hil/feedback", c_hz.get("*")) if isinstance(c_hz, dict) else c_hz
+    H = 1.0 / float(c_hz) if isinstance(c_hz, (int, float)) and c_hz > 0 else 1.0 / rate_hz
+    tau, parts = loop_delay(cfg, 1.0 / rate_hz, 0.5 * H)
+    k, c, _ = rig_contact_spring(config)
+    tau_c, _ = critical_delay(float(config["payload"].get("mass", PAYLOAD_MASS)), k, c)
+    return tau, tau_c, parts
 
 
 def _slow_input_problems(config: dict[str, Any], name: str, rate_hz: float, watchdog_s: float) -> list[str]:
@@ -351,8 +408,12 @@ class HilBridge:
         sensor_lag = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), (0.0, 0.0), np.zeros(6),
                                        np.zeros(6), (0.0, 0.0), np.random.default_rng(0)).lag \
             if float(em["ft_rate"]) > 0 else 0.0
-        # what the prediction adds to the round trip: the sensor's and the filter's lags
-        self.lag_s = sensor_lag + ((-self.h / math.log(1.0 - self._filter_gain)) if fhz > 0 else 0.0)
+        # what the prediction adds to the round trip: the actuators' lag (a critically damped servo of bandwidth
+        # f follows a ramp 2 / (2π f) late), the sensor's and the filter's
+        bw = float(em["bandwidth"])
+        self.lag_s = (sensor_lag + ((-self.h / math.log(1.0 - self._filter_gain)) if fhz > 0 else 0.0)
+                      + (2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0))
+        self._deadband = float(comp["deadband"])
         self._commanded: dict[int, tuple[Array, Array, Array, Array]] = {}  # time_us -> (R_RP, a, w, ẇ) in R
         self._X_hist: list[tuple[float, Array]] = []  # the last three commanded rig poses (t, X_RP)
         self._F_echo = -1  # echo_time_us of the reading in _F_P
@@ -506,7 +567,9 @@ class HilBridge:
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
         clamped = False
-        if finite:
+        if self._tare is not None and finite:  # taring: the rig holds still at neutral, out of contact
+            cmd_axes = self.neutral_axes
+        elif finite:
             res = self.cfg.pose_map.to_rig(X_cmd)
             clamped = res.clamped
             self._clamped += int(clamped)
@@ -587,7 +650,8 @@ class HilBridge:
             if self._engaged_t is None or self._rx_t is None:
                 self._F_contact = np.zeros(6)
                 return False
-            self._tare.append(F)
+            if self._sim_t - self._engaged_t >= 0.5 * self._tare_s:  # (the first half: the rig settles)
+                self._tare.append(F)
             if self._sim_t - self._engaged_t < self._tare_s:
                 self._F_contact = np.zeros(6)
                 return False
@@ -598,6 +662,8 @@ class HilBridge:
             y = self._F_filtered
             F = F if y is None else y + self._filter_gain * (F - y)
             self._F_filtered = F
+        if self._deadband > 0.0 and F[3] * F[3] + F[4] * F[4] + F[5] * F[5] < self._deadband * self._deadband:
+            F = np.zeros(6)
         self._F_contact = F
         return True
 
@@ -744,11 +810,30 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     """
     if config.get("contact", {}).get("source", "model") != "hil" or "payload" not in config:
         return []
-    em = {**DEFAULTS["emulator"], **(config.get("hil", {}).get("emulator", {}) or {})}
-    n = 3 if float(em["probe_radius"]) > 0 else 1
+    k, c, _ = rig_contact_spring(config)
     m_T = float(config["payload"].get("mass", PAYLOAD_MASS))
     return [StiffCoupling("rig contact spring along its normal (HIL)", "hil/feedback", "payload/state",
-                          n * float(em["stiffness"]), n * float(em["damping"]), 0.0, m_T, predict=1, mean=False)]
+                          k, c, 0.0, m_T, predict=1, mean=False)]
+
+
+def rig_contact_spring(config: dict[str, Any]) -> tuple[float, float, str]:
+    """The rig contact's spring and damper along its normal, ``(k, c, what)``. [N/m, N·s/m]
+
+    The plane (``[hil.emulator] contact = "plane"``): ``stiffness`` and ``damping`` per probe point
+    times the points (three with ``probe_radius > 0``, else one). The guides' mock-ups: the law's ``k``
+    on the two walls of a V-guide that hold a trunnion together, their normals at 45° to the
+    approach (``2 k cos² 45° = k``) — and ``c`` the Hunt–Crossley damper ``3/2 α k δ`` at one
+    millimetre of penetration (it vanishes at the first touch: the stiffest case for a delay is
+    the lightly damped one).
+    """
+    table = hil_table(config)
+    em = {**DEFAULTS["emulator"], **(table.get("emulator", {}) or {})}
+    if em["contact"] == "guides":
+        g = {**DEFAULTS["guides"], **(table.get("guides", {}) or {})}
+        k = float(g["k"])
+        return k, 1.5 * float(g["alpha"]) * k * 1e-3, "guides' walls (two at 45° per trunnion), δ = 1 mm"
+    n = 3 if float(em["probe_radius"]) > 0 else 1
+    return n * float(em["stiffness"]), n * float(em["damping"]), f"plane, {n} probe point(s)"
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
@@ -771,7 +856,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     if url == "emulator":
         from hil.emulator import spawn_emulator
 
-        table = dict(config.get("hil", {}))
+        table = hil_table(config)  # the frames and the guides' mock-ups filled in from the other tables
         em = dict(table.get("emulator", {}))
         sim = config.get("sim", {})
         if realtime and not em.get("rt_priority") and int(sim.get("rt_priority", 10) or 0) > 0:

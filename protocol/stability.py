@@ -17,6 +17,11 @@ line ``launch.py check`` prints. Service modules declare their stiff couplings w
 checks the limit against the runtime itself: two toy services joined by a spring–damper,
 run by the real scheduler just below and just above it.
 
+:func:`critical_delay` is the other side of a stiff loop: a contact force measured on a rig and
+fed back to a simulated body after a delay (the HIL contact loop, :mod:`hil.bridge`). A delay τ
+on a spring k acts as a negative damper of about ``k τ``; the loop stays stable while the
+contact's own damper outweighs it, up to the closed-form critical delay.
+
 This module is pure (floats only; no sockets, no clock).
 """
 
@@ -29,7 +34,7 @@ from typing import Any
 
 from errors import ConfigError
 
-__all__ = ["StiffCoupling", "energy_ratio", "stable_limit", "check_stiff"]
+__all__ = ["StiffCoupling", "energy_ratio", "stable_limit", "check_stiff", "critical_delay"]
 
 _MAX_INTERVALS = 2000  # at most this many coupling intervals per run: a growing oscillation shows well before
 
@@ -256,3 +261,40 @@ def check_stiff(c: StiffCoupling, producer: str, periods: Mapping[str, int],
             f"the {c.what} (k = {c.k:.3g}, c = {c.c:.3g}, {c.m_producer:.4g} and {c.m_consumer:.4g} on either "
             f"side, {c.omega / (2 * math.pi):.3g} Hz): the coupled oscillation grows above "
             f"{limit * 1e3:g} ms; couple it at {1.0 / limit:g} Hz or faster"]
+
+
+def critical_delay(m: float, k: float, c: float) -> tuple[float, float]:
+    """The longest delay of a spring–damper contact force fed back to a body before the loop grows.
+
+    The loop ``m ẍ(t) = −k x(t − τ) − c ẋ(t − τ)`` (the body on one side, the contact's reaction
+    measured and applied τ later) has the characteristic equation ``m s² + (c s + k) e^{−sτ} = 0``.
+    Its roots cross the imaginary axis at ``s = iω`` with ``m ω² = |k + i c ω|``, i.e.
+    ``ω² = (c² + √(c⁴ + 4 m² k²)) / (2 m²)``, when ``ω τ = atan(c ω / k)``: the critical delay
+    ``τ_c = atan(c ω / k) / ω`` (Zebenay, Boge and Choukroun, arXiv:1309.3512, the delayed-contact
+    loop of the EPOS rig; for light damping ``τ_c ≈ c / k``: the delay's negative damping ``k τ``
+    against ``c``). With ``c = 0`` any delay grows (``τ_c = 0``).
+
+    Parameters
+    ----------
+    m : float
+        The body's mass along the contact normal, > 0. [kg]
+    k, c : float
+        The contact's stiffness (> 0) and damping (≥ 0). [N/m, N·s/m]
+
+    Returns
+    -------
+    tau_c : float
+        [s]
+    omega : float
+        The frequency at which the loop then oscillates. [rad/s]
+
+    Raises
+    ------
+    ConfigError
+        If a parameter is out of range (naming it and its value).
+    """
+    for name, v, ok in (("m", m, m > 0.0), ("k", k, k > 0.0), ("c", c, c >= 0.0)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and ok):
+            raise ConfigError(f"critical_delay: {name} out of range, got {v!r}")
+    w = math.sqrt((c * c + math.sqrt(c ** 4 + 4.0 * m * m * k * k)) / (2.0 * m * m))
+    return math.atan2(c * w, k) / w, w

@@ -114,14 +114,14 @@ def test_guides_mockups_give_the_contact_law_of_the_contact_table():
 
 
 def _pressed(table: dict, steps: int = 400, depth: float = 0.002) -> tuple[HilBridge, list[dict]]:
-    """The payload's interface held ``depth`` into the rig's plane from 0.4 s on (after engaging and taring)."""
+    """The payload's interface held ``depth`` into the rig's plane from 0.6 s on (after engaging and taring)."""
     cfg = parse(table)
     h_ns = 4_000_000
     b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
     outs = [b.initial(0)]
     for n in range(steps):
         t_ns = n * h_ns
-        z = 0.0 if n < 100 else min(0.01 + depth, 1e-4 * (n - 100))  # plane 10 mm above neutral
+        z = 0.0 if n < 150 else min(0.01 + depth, 1e-4 * (n - 150))  # plane 10 mm above neutral
         u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
                     "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, z], [0, 0, 0]))})
         outs.append(b.step(t_ns, h_ns, u))
@@ -136,7 +136,7 @@ def test_bridge_removes_the_mockups_weight_the_bias_and_the_noise():
     sensor = {"ft_rate": 1000.0, "ft_cutoff": 200.0, "ft_noise": [2.0, 0.2],
               "ft_bias": [0.5, -0.3, 0.2, 8.0, -6.0, 12.0],
               "ft_drift": [0.0, 0.0, 0.0, 0.0, 0.0, 0.01], "seed": 4}
-    base = {"compensation": {"predict": False, "passivity": False, "tare": 0.2, "filter_hz": 20.0},
+    base = {"compensation": {"predict": False, "passivity": False, "tare": 0.4, "filter_hz": 20.0},
             "mockup": {"mass": 50.0, "com": [0.0, 0.0, 0.1], "inertia": [1.0, 1.0, 1.5]},
             "emulator": {"stiffness": k, "plane_offset": 0.51, "rate": 1000.0, **sensor}}
     b, outs = _pressed(base)
@@ -144,7 +144,7 @@ def test_bridge_removes_the_mockups_weight_the_bias_and_the_noise():
     f = np.array([o["hil/feedback"]["F_Bo_B"][5] for o in outs[-100:]])
     assert all(o["hil/feedback"]["valid"] for o in outs[-100:])
     assert abs(f.mean() - (-k * depth)) < 5.0 and f.std() < 2.0  # -400 N: the plane pushes B down (-z)
-    assert not any(o["hil/feedback"]["valid"] for o in outs[5:50])  # engaged (step 2), taring 0.2 s: no force yet
+    assert not any(o["hil/feedback"]["valid"] for o in outs[5:100])  # engaged (step 2), taring 0.4 s: no force yet
     off = {**base, "compensation": {**base["compensation"], "gravity": False, "tare": 0.0}}
     b, outs = _pressed(off)
     f = np.array([o["hil/feedback"]["F_Bo_B"][5] for o in outs[-100:]])
