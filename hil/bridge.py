@@ -417,6 +417,7 @@ class HilBridge:
         self._commanded: dict[int, tuple[Array, Array, Array, Array]] = {}  # time_us -> (R_RP, a, w, ẇ) in R
         self._X_hist: list[tuple[float, Array]] = []  # the last three commanded rig poses (t, X_RP)
         self._F_echo = -1  # echo_time_us of the reading in _F_P
+        self._clamped_t = -math.inf  # when the last clamped command was sent
         self._pipeline = bool(t["pipeline"]) and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
@@ -598,8 +599,13 @@ class HilBridge:
                 self._read(wait=not self.realtime)
         # feedback: valid only from an engaged rig heard from within the watchdog, commanded to
         # the simulated pose (a clamped command does not match the simulation); else no force
+        if clamped:
+            self._clamped_t = self._sim_t
+        # a rig that was clamped reaches the simulated pose only after its actuators' lag: its reading
+        # meanwhile (the catching up's inertial transient) is no contact of the simulation's
         valid = (self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
-                 and self._sim_t - self._rx_t <= self.safety.watchdog_s and not clamped)
+                 and self._sim_t - self._rx_t <= self.safety.watchdog_s and not clamped
+                 and self._sim_t - self._clamped_t > 3.0 * self.lag_s)
         if self.safety.state == RigState.ENGAGED and self._engaged_t is None:
             self._engaged_t = self._sim_t
         valid = self.sensed_contact() and valid
