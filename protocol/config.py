@@ -354,7 +354,7 @@ def load(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-KINDS = ("orbiter", "arm", "contact", "operator", "logger", "replay", "hil.bridge", "testkit.toys")
+KINDS = ("orbiter", "arm", "contact", "operator", "logger", "replay", "viewer", "hil.bridge", "testkit.toys")
 """The service kinds the project ships (``services.X`` and the dotted ones): the only kinds a
 tool imports when the configuration comes from a log (:func:`registered_kind`)."""
 
