@@ -53,7 +53,7 @@ from protocol.messages import TopicSchema
 from services.export_scene import Scene, Transform, scene_of, transforms, xyzw
 
 __all__ = ["ARROW_M_PER_N", "PLOT_PACKAGE", "STATE_TOPICS", "export_foxglove", "output_path",
-           "plot_channel", "plot_type"]
+           "plot_channel", "plot_rows", "plot_type", "tf_messages"]
 
 PLOT_PACKAGE = "berthsim.plot"
 """Protobuf package of the plot channels' messages."""
@@ -150,7 +150,7 @@ def plot_type(schema: TopicSchema) -> tuple[bytes, Any]:
     return descriptor_pb2.FileDescriptorSet(file=[fdp]).SerializeToString(), cls
 
 
-def _plot_rows(schema: TopicSchema, cols: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+def plot_rows(schema: TopicSchema, cols: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Keyword arguments of the plot message, one dict per logged message."""
     n = len(cols["t_ns"])
     lists: dict[str, list[Any]] = {k: cols[k].tolist() for k in ("t_ns", "h_ns", "seq", "wall_ns", "sender")}
@@ -292,7 +292,7 @@ def _legs(t_ns: int, scene: Scene, X_RP: NDArray[np.float64]) -> Any:
                                                  color=_color(0.2, 0.6, 1.0))])])
 
 
-def _tf_messages(sets: list[tuple[int, list[Transform]]]) -> list[tuple[int, bytes]]:
+def tf_messages(sets: list[tuple[int, list[Transform]]]) -> list[tuple[int, bytes]]:
     """One encoded ``FrameTransforms`` per set of transforms (the rotations converted in one batch)."""
     from foxglove.messages import FrameTransform, FrameTransforms, Quaternion, Vector3
 
@@ -391,7 +391,7 @@ def export_foxglove(log_path: str | Path, out: str | Path | None = None,
     for topic in plotted:
         fds, cls = plot_type(schemas[topic])
         cols = arrays[topic]
-        for kw in _plot_rows(schemas[topic], cols):
+        for kw in plot_rows(schemas[topic], cols):
             channel = plot_channel(topic, kw["sender"])
             plot_schemas[channel] = (cls.DESCRIPTOR.full_name, fds)
             streams.setdefault(channel, []).append((kw["t_ns"], cls(**kw).SerializeToString()))
@@ -402,7 +402,7 @@ def export_foxglove(log_path: str | Path, out: str | Path | None = None,
         if source == "hil/command" and hasattr(scene.pose_map.rig, "b_R"):
             legs.append((t, _legs(t, scene, tfs[0][2]).encode()))
     sets.sort(key=lambda m: m[0])
-    tf = _tf_messages(sets)
+    tf = tf_messages(sets)
     fixed.append((t0, _static_scene(scene, t0, "arm/state" in arrays).encode()))
     if (w := arrays.get("contact/wrench")) is not None:
         for t, F, p in zip(w["t_ns"].tolist(), w["F_Lo_W"], w["p_WoLo_W"], strict=True):

@@ -1,0 +1,127 @@
+"""The live viewer: a plain WebSocket client speaking ``foxglove.sdk.v1`` watches a lockstep run.
+
+A 4 s lockstep run of the capture (:func:`tests.services.test_export_foxglove.record_capture_run`'s
+scenario) paced at real time, with a ``viewer`` service on a free loopback port, in one
+process. A ``websockets`` client (not foxglove-sdk) connects, subscribes to ``/tf`` and
+``/orbiter/state`` from the server's ``advertise``, and counts the binary ``messageData``
+frames: both arrive, decimated (``orbiter/state`` is published at 100 Hz; the viewer shows
+at most ``display_hz`` = 30 per second). The run's data topics are bit-identical to the
+same run's without the viewer (lockstep; ``wall_ns`` and ``sim/*`` aside,
+:func:`tests.compare_logs.differences`). A non-loopback address without
+``allow_remote`` is refused before anything starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import tomli_w
+import websockets
+
+from protocol.config import registered_kind
+from tests.compare_logs import differences
+from tests.services.test_export_foxglove import T_LATE
+from tests.test_main_job import late_start_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+DISPLAY_HZ = 30.0
+SECONDS = 4.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(cfg: dict, tmp: Path, name: str, speed: float) -> subprocess.Popen[str]:
+    cfg = {**cfg, "sim": {**cfg["sim"], "speed": speed}}
+    (tmp / f"{name}.toml").write_bytes(tomli_w.dumps(cfg).encode())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BERTHSIM_NO_PROGRESS": "1"}
+    return subprocess.Popen([sys.executable, str(ROOT / "launch.py"), "run", str(tmp / f"{name}.toml"), "--duration",
+                             str(SECONDS), "--log", str(tmp / f"{name}.mcap"), "--no-report", "--inprocess"],
+                            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def _watch(port: int, deadline_s: float) -> dict[str, list[float]]:
+    """Subscribe to /tf and /orbiter/state; the arrival times of their messageData frames until the server closes."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            ws = await websockets.connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"], max_size=None)
+            break
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            await asyncio.sleep(0.05)
+    subs: dict[int, str] = {}
+    got: dict[str, list[float]] = {"/tf": [], "/orbiter/state": []}
+    async with ws:
+        assert ws.subprotocol == "foxglove.sdk.v1"
+        while time.monotonic() < end:
+            try:
+                msg = await asyncio.wait_for(ws.recv(), timeout=1.0)
+            except TimeoutError:
+                continue
+            except websockets.ConnectionClosed:
+                break
+            if isinstance(msg, str):
+                m = json.loads(msg)
+                for c in m.get("channels", []) if m["op"] == "advertise" else []:
+                    if c["topic"] in got and c["topic"] not in subs.values():
+                        subs[len(subs) + 1] = c["topic"]
+                        assert c["encoding"] == "protobuf"
+                        await ws.send(json.dumps({"op": "subscribe",
+                                                  "subscriptions": [{"id": len(subs), "channelId": c["id"]}]}))
+            elif msg[0] == 0x01:  # messageData: opcode, subscription id u32, log time u64, payload
+                sid, _ = struct.unpack_from("<IQ", msg, 1)
+                got[subs[sid]].append(time.monotonic())
+    return got
+
+
+def test_a_client_watches_the_run_decimated_and_the_run_is_unchanged(tmp_path: Path) -> None:
+    base = late_start_config(T_LATE)
+    port = _free_port()
+    viewed = {**base, "services": {**base["services"], "viewer": {"kind": "viewer", "rate_hz": 50, "port": port,
+                                                                    "display_hz": DISPLAY_HZ}}}
+    run = _start(viewed, tmp_path, "viewed", speed=1.0)
+    try:
+        got = asyncio.run(_watch(port, deadline_s=240.0))
+        out, err = run.communicate(timeout=300)
+    finally:
+        run.kill()
+    assert run.returncode == 0, err[-3000:]
+    assert "berthsim viewer viewer:" in err and "dropped" in err
+    for channel, times in got.items():
+        assert len(times) >= 3, (channel, len(times))
+    # decimated: at most display_hz updates a second of orbiter/state (published at 100 Hz), with one tick of slack
+    t = got["/orbiter/state"]
+    assert len(t) <= DISPLAY_HZ * (t[-1] - t[0]) + 2
+    print(f"viewer: /tf {len(got['/tf'])}, /orbiter/state {len(t)} in {t[-1] - t[0]:.2f} s")
+    # the same run without the viewer, as fast as possible: the data topics are bit-identical
+    plain = _start(base, tmp_path, "plain", speed=0.0)
+    _, err = plain.communicate(timeout=300)
+    assert plain.returncode == 0, err[-3000:]
+    assert differences(tmp_path / "viewed.mcap", tmp_path / "plain.mcap") == []
+
+
+def test_a_remote_address_needs_allow_remote(tmp_path: Path) -> None:
+    assert registered_kind("viewer", "services.viewer") is None  # a log of a viewed run re-simulates
+    cfg = late_start_config(T_LATE)
+    cfg["services"]["viewer"] = {"kind": "viewer", "rate_hz": 50, "host": "0.0.0.0"}
+    (tmp_path / "remote.toml").write_bytes(tomli_w.dumps(cfg).encode())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "check", str(tmp_path / "remote.toml")], env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 2 and "services.viewer.host" in p.stderr + p.stdout and "allow_remote" in p.stderr + p.stdout
