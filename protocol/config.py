@@ -24,7 +24,10 @@ Layout
                                 # before it stops, failed (0 = waits for the operator)
     ready_timeout = 60.0        # s to wait for every service to be ready (> 0)
     stats_period = 1.0          # s (wall) between sim/stats messages (> 0)
-    heartbeat_timeout = 5.0     # s without the launcher before a service gives up (> 0)
+    heartbeat_timeout = 5.0     # s without the launcher before a service gives up, and without a host
+                                # (its services, its launcher) before the master freezes or stops the run (> 0)
+    clock = "sync"              # several hosts: "sync" follows the master's clock from the control channel's
+                                # round trips (protocol.clocksync); "ptp": the hosts share a PTP-disciplined clock
     log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
     overwrite = false           # ``launch.py run --overwrite``: the logger may replace an existing log
     command_line = "..."        # set by ``launch.py``: the command that started the run (the logger records it)
@@ -157,6 +160,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "hosts": (dict, None),
     "rt_priority": (int, 10),
     "processes": (dict, None),
+    "clock": (("sync", "ptp"), "sync"),
 }
 
 SERVICE_KEYS: dict[str, Any] = {"kind": str, "rate_hz": Num, "host": str, "endpoint": str,

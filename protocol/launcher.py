@@ -95,6 +95,7 @@ from protocol.bus import (
     destroy_context,
     open_bus,
 )
+from protocol.clocksync import wall_ns
 from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, service_module, with_overrides
 from protocol.coupling import coupling_periods
@@ -110,10 +111,23 @@ _CHECK_S = 0.1  # s between looks at deaths, signals and the ping clock
 
 
 def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[str], name: str, url: str,
-                   overrides: dict[str, Any], rt_priority: int = 0) -> list[str]:
+                   overrides: dict[str, Any], rt_priority: int = 0, clock: str = "local") -> list[str]:
     """The command line of one OS process of the run (``launch.py _worker ...``)."""
     return [sys.executable, str(launch_py), "_worker", str(config), name, "--bus", url,
-            "--overrides", json.dumps(overrides), "--rt-priority", str(int(rt_priority))]
+            "--overrides", json.dumps(overrides), "--rt-priority", str(int(rt_priority)), "--clock", clock]
+
+
+def host_of(plan: RunPlan) -> str:
+    """The label of the host this launcher runs on: its ``--only`` services' ``host``, else the one whose
+    ``sim.hosts`` address the control endpoint ``sim.bus`` names, else this machine's name."""
+    labels = {plan.services[n].host for n in plan.only if plan.services[n].host}
+    if len(labels) == 1:
+        return str(labels.pop())
+    bus = str(plan.sim.get("bus") or "")
+    for label, addr in (plan.sim.get("hosts") or {}).items():
+        if not plan.only and f"//{addr}:" in bus:
+            return str(label)
+    return os.uname().nodename
 
 
 @dataclass
@@ -233,6 +247,15 @@ class Launcher:
         self._tmpdir: str | None = None
         self.exit_code = 0
         self._prio: dict[str, int] = {}  # realtime: each local process's SCHED_FIFO priority (set by _admit)
+        self.host = host_of(plan)
+        self.admission: dict[str, Any] | None = None  # realtime: this host's {"ok", "table"} (set by _admit)
+        self.hosts: dict[str, dict[str, Any]] = {}  # several hosts: label -> {"services", "admission", "clock"}
+        self._clock = "local"  # how the processes this launcher starts keep time ("sync" on a follower)
+        self._heard: dict[str, float] = {}  # identity (service or follower) -> when it last said anything [s]
+        self._refused = False  # a follower's admission refused the run: exit 2
+        self._follower_host: dict[str, str] = {}  # follower launcher identity -> its host label
+        self.lost: dict[str, Any] | None = None  # {"host", "t", "services"}: a host fell silent
+        self.stats_from_master: dict[str, dict[str, Any]] = {}  # follower: every service's statistics at the stop
 
     # ------------------------------------------------------------------ hooks
     def on_tick(self, t_ns: int, wall_s: float, stats: dict[str, dict[str, Any]]) -> None:
@@ -284,8 +307,9 @@ class Launcher:
         self.url = self._url()
         sec = self.plan.security if self.plan.sim["transport"] == "tcp" else None
         realtime = self.plan.sim.get("mode") == "realtime" and int(self.plan.sim.get("rt_priority", 0)) > 0
-        if realtime and not self._admit():
-            return 2
+        admitted = self._admit() if realtime else True
+        if not admitted and not (self.plan.only and self._remote):
+            return 2  # one host (or this host is the master): refused before anything starts
         if self.inprocess and self.plan.sim.get("mode") == "realtime":
             preload()  # the physics' lazy imports now, not in the first steps (a worker does its own)
         rt_ctx = io_context(SUPERVISOR_PRIORITY) if realtime and not self.inprocess else None
@@ -309,8 +333,11 @@ class Launcher:
                 self.server = ControlServer(self.url, security=sec, context=self.ctx)
             except EndpointNotLocal:  # another host binds the control endpoint: follow its launcher
                 if self.plan.only:
-                    return self._run_follower(sec)
+                    return self._run_follower(sec, admitted)
                 raise
+            if not admitted:
+                self._tell_followers_refused()
+                return 2
             self.bus = open_bus(self.peers[LAUNCHER], sorted({ep for n, ep in self.peers.items() if n != LAUNCHER}),
                                 ["sim/stats", "sim/control", *self.subscribe], security=sec, context=self.ctx)
             self._poller = Poller()
@@ -324,6 +351,8 @@ class Launcher:
             self._stop_all(fast=True)
             return 1
         finally:
+            if self._remote and self.server is not None:
+                time.sleep(0.3)  # the last words to other hosts (stop, with the figures) leave before the close
             for sock in (self.bus, self.server):
                 if sock is not None:
                     sock.close()
@@ -335,6 +364,24 @@ class Launcher:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
             for signum, handler in old.items():
                 signal.signal(signum, handler)
+
+    def _tell_followers_refused(self) -> None:
+        """The master's admission refused the run: answer every other host's launcher that says hello
+        (until each host with services of the plan has, or ``sim.ready_timeout``) with a stop that says
+        why, so that they exit 2 at once instead of waiting for a master that will not start."""
+        hosts = {self.plan.services[n].host or "remote" for n in self._remote}
+        told: set[str] = set()
+        end = time.monotonic() + float(self.plan.sim["ready_timeout"])
+        while time.monotonic() < end and not hosts <= told:
+            got = self.server.recv(0.1)
+            if got is None:
+                continue
+            ident, msg = got
+            if ident.startswith("follower:") and msg.get("op") in ("hello", "refused"):
+                self.server.send(ident, {"op": "stop", "refused": f"realtime admission on host {self.host} "
+                                                                 "refused the run"})
+                told.add(str(msg.get("host") or ident[9:]))
+        time.sleep(0.1)  # the stops on their way before the socket closes
 
     def _claim_endpoints(self) -> None:
         """Before anything binds: refuse ipc endpoints of this host that a live run serves, remove
@@ -352,16 +399,17 @@ class Launcher:
         from dataclasses import replace
 
         local = self.plan.only or tuple(self.plan.services)
-        plan = replace(self.plan, services={n: s for n, s in self.plan.services.items() if n in local},
-                       processes={p: m for p, m in self.processes.items()} if not self.inprocess
-                       else (self.plan.processes or {n: (n,) for n in local}))
+        plan = replace(self.plan, processes=self.plan.processes or {n: (n,) for n in self.plan.services}) \
+            if self.inprocess else self.plan
         try:
-            ok, table, self._prio = realtime_plan(plan)
+            ok, table, self._prio = realtime_plan(plan, local=local)
         except Exception as err:  # noqa: BLE001 - a calibration that fails refuses the run, saying why
-            self._say(f"realtime admission: the calibration failed: {type(err).__name__}: {err}")
+            self._say(f"realtime admission on host {self.host}: the calibration failed: {type(err).__name__}: {err}")
+            self.admission = {"ok": False, "table": [f"the calibration failed: {type(err).__name__}: {err}"]}
             return False
+        self.admission = {"ok": ok, "table": table}
         if not ok:
-            self._say("realtime admission refused the run:\n  " + "\n  ".join(table))
+            self._say(f"realtime admission on host {self.host} refused the run:\n  " + "\n  ".join(table))
         return ok
 
     # ------------------------------------------------------------------ starting
@@ -381,7 +429,7 @@ class Launcher:
                     raise LifecycleError("worker processes need the config as a file (plan.path is None); "
                                          "write it to a file first, or run inprocess")
                 cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self.overrides,
-                                     self._prio.get(proc, 0))
+                                     self._prio.get(proc, 0), self._clock)
                 popen = subprocess.Popen(cmd, start_new_session=True)
                 for rec in recs:
                     rec.proc = popen
@@ -411,13 +459,33 @@ class Launcher:
 
     def _handle(self, ident: str, msg: dict[str, Any]) -> None:
         op = msg.get("op")
+        if op == "sync" and ident.startswith("clock:") and ident[6:] in self._remote:
+            # a process of another host follows this clock (protocol.clocksync): t2 = t3, answered at once
+            now = wall_ns()
+            self.server.send(ident, {"op": "sync", "t1": msg.get("t1", 0), "t2": now, "t3": now})
+            self._heard[ident[6:]] = time.monotonic()
+            return
         rec = self.records.get(ident)
+        if rec is not None or ident in self._followers:
+            self._heard[ident] = time.monotonic()
+        if op in ("sync", "alive"):
+            return
         if ident.startswith("follower:"):
             # a follower launcher speaks only for services this plan places on other hosts
             if not self._remote:
                 self._ignore(ident, "this run has no services on other hosts")
-            elif op == "hello":
+            elif op in ("hello", "refused"):
                 self._followers.add(ident)
+                self._heard[ident] = time.monotonic()
+                host = str(msg.get("host") or ident[9:])
+                self._follower_host[ident] = host
+                self.hosts.setdefault(host, {})["services"] = [n for n in msg.get("services", ()) if n in self._remote]
+                if msg.get("admission") is not None:
+                    self.hosts[host]["admission"] = msg["admission"]
+                if op == "refused":
+                    self._refused = True
+                    table = "\n  ".join((msg.get("admission") or {}).get("table") or ())
+                    raise _Failed(f"realtime admission on host {host} refused the run:\n  {table}")
             elif op == "died" and ident in self._followers and msg.get("name") in self._remote:
                 raise _Failed(f"service {msg.get('name')!r} died on {ident[9:]}: {msg.get('reason')}")
             else:
@@ -447,6 +515,7 @@ class Launcher:
                       + (f"SIGUSR2 resumes, else the run stops after {after:g} s" if after > 0 else
                          "SIGUSR2 resumes, Ctrl-C stops"))
             self._broadcast({"op": "freeze"})
+            self._announce("freeze", {"t_ns": int(msg.get("t_ns", 0)), "by": ident, "reason": str(msg.get("reason"))})
             if self._overload is None:
                 self._overload = (f"service {ident!r} froze the run at t = {t_s:.3f} s: {msg.get('reason')}",
                                   time.monotonic() + after if after > 0 else math.inf)
@@ -459,6 +528,11 @@ class Launcher:
             raise _Failed(f"service {ident!r} diverged at t = {t_s:.3f} s: {msg.get('reason')}")
         elif op == "error":
             raise _Failed(f"service {ident!r} failed: {msg.get('reason')}")
+        elif op == "held":  # what a service says while frozen (the rig holds, parks): into the log
+            status = {str(k): v for k, v in dict(msg.get("status") or {}).items()
+                      if isinstance(v, (str, int, float, bool)) and k not in ("service", "t_ns", "frozen_s")}
+            self._announce("held", {"service": ident, "t_ns": int(msg.get("t_ns", 0)),
+                                    "frozen_s": float(msg.get("frozen_s", 0.0)), **status})
 
     def _broadcast(self, msg: dict[str, Any], names: list[str] | None = None) -> None:
         for n in names if names is not None else list(self.records):
@@ -466,6 +540,9 @@ class Launcher:
         for f in self._followers:
             if msg.get("op") in ("stop", "ping"):
                 self.server.send(f, msg)
+
+    def _stats_for_followers(self) -> dict[str, dict[str, Any]]:
+        return {n: r.stats or r.live for n, r in self.records.items()}
 
     def _poll(self, timeout: float) -> None:
         """Handle control messages, bus messages, deaths, signals, pings and hooks for up to ``timeout`` s.
@@ -512,16 +589,53 @@ class Launcher:
                 self._overload = None  # resumed by the operator
             if self._started and self.frozen:
                 self._broadcast({"op": "freeze"})
+                self._announce("freeze", {"t_ns": self.sim_time_ns(), "by": "operator", "reason": "SIGUSR1"})
             elif self._started:  # realtime re-anchors: sim time t_ns at wall_ns, the same for all
                 t_common = max([r.t_ns for r in self.records.values()] or [0])
-                self._broadcast({"op": "resume", "wall_ns": time.time_ns() + 50_000_000, "t_ns": t_common})
+                self._broadcast({"op": "resume", "wall_ns": wall_ns() + 50_000_000, "t_ns": t_common})
+                self._announce("resume", {"t_ns": t_common, "by": "operator", "reason": "SIGUSR2"})
         now = time.monotonic()
+        if self._started:
+            self._check_hosts(now)
         if self._overload is not None and now >= self._overload[1]:
             raise _Failed(f"{self._overload[0]}; no resume within sim.freeze_stop_after "
                           f"({float(self.plan.sim.get('freeze_stop_after', 0.0)):g} s): stopped")
         if now >= self._next_ping:
-            self._next_ping = now + 0.5
-            self._broadcast({"op": "ping"})
+            self._next_ping = now + min(0.5, float(self.plan.sim["heartbeat_timeout"]) / 4)
+            self._broadcast({"op": "ping", "t_ns": self.sim_time_ns()})
+
+    def _check_hosts(self, now: float) -> None:
+        """Every other host's liveness: its services and its launcher answer the pings (and, on
+        ``clock = "sync"``, ask the time); one silent for ``sim.heartbeat_timeout`` is lost, and
+        the run stops, naming the host, its services and the instant (its rig parks on its side, whose
+        launcher stops its services when the master falls silent). A run never goes on unrecorded:
+        a lost host that ran the logger stops it the same way."""
+        hb = float(self.plan.sim["heartbeat_timeout"])
+        host = None
+        for name in self._remote:
+            rec = self.records[name]
+            if rec.stopped or rec.done and rec.role != "sink":
+                continue
+            last = self._heard.get(name)
+            if last is not None and now - last > hb:
+                host = self.plan.services[name].host or "remote"
+                break
+        for f, h in self._follower_host.items():
+            last = self._heard.get(f)
+            if host is None and last is not None and now - last > hb:
+                host = h
+        if host is None:
+            return
+        names = [n for n in self._remote if (self.plan.services[n].host or "remote") == host] or \
+            [n for n in self._remote if n in self.hosts.get(host, {}).get("services", ())]
+        t_s = self.sim_time_ns() * 1e-9
+        self.lost = {"host": host, "t": t_s, "services": names}
+        logger = [n for n in names if self.records[n].role == "sink"]
+        raise _Failed(f"host {host} lost at t = {t_s:.3f} s: no word from "
+                      + (f"its services {', '.join(names)}" if names else "its launcher")
+                      + f" for {hb:g} s (sim.heartbeat_timeout)"
+                      + (f"; the logger ({', '.join(logger)}) is gone, so nothing more would be recorded"
+                         if logger else "") + "; its rig parks on its side")
 
     def _drain_bus(self) -> None:
         """Every queued bus message: probes, live statistics, and the ``subscribe`` topics for the hook."""
@@ -542,6 +656,16 @@ class Launcher:
                     self.on_message(m.topic, st)
                 except Exception as err:  # noqa: BLE001 - a failing hook fails the run, reported like a service
                     raise _Failed(f"launcher hook on_message raised {type(err).__name__}: {err}") from err
+
+    def _announce(self, cmd: str, info: dict[str, Any]) -> None:
+        """Put a lifecycle event (freeze, resume, what a frozen service said) on ``sim/control``: the logger
+        records it, so the frozen interval shows in the log."""
+        if self.bus is not None:
+            self._ctl_seq += 1
+            try:
+                self._control_pub(cmd, self._ctl_seq, info)
+            except MessageError as err:  # not for want of a record: the run goes on, the note says what
+                self._say(f"note: could not log {cmd!r}: {err}")
 
     def _control_pub(self, cmd: str, seq: int, info: dict[str, Any] | None = None) -> None:
         self.bus.send("sim/control", encode("sim/control", {"cmd": cmd, "info": info or {}}, sender="launcher",
@@ -596,13 +720,18 @@ class Launcher:
             self._start_local()
             self._handshake()
             producers = self._producers()
+            if self._remote and self.admission is not None:
+                self._print_tables()
             t0 = 0
             dur = self.plan.duration_ns
             # every service and every coupling interval ends at t_end (a flow's last mean is then complete)
             grid = math.lcm(self.plan.longest_period_ns, *(p for p in producers.values() if p > 0))
             t_end = t0 + align_up(dur, grid) if dur else 0
             start = {"op": "start", "t0_ns": t0, "t_end_ns": t_end, "mode": sim["mode"],
-                     "speed": float(sim["speed"]), "start_wall_ns": time.time_ns() + 300_000_000,
+                     "speed": float(sim["speed"]),
+                     # the agreed start instant on the time base (this clock); other hosts' processes have
+                     # followed it since their hello (protocol.clocksync), so they start at the same instant
+                     "start_wall_ns": wall_ns() + (500_000_000 if self._remote else 300_000_000),
                      "producers": producers, "services": self._ports(), "overrun_policy": sim["overrun_policy"],
                      "overrun_limit": sim["overrun_limit"], "max_lag_ns": int(sim["max_lag"] * _S),
                      "max_input_age_ns": int(sim["max_input_age"] * _S),
@@ -629,7 +758,7 @@ class Launcher:
             self._say(f"{e}; stopping the others")
             self._stop_all(fast=True)
             self._summary(None, None)
-            return 1
+            return 2 if self._refused else 1
         except KeyboardInterrupt as e:
             s = e.args[0] if e.args else signal.SIGINT
             self._say(f"{signal.Signals(s).name}: stopping every service")
@@ -664,8 +793,8 @@ class Launcher:
             return
         for r in group:
             self.server.send(r.name, {"op": "stop"})
-        for f in getattr(self, "_followers", ()):
-            self.server.send(f, {"op": "stop"})
+        for f in getattr(self, "_followers", ()):  # with what the master knows of every service (their tables)
+            self.server.send(f, {"op": "stop", "stats": self._stats_for_followers()})
 
     def _reap(self, group: list[ServiceRecord], grace: float) -> None:
         """Wait (at most ``grace`` s) until every service of ``group`` has stopped and every process
@@ -721,6 +850,11 @@ class Launcher:
                "services": {n: r.stats or r.live for n, r in self.records.items()}}
         if self.diverged:
             out["diverged"] = dict(self.diverged)
+        if self.lost:
+            out["lost"] = dict(self.lost)
+        hosts = self._host_summary()
+        if hosts:
+            out["hosts"] = hosts
         ignored = dict(self.control_ignored)
         if self.server is not None and self.server.malformed:
             ignored["(not a msgpack map)"] = self.server.malformed
@@ -728,23 +862,76 @@ class Launcher:
             out["control_ignored"] = ignored
         print(json.dumps(out), file=self.out, flush=True)
 
+    def _host_summary(self) -> dict[str, dict[str, Any]]:
+        """Several hosts: per host, its services, its admission table and how its clock followed the master's
+        (offset, drift, round trips: from its processes' final statistics)."""
+        if not self._remote and not self.hosts:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for name, spec in self.plan.services.items():
+            host = spec.host or (self.host if self.records[name].local else "remote")
+            h = out.setdefault(host, {"services": []})
+            h["services"].append(name)
+            stats = self.records[name].stats or self.records[name].live
+            if stats.get("clock") and "clock" not in h:
+                h["clock"] = stats["clock"]
+        if self.admission is not None:
+            out.setdefault(self.host, {"services": []})["admission"] = self.admission
+        for host, info in self.hosts.items():
+            if info.get("admission") is not None:
+                out.setdefault(host, {"services": []})["admission"] = info["admission"]
+        return out
+
+    def _print_tables(self) -> None:
+        """Realtime over several hosts: every host's admission table, the master's first."""
+        tables = [(self.host, self.admission)] + [(h, v.get("admission")) for h, v in self.hosts.items()]
+        for host, adm in tables:
+            if adm:
+                self._say(f"realtime admission, host {host}:\n  " + "\n  ".join(adm.get("table") or ()))
+
     # ------------------------------------------------------------------ follower
-    def _run_follower(self, sec: Any) -> int:
+    def _run_follower(self, sec: Any, admitted: bool = True) -> int:
+        """Follow the master: say hello (with this host's admission table), start the local processes
+        (on the master's time base, ``sim.clock = "sync"``), report a local death, and stop them when the
+        master says stop or falls silent for ``sim.heartbeat_timeout`` (their rig parks). 2 if this
+        host's admission refused the run (the master is told, and stops too)."""
         self._say(f"{self.url} is not on this host: following its launcher with {', '.join(self.plan.only)}")
         ident = f"follower:{os.uname().nodename}-{os.getpid()}"
+        if self.plan.sim.get("clock", "sync") == "sync":
+            self._clock = "sync"
+        master = next((str(h) for h, a in (self.plan.sim.get("hosts") or {}).items()
+                       if f"//{a}:" in self.url), "the master's")
         with ControlClient(self.url, ident, security=sec, context=self.ctx) as ctl:
-            ctl.send({"op": "hello"})
+            hello = {"op": "hello" if admitted else "refused", "host": self.host, "services": list(self.plan.only),
+                     "admission": self.admission}
+            ctl.send(hello)
+            if not admitted:
+                time.sleep(0.2)  # the refusal on its way before the socket closes
+                return 2
             self._start_local()
             last = time.monotonic()
-            # until the master's first word allow for its start-up; then its pings (every 0.5 s) must go on
+            # until the master's first word allow for its start-up; then its pings must go on
             hb = float(self.plan.sim["heartbeat_timeout"]) + float(self.plan.sim["ready_timeout"])
             code = 0
+            t_ns = 0
             while True:
                 msg = ctl.recv(0.05)
                 if msg is not None:
                     last = time.monotonic()
                     hb = float(self.plan.sim["heartbeat_timeout"])
-                    if msg.get("op") == "stop":
+                    op = msg.get("op")
+                    if op == "ping":
+                        t_ns = int(msg.get("t_ns", t_ns))
+                        ctl.send({"op": "alive"})
+                    if op == "stop" and msg.get("refused"):
+                        self._say(f"{msg['refused']}: not starting the services of host {self.host}")
+                        code = 2
+                        break
+                    if op == "stop":
+                        self.stats_from_master = dict(msg.get("stats") or {})
+                        for n, st in self.stats_from_master.items():
+                            if n in self.records and st:
+                                self.records[n].stats = dict(st)
                         break
                 dead = [r for r in self.records.values() if r.local and r.proc is not None and not r.alive()
                         and r.proc.returncode != 0]
@@ -759,10 +946,27 @@ class Launcher:
                     code = 128 + int(self._signal)
                     break
                 if time.monotonic() - last > hb:
-                    self._say("the master launcher fell silent; stopping local services")
+                    self.lost = {"host": master, "t": t_ns * 1e-9, "services": []}
+                    self._say(f"host {master} (the master launcher) lost at t = {t_ns * 1e-9:.3f} s: no word for "
+                              f"{hb:g} s (sim.heartbeat_timeout); stopping the services of host {self.host} "
+                              "(the rig parks)")
                     code = 1
                     break
                 if all(r.proc is not None and r.proc.poll() == 0 for r in self.records.values() if r.local):
                     break
-            self._reap([r for r in self.records.values() if r.local], 1.0)
+            if code == 0:  # stopped by the master, which stops each of them too (sinks last): let them finish
+                self._reap([r for r in self.records.values() if r.local], SINK_DRAIN_LIMIT_NS / _S + 2.0)
+            else:
+                self._stop_local()
         return code
+
+    def _stop_local(self) -> None:
+        """Follower: SIGTERM the local processes at once (each stops cleanly: the logger closes its log, the
+        bridge parks the rig), then reap them."""
+        for r in self.records.values():
+            if r.local and r.proc is not None and r.proc.poll() is None:
+                try:
+                    r.proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        self._reap([r for r in self.records.values() if r.local], 2.0)

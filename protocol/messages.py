@@ -223,6 +223,8 @@ _TABLE: dict[str, TopicSchema] = {
     "sim/control": TopicSchema("berthsim.SimControl", 1, "event", {
         "cmd": _STR,          # probe | start | freeze | resume | stop | eos (a source has sent all it has)
                               # | diverged (the launcher: a model's output was not finite; info: service, t, reason)
+                              # | freeze, resume (the launcher: info t_ns, by, reason) | held (the launcher: what a
+                              # frozen service said, e.g. the rig bridge's state; info service, t_ns, frozen_s, rig)
         "info": _MAP,
     }),
     "sim/stats": TopicSchema("berthsim.SimStats", 1, "state", {

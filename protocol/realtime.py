@@ -518,9 +518,26 @@ def _steps(plan: Any, name: str) -> bool:
         return True
 
 
-def realtime_plan(plan: Any, cores: int | None = None,
-                  costs: Mapping[str, tuple[float, float]] | None = None) -> tuple[bool, list[str], dict[str, int]]:
-    """The admission check of a realtime run: calibrate (unless ``costs`` are given), assign, check.
+def realtime_plan(plan: Any, cores: int | None = None, costs: Mapping[str, tuple[float, float]] | None = None,
+                  local: Iterable[str] | None = None) -> tuple[bool, list[str], dict[str, int]]:
+    """The admission check of a realtime run on this host: calibrate (unless ``costs`` are given), assign, check.
+
+    Admission is per host: only the processes whose services all run here (``local``,
+    ``--only``) are placed on this host's cores. The calibration still runs every model of
+    the plan, those of other hosts built here too, so that the local ones step on the inputs
+    they will have in the run (a hil bridge alone has no orbiter state to map); only the
+    local ones' costs count. Priorities come from the whole plan, so every host assigns the
+    same ones.
+
+    Parameters
+    ----------
+    plan : RunPlan
+    cores : int, optional
+        This host's cores (default :func:`os.cpu_count`).
+    costs : Mapping[str, (p50, p99)], optional
+        Step costs [µs] by service (default: measured by :func:`calibrate`).
+    local : iterable of str, optional
+        The services this host runs (default: all of the plan's).
 
     Returns
     -------
@@ -532,9 +549,12 @@ def realtime_plan(plan: Any, cores: int | None = None,
     """
     prio = priorities(plan)
     costs = dict(costs) if costs is not None else calibrate(plan.config, plan.services)
+    here = set(local) if local else set(plan.services)
     procs = plan.processes or {n: (n,) for n in plan.services}
     tasks = []
     for p, members in procs.items():
+        if not all(n in here for n in members):
+            continue  # another host's process: admitted there
         steppers = [n for n in members if n in costs]
         if not steppers:
             continue

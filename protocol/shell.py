@@ -130,7 +130,8 @@ from protocol.bus import (
     open_bus,
     split_frame,
 )
-from protocol.codec import decode, encode, topic_codec
+from protocol.clocksync import ClockSync, SyncThread, mono_ns, wall_ns
+from protocol.codec import decode, encode, envelope, topic_codec
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR
 from protocol.provenance import SampleGate
 from protocol.realtime import fine_timer_slack, set_priority
@@ -166,6 +167,7 @@ _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before 
 _DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 _HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
+_GAP_NS = 250 * _MS  # realtime: a process that did not run for this long was stopped or descheduled
 STALL_TIMEOUT_NS = 10_000 * _MS
 """Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
 message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
@@ -211,6 +213,12 @@ class ProcessShell:
     rt_priority : int
         Realtime mode: the stepping thread's SCHED_FIFO priority (the process's, from
         :func:`protocol.realtime.priorities`); 0: normal scheduling.
+    clock : {"local", "sync"}
+        ``"sync"``: this process is on another host than the master launcher and follows its
+        clock (:class:`protocol.clocksync.ClockSync`, requests every 100 ms on the control
+        channel): the start instant, a resume's anchor, the pacing and the samples' wall stamps
+        are on the master's time base. ``"local"``: this host's clock is the master's (the
+        master's host, or hosts sharing a PTP-disciplined clock).
 
     Raises
     ------
@@ -220,7 +228,7 @@ class ProcessShell:
 
     def __init__(self, objs: Any, url: str, peers: dict[str, str], *, name: str | None = None,
                  security: Security | None = None, context: Context | None = None,
-                 stop_event: threading.Event | None = None, rt_priority: int = 0) -> None:
+                 stop_event: threading.Event | None = None, rt_priority: int = 0, clock: str = "local") -> None:
         self.members = [Member(o) for o in objs]
         if not self.members:
             raise LifecycleError("a process needs at least one service")
@@ -255,7 +263,8 @@ class ProcessShell:
             for topic in {p.topic for m in self.sched.models for p in m.inputs}
             if topic not in self.sched.local_topics and topic in SCHEMAS}
         self._gaps = SequenceTracker()
-        self._gate = SampleGate({}, {})  # the run's acceptance rule, from the start message
+        # the run's acceptance rule, from the start message (before it: who may speak for whom only)
+        self._gate = SampleGate({}, {}, speaks_for=security.identities if security is not None else None)
         # data frames that arrive before the start message: held, and checked once the gate exists
         self._prestart: list[bytes] | None = []
         self._rejected_topics: set[str] = set()
@@ -284,18 +293,28 @@ class ProcessShell:
         self._next_ctl = 0
         self._next_stats = 0
         self._stats_every = 1_000_000_000
+        self._sync = ClockSync() if clock == "sync" else None
+        self._sync_thread: SyncThread | None = None
+        self._wall_to_mono = 0  # local clock: monotonic - wall, fixed at the start and at each resume [ns]
+        self._resumed_wall = 0  # realtime: the last resume's instant on the time base; ages count from it [ns]
 
     # ------------------------------------------------------------------ entry
     def run(self) -> int:
         """Run to the end; 0 after a clean stop, 1 after an error (reported to the launcher)."""
         auth = None
         try:
-            if self.security is not None:
+            if self.security is not None:  # one key per process: this process's own pair (ConfigError if none)
+                self.security = self.security.for_process(m.name for m in self.members)
                 auth = self.security.start_authenticator(self.context or default_context())
             for m in self.members:
                 m.ctl = ControlClient(self.url, m.name, security=self.security, context=self.context)
+            if self._sync is not None:  # another host: follow the master's clock from now on (before the start)
+                self._sync_thread = SyncThread(self._sync, lambda: ControlClient(
+                    self.url, f"clock:{self.members[0].name}", security=self.security, context=self.context))
+                self._sync_thread.start()
             others = sorted({ep for n, ep in self.peers.items() if n not in self.mine and ep != self.endpoint})
-            self.bus = open_bus(self.endpoint, others, security=self.security, context=self.context)
+            self.bus = open_bus(self.endpoint, others, security=self.security, context=self.context,
+                                admit=self._admit)
             self._poller.register(self.bus, *(m.ctl for m in self.members))
             self._handshake()
             self._wait_start()
@@ -345,6 +364,8 @@ class ProcessShell:
             print(f"[{culprit.name}] error: {reason}", file=sys.stderr, flush=True)
             return 1
         finally:
+            if self._sync_thread is not None:
+                self._sync_thread.stop()
             for m in self.members:
                 closer = getattr(m.obj, "close", None)
                 if callable(closer):
@@ -412,6 +433,26 @@ class ProcessShell:
             self._sink_pending.append(frame)
             return
         self.members[0].invalid += 1  # not a subscribed input (garbage)
+
+    def _admit(self, peer: str | None, frame: bytes) -> bool:
+        """One key per process: whether the publisher that CurveZMQ authenticated as ``peer`` speaks
+        for the frame's sender (:meth:`protocol.provenance.SampleGate.impostor`); an impostor's frame is
+        counted invalid and dropped before anything sees it, the first of each topic reported.
+        Malformed frames pass, to be counted where they are handled."""
+        i = frame.find(SEPARATOR)
+        if i <= 0:
+            return True
+        try:
+            topic = frame[:i].decode()
+            sender = envelope(topic, frame[i + 1:])[1]
+        except (MessageError, UnicodeDecodeError, KeyError, ValueError):
+            return True
+        why = self._gate.impostor(sender, peer)
+        if why is None:
+            return True
+        route = self._inputs_of.get(frame[:i])
+        self._rejected(route[2][0] if route is not None else self.members[0], topic, why)
+        return False
 
     def _rejected(self, m: Member, topic: str, why: str) -> None:
         """A well-formed sample this run does not accept (:mod:`protocol.provenance`): counted
@@ -500,6 +541,9 @@ class ProcessShell:
                     break
                 self._last_ctl = time.monotonic_ns()
                 op = msg.get("op")
+                if op == "ping":
+                    m.ctl.send({"op": "alive", "t_ns": m.t_ns})  # the master watches every host's liveness
+                    continue
                 if op == "stop":
                     m.stopped = True
                     if m.role != "sink":
@@ -536,12 +580,17 @@ class ProcessShell:
         if self.state == "frozen":
             return
         self._set_state("frozen")
-        holders = [m.obj.hold for m in self.sched.models if callable(getattr(m.obj, "hold", None))]
+        holders = [(m, m.obj.hold) for m in self.sched.models if callable(getattr(m.obj, "hold", None))]
         since = time.monotonic_ns()
+        said: dict[str, Any] = {}
         while self.state == "frozen":
             self._wait(_HOLD_EVERY_NS // _MS)
-            for hold in holders:
-                hold((time.monotonic_ns() - since) * 1e-9)
+            for m, hold in holders:
+                status = hold((time.monotonic_ns() - since) * 1e-9)
+                if status and status != said.get(m.name):  # what a holder says while frozen (the rig holds, parks):
+                    said[m.name] = status                   # to the launcher, which puts it in the log
+                    m.ctl.send({"op": "held", "status": dict(status), "t_ns": m.t_ns,
+                                "frozen_s": (time.monotonic_ns() - since) * 1e-9})
 
     def _resume(self, msg: dict[str, Any]) -> None:
         self._set_state("running")
@@ -605,7 +654,7 @@ class ProcessShell:
         full_rate = msg.get("full_rate") or ()
         t_end = int(msg.get("t_end_ns") or 0)
         self.sched.configure(producers, services, full_rate, t_end)
-        self._gate = SampleGate(producers, services, t_end, full_rate)
+        self._gate = SampleGate(producers, services, t_end, full_rate, self._gate.speaks_for)
         early, self._prestart = self._prestart or [], None
         for frame in early:
             self._ingest(frame)
@@ -633,9 +682,12 @@ class ProcessShell:
         out = self.stats(m)
         out.update({"jitter_p50_ns": int(p50), "jitter_p99_ns": int(p99),
                     "jitter_max_ns": int(jit.max()) if jit.size else 0,
+                    "input_age_p50_ns": int(np.percentile(age, 50)) if age.size else 0,
                     "input_age_p99_ns": int(np.percentile(age, 99)) if age.size else 0, "t_ns": m.t_ns})
         if self.start.get("mode") == "realtime" and m.role != "sink":
             out["late_imports"] = len(self.late_imports)  # modules its process first imported in the run
+        if self._sync is not None:  # another host than the master's: how well it follows the master's clock
+            out["clock"] = self.clock_report()
         return out
 
     def _publish_stats(self, m: Member, state: str | None = None) -> None:
@@ -787,7 +839,7 @@ class ProcessShell:
         the callers look at control after every step or wait (``_tick_stats``). Returns at
         once after a freeze (``_resume_msg`` set) so that the caller re-anchors.
         """
-        now = time.monotonic_ns
+        now = mono_ns
         inputs = bool(self._inputs_of) or bool(self._sinks)
         while (rem := deadline - now()) > _CTL_EVERY_NS + _DRAIN_EARLY_NS:
             time.sleep(_CTL_EVERY_NS / 1e9)
@@ -811,7 +863,20 @@ class ProcessShell:
             os.sched_yield()  # spinning, but an equal-priority service due now gets the core
 
     def _mono_from_wall(self, wall_ns: int) -> int:
-        return time.monotonic_ns() + (wall_ns - time.time_ns())
+        """The local monotonic instant [ns] of the run's time base instant ``wall_ns`` (the master's clock)."""
+        if self._sync is not None:
+            return self._sync.to_local(wall_ns)
+        return wall_ns + self._wall_to_mono
+
+    def master_ns(self) -> int:
+        """Now on the run's time base (the master launcher's clock) [ns]: this host's clock, or the estimate of it."""
+        if self._sync is not None:
+            return self._sync.to_master(mono_ns())
+        return wall_ns()
+
+    def clock_report(self) -> dict[str, Any]:
+        """``clock = "sync"``: the estimate's offset, drift, round trips and uncertainty (empty otherwise)."""
+        return self._sync.report(mono_ns()) if self._sync is not None else {}
 
     def _run_realtime(self) -> None:
         sched = self.sched
@@ -820,7 +885,12 @@ class ProcessShell:
         # time, when their values begin to hold (an input's age is then measured from the start)
         sched.initial(t0, int(self.start["start_wall_ns"]))
         self._flush()
-        anchor = self._mono_from_wall(int(self.start["start_wall_ns"]))
+        self._wall_to_mono = time.monotonic_ns() - time.time_ns()
+        self._resumed_wall = int(self.start["start_wall_ns"])
+        anchor = int(self.start["start_wall_ns"])  # on the time base; _mono_from_wall makes it local
+        if self._resume_msg is not None:  # frozen before the start, then resumed: the resume's instant is t0's
+            self._resumed_wall = int(self._resume_msg["wall_ns"])
+            anchor = self._resumed_wall - (int(self._resume_msg.get("t_ns", t0)) - t0)
         self._resume_msg = None
         set_priority(self.rt_priority)
         fine_timer_slack()
@@ -853,30 +923,49 @@ class ProcessShell:
         models = sorted(sched.models, key=lambda m: m.period_ns)  # rate-monotonic order at a common instant
         run_of = {m.name: 0 for m in models}  # consecutive overruns
         busy = {m.name: self._busy.get(m.name, (0, 0)) for m in models}
-        mono, wall = time.monotonic_ns, time.time_ns
+        mono, wall, cpu = mono_ns, self.master_ns, time.thread_time_ns
+        local = self._mono_from_wall  # the time base (``anchor`` is on it) to this host's monotonic clock
+        catchup = t0  # after a resume: steps up to this instant catch up with the common instant (no overrun)
+        prev_wall, prev_cpu = mono(), cpu()
         while True:
             live = [m for m in models if not m.done]
             if not live and all(m.done for m in sched.sources):
                 break
             t = min(m.t_ns for m in live) if live else None
             if sched.sources:
-                due_src = self._next_source_due(t0, t_end, anchor)
-                if due_src is not None and (t is None or due_src < anchor + (t - t0)):
+                due_src = self._next_source_due(t0, t_end, local(anchor))
+                if due_src is not None and (t is None or due_src < local(anchor + (t - t0))):
                     self._wait_until(due_src)
-                    self._step_sources(t0, t_end, 1.0, anchor)
+                    self._step_sources(t0, t_end, 1.0, local(anchor))
                     self._flush()
                     self._tick_stats()
                     continue
             if t is None:
                 self._wait(20)
                 continue
-            due = anchor + (t - t0)
+            due = local(anchor + (t - t0))
             self._wait_until(due)
-            if self._resume_msg is not None:   # re-anchor after a freeze
-                msg, self._resume_msg = self._resume_msg, None
-                anchor = self._mono_from_wall(int(msg["wall_ns"])) - (int(msg.get("t_ns", t)) - t0)
+            if self._resume_msg is not None:   # re-anchor after a freeze: the common instant at the resume's
+                msg, self._resume_msg = self._resume_msg, None   # wall time, on the time base
+                self._wall_to_mono = time.monotonic_ns() - time.time_ns()
+                self._resumed_wall = int(msg["wall_ns"])
+                catchup = int(msg.get("t_ns", t))
+                anchor = int(msg["wall_ns"]) - (catchup - t0)
+                run_of = dict.fromkeys(run_of, 0)
+                prev_wall, prev_cpu = mono(), cpu()
                 continue
             start = mono()
+            gap = self._descheduled(start - due, start - prev_wall, cpu() - prev_cpu, live[0].period_ns)
+            if gap:
+                m = next(x for x in live if x.t_ns == t)
+                if policy == "stop":
+                    sched.current = m
+                    raise _Fail(f"overload: {gap} at t = {t / 1e9:.3f} s; policy stop")
+                if policy == "freeze":
+                    self._flush()
+                    m.ctl.send({"op": "frozen", "reason": f"{gap} at t = {t / 1e9:.3f} s", "t_ns": t})
+                    self._freeze()
+                    continue
             for m in live:
                 if m.t_ns != t:
                     continue
@@ -884,7 +973,8 @@ class ProcessShell:
                 m.jitter.append(start - due)
                 u = m.buf.latest(t, h)
                 oldest = u.oldest_wall_ns()
-                age = wall() - oldest if oldest is not None else 0
+                # an input's age counts from the last resume at most: a freeze is not staleness
+                age = wall() - max(oldest, self._resumed_wall) if oldest is not None else 0
                 if oldest is not None:
                     m.age.append(age)
                 sched.current = m
@@ -901,7 +991,7 @@ class ProcessShell:
                 if t_end and m.t_ns >= t_end:
                     m.done = True
                 done_at = mono()
-                late = done_at - (anchor + (m.t_ns - t0))
+                late = done_at - local(anchor + (m.t_ns - t0)) if m.t_ns > catchup else 0
                 # sustained overload: steps that themselves take longer than the period, one after the other
                 # (a step that is late only because an earlier one was, and catches up, is not counted here)
                 run_of[m.name] = run_of[m.name] + 1 if done_at - began > h else 0
@@ -932,7 +1022,23 @@ class ProcessShell:
                     self._freeze()
             self._flush()
             self._tick_stats()
+            prev_wall, prev_cpu = mono(), cpu()
         self._flush(sinks_now=True)
+
+    @staticmethod
+    def _descheduled(wake_late: int, wall_d: int, cpu_d: int, h: int) -> str:
+        """Why a step woke ``wake_late`` ns after its start instant, if the process did not run meanwhile.
+
+        ``wall_d`` and ``cpu_d`` are the wall and thread CPU time since the previous step
+        ended [ns]. A step that wakes late after a gap of more than :data:`_GAP_NS` (and ten
+        periods) since the previous one ended, its thread having run for less than a quarter
+        of that gap, was stopped (SIGSTOP, a paused VM) or kept off its core: not a slow step,
+        whose lateness comes with CPU time spent (and builds up over many steps). Empty if it ran.
+        """
+        if wake_late <= 0 or wall_d <= max(_GAP_NS, 10 * h) or cpu_d * 4 >= wall_d:
+            return ""
+        return (f"the process did not run for {wall_d / 1e9:.3f} s (its thread ran {cpu_d / 1e6:.1f} ms of it: "
+                f"stopped, paused or kept off its core, not a slow step)")
 
     def _next_source_due(self, t0: int, t_end: int, anchor: int) -> int | None:
         """The wall instant (monotonic) of the earliest next source message, or None if every source ended."""
@@ -1016,10 +1122,10 @@ class ServiceShell(ProcessShell):
 
 def run_process(objs: Any, url: str, peers: dict[str, str], *, name: str | None = None,
                 security: Security | None = None, context: Context | None = None,
-                stop_event: threading.Event | None = None, rt_priority: int = 0) -> int:
+                stop_event: threading.Event | None = None, rt_priority: int = 0, clock: str = "local") -> int:
     """Run ``objs`` as one process under a :class:`ProcessShell`; the process exit code (0 clean, 1 error)."""
     return ProcessShell(objs, url, peers, name=name, security=security, context=context, stop_event=stop_event,
-                        rt_priority=rt_priority).run()
+                        rt_priority=rt_priority, clock=clock).run()
 
 
 def run_service(obj: Any, url: str, peers: dict[str, str], *, security: Security | None = None,

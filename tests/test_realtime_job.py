@@ -79,7 +79,7 @@ def test_realtime_scenario_10s_delivery_phases_and_safety(tmp_path: Path) -> Non
         assert s["msgs_dropped"] == 0 and s["msgs_invalid"] == 0, (name, s)
         assert s["late_imports"] == 0, (name, p.stderr[-2000:])  # no step paid for an import (preload)
     assert summary["services"]["logger"]["msgs_invalid"] == 0
-    fig = json.loads((tmp_path / "summary.json").read_text())
+    fig = json.loads((tmp_path / "run.summary.json").read_text())
     assert fig["ok"] and "diverged" not in fig
     # the phases of the lockstep run (the operator's script: capture 7.0 s, rigidize 7.5 s)
     assert fig["phases"]["capture"] == pytest.approx(7.0, abs=0.05)
@@ -128,3 +128,101 @@ def test_realtime_overload_freezes_names_the_service_and_parks_the_rig(tmp_path:
     lo, hi = _limits()
     assert all(lo <= x <= hi for x in rig["axes"]) and all(lo <= x <= hi for _, a in rig["applied"] for x in a)
     np.testing.assert_allclose(rig["axes"], rig["neutral"], atol=1e-3)
+
+
+def _run_with_signals(config: Path, tmp: Path, duration: float, signals: list[tuple[float, int]],
+                      target: str = "launcher") -> tuple[int, str, str, Path]:
+    """A realtime run; each ``(after, signal)`` is sent ``after`` s after the run has started (its physics
+    process runs SCHED_FIFO), to the launcher or, with ``target``, to that process group's worker."""
+    import signal as sig
+    import time
+
+    log = tmp / "run.mcap"
+    p = subprocess.Popen([sys.executable, str(LAUNCH), "run", str(config), "--duration", str(duration), "--log",
+                          str(log), "--no-report", "--json"], cwd=tmp, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "BERTHSIM_NO_PROGRESS": "1"})
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 90 and not _stepping(config):  # the physics loop has begun: it runs
+            time.sleep(0.05)                                          # SCHED_FIFO from its first step on
+        start = time.monotonic()
+        for after, s in signals:
+            time.sleep(max(0.0, start + after - time.monotonic()))
+            if target == "launcher":
+                p.send_signal(s)
+            else:  # the worker process of that process group (SIGSTOP / SIGCONT)
+                for pid in _worker_pids(config, target):
+                    os.kill(pid, s)
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        _ = sig
+    return p.returncode, out, err, log
+
+
+def _stepping(config: Path) -> bool:
+    """Whether the physics process's realtime loop has begun (it sets SCHED_FIFO at its first step)."""
+    for pid in _worker_pids(config, "physics"):
+        try:
+            if os.sched_getscheduler(pid) == os.SCHED_FIFO:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _worker_pids(config: Path, proc: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"_worker" in cmd and str(config).encode() in cmd and proc.encode() in cmd:
+                pids.append(int(d.name))
+    return pids
+
+
+@pytest.mark.parametrize("frozen_s", [1.0, 3.0])
+def test_freeze_and_resume_completes_as_scripted_and_the_freeze_is_in_the_log(tmp_path: Path, frozen_s: float) -> None:
+    import signal
+
+    config, stats = _config(tmp_path, freeze_park_after=2.0, freeze_stop_after=10.0)
+    rc, out, err, log = _run_with_signals(config, tmp_path, 10.0,
+                                          [(3.0, signal.SIGUSR1), (3.0 + frozen_s, signal.SIGUSR2)])
+    assert rc == 0, err[-3000:]
+    assert "froze the run" not in err  # no overload after the resume: ages and lag paused while frozen
+    with open_log(log) as lf:
+        ctl = [decode_control(m.payload) for m in lf.messages(["sim/control"])]
+    cmds = [c["cmd"] for c in ctl]
+    assert "freeze" in cmds and "resume" in cmds, cmds
+    t_freeze = next(c["info"]["t_ns"] for c in ctl if c["cmd"] == "freeze")
+    t_resume = next(c["info"]["t_ns"] for c in ctl if c["cmd"] == "resume")
+    assert 0 <= t_resume - t_freeze <= 50_000_000  # simulated time stood still (every service held)
+    if frozen_s > 2.0:  # held past freeze_park_after: the rig parked, and the log says so
+        held = [c["info"] for c in ctl if c["cmd"] == "held"]
+        assert any(h.get("rig") in ("PARKING", "ARMED") for h in held), held
+
+
+def test_a_stopped_process_is_told_apart_from_a_slow_one(tmp_path: Path) -> None:
+    import signal
+
+    config, _ = _config(tmp_path, freeze_stop_after=10.0)
+    rc, out, err, log = _run_with_signals(config, tmp_path, 10.0,
+                                          [(3.0, signal.SIGSTOP), (5.5, signal.SIGCONT), (7.0, signal.SIGUSR2)],
+                                          target="physics")
+    # the stopped process says so when it wakes, or another froze the run first on its stale inputs: either
+    # way the run froze and resumed; it is never called too slow for real time
+    assert ("did not run for" in err and "not a slow step" in err) or "froze the run" in err, err[-3000:]
+    assert "run it in lockstep" not in err
+    assert rc == 0, err[-3000:]
+
+
+def decode_control(payload: bytes) -> dict:
+    from protocol.codec import decode
+
+    return dict(decode("sim/control", payload).body)

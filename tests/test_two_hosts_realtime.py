@@ -99,6 +99,8 @@ def _scenario(tmp: Path, h: TwoHosts, duration: float, **sim: object) -> Path:
     text = text.replace("duration = 45.0", f"duration = {duration}", 1)
     for k, v in sim.items():
         text = re.sub(rf"(?m)^{k} = .*$", f"{k} = {json.dumps(v)}", text, count=1)
+    # the emulated rig writes its statistics (state, faults, axes) when it stops
+    text = text.replace("[hil.emulator]\n", f"[hil.emulator]\nstats = {json.dumps(str(tmp / 'rig.json'))}\n", 1)
     write_keys(tmp / "keys", ("server", "client"))
     cfg = tmp / "two.toml"
     cfg.write_text(text)
@@ -230,7 +232,9 @@ def test_cut_link_stops_both_sides_within_the_heartbeat_and_the_log_ends_at_the_
     assert a.p.returncode == 1 and b.p.returncode == 1
     assert "Traceback" not in a.err + b.err
     assert "the logger (logger) is gone" in a.err
-    # the rig parked: its bridge was stopped on host b, and the emulated rig ends PARKED or at neutral
+    # the rig parked: its bridge was stopped on host b, and the emulated rig ends parking or parked, no fault
+    rig = json.loads((tmp_path / "rig.json").read_text())
+    assert rig["state"] in ("PARKING", "ARMED") and rig["faults"] == 0, (rig["state"], rig.get("fault_log"))
     n, last = _finite_log(tmp_path / "run.mcap")
     assert n > 0 and last > 0
     # the log runs up to the cut: host a's stretch after it is bounded by the heartbeat
