@@ -530,11 +530,17 @@ class FmuModel:
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> FmuModel:
-    """The FMU model of service ``name`` (the FMU instantiated, not yet initialized).
+    """The FMU model of service ``name`` (the FMU instantiated, not yet initialized). The modules of the
+    run's other services are imported first: they register the schemas of the topics it takes.
 
     Raises
     ------
     ConfigError
         If the configuration has a problem :func:`validate` lists.
     """
+    from protocol.config import service_module
+    for other, svc in config["services"].items():  # the producers' modules register their topics' schemas
+        kind = svc.get("kind") if isinstance(svc, dict) else None
+        if other != name and isinstance(kind, str) and kind not in ("logger", "replay", "fmu"):
+            service_module(kind)
     return FmuModel(spec_of(config, name), name, period_ns)
