@@ -65,6 +65,8 @@ def _overrides(a: argparse.Namespace) -> dict[str, Any]:
 
 def _plan(config_path: str, only: tuple[str, ...], overrides: dict[str, Any] | None = None) -> Any:
     from protocol.config import load, validate
+    # the config file's path in [sim] from the first validation on (a service may resolve files against it)
+    overrides = {"config_file": str(Path(config_path).resolve()), **(overrides or {})}
     return validate(load(config_path), path=config_path, only=only, overrides=overrides)
 
 
