@@ -1,4 +1,4 @@
-"""Closed kinematic chains: a loop closed by a weld, solved with constraint forces and drift correction.
+"""Closed kinematic chains: a loop closed by a weld, a point, a revolute or a planar pin; constraint forces, drift.
 
 MBDYN (Quiocho, Huynh, Crues, seed 004, "Closed Kinematic Chains", eqs. 22–30). A
 :class:`dynamics.chain.ChainModel` (a tree, rigid or with beam links) is closed by a
@@ -38,6 +38,22 @@ least of any correction onto ``J_C v = 0``); the position projection moves q by 
 drift (RK4: O(h⁵) per step without Baumgarte gains) and changes the energy by that drift
 times ∂E/∂q. :class:`ClosedStep` reports the sum (``energy_change``, negative when removed).
 
+Closure kinds (``LoopClosure.kind``), each a selection ``S`` (k, 6) of the relative twist
+``J_C v`` (rows ``[ω; v]`` in W), its rows fixed in Cb (``x, y, z`` its axes in W)::
+
+    "weld"      k = 6   S = I₆                           the equations above (λ: [τ; f] in W)
+    "point"     k = 3   S = [0 I₃]                       Ca's origin on Cb's (a ball joint; λ: f in W)
+    "revolute"  k = 5   S = [[xᵀ 0], [yᵀ 0], [0 I₃]]      free rotation about z (λ: [τ_x, τ_y] about x, y; f in W)
+    "planar"    k = 2   S = [[0 xᵀ], [0 yᵀ]]              a planar mechanism's pin in Cb's x–y plane (λ: f_x, f_y)
+
+The constraint is ``S J_C v = 0``, so ``S J_C v̇ = −S J̇_C v − Ṡ J_C v`` with ``Ṡ`` the rows
+turning with body b (``ẋ = ω_b × x``). Position errors for :func:`project` and Baumgarte:
+``S`` applied to ``ΔX_C`` (for a revolute, the rotation vector's components along x and
+y vanish exactly when Ca's z is Cb's z). A ``"planar"`` closure leaves the out-of-plane
+directions to the mechanism: with every joint axis along z they are held by the tree
+itself (a three-dimensional pin there would add rows that are identically zero and make
+``J_C`` rank-deficient, which :func:`forward_dynamics` refuses).
+
 A loop with more constraints than the chain can move (the six-joint SRMS closed by six
 constraints leaves it no motion but the whole system's and the beams') is fine as long
 as ``J_C`` has full row rank: the arm's joints then carry internal loads only.
@@ -58,6 +74,7 @@ from dynamics import spatial as sp
 from errors import ModelError, ShapeError, SingularityError
 
 __all__ = [
+    "KINDS",
     "LoopClosure",
     "ClosedStep",
     "step_rk4_report",
@@ -73,10 +90,14 @@ Array = NDArray[np.float64]
 
 _COND_MAX = 1e12
 
+#: Closure kinds and their number of constraint rows (module docstring).
+KINDS = {"weld": 6, "point": 3, "revolute": 5, "planar": 2}
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LoopClosure:
-    """A weld closing a loop: frame Ca on body a coincides with frame Cb on body b.
+    """A closure of a loop between frame Ca on body a and frame Cb on body b: a weld (they coincide), or a
+    point, revolute or planar pin (``kind``, module docstring).
 
     Attributes
     ----------
@@ -88,19 +109,32 @@ class LoopClosure:
         Body of Cb (a rigid body), or -1: Cb fixed in W.
     X_BC : ndarray, shape (4, 4)
         Cb in body b's frame (in W if ``body_b == -1``).
+    kind : str
+        ``"weld"`` (default), ``"point"``, ``"revolute"`` (about Cb's z) or ``"planar"`` (a pin
+        in Cb's x–y plane): :data:`KINDS`.
 
     Raises
     ------
     ShapeError
         If a pose is not (4, 4) and rigid.
+    ModelError
+        On an unknown kind, or a and b the same body.
     """
 
     body_a: int
     X_AC: Array
     body_b: int
     X_BC: Array
+    kind: str = "weld"
+
+    @property
+    def rows(self) -> int:
+        """Number of constraint rows k (6 weld, 3 point, 5 revolute, 2 planar)."""
+        return KINDS[self.kind]
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ModelError(f"LoopClosure.kind: {self.kind!r} not one of {list(KINDS)}")
         for name in ("X_AC", "X_BC"):
             X = np.array(getattr(self, name), dtype=np.float64)
             if X.shape != (4, 4) or not np.all(np.isfinite(X)):
@@ -129,8 +163,30 @@ def _frames(model: ch.ChainModel, data: ch.ChainData, q: Array, loop: LoopClosur
     return X_Ca, X_Cb
 
 
+def _selection(loop: LoopClosure, R_WCb: Array) -> Array | None:
+    """S (k, 6) of the closure's kind (module docstring); None for a weld (the identity)."""
+    if loop.kind == "weld":
+        return None
+    S = np.zeros((loop.rows, 6))
+    x, y = R_WCb[:, 0], R_WCb[:, 1]
+    if loop.kind == "point":
+        S[:, 3:] = np.eye(3)
+    elif loop.kind == "revolute":
+        S[0, :3], S[1, :3], S[2:, 3:] = x, y, np.eye(3)
+    else:  # planar
+        S[0, 3:], S[1, 3:] = x, y
+    return S
+
+
+def _R_WCb(model: ch.ChainModel, data: ch.ChainData, q: Array, loop: LoopClosure) -> Array:
+    if loop.body_b < 0:
+        return loop.X_BC[:3, :3]
+    return ch.forward_kinematics(model, data, q)[loop.body_b, :3, :3] @ loop.X_BC[:3, :3]
+
+
 def constraint_error(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, loop: LoopClosure) -> Array:
-    """Pose error of the loop, ``ΔX_C = [θ; p_Ca − p_Cb]`` (seed 004 eq. 30), in W.
+    """Error of the loop: for a weld the pose error ``ΔX_C = [θ; p_Ca − p_Cb]`` (seed 004 eq. 30), in W;
+    for the other kinds ``S ΔX_C`` (k,) (module docstring).
 
     Parameters
     ----------
@@ -139,8 +195,9 @@ def constraint_error(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, loo
 
     Returns
     -------
-    dX : ndarray, shape (6,)
-        θ: rotation vector of ``R_WCa R_WCbᵀ`` [rad]; position error [m].
+    dX : ndarray, shape (k,)
+        Weld: θ, the rotation vector of ``R_WCa R_WCbᵀ`` [rad], and the position error [m];
+        other kinds: ``S`` applied to those.
 
     Raises
     ------
@@ -150,21 +207,26 @@ def constraint_error(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, loo
     _check(model, loop)
     X_Ca, X_Cb = _frames(model, data, np.asarray(q, dtype=np.float64), loop)
     th = sp.rotation_vector(X_Ca[:3, :3] @ X_Cb[:3, :3].T)
-    return np.concatenate([th, X_Ca[:3, 3] - X_Cb[:3, 3]])
+    e = np.concatenate([th, X_Ca[:3, 3] - X_Cb[:3, 3]])
+    S = _selection(loop, X_Cb[:3, :3])
+    return e if S is None else S @ e
 
 
 def constraint_jacobian(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, loop: LoopClosure) -> Array:
-    """``J_C = J_a(Ca) − J_b(Cb)`` (6, nv): the twist of Ca relative to Cb, ``[ω; v]`` in W (seed 004 eq. 25)."""
+    """``J_C = J_a(Ca) − J_b(Cb)`` (6, nv): the twist of Ca relative to Cb, ``[ω; v]`` in W (seed 004 eq. 25);
+    ``S J_C`` (k, nv) for the kinds other than a weld (module docstring)."""
     _check(model, loop)
     qa = np.asarray(q, dtype=np.float64)
     J = ch.frame_jacobian(model, data, qa, loop.body_a, loop.X_AC[:3, 3]).copy()
     if loop.body_b >= 0:
         J -= ch.frame_jacobian(model, data, qa, loop.body_b, loop.X_BC[:3, 3])
-    return J
+    S = _selection(loop, _R_WCb(model, data, qa, loop))
+    return J if S is None else S @ J
 
 
 def constraint_bias(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: ArrayLike, loop: LoopClosure) -> Array:
-    """``J̇_C v`` (6,): the relative acceleration of Ca in Cb at zero v̇ (the velocity-product part of eq. 24's σ_C)."""
+    """``J̇_C v`` (6,): the relative acceleration of Ca in Cb at zero v̇ (the velocity-product part of eq. 24's σ_C);
+    ``S J̇_C v + Ṡ J_C v`` (k,) for the kinds other than a weld (module docstring)."""
     _check(model, loop)
     qa = np.asarray(q, dtype=np.float64)
     va = np.asarray(v, dtype=np.float64)
@@ -172,7 +234,22 @@ def constraint_bias(model: ch.ChainModel, data: ch.ChainData, q: ArrayLike, v: A
     A = ch.frame_acceleration(model, data, qa, va, z, loop.body_a, loop.X_AC[:3, 3])
     if loop.body_b >= 0:
         A = A - ch.frame_acceleration(model, data, qa, va, z, loop.body_b, loop.X_BC[:3, 3])
-    return A
+    S = _selection(loop, _R_WCb(model, data, qa, loop))
+    if S is None:
+        return A
+    if loop.kind == "point":  # rows fixed in W
+        return S @ A
+    J = ch.frame_jacobian(model, data, qa, loop.body_a, loop.X_AC[:3, 3]).copy()
+    w_b = np.zeros(3)
+    if loop.body_b >= 0:
+        Jb = ch.frame_jacobian(model, data, qa, loop.body_b, loop.X_BC[:3, 3])
+        J -= Jb
+        w_b = Jb[:3] @ va
+    V = J @ va
+    S_dot = np.zeros_like(S)
+    S_dot[:, :3] = np.cross(w_b, S[:, :3])
+    S_dot[:, 3:] = np.cross(w_b, S[:, 3:])
+    return S @ A + S_dot @ V
 
 
 def _kkt(M: Array, J: Array, rhs_v: Array, rhs_c: Array) -> tuple[Array, Array]:
@@ -221,8 +298,10 @@ def forward_dynamics(
     Returns
     -------
     vdot : ndarray, shape (nv,)
-    lam : ndarray, shape (6,)
-        Constraint wrench: ``−λ`` acts on body a at Ca, ``+λ`` on body b at Cb, [τ; f] in W. [N·m, N]
+    lam : ndarray, shape (k,)
+        Constraint wrench: ``−λ`` acts on body a at Ca, ``+λ`` on body b at Cb, [τ; f] in W for a
+        weld (k = 6); for the other kinds the components along S's rows, the wrench on b
+        being ``Sᵀ λ`` (module docstring). [N·m, N]
 
     Raises
     ------
@@ -313,10 +392,10 @@ class ClosedStep:
     ----------
     q, v : ndarray, shapes (nq,), (nv,)
         The state at the step's end, projected onto the constraint manifold.
-    lam_start : ndarray, shape (6,)
-        The constraint wrench λ at the step's start (on body b at Cb, [τ; f] in W; module
-        docstring for the sign). [N·m, N]
-    impulse : ndarray, shape (6,)
+    lam_start : ndarray, shape (k,)
+        The constraint wrench λ at the step's start (on body b at Cb, [τ; f] in W for a weld;
+        module docstring for the sign and the other kinds). [N·m, N]
+    impulse : ndarray, shape (k,)
         ``∫ λ dt`` over the step by the RK4 weights (h/6 (λ₁ + 2λ₂ + 2λ₃ + λ₄), the stages'
         λ, each in W at the stage's configuration); ``−impulse`` acts on body a. [N·m·s, N·s]
     energy_change : float
@@ -406,7 +485,7 @@ def step_rk4(
     Returns
     -------
     q_next, v_next : ndarray
-    lam : ndarray, shape (6,)
+    lam : ndarray, shape (k,)
         The constraint wrench at the start of the step only (on body b at Cb; module
         docstring), not a mean over the step: for the impulse over the step and the energy
         the projection changed, :func:`step_rk4_report`.

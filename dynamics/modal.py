@@ -253,8 +253,8 @@ def modes(
     lock_base : bool
         Hold a floating base (no effect on a ground-based chain).
     loops : sequence of LoopClosure
-        Loop closures (6-D welds) held: the modes move in the null space of their
-        Jacobians (:func:`dynamics.closed_chain.constraint_jacobian`).
+        Loop closures held (welds, points, revolute or planar pins): the modes move in the
+        null space of their Jacobians (:func:`dynamics.closed_chain.constraint_jacobian`).
 
     Returns
     -------
