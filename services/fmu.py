@@ -14,8 +14,8 @@ Config::
     kind = "fmu"
     rate_hz = 1000                      # the FMU's communication step h = 1 / rate_hz (a whole multiple of
                                         # the base tick, like every service's period)
-    fmu = "fmu/ActuatorLeg.fmu"         # relative to the config file (sim.config_file, set by launch.py
-                                        # run; without it, to the working directory)
+    fmu = "fmu/ActuatorLeg.fmu"         # relative to the config file (sim.config_file, which launch.py
+                                        # sets; without it, to the working directory)
     inputs = {x_cmd = "toy/state1:x"}   # FMU input variable = "TOPIC:FIELD" or "TOPIC:FIELD[i, j]" (a
                                         # scalar of an f8, int or bool field; a state topic is held, a flow
                                         # topic's overlap-weighted mean over the step is used)
@@ -142,7 +142,7 @@ class FmuSpec:
 
 def fmu_path(config: Mapping[str, Any], name: str) -> Path:
     """``services.NAME.fmu`` resolved: relative to the directory of ``sim.config_file`` when the run
-    knows it (``launch.py run`` sets it), else to the working directory."""
+    knows it (``launch.py`` sets it), else to the working directory."""
     p = Path(str(config["services"][name].get("fmu", "")))
     if p.is_absolute():
         return p
