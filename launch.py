@@ -17,10 +17,10 @@ The main job (``run`` of a scenario with a contact service and a logger): a prog
 on stderr on a terminal (simulation time, real-time factor, phase; ``BERTHSIM_NO_PROGRESS=1``
 turns it off), the log under ``runs/<timestamp>/run.mcap`` unless ``--log`` or ``sim.log``
 says otherwise, and beside it the report (``report/``) and the JSON summary
-(``summary.json``: the run's figures and every service's final statistics); on stdout, the
+(``run.summary.json``, named after the log: the run's figures and every service's final statistics); on stdout, the
 table of the figures (:func:`services.report.run_figures`,
 :func:`services.report.summary_table`), and the JSON summary too with ``--json``. Any other
-run prints a table of the services' statistics (and ``summary.json`` beside its log).
+run prints a table of the services' statistics (and ``LOG.summary.json`` beside its log).
 
 Exit codes: 0 success (for a scripted scenario: it went as scripted), 1 a service failed,
 2 invalid configuration or usage, 3 the run ended but not as scripted (a phase missing,
@@ -129,7 +129,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     The human summary goes to stdout: for the main job (a scenario with a contact service
     and a log) the table of its figures (:func:`services.report.summary_table`), else a
     table of the services' statistics. The JSON summary — the figures and every service's
-    final statistics — goes into ``summary.json`` beside the log, and onto stdout only
+    final statistics — goes into ``LOG.summary.json`` beside the log (:func:`summary_path`), and onto stdout only
     with ``--json``. Exit code 0 only when every service ran to the end and, for a scripted
     scenario, the run went as scripted (:func:`services.report.expected_events`); 3 when
     it ran to the end but did not.
@@ -177,7 +177,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         code = _after_run(plan, log, launcher, code, summary, report=not a.no_report)
     else:
         if log is not None and log.exists():
-            (log.parent / "summary.json").write_text(json.dumps({"run": summary}, indent=1))
+            summary_path(log).write_text(json.dumps({"run": summary}, indent=1))
         if summary.get("services"):
             print(services_table(summary["services"]))
     if a.json and summary:
@@ -185,8 +185,14 @@ def cmd_run(a: argparse.Namespace) -> int:
     return code
 
 
+def summary_path(log: Path) -> Path:
+    """The JSON summary of a run, beside its log and named after it (``run.mcap`` -> ``run.summary.json``):
+    two runs logging into one directory keep one each."""
+    return log.with_name(f"{log.stem}.summary.json")
+
+
 def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str, Any], report: bool) -> int:
-    """Figures, table, ``summary.json`` and report beside the log; the run's exit code."""
+    """Figures, table, the JSON summary (:func:`summary_path`) and report beside the log; the run's exit code."""
     from errors import LogError
     from services.report import expected_events, make_report, mark_diverged, run_figures, summary_table
     try:
@@ -214,10 +220,10 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str
             fig["report"] = str(rep.pdf)
         except Exception as err:  # noqa: BLE001 - the run's result stands without its plots
             print(f"berthsim: report failed: {type(err).__name__}: {err}", file=sys.stderr)
-    (log.parent / "summary.json").write_text(json.dumps(fig, indent=1, default=float))
+    summary_path(log).write_text(json.dumps(fig, indent=1, default=float))
     where = f"log {log}" + (f", report {fig['report']}" if "report" in fig else "")
     verdict = "completed as scripted" if fig["ok"] else "did NOT complete as scripted"
-    print(f"berthsim: run {verdict}; {where}; figures in {log.parent / 'summary.json'}")
+    print(f"berthsim: run {verdict}; {where}; figures in {summary_path(log)}")
     print(summary_table(fig, stats, fig["ok"]), flush=True)
     if code == 0 and not as_scripted:
         missing = [k for k in expected if k not in seen]

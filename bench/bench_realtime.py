@@ -70,8 +70,8 @@ def run(sim_seconds: float | None, mode: str = "realtime") -> dict[str, Any]:
             return {"exit_code": code, "stderr_tail": err.strip().splitlines()[-6:]}
         summary = json.loads(lines[-1])
         res: dict[str, Any] = {"exit_code": code, "wall_s": round(wall, 1)}
-        if (Path(tmp) / "summary.json").exists():
-            res.update(_figures(Path(tmp) / "summary.json"))
+        if (Path(tmp) / "run.summary.json").exists():
+            res.update(_figures(Path(tmp) / "run.summary.json"))
     if mode != "realtime":
         return res
     services = {}

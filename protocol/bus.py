@@ -54,7 +54,15 @@ A message is one frame ``topic | b"\\0" | payload`` (:mod:`protocol.messages`); 
 subscription to a topic is to ``topic + b"\\0"``, an exact match. Every socket has
 high-water mark 0 (unbounded), so nothing is ever dropped silently: lockstep never
 loses a message. ZeroMQ keeps per-publisher order; :class:`SequenceTracker` counts
-sequence gaps per (sender, topic).
+sequence gaps per (sender, topic). A SUB takes frames of at most :data:`MAX_FRAME_BYTES`
+(``ZMQ_MAXMSGSIZE``; ipc and tcp, inproc has no limit). A frame whose body is larger than
+:data:`protocol.messages.MAX_PAYLOAD_BYTES` but within that is received, then counted and
+dropped by its consumer's decoder like any malformed message. A larger one ZeroMQ refuses
+before allocating it, as a protocol error: it closes the connection to that publisher and
+does not make it again, so every later frame of that publisher is lost to this subscriber
+(its consumers see its topics stop; in lockstep they wait on it) while the other
+publishers' frames are untouched. Only a participant of the run can send one (a SUB
+connects to the plan's endpoints only).
 
 Receiving on hot paths: :meth:`Bus.drain` hands every queued frame to a callable in a loop
 that runs inside the backend, and :attr:`Bus.recv_wait` is the backend's own blocking
@@ -89,7 +97,7 @@ import zmq
 from numpy.typing import NDArray
 
 from errors import BusError, BusTimeout
-from protocol.messages import SEPARATOR
+from protocol.messages import MAX_PAYLOAD_BYTES, SEPARATOR
 from protocol.security import Security, check_bind
 
 __all__ = [
@@ -97,6 +105,7 @@ __all__ = [
     "ControlServer", "ControlClient", "ZmqControlServer", "ZmqControlClient", "MemoryControlServer",
     "MemoryControlClient", "Poller", "Context", "default_context", "new_context", "destroy_context",
     "SequenceTracker", "split_frame", "LAUNCHER", "EndpointInUse", "EndpointNotLocal", "claim_ipc",
+    "MAX_FRAME_BYTES",
 ]
 
 SCHEMES = ("inproc", "ipc", "tcp", "memory")
@@ -265,6 +274,13 @@ def mesh_endpoints(url: str, names: Iterable[str], explicit: Mapping[str, str | 
     return out
 
 
+MAX_FRAME_BYTES = MAX_PAYLOAD_BYTES + (1 << 16)
+"""The largest frame a SUB takes (``ZMQ_MAXMSGSIZE``): the decoder's largest body and a topic. [bytes]
+The schemas' largest fixed body is ``arm/state``'s, about 1.2 kB; the variable ones (events,
+``hil/status``'s link map, ``sim/stats``) a few kB: the 1 MiB body limit is a margin of several
+hundred, and a 50 MB frame is refused by every subscriber instead of allocated by each."""
+
+
 def _socket(ctx: zmq.Context, kind: int) -> zmq.Socket:
     s = ctx.socket(kind)
     s.linger = 0
@@ -397,6 +413,7 @@ class ZmqBus(_Closing):
         ctx = self._ctx = context or zmq.Context.instance()
         self.pub = _socket(ctx, zmq.PUB)
         self.sub = _socket(ctx, zmq.SUB)
+        self.sub.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         self._closed = False
         self._ipc_path: str | None = None
         try:

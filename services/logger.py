@@ -30,15 +30,20 @@ What is written: :mod:`protocol.logfile` (*File layout*): a channel and a JSON s
 topic, the wire bodies unchanged, attachments ``config.json``, ``config.toml`` and
 ``command_line.txt``, metadata ``berthsim.run`` and ``berthsim.close``. ``berthsim.close``
 holds the messages received and written, invalid and rejected ones, the lost messages
-(sequence gaps) per topic, and the wall clock of the first data message received (not
-``sim/control``) and of the close (``first_wall_ns``, ``end_wall_ns``).
+(sequence gaps) per topic (topics of the run only: messages of topics without a schema are
+counted, ``invalid.unknown_topics`` and ``invalid.unknown_topic_messages``, never listed),
+and the wall clock of the first data message received (not ``sim/control``) and of the close
+(``first_wall_ns``, ``end_wall_ns``).
 
 The log holds nothing a consumer would reject. Messages whose envelope or fields do not
 fit their schema (a non-finite value included: each body is decoded as a consumer
 decodes it), or whose topic has no schema, are counted (``invalid``) and not written.
 Well-formed samples the run does not accept — not from the topic's producer, off its
-coupling grid, out of order or a second copy of one instant, a sequence number beyond
-the instants (:mod:`protocol.provenance`) — are counted (``rejected``) and not written;
+coupling grid, out of order or a second copy of one instant, stamped beyond what the
+producer can have reached, a sequence number beyond the instants (:mod:`protocol.provenance`,
+the same gate as the consumers', fed the same frames in the same order) — are counted
+(``rejected``) and not written; frames whose CurveZMQ key does not speak for their sender
+never reach the logger (its process drops and counts them, ``msgs_invalid``);
 so a forged sequence number cannot make ``lost`` report bogus losses. A logger used
 outside a run (no gate given) checks the fields only; a negative ``t_ns`` cannot be an
 MCAP ``log_time`` (unsigned): it is then written with ``log_time`` 0 and counted.
@@ -185,6 +190,8 @@ _PIPE_DEFAULT = 1 << 16
 _BATCH_MAX = 4096
 """Messages per hand-over to the writer process, at most (one pipe write each)."""
 _OP_BATCH, _OP_CLOSE = 0, 1
+_UNKNOWN_TOPICS_MAX = 10_000
+"""Topics without a schema the logger tells apart (to count them); more are counted as messages only."""
 _PARENT_ENDS: set[Connection] = set()
 """The parent-side pipe ends of every open logger of this process: a new writer process
 closes its copies, so that each writer sees end-of-file when its own logger dies."""
@@ -262,6 +269,8 @@ class McapLogger:
         self._gate: SampleGate | None = None
         self._codecs: dict[int, TopicCodec] = {}  # topic index -> its codec (the fields' check)
         self.lost: dict[str, int] = {}
+        self.unknown_messages = 0  # messages of topics without a schema (not the run's), counted, not listed
+        self._unknown_topics: set[str] = set()  # their topics, at most _UNKNOWN_TOPICS_MAX
         self.writer_cpu_s = 0.0
         self._first_wall_ns = 0  # wall clock of the first data message (not sim/control) handed over (0: none) [ns]
         self._tracker = SequenceTracker()
@@ -315,6 +324,8 @@ class McapLogger:
         self._pending: deque[list[bytes]] = deque()
         self._append = self._pending.append
         self._error: str | None = None
+        self._raised = False
+        self._reaped: tuple[int, Any] | None = None  # the writer process's wait status and rusage, once reaped
         self._closed = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._hand_over_loop, name=f"{name}-handover", daemon=True)
@@ -343,6 +354,7 @@ class McapLogger:
             As :meth:`on_message`.
         """
         if self._error is not None:
+            self._raised = True  # (close() then says nothing more: the failure is raised once)
             raise LogError(f"log {str(self.path)!r}: writer failed: {self._error}")
         if not self._first_wall_ns and not all(f.startswith(CONTROL_PREFIX) for f in frames):
             self._first_wall_ns = time.time_ns()  # the first data message (the handshake's probes are not)
@@ -435,7 +447,8 @@ class McapLogger:
     def _check_samples(self, ok: NDArray[np.bool_], tid: NDArray[np.int64], bodies: list[bytes]) -> None:
         """What a consumer would reject, marked not ``ok`` in place and counted: fields that do not
         fit the schema or are not finite (``invalid``), and well-formed samples the run's gate
-        does not accept (``rejected``: not the producer's, off its coupling grid, out of order)."""
+        does not accept (``rejected``: not the producer's, off its coupling grid, out of order, beyond
+        what its producer can have reached)."""
         topics, codecs, gate = self._topics, self._codecs, self._gate
         for k in np.flatnonzero(ok).tolist():
             t = int(tid[k])
@@ -461,8 +474,10 @@ class McapLogger:
         topic = frame[:sep].decode(errors="replace") if sep > 0 else ""
         try:
             schema_for(topic)
-        except MessageError:  # no schema: not recorded (garbage must not grow the tables)
-            self.invalid[topic] = self.invalid.get(topic, 0) + 1
+        except MessageError:  # no schema: not recorded, counted, not listed (garbage must not grow the tables)
+            self.unknown_messages += 1
+            if len(self._unknown_topics) < _UNKNOWN_TOPICS_MAX:
+                self._unknown_topics.add(topic)
             return -1
         tid = self._tid_of[frame[:sep]] = len(self._topics)
         self._topics.append(topic)
@@ -490,8 +505,25 @@ class McapLogger:
         try:
             reply = msgpack.unpackb(self._status.recv_bytes())
         except (EOFError, OSError):
-            return ["error", "the writer process exited without a word"]
+            return ["error", self._writer_death()]
         return list(reply)
+
+    def _writer_death(self) -> str:
+        """Why the writer process ended without a word: its exit status or signal (it is reaped here)."""
+        deadline = time.monotonic() + 1.0
+        while self._reaped is None and time.monotonic() < deadline:
+            pid, status, usage = os.wait4(self._pid, os.WNOHANG)
+            if pid:
+                self._reaped = (status, usage)
+            else:
+                time.sleep(0.01)
+        if self._reaped is None:
+            return "the writer process stopped answering"
+        status = self._reaped[0]
+        if os.WIFSIGNALED(status):
+            return (f"the writer process died ({signal.Signals(os.WTERMSIG(status)).name}); the log ends at its last "
+                    f"chunk ('launch.py recover {self.path}' rebuilds its index)")
+        return f"the writer process exited with status {os.waitstatus_to_exitcode(status)} without a word"
 
     # ---------------------------------------------------------------- close
     def close(self) -> None:
@@ -500,7 +532,8 @@ class McapLogger:
         Raises
         ------
         LogError
-            If the writer process failed (the message names the file and the cause).
+            If the writer process failed (the message names the file and the cause), unless
+            :meth:`on_frames` already raised that failure: a failure is raised once.
         """
         if self._closed:
             return
@@ -521,19 +554,29 @@ class McapLogger:
             for end in (self._out, self._status):
                 _PARENT_ENDS.discard(end)
                 end.close()  # a writer process still running sees end-of-file and finishes the file
-            _, _, usage = os.wait4(self._pid, 0)
+            usage = self._reaped[1] if self._reaped is not None else os.wait4(self._pid, 0)[2]
             self.writer_cpu_s = usage.ru_utime + usage.ru_stime
-        if self._error is not None:
+        if self._error is not None and not self._raised:
+            self._raised = True
             raise LogError(f"log {str(self.path)!r}: writer failed: {self._error}")
 
     def close_metadata(self) -> dict[str, str]:
-        """The ``berthsim.close`` metadata: counts, and lost messages (sequence gaps) per topic."""
+        """The ``berthsim.close`` metadata: counts, and lost messages (sequence gaps) per topic.
+
+        Per-topic keys (``lost.T``, ``invalid.T``, ``rejected.T``) name only topics with a schema
+        (the run's); messages of topics without one are counted, not listed
+        (``invalid.unknown_topics``: how many topics, at most ``_UNKNOWN_TOPICS_MAX`` told apart;
+        ``invalid.unknown_topic_messages``), so that junk on the bus cannot grow the record."""
         meta = {"first_wall_ns": str(self._first_wall_ns), "end_wall_ns": str(time.time_ns()),
                 "received": str(self.received), "written": str(self.written),
-                "invalid": str(sum(self.invalid.values())), "lost": str(sum(self.lost.values())),
+                "invalid": str(sum(self.invalid.values()) + self.unknown_messages),
+                "lost": str(sum(self.lost.values())),
                 "negative_t_ns": str(self.negative_t), "rejected": str(sum(self.rejected.values()))}
         meta.update({f"lost.{t}": str(n) for t, n in sorted(self.lost.items())})
-        meta.update({f"invalid.{t or '<none>'}": str(n) for t, n in sorted(self.invalid.items())})
+        meta.update({f"invalid.{t}": str(n) for t, n in sorted(self.invalid.items())})
+        if self.unknown_messages:
+            meta["invalid.unknown_topics"] = str(len(self._unknown_topics))
+            meta["invalid.unknown_topic_messages"] = str(self.unknown_messages)
         meta.update({f"rejected.{t}": str(n) for t, n in sorted(self.rejected.items())})
         return meta
 

@@ -109,7 +109,7 @@ def test_default_run_and_replay(tmp_path: Path) -> None:
     # the table on stdout, then (--json) the JSON summary; the figures and the report beside the log
     table, last = p.stdout.strip().rsplit("\n", 1)
     assert "completed as scripted" in table and "peak interface force" in table and "{" not in table
-    fig = json.loads((run_dir / "summary.json").read_text())
+    fig = json.loads((run_dir / "run.summary.json").read_text())
     assert json.loads(last) == fig["run"] and fig["run"]["t_end_ns"] == int(T_SHORT * 1e9)
     assert fig["ok"] is True and list(fig["phases"]) == ["approach"]
     assert fig["rig"]["crc_errors"] == 0 and fig["rig"]["bad_frames"] == 0 and fig["rig"]["seq_lost"] == 0
@@ -214,7 +214,7 @@ def test_capture_deterministic_and_momentum_conserved(tmp_path: Path) -> None:
                     tmp_path, timeout=400)
         assert p.returncode == 0, p.stderr[-3000:]
         logs.append(log)
-    fig = json.loads((tmp_path / "summary.json").read_text())
+    fig = json.loads((tmp_path / "run1.summary.json").read_text())
     assert list(fig["phases"]) == ["approach", "capture", "berthing move"]
     env = cfg["contact"]["envelope"]
     assert fig["capture"]["v_rel_m_s"] < env["rate_lin"] and fig["capture"]["lateral"] < env["lateral"]

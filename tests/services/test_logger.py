@@ -159,6 +159,43 @@ def test_sequence_gaps_and_invalid_messages_are_counted(tmp_path):
         assert [m.seq for m in log.messages()] == [i for i in range(20) if i not in (5, 6, 12)]
 
 
+def test_junk_topics_are_counted_not_listed_in_the_closing_metadata(tmp_path):
+    """10,000 topics without a schema (before: 10,000 'invalid.<topic>' keys in berthsim.close)."""
+    lg = McapLogger(tmp_path / "j.mcap")
+    msgs = toy_messages(3)
+    lg.on_frames([f"junk/{i}".encode() + b"\0" + msgs[0] for i in range(10_000)] + [b"no separator"])
+    for p in msgs:
+        lg.on_message("toy/state0", p)
+    lg.on_message("toy/state0", b"\x01\x02garbage")
+    lg.close()
+    with open_log(tmp_path / "j.mcap") as log:
+        meta = log.metadata()["berthsim.close"]
+    assert meta["invalid"] == "10002" and meta["invalid.toy/state0"] == "1"
+    # 10,001 topics (the frame without a separator has none): 10,000 told apart at most, every message counted
+    assert meta["invalid.unknown_topics"] == "10000" and meta["invalid.unknown_topic_messages"] == "10001"
+    assert len(meta) < 20 and not any(k.startswith("invalid.junk") for k in meta)
+
+
+def test_a_dead_writer_process_is_one_named_failure(tmp_path):
+    """SIGKILL to the writer process: the next hand-over raises one LogError naming the file and the
+    signal, close() does not raise it again (before: the shell printed two tracebacks), and the
+    complete chunks stay readable after recover."""
+    from protocol.logrecover import recover
+    lg = McapLogger(tmp_path / "w.mcap", flush_interval=0.01)
+    for p in toy_messages(50):
+        lg.on_message("toy/state0", p)
+    time.sleep(0.3)
+    os.kill(lg._pid, signal.SIGKILL)
+    with pytest.raises(LogError) as ei:
+        for _ in range(200):
+            lg.on_message("toy/state0", toy_messages(1)[0])
+            time.sleep(0.01)
+    assert str(ei.value).startswith(f"log {str(tmp_path / 'w.mcap')!r}: writer failed: the writer process died "
+                                    "(SIGKILL)")
+    lg.close()  # the failure was raised once
+    assert recover(tmp_path / "w.mcap").messages == 50
+
+
 def test_the_log_holds_nothing_a_consumer_rejects(tmp_path):
     """A non-finite field, and with the run's gate: another sender, t < 0, a second copy of an
     instant, a bogus sequence number (before: all written, and seq = 10⁶ made lost = 999,999)."""
@@ -220,7 +257,7 @@ def test_frames_in_bulk_count_gaps_as_the_sequence_tracker_does_one_by_one(tmp_p
         i = j
     lg.close()
     assert lg.lost == {t: n for t, n in lost.items() if n} and sum(lost.values()) > 0
-    assert lg.invalid == {"": 2, "no/such/topic": 1, "toy/state0": 1}
+    assert lg.invalid == {"toy/state0": 1} and lg.unknown_messages == 3  # 2 without a topic, 1 without a schema
     assert lg.received == len(frames) and lg.written == len(arrivals)
     with open_log(tmp_path / "bulk.mcap") as log:
         logged = sorted((m.topic, m.payload) for m in log.messages())
@@ -414,7 +451,7 @@ def test_writer_cpus_pin_the_writer_process_and_bad_ones_are_refused(tmp_path):
         validate(cfg)
 
 
-def test_a_failing_writer_is_reported_by_the_next_message_and_by_close():
+def test_a_failing_writer_is_reported_once_by_the_next_message_or_by_close():
     lg = McapLogger("/dev/full")  # every write fails: no space left on the device
     lg.on_message("toy/state0", toy_messages(1)[0])
     end = time.monotonic() + 5
@@ -422,8 +459,11 @@ def test_a_failing_writer_is_reported_by_the_next_message_and_by_close():
         time.sleep(0.01)
     with pytest.raises(LogError, match="'/dev/full': writer failed: OSError.*No space left"):
         lg.on_message("toy/state0", toy_messages(1)[0])
-    with pytest.raises(LogError, match="'/dev/full': writer failed"):
-        lg.close()
+    lg.close()  # raised once already (before: again, a second traceback in the run's output)
+    other = McapLogger("/dev/full")
+    other.on_message("toy/state0", toy_messages(1)[0])
+    with pytest.raises(LogError, match="'/dev/full': writer failed"):  # not raised yet: close raises it
+        other.close()
     with pytest.raises(ProcessLookupError):  # the writer process is reaped, not left behind
         os.kill(lg._pid, 0)
 
