@@ -349,14 +349,28 @@ def cmd_check(a: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- keys
 def _keys_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", help="directory for the key files")
-    p.add_argument("--names", default="server,client", help="key pair names (default server,client)")
+    p.add_argument("--names", default="server,client",
+                   help="key pair names (default server,client: one client key shared by every process, the weaker "
+                        "layout)")
+    p.add_argument("--config", help="one key pair per process of this config, and one for the launchers; prints "
+                                    "the [security] table to put in the config")
 
 
 def cmd_keys(a: argparse.Namespace) -> int:
-    """Write CurveZMQ key pairs."""
-    from protocol.security import write_keys
-    for pub in write_keys(a.dir, _only(a.names)):
-        print(pub)
+    """Write CurveZMQ key pairs: the names given, or with ``--config`` the server's, the launchers' and one
+    per process of the config (:func:`protocol.security.identities_of`), then print the ``[security]`` table."""
+    from protocol.security import identities_of, write_keys
+    if not a.config:
+        for pub in write_keys(a.dir, _only(a.names)):
+            print(pub)
+        return 0
+    import tomli_w
+
+    from protocol.config import load, processes_of
+    ids = identities_of(processes_of(load(a.config)))
+    write_keys(a.dir, ("server", *ids))
+    keys_dir = os.path.relpath(Path(a.dir).resolve(), Path(a.config).resolve().parent)  # as the config reads it
+    print(tomli_w.dumps({"security": {"keys_dir": keys_dir, "server": "server", "identities": ids}}), end="")
     return 0
 
 

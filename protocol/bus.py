@@ -396,8 +396,12 @@ class ZmqBus(_Closing):
     topics : Iterable[str]
         Topics to subscribe to now (more with :meth:`subscribe`).
     security : Security, optional
-        CurveZMQ: the PUB is a CURVE server (a ZAP authenticator must run in the
-        context, :meth:`Security.start_authenticator`), the SUB a CURVE client.
+        CurveZMQ: the SUB is a CURVE server (a ZAP authenticator must run in the
+        context, :meth:`Security.start_authenticator`), the PUB a CURVE client.
+    admit : callable, optional
+        With one key per process (``security.identities``): ``admit(peer, frame)`` for every
+        frame received, ``peer`` the ``User-Id`` the ZAP handler gave its publisher's key (the
+        key's name); a frame it refuses is not handed over (the callable counts it).
     context : Context, optional
         Default :func:`default_context` (required to share for ``inproc://``).
 
@@ -409,7 +413,8 @@ class ZmqBus(_Closing):
     """
 
     def __init__(self, bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = (), *,
-                 security: Security | None = None, context: Context | None = None) -> None:
+                 security: Security | None = None, context: Context | None = None,
+                 admit: Callable[[str | None, bytes], bool] | None = None) -> None:
         ctx = self._ctx = context or zmq.Context.instance()
         self.pub = _socket(ctx, zmq.PUB)
         self.sub = _socket(ctx, zmq.SUB)
@@ -419,11 +424,11 @@ class ZmqBus(_Closing):
         try:
             if bind:
                 check_bind(bind, security)
-                if security is not None:
-                    security.apply_server(self.pub)
+                if security is not None:  # the publisher is the CURVE client, so that the subscriber's
+                    security.apply_client(self.pub)  # ZAP handler names who sent each message (User-Id)
                 self._ipc_path = _bind(self.pub, bind, "bus")
             if security is not None:
-                security.apply_client(self.sub)
+                security.apply_server(self.sub)
             for ep in connect:
                 self.sub.connect(ep)
         except zmq.ZMQError as err:
@@ -438,6 +443,10 @@ class ZmqBus(_Closing):
         self.send_frame = _frame_sender(self.pub)
         self.recv_wait = self.sub.recv
         self.poll_handle = self.sub
+        # one key per process: each frame's publisher as CurveZMQ authenticated it (ZAP User-Id), to admit
+        self._admit = admit if security is not None and security.identities else None
+        if self._admit is not None:
+            self.recv_wait = self._recv_admitted
         for t in topics:
             self.subscribe(t)
 
@@ -471,7 +480,26 @@ class ZmqBus(_Closing):
         ms = 1000 if timeout is None else max(0, int(timeout * 1000 + 0.999))
         if not self._poller.poll(ms):
             return None
+        if self._admit is not None:
+            try:
+                return split_frame(self._recv_admitted(_NOBLOCK))
+            except zmq.Again:
+                return None
         return split_frame(self.sub.recv(copy=True))
+
+    def _recv_admitted(self, flags: int = 0) -> bytes:
+        """The next frame :attr:`_admit` lets through, given its publisher's authenticated name
+        (ZAP ``User-Id``; None if the connection has none); raises ``zmq.Again`` as ``recv`` does."""
+        recv, admit = self.sub.recv, self._admit
+        while True:
+            msg = recv(flags, copy=False)
+            frame = msg.bytes
+            try:
+                peer: str | None = str(msg.get("User-Id"))
+            except zmq.ZMQError:
+                peer = None
+            if admit is None or admit(peer, frame):
+                return frame
 
     def recv_frames(self, limit: int = RECV_FRAMES_MAX) -> list[bytes]:
         """Every frame already queued, at most ``limit``, as whole frames ``topic\\0payload``; never waits.
@@ -480,7 +508,7 @@ class ZmqBus(_Closing):
         no per-message split, lookup or call.
         """
         frames: list[bytes] = []
-        append, recv = frames.append, self.sub.recv
+        append, recv = frames.append, (self.sub.recv if self._admit is None else self._recv_admitted)
         try:
             for _ in range(limit):
                 append(recv(_NOBLOCK))
@@ -491,7 +519,7 @@ class ZmqBus(_Closing):
     def drain(self, handle: Callable[[bytes], Any]) -> None:
         """``handle(frame)`` for every frame already queued, in order; never waits (the loop of
         non-blocking receives runs here: no call between the handler and the socket)."""
-        recv = self.sub.recv
+        recv = self.sub.recv if self._admit is None else self._recv_admitted
         try:
             while True:
                 handle(recv(_NOBLOCK))
@@ -554,9 +582,10 @@ def split_frame(frame: bytes) -> Message:
 
 
 def open_bus(bind: str | None, connect: Iterable[str] = (), topics: Iterable[str] = (), *,
-             security: Security | None = None, context: Context | None = None) -> Bus:
+             security: Security | None = None, context: Context | None = None,
+             admit: Callable[[str | None, bytes], bool] | None = None) -> Bus:
     """Open the bus backend the endpoints' scheme names (inproc/ipc/tcp → :class:`ZmqBus`,
-    memory → :class:`MemoryBus`).
+    memory → :class:`MemoryBus`); ``admit``: see :class:`ZmqBus`.
 
     Raises
     ------
@@ -572,7 +601,7 @@ def open_bus(bind: str | None, connect: Iterable[str] = (), topics: Iterable[str
         raise ValueError(f"bus endpoints {eps!r}: memory:// cannot be mixed with ZeroMQ endpoints")
     if memory == {True}:
         return MemoryBus(bind, connect, topics)
-    return ZmqBus(bind, connect, topics, security=security, context=context)
+    return ZmqBus(bind, connect, topics, security=security, context=context, admit=admit)
 
 
 class ControlServer(_Closing):

@@ -4,6 +4,9 @@
   the run's end and published mid-run, is refused (its producer cannot have reached it):
   the run completes and its data topics are bit-identical to a clean run's (before: it
   was accepted, every genuine sample after it refused, and the run waited forever).
+- Over tcp with one CurveZMQ key pair per process, a process holding a's key that publishes
+  in b's name (and in another's) is refused by every subscriber, whatever the samples' fields
+  and timing: the envelope's sender must be one the publisher's authenticated key speaks for.
 - A lockstep run whose producer stops (SIGSTOP) stops after ``sim.stall_timeout`` with
   exit 1, naming the input, its producer and the last sample of it accepted (before: it
   waited forever).
@@ -22,8 +25,10 @@ import pytest
 from protocol.bus import open_bus
 from protocol.codec import decode
 from protocol.logfile import open_log
+from testkit.ports import free_base_port
+from testkit.toys import FORGERY_KINDS
 from tests.compare_logs import differences
-from tests.test_probes import LOGGER, launch, start, toys
+from tests.test_probes import FORGER, LOGGER, launch, start, toys
 
 pytestmark = pytest.mark.integration
 
@@ -112,3 +117,57 @@ def test_a_lockstep_run_whose_producer_stops_fails_naming_what_it_waits_on(tmp_p
     assert "(sim.stall_timeout)" in line, line
     assert "waiting on 'toy/state1' from 'b'; the last sample of it accepted: t = " in line, line
     assert took < 20.0, took
+
+
+def test_a_process_holding_another_services_key_cannot_speak_for_a_third(tmp_path):
+    """Per-process keys (launch.py keys DIR --config), a toy run over tcp on loopback; the forger's
+    process holds a's key pair (security.identities: a = ["a", "forger"]) and publishes b's
+    toy/state1 in b's name (a period of 1e15 ns, off the grid, t < 0, a huge seq, after the end)
+    and 20 copies in the name 'x'. Every subscriber refuses all of them (the key is a's, the
+    sender is not a service of a's key) and counts them; the data topics equal a clean run's."""
+    runs = {}
+    for label, extra in (("clean", LOGGER), ("forged", LOGGER + FORGER)):
+        d = tmp_path / label
+        d.mkdir()
+        base = toys(d, extra=extra)
+        rc, table, err = launch("keys", d / "keys", "--config", base)
+        assert rc == 0, err
+        assert 'keys_dir = "keys"' in table and "[security.identities]" in table
+        if label == "forged":
+            assert 'forger = [\n    "forger",\n]\n' in table
+            table = table.replace('forger = [\n    "forger",\n]\n', "")
+            table = table.replace('a = [\n    "a",\n]', 'a = ["a", "forger"]')  # the forger holds a's key pair
+        tcp = f'duration = 0.2\ntransport = "tcp"\nbus = "tcp://127.0.0.1:{free_base_port()}"'
+        cfg = toys(d, name="tcp.toml", sim=tcp, extra=extra + table)
+        rc, out, err = launch("run", cfg, "--json", "--log", d / "run.mcap", timeout=90)
+        assert rc == 0, err
+        runs[label] = (d / "run.mcap", json.loads(out.strip().splitlines()[-1]), err)
+    (clean, _, _), (forged, summary, err) = runs["clean"], runs["forged"]
+    assert differences(clean, forged) == []
+    n = 20 + FORGERY_KINDS
+    a, b = summary["services"]["a"], summary["services"]["b"]
+    assert a["msgs_invalid"] == n and b["msgs_invalid"] == 0
+    assert "[a] dropped a sample of 'toy/state1': sender 'x' is not spoken for by the authenticated peer 'a'" in err
+    with open_log(forged) as lg:
+        assert {decode("toy/state1", m.payload).sender for m in lg.messages(["toy/state1"])} == {"b"}
+
+
+def test_the_runs_ipc_directory_is_private_to_its_user(tmp_path):
+    """On ipc the socket directory is the boundary: the launcher's own (no sim.bus) is made 0700
+    and owned by the user who runs it, so no other user can connect to a socket in it."""
+    cfg = toys(tmp_path, sim="duration = 3.0\nspeed = 1.0")
+    run = start("run", cfg)
+    try:
+        pid = _worker_pid(cfg, "a")
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        bus = argv[argv.index(b"--bus") + 1].decode()
+        assert bus.startswith("ipc://")
+        st = Path(bus[6:]).parent.stat()
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, err
+    assert st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid()
+    assert not Path(bus[6:]).parent.exists()  # removed with the run

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from errors import ConfigError
 from protocol.bus import mesh_endpoints, new_context, open_bus
+from protocol.codec import decode, encode, envelope
+from protocol.provenance import SampleGate
 from protocol.security import Security, is_loopback, write_keys
 from testkit.ports import free_base_port
 from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, reference, run, same_as, workers
@@ -36,28 +39,32 @@ def test_is_loopback():
 
 
 def test_peer_without_allowed_key_gets_nothing_and_reaches_nobody(keys, tmp_path):
+    """Subscribers are the CURVE servers, publishers the clients: a publisher whose key is not
+    allowed (or that has none) reaches nobody; a subscriber without the run's server key (its own
+    pair, or none) gets nothing; the allowed peers get through both ways."""
     url = f"tcp://127.0.0.1:{free_base_port()}"
-    ep = mesh_endpoints(url, ["svc", "peer", "fake"])
-    server_ctx, client_ctx, fake_ctx = new_context(), new_context(), new_context()
-    sec = Security(keys, allowed=("client",))
-    # the intruder makes its own "server" pair: services connecting to it must refuse it
+    ep = mesh_endpoints(url, ["svc", "peer", "bad", "plain"])
     write_keys(tmp_path / "fake", ("server", "client"))
+    ctxs = [new_context() for _ in range(4)]
+    svc_ctx, peer_ctx, bad_ctx, fake_ctx = ctxs
+    sec = Security(keys, allowed=("client",))
     fake_sec = Security(tmp_path / "fake", allowed=("client",))
-    auths = [sec.start_authenticator(server_ctx), fake_sec.start_authenticator(fake_ctx)]
+    auths = [sec.start_authenticator(c) for c in (svc_ctx, peer_ctx, bad_ctx)]
+    auths.append(fake_sec.start_authenticator(fake_ctx))
     try:
-        with open_bus(ep["svc"], [ep["peer"], ep["fake"]], ["x"], security=sec, context=server_ctx) as svc, \
-                open_bus(ep["peer"], [ep["svc"]], ["x"], security=Security(keys, client="client"),
-                         context=client_ctx) as peer, \
-                open_bus(None, [ep["svc"]], ["x"], security=Security(keys, client="intruder"),
-                         context=client_ctx) as bad, \
-                open_bus(None, [ep["svc"]], ["x"], context=client_ctx) as plain, \
-                open_bus(ep["fake"], [], security=fake_sec, context=fake_ctx) as fake:
+        with open_bus(ep["svc"], [ep["peer"], ep["bad"], ep["plain"]], ["x"], security=sec, context=svc_ctx) as svc, \
+                open_bus(ep["peer"], [ep["svc"]], ["x"], security=sec, context=peer_ctx) as peer, \
+                open_bus(ep["bad"], [], security=Security(keys, client="intruder"), context=bad_ctx) as bad, \
+                open_bus(ep["plain"], [], context=bad_ctx) as plain_pub, \
+                open_bus(None, [ep["svc"]], ["x"], security=fake_sec, context=fake_ctx) as fake, \
+                open_bus(None, [ep["svc"]], ["x"], context=fake_ctx) as plain:
             seen, got = [], []
             end = time.monotonic() + 5
             while time.monotonic() < end and not (b"peer" in seen and b"svc" in got):
                 svc.send("x", b"svc")
                 peer.send("x", b"peer")
-                fake.send("x", b"fake")
+                bad.send("x", b"bad")
+                plain_pub.send("x", b"plain")
                 if (m := svc.recv(0.02)) is not None:
                     seen.append(m.payload)
                 if (m := peer.recv(0.0)) is not None:
@@ -65,17 +72,86 @@ def test_peer_without_allowed_key_gets_nothing_and_reaches_nobody(keys, tmp_path
             assert b"peer" in seen and b"svc" in got, "the allowed peers never got through"
             for _ in range(20):
                 svc.send("x", b"svc")
-                fake.send("x", b"fake")
+                bad.send("x", b"bad")
+                plain_pub.send("x", b"plain")
                 time.sleep(0.01)
             while (m := svc.recv(0.2)) is not None:
                 seen.append(m.payload)
-            assert set(seen) == {b"peer"}  # nothing from the fake publisher reached the service
-            assert bad.recv(0.2) is None and plain.recv(0.05) is None  # no key, no data
+            assert set(seen) == {b"peer"}  # nothing from the publishers without an allowed key
+            assert fake.recv(0.2) is None and plain.recv(0.05) is None  # no server key, no data
     finally:
         for a in auths:
             a.stop()
-        for c in (client_ctx, server_ctx, fake_ctx):
+        for c in ctxs:
             c.destroy(linger=0)
+
+
+def test_each_message_carries_its_publishers_key_name_and_an_impostor_is_not_admitted(tmp_path):
+    """One key per process: the subscriber's ZAP handler names each frame's publisher by its key
+    (User-Id); the bus hands each frame to ``admit`` with that name, and the gate's impostor rule
+    refuses a frame in the orbiter's name from the holder of the arm's key."""
+    keys = tmp_path / "keys"
+    write_keys(keys, ("server", "launcher", "orbiter", "arm"))
+    table = {"keys_dir": str(keys), "identities": {"launcher": ["launcher"], "orbiter": ["orbiter"], "arm": ["arm"]}}
+    base = Security.from_table(table)
+    assert base.client == "launcher" and set(base.allowed) == {"launcher", "orbiter", "arm"}
+    gate = SampleGate({}, {}, speaks_for=base.identities)
+    url = f"tcp://127.0.0.1:{free_base_port()}"
+    ep = mesh_endpoints(url, ["orbiter", "arm", "rx"])
+    ctxs = [new_context() for _ in range(3)]
+    auths = [base.start_authenticator(c) for c in ctxs]
+    peers: list[tuple[str | None, str]] = []
+
+    def admit(peer: str | None, frame: bytes) -> bool:
+        sender = envelope("sim/control", frame[frame.find(b"\0") + 1:])[1]
+        peers.append((peer, sender))
+        return gate.impostor(sender, peer) is None
+
+    def ctl(sender: str, seq: int) -> bytes:
+        return encode("sim/control", {"cmd": "probe", "info": {}}, sender=sender, seq=seq, t_ns=0, h_ns=1)
+
+    try:
+        with open_bus(ep["orbiter"], [], security=base.for_process(["orbiter"]), context=ctxs[0]) as orbiter, \
+                open_bus(ep["arm"], [], security=base.for_process(["arm"]), context=ctxs[1]) as arm, \
+                open_bus(None, [ep["orbiter"], ep["arm"]], ["sim/control"], security=base.for_process(["launcher"]),
+                         context=ctxs[2], admit=admit) as rx:
+            got: list[str] = []
+            end = time.monotonic() + 5
+            k = 0
+            while time.monotonic() < end and not {"orbiter", "arm"} <= set(got):
+                orbiter.send("sim/control", ctl("orbiter", k))
+                arm.send("sim/control", ctl("arm", k))
+                arm.send("sim/control", ctl("orbiter", k))  # the arm's key, the orbiter's name
+                k += 1
+                while (m := rx.recv(0.02)) is not None:
+                    got.append(decode("sim/control", m.payload).sender)
+            frames: list[bytes] = []
+            rx.drain(frames.append)
+            got += [decode("sim/control", f[f.find(b"\0") + 1:]).sender for f in frames]
+    finally:
+        for a in auths:
+            a.stop()
+        for c in ctxs:
+            c.destroy(linger=0)
+    assert {"orbiter", "arm"} <= set(got)
+    assert ("arm", "orbiter") in peers  # the forgery reached the subscriber, named by its key
+    assert got.count("orbiter") == sum(1 for p in peers if p == ("orbiter", "orbiter"))  # and was not admitted
+    assert set(peers) == {("orbiter", "orbiter"), ("arm", "arm"), ("arm", "orbiter")}
+
+
+def test_a_process_takes_the_key_pair_that_speaks_for_all_its_services(tmp_path):
+    table = {"keys_dir": "k", "identities": {"launcher": ["launcher"], "physics": ["orbiter", "arm"], "hil": ["hil"]}}
+    sec = Security.from_table(table, tmp_path)
+    assert sec.keys_dir == tmp_path / "k"
+    assert sec.for_process(["orbiter", "arm"]).client == "physics" and sec.for_process(["hil"]).client == "hil"
+    with pytest.raises(ConfigError, match="no key pair speaks for 'contact'"):
+        sec.for_process(["contact"])
+    with pytest.raises(ConfigError, match="no key pair speaks for 'orbiter' together with hil"):
+        sec.for_process(["orbiter", "hil"])
+    with pytest.raises(ConfigError, match="security.identities.hil: expected a list of service names"):
+        Security.from_table({"identities": {"hil": "hil"}})
+    shared = Security.from_table({"keys_dir": "k"}, tmp_path)
+    assert shared.for_process(["orbiter"]) is shared and shared.client == "client" and shared.identities == {}
 
 
 def _secure_cfg(tmp: Path, keys: Path, bus: str, **kw) -> Path:
