@@ -80,6 +80,8 @@ class LiveViewer:
     ----------
     received, shown, dropped : int
         Frames handed in, logged to the server, and replaced before they were shown.
+    ticks : int
+        Display ticks so far.
     port : int
         The server's port (the one bound, when asked for 0).
     """
@@ -109,7 +111,7 @@ class LiveViewer:
         self._latest: dict[str, bytes | None] = {}  # None: shown, nothing newer yet
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.received = self.shown = self.dropped = 0
+        self.received = self.shown = self.dropped = self.ticks = 0
         self._thread = threading.Thread(target=self._show_loop, name=f"{name}-display", daemon=True)
         self._thread.start()
 
@@ -142,6 +144,7 @@ class LiveViewer:
     def _show_loop(self) -> None:
         next_s = time.monotonic() + self._period
         while not self._stop.wait(max(next_s - time.monotonic(), 0.0)):
+            self.ticks += 1
             self._show()
             next_s = max(next_s + self._period, time.monotonic())  # late: the next tick now, never a burst
 
@@ -186,7 +189,7 @@ class LiveViewer:
         self._thread.join(timeout=5.0)
         self._server.stop()
         print(f"berthsim viewer {self.name}: {self.received} frames received, {self.shown} shown, {self.dropped} "
-              f"dropped (decimated to {1.0 / self._period:g} Hz)", file=sys.stderr)
+              f"dropped (decimated to {1.0 / self._period:g} Hz; {self.ticks} display ticks)", file=sys.stderr)
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> LiveViewer:
