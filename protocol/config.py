@@ -359,8 +359,10 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 KINDS = ("orbiter", "arm", "contact", "operator", "logger", "replay", "viewer", "hil.bridge", "testkit.toys")
-"""The service kinds the project ships (``services.X`` and the dotted ones): the only kinds a
-tool imports when the configuration comes from a log (:func:`registered_kind`)."""
+"""The service kinds the project ships (``services.X`` and the dotted ones) that run only the
+project's code: the only kinds a tool builds when the configuration comes from a log
+(:func:`registered_kind`). ``fmu`` is not one: it loads the binary its configuration names, so
+a logged FMU service is re-run only from a config file the user gives (``--config``)."""
 
 
 def registered_kind(kind: Any, where: str) -> str | None:

@@ -203,9 +203,9 @@ def resim_config(log_path: str | os.PathLike[str], service: str, *, base: Mappin
         where = f"log {str(log_path)!r}: attachment 'config.json'"
         if (bad := check_limits(base, where)) is not None:
             raise LogError(bad)
-        for name, svc in base.get("services", {}).items():  # a log names no module to import
-            if (bad := registered_kind(svc.get("kind"), f"{where}: services.{str(name)[:60]}")) is not None:
-                raise LogError(f"{bad}; give --config to run other kinds")
+        svc = base.get("services", {}).get(service)  # the one service built: a log names no module to import
+        if svc is not None and (bad := registered_kind(svc.get("kind"), f"{where}: services.{service}")) is not None:
+            raise LogError(f"{bad}; give --config to run other kinds")
     config: dict[str, Any] = json.loads(json.dumps(base))  # a deep copy to edit
     for s in sets:
         _set_value(config, s)

@@ -218,6 +218,16 @@ def test_rate_keys_double_and_halve(small_log):
     assert src.status.rate == 0.5
     with pytest.raises(ConfigError):
         src.set_rate(-1.0)
+    for bad in (1e-9, 1e4, float("inf")):  # 0 (as fast as possible) or within [RATE_MIN, RATE_MAX]
+        with pytest.raises(ConfigError, match=r"expected 0 \(as fast as possible\) or within \[0.001, 1000\]"):
+            src.set_rate(bad)
+    src.set_rate(0.001)
+    src.handle_key("-")  # the keys stay within the bounds
+    assert src.status.rate == 0.001
+    src.set_rate(1000.0)
+    src.handle_key("+")
+    assert src.status.rate == 1000.0
+    src.close()
 
 
 # ---------------------------------------------------------------- configs
