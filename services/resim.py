@@ -285,7 +285,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML config of services to run along (with --only), or of --resim")
     p.add_argument("--only", help="comma-separated services of --config to run along")
     pace = p.add_mutually_exclusive_group()
-    pace.add_argument("--rate", type=float, default=0.0, help="pace as a multiple of the recorded one")
+    pace.add_argument("--rate", type=float, default=0.0,
+                      help="pace as a multiple of the recorded one: 0.001 to 1000 (0: as fast as possible)")
     pace.add_argument("--max", action="store_true", help="as fast as possible (default)")
     pace.add_argument("--realtime", action="store_true",
                       help="--rate 1: the recorded timing on the wall clock (re-drive a rig); prints the lateness")
