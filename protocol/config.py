@@ -722,7 +722,7 @@ def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
 def ipc_endpoint_paths(sim: Mapping[str, Any], processes: Mapping[str, tuple[str, ...]],
                        services: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """The socket paths an ipc run binds: ``(key, name, path)`` for the control endpoint, the
-    launcher's PUB and each process's PUB without an ``endpoint`` (:func:`protocol.bus.mesh_endpoints`).
+    launcher's PUB and each process's PUB (:func:`protocol.bus.mesh_endpoints`; a given ``endpoint`` as it is).
 
     The base is ``sim.bus``, else the directory the launcher makes under ``$TMPDIR``
     (``tempfile.mkdtemp(prefix="berthsim-")``: 8 random characters) with ``bus`` in it. ``key``
@@ -740,7 +740,12 @@ def ipc_endpoint_paths(sim: Mapping[str, Any], processes: Mapping[str, tuple[str
     given = sim.get("processes")
     table: Mapping[str, Any] = given if isinstance(given, dict) else {}
     for proc, members in processes.items():
-        if any(isinstance(services.get(m), dict) and services[m].get("endpoint") for m in members):
+        given_ep = [(m, services[m]["endpoint"]) for m in members
+                    if isinstance(services.get(m), dict) and isinstance(services[m].get("endpoint"), str)]
+        if given_ep:
+            m, ep = given_ep[0]
+            if ep.startswith("ipc://") and not ep.startswith("ipc://@"):
+                out.append((f"services.{m}.endpoint", "", ep[len("ipc://"):]))
             continue
         where = f"sim.processes.{proc}" if proc in table else (
             f"services.{members[0]}.process" if proc not in members else f"services.{proc}")
@@ -757,8 +762,8 @@ def _check_ipc_paths(sim: Mapping[str, Any], processes: Mapping[str, tuple[str, 
         if n <= IPC_PATH_MAX:
             continue
         room = IPC_PATH_MAX - (n - len(os.fsencode(name)))
-        fix = (f"names of at most {room} bytes fit" if name and room > 0
-               else "a shorter sim.bus or $TMPDIR is needed")
+        fix = (f"names of at most {room} bytes fit" if name and room > 0 else "a shorter endpoint is needed"
+               if key.endswith(".endpoint") else "a shorter sim.bus or $TMPDIR is needed")
         out.append(f"{key}: its ipc endpoint path is {n} bytes, more than the {IPC_PATH_MAX} of a Unix socket "
                    f"path (here {fix})")
     return list(dict.fromkeys(out))

@@ -208,6 +208,9 @@ def test_ipc_endpoint_paths_must_fit_a_unix_socket_address(tmp_path, monkeypatch
     group = cfg(processes={"g" * 120: ["a", "b"]})
     assert any(p.startswith(f"sim.processes.{'g' * 120}: its ipc endpoint path") for p in problems(group))
     assert validate(cfg(transport="inproc", processes={"g" * 120: ["a", "b"]}))  # no socket file
+    given = cfg()
+    given["services"]["b"]["endpoint"] = "ipc://" + str(tmp_path / ("e" * 120))
+    assert any(p.startswith("services.b.endpoint: its ipc endpoint path is") for p in problems(given))
 
 
 def test_timing_relations_and_empty_groups():
