@@ -418,6 +418,11 @@ class HilBridge:
         self._X_hist: list[tuple[float, Array]] = []  # the last three commanded rig poses (t, X_RP)
         self._F_echo = -1  # echo_time_us of the reading in _F_P
         self._clamped_t = -math.inf  # when the last clamped command was sent
+        # the rig contact loop (build(): [contact] source = "hil"): its critical delay and its delays other than
+        # the link's round trip; the measured round trip is compared with them once it is known
+        self.critical_delay_s = math.inf
+        self.loop_other_s = 0.0
+        self.loop_delay_s = math.nan
         self._pipeline = bool(t["pipeline"]) and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
@@ -560,6 +565,9 @@ class HilBridge:
             X_LB, V_LB_L, finite = np.full((4, 4), np.nan), np.full(6, np.nan), False
         if self.realtime or self._pipeline:  # lockstep, pipelined: the reply to the previous step's frame
             self._read(wait=not self.realtime)
+        if math.isnan(self.loop_delay_s) and math.isfinite(self.critical_delay_s) and self.link is not None \
+                and self.safety.state == RigState.ENGAGED and len(self.link.delay.samples_us) >= 15:
+            self._check_loop()
         horizon = 0.0
         if self._predict and self.link is not None and self.native:
             rtt = self.link.delay.rtt_s
@@ -616,6 +624,18 @@ class HilBridge:
         self.impacts.update(self._sim_t + self.h, F_B, V_B)
         return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid, t_ns + h_ns,
                              finite=finite and X_cmd is X_LB)
+
+    def _check_loop(self) -> None:
+        """Once the round trip is measured: the loop's delay (that round trip and the loop's other delays)
+        against its critical delay; beyond it with neither prediction nor passivity the rig faults (HOST),
+        as ``check`` refuses such a configuration (:func:`loop_stability`)."""
+        assert self.link is not None
+        self.loop_delay_s = self.link.delay.rtt_s + self.loop_other_s
+        comp = self.cfg.compensation
+        if self.loop_delay_s > self.critical_delay_s and not (comp["predict"] or comp["passivity"]):
+            self.safety.fault(Fault.HOST, f"the measured loop delay {self.loop_delay_s * 1e3:.3g} ms (round trip "
+                                          f"{self.link.delay.rtt_s * 1e3:.3g} ms) exceeds the rig contact's critical "
+                                          f"delay {self.critical_delay_s * 1e3:.3g} ms, uncompensated")
 
     def _remember(self, X_RP: Array) -> None:
         """Keep the commanded rig pose's rotation, acceleration and rates (in R, by finite differences over the
@@ -703,6 +723,8 @@ class HilBridge:
         s = self.safety
         link["fault_t"] = float(s.fault_t) if s.fault_t is not None else -1.0  # the first fault: when, and why
         link["fault_reason"] = s.fault_reason
+        link["loop_delay_s"] = self.loop_delay_s if math.isfinite(self.loop_delay_s) else -1.0
+        link["critical_delay_s"] = self.critical_delay_s if math.isfinite(self.critical_delay_s) else -1.0
         X = X_cmd if finite else np.where(np.isfinite(X_cmd), X_cmd, 0.0)
         return {
             "hil/command": {"X_LB": X, "V_LB_L": np.asarray(V, dtype=np.float64)},
@@ -884,5 +906,8 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         link.start_reader(priority=RIG_PRIORITY if rt else 0)
     bridge = HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])
     bridge.emulator = emu
+    if config.get("contact", {}).get("source", "model") == "hil" and "payload" in config:
+        _, bridge.critical_delay_s, parts = loop_stability(config, cfg, 1e9 / period_ns)
+        bridge.loop_other_s = sum(v for k, v in parts.items() if k not in ("transport", "pipeline"))
     bridge.freeze_park_after = float(config.get("sim", {}).get("freeze_park_after", 2.0))
     return bridge

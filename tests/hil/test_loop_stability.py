@@ -82,3 +82,30 @@ def test_check_refuses_the_uncompensated_delayed_rig_contact_naming_the_critical
     assert line.startswith("services.hil: hil.emulator.delay: rig contact loop delay 82.3 ms (transport 40, "
                            "actuators 31.8, sensor 1.3, filter 3.18, pipeline 4, hold 2 ms)"), line
     assert np.isclose(tau_c, 0.0299, atol=5e-4)
+
+
+@pytest.mark.parametrize("compensated", [False, True])
+def test_the_bridge_compares_the_measured_round_trip_with_the_critical_delay(compensated):
+    """Once the round trip is measured (lockstep: the emulator's 2 × 10 ms, rounded up to the bridge's 4 ms steps),
+    the loop's delay is reported on hil/status; beyond the critical delay and uncompensated the rig faults."""
+    cfg = parse({"compensation": {"predict": compensated, "passivity": compensated},
+                 "emulator": {"delay": 0.010}})
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    b.critical_delay_s, b.loop_other_s = 0.015, 0.004  # as build() sets them from [contact], [payload]
+    b.initial(0)
+    for n in range(60):
+        t_ns = n * h_ns
+        u = Inputs({"orbiter/state": Sample(t_ns, h_ns, "orbiter", n, orbiter([0, 0, 0], [0, 0, 0])),
+                    "payload/state": Sample(t_ns, h_ns, "payload", n, payload([0, 0, 0], [0, 0, 0]))})
+        out = b.step(t_ns, h_ns, u)
+    link = out["hil/status"]["link"]
+    rtt = b.link.delay.rtt_s
+    assert 0.020 <= rtt <= 0.024  # the emulated 2 × 10 ms
+    assert link["critical_delay_s"] == 0.015 and link["loop_delay_s"] == pytest.approx(rtt + 0.004)
+    if compensated:
+        assert out["hil/status"]["state"] == "ENGAGED"
+    else:
+        assert out["hil/status"]["state"] == "FAULT" and link["fault_reason"].startswith(
+            f"HOST: the measured loop delay {(rtt + 0.004) * 1e3:.3g} ms (round trip {rtt * 1e3:.3g} ms) exceeds "
+            "the rig contact's critical delay 15 ms")
