@@ -366,12 +366,16 @@ def export_foxglove(log_path: str | Path, out: str | Path | None = None,
     ------
     LogError
         A bad log (named). ConfigError: patterns matching no topic, the log as ``out``,
-        a ``[hil]`` that does not parse.
+        a ``[hil]`` that does not parse, foxglove-sdk or protobuf missing.
     """
-    import foxglove
-    from foxglove.mcap import MCAPCompression, MCAPWriteOptions
-    from foxglove.messages import FrameTransforms, Log, LogLevel, SceneUpdate
-
+    try:
+        import foxglove
+        from foxglove.mcap import MCAPCompression, MCAPWriteOptions
+        from foxglove.messages import FrameTransforms, Log, LogLevel, SceneUpdate
+        from google.protobuf import descriptor_pb2  # noqa: F401 - plot_type's
+    except ImportError as err:
+        raise ConfigError(f"--format foxglove needs foxglove-sdk and protobuf (pip install -e '.[export]'): "
+                          f"{err}") from err
     path = output_path(log_path, out, ".foxglove.mcap")
     with open_log(log_path) as log:
         ours = sorted(log.topics)  # berthsim's channels (a foreign recorder's are left out by open_log)

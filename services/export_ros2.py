@@ -319,10 +319,12 @@ def export_ros2(log_path: str | Path, out: str | Path | None = None,
     ------
     LogError
         A bad log (named). ConfigError: patterns matching no topic, the log as ``out``, a
-        field without a valid ROS 2 name, a ``[hil]`` that does not parse.
+        field without a valid ROS 2 name, a ``[hil]`` that does not parse, mcap-ros2-support missing.
     """
-    from mcap_ros2.writer import Writer
-
+    try:
+        from mcap_ros2.writer import Writer
+    except ImportError as err:
+        raise ConfigError(f"--format ros2 needs mcap-ros2-support (pip install -e '.[export]'): {err}") from err
     path = output_path(log_path, out, ".ros2.mcap")
     with open_log(log_path) as log:
         ours = sorted(log.topics)  # berthsim's channels (a foreign recorder's are left out by open_log)

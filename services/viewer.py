@@ -25,6 +25,7 @@ Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``valida
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import sys
 import threading
@@ -67,6 +68,8 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     if not _loopback(svc["host"]) and svc["allow_remote"] is not True:
         out.append(f"{where}.host: {svc['host']!r} is not a loopback address; serving the run beyond this machine "
                    f"needs {where}.allow_remote = true")
+    if importlib.util.find_spec("foxglove") is None:
+        out.append(f"{where}.kind: the viewer needs foxglove-sdk (pip install -e '.[export]')")
     unknown = [t for t in svc["topics"] if t not in SCHEMAS]
     if unknown:
         out.append(f"{where}.topics: no schema for {unknown}")
