@@ -352,13 +352,16 @@ def _keys_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--names", default="server,client",
                    help="key pair names (default server,client: one client key shared by every process, the weaker "
                         "layout)")
-    p.add_argument("--config", help="one key pair per process of this config, and one for the launchers; prints "
-                                    "the [security] table to put in the config")
+    p.add_argument("--config", help="one key pair per process of this config (or per host, --per host), and one "
+                                    "for the launchers; prints the [security] table to put in the config")
+    p.add_argument("--per", choices=("process", "host"), default="process",
+                   help="with --config: a key pair per process (default), or per host (the services' host labels)")
 
 
 def cmd_keys(a: argparse.Namespace) -> int:
     """Write CurveZMQ key pairs: the names given, or with ``--config`` the server's, the launchers' and one
-    per process of the config (:func:`protocol.security.identities_of`), then print the ``[security]`` table."""
+    per process of the config (or per host: its services' ``host`` labels, ``local`` for those without;
+    :func:`protocol.security.identities_of`), then print the ``[security]`` table."""
     from protocol.security import identities_of, write_keys
     if not a.config:
         for pub in write_keys(a.dir, _only(a.names)):
@@ -367,10 +370,20 @@ def cmd_keys(a: argparse.Namespace) -> int:
     import tomli_w
 
     from protocol.config import load, processes_of
-    ids = identities_of(processes_of(load(a.config)))
+    config = load(a.config)
+    procs = processes_of(config)
+    if a.per == "host":
+        services = config.get("services", {})
+        hosts: dict[str, list[str]] = {}
+        for members in procs.values():
+            hosts.setdefault(str(services[members[0]].get("host") or "local"), []).extend(members)
+        procs = {h: tuple(m) for h, m in hosts.items()}
+    ids = identities_of(procs)
     write_keys(a.dir, ("server", *ids))
-    keys_dir = os.path.relpath(Path(a.dir).resolve(), Path(a.config).resolve().parent)  # as the config reads it
-    print(tomli_w.dumps({"security": {"keys_dir": keys_dir, "server": "server", "identities": ids}}), end="")
+    keys_dir, base = Path(a.dir).resolve(), Path(a.config).resolve().parent  # as the config reads it
+    if keys_dir.is_relative_to(base):
+        keys_dir = keys_dir.relative_to(base)
+    print(tomli_w.dumps({"security": {"keys_dir": str(keys_dir), "server": "server", "identities": ids}}), end="")
     return 0
 
 

@@ -26,6 +26,8 @@ Layout
     stats_period = 1.0          # s (wall) between sim/stats messages (> 0)
     heartbeat_timeout = 5.0     # s without the launcher before a service gives up, and without a host
                                 # (its services, its launcher) before the master freezes or stops the run (> 0)
+    stall_timeout = 10.0        # lockstep: s (wall) a service may wait on an input before it stops the run,
+                                # naming the input, its producer and the last sample accepted (> 0)
     clock = "sync"              # several hosts: "sync" follows the master's clock from the control channel's
                                 # round trips (protocol.clocksync); "ptp": the hosts share a PTP-disciplined clock
     log = "run.mcap"            # set by ``launch.py run --log``; read by the logger
@@ -152,6 +154,7 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "ready_timeout": (Num, 60.0),
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
+    "stall_timeout": (Num, 10.0),
     "stall_timeout": (Num, 10.0),
     "log": (str, None),
     "overwrite": (bool, False),
@@ -811,6 +814,7 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
     # every time becomes int64 ns; a timeout of 0 would fail the run at once (max_lag 0: no bound)
     for key, positive in (("ready_timeout", True), ("stats_period", True), ("heartbeat_timeout", True),
+                          ("stall_timeout", True),
                           ("stall_timeout", True),
                           ("max_lag", False), ("max_input_age", False), ("freeze_park_after", False),
                           ("freeze_stop_after", False)):

@@ -243,3 +243,28 @@ def test_two_hosts_via_netns_and_veth(tmp_path, keys):
         subprocess.run(["ip", "netns", "del", na], capture_output=True)
         subprocess.run(["ip", "netns", "del", nb], capture_output=True)
         assert workers(cfg) == []
+
+
+def test_keys_for_a_config_per_process_or_per_host(tmp_path):
+    """launch.py keys DIR --config: the server's, the launchers' and one pair per process (or per
+    host label), secrets private, and the [security] table that names them, which a config takes."""
+    import tomllib
+
+    cfg = tmp_path / "two.toml"
+    cfg.write_text((ROOT / "configs" / "two_hosts.toml").read_text())
+    for per, names in (("process", {"orbiter", "arm", "operator", "contact", "hil", "logger"}), ("host", {"a", "b"})):
+        d = tmp_path / per
+        r = subprocess.run([sys.executable, str(LAUNCH), "keys", str(d), "--config", str(cfg), "--per", per],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert r.returncode == 0, r.stderr
+        table = tomllib.loads(r.stdout)["security"]
+        assert table["keys_dir"] == per and table["server"] == "server"
+        assert set(table["identities"]) == names | {"launcher"}
+        assert sorted(s for v in table["identities"].values() for s in v) == sorted(
+            ["launcher", "orbiter", "arm", "operator", "contact", "hil", "logger"])
+        assert {p.name for p in d.iterdir()} == {f"{n}{s}" for n in names | {"launcher", "server"}
+                                                 for s in (".key", ".key_secret")}
+        assert all(p.stat().st_mode & 0o077 == 0 for p in d.glob("*.key_secret"))
+        sec = Security.from_table(table, tmp_path)
+        assert sec.problems(server_side=True) == []
+        assert sec.for_process(["hil"]).client == ("hil" if per == "process" else "b")
