@@ -14,7 +14,8 @@ Modules (one concept each):
 - :mod:`dynamics.udu` — Saha's UDU^T decomposition and the O(n) solve (seed 001);
 - :mod:`dynamics.beam` — Euler–Bernoulli beam links by assumed modes: shapes, inertia invariants, stiffness;
 - :mod:`dynamics.flexible` — chains with beam links: elastic coordinates in the chain algorithms (seeds 002, 004);
-- :mod:`dynamics.closed_chain` — closed kinematic chains: loop closure, constraint forces, drift correction (seed 004);
+- :mod:`dynamics.closed_chain` — closed kinematic chains: loops closed by a weld, a point, a revolute or a planar
+  pin; constraint forces, drift correction (seed 004);
 - :mod:`dynamics.multirate` — a multibody arm between two moving bodies, its mass matrix held over several steps
   (multi-rate, seed 004), the linear stiffness and damping implicit;
 - :mod:`dynamics.exgit` — generalized Jacobian J*, H*, Ex-GIT G*, virtual masses (seed 000);
