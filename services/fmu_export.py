@@ -6,7 +6,8 @@ What the FMU is
 A *tool-coupling* FMU: its binary is pythonfmu's wrapper, which runs the service's own Python
 code. The importing machine needs Python (the interpreter pythonfmu's wrapper was built for)
 and berthsim importable with its dependencies; the FMU records the directory berthsim was
-exported from and adds it to ``sys.path`` when berthsim is not importable otherwise. The
+exported from (in the generated module; pythonfmu's wrapper runs it again at every instantiation,
+so it reads no file) and adds it to ``sys.path`` when berthsim is not importable otherwise. The
 configuration (the whole run's, so the service reads the tables it reads in a run) travels
 inside the FMU (``resources/berthsim_service.json``); instantiating the FMU builds the
 service's model with its module's ``build``, as a run does.
@@ -16,16 +17,21 @@ Variables
 FMI 2.0 has no arrays, so every field of every port is flattened to scalars named
 ``TOPIC.FIELD[i]`` (``TOPIC`` with its slashes as dots; a matrix ``[i,j]``, C order; a scalar
 field no index): ``contact.wrench.F_Lo_W[0]`` … ``[5]``, ``toy.state1.x``. f8 fields are Real,
-int fields Integer, bool fields Boolean, str fields String; fields of other types (lists, maps,
-events) are not exported (an input sample carries them empty), nor are event ports, nor the
-derived fields the runtime fills in (``F_peak``).
+int fields Integer, bool fields Boolean, str fields String; fields of other types (lists of
+strings, maps) are not exported (an input sample carries them empty), nor are the derived
+fields the runtime fills in (``F_peak``). An event port is one String, ``TOPIC.events``: the
+step's events as a JSON list (``"[]"`` or ``""``: none; an output is ``"[]"`` at a step
+without events).
 
 - Inputs: the fields of the model's input ports. A state port also has ``TOPIC.t_s``
   (input, s): the instant its sample holds at (a lockstep run hands a model the sample of its
   producer's coupling instant ``floor(t / H) H``; models that predict use it). A flow port's
-  values are its mean over the step.
+  values are its mean over the step. Their start values are the producers' initial outputs
+  in the exported configuration (zero for a topic no model of it produces).
 - Outputs: the fields of its state and flow output ports, as ``step`` returns them at
   ``t + h`` (``initial(t0)`` in initialization mode).
+
+Real variables are continuous, the others discrete.
 
 Stepping: ``doStep(t, h)`` calls the model's ``step(t, h, u)`` with ``t`` and ``h`` rounded to
 whole nanoseconds; ``h`` must be the service's period (``canHandleVariableCommunicationStepSize``
@@ -51,7 +57,6 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 import numpy as np
-from pythonfmu import Fmi2Slave
 
 from errors import ConfigError
 from protocol.messages import SCHEMAS
@@ -92,9 +97,10 @@ def variables(inputs: tuple[Port, ...], outputs: tuple[Port, ...]) -> list[Varia
             schema = SCHEMAS.get(port.topic)
             if schema is None:
                 raise ConfigError(f"fmu export: topic {port.topic!r} has no schema")
-            if port.kind == "event":
-                continue
             prefix = _prefix(port.topic)
+            if port.kind == "event":
+                out.append((f"{prefix}.events", port.topic, "events", (), "String", causality))
+                continue
             for field, (ftype, shape) in schema.fields.items():
                 if ftype not in _FMI_TYPE or (causality == "output" and field in schema.derived):
                     continue
@@ -105,6 +111,11 @@ def variables(inputs: tuple[Port, ...], outputs: tuple[Port, ...]) -> list[Varia
                     raise ConfigError(f"fmu export: {port.topic!r} has a field 't_s', the name of its sample instant")
                 out.append((f"{prefix}.t_s", port.topic, "t_s", (), "Real", "input"))
     return out
+
+
+def _plain(x: Any) -> Any:
+    """JSON for what an event's fields may hold besides plain values (numpy arrays and scalars)."""
+    return x.tolist() if isinstance(x, np.ndarray | np.generic) else str(x)
 
 
 class _Inputs:
@@ -124,20 +135,33 @@ class _Inputs:
         return self.s.body(topic)[field_name]
 
     def events(self, topic: str) -> list[Sample]:
-        return []
+        text = self.s.values.get(f"{_prefix(topic)}.events") or "[]"
+        evs = json.loads(text)
+        return [Sample(self.s.t_ns, self.s.h_ns, "fmu", 0, {"events": evs})] if evs else []
 
 
-class ServiceSlave(Fmi2Slave):
-    """The FMU's slave class: builds the service's model from ``resources/berthsim_service.json`` and
-    steps it (see the module docstring). Subclassed by the generated script (its name is the FMU's
-    model identifier)."""
+_GLOBALS_KEPT: list[dict[str, Any]] = []
+
+
+class ServiceSlave:
+    """The FMU's slave: builds the service's model from ``resources/berthsim_service.json`` and steps it
+    (see the module docstring). A mixin: the generated script's class (named after the FMU's model
+    identifier) is ``NAME(ServiceSlave, Fmi2Slave)``, with the ``Fmi2Slave`` the FMU's wrapper imports,
+    and the variables are made with that pythonfmu's classes."""
 
     def __init__(self, **kwargs: Any) -> None:
-        from pythonfmu import Boolean, Fmi2Causality, Integer, Real, String
-
         from protocol.config import service_module
         from protocol.timebase import period_ns
+        me: Any = self
+        # pythonfmu 0.7's wrapper (findClass) releases, at every instantiation, a reference to the
+        # generated module's globals that it does not own; one is kept here for each instance
+        _GLOBALS_KEPT.append(sys.modules[type(self).__module__].__dict__)
         super().__init__(**kwargs)
+        base = next(c for c in type(self).__mro__ if c.__name__ == "Fmi2Slave")
+        fmi = sys.modules[base.__module__]  # pythonfmu.fmi2slave as the wrapper loaded it
+        Real, Integer, Boolean, String = fmi.Real, fmi.Integer, fmi.Boolean, fmi.String
+        Fmi2Causality, Fmi2Variability = fmi.Fmi2Causality, fmi.Fmi2Variability
+        self._status_error = fmi.Fmi2Status.error
         doc = json.loads((Path(kwargs["resources"]) / SPEC_FILE).read_text())
         config, name = doc["config"], doc["service"]
         svc = config["services"][name]
@@ -150,12 +174,16 @@ class ServiceSlave(Fmi2Slave):
         self.t_ns = 0
         self.h_ns = self.period_ns
         self._layout: dict[str, list[tuple[str, str, tuple[int, ...]]]] = {}
+        self._event_outputs = [v[0] for v in self.vars_ if v[2] == "events" and v[5] == "output"]
         kinds = {"Real": (Real, 0.0), "Integer": (Integer, 0), "Boolean": (Boolean, False), "String": (String, "")}
+        starts = doc.get("starts", {})
         for vname, topic, field, idx, typ, causality in self.vars_:
             cls, zero = kinds[typ]
-            self.values[vname] = zero
+            self.values[vname] = starts.get(vname, zero)
             self._layout.setdefault(topic, []).append((field, vname, idx))
-            self.register_variable(cls(vname, causality=getattr(Fmi2Causality, causality),
+            me.register_variable(cls(vname, causality=getattr(Fmi2Causality, causality),
+                                       variability=Fmi2Variability.continuous if typ == "Real"
+                                       else Fmi2Variability.discrete,
                                        getter=lambda n=vname: self.values[n],
                                        setter=(lambda x, n=vname: self.values.__setitem__(n, x))
                                        if causality == "input" else None))
@@ -174,7 +202,7 @@ class ServiceSlave(Fmi2Slave):
                 body[field] = {"f8": 0.0, "int": 0, "bool": False, "str": "", "list[str]": [], "map": {},
                                "events": []}[ftype]
         for field, vname, idx in self._layout.get(topic, ()):
-            if field == "t_s" and "t_s" not in schema.fields:
+            if (field == "t_s" and "t_s" not in schema.fields) or field == "events":
                 continue
             if idx:
                 body[field][idx] = self.values[vname]
@@ -190,9 +218,13 @@ class ServiceSlave(Fmi2Slave):
         return round(float(self.values[f"{_prefix(topic)}.t_s"]) * 1e9)
 
     def _publish(self, outs: dict[str, dict[str, Any]]) -> None:
+        for vname in self._event_outputs:
+            self.values[vname] = "[]"
         for topic, body in outs.items():
             for field, vname, idx in self._layout.get(topic, ()):
-                if field in body:
+                if field == "events" and vname in self._event_outputs:
+                    self.values[vname] = json.dumps(body.get("events", []), default=_plain)
+                elif field in body:
                     x = body[field]
                     x = x[idx] if idx else x
                     self.values[vname] = x.item() if isinstance(x, np.generic) else x
@@ -208,12 +240,19 @@ class ServiceSlave(Fmi2Slave):
         self._publish(self.model.initial(self.t0_ns))
 
     def do_step(self, current_time: float, step_size: float) -> bool:
-        """One ``step`` of the model; False (fmi2Error) for a step other than its period."""
+        """One ``step`` of the model; False (fmi2Error) for a step other than its period, or when the
+        model's step raises (the message is logged)."""
         t, h = round(current_time * 1e9), round(step_size * 1e9)
         if h != self.period_ns:
             return False
         self.t_ns, self.h_ns = t, h
-        self._publish(self.model.step(t, h, _Inputs(self)))
+        try:
+            outs = self.model.step(t, h, _Inputs(self))
+        except Exception as err:  # noqa: BLE001 - the importer gets fmi2Error and the message, not a crash
+            me: Any = self
+            me.log(f"{self.name}: step at t = {t} ns failed: {type(err).__name__}: {err}", self._status_error)
+            return False
+        self._publish(outs)
         self.t_ns = t + h
         return True
 
@@ -242,24 +281,29 @@ _SCRIPT = '''"""berthsim service {service!r} as an FMI 2.0 co-simulation FMU (ge
 
 A tool-coupling FMU: it runs berthsim's own code and needs Python and berthsim on this machine.
 """
-import json
 import sys
-from pathlib import Path
 
-_root = json.loads((Path(__file__).parent / {spec!r}).read_text())["berthsim_root"]
 try:
     import services.fmu_export  # noqa: F401
-except ImportError:
-    sys.path.append(_root)
-from pythonfmu import DefaultExperiment
+except ImportError:  # berthsim where it was exported from
+    sys.path.append({root!r})
+from pythonfmu import DefaultExperiment, Fmi2Slave
 
 from services.fmu_export import ServiceSlave
 
 
-class {ident}(ServiceSlave):
+class {ident}(Fmi2Slave):
     """berthsim service {service!r}."""
 
-    default_experiment = DefaultExperiment(start_time=0.0, step_size={step!r})
+
+def _globals() -> dict:
+    """A reference to this module's globals from the start (see ServiceSlave.__init__)."""
+    return globals()
+
+
+# pythonfmu's wrapper finds the class by the line above; the class is the service's slave
+{ident} = type("{ident}", (ServiceSlave, Fmi2Slave), {{"__doc__": {ident}.__doc__, "__module__": __name__,
+    "default_experiment": DefaultExperiment(start_time=0.0, step_size={step!r})}})
 '''
 
 
@@ -283,6 +327,38 @@ def _initial_unknowns(fmu: Path) -> None:
     with zipfile.ZipFile(fmu, "w", zipfile.ZIP_DEFLATED) as z:
         for info, data in out:
             z.writestr(info, data)
+
+
+def _input_starts(plan: Any, service: str, vars_: list[Variable]) -> dict[str, Any]:
+    """Start values of the inputs: the producers' initial outputs at t = 0 in the exported configuration
+    (each other model built as a run builds it, or with its module's ``calibration_model``); an input
+    no model of the configuration produces starts at zero."""
+    from protocol.config import service_module
+    wanted = {v[1] for v in vars_ if v[5] == "input"}
+    bodies: dict[str, dict[str, Any]] = {}
+    for other, spec in plan.services.items():
+        mod = service_module(spec.kind)
+        if other == service or not hasattr(mod, "ports"):
+            continue
+        sp = mod.ports(plan.config, other)
+        if sp.role != "model" or not wanted & {p.topic for p in sp.outputs}:
+            continue
+        model = (getattr(mod, "calibration_model", None) or mod.build)(dict(plan.config), other, spec.period_ns)
+        try:
+            bodies.update(model.initial(0))
+        finally:
+            if callable(getattr(model, "close", None)):
+                model.close()
+    out: dict[str, Any] = {}
+    for name, topic, field, idx, _, causality in vars_:
+        if causality != "input" or topic not in bodies:
+            continue
+        if field == "events":
+            out[name] = json.dumps(bodies[topic].get("events", []), default=_plain)
+        elif field in bodies[topic]:
+            x = np.asarray(bodies[topic][field])[idx] if idx else bodies[topic][field]
+            out[name] = x.item() if isinstance(x, np.generic) else x
+    return out
 
 
 def export(service: str, config_path: str | Path, out: str | Path) -> dict[str, Any]:
@@ -320,15 +396,16 @@ def export(service: str, config_path: str | Path, out: str | Path) -> dict[str, 
             service_module(s["kind"])
     sp = mod.ports(plan.config, service)
     vars_ = variables(sp.inputs, sp.outputs)
+    starts = _input_starts(plan, service, vars_)
     ident = re.sub(r"\W", "_", out.stem)
     ident = ident if ident and not ident[0].isdigit() else f"berthsim_{ident}"
     h_s = period_ns(plan.config["services"][service]["rate_hz"], "rate_hz") * 1e-9
     with tempfile.TemporaryDirectory(prefix="berthsim-fmu-") as tmp:
         d = Path(tmp)
-        (d / SPEC_FILE).write_text(json.dumps({"config": plan.config, "service": service,
-                                               "berthsim_root": str(ROOT)}, default=str))
+        (d / SPEC_FILE).write_text(json.dumps({"config": plan.config, "service": service, "starts": starts},
+                                              default=str))
         script = d / f"{ident}.py"
-        script.write_text(_SCRIPT.format(service=service, spec=SPEC_FILE, ident=ident, step=h_s))
+        script.write_text(_SCRIPT.format(service=service, root=str(ROOT), ident=ident, step=h_s))
         out.parent.mkdir(parents=True, exist_ok=True)
         sys.modules.pop(ident, None)
         FmuBuilder.build_FMU(script, dest=out, project_files=[d / SPEC_FILE], canGetAndSetFMUstate=True,
