@@ -121,13 +121,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from errors import ConfigError
-from protocol.bus import LAUNCHER, check_url, mesh_endpoints
-from protocol.security import SECURITY_KEYS, Security, is_loopback
 from protocol.service import ServicePorts
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
+
+if TYPE_CHECKING:
+    from protocol.security import Security
+# protocol.bus and protocol.security (ZeroMQ, numpy) are imported where they are used, so that
+# load() and check_sweep_size() refuse a file at once (launch.py check of a sweep file).
 
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "KINDS", "MAX_SWEEP_RUNS", "ServiceSpec", "RunPlan",
            "check_limits", "check_sweep_size", "check_table", "check_value", "check_values", "cut",
@@ -622,6 +625,7 @@ def processes_of(config: Mapping[str, Any], problems: list[str] | None = None) -
     ConfigError
         If ``problems`` is None and the layout is inadmissible.
     """
+    from protocol.bus import LAUNCHER
     found: list[str] = []
     services = config.get("services") or {}
     names = [n for n, svc in services.items() if isinstance(svc, dict)]
@@ -703,6 +707,7 @@ def peers_of(config: dict[str, Any], url: str) -> dict[str, str]:
     without ``endpoint`` whose ``host`` label is in ``sim.hosts`` publishes from that
     address, on the port :func:`protocol.bus.mesh_endpoints` would give it.
     """
+    from protocol.bus import LAUNCHER, check_url, mesh_endpoints
     services = config.get("services", {})
     hosts = config.get("sim", {}).get("hosts") or {}
     scheme, _, port = check_url(url)
@@ -732,6 +737,7 @@ def ipc_endpoint_paths(sim: Mapping[str, Any], processes: Mapping[str, tuple[str
     is the config key that names it (``sim.bus`` for the control endpoint; ``services.NAME``, or
     ``sim.processes.NAME`` for a group); ``name`` the name in the path ("" for the control endpoint).
     """
+    from protocol.bus import LAUNCHER
     bus = sim.get("bus")
     if isinstance(bus, str) and bus.startswith("ipc://"):
         base, key = bus[len("ipc://"):], "sim.bus"
@@ -806,6 +812,8 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
     ConfigError
         With ``problems`` listing every problem found.
     """
+    from protocol.bus import LAUNCHER, check_url
+    from protocol.security import SECURITY_KEYS, Security, is_loopback
     problems: list[str] = []
     config = with_overrides(config, overrides)
     sim = check_table(config, "sim", SIM_KEYS, problems)  # a bad value is reported and replaced by its default
