@@ -49,6 +49,11 @@ it is stamped exactly ``t + H``:
   ``last + 2 H``; the least of these bounds over the producer's dense ports that this
   gate has accepted samples of is checked (none yet: not checked).
 
+These two rules hold in lockstep. In realtime the gate only orders (``lockstep=False``): a
+link between hosts that drops and is made again loses what its PUB had queued, so a
+producer's samples may skip instants there, and a consumer takes the latest it has (it
+never waits); a forged future sample there is kept off by per-process keys only.
+
 The first sample of a dense topic may be any instant of its grid (a sink added to a
 restored run starts in its middle): a forged sample that reaches a process before the
 producer's first one is accepted there, and the topic's genuine samples are then refused
@@ -98,6 +103,9 @@ class SampleGate:
     speaks_for : Mapping[str, Iterable[str]], optional
         Authenticated peer identity -> the senders it may use (:attr:`protocol.security.Security.identities`);
         empty (default): no identity is known (no keys, or one key shared by every client).
+    lockstep : bool, optional
+        Whether a sample must also be one its producer can have reached (default; a realtime
+        run's gate: False, see the module docstring).
 
     Notes
     -----
@@ -105,11 +113,11 @@ class SampleGate:
     shell and a logger beside it hold one each.
     """
 
-    __slots__ = ("rules", "t_end_ns", "last", "dense_of", "speaks_for")
+    __slots__ = ("rules", "t_end_ns", "last", "dense_of", "speaks_for", "lockstep")
 
     def __init__(self, producers: Mapping[str, int], services: Mapping[str, Mapping[str, Any]],
                  t_end_ns: int = 0, full_rate: Iterable[str] = (),
-                 speaks_for: Mapping[str, Iterable[str]] | None = None) -> None:
+                 speaks_for: Mapping[str, Iterable[str]] | None = None, lockstep: bool = True) -> None:
         full = set(full_rate)
         # topic -> (producer's name, period H, dense) for a model's port; (None, 0, False) for a source's
         self.rules: dict[str, tuple[str | None, int, bool]] = {}
@@ -134,6 +142,7 @@ class SampleGate:
         self.t_end_ns = int(t_end_ns) or _NO_END
         self.last: dict[str, int] = {}
         self.speaks_for: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in (speaks_for or {}).items()}
+        self.lockstep = bool(lockstep)
 
     def impostor(self, sender: str, peer: str | None) -> str | None:
         """Why a frame whose envelope says ``sender`` is refused from the authenticated ``peer``
@@ -158,11 +167,21 @@ class SampleGate:
                 bound = t + 2 * H
         return bound
 
+    def _unreached(self, owner: str, dense: bool, H: int, last: int, t_ns: int) -> str | None:
+        """Why a sample stamped ``t_ns`` is beyond what its producer can have reached, or None (lockstep)."""
+        if dense:
+            if last >= 0 and t_ns != last + H:
+                return (f"t_ns {t_ns} ahead of the next instant {last + H} after the last accepted {last} "
+                        "(its producer cannot have reached it)")
+        elif (bound := self.reach(owner)) is not None and t_ns > bound:
+            return f"t_ns {t_ns} beyond {bound}, the latest its producer can have reached"
+        return None
+
     def reject(self, topic: str, sender: str, seq: int, t_ns: int, h_ns: int) -> str | None:
         """Why a sample of ``topic`` is not accepted (a phrase naming the field), or None.
 
         An accepted sample becomes the topic's last: a later one must be stamped after it,
-        and for a dense topic exactly one coupling period after it.
+        and in lockstep, for a dense topic, exactly one coupling period after it.
         """
         rule = self.rules.get(topic)
         if rule is None:
@@ -182,11 +201,7 @@ class SampleGate:
                 return f"t_ns {t_ns} not on the coupling grid (period {H})"
             if seq > t_ns // H:
                 return f"seq {seq} beyond the {t_ns // H + 1} samples due by t_ns {t_ns}"
-            if dense:
-                if last >= 0 and t_ns != last + H:
-                    return (f"t_ns {t_ns} ahead of the next instant {last + H} after the last accepted {last} "
-                            "(its producer cannot have reached it)")
-            elif (bound := self.reach(owner)) is not None and t_ns > bound:
-                return f"t_ns {t_ns} beyond {bound}, the latest its producer can have reached"
+            if self.lockstep and (why := self._unreached(owner, dense, H, last, t_ns)) is not None:
+                return why
         self.last[topic] = t_ns
         return None

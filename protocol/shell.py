@@ -170,6 +170,9 @@ _HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
 STALL_TIMEOUT_NS = 10_000 * _MS
 """Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
 message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
+STALL_TIMEOUT_NS = 10_000 * _MS
+"""Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
+message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
 _GAP_NS = 250 * _MS  # realtime: a process that did not run for this long was stopped or descheduled
 STALL_TIMEOUT_NS = 10_000 * _MS
 """Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
@@ -477,6 +480,26 @@ class ProcessShell:
         self._rejected(route[2][0] if route is not None else self.members[0], topic, why)
         return False
 
+    def _admit(self, peer: str | None, frame: bytes) -> bool:
+        """One key per process: whether the publisher that CurveZMQ authenticated as ``peer`` speaks
+        for the frame's sender (:meth:`protocol.provenance.SampleGate.impostor`); an impostor's frame is
+        counted invalid and dropped before anything sees it, the first of each topic reported.
+        Malformed frames pass, to be counted where they are handled."""
+        i = frame.find(SEPARATOR)
+        if i <= 0:
+            return True
+        try:
+            topic = frame[:i].decode()
+            sender = envelope(topic, frame[i + 1:])[1]
+        except (MessageError, UnicodeDecodeError, KeyError, ValueError):
+            return True
+        why = self._gate.impostor(sender, peer)
+        if why is None:
+            return True
+        route = self._inputs_of.get(frame[:i])
+        self._rejected(route[2][0] if route is not None else self.members[0], topic, why)
+        return False
+
     def _rejected(self, m: Member, topic: str, why: str) -> None:
         """A well-formed sample this run does not accept (:mod:`protocol.provenance`): counted
         invalid, dropped; the first of each topic is reported."""
@@ -677,7 +700,13 @@ class ProcessShell:
         full_rate = msg.get("full_rate") or ()
         t_end = int(msg.get("t_end_ns") or 0)
         self.sched.configure(producers, services, full_rate, t_end)
-        self._gate = SampleGate(producers, services, t_end, full_rate, self._gate.speaks_for)
+        lockstep = msg.get("mode") != "realtime"  # realtime: the gates only order (protocol.provenance)
+        self._gate = SampleGate(producers, services, t_end, full_rate, self._gate.speaks_for, lockstep)
+        if not lockstep:  # the sinks' gates (the logger's) the same as the consumers'
+            for m in self._sinks:
+                setter = getattr(m.obj, "set_gate", None)
+                if callable(setter):
+                    setter(SampleGate(producers, services, t_end, full_rate, lockstep=False))
         early, self._prestart = self._prestart or [], None
         for frame in early:
             self._ingest(frame)

@@ -141,3 +141,13 @@ def test_an_authenticated_peer_speaks_only_for_its_own_services():
     assert g.impostor("orbiter", None) is None  # no keys: the transport names nobody
     assert g.impostor("orbiter", "client") is None  # the shared client key: names no service
     assert gate().impostor("orbiter", "arm") is None  # no identities known
+
+
+def test_a_realtime_gate_only_orders():
+    """In realtime a reconnected link may skip instants: the gate takes any later instant on the grid."""
+    g = gate(t_end_ns=END, lockstep=False)
+    assert g.reject("orbiter/state", "orbiter", 0, 0, 10 * MS) is None
+    assert g.reject("orbiter/state", "orbiter", 5, 50 * MS, 10 * MS) is None  # a gap
+    assert g.reject("arm/state", "arm", 0, 0, 10 * MS) is None
+    assert g.reject("arm/events", "arm", 9, 90 * MS, 10 * MS) is None
+    assert g.reject("orbiter/state", "orbiter", 5, 50 * MS, 10 * MS) is not None  # still in order
