@@ -158,7 +158,6 @@ SIM_KEYS: dict[str, tuple[Any, Any]] = {
     "stats_period": (Num, 1.0),
     "heartbeat_timeout": (Num, 5.0),
     "stall_timeout": (Num, 10.0),
-    "stall_timeout": (Num, 10.0),
     "log": (str, None),
     "overwrite": (bool, False),
     "command_line": (str, None),
@@ -822,7 +821,6 @@ def validate(config: dict[str, Any], *, path: str | Path | None = None,
             problems.append(f"sim.{key}: expected >= 0, got {sim[key]!r}")
     # every time becomes int64 ns; a timeout of 0 would fail the run at once (max_lag 0: no bound)
     for key, positive in (("ready_timeout", True), ("stats_period", True), ("heartbeat_timeout", True),
-                          ("stall_timeout", True),
                           ("stall_timeout", True),
                           ("max_lag", False), ("max_input_age", False), ("freeze_park_after", False),
                           ("freeze_stop_after", False)):
