@@ -167,12 +167,6 @@ _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before 
 _DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 _HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
-STALL_TIMEOUT_NS = 10_000 * _MS
-"""Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
-message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
-STALL_TIMEOUT_NS = 10_000 * _MS
-"""Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
-message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
 _GAP_NS = 250 * _MS  # realtime: a process that did not run for this long was stopped or descheduled
 STALL_TIMEOUT_NS = 10_000 * _MS
 """Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
@@ -439,46 +433,6 @@ class ProcessShell:
             self._sink_pending.append(frame)
             return
         self.members[0].invalid += 1  # not a subscribed input (garbage)
-
-    def _admit(self, peer: str | None, frame: bytes) -> bool:
-        """One key per process: whether the publisher that CurveZMQ authenticated as ``peer`` speaks
-        for the frame's sender (:meth:`protocol.provenance.SampleGate.impostor`); an impostor's frame is
-        counted invalid and dropped before anything sees it, the first of each topic reported.
-        Malformed frames pass, to be counted where they are handled."""
-        i = frame.find(SEPARATOR)
-        if i <= 0:
-            return True
-        try:
-            topic = frame[:i].decode()
-            sender = envelope(topic, frame[i + 1:])[1]
-        except (MessageError, UnicodeDecodeError, KeyError, ValueError):
-            return True
-        why = self._gate.impostor(sender, peer)
-        if why is None:
-            return True
-        route = self._inputs_of.get(frame[:i])
-        self._rejected(route[2][0] if route is not None else self.members[0], topic, why)
-        return False
-
-    def _admit(self, peer: str | None, frame: bytes) -> bool:
-        """One key per process: whether the publisher that CurveZMQ authenticated as ``peer`` speaks
-        for the frame's sender (:meth:`protocol.provenance.SampleGate.impostor`); an impostor's frame is
-        counted invalid and dropped before anything sees it, the first of each topic reported.
-        Malformed frames pass, to be counted where they are handled."""
-        i = frame.find(SEPARATOR)
-        if i <= 0:
-            return True
-        try:
-            topic = frame[:i].decode()
-            sender = envelope(topic, frame[i + 1:])[1]
-        except (MessageError, UnicodeDecodeError, KeyError, ValueError):
-            return True
-        why = self._gate.impostor(sender, peer)
-        if why is None:
-            return True
-        route = self._inputs_of.get(frame[:i])
-        self._rejected(route[2][0] if route is not None else self.members[0], topic, why)
-        return False
 
     def _admit(self, peer: str | None, frame: bytes) -> bool:
         """One key per process: whether the publisher that CurveZMQ authenticated as ``peer`` speaks
