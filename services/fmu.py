@@ -52,10 +52,14 @@ Snapshots and sweeps
 --------------------
 A snapshot (:func:`protocol.scheduler.snapshot`) pickles the models. This one pickles
 its configuration and the FMU's serialized state (``fmi2GetFMUstate`` then
-``fmi2SerializeFMUstate``); unpickling instantiates the FMU afresh, initializes it and
-sets the state back. An FMU without ``canGetAndSetFMUstate`` and ``canSerializeFMUstate``
-cannot be saved: the snapshot, and so a sweep that runs from one, is refused with a
-:class:`errors.LifecycleError` naming the service, the file and the two flags.
+``fmi2SerializeFMUstate``; :class:`FmuInstance`); unpickling instantiates the FMU afresh,
+initializes it and sets the state back (an instance not yet initialized pickles as its
+configuration alone). An FMU's start values act in its initialization, before any window of
+a sweep that runs from a snapshot: such a sweep refuses them (``services.sweep.transplant``:
+``leg.instance ... the parameter acts before it``); a sweep over them starts at 0. An FMU without
+``canGetAndSetFMUstate`` and ``canSerializeFMUstate`` cannot be saved: the snapshot, and so
+a sweep that runs from one, is refused with a :class:`errors.LifecycleError` naming the
+service, the file and the two flags.
 
 Realtime admission times its ``step`` like any model's (:func:`protocol.realtime.calibrate`
 builds it with :func:`build`). Overhead of the host per step beside the FMU's own
@@ -78,8 +82,8 @@ from errors import ConfigError, LifecycleError
 from protocol.messages import SCHEMAS, TopicSchema, register_schema
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "OPTIONS", "FmuModel", "FmuSpec", "build", "fmu_path", "output_schema", "ports", "spec_of",
-           "validate"]
+__all__ = ["TABLES", "OPTIONS", "FmuInstance", "FmuModel", "FmuSpec", "build", "fmu_path", "output_schema", "ports",
+           "spec_of", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"fmu": str, "inputs": "table", "outputs": "table", "start": "table"}
@@ -385,8 +389,126 @@ class _Block:
         self.cast = cast
 
 
+class FmuInstance:
+    """One instance of the FMU and the handles a step uses (preallocated ctypes buffers per FMI type).
+
+    It pickles as its spec, its service's name and, once initialized, its start time and the FMU's
+    serialized state (``fmi2GetFMUstate`` then ``fmi2SerializeFMUstate``); unpickling instantiates
+    the FMU afresh and, for an initialized one, initializes it and sets the state back.
+
+    Raises
+    ------
+    errors.LifecycleError
+        When pickled initialized and the FMU cannot get, set and serialize its state (naming the
+        service, the file and both flags).
+    """
+
+    def __init__(self, spec: FmuSpec, name: str) -> None:
+        from fmpy import extract
+        from fmpy.fmi2 import FMU2Slave
+        self.spec = spec
+        self.name = name
+        self.t0_ns: int | None = None
+        self.dir = extract(str(spec.path))
+        self.fmu = FMU2Slave(guid=spec.guid, unzipDirectory=self.dir, modelIdentifier=spec.model_identifier,
+                             instanceName=name)
+        self.fmu.instantiate()
+        self.component = self.fmu.component
+        self.do_step = self.fmu.fmi2DoStep
+        by_type: dict[str, list[InputMap]] = {}
+        for m in spec.inputs:
+            by_type.setdefault(m.type, []).append(m)
+        self.calls: list[tuple[Any, _Block, list[InputMap]]] = []
+        for typ, maps in by_type.items():
+            fn, ctype = _SETTERS[typ]
+            b = _Block(fn, ctype, [m.vr for m in maps], None)
+            self.calls.append((getattr(self.fmu, fn), b, maps))
+        self.reads: list[tuple[Any, _Block, list[str]]] = []
+        self.strings: list[tuple[int, str]] = []
+        outs_by_type: dict[str, list[tuple[str, int]]] = {}
+        for var, vr, typ in spec.outputs:
+            if typ == "String":
+                self.strings.append((vr, var))
+            else:
+                outs_by_type.setdefault(typ, []).append((var, vr))
+        for typ, pairs in outs_by_type.items():
+            fn, ctype = _GETTERS[typ]
+            cast = bool if typ == "Boolean" else (int if typ != "Real" else None)
+            b = _Block(fn, ctype, [vr for _, vr in pairs], cast)
+            self.reads.append((getattr(self.fmu, fn), b, [v for v, _ in pairs]))
+        self.order = [var for var, _, _ in spec.outputs]
+        # every output Real, in the description's order: the body straight from the one buffer
+        self.simple = self.reads[0] if (len(self.reads) == 1 and not self.strings and self.reads[0][1].cast is None
+                                        and self.reads[0][2] == self.order) else None
+
+    def initialize(self, t0_ns: int) -> None:
+        """Set up the experiment at ``t0_ns``, apply the start values, enter and leave initialization."""
+        self.t0_ns = t0_ns
+        self.fmu.setupExperiment(startTime=t0_ns * 1e-9)
+        for _, vr, typ, value in self.spec.start:
+            {"Real": self.fmu.setReal, "Integer": self.fmu.setInteger, "Enumeration": self.fmu.setInteger,
+             "Boolean": self.fmu.setBoolean, "String": self.fmu.setString}[typ]([vr], [value])
+        self.fmu.enterInitializationMode()
+        self.fmu.exitInitializationMode()
+
+    def outputs(self) -> dict[str, dict[str, Any]]:
+        """The output body, read from the FMU."""
+        if self.simple is not None:
+            fn, b, names = self.simple
+            fn(self.component, b.vr, b.n, b.buf)
+            return {self.spec.topic: dict(zip(names, b.buf[:], strict=True))}
+        body: dict[str, Any] = {}
+        for fn, b, names in self.reads:
+            fn(self.component, b.vr, b.n, b.buf)
+            cast = b.cast
+            for var, x in zip(names, b.buf, strict=True):
+                body[var] = x if cast is None else cast(x)
+        if self.strings:
+            values = self.fmu.getString([vr for vr, _ in self.strings])
+            for (_, var), s in zip(self.strings, values, strict=True):
+                body[var] = s.decode() if isinstance(s, bytes) else str(s)
+        return {self.spec.topic: {var: body[var] for var in self.order}}
+
+    def close(self) -> None:
+        """Terminate and free the instance; remove its extracted files."""
+        if self.fmu is not None:
+            if self.t0_ns is not None:
+                self.fmu.terminate()
+            self.fmu.freeInstance()
+            self.fmu = None
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """See the class docstring."""
+        blob = None
+        if self.t0_ns is not None:
+            if not self.spec.can_save:
+                raise LifecycleError(f"services.{self.name}: the FMU {str(self.spec.path)!r} cannot save its state "
+                                     f"({self.spec.flags}): a snapshot, and a sweep run from one, is refused")
+            state = self.fmu.getFMUstate()
+            try:
+                blob = bytes(self.fmu.serializeFMUstate(state))
+            finally:
+                self.fmu.freeFMUstate(state)
+        return {"spec": self.spec, "name": self.name, "t0_ns": self.t0_ns, "fmu_state": blob}
+
+    def __setstate__(self, saved: dict[str, Any]) -> None:
+        self.__init__(saved["spec"], saved["name"])  # type: ignore[misc]
+        if saved["t0_ns"] is not None:
+            self.initialize(saved["t0_ns"])
+            state = self.fmu.deSerializeFMUstate(saved["fmu_state"])
+            try:
+                self.fmu.setFMUstate(state)
+            finally:
+                self.fmu.freeFMUstate(state)
+
+
 class FmuModel:
-    """An FMU as a :class:`protocol.service.ServiceModel` (see the module docstring).
+    """An FMU as a :class:`protocol.service.ServiceModel` (see the module docstring). Its parameters are
+    ``spec``; its whole state is the FMU instance (:class:`FmuInstance`, which pickles as the FMU's
+    serialized state).
 
     Parameters
     ----------
@@ -406,69 +528,12 @@ class FmuModel:
         self.inputs = tuple(Port(t, k) for t, k in topics.items())  # type: ignore[arg-type]
         self.outputs = (Port(spec.topic, spec.kind),)  # type: ignore[arg-type]
         _register(spec, name)
-        self._t0_ns = 0
-        self._open()
+        self.instance = FmuInstance(spec, name)
 
-    # ------------------------------------------------------------ the FMU instance
-    def _open(self) -> None:
-        from fmpy import extract
-        from fmpy.fmi2 import FMU2Slave
-        self._dir = extract(str(self.spec.path))
-        self.fmu = FMU2Slave(guid=self.spec.guid, unzipDirectory=self._dir,
-                             modelIdentifier=self.spec.model_identifier, instanceName=self.name)
-        self.fmu.instantiate()
-        self._component = self.fmu.component
-        self._do_step = self.fmu.fmi2DoStep
-        self._in_blocks: list[tuple[_Block, list[InputMap]]] = []
-        by_type: dict[str, list[InputMap]] = {}
-        for m in self.spec.inputs:
-            by_type.setdefault(m.type, []).append(m)
-        for typ, maps in by_type.items():
-            fn, ctype = _SETTERS[typ]
-            self._in_blocks.append((_Block(fn, ctype, [m.vr for m in maps], None), maps))
-        self._out_blocks: list[tuple[_Block, list[str]]] = []
-        self._strings: list[tuple[int, str]] = []
-        outs_by_type: dict[str, list[tuple[str, int]]] = {}
-        for var, vr, typ in self.spec.outputs:
-            if typ == "String":
-                self._strings.append((vr, var))
-            else:
-                outs_by_type.setdefault(typ, []).append((var, vr))
-        for typ, pairs in outs_by_type.items():
-            fn, ctype = _GETTERS[typ]
-            cast = bool if typ == "Boolean" else (int if typ != "Real" else None)
-            self._out_blocks.append((_Block(fn, ctype, [vr for _, vr in pairs], cast), [v for v, _ in pairs]))
-        self._calls = [(getattr(self.fmu, b.fn), b, maps) for b, maps in self._in_blocks]
-        self._reads = [(getattr(self.fmu, b.fn), b, names) for b, names in self._out_blocks]
-        self._order = [var for var, _, _ in self.spec.outputs]
-
-    def _initialize(self, t0_ns: int) -> None:
-        self._t0_ns = t0_ns
-        self.fmu.setupExperiment(startTime=t0_ns * 1e-9)
-        for _, vr, typ, value in self.spec.start:
-            {"Real": self.fmu.setReal, "Integer": self.fmu.setInteger, "Enumeration": self.fmu.setInteger,
-             "Boolean": self.fmu.setBoolean, "String": self.fmu.setString}[typ]([vr], [value])
-        self.fmu.enterInitializationMode()
-        self.fmu.exitInitializationMode()
-
-    def _outputs(self) -> dict[str, dict[str, Any]]:
-        body: dict[str, Any] = {}
-        for fn, b, names in self._reads:
-            fn(self._component, b.vr, b.n, b.buf)
-            cast = b.cast
-            for var, x in zip(names, b.buf, strict=True):
-                body[var] = x if cast is None else cast(x)
-        if self._strings:
-            values = self.fmu.getString([vr for vr, _ in self._strings])
-            for (_, var), s in zip(self._strings, values, strict=True):
-                body[var] = s.decode() if isinstance(s, bytes) else str(s)
-        return {self.spec.topic: {var: body[var] for var in self._order}}
-
-    # ------------------------------------------------------------ ServiceModel
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Initialize the FMU at ``t0_ns`` (start values applied) and return its outputs there."""
-        self._initialize(t0_ns)
-        return self._outputs()
+        self.instance.initialize(t0_ns)
+        return self.instance.outputs()
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """Set the inputs from ``u``, ``fmi2DoStep(t, h)``, return the outputs at ``t + h``.
@@ -478,7 +543,8 @@ class FmuModel:
         fmpy.fmi1.FMICallException
             If the FMU reports an error (the shell fails the run, naming the service).
         """
-        for fn, b, maps in self._calls:
+        inst = self.instance
+        for fn, b, maps in inst.calls:
             buf = b.buf
             for i, m in enumerate(maps):
                 if m.kind == "flow":
@@ -486,47 +552,13 @@ class FmuModel:
                 else:
                     x = u.state(m.topic).body[m.field]
                 buf[i] = x[m.index] if m.index else x
-            fn(self._component, b.vr, b.n, buf)
-        self._do_step(self._component, t_ns * 1e-9, h_ns * 1e-9, 1)
-        return self._outputs()
+            fn(inst.component, b.vr, b.n, buf)
+        inst.do_step(inst.component, t_ns * 1e-9, h_ns * 1e-9, 1)
+        return inst.outputs()
 
     def close(self) -> None:
         """Terminate and free the FMU instance; remove its extracted files."""
-        fmu = getattr(self, "fmu", None)
-        if fmu is not None:
-            try:
-                fmu.terminate()
-            except Exception:  # noqa: BLE001 - an FMU that was never initialized may refuse
-                pass
-            fmu.freeInstance()
-            self.fmu = None
-        d = getattr(self, "_dir", None)
-        if d:
-            shutil.rmtree(d, ignore_errors=True)
-            self._dir = None
-
-    # ------------------------------------------------------------ snapshots
-    def __getstate__(self) -> dict[str, Any]:
-        """The configuration and the FMU's serialized state (see *Snapshots and sweeps*)."""
-        if not self.spec.can_save:
-            raise LifecycleError(f"services.{self.name}: the FMU {str(self.spec.path)!r} cannot save its state "
-                                 f"({self.spec.flags}): a snapshot, and a sweep run from one, is refused")
-        state = self.fmu.getFMUstate()
-        try:
-            blob = self.fmu.serializeFMUstate(state)
-        finally:
-            self.fmu.freeFMUstate(state)
-        return {"spec": self.spec, "name": self.name, "period_ns": self.period_ns, "t0_ns": self._t0_ns,
-                "fmu_state": bytes(blob)}
-
-    def __setstate__(self, saved: dict[str, Any]) -> None:
-        self.__init__(saved["spec"], saved["name"], saved["period_ns"])  # type: ignore[misc]
-        self._initialize(saved["t0_ns"])
-        state = self.fmu.deSerializeFMUstate(saved["fmu_state"])
-        try:
-            self.fmu.setFMUstate(state)
-        finally:
-            self.fmu.freeFMUstate(state)
+        self.instance.close()
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> FmuModel:

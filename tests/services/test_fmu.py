@@ -244,7 +244,8 @@ def test_lockstep_run_is_deterministic_and_follows_the_servo_law(legs: dict[str,
 
 def test_snapshot_restores_bit_identically_or_is_refused(legs: dict[str, Path], tmp_path: Path) -> None:
     """A run with the stateful FMU saved at 0.2 s and restored goes on bit-identically to the uninterrupted
-    run; with pythonfmu's default FMU (no state) the snapshot is refused, naming the service and the flags."""
+    run; a sweep from that snapshot takes another service's parameter and refuses the FMU's start value;
+    with pythonfmu's default FMU (no state) the snapshot is refused, naming the service and the flags."""
     plan = _plan(_write(tmp_path / "s", legs["stateful"]))
     whole: list[bytes] = []
     advance(start(_models(plan), coupling=_coupling(plan)), 500_000_000, whole.append)
@@ -254,6 +255,17 @@ def test_snapshot_restores_bit_identically_or_is_refused(legs: dict[str, Path], 
     advance(restore(snapshot(sched)), 500_000_000, parts.append)
     leg = [f for f in whole if f.startswith(b"rig/actuator\0")]
     assert len(leg) == 501 and leg == [f for f in parts if f.startswith(b"rig/actuator\0")]
+    # a sweep from that snapshot: a parameter of another service goes onto the restored run; the FMU's start
+    # value, which acted in its initialization, is refused
+    from services.sweep import transplant
+    restored = {m.name: m.obj for m in restore(snapshot(sched)).models}
+    other = _plan(_write(tmp_path / "s", legs["stateful"], name="other.toml"))
+    other.config["toy"]["mass"] = [1.5, 4.0]
+    assert transplant(restored, _models(plan), _models(other), 200_000_000) == ["a.m"]
+    changed = _plan(tmp_path / "s" / "other.toml")
+    changed.config["services"]["leg"]["start"]["x0"] = 1.2
+    with pytest.raises(LifecycleError, match=r"leg\.instance depends on the parameter .* acts before it"):
+        transplant(restored, _models(plan), _models(changed), 200_000_000)
     plain = _plan(_write(tmp_path / "p", legs["plain"]))
     sched = advance(start(_models(plain), coupling=_coupling(plain)), 200_000_000)
     with pytest.raises(LifecycleError, match=r"services\.leg: the FMU .* cannot save its state "
