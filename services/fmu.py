@@ -40,10 +40,11 @@ The output topic's schema
 It is made from the FMU's variables (:func:`output_schema`: Real -> ``("f8", ())``,
 Integer -> ``int``, Boolean -> ``bool``, String -> ``str``; the schema name
 ``berthsim.fmu.SERVICE``) and registered (:func:`protocol.messages.register_schema`)
-whenever this module says the service's ports or builds it, so in the launcher and in
-the service's own process. The logger learns schemas by importing the run's service
-modules, which cannot tell a schema that depends on the config: a logger (or another
-consumer of the topic) must therefore run in the FMU service's process
+whenever this module says the service's ports, validates or builds any FMU service of the
+run, so in the launcher and in the processes of the run's FMU services (one FMU service
+may take another's topic). The logger learns schemas by importing the run's service
+modules, which cannot tell a schema that depends on the config: a logger (or a consumer of
+the topic that is not an FMU service) must therefore run in the FMU service's process
 (``sim.processes``), and :func:`validate` refuses a logger of the run elsewhere, naming
 it. The log then holds the topic's JSON schema like any other's, so replay and the
 exporters read it from the log.
@@ -343,10 +344,29 @@ def _register(spec: FmuSpec, name: str) -> None:
         register_schema(spec.topic, schema)
 
 
+def _register_others(config: Mapping[str, Any], name: str) -> None:
+    """Register the output schemas of the run's other FMU services (one may take another's topic,
+    whatever their order in the config or their processes); those with problems are left to their
+    own :func:`validate`."""
+    others = [n for n, s in config["services"].items()
+              if n != name and isinstance(s, dict) and s.get("kind") == "fmu"]
+    while others:  # a chain of FMUs registers in as many rounds as it is long
+        done = []
+        for other in others:
+            spec = _spec(config, other, [])
+            if spec is not None:
+                _register(spec, other)
+                done.append(other)
+        if not done:
+            return
+        others = [n for n in others if n not in done]
+
+
 def validate(config: dict[str, Any], name: str) -> list[str]:
     """Problems of ``[services.NAME]`` of an FMU service, each naming its key and, for a variable, the
     variable (see the module docstring for what is refused)."""
     problems: list[str] = []
+    _register_others(config, name)
     spec = _spec(config, name, problems)
     if spec is None:
         return problems
@@ -563,7 +583,8 @@ class FmuModel:
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> FmuModel:
     """The FMU model of service ``name`` (the FMU instantiated, not yet initialized). The modules of the
-    run's other services are imported first: they register the schemas of the topics it takes.
+    run's other services are imported first, and the other FMU services' outputs registered: the
+    schemas of the topics it takes.
 
     Raises
     ------
@@ -575,4 +596,5 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> FmuModel:
         kind = svc.get("kind") if isinstance(svc, dict) else None
         if other != name and isinstance(kind, str) and kind not in ("logger", "replay", "fmu"):
             service_module(kind)
+    _register_others(config, name)  # and the other FMU services' topics
     return FmuModel(spec_of(config, name), name, period_ns)

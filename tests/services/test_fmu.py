@@ -273,6 +273,40 @@ def test_snapshot_restores_bit_identically_or_is_refused(legs: dict[str, Path], 
         snapshot(sched)
 
 
+def test_an_fmu_takes_another_fmus_topic(legs: dict[str, Path], tmp_path: Path) -> None:
+    """A second leg following the first's position (rig/actuator x), listed before it: check passes, the
+    lockstep run gives the second leg the first's output, and the second builds in a fresh interpreter
+    (the first's schema registered from the config, not from having validated it there)."""
+    cfg = _write(tmp_path, legs["plain"], processes='{rig = ["leg2", "leg", "logger"]}')
+    text = cfg.read_text().replace("[services.leg]", """[services.leg2]
+kind = "fmu"
+rate_hz = 1000
+fmu = "ActuatorLeg.fmu"
+inputs = {x_cmd = "rig/actuator:x"}
+outputs = {topic = "rig/actuator2"}
+start = {x0 = 1.1}
+
+[services.leg]""")
+    cfg.write_text(text)
+    plan = _plan(cfg)
+    frames: list[bytes] = []
+    simulate(_models(plan), 300_000_000, coupling=_coupling(plan), on_frame=frames.append)
+    got = {f[:f.index(b"\0")].decode(): [] for f in frames}
+    for f in frames:
+        i = f.index(b"\0")
+        got[f[:i].decode()].append(decode(f[:i].decode(), f[i + 1:]))
+    x1 = np.array([s.body["x"] for s in got["rig/actuator"]])
+    x2 = np.array([s.body["x"] for s in got["rig/actuator2"]])
+    assert len(x1) == len(x2) == 301 and np.ptp(x1) > 1e-3
+    assert np.max(np.abs(x2 - x1)) < np.max(np.abs(x1 - x1[0]))  # it follows (a lagging copy), not stands
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from protocol.config import load, with_overrides; "
+            "from services.fmu import build; c = with_overrides(load(sys.argv[2]), {'config_file': sys.argv[2]}); "
+            "m = build(c, 'leg2', 1000000); print(m.inputs); m.close()")
+    r = subprocess.run([sys.executable, "-c", code, str(ROOT), str(cfg)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "rig/actuator" in r.stdout, r.stderr
+
+
 def test_realtime_admission_calibrates_it(legs: dict[str, Path], tmp_path: Path) -> None:
     from protocol.realtime import calibrate
     plan = _plan(_write(tmp_path, legs["plain"]))
