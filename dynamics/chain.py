@@ -1683,10 +1683,11 @@ if not TYPE_CHECKING:  # the checker sees no alias: the project itself uses the 
 
     def __getattr__(name: str) -> Any:
         """Deprecated aliases (PEP 562): ``chain_from_urdf`` moved to :func:`dynamics.urdf.chain_from_urdf` (0.2.0)."""
-        if name == "chain_from_urdf":
+        if name == "chain_from_urdf":  # urdf builds on chain: looked up when asked, no import cycle
+            import importlib
+
             from dynamics import _deprecated
-            from dynamics.urdf import chain_from_urdf
 
             _deprecated("dynamics.chain.chain_from_urdf", "dynamics.urdf.chain_from_urdf")
-            return chain_from_urdf
+            return importlib.import_module("dynamics.urdf").chain_from_urdf
         raise AttributeError(f"module 'dynamics.chain' has no attribute {name!r}")

@@ -119,7 +119,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import BusError, DivergenceError, LifecycleError, MessageError
+from errors import BusError, DivergenceError, LifecycleError, LogError, MessageError
 from protocol.bus import (
     Bus,
     Context,
@@ -346,7 +346,9 @@ class ProcessShell:
         except (_Fail, Exception) as err:  # noqa: BLE001 - every failure is reported, never hidden
             who = self.sched.current
             reason = str(err) if isinstance(err, _Fail) else f"{type(err).__name__}: {err}"
-            if not isinstance(err, (_Fail, DivergenceError)):  # a divergence is the model's, not a bug here
+            # a divergence is the model's, and a log's failure (its writer died) is named by the logger: neither is
+            # a bug here, so neither gets a traceback
+            if not isinstance(err, (_Fail, DivergenceError, LogError)):
                 traceback.print_exc(file=sys.stderr)
             self.state = "error"
             culprit = who if who is not None else self.members[0]

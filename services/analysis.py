@@ -833,7 +833,9 @@ def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
         If the berthed posture cannot be solved from ``arm.q0``.
     """
     from dynamics import servo as sv
-    from services import arm
+    from protocol.config import service_module
+
+    arm = service_module("arm")  # the arm kind's own model and tables, through the registry of kinds
 
     if at not in MODES_AT:
         raise ConfigError(f"--at: {at!r} not one of {', '.join(MODES_AT)} (scenario instants need a run)")

@@ -324,7 +324,9 @@ def _events(arrays: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[int, str,
                 prefix = "command " if topic == "operator/command" else ""
                 yield t, "Info", str(sender), f"{prefix}{e.get('kind')}: {json.dumps(rest, sort_keys=True)}"
     if (s := arrays.get("hil/status")) is not None:
-        from hil.framing import Fault
+        from protocol.config import service_module
+
+        Fault = service_module("hil.bridge").Fault  # the rig's fault bits, as the hil kind names them
 
         state, faults = None, 0
         for t, sender, st, fa in zip(s["t_ns"].tolist(), s["sender"], s["state"], s["faults"].tolist(), strict=True):

@@ -125,8 +125,13 @@ def scene_of(config: Mapping[str, Any] | None, with_arm: bool = True, with_rig: 
     errors.ConfigError
         The ``[hil]`` table does not parse (naming the key).
     """
-    from services.arm import ARM_KEYS
-    from services.contact import ORBITER_READ, PAYLOAD_KEYS, SURFACE_KEYS
+    from protocol.config import service_module
+
+    # the tables as the kinds that own them declare them, through the registry of kinds (an offline tool
+    # imports no service module)
+    ARM_KEYS = service_module("arm").ARM_KEYS
+    contact = service_module("contact")
+    ORBITER_READ, PAYLOAD_KEYS, SURFACE_KEYS = contact.ORBITER_READ, contact.PAYLOAD_KEYS, contact.SURFACE_KEYS
 
     cfg = dict(config or {})
     ignored: list[str] = []  # the services reported their tables' problems when the run started
@@ -156,9 +161,8 @@ def scene_of(config: Mapping[str, Any] | None, with_arm: bool = True, with_rig: 
         bones = np.array([*(X[:3, 3] for X in geom.X_PJ[1:]), geom.p_B6oEo_B6])
     pose_map = None
     if with_rig and "hil" in cfg:
-        from hil.config import hil_table, parse
-
-        pose_map = parse(hil_table(cfg)).pose_map
+        bridge = service_module("hil.bridge")  # the rig's pose map, as the hil kind parses its table
+        pose_map = bridge.parse(bridge.hil_table(cfg)).pose_map
     pts = np.asarray(pay["points_B"], dtype=np.float64).reshape(-1, 3)
     return Scene(pose_from_vector(orb["X_OL"]), pose_from_vector(pay["X_TG"]), pose_from_vector(pay["X_TB"]), geom,
                  bones, math.sqrt(r2), math.sqrt(L2), box, pts, guides, pose_map)

@@ -487,7 +487,7 @@ def test_a_killed_log_writer_stops_the_run_naming_the_cause(tmp_path):
             run.kill()
     assert run.returncode == 1, err
     assert f"log {str(log)!r}: writer failed: the writer process died (SIGKILL)" in err
-    assert err.count("Traceback") <= 1  # (the one left is the shell's report of the sink's exception)
+    assert "Traceback" not in err
     rc, out, _ = launch("recover", log)
     assert rc == 0 and json.loads(out)["messages"] > 0
 
