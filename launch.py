@@ -180,6 +180,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             summary_path(log).write_text(json.dumps({"run": summary}, indent=1))
         if summary.get("services"):
             print(services_table(summary["services"]))
+    if launcher._remote and plan.sim.get("mode") == "realtime":  # several hosts: every service's timing, each host
+        print(hosts_table(launcher))
     if a.json and summary:
         print(json.dumps(summary), flush=True)
     return code
@@ -234,6 +236,29 @@ def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str
             print(f"berthsim: expected events missing: {', '.join(missing) or 'order'}{miss}", file=sys.stderr)
         return 3
     return code
+
+
+def hosts_table(launcher: Any) -> str:
+    """Realtime over several hosts: per service (this host's and the others', as the master knows them)
+    its overruns, step-start jitter p99 and input age p99, by host; and how each other host's clock
+    followed the master's (offset, drift, round trip, uncertainty)."""
+    stats = {n: r.stats or r.live for n, r in launcher.records.items()}
+    lines = ["  host  service     steps  overruns  jitter p99  input age p99"]
+    for name, st in stats.items():
+        if not st or not st.get("steps"):
+            continue
+        host = launcher.plan.services[name].host or launcher.host
+        lines.append(f"  {host:<5} {name:<10} {st.get('steps', 0):>6} {st.get('overruns', 0):>9} "
+                     f"{st.get('jitter_p99_ns', 0) / 1e3:>8.0f} us {st.get('input_age_p99_ns', 0) / 1e6:>10.1f} ms")
+    clocks: dict[str, dict[str, Any]] = {}
+    for name, st in stats.items():  # a process on another host reports how it followed the master's clock
+        if st and st.get("clock"):
+            clocks.setdefault(launcher.plan.services[name].host or "remote", st["clock"])
+    for host, c in clocks.items():
+        lines.append(f"  host {host} clock: offset {c['offset_ns'] / 1e6:+.3f} ms, drift {c['drift_ppm']:+.1f} "
+                     f"ppm, round trip p50 {c['rtt_p50_ns'] / 1e3:.0f} us / p99 {c['rtt_p99_ns'] / 1e3:.0f} us, "
+                     f"uncertainty {c['uncertainty_ns'] / 1e3:.0f} us ({c['sync_samples']} round trips)")
+    return "\n".join(lines)
 
 
 def services_table(stats: dict[str, dict[str, Any]]) -> str:
