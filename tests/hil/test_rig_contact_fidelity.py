@@ -1,0 +1,33 @@
+"""The berthing contact on the rig against the same contact in simulation, at one delay (bench/bench_rig_contact.py
+runs the table of every delay): the rig-contact scenario with no transport delay (the loop's delay is then its
+10 Hz servo's 32 ms, the sensor's, the filter's and the pipelined link's: 37 ms in all, beyond the contact's
+critical delay of 30 ms) and the compensation on, and the all-model default, both 45 s in lockstep. (At 5, 10
+and 20 ms one way the latch comes 0.11-0.13 s late: README, The berthing contact on the rig.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_rig_contact_is_the_model_contact(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_rig_contact.py"), "--delays", "0",
+                        "--uncompensated", "", "--out", str(tmp_path), "--jobs", "2"], cwd=ROOT,
+                       env={**os.environ, "BERTHSIM_NO_PROGRESS": "1"}, capture_output=True, text=True, timeout=3600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])["results"]
+    model, rig = res["model"], res["rig 0 ms"]
+    assert model["ok"] and rig["ok"] and rig["exit"] == 0 and not rig["rig_fault"]  # all five phases, as scripted
+    assert abs(rig["latch_t"] - model["latch_t"]) < 0.1
+    assert abs(rig["peak_N"] / model["peak_N"] - 1.0) < 0.10
+    assert abs(rig["restitution"] - model["restitution"]) < 0.05
+    assert max(0.0, rig["energy_net_J"]) < 0.05 * model["impact_energy_J"]
