@@ -119,7 +119,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import BusError, DivergenceError, LifecycleError, LogError, MessageError
+from errors import BusError, ConfigError, DivergenceError, LifecycleError, LogError, MessageError
 from protocol.bus import (
     Bus,
     Context,
@@ -167,6 +167,9 @@ _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before 
 _DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 _HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
+STALL_TIMEOUT_NS = 10_000 * _MS
+"""Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
+message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
 _GAP_NS = 250 * _MS  # realtime: a process that did not run for this long was stopped or descheduled
 STALL_TIMEOUT_NS = 10_000 * _MS
 """Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
@@ -303,8 +306,11 @@ class ProcessShell:
         """Run to the end; 0 after a clean stop, 1 after an error (reported to the launcher)."""
         auth = None
         try:
-            if self.security is not None:  # one key per process: this process's own pair (ConfigError if none)
-                self.security = self.security.for_process(m.name for m in self.members)
+            if self.security is not None:  # one key per process: this process's own pair
+                try:
+                    self.security = self.security.for_process(m.name for m in self.members)
+                except ConfigError as err:
+                    raise _Fail(str(err)) from err
                 auth = self.security.start_authenticator(self.context or default_context())
             for m in self.members:
                 m.ctl = ControlClient(self.url, m.name, security=self.security, context=self.context)
