@@ -167,9 +167,6 @@ _DRAIN_EARLY_NS = 2 * _MS  # realtime: queued inputs are taken this long before 
 _DRAIN_NS = 200_000  # and again this long before it
 _SPIN_NS = 60_000  # realtime: sleep until this close to a step start, then spin yielding (timer slack 1 ns)
 _HOLD_EVERY_NS = 20 * _MS  # frozen: models with a hold() are called this often
-STALL_TIMEOUT_NS = 10_000 * _MS
-"""Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
-message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [ns]"""
 _GAP_NS = 250 * _MS  # realtime: a process that did not run for this long was stopped or descheduled
 STALL_TIMEOUT_NS = 10_000 * _MS
 """Lockstep: wall time without a step, a model waiting on an input, before the process fails (the start
