@@ -3,11 +3,18 @@
 Models: the SRMS on an orbiter base (6 + 6 DOF, ``dynamics.cases.srms_on_orbiter``) and a
 12-joint free-floating chain (6 + 12 DOF, written here as URDF so both libraries read
 the same file). Functions: forward dynamics (Saha UDU^T, and the dense Cholesky path),
-mass matrix, J*, G*. Pinocchio's figures:
+mass matrix, J*, G*; the compiled kernels (``dynamics.chain_kernels``) beside the numpy reference
+they replace (``forward_dynamics_numpy``, ``mass_matrix_numpy``: the A/B in one run). Pinocchio's figures:
 ``aba``, ``crba``, and for J*/G* the same formulas composed from Pinocchio's
 ``crba``, joint Jacobian and ``computeCentroidalMap`` / ``computeMinverse`` in Python.
 Every call sees a new configuration (ours caches kinematics per q). Figures are CPU
-time per call (``time.process_time``), best of the repeats.
+time per call (``time.process_time``), best of the repeats; ours and Pinocchio's are timed
+interleaved (one batch each per repeat), so that their ratio holds on a loaded machine.
+
+Part ``compile``: the kernels' first call in a fresh process with an empty numba cache (the
+compile, paid once per machine and cache directory) and again with the cache filled (what
+every later process pays), each the whole process's wall time beside a process that does not
+call them.
 
 Part ``flexible``: forward dynamics per call of the SRMS with rigid booms against the same
 arm with its booms as beam links (``dynamics.cases.srms_booms``, N modes per bending plane,
@@ -75,6 +82,17 @@ def _per_call_us(fn, repeat: int, number: int) -> float:
     return min(timeit.repeat(fn, repeat=repeat, number=number, timer=time.process_time)) / number * 1e6
 
 
+def _interleaved_us(fns: list, repeat: int, number: int) -> list[float]:
+    """CPU time per call [µs] of each of ``fns``, best of ``repeat`` rounds that time every function once
+    in turn (so that a change of the machine's load affects all of them alike)."""
+    best = [float("inf")] * len(fns)
+    timers = [timeit.Timer(fn, timer=time.process_time) for fn in fns]
+    for _ in range(repeat):
+        for i, t in enumerate(timers):
+            best[i] = min(best[i], t.timeit(number))
+    return [b / number * 1e6 for b in best]
+
+
 def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int, p_hand: np.ndarray,
                 q0: np.ndarray, repeat: int, number: int) -> list[dict]:
     rng = np.random.default_rng(1)
@@ -98,6 +116,12 @@ def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int,
 
     def ours_fd():
         ch.forward_dynamics(model, data, qs[nxt()], v, tau)
+
+    def ours_fd_numpy():
+        ch.forward_dynamics_numpy(model, data, qs[nxt()], v, tau)
+
+    def ours_M_numpy():
+        ch.mass_matrix_numpy(model, data, qs[nxt()])
 
     def ours_fd_dense():
         ch.forward_dynamics_dense(model, data, qs[nxt()], v, tau)
@@ -138,16 +162,18 @@ def bench_model(label: str, model: ch.ChainModel, pm: pin.Model, hand_body: int,
         Hs = M[6:, 6:] - M[:6, 6:].T @ X
         return Js @ np.linalg.solve(Hs, 0.5 * Js.T) + J[:, :6] @ np.linalg.solve(M[:6, :6], J[:, :6].T)
 
+    ours_fd()  # the kernels' first call (compile or cache load) outside the timing
     rows = []
     for name, ours, theirs, note in (
         ("forward_dynamics", ours_fd, pin_fd, "pin.aba"),
+        ("forward_dynamics_numpy", ours_fd_numpy, pin_fd, "pin.aba"),
         ("forward_dynamics_dense", ours_fd_dense, pin_fd, "pin.aba"),
         ("mass_matrix", ours_M, pin_M, "pin.crba"),
+        ("mass_matrix_numpy", ours_M_numpy, pin_M, "pin.crba"),
         ("J*", ours_Js, pin_Js, "pin.crba + getJointJacobian + numpy"),
         ("G*", ours_G, pin_G, "pin.crba + getJointJacobian + numpy"),
     ):
-        t_ours = _per_call_us(ours, repeat, number)
-        t_pin = _per_call_us(theirs, repeat, number)
+        t_ours, t_pin = _interleaved_us([ours, theirs], repeat, number)
         rows.append({"model": label, "nv": model.nv, "function": name, "berthsim_us": round(t_ours, 2),
                      "pinocchio_us": round(t_pin, 2), "ratio": round(t_ours / t_pin, 1), "pinocchio_call": note})
     return rows
@@ -211,11 +237,46 @@ def bench_flexible(repeat: int, number: int, modes: tuple[int, ...] = (0, 1, 2, 
     return rows
 
 
+_FIRST_CALL = """
+import time, numpy as np
+from dynamics import cases, chain as ch
+c = cases.srms_on_orbiter()
+d = ch.make_data(c.model)
+t0 = time.perf_counter()
+if CALL:
+    ch.forward_dynamics(c.model, d, c.q, np.zeros(c.model.nv), np.zeros(c.model.nv))
+    ch.mass_matrix(c.model, d, c.q)
+print(time.perf_counter() - t0)
+"""
+
+
+def bench_compile() -> list[dict]:
+    """Wall time of the kernels' first call in a fresh process: with an empty numba cache (the
+    compile), then with the cache it left (the load); and the process's total beside one that
+    makes no call (numba's import included in the difference)."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label, call in (("no call (reference)", False), ("empty cache (compile)", True),
+                            ("filled cache (load)", True)):
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", _FIRST_CALL.replace("CALL", str(call))], cwd=root, env=env,
+                                 capture_output=True, text=True, check=True)
+            rows.append({"kernels_first_call": label, "first_call_s": round(float(out.stdout.split()[-1]), 3),
+                         "process_wall_s": round(time.perf_counter() - t0, 3)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--number", type=int, default=200)
-    ap.add_argument("--parts", default="rigid,flexible", help="comma-separated: rigid (vs Pinocchio), flexible")
+    ap.add_argument("--parts", default="rigid,flexible,compile",
+                    help="comma-separated: rigid (vs Pinocchio), flexible, compile")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
 
@@ -236,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                             args.number)
     if "flexible" in parts:
         rows += bench_flexible(args.repeat, args.number)
+    if "compile" in parts:
+        rows += bench_compile()
     print(json.dumps({"python": platform.python_version(), "numpy": np.__version__, "pinocchio": pin.__version__,
                       "load_average_1min": round(os.getloadavg()[0], 2), "results": rows}, indent=2))
     return 0

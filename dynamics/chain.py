@@ -53,6 +53,11 @@ frame origin, expressed in W. There is no gravity (orbit; gravity gradient and t
 LVLH terms belong to :mod:`dynamics.orbit`). :func:`step_rk4` advances (q, v) by one
 fixed step with inputs held.
 
+For rigid chains the recursions (kinematics, mass matrix, Newton–Euler, generalized forces,
+Saha's factorization and solve) run as compiled kernels (:mod:`dynamics.chain_kernels`,
+numba; compiled once per machine and cached). The numpy code stays as the reference they are
+tested equal to (round-off): :func:`forward_dynamics_numpy`, :func:`mass_matrix_numpy`.
+
 Functions returning arrays of ``data`` (``forward_kinematics`` → ``data.X_WB``,
 ``mass_matrix`` → ``data.M``, ``forward_dynamics`` → ``data.vdot``) return read-only
 views (not writeable) that the next call on the same ``data`` overwrites: copy to keep. Kinematics are
@@ -64,8 +69,10 @@ inadmissible model data raise :class:`errors.ModelError` naming the body and val
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -103,6 +110,8 @@ __all__ = [
     "kinetic_energy",
     "forward_dynamics",
     "forward_dynamics_dense",
+    "forward_dynamics_numpy",
+    "mass_matrix_numpy",
     "mass_matrix_udu",
     "step_rk4",
     "step_rk4_with",
@@ -119,6 +128,7 @@ Array = NDArray[np.float64]
 
 BASE_TYPES = ("free", "fixed_base")
 _I3 = np.eye(3)
+_NO_F_EXT = np.zeros((0, 6))  # forward_dynamics without F_ext: the kernel's placeholder (no elements)
 JOINT_TYPES = ("revolute", "prismatic")
 FIXED = "fixed"
 
@@ -145,6 +155,14 @@ def _cross_cols(a: Array, b: Array) -> Array:
     out[1] = a[2] * b[0] - a[0] * b[2]
     out[2] = a[0] * b[1] - a[1] * b[0]
     return out
+
+
+def _ck() -> ModuleType:
+    """The compiled kernels (:mod:`dynamics.chain_kernels`), imported on first use: importing numba takes
+    ~0.5 s, which processes that never step a multibody chain should not pay."""
+    from dynamics import chain_kernels
+
+    return chain_kernels
 
 
 def _view(a: Array) -> Array:
@@ -294,6 +312,7 @@ class ChainModel:
     floating: bool = field(init=False)
     serial: bool = field(init=False)
     v_index: NDArray[np.int64] = field(init=False, repr=False)
+    parent_index: NDArray[np.int64] = field(init=False, repr=False)
     body_of_v: NDArray[np.int64] = field(init=False, repr=False)
     anc_b: NDArray[np.bool_] = field(init=False, repr=False)
     anc_v: NDArray[np.bool_] = field(init=False, repr=False)
@@ -407,6 +426,7 @@ class ChainModel:
             ("floating", floating),
             ("serial", all(self.parent[b] == b - 1 for b in range(1, nb))),
             ("v_index", v_index),
+            ("parent_index", np.array(self.parent, dtype=np.int64)),
             ("body_of_v", body_of_v),
             ("anc_b", anc_b),
             ("anc_v", anc_v),
@@ -790,7 +810,8 @@ def neutral(model: ChainModel) -> Array:
 def _check_q(model: ChainModel, q: ArrayLike) -> Array:
     qa = sp.as_vector(q, model.nq, "q")
     if model.floating:
-        nrm = float(np.linalg.norm(qa[3:7]))
+        w, x, y, z = qa[3:7].tolist()  # floats: ~0.5 µs against np.linalg.norm's ~3 µs (hot path)
+        nrm = math.sqrt(w * w + x * x + y * y + z * z)
         if abs(nrm - 1.0) > 1e-6:
             raise ShapeError(f"q[3:7]: quat_WB must be unit norm, got norm {nrm} ({qa[3:7].tolist()})")
     return qa
@@ -835,13 +856,27 @@ def integrate(model: ChainModel, q: ArrayLike, v: ArrayLike, h: float) -> Array:
 
 
 def _kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
-    """Fill data with poses, CoMs, motion subspace and spatial inertias at ``q`` (cached)."""
+    """Fill data with poses, CoMs, motion subspace and spatial inertias at ``q`` (cached per q).
+
+    Rigid chains by the compiled kernel (:func:`dynamics.chain_kernels.kinematics`), equal to
+    :func:`_kinematics_numpy` to round-off; beam links by :mod:`dynamics.flexible`.
+    """
     if model.flex is not None:
         _flex.kinematics(model, data, q)
         return
     key = q.tobytes()
     if data.q_key == key:
         return
+    _ck().kinematics(model.floating, q, model.X_PJ, model.T_PB, model.rev_f, model.pri_f, model.parent_index,
+                   model.axis_J, model.p_BoBcm_B, model.I_Bcm_B, model.mass, data.X_WB, data.com_W, data.p_ref,
+                   data.S, data.I_ref)
+    data.factor = None
+    data.q_key = key
+
+
+def _kinematics_numpy(model: ChainModel, data: ChainData, q: Array) -> None:
+    """:func:`_kinematics` of a rigid chain with numpy (the reference; always recomputed)."""
+    key = q.tobytes()
     nb = model.nb
     X = data.X_WB
     if model.floating:
@@ -993,6 +1028,23 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     _kinematics(model, data, _check_q(model, q))
     if model.flex is not None:
         return _view(_flex.mass_matrix(model, data))
+    _ck().mass_matrix(model.floating, model.parent_index, data.S, data.I_ref, data.M)
+    return _view(data.M)
+
+
+def mass_matrix_numpy(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
+    """:func:`mass_matrix` of a rigid chain by numpy operations: the reference the compiled kernel
+    (:mod:`dynamics.chain_kernels`) is tested equal to, and the bench's A/B. Kinematics recomputed.
+
+    Raises
+    ------
+    ShapeError
+        If ``q`` has the wrong shape.
+    ModelError
+        If the chain has beam links.
+    """
+    _no_beams(model, "mass_matrix_numpy")
+    _kinematics_numpy(model, data, _check_q(model, q))
     Ic = _composite(model, data)
     S = data.S
     F = np.einsum("kij,jk->ik", Ic[model.body_of_v], S)  # (6, nv): M*_{body(k)} P_k
@@ -1001,6 +1053,11 @@ def mass_matrix(model: ChainModel, data: ChainData, q: ArrayLike) -> Array:
     M = np.where(A, FtS, np.where(A.T, FtS.T, 0.0))
     data.M[:] = M
     return _view(data.M)
+
+
+def _no_beams(model: ChainModel, what: str) -> None:
+    if model.flex is not None:
+        raise ModelError(f"{what}: the numpy reference is for rigid chains (this one has beam links)")
 
 
 # --------------------------------------------------------------------------- velocities, forces
@@ -1046,6 +1103,12 @@ def generalized_forces(model: ChainModel, data: ChainData, q: ArrayLike, F_ext: 
 def _gen_forces(model: ChainModel, data: ChainData, F: Array) -> Array:
     if model.flex is not None:
         return _flex.gen_forces(model, data, F)
+    out = np.empty(model.nv)
+    _ck().gen_forces(model.floating, model.parent_index, data.S, data.X_WB, data.p_ref, np.ascontiguousarray(F), out)
+    return out
+
+
+def _gen_forces_numpy(model: ChainModel, data: ChainData, F: Array) -> Array:
     r = data.p_WoBo_W - data.p_ref
     W = np.empty((6, model.nb))
     W[:3] = F[:, :3].T + _cross_cols(r.T, F[:, 3:].T)  # shifted to Bo
@@ -1078,6 +1141,14 @@ def _rnea_bias(model: ChainModel, data: ChainData, v: Array, vdot: Array | None 
     """C(q, v) v (+ M v̇ if given) by Newton–Euler at the fixed point coinciding with Bo (zero gravity)."""
     if model.flex is not None:
         return _flex.rnea(model, data, v, vdot)
+    out = np.empty(model.nv)
+    _ck().rnea(model.floating, model.parent_index, data.S, data.I_ref, v, v if vdot is None else vdot,
+             vdot is not None, out)
+    return out
+
+
+def _rnea_bias_numpy(model: ChainModel, data: ChainData, v: Array, vdot: Array | None = None) -> Array:
+    """:func:`_rnea_bias` of a rigid chain with numpy (the reference)."""
     V, a, X = _accelerations(model, data, v, vdot)
     I = data.I_ref
     h = np.einsum("bij,jb->ib", I, V)  # momenta
@@ -1282,7 +1353,9 @@ def forward_dynamics(
     """Generalized accelerations by Saha's UDU^T decomposition, O(n) (seed 001).
 
     Solves ``M v̇ = τ − C(q, v) v + Σ J_bᵀ F_b`` with the recursive factorization and
-    the three recursive substitutions of :mod:`dynamics.udu` (seed 001 eqs. 13–19).
+    the three recursive substitutions of :mod:`dynamics.udu` (seed 001 eqs. 13–19), in one
+    compiled kernel (:func:`dynamics.chain_kernels.forward_dynamics`; the numpy reference is
+    :func:`forward_dynamics_numpy`).
     With beam links: ``M v̇ = τ − C v − K η − D η̇ + Σ J_bᵀ F_b`` by a dense Cholesky
     factorization of M (:mod:`dynamics.flexible`).
 
@@ -1315,10 +1388,52 @@ def forward_dynamics(
     va = sp.as_vector(v, model.nv, "v")
     if model.flex is not None:
         return _view(_flex.forward_dynamics(model, data, qa, va, _rhs(model, data, va, tau, F_ext, bias=False)))
-    phi = _rhs(model, data, va, tau, F_ext)
-    if data.factor is None:
-        data.factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
-    data.vdot[:] = udu.saha_solve(data.factor, model.parent, model.v_index, data.S, phi)
+    ta = sp.as_vector(tau, model.nv, "tau")
+    F = _NO_F_EXT if F_ext is None else np.ascontiguousarray(_check_F_ext(model, F_ext))
+    status = _ck().forward_dynamics(model.floating, model.parent_index, data.S, data.I_ref, data.X_WB, data.p_ref,
+                                  va, ta, F, F_ext is not None, data.vdot)
+    if status != 0:  # the numpy factorization names the body and the pivot
+        udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
+        raise SingularityError(f"body {model.names[status]!r}: articulated pivot is not positive" if status > 0
+                               else "articulated inertia of the base: not positive definite")
+    return _view(data.vdot)
+
+
+def forward_dynamics_numpy(
+    model: ChainModel,
+    data: ChainData,
+    q: ArrayLike,
+    v: ArrayLike,
+    tau: ArrayLike,
+    F_ext: ArrayLike | None = None,
+) -> Array:
+    """:func:`forward_dynamics` of a rigid chain by numpy operations (:mod:`dynamics.udu`'s recursions):
+    the reference the compiled kernel (:mod:`dynamics.chain_kernels`) is tested equal to, and the
+    bench's A/B. Kinematics are recomputed (not taken from the cache).
+
+    Returns
+    -------
+    vdot : ndarray, shape (nv,)
+        A read-only view of ``data.vdot``, as :func:`forward_dynamics`.
+
+    Raises
+    ------
+    ShapeError
+        On wrong shapes or non-finite values.
+    SingularityError
+        If an articulated inertia is not positive definite.
+    ModelError
+        If the chain has beam links.
+    """
+    _no_beams(model, "forward_dynamics_numpy")
+    qa = _check_q(model, q)
+    _kinematics_numpy(model, data, qa)
+    va = sp.as_vector(v, model.nv, "v")
+    phi = sp.as_vector(tau, model.nv, "tau") - _rnea_bias_numpy(model, data, va)
+    if F_ext is not None:
+        phi = phi + _gen_forces_numpy(model, data, _check_F_ext(model, F_ext))
+    factor = udu.saha_factor(model.parent, model.v_index, data.S, data.I_ref, model.floating, model.names)
+    data.vdot[:] = udu.saha_solve(factor, model.parent, model.v_index, data.S, phi)
     return _view(data.vdot)
 
 
