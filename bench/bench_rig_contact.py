@@ -23,6 +23,13 @@ to show what they prevent.
 Run from the repository root (each run is 45 s of lockstep simulation, a few minutes)::
 
     python bench/bench_rig_contact.py [--delays 0,5,10,20] [--out DIR] [--jobs 2]
+    python bench/bench_rig_contact.py --step-cost      # the bridge's step with the compensation on
+
+``--step-cost`` times the bridge's step (CPU time, least of 5 blocks of 500 steps) on the rig-contact
+scenario's ``[hil]`` over the in-process lockstep emulator (whose share, the emulated rig with its
+sensor and mock-ups, is timed apart and taken out), the payload pressed into a guide: the
+compensation (load, tare, filter, deadband, prediction, passivity) on, and with the plain
+configuration of the default scenario.
 """
 
 from __future__ import annotations
@@ -125,6 +132,64 @@ sys.exit(launch.main(['run', sys.argv[1], '--log', sys.argv[2], '--no-report', '
 """
 
 
+def step_cost(table: dict[str, Any], steps: int = 500, blocks: int = 5) -> dict[str, float]:
+    """CPU time per bridge step and per emulator exchange [µs] over ``blocks`` blocks, the least of each."""
+    import time
+
+    from hil.bridge import HilBridge
+    from hil.config import parse
+    from hil.emulator import LockstepPort, LockstepRig
+    from hil.link import SerialLink
+    from protocol.service import Sample
+
+    cfg = parse(table)
+    rig = LockstepRig(cfg)
+    spent = [0.0]
+    exchange = rig.exchange
+
+    def timed(data: bytes) -> bytes:
+        t0 = time.process_time()
+        out = exchange(data)
+        spent[0] += time.process_time() - t0
+        return out
+
+    rig.exchange = timed  # type: ignore[method-assign]
+    h_ns = 4_000_000
+    b = HilBridge(cfg, "hil", h_ns, SerialLink(LockstepPort(rig)))
+    b.initial(0)
+    one = np.array([1.0, 0.0, 0.0, 0.0])
+    X_OL, X_TB = cfg.X_OL, cfg.X_TB
+
+    class U:
+        def __init__(self, n: int, z: float) -> None:
+            t = n * h_ns
+            self.o = Sample(t, h_ns, "orbiter", n, {"p_WoOo_W": np.zeros(3), "quat_WO": one, "w_WO_O": np.zeros(3),
+                                                    "v_WOo_W": np.zeros(3), "a_WOo_W": np.zeros(3),
+                                                    "wdot_WO_O": np.zeros(3)})
+            p = X_OL[:3, 3] - X_TB[:3, 3] + [0.0, 0.0, z]
+            self.p = Sample(t, h_ns, "payload", n, {"p_WoTo_W": p, "quat_WT": one, "w_WT_T": np.zeros(3),
+                                                    "v_WTo_W": np.array([0.0, 0.0, 0.002]), "a_WTo_W": np.zeros(3),
+                                                    "wdot_WT_T": np.zeros(3)})
+
+        def state(self, topic: str) -> Sample:
+            return self.o if topic == "orbiter/state" else self.p
+
+    n, best_step, best_emu = 0, float("inf"), float("inf")
+    for k in range(blocks + 1):
+        spent[0] = 0.0
+        t0 = time.process_time()
+        for _ in range(steps):
+            z = min(0.002, -0.01 + 0.002 * n * h_ns * 1e-9)  # down into the seats, 2 mm in
+            b.step(n * h_ns, h_ns, U(n, z))  # type: ignore[arg-type]
+            n += 1
+        total = time.process_time() - t0
+        if k:  # (the first block engages and tares)
+            best_step = min(best_step, (total - spent[0]) / steps * 1e6)
+            best_emu = min(best_emu, spent[0] / steps * 1e6)
+    b.close()
+    return {"bridge_step_us": best_step, "emulator_exchange_us": best_emu}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -133,7 +198,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="directory for the runs (default: a temporary one)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--tabulate", action="store_true", help="only the table of the runs already in --out")
+    ap.add_argument("--step-cost", action="store_true", help="only the bridge's step cost")
     a = ap.parse_args(argv)
+    if a.step_cost:
+        from hil.config import hil_table
+
+        rig = hil_table(_load(RIG))
+        rig["emulator"]["stats"] = ""
+        plain = hil_table(_load(MODEL))
+        costs = {"rig contact, compensation on": step_cost(rig), "default scenario's [hil]": step_cost(plain)}
+        for name, c in costs.items():
+            print(f"{name}: bridge step {c['bridge_step_us']:.0f} us, emulator {c['emulator_exchange_us']:.0f} us")
+        print(json.dumps(costs))
+        return 0
     out = Path(a.out or mkdtemp(prefix="berthsim-rig-contact-"))
     cases: list[tuple[str, dict[str, Any], bool]] = [("model", _load(MODEL), False)]
     for ms in [float(x) for x in a.delays.split(",") if x]:

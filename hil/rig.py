@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynamics import contact as dc
-from dynamics.spatial import quat_to_rotation, rotation_to_quat
+from dynamics.spatial import cross3, quat_to_rotation, rotation_to_quat
 from errors import NoSolutionError
 from hil.config import HilConfig
 from hil.framing import (
@@ -212,9 +212,9 @@ def mockup_load(R_RP: Array, a_RPo_R: Array, w_RP_R: Array, wdot_RP_R: Array, ma
     if mass == 0.0:
         return np.zeros(6)
     w_P, wd_P = R_RP.T @ w_RP_R, R_RP.T @ wdot_RP_R
-    a_C_P = R_RP.T @ a_RPo_R + np.cross(wd_P, com_P) + np.cross(w_P, np.cross(w_P, com_P))
+    a_C_P = R_RP.T @ a_RPo_R + cross3(wd_P, com_P) + cross3(w_P, cross3(w_P, com_P))  # (numpy's cross: ~25 µs)
     f = mass * (R_RP.T @ np.array([0.0, 0.0, -gravity]) - a_C_P)
-    tau = np.cross(com_P, f) - (inertia_P * wd_P + np.cross(w_P, inertia_P * w_P))
+    tau = cross3(com_P, f) - (inertia_P * wd_P + cross3(w_P, inertia_P * w_P))
     return np.concatenate([tau, f])
 
 
