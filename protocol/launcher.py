@@ -738,6 +738,7 @@ class Launcher:
                      "freeze_park_after_ns": int(sim["freeze_park_after"] * _S),
                      "stats_period_ns": int(sim["stats_period"] * _S),
                      "heartbeat_timeout_ns": int(sim["heartbeat_timeout"] * _S), "seed": sim["seed"],
+                     "stall_timeout_ns": int(sim["stall_timeout"] * _S),
                      "rt_priority": sim["rt_priority"],
                      "full_rate": [n for n, spec in self.plan.services.items() if spec.full_rate]}
             self._control_pub("start", self._ctl_seq, {"t_end_ns": t_end, "mode": sim["mode"]})
