@@ -469,7 +469,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from protocol.bus import ControlClient
-    from protocol.config import load, peers_of, processes_of, service_module, with_overrides
+    from protocol.config import load, peers_of, processes_of, register_schemas, service_module, with_overrides
     from protocol.realtime import io_context, lock_memory, pin_cpus, preload
     from protocol.security import Security
     from protocol.shell import run_process
@@ -479,6 +479,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     if config.get("sim", {}).get("transport") == "tcp" and "security" in config:
         sec = Security.from_table(config["security"], Path(a.config).parent, a.client_key)
     members = processes_of(config).get(a.name, (a.name,))
+    register_schemas(config)  # every topic of the run decodable here (a kind's config-made topics too)
     objs = []
     for name in members:
         try:

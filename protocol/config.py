@@ -398,6 +398,29 @@ def service_module(kind: str) -> ModuleType:
     return mod
 
 
+def register_schemas(config: Mapping[str, Any], skip: tuple[str, ...] = ("logger", "replay")) -> None:
+    """Make every topic schema of the run known in this process: import each service's kind module
+    (its static topics register on import) and call its ``schemas(config, name)`` when it has one
+    (the topics a kind makes from its configuration, such as an FMU's output). Called where topics
+    are decoded: each worker process before it builds its services, and the logger. A kind that
+    cannot be imported is left to :func:`validate` to report.
+    """
+    services = config.get("services", {})
+    mods = []
+    for name, svc in services.items():
+        kind = svc.get("kind") if isinstance(svc, Mapping) else None
+        if not isinstance(kind, str) or kind in skip:
+            continue
+        try:
+            mods.append((name, service_module(kind)))
+        except ConfigError:
+            continue
+    for name, mod in mods:
+        hook = getattr(mod, "schemas", None)
+        if callable(hook):
+            hook(config, name)
+
+
 def _type_name(types: Any) -> str:
     if isinstance(types, tuple):
         return " or ".join(getattr(t, "__name__", str(t)) for t in types)

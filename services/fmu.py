@@ -41,13 +41,11 @@ It is made from the FMU's variables (:func:`output_schema`: Real -> ``("f8", ())
 Integer -> ``int``, Boolean -> ``bool``, String -> ``str``; the schema name
 ``berthsim.fmu.SERVICE``) and registered (:func:`protocol.messages.register_schema`)
 whenever this module says the service's ports, validates or builds any FMU service of the
-run, so in the launcher and in the processes of the run's FMU services (one FMU service
-may take another's topic). The logger learns schemas by importing the run's service
-modules, which cannot tell a schema that depends on the config: a logger (or a consumer of
-the topic that is not an FMU service) must therefore run in the FMU service's process
-(``sim.processes``), and :func:`validate` refuses a logger of the run elsewhere, naming
-it. The log then holds the topic's JSON schema like any other's, so replay and the
-exporters read it from the log.
+run, and in every process of the run through :func:`schemas` (called by
+:func:`protocol.config.register_schemas` in each worker before it builds its services, and by
+the logger), so the logger and any consumer decode the topic wherever they run (one FMU service
+may take another's topic). The log then holds the topic's JSON schema like any other's, so
+replay and the exporters read it from the log.
 
 Snapshots and sweeps
 --------------------
@@ -367,18 +365,16 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     variable (see the module docstring for what is refused)."""
     problems: list[str] = []
     _register_others(config, name)
-    spec = _spec(config, name, problems)
-    if spec is None:
-        return problems
-    from protocol.config import processes_of
-    procs = processes_of(config)
-    mine = next((p for p, members in procs.items() if name in members), name)
-    for other, svc in config["services"].items():
-        if isinstance(svc, dict) and svc.get("kind") == "logger" and other not in procs.get(mine, (name,)):
-            problems.append(f"services.{name}.outputs.topic: the schema of {spec.topic!r} comes from the FMU, so "
-                            f"its logger services.{other} must run in this service's process (sim.processes = "
-                            f"{{{mine} = [\"{name}\", \"{other}\"]}})")
+    _spec(config, name, problems)
     return problems
+
+
+def schemas(config: dict[str, Any], name: str) -> None:
+    """Register the output topic's schema of FMU service ``name`` (and those of the run's other FMU
+    services first, which it may take): :func:`protocol.config.register_schemas` calls this in every
+    process of the run, so the logger and any consumer decode the topic wherever they run."""
+    _register_others(config, name)
+    _register(spec_of(config, name), name)
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:

@@ -113,7 +113,7 @@ import numpy as np
 from mcap.writer import CompressionType, Writer
 from numpy.typing import NDArray
 
-from errors import ConfigError, LogError, MessageError
+from errors import LogError, MessageError
 from protocol.bus import SequenceTracker
 from protocol.codec import TopicCodec, envelopes, topic_codec
 from protocol.config import check_value
@@ -802,14 +802,8 @@ def _log_path(config: dict[str, Any], name: str) -> Path:
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
     """The logger sink of service ``name`` (see the module docstring for its keys)."""
-    from protocol.config import service_module
-    for other in config.get("services", {}).values():  # their modules register their topics' schemas
-        kind = other.get("kind") if isinstance(other, dict) else None
-        if isinstance(kind, str) and kind not in ("logger", "replay"):
-            try:
-                service_module(kind)
-            except ConfigError:
-                pass
+    from protocol.config import register_schemas
+    register_schemas(config)  # the run's kinds register their topics' schemas (static, or from the config)
     svc = config["services"][name]
     if svc.get("schemas_from"):  # a replay run: the replayed topics' schemas come from the log
         with open_log(svc["schemas_from"]) as log:
