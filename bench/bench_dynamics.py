@@ -11,10 +11,10 @@ Every call sees a new configuration (ours caches kinematics per q). Figures are 
 time per call (``time.process_time``), best of the repeats; ours and Pinocchio's are timed
 interleaved (one batch each per repeat), so that their ratio holds on a loaded machine.
 
-Part ``compile``: the kernels' first call in a fresh process with an empty numba cache (the
-compile, paid once per machine and cache directory) and again with the cache filled (what
-every later process pays), each the whole process's wall time beside a process that does not
-call them.
+Part ``compile``: the kernels' first use in a fresh process (``make_data``, which loads them)
+with an empty numba cache (the compile, paid once per machine and cache directory) and again
+with the cache filled (what every later process pays), and each whole process's wall time
+beside a process that does not use them.
 
 Part ``flexible``: forward dynamics per call of the SRMS with rigid booms against the same
 arm with its booms as beam links (``dynamics.cases.srms_booms``, N modes per bending plane,
@@ -241,9 +241,9 @@ _FIRST_CALL = """
 import time, numpy as np
 from dynamics import cases, chain as ch
 c = cases.srms_on_orbiter()
-d = ch.make_data(c.model)
 t0 = time.perf_counter()
-if CALL:
+if CALL:  # make_data loads (or compiles) the kernels, numba's import included
+    d = ch.make_data(c.model)
     ch.forward_dynamics(c.model, d, c.q, np.zeros(c.model.nv), np.zeros(c.model.nv))
     ch.mass_matrix(c.model, d, c.q)
 print(time.perf_counter() - t0)
@@ -251,9 +251,9 @@ print(time.perf_counter() - t0)
 
 
 def bench_compile() -> list[dict]:
-    """Wall time of the kernels' first call in a fresh process: with an empty numba cache (the
-    compile), then with the cache it left (the load); and the process's total beside one that
-    makes no call (numba's import included in the difference)."""
+    """Wall time of the kernels' first use in a fresh process (``make_data`` and a call: numba's import
+    and the kernels' loading): with an empty numba cache (the compile), then with the cache it left
+    (the load); and each process's total beside one that makes no call."""
     import subprocess
     import tempfile
 

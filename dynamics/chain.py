@@ -523,8 +523,26 @@ class ChainData:
 
 
 def make_data(model: ChainModel) -> ChainData:
-    """Fresh scratch data for ``model``."""
-    return ChainData(model)
+    """Fresh scratch data for ``model``.
+
+    For a rigid chain the compiled kernels (:mod:`dynamics.chain_kernels`) are loaded here, by one
+    call of each at the neutral configuration: a service pays their loading (and, on the machine's
+    first use, their compiling) when it is built, not in its first step.
+    """
+    data = ChainData(model)
+    if model.flex is None:
+        k = _ck()
+        q, v = neutral(model), np.zeros(model.nv)
+        k.kinematics(model.floating, q, model.X_PJ, model.T_PB, model.rev_f, model.pri_f, model.parent_index,
+                     model.axis_J, model.p_BoBcm_B, model.I_Bcm_B, model.mass, data.X_WB, data.com_W, data.p_ref,
+                     data.S, data.I_ref)
+        k.mass_matrix(model.floating, model.parent_index, data.S, data.I_ref, data.M)
+        k.rnea(model.floating, model.parent_index, data.S, data.I_ref, v, v, True, data.vdot)
+        k.gen_forces(model.floating, model.parent_index, data.S, data.X_WB, data.p_ref, np.zeros((model.nb, 6)),
+                     data.vdot)
+        k.forward_dynamics(model.floating, model.parent_index, data.S, data.I_ref, data.X_WB, data.p_ref, v, v,
+                           _NO_F_EXT, False, data.vdot)  # its status is not looked at: a warm-up
+    return data
 
 
 def chain_from_table(
