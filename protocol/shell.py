@@ -1041,15 +1041,18 @@ class ProcessShell:
         """Why a step woke ``wake_late`` ns after its start instant, if the process did not run meanwhile.
 
         ``wall_d`` and ``cpu_d`` are the wall and thread CPU time since the previous step
-        ended [ns]. A step that wakes late after a gap of more than :data:`_GAP_NS` (and ten
-        periods) since the previous one ended, its thread having run for less than a quarter
-        of that gap, was stopped (SIGSTOP, a paused VM) or kept off its core: not a slow step,
-        whose lateness comes with CPU time spent (and builds up over many steps). Empty if it ran.
+        ended [ns]. The lateness that built up since then, ``min(wake_late, wall_d)``, is time in
+        which a running thread steps or spins (it sleeps only until just before a step's start);
+        more than :data:`_GAP_NS` (and ten periods) of it with the thread's CPU time under a
+        quarter of it means the process was stopped (SIGSTOP, a paused VM) or kept off its core:
+        not a slow step, whose lateness comes with CPU time spent and builds up over many steps.
+        Empty if it ran.
         """
-        if wake_late <= 0 or wall_d <= max(_GAP_NS, 10 * h) or cpu_d * 4 >= wall_d:
+        late = min(wake_late, wall_d)
+        if late <= max(_GAP_NS, 10 * h) or cpu_d * 4 >= late:
             return ""
-        return (f"the process did not run for {wall_d / 1e9:.3f} s (its thread ran {cpu_d / 1e6:.1f} ms of it: "
-                f"stopped, paused or kept off its core, not a slow step)")
+        return (f"the process did not run for {late / 1e9:.3f} s (its thread ran {cpu_d / 1e6:.1f} ms since its "
+                f"last step: stopped, paused or kept off its core, not a slow step)")
 
     def _next_source_due(self, t0: int, t_end: int, anchor: int) -> int | None:
         """The wall instant (monotonic) of the earliest next source message, or None if every source ended."""

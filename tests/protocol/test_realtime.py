@@ -98,7 +98,8 @@ def test_a_stopped_process_is_told_apart_from_a_slow_step():
 
     ms = 1_000_000
     why = ProcessShell._descheduled(2_500 * ms, 2_502 * ms, 1 * ms, 2 * ms)  # SIGSTOP for 2.5 s
-    assert "did not run for 2.502 s" in why and "not a slow step" in why
+    assert "did not run for 2.500 s" in why and "not a slow step" in why
     assert ProcessShell._descheduled(2_500 * ms, 2_502 * ms, 2_400 * ms, 2 * ms) == ""  # a 2.4 s step: slow
     assert ProcessShell._descheduled(300 * ms, 3 * ms, 0, 2 * ms) == ""  # late from earlier slow steps
     assert ProcessShell._descheduled(120 * ms, 120 * ms, 0, 2 * ms) == ""  # a short gap: below 0.25 s
+    assert ProcessShell._descheduled(0, 500 * ms, 1 * ms, 2 * ms) == ""  # slept to the start instant, on time
