@@ -1006,16 +1006,24 @@ class ProcessShell:
                 # sustained overload: steps that themselves take longer than the period, one after the other
                 # (a step that is late only because an earlier one was, and catches up, is not counted here)
                 run_of[m.name] = run_of[m.name] + 1 if done_at - began > h else 0
+                why = ""
                 if late > 0:
                     m.overruns += 1
-                    if max_lag and late > max_lag:
+                    # stopped mid-iteration (SIGSTOP, a paused VM): the lateness came without CPU time
+                    why = self._descheduled(late, done_at - prev_wall, cpu() - prev_cpu, h)
+                    if max_lag and late > max_lag and not why:
                         sched.current = m
                         raise _Fail(f"{late / 1e9:.3f} s behind the wall clock at t={m.t_ns / 1e9:.3f} s (sim.max_lag "
                                     f"{max_lag / 1e9:g} s): its steps take longer than its {h / 1e6:g} ms period on "
                                     f"this host ({m.overruns} overruns in {m.steps} steps); run it in lockstep, or on "
                                     "a host with more free cores")
-                why = ""
-                if run_of[m.name] >= limit:
+                    if why and policy == "continue" and max_lag and late > max_lag:
+                        sched.current = m
+                        raise _Fail(f"{late / 1e9:.3f} s behind the wall clock at t={m.t_ns / 1e9:.3f} s (sim.max_lag "
+                                    f"{max_lag / 1e9:g} s): {why}")
+                if why:  # a descheduled process: the policy applies to that cause
+                    run_of[m.name] = 0
+                elif run_of[m.name] >= limit:
                     why = (f"{run_of[m.name]} consecutive steps longer than its {h / 1e6:g} ms period "
                            f"(sim.overrun_limit {limit}) at t = {m.t_ns / 1e9:.3f} s, the last "
                            f"{(done_at - began) / 1e6:.2f} ms")

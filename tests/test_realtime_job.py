@@ -130,11 +130,11 @@ def test_realtime_overload_freezes_names_the_service_and_parks_the_rig(tmp_path:
     np.testing.assert_allclose(rig["axes"], rig["neutral"], atol=1e-3)
 
 
-def _run_with_signals(config: Path, tmp: Path, duration: float, signals: list[tuple[float, int]],
-                      target: str = "launcher") -> tuple[int, str, str, Path]:
-    """A realtime run; each ``(after, signal)`` is sent ``after`` s after the run has started (its physics
-    process runs SCHED_FIFO), to the launcher or, with ``target``, to that process group's worker."""
-    import signal as sig
+def _run_with_signals(config: Path, tmp: Path, duration: float,
+                      signals: list[tuple[float, int, str]]) -> tuple[int, str, str, Path]:
+    """A realtime run; each ``(after, signal, target)`` is sent ``after`` s after the run has started (its
+    physics process runs SCHED_FIFO) to the launcher (target ``"launcher"``) or to that process group's
+    worker (SIGSTOP / SIGCONT)."""
     import time
 
     log = tmp / "run.mcap"
@@ -147,11 +147,11 @@ def _run_with_signals(config: Path, tmp: Path, duration: float, signals: list[tu
         while time.monotonic() - t0 < 90 and not _stepping(config):  # the physics loop has begun: it runs
             time.sleep(0.05)                                          # SCHED_FIFO from its first step on
         start = time.monotonic()
-        for after, s in signals:
+        for after, s, target in signals:
             time.sleep(max(0.0, start + after - time.monotonic()))
             if target == "launcher":
                 p.send_signal(s)
-            else:  # the worker process of that process group (SIGSTOP / SIGCONT)
+            else:
                 for pid in _worker_pids(config, target):
                     os.kill(pid, s)
         out, err = p.communicate(timeout=300)
@@ -159,7 +159,6 @@ def _run_with_signals(config: Path, tmp: Path, duration: float, signals: list[tu
         if p.poll() is None:
             p.kill()
             p.wait()
-        _ = sig
     return p.returncode, out, err, log
 
 
@@ -193,16 +192,21 @@ def test_freeze_and_resume_completes_as_scripted_and_the_freeze_is_in_the_log(tm
 
     config, stats = _config(tmp_path, freeze_park_after=2.0, freeze_stop_after=10.0)
     rc, out, err, log = _run_with_signals(config, tmp_path, 10.0,
-                                          [(3.0, signal.SIGUSR1), (3.0 + frozen_s, signal.SIGUSR2)])
+                                          [(3.0, signal.SIGUSR1, "launcher"),
+                                           (3.0 + frozen_s, signal.SIGUSR2, "launcher")])
     assert rc == 0, err[-3000:]
     assert "froze the run" not in err  # no overload after the resume: ages and lag paused while frozen
     with open_log(log) as lf:
         ctl = [decode_control(m.payload) for m in lf.messages(["sim/control"])]
+        state = [(m.t_ns, m.wall_ns) for m in lf.messages(["orbiter/state"])]
     cmds = [c["cmd"] for c in ctl]
     assert "freeze" in cmds and "resume" in cmds, cmds
-    t_freeze = next(c["info"]["t_ns"] for c in ctl if c["cmd"] == "freeze")
-    t_resume = next(c["info"]["t_ns"] for c in ctl if c["cmd"] == "resume")
-    assert 0 <= t_resume - t_freeze <= 50_000_000  # simulated time stood still (every service held)
+    # simulated time stood still while the wall clock ran: one coupling period of orbiter/state across the
+    # longest wall gap between its samples, and that gap the freeze's length
+    t, wall = np.array(state).T
+    k = int(np.argmax(np.diff(wall)))
+    assert frozen_s - 0.2 <= (wall[k + 1] - wall[k]) * 1e-9 <= frozen_s + 1.0, (wall[k + 1] - wall[k]) * 1e-9
+    assert t[k + 1] - t[k] == 10_000_000
     if frozen_s > 2.0:  # held past freeze_park_after: the rig parked, and the log says so
         held = [c["info"] for c in ctl if c["cmd"] == "held"]
         assert any(h.get("rig") in ("PARKING", "ARMED") for h in held), held
@@ -213,13 +217,15 @@ def test_a_stopped_process_is_told_apart_from_a_slow_one(tmp_path: Path) -> None
 
     config, _ = _config(tmp_path, freeze_stop_after=10.0)
     rc, out, err, log = _run_with_signals(config, tmp_path, 10.0,
-                                          [(3.0, signal.SIGSTOP), (5.5, signal.SIGCONT), (7.0, signal.SIGUSR2)],
-                                          target="physics")
-    # the stopped process says so when it wakes, or another froze the run first on its stale inputs: either
-    # way the run froze and resumed; it is never called too slow for real time
-    assert ("did not run for" in err and "not a slow step" in err) or "froze the run" in err, err[-3000:]
-    assert "run it in lockstep" not in err
-    assert rc == 0, err[-3000:]
+                                          [(3.0, signal.SIGSTOP, "physics"), (5.5, signal.SIGCONT, "physics"),
+                                           (7.0, signal.SIGUSR2, "launcher")])
+    # the stopped process says so when it wakes (another may have frozen the run first, on the inputs the
+    # stopped one no longer sent): the run froze and resumed, and nothing is called too slow for real time.
+    # (The rig, whose commands stopped with the physics for 2.5 s, may have faulted on its watchdog: then the
+    # run did not go as scripted, exit 3, as any run whose rig faulted.)
+    assert "did not run for" in err and "not a slow step" in err, err[-3000:]
+    assert "run it in lockstep" not in err and "behind the wall clock" not in err
+    assert rc in (0, 3), err[-3000:]
 
 
 def decode_control(payload: bytes) -> dict:
