@@ -886,8 +886,13 @@ class ProcessShell:
         return wall_ns()
 
     def clock_report(self) -> dict[str, Any]:
-        """``clock = "sync"``: the estimate's offset, drift, round trips and uncertainty (empty otherwise)."""
-        return self._sync.report(mono_ns()) if self._sync is not None else {}
+        """``clock = "sync"``: the estimate's offset (the master's clock less this host's wall clock), drift, round
+        trips and uncertainty (empty otherwise)."""
+        if self._sync is None:
+            return {}
+        out = self._sync.report(mono_ns())
+        out["offset_ns"] = self._sync.to_master(mono_ns()) - wall_ns()  # the master's clock - this host's wall clock
+        return out
 
     def _run_realtime(self) -> None:
         sched = self.sched
