@@ -379,7 +379,7 @@ def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
 
 def test_realtime_frozen_run_without_resume_stops_naming_the_service(tmp_path):
     cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"\n'
-                                                'freeze_stop_after = 1.0')
+                                                'freeze_park_after = 0.5\nfreeze_stop_after = 1.0')
     t = time.monotonic()
     rc, _, err, summary = run(cfg, env=BUSY_A)
     assert rc == 1, err
