@@ -134,8 +134,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "KINDS", "MAX_SWEEP_RUNS", "ServiceSpec", "RunPlan",
            "check_limits", "check_sweep_size", "check_table", "check_value", "check_values", "cut",
-           "ipc_endpoint_paths", "load", "register_schemas", "registered_kind", "service_module", "show", "with_overrides", "peers_of",
-           "processes_of", "validate"]
+           "ipc_endpoint_paths", "load", "register_schemas", "registered_kind", "service_module", "show",
+           "with_overrides", "peers_of", "processes_of", "validate"]
 
 Num = (int, float)
 
