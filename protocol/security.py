@@ -60,7 +60,8 @@ from zmq.utils import z85
 
 from errors import BusError, ConfigError
 
-__all__ = ["Security", "write_keys", "is_loopback", "check_bind", "SECURITY_KEYS", "LAUNCHER_KEY", "identities_of"]
+__all__ = ["Security", "write_keys", "is_loopback", "is_loopback_host", "check_bind", "SECURITY_KEYS", "LAUNCHER_KEY",
+           "identities_of"]
 
 SECURITY_KEYS: dict[str, type | tuple[type, ...]] = {
     "keys_dir": str, "server": str, "client": str, "allowed": list, "identities": dict,
@@ -98,7 +99,11 @@ def is_loopback(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme != "tcp":
         return True
-    host = (parts.hostname or "").strip("[]")
+    return is_loopback_host((parts.hostname or "").strip("[]"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a host name or address is the loopback (``localhost``, 127.0.0.0/8, ``::1``)."""
     if host == "localhost":
         return True
     try:

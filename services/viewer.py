@@ -26,7 +26,6 @@ Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``valida
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from typing import Any
 from protocol.config import check_value
 from protocol.logfile import decode_bodies
 from protocol.messages import SCHEMAS, SEPARATOR
+from protocol.security import is_loopback_host
 from protocol.service import ServicePorts
 
 __all__ = ["OPTIONS", "TABLES", "LiveViewer", "build", "ports", "validate"]
@@ -43,15 +43,6 @@ TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"host": str, "port": int, "display_hz": (int, float), "topics": list, "allow_remote": bool}
 DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": 8765, "display_hz": 30.0, "topics": [],
                             "allow_remote": False}
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -65,7 +56,7 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
         out.append(f"{where}.port: expected 0..65535 (0: any free port), got {svc['port']!r}")
     if not 0 < svc["display_hz"] <= 1000:
         out.append(f"{where}.display_hz: expected a rate in (0, 1000] Hz, got {svc['display_hz']!r}")
-    if not _loopback(svc["host"]) and svc["allow_remote"] is not True:
+    if not is_loopback_host(svc["host"]) and svc["allow_remote"] is not True:
         out.append(f"{where}.host: {svc['host']!r} is not a loopback address; serving the run beyond this machine "
                    f"needs {where}.allow_remote = true")
     if importlib.util.find_spec("foxglove") is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from protocol.bus import mesh_endpoints, new_context, open_bus
 from protocol.codec import decode, encode, envelope
 from protocol.provenance import SampleGate
 from protocol.security import Security, is_loopback, write_keys
+from testkit.netns import skip_reason as netns_skip_reason
 from testkit.ports import free_base_port
 from tests.protocol.test_runtime import LAUNCH, ROOT, make_cfg, reference, run, same_as, workers
 
@@ -177,16 +177,7 @@ def test_non_loopback_without_keys_refused_by_config(tmp_path):
 
 
 def _netns_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for ip netns"
-    if shutil.which("ip") is None:
-        return "needs the ip tool (iproute2)"
-    probe = f"bsprobe{os.getpid()}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if r.returncode != 0:
-        return f"ip netns add failed: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
+    return netns_skip_reason()
 
 
 @pytest.mark.integration
