@@ -180,7 +180,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             summary_path(log).write_text(json.dumps({"run": summary}, indent=1))
         if summary.get("services"):
             print(services_table(summary["services"]))
-    if launcher._remote and plan.sim.get("mode") == "realtime":  # several hosts: every service's timing, each host
+    several_hosts = any(not r.local for r in launcher.records.values())
+    if several_hosts and plan.sim.get("mode") == "realtime":  # every service's timing, by host
         print(hosts_table(launcher))
     if a.json and summary:
         print(json.dumps(summary), flush=True)

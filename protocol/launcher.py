@@ -117,17 +117,19 @@ def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[
             "--overrides", json.dumps(overrides), "--rt-priority", str(int(rt_priority)), "--clock", clock]
 
 
+def master_host(plan: RunPlan) -> str | None:
+    """The ``sim.hosts`` label whose address the control endpoint ``sim.bus`` names (the master's host), if any."""
+    bus = str(plan.sim.get("bus") or "")
+    return next((str(label) for label, addr in (plan.sim.get("hosts") or {}).items() if f"//{addr}:" in bus), None)
+
+
 def host_of(plan: RunPlan) -> str:
-    """The label of the host this launcher runs on: its ``--only`` services' ``host``, else the one whose
-    ``sim.hosts`` address the control endpoint ``sim.bus`` names, else this machine's name."""
+    """The label of the host this launcher runs on: its ``--only`` services' ``host``, else (every service
+    here) the master's host, else this machine's name."""
     labels = {plan.services[n].host for n in plan.only if plan.services[n].host}
     if len(labels) == 1:
         return str(labels.pop())
-    bus = str(plan.sim.get("bus") or "")
-    for label, addr in (plan.sim.get("hosts") or {}).items():
-        if not plan.only and f"//{addr}:" in bus:
-            return str(label)
-    return os.uname().nodename
+    return (None if plan.only else master_host(plan)) or os.uname().nodename
 
 
 @dataclass
@@ -900,8 +902,7 @@ class Launcher:
         ident = f"follower:{os.uname().nodename}-{os.getpid()}"
         if self.plan.sim.get("clock", "sync") == "sync":
             self._clock = "sync"
-        master = next((str(h) for h, a in (self.plan.sim.get("hosts") or {}).items()
-                       if f"//{a}:" in self.url), "the master's")
+        master = master_host(self.plan) or "the master's"
         with ControlClient(self.url, ident, security=sec, context=self.ctx) as ctl:
             hello = {"op": "hello" if admitted else "refused", "host": self.host, "services": list(self.plan.only),
                      "admission": self.admission}

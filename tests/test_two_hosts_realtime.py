@@ -15,7 +15,6 @@ Skipped where namespaces (root, iproute2) or netem are not available.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import subprocess
@@ -232,9 +231,13 @@ def test_cut_link_stops_both_sides_within_the_heartbeat_and_the_log_ends_at_the_
     assert a.p.returncode == 1 and b.p.returncode == 1
     assert "Traceback" not in a.err + b.err
     assert "the logger (logger) is gone" in a.err
-    # the rig parked: its bridge was stopped on host b, and the emulated rig ends parking or parked, no fault
+    # the rig went to its safe state: parked by the bridge when host b stopped its services, or, where the
+    # bridge's last commands came later than the rig's watchdog allows, by that watchdog (a WATCHDOG fault, which
+    # ramps it to neutral just the same); no other fault. (Its emulator stops with host b's services, so it
+    # may still be on its way to neutral.)
     rig = json.loads((tmp_path / "rig.json").read_text())
-    assert rig["state"] in ("PARKING", "ARMED") and rig["faults"] == 0, (rig["state"], rig.get("fault_log"))
+    assert rig["state"] in ("PARKING", "ARMED", "FAULT"), rig["state"]
+    assert all(bits == 1 for _, bits, _ in rig.get("fault_log", [])), rig.get("fault_log")  # WATCHDOG (bit 0) only
     n, last = _finite_log(tmp_path / "run.mcap")
     assert n > 0 and last > 0
     # the log runs up to the cut: host a's stretch after it is bounded by the heartbeat
@@ -279,7 +282,7 @@ def test_netem_delay_and_loss_complete(tmp_path, namespaces, impair):
     assert a.p.returncode == 0, a.err[-3000:]
     assert b.p.returncode == 0, b.err[-3000:]
     n, last = _finite_log(tmp_path / "run.mcap")
-    assert last == int(10e9) and math.isfinite(n)
+    assert last == int(10e9) and n > 0
 
 
 class _Addr:
