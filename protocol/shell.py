@@ -313,7 +313,8 @@ class ProcessShell:
                 m.ctl = ControlClient(self.url, m.name, security=self.security, context=self.context)
             if self._sync is not None:  # another host: follow the master's clock from now on (before the start)
                 self._sync_thread = SyncThread(self._sync, lambda: ControlClient(
-                    self.url, f"clock:{self.members[0].name}", security=self.security, context=self.context))
+                    self.url, f"clock:{self.members[0].name}", security=self.security, context=self.context),
+                    priority=min(99, self.rt_priority + 1) if self.rt_priority > 0 else 0)
                 self._sync_thread.start()
             others = sorted({ep for n, ep in self.peers.items() if n not in self.mine and ep != self.endpoint})
             self.bus = open_bus(self.endpoint, others, security=self.security, context=self.context,
@@ -892,6 +893,8 @@ class ProcessShell:
             return {}
         out = self._sync.report(mono_ns())
         out["offset_ns"] = self._sync.to_master(mono_ns()) - wall_ns()  # the master's clock - this host's wall clock
+        if self._sync_thread is not None and self._sync_thread.error:
+            out["error"] = self._sync_thread.error
         return out
 
     def _run_realtime(self) -> None:
