@@ -76,32 +76,16 @@ from dynamics.spatial import (
     mat_mat_rows,
     mat_t_vec_rows,
     mat_vec_rows,
-    quat_integrate,
     rotation_rows,
     rotation_vector,
 )
 from errors import ConfigError, FrameError, RigFault, ShapeError
 from hil.config import DEFAULTS, HIL_KEYS, HilConfig, hil_table, parse
 from hil.delay import ImpactMonitor, PassivityController, predict_pose
-from hil.encoders import make_encoder
-from hil.framing import (
-    CRC_SIZE,
-    HEADER_SIZE,
-    Arm,
-    Engage,
-    Fault,
-    Heartbeat,
-    Hello,
-    Message,
-    Nak,
-    Park,
-    RigState,
-    SetpointAxes,
-    SetpointPose,
-    Telemetry,
-)
+from hil.framing import Fault, Hello, Nak, RigState, Telemetry
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
 from hil.rig import ForceTorqueSensor, mockup_load
+from hil.rigproto import RigProtocol, Sent, open_protocol, protocol_class
 from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.coupling import Schedule
 from protocol.realtime import RIG_PRIORITY
@@ -120,7 +104,6 @@ OUTPUTS = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hi
 """The bridge's output ports."""
 
 Array = NDArray[np.float64]
-_ONE = np.array([1.0, 0.0, 0.0, 0.0])
 
 
 def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Array, X_TB: Array) -> tuple[Array, Array]:
@@ -213,14 +196,9 @@ def _floats(x: Any, n: int, name: str) -> list[float]:
 
 
 def _frame_sizes(cfg: HilConfig) -> tuple[int, int, bool]:
-    """(raw command frame bytes, raw reply frame bytes, COBS framed)."""
-    t = cfg.table
-    n = cfg.rig.n_axes
-    if t["format"] == "native":
-        payload = 28 if t["setpoint"] == "pose" else 1 + 4 * n
-        return HEADER_SIZE + payload + CRC_SIZE, HEADER_SIZE + 38 + 4 * n + CRC_SIZE, True
-    enc = make_encoder(t["format"], cfg.limits.lo, cfg.limits.hi, bits=t["ascii_bits"])
-    return enc.frame_size, 0, False
+    """(raw command frame bytes, raw reply frame bytes, COBS framed) of ``[hil] format``
+    (:meth:`hil.rigproto.RigProtocol.frame_sizes`)."""
+    return protocol_class(cfg.table["format"]).frame_sizes(cfg)
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -381,9 +359,9 @@ class HilBridge:
         self.link = link
         self.realtime = realtime
         t = cfg.table
-        self.native = t["format"] == "native"
-        self.encoder = None if self.native else make_encoder(t["format"], cfg.limits.lo, cfg.limits.hi,
-                                                             bits=t["ascii_bits"])
+        # the rig's wire format (hil.rigproto): what it carries decides what the bridge can do
+        self.protocol: RigProtocol | None = open_protocol(t["format"], link, cfg) if link is not None else None
+        self.caps = protocol_class(t["format"]).capabilities
         self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
                                        bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]),
@@ -433,8 +411,7 @@ class HilBridge:
         self._F_contact = np.zeros(6)
         self._rx_t: float | None = None
         self._bad_seen = 0
-        self._awaiting: tuple[int, int] | None = None  # (seq, time_us) of the frame whose reply is due
-        self._sent: tuple[Message, int] | None = None  # (message, time_us) of that frame, to resend it
+        self._awaiting: Sent = None  # (seq, time_us) of the frame whose reply is due
         self.resent = 0  # frames sent again (lockstep)
         self.reply_timeouts = 0  # waits of resend_after that ended without a reply (lockstep)
         self.replies_missed = 0  # steps that went on without their reply (lockstep)
@@ -460,7 +437,8 @@ class HilBridge:
         times and for ``reply_timeout`` (wall clock) in all. A step whose reply never comes
         goes on with the previous one (``replies_missed``).
         """
-        if self.link is None or not self.native:
+        proto = self.protocol
+        if proto is None or not self.caps.has_replies:
             return
         t = self.cfg.table
         now = time.monotonic()
@@ -469,12 +447,11 @@ class HilBridge:
         resends = 0
         while True:
             wait_s = max(0.0, min(deadline, retry_at) - time.monotonic()) if wait else None
-            frames = self.link.receive(timeout=wait_s)
+            frames = proto.poll(timeout=wait_s)
             nak = False
             for f in frames:
                 if isinstance(f.msg, Telemetry):
-                    if self._awaiting is not None and (f.msg.echo_seq == self._awaiting[0]
-                                                       or f.time_us == self._awaiting[1]):
+                    if self._awaiting is not None and proto.answers(f, self._awaiting):
                         self._awaiting = None
                     self._rx_t = self._sim_t
                     self._axes = np.asarray(f.msg.axes, dtype=np.float64)
@@ -486,7 +463,7 @@ class HilBridge:
                 elif isinstance(f.msg, Hello):
                     self._rx_t = self._sim_t
                     self.safety.on_hello(f.msg, f.version)
-            bad = self.link.decoder.bad - self._bad_seen
+            bad = proto.rejected - self._bad_seen
             if frames or bad:
                 self._bad_seen += bad
                 self.safety.on_frames(len(frames), bad)
@@ -507,46 +484,35 @@ class HilBridge:
 
     def _resend(self) -> None:
         """Send the awaited frame again (a new seq; the same message and time stamp)."""
-        assert self.link is not None and self._sent is not None
-        msg, t_us = self._sent
+        assert self.protocol is not None
         try:
-            self._send(self.link, msg, t_us)
+            self._awaiting = self.protocol.resend() or self._awaiting
         except (FrameError, RigFault) as err:
             self.safety.fault(Fault.HOST, f"the link failed: {err}")
         self.resent += 1
 
-    def _send(self, link: SerialLink, msg: Any, t_us: int | None) -> None:
-        """Send one frame; in lockstep (``t_us`` given) its reply is awaited by :meth:`_read`,
-        and a second delimiter guards it (:meth:`hil.link.SerialLink.send`)."""
-        seq = link.seq
-        link.send(msg, t_us, guard=t_us is not None)
-        if t_us is not None:
-            self._awaiting = (seq, t_us & 0xFFFFFFFF)
-            self._sent = (msg, t_us)
-
-    def _send_native(self, link: SerialLink, setpoint: Array | None, X_RP: Array) -> None:
+    def _command(self, proto: RigProtocol, setpoint: Array | None, X_RP: Array) -> None:
+        """This step's frame: the handshake's (ARM, then ENGAGE) where the format has one, the setpoint,
+        or, while motion-gated, a hold (a heartbeat). In lockstep (``t_us`` given) its reply is awaited
+        by :meth:`_read`."""
         s = self.safety
         t_us = None if self.realtime else int(round(self._sim_t * 1e6))
-        if s.state == RigState.IDLE and not s.faults and self._sim_t >= self._next_arm:
+        sent: Sent = None
+        if self.caps.has_handshake and s.state == RigState.IDLE and not s.faults and self._sim_t >= self._next_arm:
             if not self._sent_arm:
                 s.request_arm()
             self._sent_arm = True
             self._next_arm = self._sim_t + 0.25  # ask again until the rig answers
-            wd = int(math.ceil(s.watchdog_s * 1e3))
-            self._send(link, Arm(self.cfg.fingerprint, wd), t_us)
-            return
-        if s.state == RigState.ARMED:  # auto-engage once armed
-            link.delay.clear()  # the handshake's round trips include the rig's start-up
+            sent = proto.handshake(self.cfg.fingerprint, int(math.ceil(s.watchdog_s * 1e3)), t_us)
+        elif self.caps.has_handshake and s.state == RigState.ARMED:  # auto-engage once armed
             s.engage()
-            self._send(link, Engage(), t_us)
-            return
-        if setpoint is None:
-            self._send(link, Heartbeat(), t_us)
-        elif self.cfg.table["setpoint"] == "pose":
-            q = quat_integrate(_ONE, rotation_vector(X_RP[:3, :3]), 1.0)  # scipy-free matrix → quaternion
-            self._send(link, SetpointPose(tuple(X_RP[:3, 3]), tuple(q)), t_us)
+            sent = proto.engage(t_us)
+        elif setpoint is None:
+            sent = proto.hold(t_us)
         else:
-            self._send(link, SetpointAxes(tuple(setpoint.tolist())), t_us)
+            sent = proto.setpoint(setpoint, X_RP, t_us)
+        if sent is not None:
+            self._awaiting = sent
 
     # ------------------------------------------------------------------ model
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
@@ -569,7 +535,7 @@ class HilBridge:
                 and self.safety.state == RigState.ENGAGED and len(self.link.delay.samples_us) >= 15:
             self._check_loop()
         horizon = 0.0
-        if self._predict and self.link is not None and self.native:
+        if self._predict and self.link is not None and self.caps.has_replies:  # (the round trip is measured)
             rtt = self.link.delay.rtt_s
             horizon = rtt + self.lag_s if math.isfinite(rtt) else 0.0
         X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite and horizon > 0.0 else X_LB  # (read-only below)
@@ -587,20 +553,17 @@ class HilBridge:
             cmd_axes = np.full(self.cfg.rig.n_axes, np.nan)
         now = self._sim_t
         cmd_t = min(orb.t_ns, pay.t_ns) * 1e-9  # a stale input (a lost producer) trips the watchdog
-        rx_t = now if not self.native else self._rx_t
-        if not self.native and self.safety.state == RigState.IDLE:  # no handshake exists: arm and engage
+        rx_t = self._rx_t if self.caps.has_replies else now  # (no replies: nothing to time out on)
+        if not self.caps.has_handshake and self.safety.state == RigState.IDLE:  # none exists: arm and engage
             self.safety.request_arm()
             self.safety.on_hello(Hello(self.cfg.fingerprint, self.cfg.rig.n_axes, 0))
             self.safety.engage()
         setpoint = self.safety.tick(now, cmd_axes, cmd_t, rx_t, clamped=clamped)
         if self._gravity:
             self._remember(X_RP)
-        if self.link is not None:
+        if self.protocol is not None:
             try:
-                if self.native:
-                    self._send_native(self.link, setpoint, X_RP)
-                elif setpoint is not None:
-                    self.link.port.write(self.encoder.encode(setpoint))  # type: ignore[union-attr]
+                self._command(self.protocol, setpoint, X_RP)
             except (FrameError, RigFault) as err:
                 self.safety.fault(Fault.HOST, f"the link failed: {err}")
             if not self._pipeline:
@@ -611,7 +574,7 @@ class HilBridge:
             self._clamped_t = self._sim_t
         # a rig that was clamped reaches the simulated pose only after its actuators' lag: its reading
         # meanwhile (the catching up's inertial transient) is no contact of the simulation's
-        valid = (self.native and self.safety.state == RigState.ENGAGED and self._rx_t is not None
+        valid = (self.caps.has_wrench and self.safety.state == RigState.ENGAGED and self._rx_t is not None
                  and self._sim_t - self._rx_t <= self.safety.watchdog_s and not clamped
                  and self._sim_t - self._clamped_t > 3.0 * self.lag_s)
         if self.safety.state == RigState.ENGAGED and self._engaged_t is None:
@@ -743,15 +706,15 @@ class HilBridge:
         the shell hands a change of it to the launcher, which logs it on ``sim/control``
         (``held``), so a park during a freeze shows in the log.
         """
-        if self.link is None or not self.native:
+        if self.protocol is None or not self.caps.has_handshake:  # (no rig state to hold or report)
             return None
         t_us = None if self.realtime else int(round(self._sim_t * 1e6))
         try:
             if self.safety.state == RigState.ENGAGED and frozen_s >= self.freeze_park_after:
-                self.link.send(Park(), t_us)
+                self.protocol.park(t_us, awaited=False)
                 self.safety.park()
             elif self.safety.state in (RigState.ENGAGED, RigState.PARKING):
-                self.link.send(Heartbeat(), t_us)
+                self.protocol.hold(t_us, awaited=False)
         except (FrameError, RigFault) as err:
             self.safety.fault(Fault.HOST, f"the link failed while frozen: {err}")
         if self.realtime:
@@ -764,9 +727,9 @@ class HilBridge:
         Should the PARK not arrive, the rig's watchdog trips and it ramps to neutral anyway.
         """
         if self.link is not None:
-            if self.native and self.safety.state == RigState.ENGAGED:
+            if self.protocol is not None and self.caps.has_handshake and self.safety.state == RigState.ENGAGED:
                 try:
-                    self.link.send(Park(), None if self.realtime else int(round(self._sim_t * 1e6)))
+                    self.protocol.park(None if self.realtime else int(round(self._sim_t * 1e6)), awaited=False)
                 except (FrameError, RigFault):
                     pass
             self.link.close()

@@ -7,7 +7,7 @@ electric Stewart platform (assumed, not a particular product)::
     [hil]
     url = "emulator"              # pyserial URL or path; "emulator" starts the built-in one on a pty
     baud = 921600
-    format = "native"             # native | binary6 | ascii
+    format = "native"             # the rig protocol (hil.rigproto): native | binary6 | ascii, or one registered
     setpoint = "legs"             # native only: legs | pose
     ascii_bits = 10
     rig = "stewart"               # stewart | servo
@@ -121,7 +121,7 @@ from typing import Any
 import numpy as np
 
 from errors import BerthsimError, ConfigError
-from hil.encoders import ENCODERS
+from hil.rigproto import protocol_names
 from hil.stewart import (
     PoseMap,
     RigLimits,
@@ -199,7 +199,7 @@ DEFAULTS: dict[str, Any] = {
 _N = (int, float)
 _INF = math.inf
 _KINDS: dict[str, Any] = {
-    "url": str, "baud": ("int", 1, _INF), "format": ENCODERS, "setpoint": ("legs", "pose"), "ascii_bits": int,
+    "url": str, "baud": ("int", 1, _INF), "format": str, "setpoint": ("legs", "pose"), "ascii_bits": int,
     "rig": ("stewart", "servo"), "fingerprint": ("int", 0, 0xFFFFFFFF), "bad_frames_max": ("int", 1, _INF),
     "clamp_fault_after": ("int", 0, _INF), "watchdog": _N, "reply_timeout": _N, "resend_after": _N, "pipeline": bool,
     "start_timeout": _N, "X_OL": ("vec", 6), "X_TB": ("vec", 6),
@@ -376,6 +376,8 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     if t["reply_timeout"] > 0 and not 0 < t["resend_after"] <= t["reply_timeout"]:
         problems.append(f"hil.resend_after: must be > 0 and <= hil.reply_timeout ({t['reply_timeout']!r}), "
                         f"got {t['resend_after']!r}")
+    if t["format"] not in protocol_names():
+        problems.append(f"hil.format: unknown rig protocol {t['format']!r}, expected one of {protocol_names()}")
     em = t["emulator"]
     for key in ("drop", "bit_error"):
         if not 0.0 <= em[key] < 1.0:

@@ -248,6 +248,26 @@ class SerialLink:
         self.stats.tx_bytes += len(frame)
         return frame
 
+    def write_raw(self, data: bytes) -> bytes:
+        """Write ``data`` as it is (a frame of another format than the native one, :mod:`hil.rigproto`),
+        counted as one frame sent; returns it.
+
+        Raises
+        ------
+        RigFault
+            If the port fails.
+        """
+        try:
+            if self._fd is None:
+                self.port.write(data)
+            else:
+                self._write_fd(self._fd, data)
+        except (serial.SerialException, OSError) as err:
+            raise RigFault(f"hil link: write failed: {err}") from err
+        self.stats.tx_frames += 1
+        self.stats.tx_bytes += len(data)
+        return data
+
     @staticmethod
     def _write_fd(fd: int, data: bytes) -> None:
         view = memoryview(data)
