@@ -484,7 +484,11 @@ class ArmModel:
         self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
         self.flexible = s["booms"] == "flexible"
         if self.multibody:
-            case = srms_on_orbiter(orbiter_mass=ORBITER_MASS, orbiter_inertia=ORBITER_INERTIA)
+            # the chain's base (body 0) is the orbiter, moved as orbiter/state says: every wrench taken from
+            # the chain (rms.prescribed_base_affine, rms.grappled_inverse_dynamics, multirate.hold) removes the
+            # base body's own inertia, so the mass properties the case gives it do not enter the arm's results
+            # (tests/dynamics/test_arm_base_mass.py); the orbiter's are [orbiter]'s, the orbiter service's
+            case = srms_on_orbiter()
             self.chain = rms.scale_link_masses(case.model, float(s["link_mass_scale"]))
             if self.flexible:
                 self.chain = with_flexible_booms(self.chain, srms_booms(int(s["boom_modes"]),
