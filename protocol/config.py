@@ -63,8 +63,9 @@ Layout
 
 Service modules
 ---------------
-``kind = "X"`` imports ``services.X``; a kind with a dot is imported as written. The
-kinds the project ships are :data:`KINDS` (:func:`registered_kind`): what a log's
+``kind = "X"`` names a kind of :mod:`protocol.registry` (the shipped ones, an installed
+entry point's, or a dotted module path), the one place that imports a kind's module. The
+kinds the project ships that a tool may rebuild are :data:`KINDS` (:func:`registered_kind`): what a log's
 ``config.json`` may name when a tool rebuilds a service from it (``replay --resim``), which
 imports nothing else. The module provides::
 
@@ -110,7 +111,6 @@ not given: :func:`ipc_endpoint_paths`).
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import reprlib
@@ -124,6 +124,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from errors import ConfigError
+from protocol.registry import BUILTIN, kind_module
 from protocol.service import ServicePorts
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
@@ -363,9 +364,9 @@ def load(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-KINDS = ("orbiter", "arm", "contact", "operator", "logger", "replay", "viewer", "hil.bridge", "testkit.toys")
-"""The service kinds the project ships (``services.X`` and the dotted ones) that run only the
-project's code: the only kinds a tool builds when the configuration comes from a log
+KINDS = tuple(k for k, v in BUILTIN.items() if "from_log" in v.capabilities)
+"""The service kinds the project ships that run only the project's code (capability ``from_log`` in
+:data:`protocol.registry.BUILTIN`): the only kinds a tool builds when the configuration comes from a log
 (:func:`registered_kind`). ``fmu`` is not one: it loads the binary its configuration names, so
 a logged FMU service is re-run only from a config file the user gives (``--config``)."""
 
@@ -380,22 +381,14 @@ def registered_kind(kind: Any, where: str) -> str | None:
 
 
 def service_module(kind: str) -> ModuleType:
-    """Import the module of a service kind (``services.<kind>`` or a dotted path).
+    """Import the module of a service kind: :func:`protocol.registry.kind_module` (kept here for the tools).
 
     Raises
     ------
     ConfigError
-        If it cannot be imported or lacks ``validate``/``build``/``TABLES``.
+        If the kind is unknown, cannot be imported, or its module does not provide the contract.
     """
-    modname = kind if "." in kind else f"services.{kind}"
-    try:
-        mod = importlib.import_module(modname)
-    except Exception as err:  # noqa: BLE001 - any import failure is a config problem
-        raise ConfigError(f"kind {kind!r}: cannot import {modname!r}: {type(err).__name__}: {err}") from err
-    missing = [a for a in ("validate", "build", "TABLES") if not hasattr(mod, a)]
-    if missing:
-        raise ConfigError(f"kind {kind!r}: module {modname!r} lacks {', '.join(missing)}")
-    return mod
+    return kind_module(kind)
 
 
 def register_schemas(config: Mapping[str, Any], skip: tuple[str, ...] = ("logger", "replay")) -> None:

@@ -97,9 +97,10 @@ from protocol.bus import (
 )
 from protocol.clocksync import wall_ns
 from protocol.codec import decode, encode
-from protocol.config import INPROCESS, RunPlan, peers_of, service_module, with_overrides
+from protocol.config import INPROCESS, RunPlan, peers_of, with_overrides
 from protocol.coupling import coupling_periods
 from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
+from protocol.registry import kind_module
 from protocol.service import Sample
 from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
@@ -441,7 +442,7 @@ class Launcher:
         for name in members:
             spec = self.plan.services[name]
             try:
-                objs.append(service_module(spec.kind).build(self.plan.config, name, spec.period_ns))
+                objs.append(kind_module(spec.kind).build(self.plan.config, name, spec.period_ns))
             except Exception as e:  # noqa: BLE001 - reported to the launcher like a process death
                 for n in members:
                     with ControlClient(self.url, n, context=self.ctx) as c:

@@ -8,7 +8,8 @@ schedule. Every other module asks it (the shell, the launcher, the rig emulator,
 Priorities (realtime mode)
 --------------------------
 Every OS process of a run is one task: its period is its fastest service's, and the
-hil bridge counts as the fastest of the run whatever its rate (a rig link's watchdog does
+process holding a device kind (capability ``device`` in :mod:`protocol.registry`: the hil
+bridge) counts as the fastest of the run whatever its rate (a rig link's watchdog does
 not wait). Rate-monotonic assignment gives shorter periods higher SCHED_FIFO priorities,
 from :data:`SERVICE_PRIORITY_LOW` up to :data:`SERVICE_PRIORITY_HIGH` (``sim.rt_priority``
 shifts the band; 0 turns real-time scheduling off). A process's ZeroMQ I/O thread runs at
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errors import ConfigError
+from protocol.registry import capabilities, kind_module
 
 __all__ = [
     "SERVICE_PRIORITY_LOW", "SERVICE_PRIORITY_HIGH", "SUPERVISOR_PRIORITY", "RIG_PRIORITY",
@@ -413,13 +415,12 @@ as warm-up).
     seconds : float
         Simulated seconds of the calibration run.
     """
-    from protocol.config import service_module
     from protocol.scheduler import simulate
     from protocol.service import role_of
 
     models = []
     for name, spec in services.items():
-        mod = service_module(spec.kind)
+        mod = kind_module(spec.kind)
         if mod.ports(config, name).role != "model":
             continue  # sinks and sources are not built (a logger would open its log)
         make = getattr(mod, "calibration_model", None) or mod.build
@@ -499,16 +500,14 @@ def priorities(plan: Any) -> dict[str, int]:
         return dict.fromkeys(procs, 0)
     stepping = {p: m for p, m in procs.items() if any(_steps(plan, n) for n in m)}
     periods = {p: min(plan.services[n].period_ns for n in m) for p, m in stepping.items()}
-    rig = [p for p, m in stepping.items() if any(plan.services[n].kind == "hil.bridge" for n in m)]
+    rig = [p for p, m in stepping.items() if any("device" in capabilities(plan.services[n].kind) for n in m)]
     prio = rate_monotonic(periods, rig, base=base, top=base + PRIORITY_BAND)
     return {p: prio.get(p, 0) for p in procs}
 
 
 def _steps(plan: Any, name: str) -> bool:
     """Whether service ``name`` steps (a model or a source; not a sink): from its module's ports."""
-    from protocol.config import service_module
-
-    mod = service_module(plan.services[name].kind)
+    mod = kind_module(plan.services[name].kind)
     ports = getattr(mod, "ports", None)
     if ports is None:
         return True

@@ -1,0 +1,205 @@
+"""The service kinds: which module a configured ``kind`` names, what it must provide, what it can do.
+
+A service's table says ``kind = "contact"``; this module is the one place that turns that
+string into code. Everything else asks it (:func:`kind_module`, :func:`capabilities`), so no
+runtime module tests a kind by name or imports one by string.
+
+Where a kind comes from, first match:
+
+1. the kinds berthsim ships (:data:`BUILTIN`);
+2. an installed distribution's entry point in the group :data:`ENTRY_POINT_GROUP`
+   (``berthsim.kinds``), whose name is the kind and whose value is a module path, e.g. in the
+   distribution's ``pyproject.toml``::
+
+       [project.entry-points."berthsim.kinds"]
+       docking_camera = "acme_rig.camera"
+
+3. a dotted module path written in the config itself (``kind = "acme_rig.camera"``), for a
+   kind under development. A configuration read back from a log never takes this path:
+   :func:`protocol.config.registered_kind` allows only the shipped kinds there.
+
+What a kind's module provides (:class:`KindModule`, checked at import):
+
+- required: ``TABLES`` (the config tables it reads), ``validate(config, name) -> list[str]``
+  (every problem, each naming the field and the value) and ``build(config, name, period_ns)``
+  (the model: :class:`protocol.service.ServiceModel`, or a sink or a source);
+- optional (:data:`OPTIONAL_HOOKS`): ``OPTIONS`` (key -> type of its own service table's
+  extra keys) and ``TABLE_KEYS`` (table -> key -> (kind, default) of the tables it owns), for
+  the unknown-key check and the types; ``ports(config, name)`` (its
+  role and ports before anything is built: :class:`protocol.service.ServicePorts`),
+  ``stiff_couplings(config, name)``, ``calibration_model(config, name, period_ns)`` (what
+  realtime admission times in place of ``build``), ``schemas(config, name)`` (topics it makes
+  from its config), ``CAPABILITIES`` (a third-party kind's own :data:`CAPABILITY` names).
+
+Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's services:
+``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
+priority of its host and parks on a stop), ``stateful`` (everything it holds is its state and
+pickles: a lockstep snapshot may include it), ``from_log`` (it runs only the project's code,
+so a tool may rebuild it from a log's configuration).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from types import ModuleType
+from typing import Any, Protocol
+
+from errors import ConfigError
+
+__all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
+           "kind_module", "kinds"]
+
+ENTRY_POINT_GROUP = "berthsim.kinds"
+"""The entry-point group through which an installed distribution adds service kinds."""
+
+CAPABILITY = {
+    "device": "holds I/O of its own (a rig's serial link): the highest realtime priority of its host; parks on a stop",
+    "stateful": "everything it holds is its state and pickles: a lockstep snapshot may include it",
+    "from_log": "runs only the project's code: a tool may rebuild it from a log's configuration",
+}
+"""The capabilities a kind may declare, and what each lets the runtime do."""
+
+OPTIONAL_HOOKS = {
+    "OPTIONS": Mapping, "TABLE_KEYS": Mapping, "CAPABILITIES": (frozenset, set, tuple),
+    "ports": "callable", "stiff_couplings": "callable", "calibration_model": "callable", "schemas": "callable",
+}
+"""A kind module's optional attributes and what each must be (a type, or ``"callable"``)."""
+
+
+class KindModule(Protocol):
+    """What a service kind's module provides (a module satisfies it structurally; see the module docstring for
+    the optional hooks)."""
+
+    TABLES: tuple[str, ...]
+
+    def validate(self, config: Mapping[str, Any], name: str) -> list[str]: ...
+
+    def build(self, config: Mapping[str, Any], name: str, period_ns: int) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One registered service kind.
+
+    Attributes
+    ----------
+    name : str
+        The ``kind`` a service table writes.
+    module : str
+        The module's import path.
+    capabilities : frozenset of str
+        Names from :data:`CAPABILITY`.
+    origin : str
+        ``"builtin"``, ``"entry point <distribution>"`` or ``"config"`` (a dotted path in the config).
+    """
+
+    name: str
+    module: str
+    capabilities: frozenset[str] = frozenset()
+    origin: str = "builtin"
+
+
+def _builtin(name: str, module: str, *caps: str) -> tuple[str, Kind]:
+    return name, Kind(name, module, frozenset(caps))
+
+
+BUILTIN: dict[str, Kind] = dict([
+    _builtin("orbiter", "services.orbiter", "stateful", "from_log"),
+    _builtin("arm", "services.arm", "stateful", "from_log"),
+    _builtin("contact", "services.contact", "stateful", "from_log"),
+    _builtin("operator", "services.operator", "stateful", "from_log"),
+    _builtin("logger", "services.logger", "from_log"),
+    _builtin("replay", "services.replay", "from_log"),
+    _builtin("viewer", "services.viewer", "from_log"),
+    _builtin("hil.bridge", "hil.bridge", "device", "from_log"),
+    _builtin("fmu", "services.fmu"),  # loads the binary its configuration names: never rebuilt from a log
+    _builtin("testkit.toys", "testkit.toys", "stateful", "from_log"),
+])
+"""The kinds berthsim ships."""
+
+
+@lru_cache(maxsize=1)
+def _entry_points() -> dict[str, Kind]:
+    out: dict[str, Kind] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN:
+            continue  # a shipped kind is not replaced by a plug-in of the same name
+        dist = getattr(getattr(ep, "dist", None), "name", "?")
+        out[ep.name] = Kind(ep.name, ep.value.split(":", 1)[0], frozenset(), f"entry point {dist}")
+    return out
+
+
+def kinds() -> dict[str, Kind]:
+    """Every kind known without a config: the shipped ones and the installed entry points'."""
+    return {**BUILTIN, **_entry_points()}
+
+
+def _lookup(kind: str) -> Kind:
+    known = kinds().get(kind)
+    if known is not None:
+        return known
+    if "." in kind:
+        return Kind(kind, kind, frozenset(), "config")
+    raise ConfigError(f"kind {kind!r}: not a service kind (shipped: {', '.join(BUILTIN)}; installed: "
+                      f"{', '.join(_entry_points()) or 'none'}; or a dotted module path)")
+
+
+def kind_module(kind: str) -> ModuleType:
+    """Import the module of a service kind and check it against :class:`KindModule`.
+
+    Parameters
+    ----------
+    kind : str
+        A shipped kind, an installed entry point's, or a dotted module path.
+
+    Raises
+    ------
+    ConfigError
+        If the kind is unknown, its module cannot be imported, lacks ``validate``, ``build`` or
+        ``TABLES``, or has an optional hook of the wrong type (naming the kind, the module and the hook).
+    """
+    k = _lookup(kind)
+    try:
+        mod = importlib.import_module(k.module)
+    except Exception as err:  # noqa: BLE001 - any import failure is a config problem
+        raise ConfigError(f"kind {kind!r}: cannot import {k.module!r}: {type(err).__name__}: {err}") from err
+    missing = [a for a in ("validate", "build", "TABLES") if not hasattr(mod, a)]
+    if missing:
+        raise ConfigError(f"kind {kind!r}: module {k.module!r} lacks {', '.join(missing)}")
+    bad = [a for a in ("validate", "build") if not callable(getattr(mod, a))]
+    for hook, want in OPTIONAL_HOOKS.items():
+        if not hasattr(mod, hook):
+            continue
+        value = getattr(mod, hook)
+        if want == "callable":
+            if not callable(value):
+                bad.append(hook)
+        elif not isinstance(value, want):  # type: ignore[arg-type]  # a type or a tuple of types
+            bad.append(hook)
+    if bad:
+        raise ConfigError(f"kind {kind!r}: module {k.module!r}: {', '.join(bad)} of the wrong type "
+                          "(see protocol.registry: the hooks a kind provides)")
+    unknown = set(getattr(mod, "CAPABILITIES", ())) - set(CAPABILITY)
+    if unknown:
+        raise ConfigError(f"kind {kind!r}: module {k.module!r}: unknown CAPABILITIES {sorted(unknown)} "
+                          f"(known: {', '.join(CAPABILITY)})")
+    return mod
+
+
+def capabilities(kind: str) -> frozenset[str]:
+    """The capabilities of a kind (:data:`CAPABILITY`): the registry's for a shipped kind, its module's
+    ``CAPABILITIES`` for any other (imported to read them; ``from_log`` is never granted to those).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`kind_module`, for a kind that is not shipped.
+    """
+    k = _lookup(kind)
+    if k.origin == "builtin":
+        return k.capabilities
+    return frozenset(getattr(kind_module(kind), "CAPABILITIES", ())) - {"from_log"}

@@ -1,0 +1,182 @@
+"""The service-kind registry (protocol/registry.py): where a kind's module comes from, the contract it is
+checked against, capabilities, and the worked example of docs/extending.md run as written."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from errors import ConfigError
+from protocol import registry
+from protocol.codec import decode
+from protocol.config import KINDS, load, register_schemas, validate
+from protocol.logfile import open_log
+from protocol.realtime import priorities
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def plugin_path(tmp_path, monkeypatch):
+    """A folder on sys.path for modules written by a test (and the registry's entry-point cache cleared)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry._entry_points.cache_clear()
+    yield tmp_path
+    registry._entry_points.cache_clear()
+    for name in [m for m in sys.modules if m == "zz" or m.startswith(("zz.", "zz_"))]:
+        del sys.modules[name]
+
+
+def _module(folder: Path, name: str, body: str) -> None:
+    """Module ``zz.NAME`` (a dotted kind: one written in a config as a module path)."""
+    (folder / "zz").mkdir(exist_ok=True)
+    (folder / "zz" / "__init__.py").write_text("")
+    (folder / "zz" / f"{name}.py").write_text(textwrap.dedent(body))
+
+
+_MINIMAL = textwrap.dedent("""
+    TABLES = ()
+    def validate(config, name):
+        return []
+    def build(config, name, period_ns):
+        return None
+""")
+
+
+@pytest.mark.parametrize("kind", list(registry.BUILTIN))
+def test_every_shipped_kind_satisfies_the_contract(kind):
+    if kind == "fmu":
+        pytest.importorskip("fmpy")
+    mod = registry.kind_module(kind)
+    assert callable(mod.validate) and callable(mod.build) and isinstance(mod.TABLES, tuple)
+    assert registry.capabilities(kind) <= set(registry.CAPABILITY)
+
+
+def test_the_log_allow_list_is_the_shipped_kinds_that_run_only_our_code():
+    assert "fmu" not in KINDS and "hil.bridge" in KINDS and "testkit.toys" in KINDS
+    assert set(KINDS) == {k for k, v in registry.BUILTIN.items() if "from_log" in v.capabilities}
+
+
+def test_an_unknown_kind_is_refused_naming_it():
+    with pytest.raises(ConfigError, match=r"kind 'rangefinder': not a service kind \(shipped: orbiter"):
+        registry.kind_module("rangefinder")
+
+
+def test_a_module_missing_the_contract_or_with_a_hook_of_the_wrong_type_is_refused(plugin_path):
+    _module(plugin_path, "zz_nobuild", "TABLES = ()\ndef validate(config, name):\n    return []\n")
+    with pytest.raises(ConfigError, match=r"module 'zz.zz_nobuild' lacks build"):
+        registry.kind_module("zz.zz_nobuild")
+    _module(plugin_path, "zz_badports", _MINIMAL + "ports = 3\n")
+    with pytest.raises(ConfigError, match=r"module 'zz.zz_badports': ports of the wrong type"):
+        registry.kind_module("zz.zz_badports")
+    _module(plugin_path, "zz_badcap", _MINIMAL + "CAPABILITIES = {'teleport'}\n")
+    with pytest.raises(ConfigError, match=r"unknown CAPABILITIES \['teleport'\]"):
+        registry.kind_module("zz.zz_badcap")
+
+
+def test_capabilities_of_a_plugin_come_from_its_module_and_from_log_is_never_granted(plugin_path):
+    _module(plugin_path, "zz_rig", _MINIMAL + "CAPABILITIES = frozenset({'device', 'from_log'})\n")
+    assert registry.capabilities("zz.zz_rig") == {"device"}
+    assert registry.capabilities("hil.bridge") >= {"device", "from_log"}
+    assert "device" not in registry.capabilities("contact")
+
+
+def test_an_installed_entry_point_adds_a_kind_by_name(plugin_path):
+    (plugin_path / "zz_sensor.py").write_text(_MINIMAL)
+    dist = plugin_path / "zz_sensor-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: zz-sensor\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[berthsim.kinds]\nzz_sensor = zz_sensor\norbiter = zz_sensor\n")
+    k = registry.kinds()
+    assert k["zz_sensor"].module == "zz_sensor" and k["zz_sensor"].origin == "entry point zz-sensor"
+    assert k["orbiter"].module == "services.orbiter"  # a plug-in does not replace a shipped kind
+    assert registry.kind_module("zz_sensor").__name__ == "zz_sensor"
+
+
+def test_a_device_kind_gets_the_highest_priority_whatever_its_rate(plugin_path):
+    """Realtime priorities ask the registry for ``device``, not for the name ``hil.bridge``."""
+    _module(plugin_path, "zz_dev", """
+        from protocol.service import ServicePorts
+        TABLES = ()
+        CAPABILITIES = {"device"}
+        def validate(config, name):
+            return []
+        def ports(config, name):
+            return ServicePorts("model", (), ())
+        def build(config, name, period_ns):
+            return None
+    """)
+    cfg = {"sim": {"mode": "realtime", "duration": 1.0, "rt_priority": 10},
+           "services": {"fast": {"kind": "zz.zz_dev", "rate_hz": 1000}, "slow": {"kind": "zz.zz_dev", "rate_hz": 10}}}
+    base = priorities(validate(cfg))
+    (plugin_path / "zz" / "zz_plain.py").write_text(
+        (plugin_path / "zz" / "zz_dev.py").read_text().replace('{"device"}', "set()"))
+    for svc in cfg["services"].values():
+        svc["kind"] = "zz.zz_plain"
+    plain = priorities(validate(cfg))
+    assert base["slow"] == base["fast"]    # both devices: the rig's place, whatever the rate
+    assert plain["slow"] < plain["fast"]   # not a device: rate-monotonic
+
+
+def _docs_example() -> tuple[str, str]:
+    """The kind module and the config entry of docs/extending.md's worked example, as written there."""
+    text = (ROOT / "docs" / "extending.md").read_text()
+    part = text[text.index("### The example: a laser rangefinder"):]
+    code = re.search(r"```python\n(.*?)```", part, re.S)
+    toml = re.search(r"```toml\n(\[services\.range\].*?)```", part, re.S)
+    assert code and toml
+    return code.group(1), toml.group(1)
+
+
+def test_the_docs_worked_example_is_one_file_and_one_config_entry(tmp_path, monkeypatch):
+    """A new kind from docs/extending.md alone: its module in a new package, its entry in the default scenario;
+    the run checks, runs, and logs ``sensor/range`` equal to the logged bodies' range plus the bias."""
+    module, entry = _docs_example()
+    assert len(module.splitlines()) < 100
+    pkg = tmp_path / "plugins" / "acme_rig"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rangefinder.py").write_text(module)
+    cfg = tmp_path / "scenario.toml"
+    cfg.write_text((ROOT / "configs" / "srms_berthing.toml").read_text() + "\n" + entry)
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path / 'plugins'}", "BERTHSIM_NO_PROGRESS": "1", "PATH": "/usr/bin:/bin"}
+    log = tmp_path / "run.mcap"
+    r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "check", str(cfg)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = subprocess.run([sys.executable, str(ROOT / "launch.py"), "run", str(cfg), "--duration", "2", "--log",
+                        str(log), "--no-report", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads([x for x in r.stdout.splitlines() if x.startswith("{")][-1])
+    assert summary["services"]["range"]["steps"] == 100  # 2 s at 50 Hz
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    register_schemas(load(cfg))  # as a reader of the log does: the kind's module registers its topic
+    bias = load(cfg)["rangefinder"]["bias_m"]
+    states: dict[str, dict[int, dict]] = {"orbiter/state": {}, "payload/state": {}}
+    ranges = []
+    for m in open_log(log).messages():
+        if m.topic in states:
+            states[m.topic][m.t_ns] = decode(m.topic, m.payload).body
+        elif m.topic == "sensor/range":
+            ranges.append((m.t_ns, decode(m.topic, m.payload).body))
+    assert len(ranges) == 101
+    checked = 0
+    for t_ns, body in ranges[1:]:
+        t0 = t_ns - 20_000_000  # the step's start: the latest samples (orbiter at 100 Hz, payload at 1 kHz)
+        o, p = states["orbiter/state"].get(t0), states["payload/state"].get(t0)
+        if o is None or p is None:
+            continue
+        d = np.asarray(p["p_WoTo_W"]) - np.asarray(o["p_WoOo_W"])
+        v = np.asarray(p["v_WTo_W"]) - np.asarray(o["v_WOo_W"])
+        assert body["valid"] and math.isclose(body["range_m"], np.linalg.norm(d) + bias, rel_tol=0, abs_tol=1e-9)
+        assert math.isclose(body["range_rate_mps"], d @ v / np.linalg.norm(d), rel_tol=0, abs_tol=1e-9)
+        checked += 1
+    assert checked >= 90
