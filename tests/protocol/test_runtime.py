@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -364,13 +365,26 @@ def test_realtime_service_that_falls_behind_the_wall_clock_stops_the_run(tmp_pat
 
 
 def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
-    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"\noverrun_limit = 10')
+    cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"\noverrun_limit = 10\n'
+                                                'freeze_park_after = 30.0\nfreeze_stop_after = 60.0')
+    seen: list[str] = []
 
-    def interrupt_later(p, pids):
-        time.sleep(3.0)
+    def interrupt_when_frozen(p, pids):
+        # the launcher's stderr until it says the run froze (the start's admission takes longer under load),
+        # then 1 s more frozen, then SIGINT
+        def read():
+            for line in p.stderr:
+                seen.append(line)
+                if "froze the run" in line:
+                    return
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(30.0)
+        time.sleep(1.0)
         p.send_signal(signal.SIGINT)
 
-    rc, out, err = _signal_run(cfg, interrupt_later, env=BUSY_A)
+    rc, out, err = _signal_run(cfg, interrupt_when_frozen, env=BUSY_A)
+    err = "".join(seen) + err
     assert "service 'a' froze the run at t = 0.0" in err and "consecutive steps longer than its 1 ms period" in err
     assert rc == 128 + signal.SIGINT
     a, b = trajectories(tmp_path)
