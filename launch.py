@@ -18,8 +18,8 @@ on stderr on a terminal (simulation time, real-time factor, phase; ``BERTHSIM_NO
 turns it off), the log under ``runs/<timestamp>/run.mcap`` unless ``--log`` or ``sim.log``
 says otherwise, and beside it the report (``report/``) and the JSON summary
 (``run.summary.json``, named after the log: the run's figures and every service's final statistics); on stdout, the
-table of the figures (:func:`services.report.run_figures`,
-:func:`services.report.summary_table`), and the JSON summary too with ``--json``. Any other
+table of the figures (:func:`tools.report.run_figures`,
+:func:`tools.report.summary_table`), and the JSON summary too with ``--json``. Any other
 run prints a table of the services' statistics (and ``LOG.summary.json`` beside its log).
 
 Exit codes: 0 success (for a scripted scenario: it went as scripted), 1 a service failed,
@@ -127,11 +127,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     """Validate, then launch and supervise the run; after it, its summary.
 
     The human summary goes to stdout: for the main job (a scenario with a contact service
-    and a log) the table of its figures (:func:`services.report.summary_table`), else a
+    and a log) the table of its figures (:func:`tools.report.summary_table`), else a
     table of the services' statistics. The JSON summary — the figures and every service's
     final statistics — goes into ``LOG.summary.json`` beside the log (:func:`summary_path`), and onto stdout only
     with ``--json``. Exit code 0 only when every service ran to the end and, for a scripted
-    scenario, the run went as scripted (:func:`services.report.expected_events`); 3 when
+    scenario, the run went as scripted (:func:`tools.report.expected_events`); 3 when
     it ran to the end but did not.
     """
     only = _only(a.only)
@@ -197,7 +197,7 @@ def summary_path(log: Path) -> Path:
 def _after_run(plan: Any, log: Path, launcher: Any, code: int, summary: dict[str, Any], report: bool) -> int:
     """Figures, table, the JSON summary (:func:`summary_path`) and report beside the log; the run's exit code."""
     from errors import LogError
-    from services.report import expected_events, make_report, mark_diverged, run_figures, summary_table
+    from tools.report import expected_events, make_report, mark_diverged, run_figures, summary_table
     try:
         fig = run_figures(log, plan.config)
     except LogError as err:
@@ -278,7 +278,7 @@ class Progress:
 
     Plugs into :class:`protocol.launcher.Launcher` through its public hooks: ``on_tick``
     moves the bar, ``on_message`` follows the phase of a berthing run from the
-    ``contact/event`` topic (:data:`PROGRESS_TOPICS`; :func:`services.report.phase_after`).
+    ``contact/event`` topic (:data:`PROGRESS_TOPICS`; :func:`tools.report.phase_after`).
     Drawn on a terminal only (tqdm's rule), at most every 0.25 s.
     """
 
@@ -288,7 +288,7 @@ class Progress:
         self.phase, self.t_ns = 0, 0
         self._phases = None
         if phases:
-            from services.report import PHASES, phase_after
+            from tools.report import PHASES, phase_after
             self._phases, self._after = PHASES, phase_after
         end = self.t_end_ns > 0
         self._next = 0.0
@@ -338,15 +338,15 @@ def _check_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    """Validate a config, or a sweep file (:func:`services.sweep.check`); print the plan (and, with
+    """Validate a config, or a sweep file (:func:`tools.sweep.check`); print the plan (and, with
     ``--realtime``, the admission table)."""
     try:
         from protocol.config import check_sweep_size, load
         raw = load(a.config)
-        if isinstance(raw.get("sweep"), dict):  # a sweep file (services.sweep.is_sweep_file)
-            if too_big := check_sweep_size(raw):  # before services.sweep (and anything it could build) is loaded
+        if isinstance(raw.get("sweep"), dict):  # a sweep file (tools.sweep.is_sweep_file)
+            if too_big := check_sweep_size(raw):  # before tools.sweep (and anything it could build) is loaded
                 raise ConfigError("; ".join(too_big), too_big)
-            from services.sweep import check
+            from tools.sweep import check
             print(json.dumps(check(a.config)))
             return 0
         plan = _plan(a.config, _only(a.only))
@@ -435,7 +435,7 @@ def cmd_recover(a: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- analyze
 def _analyze_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("case", help="yoshida1992, cyril1998 (services.analysis.CASES) or modes")
+    p.add_argument("case", help="yoshida1992, cyril1998 (tools.analysis.CASES) or modes")
     p.add_argument("config", nargs="?", help="modes: the scenario config")
     p.add_argument("--at", default=None, help="modes: capture (initial posture, payload grappled) or berthed")
     p.add_argument("--out", help="directory for CSV and PNG files (default: print only)")
@@ -444,8 +444,8 @@ def _analyze_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    """Reproduce a seed's worked example (:mod:`services.analysis`)."""
-    from services.analysis import main as analyze
+    """Reproduce a seed's worked example (:mod:`tools.analysis`)."""
+    from tools.analysis import main as analyze
     return analyze([a.case] + ([a.config] if a.config else []) + (["--at", a.at] if a.at else [])
                    + (["--out", a.out] if a.out else []) + (["--flexible"] if a.flexible else []))
 
@@ -530,14 +530,14 @@ COMMANDS: dict[str, tuple[str | None, Callable[[argparse.ArgumentParser], None],
     "check": ("validate a scenario and print its plan", _check_args, cmd_check),
     "keys": ("write CurveZMQ key pairs", _keys_args, cmd_keys),
     "replay": ("replay a log onto the bus, or re-simulate one service (--resim)",
-               *_lazy("services.resim", "add_arguments", "main", __file__)),
-    "report": ("plot a log: PNG figures and a multi-page PDF", *_lazy("services.report", "add_arguments", "main")),
+               *_lazy("tools.resim", "add_arguments", "main", __file__)),
+    "report": ("plot a log: PNG figures and a multi-page PDF", *_lazy("tools.report", "add_arguments", "main")),
     "export": ("export a log to Parquet or CSV, or to MCAP for Foxglove or ROS 2",
-               *_lazy("services.export", "add_arguments", "main")),
+               *_lazy("tools.export", "add_arguments", "main")),
     "sweep": ("Monte Carlo sweep of a scenario on Dask: a Parquet table and plots",
-              *_lazy("services.sweep", "add_arguments", "main")),
+              *_lazy("tools.sweep", "add_arguments", "main")),
     "fmu": ("FMI: export one service's model as a co-simulation FMU (fmu export SERVICE CONFIG -o NAME.fmu)",
-            *_lazy("services.fmu_export", "add_arguments", "main")),
+            *_lazy("tools.fmu_export", "add_arguments", "main")),
     "recover": ("rebuild the index and summary of a log whose logger died", _recover_args, cmd_recover),
     "analyze": ("reproduce a seed's worked example", _analyze_args, cmd_analyze),
     "_worker": (None, _worker_args, cmd_worker),

@@ -47,7 +47,7 @@
   (``ReplaySource.read`` until the end) and end to end through ``launch.py replay``
   (the launcher's ``wall_s``, handshake excluded), each as a multiple of real time
   (simulated span / wall time), and the CPU time of the whole command (every process).
-- ``report``: :func:`services.report.make_report` of that log: wall time, CPU time of
+- ``report``: :func:`tools.report.make_report` of that log: wall time, CPU time of
   this process and of its children (the PNG writer).
 - ``seek``: latency of the first message after a random time in a 200,000-message log
   (p50, p99, max over 50 seeks).
@@ -80,9 +80,9 @@ from protocol.bus import open_bus  # noqa: E402
 from protocol.codec import encode  # noqa: E402
 from protocol.logfile import open_log, read_topics  # noqa: E402
 from protocol.shell import _SINK_BATCH_S  # noqa: E402
-from services.export import export  # noqa: E402
 from services.logger import CHUNK_SIZE, McapLogger  # noqa: E402
 from services.replay import ReplaySource  # noqa: E402
+from tools.export import export  # noqa: E402
 
 MS = 1_000_000
 END = b"end\0"  # the publisher's last frame
@@ -358,7 +358,7 @@ def bench_replay(log: Path) -> dict:
 
 
 def bench_report(log: Path, tmp: Path) -> dict:
-    from services.report import make_report
+    from tools.report import make_report
     ch0 = _children_cpu()
     t0, c0 = time.perf_counter(), time.process_time()
     make_report(log, tmp / "report")

@@ -50,7 +50,7 @@ def _sweep_file(where: Path, runs: int, seconds: float | None) -> Path:
 
 
 def _one(plan, out: Path, workers: int) -> dict:
-    from services.sweep import run_sweep
+    from tools.sweep import run_sweep
     with open(os.devnull, "w") as quiet:
         res = run_sweep(plan, out, workers=workers, overwrite=True, progress=quiet)
     rows = [r for r in res.rows if r["outcome"] not in ("error", "died")]
@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=None, help="window length (default: the file's, 34 s)")
     a = ap.parse_args()
-    from services.sweep import load_sweep
+    from tools.sweep import load_sweep
     with tempfile.TemporaryDirectory(prefix="berthsim-bench-sweep-") as d:
         plan = load_sweep(_sweep_file(Path(d), a.runs, a.seconds))
         rounds = []

@@ -3,10 +3,13 @@
 - ``dynamics`` and ``protocol`` import nothing of the project but ``errors``;
 - ``services`` and ``hil`` never import each other, and a service module (one that builds a
   service, ``def build``) never imports another service module, nor is imported by any module of
-  ``services`` (the offline tools there — report, sweep, envelope, dispersion, the exports — share
-  their computations; a sink that shows what an export writes, the live viewer, uses the export's
-  encoding). An offline tool that reads a kind's declared tables does so through the registry of
-  kinds (:func:`protocol.config.service_module`);
+  ``services``;
+- ``services`` holds service modules only, and the encodings a service shares with the exports
+  (:data:`SHARED`: the live viewer shows what the Foxglove export writes, with its code);
+- ``tools`` (the offline tools: report, sweep, envelope, dispersion, resim, analysis, the exports)
+  is imported by none of ``services``, ``protocol``, ``dynamics``, ``hil``; its modules may import
+  each other and :data:`SHARED`, and reach a service kind only through the registry of kinds
+  (:func:`protocol.config.service_module`), never by importing a service module;
 - nothing outside ``tests/`` imports ``tests`` (nor names it as a service ``kind``);
 - no import cycle between the project's modules (imports inside functions count);
 - only ``protocol.bus`` (the bus backends) and ``protocol.security`` (CurveZMQ, part of the ZeroMQ
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("dynamics", "protocol", "services", "hil", "testkit", "tests")
+PACKAGES = ("dynamics", "protocol", "services", "tools", "hil", "testkit", "tests")
 TOP_MODULES = ("launch", "errors")
 
 
@@ -116,17 +119,39 @@ def package(module: str) -> str:
 GRAPH = import_graph()
 
 
-def service_modules(root: Path = ROOT) -> set[str]:
-    """The modules of ``services`` that build a service (a top-level ``def build``)."""
+def service_modules(root: Path = ROOT, packages: tuple[str, ...] = ("services",)) -> set[str]:
+    """The modules of ``packages`` that build a service (a top-level ``def build``)."""
     out = set()
-    for f in sorted((root / "services").glob("*.py")):
-        tree = ast.parse(f.read_text(encoding="utf-8"))
-        if any(isinstance(n, ast.FunctionDef) and n.name == "build" for n in tree.body):
-            out.add(module_name(f, root))
+    for pkg in packages:
+        for f in sorted((root / pkg).glob("*.py")):
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+            if any(isinstance(n, ast.FunctionDef) and n.name == "build" for n in tree.body):
+                out.add(module_name(f, root))
     return out
 
 
 SERVICES = service_modules()
+ALL_SERVICES = service_modules(packages=("services", "hil", "testkit"))
+"""Every module that builds a service: the ``services`` kinds and the dotted ones (``hil.bridge``)."""
+
+SHARED = frozenset({"services.export_scene", "services.export_foxglove"})
+"""The modules of ``services`` that build no service: the scene and the Foxglove encoding, which
+the live viewer (``services.viewer``) shares with the exports (``tools.export``,
+``tools.export_ros2``). A service does not import ``tools``, so they stay here."""
+
+NO_TOOLS = ("services", "protocol", "dynamics", "hil")
+"""The packages that never import ``tools``."""
+
+
+def imports_of_tools(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, tool) for every import of ``tools`` by a module of :data:`NO_TOOLS`."""
+    return sorted((m, t) for m, ts in graph.items() for t in ts if package(t) == "tools" and package(m) in NO_TOOLS)
+
+
+def tools_importing_services(graph: dict[str, set[str]], services: set[str]) -> list[tuple[str, str]]:
+    """(tool, module) for every import by ``tools`` of a service module, or of ``services`` beyond :data:`SHARED`."""
+    return sorted((m, t) for m, ts in graph.items() for t in ts if package(m) == "tools"
+                  and (t in services or (package(t) == "services" and t not in SHARED)))
 
 
 @pytest.mark.parametrize("pkg", ["dynamics", "protocol"])
@@ -148,12 +173,27 @@ def test_services_do_not_import_services():
     assert not bad, bad
 
 
-def test_offline_tools_import_no_service_module():
-    assert {"services.orbiter", "services.arm", "services.contact", "services.logger"} <= SERVICES
-    assert not {"services.report", "services.sweep"} & SERVICES
-    bad = [(m, t) for m, ts in GRAPH.items() for t in ts
-           if package(m) == "services" and m not in SERVICES and t in SERVICES]
+def test_services_hold_only_services_and_what_the_viewer_shares():
+    assert {"services.orbiter", "services.arm", "services.contact", "services.logger", "services.viewer"} <= SERVICES
+    others = {module_name(f) for f in (ROOT / "services").glob("*.py") if f.name != "__init__.py"} - SERVICES
+    assert others == SHARED, f"modules of services that build no service (tools/ is their place): {sorted(others)}"
+    bad = [(m, t) for m, ts in GRAPH.items() for t in ts if m in SHARED and t in SERVICES]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("pkg", NO_TOOLS)
+def test_no_layer_below_imports_tools(pkg):
+    assert any(package(m) == pkg for m in GRAPH), f"no module of {pkg} in the graph"
+    bad = [(m, t) for m, t in imports_of_tools(GRAPH) if package(m) == pkg]
+    assert not bad, bad
+
+
+def test_tools_reach_services_only_through_the_registry_of_kinds():
+    assert {"tools.report", "tools.sweep", "tools.export", "tools.fmu_export"} <= set(GRAPH)
+    assert "hil.bridge" in ALL_SERVICES and not {m for m in ALL_SERVICES if package(m) == "tools"}
+    assert service_modules(packages=("tools",)) == set()
+    bad = tools_importing_services(GRAPH, ALL_SERVICES)
+    assert not bad, f"tools import these modules (a service kind is reached by protocol.config.service_module): {bad}"
 
 
 def test_nothing_outside_tests_imports_tests():
@@ -203,15 +243,24 @@ def test_only_the_bus_backend_imports_zmq():
 
 
 def test_the_checks_see_a_cycle_and_a_wrong_import(tmp_path):
-    """The graph is read from source: a planted cycle and a planted core → services import are found."""
-    (tmp_path / "dynamics").mkdir()
-    (tmp_path / "services").mkdir()
-    (tmp_path / "dynamics" / "__init__.py").write_text("")
-    (tmp_path / "services" / "__init__.py").write_text("")
+    """The graph is read from source: a planted cycle, a planted core → services import and planted
+    imports across ``tools`` (a service → a tool, a tool → a service module) are found."""
+    for pkg in ("dynamics", "services", "tools"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "dynamics" / "a.py").write_text("from dynamics.b import f\n")
     (tmp_path / "dynamics" / "b.py").write_text("def f():\n    from dynamics import a\n    import services.x\n")
     (tmp_path / "services" / "x.py").write_text("import numpy\n\ndef f():\n    from zmq.auth import Authenticator\n")
+    (tmp_path / "services" / "svc.py").write_text("def build():\n    from tools.t import g\n")
+    (tmp_path / "services" / "export_scene.py").write_text("")
+    (tmp_path / "tools" / "t.py").write_text("from services import svc\nfrom services.export_scene import s\n"
+                                             "from services.x import y\n\ndef g(): ...\n")
+    (tmp_path / "tools" / "u.py").write_text("from protocol.config import service_module\nfrom tools import t\n")
     g = import_graph(tmp_path)
     assert g["dynamics.a"] == {"dynamics.b"} and g["dynamics.b"] == {"dynamics.a", "services.x"}
-    assert cycles(g) == [["dynamics.a", "dynamics.b"]]
+    assert cycles(g) == [["dynamics.a", "dynamics.b"], ["services.svc", "tools.t"]]
     assert zmq_importers(tmp_path) == ["services.x"]
+    assert service_modules(tmp_path) == {"services.svc"}
+    assert imports_of_tools(g) == [("services.svc", "tools.t")]
+    assert tools_importing_services(g, service_modules(tmp_path)) == [("tools.t", "services.svc"),
+                                                                      ("tools.t", "services.x")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.report import mark_diverged, summary_table
+from tools.report import mark_diverged, summary_table
 
 FIG = {"phases": {"approach": 0.0}, "interface_peak": {"force_N": 1.0, "moment_Nm": 2.0, "rig_force_N": 0.0},
        "momentum_drift_Ns": 0.0, "momentum_P0_Ns": 36.0, "rig": {}}

@@ -137,7 +137,7 @@ def test_srms_loaded_first_mode_is_the_quoted_0p04278_hz():
     import tomllib
     from pathlib import Path
 
-    from services import analysis
+    from tools import analysis
 
     cfg = tomllib.loads((Path(__file__).resolve().parents[2] / "configs" / "srms_berthing.toml").read_text())
     res = analysis.loaded_modes(cfg)

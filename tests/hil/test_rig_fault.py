@@ -13,7 +13,7 @@ import pytest
 import tomli_w
 
 from errors import ConfigError
-from services.report import figures, summary_table
+from tools.report import figures, summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "configs" / "srms_berthing.toml"

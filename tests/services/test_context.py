@@ -22,8 +22,8 @@ import pytest
 from protocol.config import load, service_module
 from protocol.logfile import decode_bodies
 from protocol.scheduler import advance, restore, snapshot, start
-from services.sweep import build_models, sweep_config, validate
 from tests.compare_logs import by_topic
+from tools.sweep import build_models, sweep_config, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 S = 1_000_000_000

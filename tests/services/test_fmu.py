@@ -258,7 +258,7 @@ def test_snapshot_restores_bit_identically_or_is_refused(legs: dict[str, Path], 
     assert len(leg) == 501 and leg == [f for f in parts if f.startswith(b"rig/actuator\0")]
     # a sweep from that snapshot: a parameter of another service goes onto the restored run; the FMU's start
     # value, which acted in its initialization, is refused
-    from services.sweep import transplant
+    from tools.sweep import transplant
     restored = {m.name: m.obj for m in restore(snapshot(sched)).models}
     other = _plan(_write(tmp_path / "s", legs["stateful"], name="other.toml"))
     other.config["toy"]["mass"] = [1.5, 4.0]

@@ -19,8 +19,8 @@ from protocol.codec import decode, encode
 from protocol.logfile import open_log, select_topics
 from services.logger import McapLogger
 from services.replay import ReplaySource
-from services.resim import compare_outputs, replay_config
 from tests.services.test_logger import cli, launch, record_toy_run, toy_config
+from tools.resim import compare_outputs, replay_config
 
 MS = 1_000_000
 

@@ -43,7 +43,7 @@ __all__ = ["FORMATS", "add_arguments", "export", "field_columns", "main", "topic
 
 FORMATS = ("parquet", "csv")
 MCAP_FORMATS = {"foxglove": ("services.export_foxglove", "export_foxglove"),
-                "ros2": ("services.export_ros2", "export_ros2")}
+                "ros2": ("tools.export_ros2", "export_ros2")}
 """``--format`` values that write one companion MCAP for the field's viewers (module, function)."""
 
 _EXACT_UNITS = {"q": "rad", "qd": "rad_s", "qd_cmd": "rad_s", "qdd": "rad_s2", "tau": "Nm", "legs": "m",

@@ -5,7 +5,7 @@ capture conditions and the impact parameters, where the envelope's edges are, an
 peak loads the arm and the latches see. A sweep answers with one lockstep run of the
 scenario per set of parameter values, each a task on a ``dask.distributed`` cluster (a
 LocalCluster with one worker per core by default, or an existing cluster's scheduler),
-one row per run in a Parquet table, and plots (:mod:`services.envelope`).
+one row per run in a Parquet table, and plots (:mod:`tools.envelope`).
 
 Sweep file
 ----------
@@ -14,7 +14,7 @@ Sweep file
     [sweep]
     scenario = "../srms_berthing.toml"   # the base scenario (relative to this file)
     runs = 200                           # at most protocol.config.MAX_SWEEP_RUNS (100,000; so is the grid)
-    seed = 1                             # every run's values and seed derive from it (services.dispersion)
+    seed = 1                             # every run's values and seed derive from it (tools.dispersion)
     start = 6.0                          # s: the window's start; 0 (default) runs from the scenario's t0
     end = 40.0                           # s: the window's end (default: the scenario's sim.duration)
     require = ["capture", "rigidize", "first_contact", "latch"]
@@ -30,7 +30,7 @@ Sweep file
     key = "contact.r_E"                  # dotted path into the scenario, [i] for a list item
     add = false                          # true: the value is added to the scenario's
     unit = ""                            # for the plots
-    distribution = "uniform"             # services.dispersion: uniform, normal, truncnorm, grid
+    distribution = "uniform"             # tools.dispersion: uniform, normal, truncnorm, grid
     low = 0.0
     high = 1.0
 
@@ -84,7 +84,7 @@ Table (``OUT/runs.parquet``, one row per run, by ``run``)
 event it did not show; ``error``, ``diverged`` — a non-finite value —, ``died`` — its
 worker died), ``ok``, ``error`` (the exception, one line), the figures
 (:data:`FIGURE_COLUMNS`, computed from the run's frames by
-:func:`services.report.figures`, the same computation as a run's summary), ``t_end_s``
+:func:`tools.report.figures`, the same computation as a run's summary), ``t_end_s``
 (the simulation time every model reached), and the wall-time columns
 :data:`WALL_COLUMNS` (``wall_s`` of the run in its worker, ``sim_s`` of it stepping the
 models, ``worker``). The file's
@@ -141,8 +141,8 @@ from protocol.coupling import coupling_periods
 from protocol.logfile import decode_bodies
 from protocol.scheduler import Member, advance, ports_of, restore, snapshot, start
 from protocol.timebase import seconds_to_ns
-from services import dispersion
-from services.report import FIGURE_TOPICS, PHASES, expected_events, figures
+from tools import dispersion
+from tools.report import FIGURE_TOPICS, PHASES, expected_events, figures
 
 __all__ = ["FIGURE_COLUMNS", "OUTCOMES", "WALL_COLUMNS", "Parameter", "SweepPlan", "SweepResult", "add_arguments",
            "build_models", "check", "check_parameter", "execute", "figure_row", "get_key", "is_sweep_file",
@@ -172,7 +172,7 @@ FIGURE_COLUMNS: dict[str, str] = {
     "momentum_drift_Ns": "f8",
     **{f"phases.{p}": "f8" for p in _PHASE_COLS}, **{f"reached.{p}": "bool" for p in _PHASE_COLS},
 }
-"""Every figure column a sweep can keep (``[sweep] figures``), from :func:`services.report.figures`:
+"""Every figure column a sweep can keep (``[sweep] figures``), from :func:`tools.report.figures`:
 capture (time [s], relative speed [m/s] and rate [deg/s], envelope metrics [m, rad]), the miss's
 reason (the ``capture.*`` columns are those of the capture attempt: of the ``miss`` event
 when it missed), the latches closing on B (``latch_start``: time, misalignment [m, deg]) and
@@ -756,7 +756,7 @@ def outcome(fig: Mapping[str, Any], require: Sequence[str]) -> str:
 
 
 def figure_row(fig: Mapping[str, Any], columns: Iterable[str] = FIGURE_COLUMNS) -> dict[str, Any]:
-    """A run's figures (:func:`services.report.figures`) as table columns (:data:`FIGURE_COLUMNS`)."""
+    """A run's figures (:func:`tools.report.figures`) as table columns (:data:`FIGURE_COLUMNS`)."""
     nan = math.nan
     cap, ls, lat = fig.get("capture", fig.get("miss", {})), fig.get("latch_start", {}), fig.get("latch", {})
     jp = list(fig.get("joint_peak_Nm", []))
@@ -1130,8 +1130,8 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, scheduler: str | None = N
 
 
 def plots(plan: SweepPlan, rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> dict[str, Any]:
-    """The sweep's plots (:func:`services.envelope.plot_sweep`) from its rows."""
-    from services.envelope import plot_sweep
+    """The sweep's plots (:func:`tools.envelope.plot_sweep`) from its rows."""
+    from tools.envelope import plot_sweep
     cols: dict[str, Any] = {}
     for c in rows[0] if rows else ():
         values = [r.get(c) for r in rows]

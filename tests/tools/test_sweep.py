@@ -1,4 +1,4 @@
-"""services.sweep: the sweep file, a run from a snapshot, the parameters set at the window's start,
+"""tools.sweep: the sweep file, a run from a snapshot, the parameters set at the window's start,
 the table; sweeps on Dask (seeded, a worker killed, Ctrl-C, an external scheduler).
 
 References: the uninterrupted run of the default scenario (snapshot), a run from t0 with the
@@ -26,7 +26,7 @@ from errors import ConfigError
 from protocol.config import load
 from protocol.logfile import decode_bodies
 from protocol.scheduler import advance, restore, simulate, snapshot, start
-from services import sweep as sw
+from tools import sweep as sw
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "configs" / "srms_berthing.toml"
@@ -280,7 +280,7 @@ def _equal(a: list[dict], b: list[dict]) -> bool:
 def test_seeded_sweeps_give_identical_tables_resume_and_rerun_one_run_with_its_log(tmp_path):
     """One worker or two, the same table apart from the wall-time columns; a longer sweep adds only its new
     runs; --rerun K writes K's log, whose figures (read back from the log) are the table's."""
-    from services.report import run_figures
+    from tools.report import run_figures
     plan = sw.load_sweep(_capture_sweep(tmp_path))
     r1 = sw.run_sweep(plan, tmp_path / "one", workers=1)
     r2 = sw.run_sweep(plan, tmp_path / "two", workers=2)

@@ -17,8 +17,8 @@ import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import LogError
 from protocol.codec import encode
 from services.logger import McapLogger
-from services.report import decimate, make_report
 from tests.services.test_logger import cli
+from tools.report import decimate, make_report
 
 MS = 1_000_000
 M_O, M_T = 1.0e5, 1.2e4
@@ -128,7 +128,7 @@ def test_momentum_uses_the_models_masses_when_the_config_leaves_them_out(tmp_pat
     from protocol.config import check_table
     from services.contact import PAYLOAD_KEYS
     from services.orbiter import ORBITER_KEYS
-    from services.report import run_figures
+    from tools.report import run_figures
 
     cfg = {"sim": {}, "services": {}}
     path = tmp_path / "bare.mcap"

@@ -1,4 +1,4 @@
-"""services.analysis: the seed reproductions against the seeds' stated results, and the CLI."""
+"""tools.analysis: the seed reproductions against the seeds' stated results, and the CLI."""
 
 import csv
 
@@ -7,7 +7,7 @@ import pytest
 
 from dynamics import cases
 from dynamics import chain as ch
-from services import analysis
+from tools import analysis
 
 
 @pytest.fixture(scope="module")

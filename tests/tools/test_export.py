@@ -12,9 +12,9 @@ import pytest
 import testkit.toys  # noqa: F401  (registers the toy topics)
 from errors import ConfigError, LogError
 from protocol.codec import encode
-from services.export import export, field_columns
 from services.logger import McapLogger
 from tests.services.test_logger import cli
+from tools.export import export, field_columns
 
 MS = 1_000_000
 

@@ -1,4 +1,4 @@
-"""services.dispersion: distributions against their closed-form moments, the run rule, the grid."""
+"""tools.dispersion: distributions against their closed-form moments, the run rule, the grid."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtr
 
-from services import dispersion as ds
+from tools import dispersion as ds
 
 
 def _parse(**table):

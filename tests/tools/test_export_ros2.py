@@ -10,7 +10,7 @@ and the configuration with scipy's ``Rotation``:
   ``log_time`` are simulation time; ``offered_qos_profiles`` parse as rosbag2's;
 - the capture's ``WrenchStamped`` and generated ``contact/wrench`` equal the raw log's;
 - ``/tf`` + ``/tf_static`` compose to ``X_LB = (X_WO X_OL)⁻¹ X_WT X_TB`` to 1e-9;
-- the name table of ``docs/field_tools.md`` is :func:`services.export_ros2.ros2_name`'s, and
+- the name table of ``docs/field_tools.md`` is :func:`tools.export_ros2.ros2_name`'s, and
   every name it gives is a valid ROS 2 field name.
 """
 
@@ -29,7 +29,6 @@ from scipy.spatial.transform import Rotation
 
 from errors import ConfigError
 from protocol.messages import SCHEMAS, TopicSchema
-from services.export_ros2 import msg_definition, ros2_name
 from tests.services.test_export_foxglove import (
     DURATION,
     capture_instant,
@@ -40,6 +39,7 @@ from tests.services.test_export_foxglove import (
     record_capture_run,
     reference_X_LB,
 )
+from tools.export_ros2 import msg_definition, ros2_name
 
 ROOT = Path(__file__).resolve().parents[2]
 ROS2_FIELD = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")

@@ -1,4 +1,4 @@
-"""services.envelope: the logistic fit against known logistics, the edge, the sensitivity shares, the plots."""
+"""tools.envelope: the logistic fit against known logistics, the edge, the sensitivity shares, the plots."""
 
 import re
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services import envelope as ev
+from tools import envelope as ev
 
 
 def _sigma(x):

@@ -1,6 +1,6 @@
 """Dispersions of a sweep: each parameter's distribution or grid, and every run's values from one seed.
 
-A sweep (:mod:`services.sweep`) runs a scenario many times; each run takes one value of
+A sweep (:mod:`tools.sweep`) runs a scenario many times; each run takes one value of
 every dispersed parameter. Here are the distributions, read from a ``[[parameter]]``
 table of the sweep file, and the rule that gives run ``k`` its values:
 

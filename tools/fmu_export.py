@@ -284,12 +284,12 @@ A tool-coupling FMU: it runs berthsim's own code and needs Python and berthsim o
 import sys
 
 try:
-    import services.fmu_export  # noqa: F401
+    import tools.fmu_export  # noqa: F401
 except ImportError:  # berthsim where it was exported from
     sys.path.append({root!r})
 from pythonfmu import DefaultExperiment, Fmi2Slave
 
-from services.fmu_export import ServiceSlave
+from tools.fmu_export import ServiceSlave
 
 
 class {ident}(Fmi2Slave):
