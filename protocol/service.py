@@ -54,7 +54,7 @@ A model may keep everything it changes while it runs in one object, ``model.cont
 parameters, which stepping never changes, and the context is its whole state. A run saved
 at an instant (:func:`protocol.scheduler.snapshot`) holds the contexts with the rest, and a
 model built afresh — from the same configuration or a changed one — takes up the run where
-it was when given a saved context (``services.sweep``'s runs from a snapshot).
+it was when given a saved context (``tools.sweep``'s runs from a snapshot).
 """
 
 from __future__ import annotations

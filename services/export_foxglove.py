@@ -12,7 +12,7 @@ Plot channels, one per topic (``/<topic>``; ``sim/stats`` one per service, ``/si
     Fields: ``t_ns``, ``h_ns``, ``seq``, ``wall_ns`` (int64), ``sender``; then each schema
     field under its own name: ``f8`` scalars as ``double``; vectors and matrices as packed
     ``repeated double`` in C order, so each component is a plot path ``/arm/state.q[2]``
-    (component order as in :func:`services.export.field_columns`: ``[τ; f]`` for wrenches,
+    (component order as in :func:`tools.export.field_columns`: ``[τ; f]`` for wrenches,
     ``[ω; v]`` for twists, ``w x y z`` for quaternions, row-major for poses); ``int`` int64,
     ``bool``, ``str``, ``list[str]`` as repeated string; a ``map`` as ``map<string, double>``
     (numbers, booleans as 0/1) plus ``<name>_text`` ``map<string, string>`` (its strings);

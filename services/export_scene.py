@@ -1,7 +1,7 @@
 """The 3D scene of a logged run: named frames, their poses at each logged instant, and the bodies' shapes.
 
 What the field's viewers (Foxglove, Lichtblick, RViz) draw from a berthsim log, shared by
-the Foxglove and ROS 2 exports (:mod:`services.export_foxglove`, :mod:`services.export_ros2`).
+the Foxglove and ROS 2 exports (:mod:`services.export_foxglove`, :mod:`tools.export_ros2`).
 Everything comes from the log: the poses from its state topics, the fixed frames and
 shapes from the run's configuration (the ``config.json`` attachment), with the services'
 defaults for what the configuration leaves out.

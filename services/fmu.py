@@ -54,7 +54,7 @@ its configuration and the FMU's serialized state (``fmi2GetFMUstate`` then
 ``fmi2SerializeFMUstate``; :class:`FmuInstance`); unpickling instantiates the FMU afresh,
 initializes it and sets the state back (an instance not yet initialized pickles as its
 configuration alone). An FMU's start values act in its initialization, before any window of
-a sweep that runs from a snapshot: such a sweep refuses them (``services.sweep.transplant``:
+a sweep that runs from a snapshot: such a sweep refuses them (``tools.sweep.transplant``:
 ``leg.instance ... the parameter acts before it``); a sweep over them starts at 0. An FMU without
 ``canGetAndSetFMUstate`` and ``canSerializeFMUstate`` cannot be saved: the snapshot, and so
 a sweep that runs from one, is refused with a :class:`errors.LifecycleError` naming the

@@ -1,6 +1,6 @@
 """The replay service: publishes a logged session back onto the bus (DESIGN §6).
 
-``launch.py replay LOG`` (:mod:`services.resim`, which also makes the run's configuration
+``launch.py replay LOG`` (:mod:`tools.resim`, which also makes the run's configuration
 and re-simulates one service) runs a launcher whose run holds a *replay source* (this
 module's :class:`ReplaySource`, a source of :mod:`protocol.shell`) that publishes the
 logged messages, byte for byte, in ``log_time`` order, optionally together with

@@ -1,4 +1,4 @@
-"""The main job's end-of-run table (``services.report.summary_table``): what a user reads first."""
+"""The main job's end-of-run table (``tools.report.summary_table``): what a user reads first."""
 
 from __future__ import annotations
 

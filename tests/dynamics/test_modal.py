@@ -131,7 +131,7 @@ def test_locks_and_loops_raise_every_frequency_and_shapes_respect_the_loop():
 
 
 def test_srms_loaded_first_mode_is_the_quoted_0p04278_hz():
-    """The scenario's loaded arm (services.analysis.loaded_modes: the booms 2 + 2 modes, gear springs in series with
+    """The scenario's loaded arm (tools.analysis.loaded_modes: the booms 2 + 2 modes, gear springs in series with
     the servos' holding stiffness, payload grappled at arm.q0): 0.04278 Hz, the frequency the split run oscillates
     at (tests/services/test_arm_flexible.py measures it to 0.002 %)."""
     import tomllib

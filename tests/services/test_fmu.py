@@ -1,4 +1,4 @@
-"""The FMU host (``kind = "fmu"``, services/fmu.py) and the FMU export (services/fmu_export.py).
+"""The FMU host (``kind = "fmu"``, services/fmu.py) and the FMU export (tools/fmu_export.py).
 
 Every FMU is built here, into the test's temporary directory: the example actuator leg from its
 pythonfmu source (configs/examples/fmu/actuator_leg.py) with ``pythonfmu build``, and berthsim's
