@@ -52,7 +52,9 @@ so its contact force would be wrong).
 
 Unlike other models this one does I/O — a serial link is its purpose — but the link is
 injected: :func:`build` opens it from ``[hil] url``, tests pass a
-:class:`hil.link.SerialLink` on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`.
+:class:`hil.link.SerialLink` on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`. What
+goes over it is the rig protocol's (``[hil] format``, :mod:`hil.rigproto`): the bridge sends and
+reads through that backend and checks its capabilities where formats differ.
 
 Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
 ``validate(config, name)``, ``build(config, name, period_ns)``.
@@ -334,7 +336,9 @@ class HilBridge:
     name : str
     period_ns : int
     link : SerialLink or None
-        The rig link (None: outputs are computed, nothing is sent — a dry run).
+        The rig link (None: outputs are computed, nothing is sent — a dry run). The backend of
+        ``[hil] format`` (:mod:`hil.rigproto`) is opened on it: :attr:`protocol`, whose
+        :attr:`caps` decide what the bridge can do (no replies: no sensed feedback, no prediction).
     realtime : bool
         Realtime: frames are stamped with the link's (wall) clock and nothing waits.
         Lockstep (False): frames are stamped with the simulation time and each step
@@ -853,7 +857,10 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         if realtime and not em.get("rt_priority") and int(sim.get("rt_priority", 10) or 0) > 0:
             em["rt_priority"] = RIG_PRIORITY  # a rig's firmware is real-time: above the services (protocol.realtime)
         table["emulator"] = em
-        emu = spawn_emulator(table, lockstep=not realtime, stats_path=cfg.emulator["stats"] or None)
+        # a format without time stamps gives a lockstep rig no clock: it runs on its own, as a real one (nothing
+        # it measures comes back over such a format, so the run's outputs stay deterministic)
+        lockstep = not realtime and protocol_class(cfg.table["format"]).capabilities.has_time
+        emu = spawn_emulator(table, lockstep=lockstep, stats_path=cfg.emulator["stats"] or None)
         url = emu.host_path
     try:
         port = open_port(url, int(cfg.table["baud"]), timeout=0.0005)

@@ -11,6 +11,10 @@ the master and returns the host-side path (tests, the bridge's ``url = "emulator
 
 Parts (the rig itself, :class:`hil.rig.RigCore`, is stepped by explicit times and does no I/O):
 
+- the wire format it parses is ``[hil] format`` (:mod:`hil.rigproto`, default ``native``): the native
+  protocol is the core's own; a format without a state machine (``binary6``, ``ascii``) goes through
+  :class:`AxisFirmware`, which decodes the setpoints with the format's rig parser and moves the axes
+  (no handshake, no replies: such a rig is engaged from power-up and holds its last value);
 - :class:`Channel` — transport delay, byte drops and bit errors.
 - :class:`LockstepRig` — steps the core by the time stamps of the host's frames (no
   wall clock), deterministic; :class:`LockstepPort` exposes it as an in-process port.
@@ -43,17 +47,20 @@ from errors import ConfigError, FrameError, RigFault
 from hil.config import HilConfig, parse
 from hil.framing import (
     Arm,
+    Engage,
     Frame,
+    SetpointAxes,
     Telemetry,
     rejection_kind,
     wire_size,
 )
 from hil.link import TELEMETRY6_RAW, SerialPort, open_port
 from hil.rig import RigCore
+from hil.rigproto import RigParser, protocol_class
 from protocol.realtime import set_priority
 
-__all__ = ["READY", "Channel", "LockstepRig", "LockstepPort", "FdPort", "SocketPort", "serve",
-           "spawn_emulator", "EmulatorProcess", "main"]
+__all__ = ["READY", "Channel", "AxisFirmware", "firmware", "LockstepRig", "LockstepPort", "FdPort", "SocketPort",
+           "serve", "spawn_emulator", "EmulatorProcess", "main"]
 
 Array = NDArray[np.float64]
 
@@ -131,6 +138,55 @@ def _channels(cfg: HilConfig, baud: float = 0.0) -> tuple[Channel, Channel]:
             Channel(float(em["delay"]), baud=baud))
 
 
+class AxisFirmware:
+    """A rig's firmware for a format without a state machine (``binary6``, ``ascii``): host bytes are
+    decoded by the format's rig parser (:meth:`hil.rigproto.RigProtocol.rig_parser`) into axis setpoints,
+    which the core applies as it would native SETPOINT_AXES.
+
+    Such a rig has no handshake, no watchdog and no replies: it is armed and engaged from power-up
+    and holds its last setpoint; any setpoint within the stroke is taken (the native step gate needs
+    the watchdog: none here) and reached within the actuators' limits; one beyond the stroke faults
+    the core (LIMIT), which ramps to neutral. Rejected chunks are counted in ``parser.bad``.
+
+    Parameters
+    ----------
+    core : RigCore
+    parser : RigParser
+    """
+
+    HOLD_MS = 10 ** 12
+    """The watchdog given to the core [ms]: none that a run reaches (the rig holds its last value)."""
+
+    def __init__(self, core: RigCore, parser: RigParser) -> None:
+        self.core = core
+        self.parser = parser
+        self._seq = 0
+        self._handle(Arm(core.fingerprint, self.HOLD_MS), 0.0)
+        self._handle(Engage(), 0.0)
+
+    def _handle(self, msg: Arm | Engage | SetpointAxes, t: float, wall_ns: int | None = None) -> None:
+        self.core.handle(Frame(self._seq, int(round(t * 1e6)) & 0xFFFFFFFF, msg), t, reply=False, wall_ns=wall_ns)
+        self._seq = (self._seq + 1) & 0xFFFF
+
+    def apply(self, axes: Array, t: float, wall_ns: int | None = None) -> None:
+        """One decoded setpoint (n,) received at rig time ``t``."""
+        self._handle(SetpointAxes(tuple(axes.tolist())), t, wall_ns)
+        self.core.outbox.clear()  # (the format has no replies)
+
+    def receive_bytes(self, data: bytes, t: float, reply: bool = True, wall_ns: int | None = None) -> list[Array]:
+        """Decode host bytes arrived at ``t`` and apply each complete setpoint; returns them."""
+        out = self.parser.feed(data)
+        for axes in out:
+            self.apply(axes, t, wall_ns)
+        return out
+
+
+def firmware(cfg: HilConfig, core: RigCore) -> AxisFirmware | None:
+    """The firmware for ``[hil] format`` around ``core``: None for a format the core speaks itself (native)."""
+    parser = protocol_class(cfg.table["format"]).rig_parser(cfg)
+    return None if parser is None else AxisFirmware(core, parser)
+
+
 class LockstepRig:
     """The rig stepped by the host's time stamps, deterministically.
 
@@ -143,10 +199,14 @@ class LockstepRig:
     decode (bit errors, drops) are answered at once with a NAK, so that the host resends
     without waiting. No wall clock is read; byte drops and bit errors come from a seeded
     generator.
+
+    A format without time stamps (``[hil] format``, :class:`AxisFirmware`): each decoded setpoint is
+    taken to arrive one rig step (``1 / [hil.emulator] rate``) after the previous one; nothing is sent back.
     """
 
     def __init__(self, cfg: HilConfig) -> None:
         self.core = RigCore(cfg)
+        self.firmware = firmware(cfg, self.core)
         self.up, self.down = _channels(cfg)
         self.decoder = self.core.decoder  # one count of rejected chunks for the NAKs
         self.pending: deque[tuple[float, Frame]] = deque()
@@ -166,6 +226,12 @@ class LockstepRig:
         self.up.push(0.0, data)  # corruption only; the delay is applied per frame below
         raw = b"".join(chunk for _, chunk in self.up.queue)
         self.up.queue.clear()
+        if self.firmware is not None:
+            for axes in self.firmware.parser.feed(raw):
+                t = self.core.t + self.core.dt
+                self.core.advance(t)
+                self.firmware.apply(axes, t)
+            return b""
         bad_before = self.decoder.bad
         items = self.decoder.feed_all(raw)
         if self.decoder.bad > bad_before:
@@ -301,12 +367,14 @@ def serve(port: SerialPort, cfg: HilConfig, *, lockstep: bool = False, stop: thr
     host sees the watchdog fault). When the host goes away (the pty's other end closed,
     the socket shut), the rig carries on — its watchdog trips and it ramps to neutral —
     and the loop ends once it is at rest. ``baud`` > 0 emulates the line's byte rate in both
-    directions (:class:`Channel`). Lockstep: see :class:`LockstepRig`.
+    directions (:class:`Channel`). Lockstep: see :class:`LockstepRig`. A format without replies
+    (``[hil] format``, :class:`AxisFirmware`) gets nothing back but :data:`READY`.
 
     Returns the core (its counters and applied setpoints) when done.
     """
     stop = stop or threading.Event()
     t0 = time.monotonic()
+    replies = protocol_class(cfg.table["format"]).capabilities.has_replies
     if lockstep:
         rig = LockstepRig(cfg)
         port.write(READY)  # once the core exists: building it imports and sets up (0.2 s and more)
@@ -322,6 +390,8 @@ def serve(port: SerialPort, cfg: HilConfig, *, lockstep: bool = False, stop: thr
                     port.write(reply)
         return rig.core
     core = RigCore(cfg)
+    fw = firmware(cfg, core)
+    rx = core if fw is None else fw  # who decodes the host's bytes
     up, down = _channels(cfg, baud)
     port.write(READY)
     last_tx = 0.0
@@ -349,8 +419,8 @@ def serve(port: SerialPort, cfg: HilConfig, *, lockstep: bool = False, stop: thr
         if data:
             up.push(now, data)
         core.advance(now)
-        core.receive_bytes(up.pop(now), now, wall_ns=time.monotonic_ns())
-        if not core.outbox and now - last_tx > 1.0 / telemetry_hz:
+        rx.receive_bytes(up.pop(now), now, wall_ns=time.monotonic_ns())
+        if replies and not core.outbox and now - last_tx > 1.0 / telemetry_hz:
             core.send(core.telemetry(now), now)
         while core.outbox:
             ts, msg = core.outbox.popleft()
