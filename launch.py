@@ -165,7 +165,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         hooks = {"on_tick": progress.on_tick, "on_message": progress.on_message,
                  "subscribe": PROGRESS_TOPICS if main_job and "contact" in plan.services else ()}
     out = io.StringIO()  # the launcher's JSON summary line
-    launcher = Launcher(plan, inprocess=a.inprocess, launch_py=__file__, overrides=overrides, out=out, **hooks)
+    launcher = Launcher(plan, inprocess=a.inprocess, launch_py=__file__, out=out, **hooks)
     code = launcher.run()
     if progress is not None:
         progress.close()
@@ -452,11 +452,10 @@ def cmd_analyze(a: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- worker (hidden)
 def _worker_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config")
+    p.add_argument("config", help="the scenario's file, shown in process lists (the plan file is what is read)")
     p.add_argument("name")
+    p.add_argument("--plan", required=True, help="the run plan the launcher wrote (protocol.config.write_plan)")
     p.add_argument("--bus", required=True)
-    p.add_argument("--overrides", default="{}")
-    p.add_argument("--client-key", default=None)
     p.add_argument("--rt-priority", type=int, default=0, help="realtime: this process's SCHED_FIFO priority")
     p.add_argument("--clock", choices=("local", "sync"), default="local",
                    help="sync: this host follows the master launcher's clock (protocol.clocksync)")
@@ -470,23 +469,23 @@ def cmd_worker(a: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from protocol.bus import ControlClient
-    from protocol.config import load, peers_of, processes_of, register_schemas, service_module, with_overrides
+    from protocol.config import peers_of, read_plan, register_schemas
     from protocol.realtime import io_context, lock_memory, pin_cpus, preload
-    from protocol.security import Security
+    from protocol.registry import kind_module
     from protocol.shell import run_process
-    from protocol.timebase import period_ns
-    config = with_overrides(load(a.config), json.loads(a.overrides))
-    sec = None
-    if config.get("sim", {}).get("transport") == "tcp" and "security" in config:
-        sec = Security.from_table(config["security"], Path(a.config).parent, a.client_key)
-    members = processes_of(config).get(a.name, (a.name,))
+    try:
+        plan = read_plan(a.plan)  # the launcher's validated plan, as it runs it: nothing loaded or validated again
+    except ConfigError as err:
+        print(f"[{a.name}] error: {err}", file=sys.stderr)
+        return 1
+    config = plan.config
+    sec = plan.security if plan.sim.get("transport") == "tcp" else None
+    members = plan.processes.get(a.name, (a.name,))
     register_schemas(config)  # every topic of the run decodable here (a kind's config-made topics too)
     objs = []
     for name in members:
         try:
-            svc = config["services"][name]
-            objs.append(service_module(svc["kind"]).build(config, name,
-                                                         period_ns(svc["rate_hz"], f"services.{name}.rate_hz")))
+            objs.append(kind_module(plan.services[name].kind).build(config, name, plan.services[name].period_ns))
         except Exception as err:  # noqa: BLE001 - reported to the launcher, then exit non-zero
             for n in members:
                 with ControlClient(a.bus, n, security=sec) as c:

@@ -113,6 +113,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import reprlib
 import stat
 import tempfile
@@ -136,7 +137,7 @@ if TYPE_CHECKING:
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "KINDS", "MAX_SWEEP_RUNS", "ServiceSpec", "RunPlan",
            "check_limits", "check_sweep_size", "check_table", "check_value", "check_values", "cut",
            "ipc_endpoint_paths", "load", "register_schemas", "registered_kind", "service_module", "show",
-           "with_overrides", "peers_of", "processes_of", "validate"]
+           "with_overrides", "peers_of", "processes_of", "read_plan", "validate", "write_plan"]
 
 Num = (int, float)
 
@@ -219,6 +220,56 @@ class RunPlan:
     def duration_ns(self) -> int:
         """``sim.duration`` in ns (0 = until stopped)."""
         return seconds_to_ns(self.sim["duration"], "sim.duration")
+
+
+PLAN_FILE = "plan.pickle"
+"""The name of the run plan a launcher writes for its worker processes (:func:`write_plan`)."""
+
+
+def write_plan(plan: RunPlan, folder: str | os.PathLike[str]) -> Path:
+    """Write ``plan`` once for the worker processes of a launcher: they read it (:func:`read_plan`) instead of
+    loading, overriding and validating the config again, so every process runs the one validated plan.
+
+    The file is a pickle, created with mode 0600 (never replaced) in ``folder``, the launcher's private folder
+    (mode 0700, :func:`tempfile.mkdtemp`): only the user who runs the launcher can write what its workers
+    load, as with the launcher's own code.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    ConfigError
+        If it cannot be written (naming the path and the reason).
+    """
+    path = Path(folder) / PLAN_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(plan, f, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError as err:
+        raise ConfigError(f"run plan {str(path)!r}: cannot write: {err.strerror or err}") from err
+    return path
+
+
+def read_plan(path: str | os.PathLike[str]) -> RunPlan:
+    """The run plan a launcher wrote for its workers (:func:`write_plan`).
+
+    Raises
+    ------
+    ConfigError
+        If the file cannot be read or does not hold a :class:`RunPlan` (naming the path).
+    """
+    try:
+        with open(path, "rb") as f:
+            plan = pickle.load(f)  # noqa: S301 - the launcher's own file, in its private folder (write_plan)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError) as err:
+        raise ConfigError(f"run plan {str(path)!r}: cannot read: {type(err).__name__}: {err}") from err
+    if not isinstance(plan, RunPlan):
+        raise ConfigError(f"run plan {str(path)!r}: holds a {type(plan).__name__}, not a RunPlan")
+    return plan
 
 
 MAX_CONFIG_BYTES = 16 << 20

@@ -97,7 +97,7 @@ from protocol.bus import (
 )
 from protocol.clocksync import wall_ns
 from protocol.codec import decode, encode
-from protocol.config import INPROCESS, RunPlan, peers_of, with_overrides
+from protocol.config import INPROCESS, RunPlan, peers_of, with_overrides, write_plan
 from protocol.coupling import coupling_periods
 from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
 from protocol.registry import kind_module
@@ -111,11 +111,16 @@ _S = 1_000_000_000
 _CHECK_S = 0.1  # s between looks at deaths, signals and the ping clock
 
 
-def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[str], name: str, url: str,
-                   overrides: dict[str, Any], rt_priority: int = 0, clock: str = "local") -> list[str]:
-    """The command line of one OS process of the run (``launch.py _worker ...``)."""
-    return [sys.executable, str(launch_py), "_worker", str(config), name, "--bus", url,
-            "--overrides", json.dumps(overrides), "--rt-priority", str(int(rt_priority)), "--clock", clock]
+def worker_command(launch_py: str | os.PathLike[str], config: str | os.PathLike[str] | None, name: str, url: str,
+                   plan_file: str | os.PathLike[str], rt_priority: int = 0, clock: str = "local") -> list[str]:
+    """The command line of one OS process of the run (``launch.py _worker CONFIG NAME --plan FILE ...``).
+
+    The worker reads the run plan the launcher wrote once (:func:`protocol.config.write_plan`); the config's
+    path is on the line only to show in a process list which scenario the process belongs to (``-``: a plan
+    made in memory, e.g. a replay's).
+    """
+    return [sys.executable, str(launch_py), "_worker", str(config) if config is not None else "-", name,
+            "--plan", str(plan_file), "--bus", url, "--rt-priority", str(int(rt_priority)), "--clock", clock]
 
 
 def master_host(plan: RunPlan) -> str | None:
@@ -190,9 +195,8 @@ class Launcher:
     inprocess : bool
         Every service as a thread of this process over ``inproc://``.
     launch_py : path
-        The ``launch.py`` that starts worker processes.
-    overrides : dict
-        ``[sim]`` overrides passed on to the workers.
+        The ``launch.py`` that starts worker processes; they read ``plan`` from the file the launcher
+        writes once (:func:`protocol.config.write_plan`).
     out, err : text streams
         Where the summary and the diagnostics go.
     on_tick : callable ``(t_ns, wall_s, stats) -> None``, optional
@@ -206,7 +210,7 @@ class Launcher:
     """
 
     def __init__(self, plan: RunPlan, *, inprocess: bool = False, launch_py: str | os.PathLike[str] = "launch.py",
-                 overrides: dict[str, Any] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+                 out: TextIO | None = None, err: TextIO | None = None,
                  on_tick: Callable[[int, float, dict[str, dict[str, Any]]], None] | None = None,
                  on_message: Callable[[str, Sample], None] | None = None, subscribe: tuple[str, ...] | list[str] = (),
                  tick_period: float = 0.25) -> None:
@@ -221,7 +225,6 @@ class Launcher:
         self.plan = plan
         self.inprocess = inprocess
         self.launch_py = launch_py
-        self.overrides = overrides or {}
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         local = plan.only or tuple(plan.services)
@@ -248,6 +251,8 @@ class Launcher:
         self.server: ControlServer = None  # type: ignore[assignment]
         self.bus: Bus = None  # type: ignore[assignment]
         self._tmpdir: str | None = None
+        self._plan_dir: str | None = None  # the run plan written for the worker processes (write_plan)
+        self._plan_file: str | None = None
         self.exit_code = 0
         self._prio: dict[str, int] = {}  # realtime: each local process's SCHED_FIFO priority (set by _admit)
         self.host = host_of(plan)
@@ -363,8 +368,9 @@ class Launcher:
                 self.auth.stop()
             if rt_ctx is not None:
                 destroy_context(rt_ctx)
-            if self._tmpdir:
-                shutil.rmtree(self._tmpdir, ignore_errors=True)
+            for folder in (self._tmpdir, self._plan_dir):
+                if folder:
+                    shutil.rmtree(folder, ignore_errors=True)
             for signum, handler in old.items():
                 signal.signal(signum, handler)
 
@@ -428,10 +434,10 @@ class Launcher:
                     rec.thread, rec.result = thread, result
                 thread.start()
             else:
-                if self.plan.path is None:
-                    raise LifecycleError("worker processes need the config as a file (plan.path is None); "
-                                         "write it to a file first, or run inprocess")
-                cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self.overrides,
+                if self._plan_file is None:  # written once; every worker reads it (no reload, no re-validation)
+                    self._plan_dir = tempfile.mkdtemp(prefix="berthsim-plan-")
+                    self._plan_file = str(write_plan(self.plan, self._plan_dir))
+                cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self._plan_file,
                                      self._prio.get(proc, 0), self._clock)
                 popen = subprocess.Popen(cmd, start_new_session=True)
                 for rec in recs:

@@ -4,10 +4,10 @@ A replay run is an ordinary run whose configuration is synthesized from the log:
 replay source (:class:`services.replay.ReplaySource`, ``kind = "replay"``) publishing
 the logged topics, optionally services of a config running along (``--config CFG
 --only a,b``), and a logger (``--log OUT``). This module makes that configuration
-(:func:`replay_config`, :func:`resim_config`), writes it as TOML (``tomli_w``) for the
-launcher's worker processes, runs it, and for a re-simulation compares the outputs
-(:func:`compare_outputs`). It imports no service: services are named by their ``kind``;
-the log is read with :mod:`protocol.logfile`.
+(:func:`replay_config`, :func:`resim_config`), validates it into a run plan (which the
+launcher hands to its worker processes, :func:`protocol.config.write_plan`), runs it, and
+for a re-simulation compares the outputs (:func:`compare_outputs`). It imports no service:
+services are named by their ``kind``; the log is read with :mod:`protocol.logfile`.
 
 Re-simulation
 -------------
@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import tomli_w
 
 from errors import ConfigError, LogError
 from protocol.logfile import open_log, producers, select_topics
@@ -316,14 +314,8 @@ def _patterns(text: str | None) -> list[str] | None:
 def _run_plan(config: dict[str, Any], inprocess: bool, launch_py: str | os.PathLike[str]) -> int:
     from protocol.config import validate
     from protocol.launcher import Launcher
-    fd, tmp = tempfile.mkstemp(prefix="berthsim-replay-", suffix=".toml")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            tomli_w.dump(config, f)
-        plan = validate(config, path=tmp)
-        return Launcher(plan, inprocess=inprocess, launch_py=launch_py).run()
-    finally:
-        os.unlink(tmp)
+    plan = validate(config)  # relative paths (a --config's keys) as the config says, from the working folder
+    return Launcher(plan, inprocess=inprocess, launch_py=launch_py).run()
 
 
 def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None) -> int:

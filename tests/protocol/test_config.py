@@ -228,3 +228,26 @@ def test_only_the_shipped_kinds_are_registered():
     assert registered_kind("contact", "x") is None
     assert registered_kind("os.path", "x") == (f"x: kind 'os.path' is not a service kind berthsim ships "
                                                f"({', '.join(KINDS)})")
+
+
+def test_the_run_plan_goes_to_the_workers_as_one_file_only_its_user_can_read(tmp_path):
+    """write_plan/read_plan: the launcher's validated plan, as it is, mode 0600; anything else is refused by name."""
+    import pickle
+    import stat
+
+    from protocol.config import read_plan, write_plan
+    plan = validate(cfg(), overrides={"mode": "realtime"})
+    path = write_plan(plan, tmp_path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    back = read_plan(path)
+    assert back.config == plan.config and back.services == plan.services and back.sim["mode"] == "realtime"
+    with pytest.raises(ConfigError, match="cannot write"):
+        write_plan(plan, tmp_path)  # never replaced
+    other = tmp_path / "other.pickle"
+    other.write_bytes(pickle.dumps({"services": {}}))
+    with pytest.raises(ConfigError, match=r"other\.pickle'.* holds a dict, not a RunPlan"):
+        read_plan(other)
+    junk = tmp_path / "junk.pickle"
+    junk.write_bytes(b"not a pickle")
+    with pytest.raises(ConfigError, match=r"junk\.pickle'.*cannot read"):
+        read_plan(junk)
