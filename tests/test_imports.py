@@ -12,6 +12,8 @@
   (:func:`protocol.config.service_module`), never by importing a service module;
 - nothing outside ``tests/`` imports ``tests`` (nor names it as a service ``kind``);
 - no import cycle between the project's modules (imports inside functions count);
+- a module named by a string (``importlib.import_module``) only where :data:`STRING_IMPORTS` says why:
+  a service kind only in :mod:`protocol.registry`;
 - only ``protocol.bus`` (the bus backends) and ``protocol.security`` (CurveZMQ, part of the ZeroMQ
   backend) import ``zmq``: everything else, tests and bench included, uses the bus interface.
 """
@@ -209,6 +211,34 @@ def test_no_config_names_a_service_kind_in_tests():
             if str(svc.get("kind", "")).split(".")[0] == "tests":
                 bad.append(f"{path.relative_to(ROOT)}: services.{name}.kind = {svc['kind']!r}")
     assert not bad, bad
+
+
+STRING_IMPORTS = {
+    "protocol/registry.py": "a service kind's module (the one place that turns a kind into code)",
+    "protocol/realtime.py": "preload: the physics' lazy imports, a fixed list, before a realtime start",
+    "dynamics/__init__.py": "the package's submodules on first use (PEP 562)",
+    "dynamics/chain.py": "the deprecated alias chain_from_urdf, from dynamics.urdf",
+    "launch.py": "a subcommand's module, when the subcommand runs",
+    "tools/export.py": "an export format's module (foxglove, ros2), when asked for",
+}
+"""Files that import a module named by a string, and why; nowhere else (a kind only through the registry)."""
+
+
+def test_only_the_registry_imports_a_service_kind_by_its_name():
+    found = set()
+    for path in project_files():
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("tests/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name in ("import_module", "__import__"):
+                    found.add(rel)
+    extra = sorted(found - set(STRING_IMPORTS))
+    assert not extra, f"imports by a string outside the listed places: {extra}"
+    assert "protocol/registry.py" in found  # the check sees the registry's own import
 
 
 def test_no_import_cycles():
