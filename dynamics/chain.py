@@ -133,18 +133,6 @@ JOINT_TYPES = ("revolute", "prismatic")
 FIXED = "fixed"
 
 
-def _skew_rows(a: Array) -> Array:
-    """Cross-product matrices of a stack of vectors, (k, 3) → (k, 3, 3) (batched :func:`spatial.skew`)."""
-    out = np.zeros(a.shape[:-1] + (3, 3))
-    out[..., 0, 1] = -a[..., 2]
-    out[..., 0, 2] = a[..., 1]
-    out[..., 1, 0] = a[..., 2]
-    out[..., 1, 2] = -a[..., 0]
-    out[..., 2, 0] = -a[..., 1]
-    out[..., 2, 1] = a[..., 0]
-    return out
-
-
 def _cross_cols(a: Array, b: Array) -> Array:
     """Cross products of column stacks, (3, k) × (3, k) → (3, k) (np.cross without its overhead).
 
@@ -410,7 +398,7 @@ class ChainModel:
         body_anc_v = anc_b[:, body_of_v]  # (nb, nv): column l belongs to an ancestor-or-self of b
         anc_v = body_anc_v[body_of_v, :]  # (nv, nv)
         revolute = np.array([False] + [t == "revolute" for t in self.joint_type[1:]])
-        K = _skew_rows(np.asarray(self.axis_J))
+        K = sp.skew_rows(np.asarray(self.axis_J))
         K2 = K @ K
         T_PB = np.zeros((n, 4, 4, 4))  # X_PB(θ) = Σ_k coef_k(θ) T_PB[:, k] (see _kinematics)
         T_PB[:, 0] = self.X_PJ[1:]
@@ -931,7 +919,7 @@ def _kinematics_numpy(model: ChainModel, data: ChainData, q: Array) -> None:
         data.S[3:, cols] = np.where(rev.T, _cross_cols(r.T, a_W.T), a_W.T)
     # Body spatial inertias at Bo, in W.
     m3 = model.mass[:, None, None]
-    cx = _skew_rows(com - p_ref)
+    cx = sp.skew_rows(com - p_ref)
     mcx = m3 * cx
     I_ref = data.I_ref
     I_ref[:, :3, :3] = R @ model.I_Bcm_B @ R.transpose(0, 2, 1) - mcx @ cx
@@ -1141,11 +1129,11 @@ def _accelerations(model: ChainModel, data: ChainData, v: Array,
     and the spatial cross-product matrices (nb, 6, 6) of V (rigid chains)."""
     V, Sv = _body_twists(model, data, v)
     # Spatial cross-product matrices crm(V_b) = [[ω̃, 0], [ṽ, ω̃]] of every body, (nb, 6, 6).
-    wx = _skew_rows(V[:3].T)
+    wx = sp.skew_rows(V[:3].T)
     X = np.zeros((model.nb, 6, 6))
     X[:, :3, :3] = wx
     X[:, 3:, 3:] = wx
-    X[:, 3:, :3] = _skew_rows(V[3:].T)
+    X[:, 3:, :3] = sp.skew_rows(V[3:].T)
     c = np.einsum("kij,jk->ik", X[model.body_of_v], Sv)  # V_body(k) × S_k v_k; zero for the base
     if vdot is not None:
         c += data.S * vdot[None, :]

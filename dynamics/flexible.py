@@ -55,6 +55,7 @@ from numpy.typing import NDArray
 from dynamics import beam as bm
 from dynamics.spatial import cross3 as _c3
 from dynamics.spatial import cross_batch as _cb
+from dynamics.spatial import skew, skew_rows
 from errors import ModelError, SingularityError
 
 # dynamics.chain imports this module, so its model and data types are not imported here:
@@ -245,21 +246,6 @@ class FlexData:
 _I3 = np.eye(3)
 
 
-def _skew(a: Array) -> Array:
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-
-
-def _skew_rows(a: Array) -> Array:
-    out = np.zeros(a.shape[:-1] + (3, 3))
-    out[..., 0, 1] = -a[..., 2]
-    out[..., 0, 2] = a[..., 1]
-    out[..., 1, 0] = a[..., 2]
-    out[..., 1, 2] = -a[..., 0]
-    out[..., 2, 0] = -a[..., 1]
-    out[..., 2, 1] = a[..., 0]
-    return out
-
-
 def _crm(V: Array, S: Array) -> Array:
     """Spatial motion cross product ``V ×ₘ S`` = [ω × ω₂; ω × v₂ + v × ω₂] of two (6,) vectors (float arithmetic)."""
     w0, w1, w2, v0, v1, v2 = V.tolist()
@@ -330,7 +316,7 @@ def kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
         data.S[3:, cols] = np.where(rev.T, _cb(r, a_W).T, a_W.T)
     # Table parts' spatial inertias at Bo.
     m3 = model.mass[:, None, None]
-    cx = _skew_rows(com_tab - p_ref)
+    cx = skew_rows(com_tab - p_ref)
     mcx = m3 * cx
     I_tab = fd.I_tab
     I_tab[:, :3, :3] = R @ model.I_Bcm_B @ R.transpose(0, 2, 1) - mcx @ cx
@@ -365,14 +351,14 @@ def kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
         I_B = np.zeros((6, 6))
         I_B[:3, :3] = Ip
         I_B[0, 0] += tb.J_tot
-        cx = _skew(c_B)
+        cx = skew(c_B)
         I_B[:3, 3:] = cx
         I_B[3:, :3] = -cx
         I_B[3:, 3:] = tb.m_tot * _I3
         T6 = np.zeros((6, 6))                                   # [[R, d̃ R], [0, R]]
         T6[:3, :3] = Rb
         T6[3:, 3:] = Rb
-        T6[:3, 3:] = _skew(d) @ Rb
+        T6[:3, 3:] = skew(d) @ Rb
         st.T6 = T6
         data.I_ref[b] += T6 @ I_B @ T6.T
         com[b] += tb.m_tot * pos[b] + Rb @ c_B
@@ -386,7 +372,7 @@ def kinematics(model: ChainModel, data: ChainData, q: Array) -> None:
         rT = d + Rb @ pT
         Sst = st.Sst
         Sst[:3] = A
-        Sst[3:] = _skew(rT) @ A
+        Sst[3:] = skew(rT) @ A
         st.u_W = Rb @ tb.tip_u
         Se = Sst @ tb.tip_psi[::-1]
         Se[3:] += st.u_W
@@ -603,7 +589,7 @@ def frame_jacobian(model: ChainModel, data: ChainData, q: Array, body: int, pP: 
     if tb is not None and tb.ne:
         Tt, Tw = _station_rows(model.beams[body], tb, float(np.clip(pP[0], 0.0, fi.lengths[body])))
         r = r + R @ (Tt @ _eta_of(model, q, body))
-    J[3:] -= _skew(r) @ J[:3]  # v_P = v + ω × r for the columns that move the body frame
+    J[3:] -= skew(r) @ J[:3]  # v_P = v + ω × r for the columns that move the body frame
     if tb is not None and tb.ne:
         e = fi.e_slice[body]
         J[3:, e] += R @ Tt

@@ -48,7 +48,6 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics.orbit import CircularOrbit, cw_acceleration_rows, gravity_gradient_rows
 from dynamics.spatial import (
     as_vector,
-    cross3,
     cross_rows,
     dexp_inv_rows,
     mat_vec_rows,
@@ -57,9 +56,11 @@ from dynamics.spatial import (
     quat_normalize,
     quat_rate,
     quat_to_rotation,
+    refer_wrench_rows,
     rotation_rows,
     rotation_to_quat,
     shift_wrench,
+    shift_wrench_rows,
     skew,
 )
 from errors import ModelError, ShapeError
@@ -862,13 +863,14 @@ def mean_wrench_Wo(parts: Any, F_field: str, p_field: str, h_ns: int) -> list[fl
     for s, o in parts:
         body = s.body
         F, p = body[F_field], body[p_field]
-        a0, a1, a2, b0, b1, b2 = F.tolist() if type(F) is ndarray else as_floats(F)
+        Fl = F.tolist() if type(F) is ndarray else as_floats(F)
+        a0, a1, a2, b0, b1, b2 = Fl
         if b0 == b1 == b2 == a0 == a1 == a2 == 0.0:
             continue                                    # no force, no moment (contact apart)
-        p0, p1, p2 = p.tolist() if type(p) is ndarray else as_floats(p)
-        t0 += o * (a0 + (p1 * b2 - p2 * b1))
-        t1 += o * (a1 + (p2 * b0 - p0 * b2))
-        t2 += o * (a2 + (p0 * b1 - p1 * b0))
+        w0, w1, w2, _, _, _ = refer_wrench_rows(Fl, p.tolist() if type(p) is ndarray else as_floats(p))
+        t0 += o * w0
+        t1 += o * w1
+        t2 += o * w2
         f0 += o * b0
         f1 += o * b1
         f2 += o * b2
@@ -878,10 +880,10 @@ def mean_wrench_Wo(parts: Any, F_field: str, p_field: str, h_ns: int) -> list[fl
 def wrench_about_origin(F_Po_W: Any, p_WoPo_W: Any) -> Array:
     """A wrench [τ; f] about point P referred to W's origin: ``[τ + p × f; f]`` (6,). [N·m, N]
 
-    Same as ``shift_wrench(F, -p)`` (:mod:`dynamics.spatial`), without ``numpy.cross``'s overhead.
+    Same as ``shift_wrench(F, -p)`` (:mod:`dynamics.spatial`); its kernel is
+    :func:`dynamics.spatial.refer_wrench_rows`.
     """
-    F = np.asarray(F_Po_W, dtype=np.float64)
-    return np.concatenate([F[:3] + cross3(p_WoPo_W, F[3:]), F[3:]])
+    return np.array(refer_wrench_rows(np.asarray(F_Po_W, dtype=np.float64).tolist(), as_floats(p_WoPo_W)))
 
 
 def cw_floats(orbit: CircularOrbit | None, state: RigidBodyState) -> list[float] | None:
@@ -927,4 +929,4 @@ def wrench_about_mean_com(F_Wo_W: Any, state: RigidBodyState, mass: float, h: fl
     v0, v1, v2 = state.v_WBo_W.tolist()
     hh, h6 = 0.5 * h, h * h / 6.0
     c0, c1, c2 = p0 + v0 * hh + a0 * h6, p1 + v1 * hh + a1 * h6, p2 + v2 * hh + a2 * h6
-    return [t0 - (c1 * f2 - c2 * f1), t1 - (c2 * f0 - c0 * f2), t2 - (c0 * f1 - c1 * f0), f0, f1, f2]
+    return shift_wrench_rows(F_Wo_W, (c0, c1, c2))

@@ -687,7 +687,8 @@ def shoulder_reaction_rows(F_Eo_W: Sequence[float], p_WoEo_W: Sequence[float], p
     e0, e1, e2 = p_WoEo_W
     s0, s1, s2 = p_WoSo_W
     r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
-    return [-m0 + (r1 * f2 - r2 * f1), -m1 + (r2 * f0 - r0 * f2), -m2 + (r0 * f1 - r1 * f0), -f0, -f1, -f2]
+    # −F_E referred from Eo to So (lever p_SoEo = −r; (−r) × (−f) is r × f to the bit)
+    return sp.refer_wrench_rows([-m0, -m1, -m2, -f0, -f1, -f2], [-r0, -r1, -r2])
 
 
 def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:

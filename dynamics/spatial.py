@@ -59,9 +59,12 @@ __all__ = [
     "rotation_vector",
     "rotation_vector_rows",
     "rotation_error_rows",
+    "refer_wrench_rows",
     "shift_twist",
     "shift_wrench",
+    "shift_wrench_rows",
     "skew",
+    "skew_rows",
 ]
 
 Array = NDArray[np.float64]
@@ -101,6 +104,28 @@ def skew(w: ArrayLike) -> Array:
     if a.shape != (3,):
         raise ShapeError(f"w: expected shape (3,), got {a.shape}")
     return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+
+
+def skew_rows(a: Array) -> Array:
+    """Cross-product matrices of a stack of vectors (batched :func:`skew`, no checks): ``skew_rows(a)[k] @ x ==
+    np.cross(a[k], x)``.
+
+    Parameters
+    ----------
+    a : ndarray, shape (..., 3)
+
+    Returns
+    -------
+    ndarray, shape (..., 3, 3)
+    """
+    out = np.zeros(a.shape[:-1] + (3, 3))
+    out[..., 0, 1] = -a[..., 2]
+    out[..., 0, 2] = a[..., 1]
+    out[..., 1, 0] = a[..., 2]
+    out[..., 1, 2] = -a[..., 0]
+    out[..., 2, 0] = -a[..., 1]
+    out[..., 2, 1] = a[..., 0]
+    return out
 
 
 def cross_batch(a: Array, b: Array) -> Array:
@@ -640,7 +665,51 @@ def shift_wrench(F_A: ArrayLike, p_AoBo: ArrayLike) -> Array:
     p = np.asarray(p_AoBo, dtype=np.float64)
     if F.shape != (6,) or p.shape != (3,):
         raise ShapeError(f"F_A, p_AoBo: expected (6,), (3,), got {F.shape}, {p.shape}")
-    return np.concatenate([F[:3] - np.cross(p, F[3:]), F[3:]])
+    return np.array(shift_wrench_rows(F.tolist(), p.tolist()))
+
+
+def shift_wrench_rows(F_A: Sequence[float], p_AoBo: Sequence[float]) -> list[float]:
+    """:func:`shift_wrench` on Python floats (its kernel; no checks): ``[τ − p_AoBo × f; f]``.
+
+    Parameters
+    ----------
+    F_A : sequence of 6 float
+        [τ; f] about Ao. [N·m, N]
+    p_AoBo : sequence of 3 float
+        From Ao to the new reference point Bo, same frame. [m]
+
+    Returns
+    -------
+    F_B : list of 6 float
+        [τ; f] about Bo. [N·m, N]
+    """
+    t0, t1, t2, f0, f1, f2 = F_A
+    p0, p1, p2 = p_AoBo
+    return [t0 - (p1 * f2 - p2 * f1), t1 - (p2 * f0 - p0 * f2), t2 - (p0 * f1 - p1 * f0), f0, f1, f2]
+
+
+def refer_wrench_rows(F_A: Sequence[float], p_BoAo: Sequence[float]) -> list[float]:
+    """A wrench about Ao referred to Bo, given Ao *from* Bo: ``[τ + p_BoAo × f; f]`` on Python floats (no checks).
+
+    The form of the moment about an origin of a wrench applied at a point whose position from it is
+    known (``p_WoPo`` to refer to Wo). :func:`shift_wrench_rows` with the opposite lever, to the bit
+    but for the sign of a zero result: each caller keeps the form (sum or difference) it was written in.
+
+    Parameters
+    ----------
+    F_A : sequence of 6 float
+        [τ; f] about Ao. [N·m, N]
+    p_BoAo : sequence of 3 float
+        From the new reference point Bo to Ao, same frame. [m]
+
+    Returns
+    -------
+    F_B : list of 6 float
+        [τ; f] about Bo. [N·m, N]
+    """
+    t0, t1, t2, f0, f1, f2 = F_A
+    p0, p1, p2 = p_BoAo
+    return [t0 + (p1 * f2 - p2 * f1), t1 + (p2 * f0 - p0 * f2), t2 + (p0 * f1 - p1 * f0), f0, f1, f2]
 
 
 def rotate_spatial(R_AB: ArrayLike, S_B: ArrayLike) -> Array:

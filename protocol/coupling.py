@@ -67,7 +67,7 @@ published every step. (:func:`coupling_periods`.)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -189,6 +189,23 @@ def _norm3(a: float, b: float, c: float) -> float:
     return math.sqrt(a * a + b * b + c * c)
 
 
+# The flow mean's wrench transports, on floats. protocol imports nothing of dynamics (its layering): these
+# are the twins of dynamics.spatial.refer_wrench_rows and shift_wrench_rows, which the tests hold equal to
+# the bit (tests/protocol/test_coupling_kernels.py).
+def _refer_wrench_rows(F_A: Sequence[float], p_BoAo: Sequence[float]) -> list[float]:
+    """``[τ + p_BoAo × f; f]``: the wrench [τ; f] about Ao referred to Bo, Ao given from Bo."""
+    t0, t1, t2, f0, f1, f2 = F_A
+    p0, p1, p2 = p_BoAo
+    return [t0 + (p1 * f2 - p2 * f1), t1 + (p2 * f0 - p0 * f2), t2 + (p0 * f1 - p1 * f0), f0, f1, f2]
+
+
+def _shift_wrench_rows(F_A: Sequence[float], p_AoBo: Sequence[float]) -> list[float]:
+    """``[τ − p_AoBo × f; f]``: the wrench [τ; f] about Ao referred to Bo, Bo given from Ao."""
+    t0, t1, t2, f0, f1, f2 = F_A
+    p0, p1, p2 = p_AoBo
+    return [t0 - (p1 * f2 - p2 * f1), t1 - (p2 * f0 - p0 * f2), t2 - (p0 * f1 - p1 * f0), f0, f1, f2]
+
+
 class PortCoupler:
     """One output port's coupling (module docstring): what to publish after ``initial`` and each step.
 
@@ -281,9 +298,8 @@ class PortCoupler:
         first = self._count == 0
         for F_name, p_name in self.wrenches:  # referred to Wo: [τ + p × f; f]
             F, p = body[F_name], body[p_name]
-            a0, a1, a2, b0, b1, b2 = F.tolist() if type(F) is np.ndarray else [float(x) for x in F]
-            p0, p1, p2 = p.tolist() if type(p) is np.ndarray else [float(x) for x in p]
-            w = [a0 + (p1 * b2 - p2 * b1), a1 + (p2 * b0 - p0 * b2), a2 + (p0 * b1 - p1 * b0), b0, b1, b2]
+            w = _refer_wrench_rows(F.tolist() if type(F) is np.ndarray else [float(x) for x in F],
+                                   p.tolist() if type(p) is np.ndarray else [float(x) for x in p])
             if first:
                 acc[F_name] = w
             else:
@@ -305,11 +321,9 @@ class PortCoupler:
         n = self._count
         for F_name, p_name in self.wrenches:
             s = self._acc[F_name]
-            t0, t1, t2, f0, f1, f2 = (x / n for x in s)
             p = body[p_name]
-            p0, p1, p2 = p.tolist() if type(p) is np.ndarray else [float(x) for x in p]
-            body[F_name] = np.array([t0 - (p1 * f2 - p2 * f1), t1 - (p2 * f0 - p0 * f2), t2 - (p0 * f1 - p1 * f0),
-                                     f0, f1, f2])
+            body[F_name] = np.array(_shift_wrench_rows([x / n for x in s],
+                                                       p.tolist() if type(p) is np.ndarray else [float(x) for x in p]))
         for key, v in self._acc.items():
             if key in body and not any(key == f for f, _ in self.wrenches):
                 body[key] = v if type(v) is bool else (float(v / n) if v.ndim == 0 else v / n)

@@ -189,7 +189,7 @@ from dynamics import rigid_body as rb
 from dynamics import spatial as sp
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, PAYLOAD_MASS
 from dynamics.orbit import CircularOrbit
-from dynamics.spatial import cross3, pose, pose_from_vector, pose_inverse, rotate_spatial
+from dynamics.spatial import pose, pose_from_vector, pose_inverse, rotate_spatial
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table, check_values
 from protocol.coupling import Schedule
@@ -644,8 +644,7 @@ class ContactModel:
             c.inflight = [(tk, P) for tk, P in c.inflight if tk >= sample.t_ns]
             for tk, P in c.inflight:
                 if tk < t_ns:
-                    state = rb.apply_impulse(self.model_O, state,
-                                             np.concatenate([P[:3] - cross3(state.p_WoBo_W, P[3:]), P[3:]]))
+                    state = rb.apply_impulse(self.model_O, state, sp.shift_wrench(P, state.p_WoBo_W))
         c.orb_cache = ((sample.t_ns, sample.seq, t_ns, len(c.inflight)), state)
         return state
 
@@ -675,8 +674,7 @@ class ContactModel:
         c = self.context
         P_T_Wo = rb.wrench_about_origin(P_T_at_C, p_WoCo_W)
         p_com = c.body.p_WoBo_W
-        c.body = rb.apply_impulse(self.model_T, c.body,
-                                      np.concatenate([P_T_Wo[:3] - cross3(p_com, P_T_Wo[3:]), P_T_Wo[3:]]))
+        c.body = rb.apply_impulse(self.model_T, c.body, sp.shift_wrench(P_T_Wo, p_com))
         c.inflight.append((t_ns, -P_T_Wo))
         h = h_ns * 1e-9
         c.F_imp_O_Wo = [F - P / h for F, P in zip(c.F_imp_O_Wo, P_T_Wo.tolist(), strict=True)]
@@ -902,8 +900,7 @@ class ContactModel:
                 events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB,
                                      X_LB_start=c.X_LB_latched,
                                      close_time=self.latch_drive["close_time"], **m))
-        tau = sp.cross_rows(p_B[0], p_B[1], p_B[2], F[3], F[4], F[5])
-        return [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3], F[4], F[5]]
+        return sp.refer_wrench_rows(F, p_B)
 
     def _latch_constraint(self, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float], R_WB: tuple[float, ...],
                           p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float], R_WL: tuple[float, ...],
@@ -930,9 +927,7 @@ class ContactModel:
         # the payload's free accelerations under every other wrench (about its CoM) and the orbit
         st = c.body
         pT = kT.p
-        f = F_other_Wo[3:]
-        tc = sp.cross_rows(pT[0], pT[1], pT[2], f[0], f[1], f[2])
-        F_c = [F_other_Wo[0] - tc[0], F_other_Wo[1] - tc[1], F_other_Wo[2] - tc[2], *f]
+        F_c = sp.shift_wrench_rows(F_other_Wo, pT)
         a_free, wd_free_T = rb.accelerations_rows(self.model_T, st, F_c, self.orbit)
         g = self.latch_gain
         F = dc.latch_constraint_wrench_rows(self.model_T.mass, self._I_T_rows, pT, kT.R, kT.w, a_free,
@@ -951,9 +946,8 @@ class ContactModel:
     def _outputs(self, active: bool, p_WoLo_W: list[float], t_ns: int) -> dict[str, dict[str, Any]]:
         c = self.context
         F = [a + b for a, b in zip(c.F_cont_O_Wo, c.F_imp_O_Wo, strict=True)]
-        m = sp.cross_rows(p_WoLo_W[0], p_WoLo_W[1], p_WoLo_W[2], F[3], F[4], F[5])
         out: dict[str, dict[str, Any]] = {
-            "contact/wrench": {"F_Lo_W": np.array([F[0] - m[0], F[1] - m[1], F[2] - m[2], F[3], F[4], F[5]]),
+            "contact/wrench": {"F_Lo_W": np.array(sp.shift_wrench_rows(F, p_WoLo_W)),
                                "p_WoLo_W": np.array(p_WoLo_W),
                                "active": bool(active)},
         }
@@ -1089,8 +1083,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:
 def _point_mass(model: rb.RigidBodyModel, p_BcmPo_B: Array) -> float:
     """The least effective mass of a free body at point P, over every direction of a force there:
     ``1 / λ_max(I/m + [r×]ᵀ I_B⁻¹ [r×])``. [kg]"""
-    r = np.asarray(p_BcmPo_B, dtype=np.float64)
-    S = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+    S = sp.skew(p_BcmPo_B)
     A = np.eye(3) / model.mass + S.T @ np.linalg.inv(model.I_Bcm_B) @ S
     return float(1.0 / np.linalg.eigvalsh(0.5 * (A + A.T))[-1])
 
