@@ -38,7 +38,6 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -108,19 +107,10 @@ def _run_dir() -> Path:
     return d
 
 
-def _with_hil_url(config_path: str, url: str, where: Path) -> str:
-    """A copy of the config with ``[hil] url`` replaced, written into ``where``; its path."""
-    import tomli_w
-
-    from protocol.config import load
-    cfg = load(config_path)
-    cfg["hil"] = {**cfg.get("hil", {}), "url": url}
-    sec = cfg.get("security")
-    if isinstance(sec, dict) and not Path(sec.get("keys_dir", "keys")).is_absolute():
-        sec["keys_dir"] = str(Path(config_path).resolve().parent / sec.get("keys_dir", "keys"))
-    out = where / f"{Path(config_path).stem}-hil.toml"
-    out.write_text(f"# {config_path} with [hil] url = {url!r} (launch.py run --hil)\n" + tomli_w.dumps(cfg))
-    return str(out)
+def _with_hil_url(config: dict[str, Any], url: str) -> dict[str, Any]:
+    """The config with ``[hil] url`` replaced (``run --hil URL``), in memory: the workers get the plan made of it."""
+    hil = config.get("hil")
+    return {**config, "hil": {**(hil if isinstance(hil, dict) else {}), "url": url}}
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -134,25 +124,33 @@ def cmd_run(a: argparse.Namespace) -> int:
     scenario, the run went as scripted (:func:`tools.report.expected_events`); 3 when
     it ran to the end but did not.
     """
+    from protocol.config import load, validate
     only = _only(a.only)
     try:
-        plan = _plan(a.config, only, _overrides(a))
+        config = load(a.config)
     except ConfigError as err:
         return _config_problems(err)
-    has_logger = any(s.kind == "logger" and (not only or n in only) for n, s in plan.services.items())
-    run_dir = None
-    if a.log is None and has_logger and plan.sim.get("log") is None:
+    if a.hil:
+        config = _with_hil_url(config, a.hil)
+    # where the log goes is decided before the one validation (which checks it): a logger of this host and
+    # no sim.log or --log: a new runs/<timestamp>/run.mcap
+    services, sim_in = config.get("services"), config.get("sim")
+    has_logger = isinstance(services, dict) and any(
+        isinstance(s, dict) and s.get("kind") == "logger" and (not only or n in only) for n, s in services.items())
+    run_dir, made_runs = None, not Path("runs").exists()
+    if a.log is None and has_logger and (sim_in if isinstance(sim_in, dict) else {}).get("log") is None:
         run_dir = _run_dir()
         a.log = str(run_dir / "run.mcap")
-    config_path = a.config
-    if a.hil:
-        config_path = _with_hil_url(a.config, a.hil, run_dir or Path(tempfile.mkdtemp(prefix="berthsim-hil-")))
     overrides = _overrides(a)
     # provenance for the logger (it records them; it does not read the process's command line)
-    overrides.update(command_line=a.command_line, config_file=str(Path(config_path).resolve()))
+    overrides.update(command_line=a.command_line, config_file=str(Path(a.config).resolve()))
     try:
-        plan = _plan(config_path, only, overrides)
+        plan = validate(config, path=a.config, only=only, overrides=overrides)
     except ConfigError as err:
+        if run_dir is not None:  # made for the log of a run that does not start: nothing is left behind
+            run_dir.rmdir()
+            if made_runs:
+                run_dir.parent.rmdir()
         return _config_problems(err)
     show = os.environ.get("BERTHSIM_NO_PROGRESS", "") in ("", "0")
     from protocol.launcher import Launcher

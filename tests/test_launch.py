@@ -61,3 +61,16 @@ def test_a_diverged_run_shows_where_and_no_physical_figure() -> None:
     assert _row(table, "phase: capture") == "from t =    7.00 s"
     assert "e+73" not in table and "peak interface" not in table and "momentum drift" not in table
     assert "interface_peak" not in fig and "momentum_drift_Ns" not in fig  # nor in summary.json
+
+
+def test_a_refused_config_leaves_no_run_folder_behind(tmp_path):
+    """``run`` validates once, before anything starts; the runs/<timestamp> folder made for the log goes again."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[sim]\nduration = -1\n[services.logger]\nkind = "logger"\nrate_hz = 100\n')
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "launch.py"), "run", str(bad)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "sim.duration: expected >= 0, got -1" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
