@@ -20,6 +20,14 @@ other hosts, and then only about those services. Anything else on the control so
 without keys) is ignored, noted once per identity on stderr and counted in the
 summary's ``control_ignored`` (identity → messages).
 
+Playback control (a replay watched live, ``launch.py replay LOG --view``): a ``playback``
+request from a service of kind ``viewer`` (``{"op": "playback", "cmd": "pause" | "play" |
+"seek" | "rate", "t_ns": int, "rate": float}``) is checked and forwarded to every service
+of kind ``replay`` (with ``forward_only`` when the run has models, which cannot go back in
+time), ``pause`` and ``play`` also to every model (its stall watchdog waits while paused),
+and put on ``sim/control`` (``playback``) so that a log of the run records it. A request
+from any other service, or a malformed one, is ignored and counted like a foreign message.
+
 Stop order: models and sources first, sinks (the logger) last so they record
 everything. A service that dies (non-zero exit, signal, error report, or a thread
 that ends) makes the launcher print which one and why, stop the others (within 1 s)
@@ -537,11 +545,50 @@ class Launcher:
             raise _Failed(f"service {ident!r} diverged at t = {t_s:.3f} s: {msg.get('reason')}")
         elif op == "error":
             raise _Failed(f"service {ident!r} failed: {msg.get('reason')}")
+        elif op == "playback":
+            self._playback(ident, msg)
         elif op == "held":  # what a service says while frozen (the rig holds, parks): into the log
             status = {str(k): v for k, v in dict(msg.get("status") or {}).items()
                       if isinstance(v, (str, int, float, bool)) and k not in ("service", "t_ns", "frozen_s")}
             self._announce("held", {"service": ident, "t_ns": int(msg.get("t_ns", 0)),
                                     "frozen_s": float(msg.get("frozen_s", 0.0)), **status})
+
+    def _playback(self, ident: str, msg: dict[str, Any]) -> None:
+        """A viewer's playback request: checked, forwarded to the replays (and pause/play to the models), logged
+        (see the module docstring). Anything else is ignored and counted (:meth:`_ignore`)."""
+        spec = self.plan.services.get(ident)
+        if spec is None or spec.kind != "viewer":
+            self._ignore(ident, "a playback request from a service that is not a viewer")
+            return
+        cmd = msg.get("cmd")
+        out: dict[str, Any] = {"op": "playback", "cmd": cmd}
+        t, rate = msg.get("t_ns"), msg.get("rate")
+        if cmd == "seek" and not (isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 2**63):
+            self._ignore(ident, f"playback seek: t_ns: expected a time in [0, 2**63) ns, got {t!r}")
+            return
+        if cmd == "rate" and not (isinstance(rate, (int, float)) and not isinstance(rate, bool)
+                                  and math.isfinite(rate) and rate >= 0):
+            self._ignore(ident, f"playback rate: expected a finite pace >= 0, got {rate!r}")
+            return
+        if cmd not in ("pause", "play", "seek", "rate"):
+            self._ignore(ident, f"playback: cmd: expected pause, play, seek or rate, got {cmd!r}")
+            return
+        replays = [n for n, s in self.plan.services.items() if s.kind == "replay"]
+        if not replays:
+            self._ignore(ident, "a playback request in a run without a replay")
+            return
+        models = [n for n, r in self.records.items() if r.role == "model"]
+        if cmd == "seek":
+            out["t_ns"] = int(t)  # type: ignore[arg-type]  # checked above
+        if cmd == "rate":
+            out["rate"] = float(rate)  # type: ignore[arg-type]  # checked above
+        out["forward_only"] = bool(models)
+        for n in replays:
+            self.server.send(n, out)
+        if cmd in ("pause", "play"):
+            for n in models:
+                self.server.send(n, {"op": "playback", "cmd": cmd})
+        self._announce("playback", {k: v for k, v in out.items() if k != "op"} | {"by": ident})
 
     def _broadcast(self, msg: dict[str, Any], names: list[str] | None = None) -> None:
         for n in names if names is not None else list(self.records):

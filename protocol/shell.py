@@ -51,7 +51,21 @@ L →        ping                        heartbeat; none for heartbeat_timeout: 
 → L        stats                       the totals once more, when stopped
 → L        frozen                      froze itself (realtime overrun policy "freeze")
 → L        error                       reason; the process then exits non-zero
+→ L        playback                    a member's request (the viewer's play/pause/seek/rate), taken from its
+                                       ``control_requests()`` at the shell's control turns
+L →        playback                    cmd (pause, play, seek t_ns, rate), forward_only: to a source, applied by
+                                       its ``playback(msg)``; to a model, pause/play hold its stall watchdog
 =========  =========================  ===============================================
+
+Playback control (a replay driven from a live view, :mod:`services.viewer`): a member with
+``control_requests() -> list[dict]`` (called on the shell's thread, at each control turn) has
+them sent to the launcher on its own control client; the launcher forwards a viewer's
+``playback`` requests to the replay sources. A source with ``playback(msg)`` applies them
+(raising ``ConfigError`` for a malformed or refused one: counted in ``msgs_invalid``,
+dropped, noted on stderr); a source with ``holding() -> bool`` is not read while it holds
+(paused), so that its process keeps answering control, and a ``None`` from ``read()``
+while it holds is not its end (held at the end of a replay). While a source of the process
+holds, or the launcher said ``pause`` to a model, the stall watchdog waits.
 
 No subscriber misses the first sample: nobody starts before every process's SUB and
 PUB are confirmed. Malformed or invalid messages are counted (``msgs_invalid``) and
@@ -289,6 +303,11 @@ class ProcessShell:
         self._resume_msg: dict[str, Any] | None = None
         self.late_imports: list[str] = []  # realtime: modules first imported during the run (see _run_realtime)
         self._src_next: dict[str, tuple[int, str, bytes] | None] = {}
+        # playback control: sources that may hold (paused), members that send requests to the launcher
+        self._holding = {m.name: m.obj.holding for m in self.members
+                         if m.role == "source" and callable(getattr(m.obj, "holding", None))}
+        self._requesters = [m for m in self.members if callable(getattr(m.obj, "control_requests", None))]
+        self._playback_paused = False  # the launcher said pause to a model of this process (a paused replay)
         self._poller = Poller()
         self._next_ctl = 0
         self._next_stats = 0
@@ -540,6 +559,12 @@ class ProcessShell:
 
     # ------------------------------------------------------------------ control
     def _control(self) -> None:
+        for m in self._requesters:  # a member's own requests to the launcher (the viewer's playback control)
+            for req in m.obj.control_requests():
+                if isinstance(req, dict) and isinstance(req.get("op"), str):
+                    m.ctl.send(req)
+                else:
+                    m.invalid += 1
         for m in self.members:
             while True:
                 msg = m.ctl.recv(0.0)
@@ -557,6 +582,8 @@ class ProcessShell:
                     if not all(x.stopped for x in self.members):  # the others go on (a sink beside it)
                         m.state = "stopped"
                         m.ctl.send({"op": "state", "state": "stopped", "t_ns": m.t_ns})
+                elif op == "playback":
+                    self._playback(m, msg)
                 elif op == "freeze" and self.state == "running":
                     self._freeze()
                 elif op == "resume" and self.state == "frozen":
@@ -572,6 +599,26 @@ class ProcessShell:
         hb = self.start.get("heartbeat_timeout_ns", 0)
         if hb and time.monotonic_ns() - self._last_ctl > hb:
             raise _Fail(f"no word from the launcher for {hb / 1e9:.1f} s")
+
+    def _playback(self, m: Member, msg: dict[str, Any]) -> None:
+        """A playback control message for member ``m`` (see the module docstring): applied to a source by its
+        ``playback(msg)`` (the source takes it at its next read); a model's stall watchdog waits while paused.
+        Anything malformed or refused is counted (``msgs_invalid``), noted and dropped."""
+        cmd = msg.get("cmd")
+        apply = getattr(m.obj, "playback", None)
+        if m.role == "source" and callable(apply):
+            try:
+                apply(msg)
+            except (ConfigError, ValueError, TypeError, KeyError) as err:
+                m.invalid += 1
+                print(f"[{m.name}] playback {cmd!r} dropped: {err}", file=sys.stderr, flush=True)
+                return
+            if cmd == "seek":
+                self._src_next.pop(m.name, None)  # read before the seek, not yet published
+        elif m.role == "model" and cmd in ("pause", "play"):
+            self._playback_paused = cmd == "pause"
+        elif m.role != "model":
+            m.invalid += 1
 
     def _set_state(self, state: str) -> None:
         self.state = state
@@ -762,7 +809,8 @@ class ProcessShell:
                 break
             if n == 0:
                 if mono() - moved > stall_ns:
-                    moved = self._stalled(stall_ns)
+                    held = self._playback_paused or any(h() for h in self._holding.values())
+                    moved = mono() if held else self._stalled(stall_ns)  # a paused replay is not a stall
                 wait_ms = 50
                 if pace is not None:
                     due = min(state["anchor"] + int((m.t_ns - t0) / speed) for m in steppers if not m.done)
@@ -812,10 +860,15 @@ class ProcessShell:
         for m in self.sched.sources:
             if m.done:
                 continue
+            holding = self._holding.get(m.name)
             for _ in range(_SOURCE_BATCH):
                 item = self._src_next.get(m.name)
                 if item is None:
+                    if holding is not None and holding():  # paused: not read, so control is still answered
+                        break
                     item = m.obj.read()
+                    if item is None and holding is not None and holding():  # held at its end: not the end
+                        break
                     if item is None or (t_end and item[0] > t_end):
                         self._end_source(m)
                         break
@@ -1077,8 +1130,13 @@ class ProcessShell:
             if m.done:
                 continue
             item = self._src_next.get(m.name)
+            holding = self._holding.get(m.name)
             if item is None:
+                if holding is not None and holding():
+                    continue
                 item = m.obj.read()
+                if item is None and holding is not None and holding():
+                    continue
                 if item is None or (t_end and item[0] > t_end):
                     self._end_source(m)
                     continue

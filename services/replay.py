@@ -32,6 +32,15 @@ one message, ``+``/``-`` rate ×2/÷2, ``]``/``[`` seek ±5 s, ``q`` quit. Tests
 same controls through :meth:`ReplaySource.handle_key`, :meth:`~ReplaySource.pause`,
 :meth:`~ReplaySource.step`, :meth:`~ReplaySource.seek`.
 
+Playback control from a live view (``launch.py replay LOG --view``, :mod:`services.viewer`):
+the viewer's requests reach the replay's process as control messages (``{"op": "playback",
+"cmd": "pause" | "play" | "seek" | "rate", ...}``, forwarded by the launcher), which its shell
+hands to :meth:`ReplaySource.playback` at its next loop turn. While the replay is paused the
+shell does not call :meth:`~ReplaySource.read` (:meth:`~ReplaySource.holding`), so it keeps
+answering control. With ``hold = true`` (``--view`` without co-simulated services) the replay
+holds at the end of its window instead of ending: the view can seek back, and the run lasts
+until Ctrl-C; ``play`` there starts again from the window's start.
+
 """
 
 from __future__ import annotations
@@ -58,13 +67,16 @@ from protocol.messages import SCHEMAS
 from protocol.service import Port, ServicePorts
 from protocol.timebase import check_seconds
 
-__all__ = ["KEYS", "OPTIONS", "RATE_MAX", "RATE_MIN", "TABLES", "Lateness", "ReplaySource", "build", "check_rate",
-           "ports", "validate"]
+__all__ = ["KEYS", "OPTIONS", "PLAYBACK_COMMANDS", "RATE_MAX", "RATE_MIN", "TABLES", "Lateness", "ReplaySource",
+           "build", "check_rate", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 Num = (int, float)
 OPTIONS: dict[str, Any] = {"log": str, "topics": list, "exclude": list, "start": Num, "end": Num, "rate": Num,
-                           "loop": bool, "paused": bool, "keyboard": bool, "progress": bool}
+                           "loop": bool, "paused": bool, "keyboard": bool, "progress": bool, "hold": bool}
+
+PLAYBACK_COMMANDS = ("pause", "play", "seek", "rate")
+"""The ``cmd`` of a playback control message (:meth:`ReplaySource.playback`)."""
 
 KEYS: dict[str, str] = {" ": "pause/resume", "p": "pause/resume", "s": "step one message", ".": "step one message",
                         "+": "rate x2", "-": "rate /2", "]": "seek +5 s", "[": "seek -5 s", "q": "quit"}
@@ -159,6 +171,9 @@ class ReplaySource:
         Start again at the end (until stopped).
     paused : bool
         Start paused.
+    hold_end : bool
+        At the end of the window, hold (paused, :attr:`ended`) instead of ending; a seek or
+        :meth:`resume` goes on (not with ``loop``, which never ends).
     progress : text stream, optional
         Where the progress bar goes (``tqdm``, drawn only when the stream is a terminal);
         None: none.
@@ -179,8 +194,9 @@ class ReplaySource:
     def __init__(self, log: str | os.PathLike[str] | LogFile, *, name: str = "replay", period_ns: int = _MS,
                  topics: Iterable[str] | None = None, exclude: Iterable[str] = (), start_ns: int | None = None,
                  end_ns: int | None = None, rate: float = 0.0, loop: bool = False, paused: bool = False,
-                 progress: TextIO | None = None, keyboard: bool = False, report: TextIO | None = None,
-                 clock: Callable[[], int] = time.monotonic_ns, sleep: Callable[[float], None] = time.sleep) -> None:
+                 hold_end: bool = False, progress: TextIO | None = None, keyboard: bool = False,
+                 report: TextIO | None = None, clock: Callable[[], int] = time.monotonic_ns,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.log = log if isinstance(log, LogFile) else open_log(log)
         self.log.register_schemas()
         self.name = name
@@ -200,6 +216,9 @@ class ReplaySource:
         if (bad := check_rate(rate)) is not None:
             raise ConfigError(bad)
         self.loop = loop
+        self.hold_end = bool(hold_end) and not loop
+        self.ended = False
+        """Held at the end of the window (``hold_end``): paused until a seek or :meth:`resume`."""
         self._clock, self._sleep = clock, sleep
         self._lock = threading.Lock()
         self.status = _Status(t_ns=self.start_ns, rate=float(rate), paused=paused)
@@ -237,8 +256,12 @@ class ReplaySource:
             self._touched = True
 
     def resume(self) -> None:
-        """Continue publishing (the pace re-anchors at the current message)."""
+        """Continue publishing (the pace re-anchors at the current message); held at the end
+        (:attr:`ended`), start again from the window's start."""
         with self._lock:
+            if self.ended:
+                self._seek_to = self.start_ns
+                self.ended = False
             self.status.paused = False
             self._steps = 0
             self._anchor = None
@@ -261,6 +284,7 @@ class ReplaySource:
         """Continue from the first message at or after ``t_ns`` (clamped to the window). [ns]"""
         with self._lock:
             self._seek_to = min(max(int(t_ns), self.start_ns), self.end_ns)
+            self.ended = False
             self._touched = True
 
     def set_rate(self, rate: float) -> None:
@@ -297,6 +321,53 @@ class ReplaySource:
             return False
         return True
 
+    def playback(self, msg: Any) -> None:
+        """Apply one playback control message (from a live view, through the launcher and the shell).
+
+        ``msg`` is a map with ``cmd`` in :data:`PLAYBACK_COMMANDS`: ``pause``; ``play``
+        (:meth:`resume`); ``seek`` with ``t_ns`` (int, log time [ns], clamped to the window);
+        ``rate`` with ``rate`` (:func:`check_rate`). ``forward_only = true`` (the run
+        co-simulates services from the replayed topics, which cannot go back in time) refuses a
+        seek before the current time.
+
+        Raises
+        ------
+        ConfigError
+            A malformed message or a refused seek, naming the field and the value (nothing applied).
+        """
+        if not isinstance(msg, dict):
+            raise ConfigError(f"playback: expected a map, got {type(msg).__name__}")
+        cmd = msg.get("cmd")
+        if cmd == "pause":
+            self.pause()
+        elif cmd == "play":
+            self.resume()
+        elif cmd == "seek":
+            t = msg.get("t_ns")
+            if isinstance(t, bool) or not isinstance(t, int):
+                raise ConfigError(f"playback seek: t_ns: expected an integer time [ns], got {t!r}")
+            if msg.get("forward_only") and t < self.status.t_ns:
+                raise ConfigError(f"playback seek: t_ns = {t} is before the current time {self.status.t_ns} ns, and "
+                                  "services co-simulated from the replayed topics cannot go back in time")
+            self.seek(t)
+        elif cmd == "rate":
+            if (bad := check_rate(msg.get("rate"), "playback rate")) is not None:
+                raise ConfigError(bad)
+            self.set_rate(float(msg["rate"]))
+        else:
+            raise ConfigError(f"playback: cmd: expected one of {', '.join(PLAYBACK_COMMANDS)}, got {cmd!r}")
+
+    def holding(self) -> bool:
+        """Paused with no step pending, or held at the end (``hold_end``), and not stopped: :meth:`read`
+        would wait (or, at the end, return None without ending); the shell asks again later instead."""
+        if self._stop.is_set():
+            return False
+        with self._lock:
+            held = self.ended or (self.status.paused and self._steps <= 0)
+        if held:
+            self._show(force=False)
+        return held
+
     # ---------------------------------------------------------------- source
     def _open(self, t_ns: int) -> Iterator[tuple[int, str, bytes]]:
         """``(t_ns, topic, payload)`` from ``t_ns`` on: the log read a block (chunk) at a time."""
@@ -331,7 +402,7 @@ class ReplaySource:
                     self._show(force=False)
                 return msg
             if not self.loop:
-                self._end()
+                self._at_end()
                 return None
         self._touched = False
         if not self._wait_unpaused():
@@ -348,7 +419,7 @@ class ReplaySource:
             self._anchor = None
             msg = next(self._it, None)
         if msg is None or self._stop.is_set():
-            self._end()
+            self._at_end()
             return None
         self._pace(msg[0], msg[1])
         st.t_ns = msg[0]
@@ -387,6 +458,17 @@ class ReplaySource:
             if self.status.paused or self._anchor is None:
                 break
         self.lateness.add(now - due)
+
+    def _at_end(self) -> None:
+        """The end of the window: held there (``hold_end``: paused, :attr:`ended`), or the end of the replay."""
+        if self.hold_end and not self._stop.is_set():
+            with self._lock:
+                self.ended = self.status.paused = True
+                self._steps = 0
+                self._touched = True
+            self._show(force=True)
+            return
+        self._end()
 
     def _end(self) -> None:
         """At the end: the final progress line and the pacing report (``read`` then returns None)."""
@@ -536,7 +618,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> ReplaySource:
     return ReplaySource(svc["log"], name=name, period_ns=period_ns, topics=svc.get("topics") or None,
                         exclude=svc.get("exclude", ()), start_ns=_ns(svc.get("start")), end_ns=_ns(svc.get("end")),
                         rate=float(svc.get("rate", 0.0)), loop=bool(svc.get("loop", False)),
-                        paused=bool(svc.get("paused", False)),
+                        paused=bool(svc.get("paused", False)), hold_end=bool(svc.get("hold", False)),
                         progress=sys.stderr if svc.get("progress", False) else None,
                         keyboard=bool(svc.get("keyboard", False)),
                         report=sys.stderr if float(svc.get("rate", 0.0)) > 0 else None)

@@ -19,6 +19,20 @@ that is not loopback needs ``allow_remote = true``), ``port`` (default 8765), ``
 connection* → Foxglove WebSocket → ``ws://127.0.0.1:8765`` and the layout
 ``configs/foxglove_layout.json``.
 
+Playback control (``launch.py replay LOG --view``): when the run has a replay (a service of
+kind ``replay`` in the configuration), the server advertises the ``playbackControl`` and
+``time`` capabilities with the replay's window as its time range (``dataStartTime``,
+``dataEndTime``: the log's span cut to the replay's ``start``/``end``), and sends, at the
+display rate, the playback state (Playing, Paused, or Ended at the window's end; the current
+time, the latest log time of the data messages it shows, [ns]; the pace) and the time. The
+player's controls (play, pause, seek, speed) become ``playback`` requests to the launcher
+(:meth:`LiveViewer.control_requests`, sent by the shell on the viewer's control client), which
+forwards them to the replay (:meth:`services.replay.ReplaySource.playback`). A seek back in
+time is refused when the run co-simulates services (``--resim``, ``--config --only``): they
+cannot go back; the answer says ``did_seek = false`` and a warning in the player says why.
+Pause, play and speed work with them. A request that cannot be honoured (a speed outside
+[0.001, 1000]) is refused the same way and counted (:attr:`LiveViewer.refused`).
+
 Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``validate``,
 ``build``, ``ports``.
 """
@@ -26,6 +40,7 @@ Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``valida
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 import threading
 import time
@@ -41,6 +56,10 @@ __all__ = ["OPTIONS", "TABLES", "LiveViewer", "build", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"host": str, "port": int, "display_hz": (int, float), "topics": list, "allow_remote": bool}
+RATE_RANGE = (1e-3, 1e3)
+"""The paces a replay takes (:data:`services.replay.RATE_MIN`, ``RATE_MAX``; a service does not import another)."""
+SEEK_GUARD_S = 2.0
+"""After a seek, for at most this long (wall), only messages from the target on move the current time. [s]"""
 DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": 8765, "display_hz": 30.0, "topics": [],
                             "allow_remote": False}
 
@@ -74,6 +93,13 @@ class LiveViewer:
     ----------
     received, shown, dropped : int
         Frames handed in, logged to the server, and replaced before they were shown.
+    playback : bool
+        The run has a replay: the player's controls drive it.
+    time_range : tuple of int, or None
+        The replay's window (start, end) in log time [ns] (None without a replay).
+    requests, refused : int
+        Playback requests sent to the launcher, and refused here (a seek back with co-simulated services,
+        a speed out of range, a malformed request).
     ticks : int
         Display ticks so far.
     port : int
@@ -94,8 +120,14 @@ class LiveViewer:
         self._fox = foxglove
         self._plot_type = plot_type
         self._scene = scene_of(config, with_arm=True, with_rig="hil" in config)
+        self._init_playback(config, name)
+        extra: dict[str, Any] = {}
+        if self.playback:
+            from foxglove.websocket import Capability
+            extra = {"capabilities": [Capability.PlaybackControl, Capability.Time], "server_listener": self,
+                     "playback_time_range": self.time_range}
         self._server = foxglove.start_server(name=f"berthsim {name}", host=svc["host"], port=int(svc["port"]),
-                                             context=self._ctx)
+                                             context=self._ctx, **extra)
         self.port = int(self._server.port)
         self._channels: dict[str, tuple[Any, Any]] = {}
         from foxglove.messages import FrameTransforms
@@ -108,6 +140,127 @@ class LiveViewer:
         self.received = self.shown = self.dropped = self.ticks = 0
         self._thread = threading.Thread(target=self._show_loop, name=f"{name}-display", daemon=True)
         self._thread.start()
+
+    # ---------------------------------------------------------------- playback control of a replay
+    def _init_playback(self, config: dict[str, Any], name: str) -> None:
+        """The replay's window, pace and whether services are co-simulated, from the run's configuration."""
+        from protocol.logfile import open_log
+
+        services = config["services"]
+        replays = {n: s for n, s in services.items() if s.get("kind") == "replay"}
+        self.playback = bool(replays)
+        self.time_range: tuple[int, int] | None = None
+        self.requests = self.refused = 0
+        self._out: list[dict[str, Any]] = []   # requests for the launcher, taken by the shell's thread
+        self._paused = self._ended = False
+        self._speed = 1.0
+        self._t_now = 0
+        self._seek_guard: tuple[int, float] | None = None  # (target [ns], until [monotonic s]) after a seek
+        self._co_simulated: list[str] = []
+        if not replays:
+            return
+        starts, ends = [], []
+        for svc in replays.values():
+            with open_log(svc["log"]) as log:
+                log.register_schemas()  # its topics shown even when this program has no schema of them
+                lo, hi = log.start_ns, log.end_ns
+            if svc.get("start") is not None:
+                lo = max(lo, int(round(float(svc["start"]) * 1e9)))
+            if svc.get("end") is not None:
+                hi = min(hi, int(round(float(svc["end"]) * 1e9)))
+            starts.append(lo)
+            ends.append(hi)
+        self.time_range = (min(starts), max(max(ends), min(starts)))
+        self._t_now = self.time_range[0]
+        first = next(iter(replays.values()))
+        self._speed = float(first.get("rate", 0.0)) or 1.0
+        self._paused = bool(first.get("paused", False))
+        self._co_simulated = [n for n in services if n not in replays and _role(config, n) == "model"]
+
+    def control_requests(self) -> list[dict[str, Any]]:
+        """The playback requests for the launcher since the last call (the shell sends them on this service's
+        control client, from its own thread): ``{"op": "playback", "cmd": "pause" | "play" | "seek" | "rate",
+        "t_ns": int [ns], "rate": float}``."""
+        with self._lock:
+            out, self._out = self._out, []
+        return out
+
+    def on_playback_control_request(self, request: Any) -> Any:
+        """The player's request (foxglove-sdk's server thread): queue the requests for the replay, answer the
+        new state. A seek back with co-simulated services, or a speed out of range, is refused (counted, a
+        warning in the player); nothing here raises."""
+        from foxglove.websocket import PlaybackCommand, PlaybackState
+
+        did_seek = False
+        try:
+            with self._lock:
+                speed = float(request.playback_speed)
+                if speed != self._speed:
+                    if math.isfinite(speed) and RATE_RANGE[0] <= speed <= RATE_RANGE[1]:
+                        self._out.append({"op": "playback", "cmd": "rate", "rate": speed})
+                        self._speed = speed
+                    else:
+                        self._refuse(f"speed {speed:g}: expected {RATE_RANGE[0]:g} to {RATE_RANGE[1]:g}")
+                seek = request.seek_time
+                if seek is not None and self.time_range is not None:
+                    t = min(max(int(seek), self.time_range[0]), self.time_range[1])
+                    if self._co_simulated and t < self._t_now:
+                        self._refuse(f"seek back to {t / 1e9:.3f} s refused: the co-simulated services "
+                                     f"({', '.join(self._co_simulated)}) cannot go back in time")
+                    else:
+                        self._out.append({"op": "playback", "cmd": "seek", "t_ns": t})
+                        self._t_now, self._ended, did_seek = t, False, True
+                        self._seek_guard = (t, time.monotonic() + SEEK_GUARD_S)
+                if request.playback_command == PlaybackCommand.Pause and not self._paused:
+                    self._out.append({"op": "playback", "cmd": "pause"})
+                    self._paused = True
+                elif request.playback_command == PlaybackCommand.Play and (self._paused or self._ended):
+                    self._out.append({"op": "playback", "cmd": "play"})
+                    if self._ended and self.time_range is not None:  # the replay starts again from the start
+                        self._t_now = self.time_range[0]
+                        self._seek_guard = (self._t_now, time.monotonic() + SEEK_GUARD_S)
+                    self._paused = self._ended = False
+                self.requests += 1
+                return PlaybackState(self._status(), self._t_now, self._speed, did_seek, request.request_id)
+        except Exception as err:  # noqa: BLE001 - a request that cannot be read is counted, never fatal
+            with self._lock:
+                self.refused += 1
+            print(f"berthsim viewer {self.name}: playback request dropped: {type(err).__name__}: {err}",
+                  file=sys.stderr)
+            return None
+
+    def _refuse(self, why: str) -> None:
+        """A request not honoured (under the lock): counted, said in the player as a warning."""
+        self.refused += 1
+        try:
+            self._server.publish_status(why, self._fox.StatusLevel.Warning, id="berthsim-playback")
+        except Exception:  # noqa: BLE001 - a status that cannot be sent is not worth failing for
+            pass
+
+    def _status(self) -> Any:
+        from foxglove.websocket import PlaybackStatus
+        return (PlaybackStatus.Ended if self._ended else PlaybackStatus.Paused if self._paused
+                else PlaybackStatus.Playing)
+
+    def _follow(self, t_seen: int | None) -> None:
+        """The display thread: the current time from the latest log time shown; the state to the players."""
+        from foxglove.websocket import PlaybackState
+
+        with self._lock:
+            if t_seen is not None:
+                guard = self._seek_guard
+                if guard is not None and time.monotonic() > guard[1]:
+                    guard = self._seek_guard = None
+                # after a seek, messages published before it (still on their way) do not move the time back
+                if guard is None or guard[0] <= t_seen <= guard[0] + int(SEEK_GUARD_S * 1e9 * max(self._speed, 1)):
+                    self._seek_guard = None
+                    self._t_now = t_seen
+            if self.time_range is not None and self._t_now >= self.time_range[1] and not self._paused:
+                self._ended = True  # the replay holds at its end (or has ended)
+            state = PlaybackState(self._status(), self._t_now, self._speed, False, None)
+            t_now = self._t_now
+        self._server.broadcast_playback_state(state)
+        self._server.broadcast_time(t_now)
 
     # ---------------------------------------------------------------- the shell's side: store, never decode
     def on_message(self, topic: str, payload: bytes) -> None:
@@ -150,6 +303,7 @@ class LiveViewer:
             latest = {t: b for t, b in self._latest.items() if b is not None}
             self._latest = dict.fromkeys(self._latest)
         arrays = {}
+        t_seen: int | None = None
         for topic, body in latest.items():
             if topic == "sim/control" or topic not in SCHEMAS:
                 continue
@@ -160,6 +314,8 @@ class LiveViewer:
                     self.dropped += 1
                 continue
             arrays[topic] = cols
+            if len(cols["t_ns"]) and not topic.startswith("sim/"):  # sim/stats: a service's own time
+                t_seen = max(int(cols["t_ns"][-1]), t_seen or 0)
             schema = SCHEMAS[topic]
             for kw in plot_rows(schema, cols):
                 channel = plot_channel(topic, kw["sender"])
@@ -174,6 +330,8 @@ class LiveViewer:
         sets = [(t, tfs) for t, _, tfs in transforms(self._scene, arrays)]
         for t, data in tf_messages(sorted(sets, key=lambda s: s[0])):
             self._tf.log(data, log_time=t)
+        if self.playback:
+            self._follow(t_seen)
 
     def close(self) -> None:
         """Stop the display thread and the server; one line with the counts on stderr (idempotent)."""
@@ -184,6 +342,15 @@ class LiveViewer:
         self._server.stop()
         print(f"berthsim viewer {self.name}: {self.received} frames received, {self.shown} shown, {self.dropped} "
               f"dropped (decimated to {1.0 / self._period:g} Hz; {self.ticks} display ticks)", file=sys.stderr)
+
+
+def _role(config: dict[str, Any], name: str) -> str:
+    """A configured service's role (``model``, ``sink``, ``source``), from its kind's ``ports`` hook
+    (:mod:`protocol.registry`); a kind without one is a model."""
+    from protocol.registry import kind_module
+
+    ports_of = getattr(kind_module(config["services"][name]["kind"]), "ports", None)
+    return str(ports_of(config, name).role) if callable(ports_of) else "model"
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> LiveViewer:

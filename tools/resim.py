@@ -24,6 +24,15 @@ co-simulated service (it cannot step past its inputs). Bit-identity holds for ru
 recorded in lockstep mode; a realtime run consumed the latest samples as they arrived,
 which a re-run cannot reproduce (a note says so).
 
+Live view
+---------
+``launch.py replay LOG --view [PORT]`` adds a ``viewer`` service (:mod:`services.viewer`, a
+Foxglove WebSocket on ``ws://127.0.0.1:PORT``, default 8765) whose player's controls (play,
+pause, seek, speed) drive the replay. It paces the replay at the recorded pace unless
+``--rate``, ``--realtime`` or ``--max`` says otherwise; without co-simulated services the
+replay holds at the end of its window (the player can seek back) until Ctrl-C. With them
+(``--config --only``, ``--resim``) a seek back is refused: they cannot go back in time.
+
 Exit codes: 0 success (resim: also when the outputs differ — the comparison is
 reported), 1 a service failed, 2 bad usage or a bad log (one line naming the file).
 """
@@ -65,7 +74,7 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
                   only: Iterable[str] = (), topics: Iterable[str] | None = None, exclude: Iterable[str] = (),
                   start: float | None = None, end: float | None = None, rate: float = 0.0, loop: bool = False,
                   paused: bool = False, keyboard: bool = False, progress: bool = False, out_log: str | None = None,
-                  transport: str | None = None, bus: str | None = None) -> dict[str, Any]:
+                  transport: str | None = None, bus: str | None = None, view: int | None = None) -> dict[str, Any]:
     """The run configuration of a replay: the source, the co-simulated services, a logger.
 
     Parameters
@@ -83,6 +92,9 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
         Add a logger writing this file.
     transport, bus : str, optional
         ``[sim]`` transport and bus URL.
+    view : int, optional
+        Add a ``viewer`` on this loopback port (0: any free one) whose player drives the replay; without
+        co-simulated services the replay then holds at its end (``hold``) instead of ending the run.
 
     Returns
     -------
@@ -123,6 +135,8 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
     src = {"kind": "replay", "rate_hz": rate_hz, "log": str(Path(log_path).resolve()), "topics": chosen,
            "rate": float(rate), "loop": bool(loop), "paused": bool(paused), "keyboard": bool(keyboard),
            "progress": bool(progress)}
+    if view is not None and not only and not loop:
+        src["hold"] = True  # the player can seek back from the end; the run lasts until Ctrl-C
     if start is not None:
         src["start"] = float(start)
     if end is not None:
@@ -131,6 +145,8 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
     while name in services:
         name += "_"
     services[name] = src
+    if view is not None:
+        _add_viewer(services, rate_hz, view)
     if out_log:
         lname = "logger"
         while lname in services:
@@ -159,6 +175,14 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
             if t in base:
                 config[t] = base[t]
     return config
+
+
+def _add_viewer(services: dict[str, Any], rate_hz: float, port: int) -> None:
+    """A ``viewer`` service on loopback ``port`` (named ``viewer``, or with ``_`` added until it is new)."""
+    name = "viewer"
+    while name in services:
+        name += "_"
+    services[name] = {"kind": "viewer", "rate_hz": rate_hz, "port": int(port)}
 
 
 def _set_value(config: dict[str, Any], assignment: str) -> None:
@@ -283,9 +307,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML config of services to run along (with --only), or of --resim")
     p.add_argument("--only", help="comma-separated services of --config to run along")
     pace = p.add_mutually_exclusive_group()
-    pace.add_argument("--rate", type=float, default=0.0,
+    pace.add_argument("--rate", type=float, default=None,
                       help="pace as a multiple of the recorded one: 0.001 to 1000 (0: as fast as possible)")
-    pace.add_argument("--max", action="store_true", help="as fast as possible (default)")
+    pace.add_argument("--max", action="store_true", help="as fast as possible (default, but with --view)")
     pace.add_argument("--realtime", action="store_true",
                       help="--rate 1: the recorded timing on the wall clock (re-drive a rig); prints the lateness")
     p.add_argument("--start", type=float, help="simulation time to start at [s]")
@@ -294,6 +318,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exclude", help="comma-separated topic patterns to leave out")
     p.add_argument("--loop", action="store_true", help="start again at the end (until Ctrl-C)")
     p.add_argument("--paused", action="store_true", help="start paused (keyboard: space, s, +, -, [, ], q)")
+    p.add_argument("--view", nargs="?", type=int, const=8765, default=None, metavar="PORT",
+                   help="serve the replay live on a Foxglove WebSocket (ws://127.0.0.1:PORT, default 8765) whose "
+                        "player (play, pause, seek, speed) drives it; paced at --rate 1 unless told otherwise")
     p.add_argument("--log", dest="out_log", help="also record the replayed run into this MCAP file")
     p.add_argument("--overwrite", action="store_true",
                    help="replace that file if it exists (else refused; --resim's default file is always replaced)")
@@ -324,9 +351,15 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
     launch_py = launch_py or Path(__file__).resolve().parents[1] / "launch.py"
     try:
         base = load(a.config) if a.config else None
+        view = getattr(a, "view", None)
+        rate = 0.0 if a.max else 1.0 if a.realtime else a.rate if a.rate is not None else 1.0 if view is not None \
+            else 0.0
         if a.resim:
             out = a.out_log or str(Path(a.log).with_name(f"{Path(a.log).stem}-resim-{a.resim}.mcap"))
             config = resim_config(a.log, a.resim, base=base, sets=a.set, out_log=out, transport=a.transport)
+            if view is not None:  # the re-run watched live: paced, its player drives the replay source
+                _add_viewer(config["services"], 50.0, view)
+                next(s for s in config["services"].values() if s.get("kind") == "replay")["rate"] = rate
             with open_log(a.log) as log:
                 mode = (log.config() or {}).get("sim", {}).get("mode", "lockstep")
             if mode == "realtime":
@@ -343,10 +376,10 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
                 raise ConfigError("--only needs --config")
             config = replay_config(a.log, base=base, only=only, topics=_patterns(a.topics),
                                    exclude=_patterns(a.exclude) or (), start=a.start, end=a.end,
-                                   rate=0.0 if a.max else 1.0 if a.realtime else a.rate, loop=a.loop, paused=a.paused,
+                                   rate=rate, loop=a.loop, paused=a.paused,
                                    keyboard=tty, progress=not (a.quiet or os.environ.get("BERTHSIM_NO_PROGRESS")),
                                    out_log=a.out_log,
-                                   transport=a.transport, bus=a.bus)
+                                   transport=a.transport, bus=a.bus, view=view)
         with open_log(a.log) as log:
             if log.foreign:  # skipped: neither replayed nor fed to a re-simulation
                 print(f"berthsim replay: note: {log.foreign_note()}", file=sys.stderr)
