@@ -125,7 +125,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from errors import ConfigError
-from protocol.registry import BUILTIN, kind_module
+from protocol.registry import BUILTIN, kind_module, table_keys
 from protocol.service import ServicePorts
 from protocol.timebase import MAX_NS, align_up, check_rates, check_seconds, period_ns, seconds_to_ns
 
@@ -137,7 +137,7 @@ if TYPE_CHECKING:
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "KINDS", "MAX_SWEEP_RUNS", "ServiceSpec", "RunPlan",
            "check_limits", "check_sweep_size", "check_table", "check_value", "check_values", "cut",
            "ipc_endpoint_paths", "load", "register_schemas", "registered_kind", "service_module", "show",
-           "with_overrides", "peers_of", "processes_of", "read_plan", "validate", "write_plan"]
+           "with_overrides", "peers_of", "processes_of", "read_plan", "table_values", "validate", "write_plan"]
 
 Num = (int, float)
 
@@ -609,6 +609,19 @@ def check_values(values: Mapping[str, Any], where: str, keys: Mapping[str, tuple
         else:
             out[key] = values[key]
     return out
+
+
+def table_values(config: Mapping[str, Any], table: str) -> dict[str, Any]:
+    """Values of another service's table as its owner reads them: ``[table]`` checked against the owner kind's own
+    keys and defaults (:func:`protocol.registry.table_keys`), so that a reader never copies them. Problems are the
+    owner's to report (its ``validate``); here a bad value reads as its default.
+
+    Raises
+    ------
+    ConfigError
+        If no service kind declares the table.
+    """
+    return check_table(config, table, table_keys(table, config)[1], [])
 
 
 def check_table(config: Mapping[str, Any], table: str, keys: Mapping[str, tuple[Any, Any]],

@@ -51,7 +51,7 @@ from typing import Any, Protocol
 from errors import ConfigError
 
 __all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
-           "kind_module", "kinds"]
+           "kind_module", "kinds", "table_keys"]
 
 ENTRY_POINT_GROUP = "berthsim.kinds"
 """The entry-point group through which an installed distribution adds service kinds."""
@@ -203,3 +203,32 @@ def capabilities(kind: str) -> frozenset[str]:
     if k.origin == "builtin":
         return k.capabilities
     return frozenset(getattr(kind_module(kind), "CAPABILITIES", ())) - {"from_log"}
+
+
+def table_keys(table: str, config: Mapping[str, Any] | None = None) -> tuple[str, Mapping[str, tuple[Any, Any]]]:
+    """The owner of a configuration table and its keys: the kind whose module declares ``TABLE_KEYS[table]`` (key
+    -> (kind, default), :func:`protocol.config.check_value`), looked for among the kinds ``config`` runs, then the
+    shipped ones. A kind that reads another's table (the contact service reads ``[orbiter]``) takes the owner's
+    keys and defaults from here instead of a copy of its own.
+
+    Returns
+    -------
+    (str, Mapping)
+        The owner kind and its keys of ``table``.
+
+    Raises
+    ------
+    ConfigError
+        If no kind declares the table (naming it).
+    """
+    services = (config or {}).get("services")
+    ordered = [s["kind"] for s in services.values() if isinstance(s, Mapping) and isinstance(s.get("kind"), str)] \
+        if isinstance(services, Mapping) else []
+    for kind in dict.fromkeys([*ordered, *BUILTIN]):
+        try:
+            keys = getattr(kind_module(kind), "TABLE_KEYS", {})
+        except ConfigError:
+            continue  # a kind that cannot be imported is reported by validate
+        if table in keys:
+            return kind, keys[table]
+    raise ConfigError(f"[{table}]: no service kind declares this table (TABLE_KEYS)")

@@ -165,9 +165,6 @@ from dynamics import rms
 from dynamics import servo as sv
 from dynamics import spatial as sp
 from dynamics.cases import (
-    ORBITER_INERTIA,
-    ORBITER_MASS,
-    PAYLOAD_MASS,
     SRMS_BASE_TO_ORBITER_COM,
     reference_path,
     srms_booms,
@@ -177,12 +174,14 @@ from dynamics.cases import (
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
 from protocol.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
-from protocol.config import check_table
+from protocol.config import check_table, table_values
 from protocol.coupling import Schedule
 from protocol.service import Port, ServicePorts
 from protocol.stability import StiffCoupling
 
-TABLES = ("arm",)
+TABLES = ("arm", "payload", "orbiter")
+"""Its own ``[arm]``; it reads ``[payload]`` and ``[orbiter]`` (with their owners' keys and defaults,
+:func:`protocol.config.table_values`)."""
 
 DEFAULTS: dict[str, Any] = {
     "model": "massless",
@@ -305,10 +304,11 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
 
 def payload_mass_properties(config: dict[str, Any]) -> tuple[float, np.ndarray]:
     """The payload's mass [kg] and inertia about its CoM in T, shape (3, 3) [kg·m²], from ``[payload]``
-    (the contact service owns and checks that table; its defaults when a key is missing)."""
-    pay = config.get("payload", {})
-    I_T = np.asarray(pay.get("inertia", [1e5, 1.5e5, 1.5e5]), dtype=float)
-    return float(pay.get("mass", PAYLOAD_MASS)), (np.diag(I_T) if I_T.shape == (3,) else I_T)
+    (the contact service owns and checks that table; its defaults when a key is missing:
+    :func:`protocol.config.table_values`)."""
+    pay = table_values(config, "payload")  # the owner's keys and defaults
+    I_T = np.asarray(pay["inertia"], dtype=float)
+    return float(pay["mass"]), (np.diag(I_T) if I_T.shape == (3,) else I_T)
 
 
 def _settings(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -1400,14 +1400,14 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
         beams = () if arm.s["flexibility"] == "joints" else arm.beams
         gamma = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, arm.joint_stiffness)
         beta, what = arm.beta, "servo springs"
-    orb, pay = config.get("orbiter", {}), config["payload"]
-    mO, IO = float(orb.get("mass", ORBITER_MASS)), np.asarray(orb.get("inertia", ORBITER_INERTIA), dtype=float)
+    orb, pay = table_values(config, "orbiter"), table_values(config, "payload")  # the owners' keys and defaults
+    mO, IO = float(orb["mass"]), np.asarray(orb["inertia"], dtype=float)
     IO = np.diag(IO) if IO.shape == (3,) else IO
     mT, IT = payload_mass_properties(config)
-    R_WO = sp.pose_from_vector(orb.get("X_WO", [0.0] * 6))[:3, :3]
-    X_WT = sp.pose_from_vector(pay.get("X_WT", [0.0] * 6))
+    R_WO = sp.pose_from_vector(orb["X_WO"])[:3, :3]
+    X_WT = sp.pose_from_vector(pay["X_WT"])
     R_OT = R_WO.T @ X_WT[:3, :3]
-    p_TG_O = R_OT @ sp.pose_from_vector(pay.get("X_TG", [0.0] * 6))[:3, 3]  # payload CoM -> G (= E), in O
+    p_TG_O = R_OT @ sp.pose_from_vector(pay["X_TG"])[:3, 3]  # payload CoM -> G (= E), in O
     f, _ = fx.modes_two_body(mO, IO, np.asarray(pE), mT, R_OT @ IT @ R_OT.T, p_TG_O, gamma)
     w = 2.0 * math.pi * float(f[-1])
     k = mT * w * w

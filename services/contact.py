@@ -187,11 +187,11 @@ from dynamics import contact as dc
 from dynamics import impact as im
 from dynamics import rigid_body as rb
 from dynamics import spatial as sp
-from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS, PAYLOAD_MASS
+from dynamics.cases import PAYLOAD_MASS
 from dynamics.orbit import CircularOrbit
 from dynamics.spatial import pose, pose_from_vector, pose_inverse, rotate_spatial
 from errors import BerthsimError, ConfigError, NoSolutionError
-from protocol.config import check_table, check_values
+from protocol.config import check_table, check_values, table_values
 from protocol.coupling import Schedule
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling
@@ -207,15 +207,6 @@ _Num = (int, float)
 _VEC3 = ("vec", 3)
 _VEC6 = ("vec", 6)
 
-ORBITER_READ: dict[str, tuple[Any, Any]] = {
-    # the keys of [orbiter] read here (the orbiter service owns and checks the table): its mass
-    # properties (impacts, the wrench's reference), its latch frame, the orbit
-    "mass": (_Num, ORBITER_MASS),
-    "inertia": ("inertia", ORBITER_INERTIA.tolist()),
-    "X_OL": (_VEC6, [0.0] * 6),
-    "orbit_altitude": (_Num, 0.0),
-    "gravity_gradient": (bool, True),
-}
 PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
     "mass": (_Num, PAYLOAD_MASS),
     "inertia": ("inertia", [1.0e5, 1.5e5, 1.5e5]),
@@ -266,7 +257,8 @@ CONTACT_KEYS["envelope"] = (ENVELOPE_KEYS, None)
 CONTACT_KEYS["latch"] = (LATCH_KEYS, None)
 CONTACT_KEYS["snare"] = (SNARE_KEYS, None)
 TABLE_KEYS = {"payload": PAYLOAD_KEYS, "contact": CONTACT_KEYS}
-"""The tables the contact service owns (it reads ``[orbiter]``'s :data:`ORBITER_READ`; the orbiter checks it)."""
+"""The tables the contact service owns (it reads ``[orbiter]`` with the orbiter's own keys and defaults,
+:func:`protocol.config.table_values`; the orbiter checks it)."""
 SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
     "point": (int, 0),
     "p_LoSo_L": (_VEC3, [0.0] * 3),
@@ -279,7 +271,7 @@ SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
 def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every value the contact model needs, built; problems listed (each naming key and value)."""
     problems: list[str] = []
-    orb = check_table(config, "orbiter", ORBITER_READ, [])  # the orbiter service reports its own problems
+    orb = table_values(config, "orbiter")  # the orbiter's keys and defaults; it reports the table's problems
     pay = check_table(config, "payload", PAYLOAD_KEYS, problems)
     con = check_table(config, "contact", CONTACT_KEYS, problems)
     out: dict[str, Any] = {"orbiter": orb, "payload": pay, "contact": con}

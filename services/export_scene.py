@@ -125,19 +125,19 @@ def scene_of(config: Mapping[str, Any] | None, with_arm: bool = True, with_rig: 
     errors.ConfigError
         The ``[hil]`` table does not parse (naming the key).
     """
-    from protocol.config import service_module
+    from protocol.config import service_module, table_values
 
     # the tables as the kinds that own them declare them, through the registry of kinds (an offline tool
     # imports no service module)
     ARM_KEYS = service_module("arm").ARM_KEYS
     contact = service_module("contact")
-    ORBITER_READ, PAYLOAD_KEYS, SURFACE_KEYS = contact.ORBITER_READ, contact.PAYLOAD_KEYS, contact.SURFACE_KEYS
+    SURFACE_KEYS = contact.SURFACE_KEYS
 
     cfg = dict(config or {})
     ignored: list[str] = []  # the services reported their tables' problems when the run started
-    orb = check_table(cfg, "orbiter", ORBITER_READ, ignored)
-    pay = check_table(cfg, "payload", PAYLOAD_KEYS, ignored)
-    surfaces = cfg.get("contact", {}).get("surfaces", []) if isinstance(cfg.get("contact"), Mapping) else []
+    orb = table_values(cfg, "orbiter")
+    pay = table_values(cfg, "payload")
+    surfaces = table_values(cfg, "contact")["surfaces"]
     guides = []
     for i, s in enumerate(surfaces if isinstance(surfaces, list) else []):
         v = check_values(s if isinstance(s, Mapping) else {}, f"contact.surfaces[{i}]", SURFACE_KEYS, ignored)

@@ -833,7 +833,7 @@ def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
         If the berthed posture cannot be solved from ``arm.q0``.
     """
     from dynamics import servo as sv
-    from protocol.config import service_module
+    from protocol.config import service_module, table_values
 
     arm = service_module("arm")  # the arm kind's own model and tables, through the registry of kinds
 
@@ -844,8 +844,8 @@ def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
     m.initial(0)
     k = 1.0 / (1.0 / m.joint_stiffness + 1.0 / sv.hold_stiffness(m.servo_p))
     mT, IT = arm.payload_mass_properties(config)
-    pay = config.get("payload", {})
-    X_TG = sp.pose_from_vector(pay.get("X_TG", [0.0] * 6))
+    pay = table_values(config, "payload")  # the payload's keys and defaults, as its owner (contact) reads them
+    X_TG = sp.pose_from_vector(pay["X_TG"])
     upper, lower = (m.chain.beams[m.chain.names.index(name)] for name in cases.SRMS_BOOM_LINKS)  # the arm's booms
     assert upper is not None and lower is not None
     booms = (upper, lower)
@@ -856,8 +856,8 @@ def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
                                           booms=booms)
     else:
         case, loop = cases.srms_latched_and_grappled(
-            payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_TB=pay.get("X_TB", [0.0] * 6),
-            X_OL=config.get("orbiter", {}).get("X_OL", [0.0] * 6), X_OS=m.geom.X_OS, theta_guess=m.theta,
+            payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_TB=pay["X_TB"],
+            X_OL=table_values(config, "orbiter")["X_OL"], X_OS=m.geom.X_OS, theta_guess=m.theta,
             booms=booms)
         loops = (loop,)
     free = modal.modes(case.model, case.q, joint_stiffness=k, loops=loops)

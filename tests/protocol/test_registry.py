@@ -180,3 +180,37 @@ def test_the_docs_worked_example_is_one_file_and_one_config_entry(tmp_path, monk
         assert math.isclose(body["range_rate_mps"], d @ v / np.linalg.norm(d), rel_tol=0, abs_tol=1e-9)
         checked += 1
     assert checked >= 90
+
+
+def test_another_kinds_table_is_read_with_its_owners_keys_and_defaults():
+    from protocol.config import table_values
+    owner, keys = registry.table_keys("orbiter")
+    assert owner == "orbiter" and keys is registry.kind_module("orbiter").TABLE_KEYS["orbiter"]
+    assert registry.table_keys("payload")[0] == "contact"
+    orb = table_values({"orbiter": {"mass": 9.0e4}}, "orbiter")
+    assert orb["mass"] == 9.0e4 and orb["X_OL"] == keys["X_OL"][1] and set(orb) == set(keys)
+    with pytest.raises(ConfigError, match=r"\[nosuch\]: no service kind declares this table"):
+        table_values({}, "nosuch")
+
+
+def test_no_service_reads_another_kinds_table_by_hand():
+    """A service module reads only its own tables (TABLE_KEYS) and the runtime's by indexing the config; another
+    kind's table goes through protocol.config.table_values (its owner's keys and defaults, no copy)."""
+    import ast
+    runtime = {"sim", "services", "security"}
+    owned = {t for k in registry.BUILTIN if k != "fmu" for t in getattr(registry.kind_module(k), "TABLE_KEYS", {})}
+    bad = []
+    for path in sorted((ROOT / "services").glob("*.py")):
+        mod = registry.BUILTIN.get(path.stem)
+        own = set(getattr(registry.kind_module(path.stem), "TABLE_KEYS", {})) if mod else set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            key = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in ("config", "cfg") and node.args:
+                key = node.args[0]
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("config", "cfg"):
+                key = node.slice
+            if isinstance(key, ast.Constant) and key.value in owned - own - runtime:
+                bad.append(f"{path.name}:{node.lineno}: [{key.value}]")
+    assert not bad, bad
