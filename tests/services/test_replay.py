@@ -327,3 +327,52 @@ def test_channels_that_are_not_berthsims_are_skipped_and_counted(tmp_path):
         assert src.read() == (0, "toy/state0", body) and src.read() is None
     finally:
         src.close()
+
+
+# ---------------------------------------------------------------- playback control (a live view's player)
+def test_playback_messages_pause_play_seek_and_rate(small_log):
+    path, expected = small_log
+    src = ReplaySource(path, topics=["toy/state1"], sleep=lambda s: None)
+    first = src.read()
+    assert first == next(e for e in expected if e[1] == "toy/state1") and not src.holding()
+    src.playback({"cmd": "pause"})
+    assert src.holding()  # the shell does not read a paused source: its process keeps answering control
+    src.playback({"cmd": "seek", "t_ns": 500 * MS})
+    assert src.holding()  # a seek while paused stays paused
+    src.playback({"cmd": "rate", "rate": 2.0})
+    assert src.status.rate == 2.0
+    src.playback({"cmd": "play"})
+    assert not src.holding()
+    assert [e[0] for e in drain(src)] == [e[0] for e in expected if e[1] == "toy/state1" and e[0] >= 500 * MS]
+
+
+def test_malformed_or_refused_playback_messages_raise_naming_the_field(small_log):
+    src = ReplaySource(small_log[0])
+    for _ in range(10):
+        src.read()
+    t = src.status.t_ns
+    for msg, words in (({"cmd": "jump"}, "cmd"), ({"cmd": "seek", "t_ns": "1"}, "t_ns"),
+                       ({"cmd": "seek", "t_ns": True}, "t_ns"), ({"cmd": "rate", "rate": 5000.0}, "rate"),
+                       ({"cmd": "rate"}, "rate"), ([1, 2], "map"),
+                       ({"cmd": "seek", "t_ns": t - 1, "forward_only": True}, "cannot go back")):
+        with pytest.raises(ConfigError, match=words):
+            src.playback(msg)
+    assert not src.holding() and src.status.rate == 0.0  # nothing applied
+    src.playback({"cmd": "seek", "t_ns": t + 100 * MS, "forward_only": True})  # forward is fine
+    assert src.read()[0] == t + 100 * MS
+
+
+def test_hold_end_holds_at_the_end_until_a_seek_or_play(small_log):
+    path, expected = small_log
+    state1 = [e for e in expected if e[1] == "toy/state1"]
+    src = ReplaySource(path, topics=["toy/state1"], hold_end=True, sleep=lambda s: None)
+    assert drain(src) == state1
+    assert src.ended and src.holding() and src.status.paused  # held, not ended: None is "nothing now"
+    src.seek(700 * MS)
+    assert not src.ended and src.holding()  # sought back, paused there
+    src.resume()
+    assert drain(src) == [e for e in state1 if e[0] >= 700 * MS] and src.ended
+    src.playback({"cmd": "play"})  # play at the end starts again from the start
+    assert drain(src) == state1
+    src.stop()
+    assert not src.holding() and src.read() is None

@@ -211,3 +211,99 @@ def test_the_player_pauses_plays_speeds_up_and_seeks_the_replay(toy_log: Path) -
     summary = json.loads(out.strip().splitlines()[-1])
     assert "control_ignored" not in summary, summary
     print("playback:", ", ".join(f"{k} {v:.3f}" for k, v in figures.items()))
+
+
+async def _drive_co_simulated(port: int) -> dict[str, float]:
+    ws = await _connect(port)
+    p = Player(ws)
+    reader = asyncio.create_task(p.read())
+    figures: dict[str, float] = {}
+    try:
+        async with ws:
+            await p.until(lambda q: q.info and q.states and q.latest()[2] > S // 2)
+            assert "playbackControl" in p.info["capabilities"]
+            # pause and play work beside the co-simulated service (whose stall watchdog waits meanwhile)
+            await ws.send(request(1, 1.0, rid="pause"))
+            await p.answer("pause")
+            await asyncio.sleep(0.5)
+            t1 = p.latest()
+            await asyncio.sleep(0.5)
+            assert p.latest()[2] == t1[2] and p.latest()[1] == PAUSED
+            await ws.send(request(0, 1.0, rid="play"))
+            await p.answer("play")
+            await p.until(lambda q: q.latest()[2] > t1[2])
+            # a seek back is refused: did_seek false, a warning that says why, and the replay goes on
+            now = p.latest()[2]
+            await ws.send(request(0, 1.0, seek_ns=now // 2, rid="back"))
+            answer = await p.answer("back")
+            assert not answer[4] and answer[2] >= now, answer
+            await p.until(lambda q: any("cannot go back" in s["message"] for s in q.statuses))
+            assert p.statuses[-1]["level"] == 1  # warning
+            await asyncio.sleep(0.5)
+            assert p.latest()[2] > now and not any(lt < now // 2 + S // 10 for w, lt in p.data if w > answer[0])
+            figures["t_after_refusal_s"] = p.latest()[2] / S
+    finally:
+        reader.cancel()
+    return figures
+
+
+def test_with_a_co_simulated_service_a_seek_back_is_refused_and_pause_works(toy_log: Path, tmp_path: Path) -> None:
+    config = toy_config(tmp_path, duration=6.0)
+    port = _free_port()
+    run = _replay(toy_log, port, "--config", str(config), "--only", "b")
+    try:
+        figures = asyncio.run(_drive_co_simulated(port))
+        out, err = run.communicate(timeout=120)  # the co-simulated run ends at the log's end
+    finally:
+        run.kill()
+    assert run.returncode == 0, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert "control_ignored" not in summary, summary
+    assert summary["services"]["b"]["t_ns"] >= 5 * S and summary["services"]["replay"]["msgs_invalid"] == 0
+    print("co-simulated:", figures)
+
+
+class _Sent:
+    """The launcher's control server, reduced to what it sent (the launcher's checks alone, no run)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.malformed = 0
+
+    def send(self, ident: str, msg: dict[str, Any]) -> bool:
+        self.sent.append((ident, msg))
+        return True
+
+
+def test_the_launcher_forwards_a_viewers_requests_and_ignores_others(toy_log: Path, tmp_path: Path) -> None:
+    import io
+    import tomllib
+
+    from protocol.config import validate
+    from protocol.launcher import Launcher
+    from tools.resim import replay_config
+
+    base = tomllib.loads(toy_config(tmp_path).read_text())
+    plan = validate(replay_config(toy_log, base=base, only=["b"], view=_free_port()))
+    err = io.StringIO()
+    launcher = Launcher(plan, out=io.StringIO(), err=err)
+    for name, role in (("replay", "source"), ("viewer", "sink"), ("b", "model")):
+        launcher.records[name].role = role
+    launcher.server = server = _Sent()  # type: ignore[assignment]
+    launcher._handle("viewer", {"op": "playback", "cmd": "seek", "t_ns": 2 * S})
+    launcher._handle("viewer", {"op": "playback", "cmd": "pause"})
+    launcher._handle("viewer", {"op": "playback", "cmd": "rate", "rate": 2})
+    assert server.sent == [("replay", {"op": "playback", "cmd": "seek", "t_ns": 2 * S, "forward_only": True}),
+                           ("replay", {"op": "playback", "cmd": "pause", "forward_only": True}),
+                           ("b", {"op": "playback", "cmd": "pause"}),
+                           ("replay", {"op": "playback", "cmd": "rate", "rate": 2.0, "forward_only": True})]
+    server.sent.clear()
+    for ident, msg in (("b", {"op": "playback", "cmd": "pause"}),           # not a viewer
+                       ("viewer", {"op": "playback", "cmd": "rewind"}),    # malformed
+                       ("viewer", {"op": "playback", "cmd": "seek", "t_ns": -1}),
+                       ("viewer", {"op": "playback", "cmd": "seek", "t_ns": 1.5}),
+                       ("viewer", {"op": "playback", "cmd": "rate", "rate": float("nan")}),
+                       ("viewer", {"op": "playback", "cmd": "rate", "rate": True})):
+        launcher._handle(ident, msg)
+    assert server.sent == [] and launcher.control_ignored == {"b": 1, "viewer": 5}
+    assert "a playback request from a service that is not a viewer" in err.getvalue()
