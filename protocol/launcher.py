@@ -23,8 +23,8 @@ summary's ``control_ignored`` (identity → messages).
 Playback control (a replay watched live, ``launch.py replay LOG --view``): a ``playback``
 request from a service of kind ``viewer`` (``{"op": "playback", "cmd": "pause" | "play" |
 "seek" | "rate", "t_ns": int, "rate": float}``) is checked and forwarded to every service
-of kind ``replay`` (with ``forward_only`` when the run has models, which cannot go back in
-time), ``pause`` and ``play`` also to every model (its stall watchdog waits while paused),
+of kind ``replay`` (with ``co_simulated`` when the run has models: the replay then refuses a
+seek, which they cannot follow), ``pause`` and ``play`` also to every model (its stall watchdog waits while paused),
 and put on ``sim/control`` (``playback``) so that a log of the run records it. A request
 from any other service, or a malformed one, is ignored and counted like a foreign message.
 
@@ -582,7 +582,7 @@ class Launcher:
             out["t_ns"] = int(t)  # type: ignore[arg-type]  # checked above
         if cmd == "rate":
             out["rate"] = float(rate)  # type: ignore[arg-type]  # checked above
-        out["forward_only"] = bool(models)
+        out["co_simulated"] = bool(models)
         for n in replays:
             self.server.send(n, out)
         if cmd in ("pause", "play"):

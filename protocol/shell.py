@@ -53,7 +53,7 @@ L →        ping                        heartbeat; none for heartbeat_timeout: 
 → L        error                       reason; the process then exits non-zero
 → L        playback                    a member's request (the viewer's play/pause/seek/rate), taken from its
                                        ``control_requests()`` at the shell's control turns
-L →        playback                    cmd (pause, play, seek t_ns, rate), forward_only: to a source, applied by
+L →        playback                    cmd (pause, play, seek t_ns, rate), co_simulated: to a source, applied by
                                        its ``playback(msg)``; to a model, pause/play hold its stall watchdog
 =========  =========================  ===============================================
 

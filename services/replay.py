@@ -326,9 +326,9 @@ class ReplaySource:
 
         ``msg`` is a map with ``cmd`` in :data:`PLAYBACK_COMMANDS`: ``pause``; ``play``
         (:meth:`resume`); ``seek`` with ``t_ns`` (int, log time [ns], clamped to the window);
-        ``rate`` with ``rate`` (:func:`check_rate`). ``forward_only = true`` (the run
-        co-simulates services from the replayed topics, which cannot go back in time) refuses a
-        seek before the current time.
+        ``rate`` with ``rate`` (:func:`check_rate`). ``co_simulated = true`` (the run
+        co-simulates services from the replayed topics, which cannot go back in time and, forward,
+        would wait for the skipped inputs until their stall timeout) refuses a seek.
 
         Raises
         ------
@@ -346,9 +346,9 @@ class ReplaySource:
             t = msg.get("t_ns")
             if isinstance(t, bool) or not isinstance(t, int):
                 raise ConfigError(f"playback seek: t_ns: expected an integer time [ns], got {t!r}")
-            if msg.get("forward_only") and t < self.status.t_ns:
-                raise ConfigError(f"playback seek: t_ns = {t} is before the current time {self.status.t_ns} ns, and "
-                                  "services co-simulated from the replayed topics cannot go back in time")
+            if msg.get("co_simulated"):
+                raise ConfigError(f"playback seek: t_ns = {t} refused: services co-simulated from the replayed "
+                                  "topics cannot go back in time, nor skip their inputs")
             self.seek(t)
         elif cmd == "rate":
             if (bad := check_rate(msg.get("rate"), "playback rate")) is not None:

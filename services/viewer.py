@@ -27,10 +27,11 @@ display rate, the playback state (Playing, Paused, or Ended at the window's end;
 time, the latest log time of the data messages it shows, [ns]; the pace) and the time. The
 player's controls (play, pause, seek, speed) become ``playback`` requests to the launcher
 (:meth:`LiveViewer.control_requests`, sent by the shell on the viewer's control client), which
-forwards them to the replay (:meth:`services.replay.ReplaySource.playback`). A seek back in
-time is refused when the run co-simulates services (``--resim``, ``--config --only``): they
-cannot go back; the answer says ``did_seek = false`` and a warning in the player says why.
-Pause, play and speed work with them. A request that cannot be honoured (a speed outside
+forwards them to the replay (:meth:`services.replay.ReplaySource.playback`). A seek is
+refused when the run co-simulates services (``--resim``, ``--config --only``): they cannot go
+back in time, and forward they would wait for the inputs skipped until their stall timeout;
+the answer says ``did_seek = false`` and a warning in the player says why. Pause, play and
+speed work with them. A request that cannot be honoured (a speed outside
 [0.001, 1000]) is refused the same way and counted (:attr:`LiveViewer.refused`).
 
 Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``validate``,
@@ -124,8 +125,8 @@ class LiveViewer:
         extra: dict[str, Any] = {}
         if self.playback:
             from foxglove.websocket import Capability
-            extra = {"capabilities": [Capability.PlaybackControl, Capability.Time], "server_listener": self,
-                     "playback_time_range": self.time_range}
+            extra = {"capabilities": [Capability.PlaybackControl, Capability.Time],
+                     "server_listener": _listener(self), "playback_time_range": self.time_range}
         self._server = foxglove.start_server(name=f"berthsim {name}", host=svc["host"], port=int(svc["port"]),
                                              context=self._ctx, **extra)
         self.port = int(self._server.port)
@@ -204,9 +205,10 @@ class LiveViewer:
                 seek = request.seek_time
                 if seek is not None and self.time_range is not None:
                     t = min(max(int(seek), self.time_range[0]), self.time_range[1])
-                    if self._co_simulated and t < self._t_now:
-                        self._refuse(f"seek back to {t / 1e9:.3f} s refused: the co-simulated services "
-                                     f"({', '.join(self._co_simulated)}) cannot go back in time")
+                    if self._co_simulated:
+                        self._refuse(f"seek to {t / 1e9:.3f} s refused: the co-simulated services "
+                                     f"({', '.join(self._co_simulated)}) cannot go back in time, nor skip their "
+                                     "inputs")
                     else:
                         self._out.append({"op": "playback", "cmd": "seek", "t_ns": t})
                         self._t_now, self._ended, did_seek = t, False, True
@@ -342,6 +344,17 @@ class LiveViewer:
         self._server.stop()
         print(f"berthsim viewer {self.name}: {self.received} frames received, {self.shown} shown, {self.dropped} "
               f"dropped (decimated to {1.0 / self._period:g} Hz; {self.ticks} display ticks)", file=sys.stderr)
+
+
+def _listener(viewer: LiveViewer) -> Any:
+    """The server's listener (every callback foxglove-sdk may call): the player's requests to ``viewer``."""
+    from foxglove.websocket import ServerListener
+
+    class Player(ServerListener):
+        def on_playback_control_request(self, playback_control_request: Any) -> Any:
+            return viewer.on_playback_control_request(playback_control_request)
+
+    return Player()
 
 
 def _role(config: dict[str, Any], name: str) -> str:

@@ -31,7 +31,8 @@ Foxglove WebSocket on ``ws://127.0.0.1:PORT``, default 8765) whose player's cont
 pause, seek, speed) drive the replay. It paces the replay at the recorded pace unless
 ``--rate``, ``--realtime`` or ``--max`` says otherwise; without co-simulated services the
 replay holds at the end of its window (the player can seek back) until Ctrl-C. With them
-(``--config --only``, ``--resim``) a seek back is refused: they cannot go back in time.
+(``--config --only``, ``--resim``) a seek is refused: they cannot go back in time, nor skip
+their inputs.
 
 Exit codes: 0 success (resim: also when the outputs differ — the comparison is
 reported), 1 a service failed, 2 bad usage or a bad log (one line naming the file).

@@ -354,11 +354,11 @@ def test_malformed_or_refused_playback_messages_raise_naming_the_field(small_log
     for msg, words in (({"cmd": "jump"}, "cmd"), ({"cmd": "seek", "t_ns": "1"}, "t_ns"),
                        ({"cmd": "seek", "t_ns": True}, "t_ns"), ({"cmd": "rate", "rate": 5000.0}, "rate"),
                        ({"cmd": "rate"}, "rate"), ([1, 2], "map"),
-                       ({"cmd": "seek", "t_ns": t - 1, "forward_only": True}, "cannot go back")):
+                       ({"cmd": "seek", "t_ns": t + MS, "co_simulated": True}, "cannot go back")):
         with pytest.raises(ConfigError, match=words):
             src.playback(msg)
     assert not src.holding() and src.status.rate == 0.0  # nothing applied
-    src.playback({"cmd": "seek", "t_ns": t + 100 * MS, "forward_only": True})  # forward is fine
+    src.playback({"cmd": "seek", "t_ns": t + 100 * MS, "co_simulated": False})
     assert src.read()[0] == t + 100 * MS
 
 

@@ -11,8 +11,9 @@ seek time u64; request id u32 + UTF-8), the states the binary opcode 5 (status u
 current time (two states 0.5 s apart are equal), play moves it on, speed 2 moves it about
 twice as fast in wall time as speed 1, a seek to the middle moves it there and the data shown
 from then on is the log's from there. With a co-simulated service (``--config --only b``) a
-seek back is refused (``did_seek`` false, a warning status saying why) while pause and play
-work, and the run ends normally.
+seek, back or forward, is refused (``did_seek`` false, a warning status saying why) while pause
+and play work, and the run ends normally. The launcher's checks of the requests are tested
+alone (its control server reduced to what it sent).
 """
 
 from __future__ import annotations
@@ -232,22 +233,25 @@ async def _drive_co_simulated(port: int) -> dict[str, float]:
             await ws.send(request(0, 1.0, rid="play"))
             await p.answer("play")
             await p.until(lambda q: q.latest()[2] > t1[2])
-            # a seek back is refused: did_seek false, a warning that says why, and the replay goes on
+            # a seek back or forward is refused: did_seek false, a warning that says why, and the replay goes on
             now = p.latest()[2]
             await ws.send(request(0, 1.0, seek_ns=now // 2, rid="back"))
             answer = await p.answer("back")
             assert not answer[4] and answer[2] >= now, answer
             await p.until(lambda q: any("cannot go back" in s["message"] for s in q.statuses))
             assert p.statuses[-1]["level"] == 1  # warning
+            await ws.send(request(0, 1.0, seek_ns=5 * S, rid="forward"))
+            assert not (await p.answer("forward"))[4]
             await asyncio.sleep(0.5)
-            assert p.latest()[2] > now and not any(lt < now // 2 + S // 10 for w, lt in p.data if w > answer[0])
+            assert now < p.latest()[2] < 4 * S
+            assert not any(lt < now // 2 + S // 10 or lt >= 5 * S for w, lt in p.data if w > answer[0])
             figures["t_after_refusal_s"] = p.latest()[2] / S
     finally:
         reader.cancel()
     return figures
 
 
-def test_with_a_co_simulated_service_a_seek_back_is_refused_and_pause_works(toy_log: Path, tmp_path: Path) -> None:
+def test_with_a_co_simulated_service_a_seek_is_refused_and_pause_works(toy_log: Path, tmp_path: Path) -> None:
     config = toy_config(tmp_path, duration=6.0)
     port = _free_port()
     run = _replay(toy_log, port, "--config", str(config), "--only", "b")
@@ -293,10 +297,10 @@ def test_the_launcher_forwards_a_viewers_requests_and_ignores_others(toy_log: Pa
     launcher._handle("viewer", {"op": "playback", "cmd": "seek", "t_ns": 2 * S})
     launcher._handle("viewer", {"op": "playback", "cmd": "pause"})
     launcher._handle("viewer", {"op": "playback", "cmd": "rate", "rate": 2})
-    assert server.sent == [("replay", {"op": "playback", "cmd": "seek", "t_ns": 2 * S, "forward_only": True}),
-                           ("replay", {"op": "playback", "cmd": "pause", "forward_only": True}),
+    assert server.sent == [("replay", {"op": "playback", "cmd": "seek", "t_ns": 2 * S, "co_simulated": True}),
+                           ("replay", {"op": "playback", "cmd": "pause", "co_simulated": True}),
                            ("b", {"op": "playback", "cmd": "pause"}),
-                           ("replay", {"op": "playback", "cmd": "rate", "rate": 2.0, "forward_only": True})]
+                           ("replay", {"op": "playback", "cmd": "rate", "rate": 2.0, "co_simulated": True})]
     server.sent.clear()
     for ident, msg in (("b", {"op": "playback", "cmd": "pause"}),           # not a viewer
                        ("viewer", {"op": "playback", "cmd": "rewind"}),    # malformed
