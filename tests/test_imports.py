@@ -136,10 +136,10 @@ SERVICES = service_modules()
 ALL_SERVICES = service_modules(packages=("services", "hil", "testkit"))
 """Every module that builds a service: the ``services`` kinds and the dotted ones (``hil.bridge``)."""
 
-SHARED = frozenset({"services.export_scene", "services.export_foxglove"})
-"""The modules of ``services`` that build no service: the scene and the Foxglove encoding, which
-the live viewer (``services.viewer``) shares with the exports (``tools.export``,
-``tools.export_ros2``). A service does not import ``tools``, so they stay here."""
+SHARED = frozenset({"services.export_scene", "services.export_foxglove", "services.ros2_encoding"})
+"""The modules of ``services`` that build no service: the scene, the Foxglove encoding and the ROS 2
+message definitions and CDR encoding, which the live viewer (``services.viewer``) shares with the
+exports (``tools.export``, ``tools.export_ros2``). A service does not import ``tools``, so they stay here."""
 
 NO_TOOLS = ("services", "protocol", "dynamics", "hil")
 """The packages that never import ``tools``."""

@@ -11,7 +11,8 @@ same QoS.
 Channels
 --------
 ``/<topic>`` — every logged topic, a generated message ``berthsim_msgs/msg/<Name>``
-(:func:`msg_definition`): ``std_msgs/Header header``, ``t_ns``, ``h_ns``, ``seq``,
+(:func:`services.ros2_encoding.msg_definition`, shared with the live viewer's ``/ros2/<topic>``
+channels; this module re-exports it and :func:`~services.ros2_encoding.ros2_name`): ``std_msgs/Header header``, ``t_ns``, ``h_ns``, ``seq``,
 ``wall_ns`` (int64), ``sender``, then each schema field under its ROS 2 name
 (:func:`ros2_name`; the table is in ``docs/field_tools.md``): ``f8`` scalars ``float64``,
 vectors and matrices fixed-size ``float64[N]`` in C order, ``int`` int64, ``bool``,
@@ -42,8 +43,6 @@ A WrenchStamped's point of application is not in the message: it is the one name
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -54,14 +53,19 @@ from scipy.spatial.transform import Rotation
 from dynamics.rms import JOINT_NAMES
 from errors import ConfigError
 from protocol.logfile import open_log, read_topics, schema_from_json, select_topics
-from protocol.messages import TopicSchema
 from services.export_foxglove import STATE_TOPICS, output_path, plot_channel
 from services.export_scene import Transform, scene_of, transforms, xyzw
+from services.ros2_encoding import (
+    MSG_PACKAGE,
+    generated_messages,
+    header,
+    msg_definition,
+    ros2_name,
+    standard_definition,
+    vec,
+)
 
 __all__ = ["MSG_PACKAGE", "QOS", "QOS_STATIC", "STANDARD", "export_ros2", "msg_definition", "ros2_name"]
-
-MSG_PACKAGE = "berthsim_msgs"
-"""The ROS 2 package of the generated message types."""
 
 _DURATION_INF = "    sec: 2147483647\n    nsec: 4294967295\n"
 _QOS = ("- history: 3\n  depth: 0\n  reliability: 1\n  durability: {durability}\n  deadline:\n" + _DURATION_INF
@@ -72,133 +76,10 @@ QOS = _QOS.format(durability=2)
 QOS_STATIC = _QOS.format(durability=1)
 """``offered_qos_profiles`` of ``/tf_static`` (transient local, as ``tf2_ros``'s static broadcaster)."""
 
-_SEP = "=" * 80 + "\n"
-_STD: dict[str, str] = {
-    "builtin_interfaces/Time": "int32 sec\nuint32 nanosec\n",
-    "std_msgs/Header": "builtin_interfaces/Time stamp\nstring frame_id\n",
-    "geometry_msgs/Vector3": "float64 x\nfloat64 y\nfloat64 z\n",
-    "geometry_msgs/Point": "float64 x\nfloat64 y\nfloat64 z\n",
-    "geometry_msgs/Quaternion": "float64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n",
-    "geometry_msgs/Pose": "Point position\nQuaternion orientation\n",
-    "geometry_msgs/PoseStamped": "std_msgs/Header header\nPose pose\n",
-    "geometry_msgs/Twist": "Vector3 linear\nVector3 angular\n",
-    "geometry_msgs/TwistStamped": "std_msgs/Header header\nTwist twist\n",
-    "geometry_msgs/Wrench": "Vector3 force\nVector3 torque\n",
-    "geometry_msgs/WrenchStamped": "std_msgs/Header header\nWrench wrench\n",
-    "geometry_msgs/Transform": "Vector3 translation\nQuaternion rotation\n",
-    "geometry_msgs/TransformStamped": "std_msgs/Header header\nstring child_frame_id\nTransform transform\n",
-    "tf2_msgs/TFMessage": "geometry_msgs/TransformStamped[] transforms\n",
-    "sensor_msgs/JointState": "std_msgs/Header header\n\nstring[] name\nfloat64[] position\nfloat64[] velocity\n"
-                              "float64[] effort\n",
-    "diagnostic_msgs/KeyValue": "string key\nstring value\n",
-    f"{MSG_PACKAGE}/Event": "string kind\nfloat64 t\nstring json\n",
-}
-_DEPS: dict[str, tuple[str, ...]] = {
-    "std_msgs/Header": ("builtin_interfaces/Time",),
-    "geometry_msgs/Pose": ("geometry_msgs/Point", "geometry_msgs/Quaternion"),
-    "geometry_msgs/PoseStamped": ("std_msgs/Header", "geometry_msgs/Pose"),
-    "geometry_msgs/Twist": ("geometry_msgs/Vector3",),
-    "geometry_msgs/TwistStamped": ("std_msgs/Header", "geometry_msgs/Twist"),
-    "geometry_msgs/Wrench": ("geometry_msgs/Vector3",),
-    "geometry_msgs/WrenchStamped": ("std_msgs/Header", "geometry_msgs/Wrench"),
-    "geometry_msgs/Transform": ("geometry_msgs/Vector3", "geometry_msgs/Quaternion"),
-    "geometry_msgs/TransformStamped": ("std_msgs/Header", "geometry_msgs/Transform"),
-    "tf2_msgs/TFMessage": ("geometry_msgs/TransformStamped",),
-    "sensor_msgs/JointState": ("std_msgs/Header",),
-}
-
-
-def _closure(names: Iterable[str]) -> list[str]:
-    out: list[str] = []
-
-    def visit(n: str) -> None:
-        for d in _DEPS.get(n, ()):
-            visit(d)
-        if n not in out:
-            out.append(n)
-
-    for n in names:
-        visit(n)
-    return out
-
-
-def _full(name: str) -> str:
-    """``pkg/Name`` -> ``pkg/msg/Name`` (the type name ROS 2 bags carry)."""
-    pkg, short = name.split("/")
-    return f"{pkg}/msg/{short}"
-
-
-def _msgdef(root: str, text: str, deps: Iterable[str]) -> tuple[str, str]:
-    """The ``ros2msg`` schema: the root's definition, then each dependency after a separator line."""
-    return _full(root), text + "".join(f"{_SEP}MSG: {d}\n{_STD[d]}" for d in _closure(deps) if d != root)
-
-
-def ros2_name(name: str) -> str:
-    """The ROS 2 field name of a berthsim field name (lowercase snake; the table in ``docs/field_tools.md``).
-
-    Monogram groups are split where a lowercase letter or digit meets an uppercase one and
-    before an uppercase letter that starts a point name (``Oo``), then lowercased:
-    ``p_WoOo_W`` -> ``p_wo_oo_w``, ``v_WOo_W`` -> ``v_w_oo_w``, ``F_Lo_W`` -> ``f_lo_w``,
-    ``quat_WO`` -> ``quat_wo``, ``X_LB`` -> ``x_lb``. ROS 2 field names: ``[a-z][a-z0-9_]*``, no ``__``, no
-    trailing ``_``.
-
-    Raises
-    ------
-    ConfigError
-        The result is not a valid ROS 2 field name (naming the field).
-    """
-    out = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
-    if not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", out):
-        raise ConfigError(f"field {name!r}: no valid ROS 2 field name ({out!r})")
-    return out
-
-
-def msg_definition(schema: TopicSchema) -> tuple[str, str]:
-    """The generated ROS 2 message of a topic: (type name ``berthsim_msgs/msg/<Name>``, ``ros2msg`` text).
-
-    Raises
-    ------
-    ConfigError
-        Two fields of the schema map to one ROS 2 name, or a name is invalid.
-    """
-    short = schema.name.rsplit(".", 1)[-1]
-    lines = ["std_msgs/Header header", "int64 t_ns", "int64 h_ns", "int64 seq", "int64 wall_ns", "string sender"]
-    deps = ["std_msgs/Header"]
-    seen = {"header", "t_ns", "h_ns", "seq", "wall_ns", "sender"}
-    for name, (ftype, shape) in schema.fields.items():
-        r = ros2_name(name)
-        if r in seen:
-            raise ConfigError(f"{schema.name}: field {name!r} maps to the ROS 2 name {r!r} twice")
-        seen.add(r)
-        if ftype == "f8":
-            lines.append(f"float64[{int(np.prod(shape))}] {r}" if shape else f"float64 {r}")
-        elif ftype == "map":
-            lines.append(f"diagnostic_msgs/KeyValue[] {r}")
-            deps.append("diagnostic_msgs/KeyValue")
-        elif ftype == "events":
-            lines.append(f"{MSG_PACKAGE}/Event[] {r}")
-            deps.append(f"{MSG_PACKAGE}/Event")
-        else:
-            lines.append({"int": "int64", "bool": "bool", "str": "string", "list[str]": "string[]"}[ftype] + f" {r}")
-    name = f"{MSG_PACKAGE}/{short}"
-    return _msgdef(name, "\n".join(lines) + "\n", deps)
-
 
 # ---------------------------------------------------------------- the standard companions
-def _stamp(t_ns: int) -> dict[str, int]:
-    return {"sec": t_ns // 1_000_000_000, "nanosec": t_ns % 1_000_000_000}
-
-
-def _header(t_ns: int, frame: str) -> dict[str, Any]:
-    return {"stamp": _stamp(t_ns), "frame_id": frame}
-
-
-def _vec(v: Any) -> dict[str, float]:
-    return {"x": float(v[0]), "y": float(v[1]), "z": float(v[2])}
-
-
 def _pose(p: Any, q_xyzw: Any) -> dict[str, Any]:
-    return {"position": _vec(p), "orientation": {k: float(x) for k, x in zip("xyzw", q_xyzw, strict=True)}}
+    return {"position": vec(p), "orientation": {k: float(x) for k, x in zip("xyzw", q_xyzw, strict=True)}}
 
 
 def _body(p_name: str, q_name: str, v_name: str, w_name: str, frame: str) -> list[tuple[str, str, Callable]]:
@@ -206,11 +87,11 @@ def _body(p_name: str, q_name: str, v_name: str, w_name: str, frame: str) -> lis
 
     def poses(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
         q = np.roll(c[q_name], -1, axis=1)  # wxyz -> xyzw
-        return [{"header": _header(ti, frame), "pose": _pose(p, qi)} for ti, p, qi in zip(t, c[p_name], q, strict=True)]
+        return [{"header": header(ti, frame), "pose": _pose(p, qi)} for ti, p, qi in zip(t, c[p_name], q, strict=True)]
 
     def twists(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
         w_W = Rotation.from_quat(c[q_name], scalar_first=True).apply(np.array(c[w_name]))
-        return [{"header": _header(ti, frame), "twist": {"linear": _vec(v), "angular": _vec(w)}}
+        return [{"header": header(ti, frame), "twist": {"linear": vec(v), "angular": vec(w)}}
                 for ti, v, w in zip(t, c[v_name], w_W, strict=True)]
 
     return [("pose", "geometry_msgs/PoseStamped", poses), ("twist", "geometry_msgs/TwistStamped", twists)]
@@ -218,24 +99,24 @@ def _body(p_name: str, q_name: str, v_name: str, w_name: str, frame: str) -> lis
 
 def _wrench(field: str, frame: str) -> Callable:
     def build(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [{"header": _header(ti, frame), "wrench": {"torque": _vec(F[:3]), "force": _vec(F[3:])}}
+        return [{"header": header(ti, frame), "wrench": {"torque": vec(F[:3]), "force": vec(F[3:])}}
                 for ti, F in zip(t, c[field], strict=True)]
 
     return build
 
 
 def _joints(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"header": _header(ti, ""), "name": list(JOINT_NAMES), "position": q, "velocity": qd, "effort": tau}
+    return [{"header": header(ti, ""), "name": list(JOINT_NAMES), "position": q, "velocity": qd, "effort": tau}
             for ti, q, qd, tau in zip(t, c["q"].tolist(), c["qd"].tolist(), c["tau"].tolist(), strict=True)]
 
 
 def _hil_pose(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
     p, q = xyzw(c["X_LB"])
-    return [{"header": _header(ti, "latch"), "pose": _pose(pi, qi)} for ti, pi, qi in zip(t, p, q, strict=True)]
+    return [{"header": header(ti, "latch"), "pose": _pose(pi, qi)} for ti, pi, qi in zip(t, p, q, strict=True)]
 
 
 def _hil_twist(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"header": _header(ti, "latch"), "twist": {"angular": _vec(V[:3]), "linear": _vec(V[3:])}}
+    return [{"header": header(ti, "latch"), "twist": {"angular": vec(V[:3]), "linear": vec(V[3:])}}
             for ti, V in zip(t, c["V_LB_L"], strict=True)]
 
 
@@ -253,40 +134,9 @@ STANDARD: dict[str, list[tuple[str, str, Callable]]] = {
 """Topic -> [(channel suffix, standard type, builder (t_ns list, columns) -> messages)] (see the module docstring)."""
 
 
-def _generated(schema: TopicSchema, cols: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The generated message of each logged message, as the dicts mcap-ros2-support encodes."""
-    n = len(cols["t_ns"])
-    lists: dict[str, list[Any]] = {k: cols[k].tolist() for k in ("t_ns", "h_ns", "seq", "wall_ns", "sender")}
-    conv: list[tuple[str, str, str]] = []
-    for name, (ftype, shape) in schema.fields.items():
-        r = ros2_name(name)
-        v = cols[name]
-        if ftype == "f8" and shape:
-            lists[r] = v.reshape(n, -1).tolist()
-        elif ftype in ("f8", "int", "bool", "str"):
-            lists[r] = v.tolist()
-        elif ftype == "list[str]":
-            lists[r] = [list(x) for x in v]
-        else:
-            conv.append((name, r, ftype))
-    out = []
-    for i in range(n):
-        m = {k: col[i] for k, col in lists.items()}
-        m["header"] = _header(m["t_ns"], "")
-        for name, r, ftype in conv:
-            val = cols[name][i]
-            if ftype == "map":
-                m[r] = [{"key": k, "value": str(x)} for k, x in val.items()]
-            else:
-                m[r] = [{"kind": str(e.get("kind", "")), "t": float(e.get("t", float("nan"))),
-                         "json": json.dumps(e, sort_keys=True)} for e in val]
-        out.append(m)
-    return out
-
-
 def _tf_message(t_ns: int, tfs: list[Transform], p: np.ndarray, q: np.ndarray) -> dict[str, Any]:
-    return {"transforms": [{"header": _header(t_ns, parent), "child_frame_id": child,
-                            "transform": {"translation": _vec(pi), "rotation": dict(zip("xyzw", qi.tolist(),
+    return {"transforms": [{"header": header(t_ns, parent), "child_frame_id": child,
+                            "transform": {"translation": vec(pi), "rotation": dict(zip("xyzw", qi.tolist(),
                                                                                           strict=True))}}
                            for (parent, child, _), pi, qi in zip(tfs, p, q, strict=True)]}
 
@@ -342,7 +192,7 @@ def export_ros2(log_path: str | Path, out: str | Path | None = None,
     for k, topic in enumerate(chosen):
         cols = arrays[topic]
         t = cols["t_ns"].tolist()
-        for m in _generated(schemas[topic], cols):
+        for m in generated_messages(schemas[topic], cols):
             queue.append((m["t_ns"], k, plot_channel(topic, m["sender"]), topic, m))
         for j, (suffix, typ, build) in enumerate(STANDARD.get(topic, [])):
             queue += [(ti, 100 + 10 * k + j, f"/{topic}/{suffix}", typ, m) for ti, m in zip(t, build(t, cols),
@@ -374,7 +224,7 @@ def export_ros2(log_path: str | Path, out: str | Path | None = None,
         registered: dict[str, Any] = {}
         for t, _, channel, what, msg in queue:
             if channel not in registered:
-                name, text = defs[what] if what in defs else _msgdef(what, _STD[what], _DEPS.get(what, ()))
+                name, text = defs[what] if what in defs else standard_definition(what)
                 schema = w.register_msgdef(name, text)
                 # mcap-ros2-support's Writer registers a channel without metadata: register it here with rosbag2's
                 # offered_qos_profiles (its writer then finds the channel by topic)

@@ -10,8 +10,10 @@ and the configuration with scipy's ``Rotation``:
   ``log_time`` are simulation time; ``offered_qos_profiles`` parse as rosbag2's;
 - the capture's ``WrenchStamped`` and generated ``contact/wrench`` equal the raw log's;
 - ``/tf`` + ``/tf_static`` compose to ``X_LB = (X_WO X_OL)⁻¹ X_WT X_TB`` to 1e-9;
-- the name table of ``docs/field_tools.md`` is :func:`tools.export_ros2.ros2_name`'s, and
-  every name it gives is a valid ROS 2 field name.
+- the name table of ``docs/field_tools.md`` is :func:`services.ros2_encoding.ros2_name`'s, and
+  every name it gives is a valid ROS 2 field name;
+- the live viewer's CDR encoding (:func:`services.ros2_encoding.cdr_encoder` of the log's
+  decoded columns) gives the export's bytes, message for message.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from rosbags.interfaces import QosDurability, QosReliability
 from scipy.spatial.transform import Rotation
 
 from errors import ConfigError
+from protocol.logfile import open_log, read_topics, schema_from_json
 from protocol.messages import SCHEMAS, TopicSchema
+from services.ros2_encoding import cdr_encoder, generated_messages
 from tests.services.test_export_foxglove import (
     DURATION,
     capture_instant,
@@ -152,6 +156,24 @@ def test_tf_composes_to_X_LB(run, bag):
     worst = max(float(np.abs(np.linalg.inv(W_O[t] @ X_OL) @ W_T[t] @ X_TB - reference_X_LB(raw, cfg, t)).max())
                 for t in instants)
     assert worst < 1e-9
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_viewers_encoding_is_the_exports_bytes(run, bag):
+    path = bag[0]
+    topics = ("contact/wrench", "orbiter/state", "arm/state", "contact/event")
+    with open_log(run[0]) as log:
+        cols = read_topics(log, list(topics))
+        schemas = {t: schema_from_json(log.schema_data[t]) for t in topics}
+    with path.open("rb") as f:
+        written: dict[str, list[bytes]] = {}
+        for _, ch, msg in make_reader(f).iter_messages(topics=[f"/{t}" for t in topics], log_time_order=True):
+            written.setdefault(ch.topic, []).append(msg.data)
+    for topic in topics:
+        encode = cdr_encoder(*msg_definition(schemas[topic]))
+        ours = [encode(m) for m in generated_messages(schemas[topic], cols[topic])]
+        assert len(ours) == len(written[f"/{topic}"]) > 0 and ours == written[f"/{topic}"], topic
 
 
 def documented_names() -> dict[str, str]:
