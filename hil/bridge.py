@@ -83,7 +83,7 @@ from dynamics.spatial import (
 )
 from errors import ConfigError, FrameError, RigFault, ShapeError
 from hil.config import DEFAULTS, HIL_KEYS, HilConfig, hil_table, parse
-from hil.delay import ImpactMonitor, PassivityController, predict_pose
+from hil.delay import ContactGate, ImpactMonitor, PassivityController, noise_floor, predict_pose
 from hil.framing import Fault, Hello, Nak, RigState, Telemetry
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
 from hil.rig import ForceTorqueSensor, mockup_load
@@ -106,6 +106,10 @@ OUTPUTS = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hi
 """The bridge's output ports."""
 
 Array = NDArray[np.float64]
+
+_FOLLOW_TOL = 1e-4
+"""An axis setpoint the safety's rate limits held back by more than this [m or axis unit] is a rig that does not
+follow the simulated pose: its reading is no contact of the simulation (the guides' 2e5 N/m make 0.1 mm 20 N)."""
 
 
 def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Array, X_TB: Array) -> tuple[Array, Array]:
@@ -238,8 +242,8 @@ def loop_delay(cfg: HilConfig, h_s: float, feedback_hold_s: float = 0.0) -> tupl
 
     From a body's state to the wrench measured on its image and applied to it: the command's
     transport to the rig and the reading's back (``2 × [hil.emulator] delay``); the actuators
-    (a critically damped servo of bandwidth f follows ``2 / (2π f)`` late; an ideal one
-    interpolates the setpoints one bridge period late); the sensor's filter and sampling
+    (they interpolate the setpoints one bridge period late, and a critically damped servo of
+    bandwidth f follows that ``2 / (2π f)`` late); the sensor's filter and sampling
     (:attr:`hil.rig.ForceTorqueSensor.lag`); the bridge's filter; a pipelined link's period
     (``[hil] pipeline``); and the consumer's hold of the fed-back sample (``feedback_hold_s``, half
     the coupling period of ``hil/feedback``). The bridge's inputs are predicted to its steps.
@@ -250,7 +254,7 @@ def loop_delay(cfg: HilConfig, h_s: float, feedback_hold_s: float = 0.0) -> tupl
                                (0.0, 0.0), np.random.default_rng(0)).lag if float(em["ft_rate"]) > 0 else 0.0
     fhz = float(comp["filter_hz"])
     parts = {"transport": 2.0 * float(em["delay"]),
-             "actuators": 2.0 / (2.0 * math.pi * bw) if bw > 0 else h_s,
+             "actuators": h_s + (2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0),
              "sensor": sensor,
              "filter": 1.0 / (2.0 * math.pi * fhz) if fhz > 0 else 0.0,
              "pipeline": h_s if bool(cfg.table["pipeline"]) else 0.0,
@@ -390,16 +394,27 @@ class HilBridge:
         sensor_lag = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), (0.0, 0.0), np.zeros(6),
                                        np.zeros(6), (0.0, 0.0), np.random.default_rng(0)).lag \
             if float(em["ft_rate"]) > 0 else 0.0
-        # what the prediction adds to the round trip: the actuators' lag (a critically damped servo of bandwidth
-        # f follows a ramp 2 / (2π f) late), the sensor's and the filter's
+        # what the prediction adds to the round trip: the actuators' lag (a servo of bandwidth f follows the
+        # setpoints interpolated over a period, critically damped: a ramp h + 2 / (2π f) late), the sensor's and
+        # the filter's
         bw = float(em["bandwidth"])
         self.lag_s = (sensor_lag + ((-self.h / math.log(1.0 - self._filter_gain)) if fhz > 0 else 0.0)
-                      + (2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0))
+                      + (self.h + 2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0))
         self._deadband = float(comp["deadband"])
+        self._release = float(comp["release"])
+        self.gate = ContactGate(*ContactGate.thresholds(self._deadband, 0.0, self._release))
+        self.noise_N = 0.0  # the filtered force noise measured while taring (hil.delay.noise_floor) [N]
+        # gravity compensation off with a mock-up on the sensor: its load is still modelled, to tell it from contact
+        self._load_check = not self._gravity and self._mockup[0] > 0.0
+        self._load_tare: list[Array] = []  # the mock-up's modelled load while taring
+        self._load_ref = np.zeros(6)  # what of it the tare took out
+        self.load_left_N = 0.0  # the largest force of it left in the fed-back reading [N]
+        self._load_as_contact_s = 0.0  # how long the contact gate has been on for that load alone
         self._commanded: dict[int, tuple[Array, Array, Array, Array]] = {}  # time_us -> (R_RP, a, w, ẇ) in R
         self._X_hist: list[tuple[float, Array]] = []  # the last three commanded rig poses (t, X_RP)
         self._F_echo = -1  # echo_time_us of the reading in _F_P
-        self._clamped_t = -math.inf  # when the last clamped command was sent
+        self._clamped_t = -math.inf  # when the last clamped command was sent (or one the rate limits held back)
+        self._catching_up = False  # after a clamp or the tare, until the rate limits no longer hold the rig back
         # the rig contact loop (build(): [contact] source = "hil"): its critical delay and its delays other than
         # the link's round trip; the measured round trip is compared with them once it is known
         self.critical_delay_s = math.inf
@@ -563,7 +578,17 @@ class HilBridge:
             self.safety.on_hello(Hello(self.cfg.fingerprint, self.cfg.rig.n_axes, 0))
             self.safety.engage()
         setpoint = self.safety.tick(now, cmd_axes, cmd_t, rx_t, clamped=clamped)
-        if self._gravity:
+        if clamped or (self._tare is not None and self._tare_s > 0.0):
+            self._catching_up = True  # the rig is held away from the simulated pose: it will have to catch up
+        elif self._catching_up and setpoint is not None and finite:
+            # catching up after a clamp or the tare's neutral, the rate limits hold the setpoints back: the rig is
+            # not at the simulated pose (and the mock-up's load is compensated at the requested motion) until they
+            # no longer do
+            if max(abs(a - b) for a, b in zip(setpoint.tolist(), cmd_axes.tolist(), strict=True)) > _FOLLOW_TOL:
+                self._clamped_t = self._sim_t
+            else:
+                self._catching_up = False
+        if self._gravity or self._load_check:
             self._remember(X_RP)
         if self.protocol is not None:
             try:
@@ -628,37 +653,77 @@ class HilBridge:
         """The contact wrench on the mock-up from the latest reading ``_F_P`` (into ``_F_contact``, [τ; f] at Po
         in P): less the mock-up's weight and inertial load (``[hil.compensation] gravity``, at the motion
         commanded in the frame the reading echoes; :func:`hil.rig.mockup_load`), less the bias tared over the
-        first ``tare`` seconds engaged, low-pass filtered (``filter_hz``). False while taring (the reading
-        is no contact force yet)."""
+        first ``tare`` seconds engaged, low-pass filtered (``filter_hz``), and zero unless the contact gate
+        (:class:`hil.delay.ContactGate`: on above ``deadband`` or 5 times the filtered noise measured while
+        taring, off below ``release`` of that) says contact. False while taring (the reading is no contact
+        force yet).
+
+        With ``gravity = false`` and a mock-up mass, its load is still modelled: the part the tare did not take
+        out is reported (:attr:`load_left_N`), and a "contact" that is that load alone for 0.1 s faults the rig
+        (HOST), naming it: the loop would push the payload with the mock-up's weight.
+        """
         F = self._F_P
-        if self._gravity:
+        load = None
+        if self._gravity or self._load_check:
             cmd = self._commanded.get(self._F_echo)
             if cmd is None and self._X_hist:  # (realtime: the frame's stamp is the link's clock) the latest
                 X = self._X_hist[-1][1]
                 cmd = (X[:3, :3], np.zeros(3), np.zeros(3), np.zeros(3))
             if cmd is not None:
                 m, c, inertia, g = self._mockup
-                F = F - mockup_load(cmd[0], cmd[1], cmd[2], cmd[3], m, c, inertia, g)
+                load = mockup_load(cmd[0], cmd[1], cmd[2], cmd[3], m, c, inertia, g)
+                if self._gravity:
+                    F = F - load
         if self._tare is not None:
             if self._engaged_t is None or self._rx_t is None:
                 self._F_contact = np.zeros(6)
                 return False
             if self._sim_t - self._engaged_t >= 0.5 * self._tare_s:  # (the first half: the rig settles)
                 self._tare.append(F)
+                if self._load_check and load is not None:
+                    self._load_tare.append(load)
             if self._sim_t - self._engaged_t < self._tare_s:
                 self._F_contact = np.zeros(6)
                 return False
             self.bias = np.mean(self._tare, axis=0)
+            self.noise_N = noise_floor([r.tolist() for r in self._tare], self._filter_gain)
+            self.gate = ContactGate(*ContactGate.thresholds(self._deadband, self.noise_N, self._release))
+            if self._load_tare:
+                self._load_ref = np.mean(self._load_tare, axis=0)
             self._tare = None
         F = F - self.bias
         if self._filter_gain < 1.0:
             y = self._F_filtered
             F = F if y is None else y + self._filter_gain * (F - y)
             self._F_filtered = F
-        if self._deadband > 0.0 and F[3] * F[3] + F[4] * F[4] + F[5] * F[5] < self._deadband * self._deadband:
+        fx, fy, fz = F[3:].tolist()
+        if self.gate.on > 0.0 and not self.gate.update(math.sqrt(fx * fx + fy * fy + fz * fz)):
             F = np.zeros(6)
+        if self._load_check and load is not None:
+            self._check_load(F, load)
         self._F_contact = F
         return True
+
+    def _check_load(self, F: Array, load: Array) -> None:
+        """Gravity compensation off: the mock-up's load the tare left in the reading ``F`` (filtered, gated) is
+        kept in :attr:`load_left_N`; a contact that is that load alone (within a quarter of its force) for
+        0.1 s faults the rig."""
+        u = (load - self._load_ref)[3:].tolist()
+        f = F[3:].tolist()
+        left = math.sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2])
+        if self.safety.state == RigState.ENGAGED and self._sim_t - self._clamped_t > 3.0 * self.lag_s:
+            self.load_left_N = max(self.load_left_N, left)
+        f_n = math.sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2])
+        d = math.sqrt(sum((a - b) * (a - b) for a, b in zip(f, u, strict=True)))
+        if f_n > 0.0 and d < 0.25 * f_n:
+            self._load_as_contact_s += self.h
+        else:
+            self._load_as_contact_s = 0.0
+        if self._load_as_contact_s >= 0.1 and self.safety.state == RigState.ENGAGED:
+            m, _, _, g = self._mockup
+            self.safety.fault(Fault.HOST, f"the sensed force {f_n:.0f} N read as contact is the mock-up's own load "
+                                          f"({left:.0f} N of its weight {m * g:.0f} N and inertial load left in the "
+                                          f"reading: hil.compensation.gravity = false), not a contact")
 
     def set_coupling(self, periods: dict[str, int]) -> None:
         """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): the three bodies are built only
@@ -687,6 +752,10 @@ class HilBridge:
         link["restitution_last"] = float(last) if math.isfinite(last) else -1.0
         link["energy_dissipated"] = float(self.passivity.e_dissipated)
         link["energy_net"] = float(self.passivity.e_net)
+        link["noise_N"] = float(self.noise_N)
+        link["contact_on_N"] = float(self.gate.on)
+        if self._load_check:
+            link["mockup_load_left_N"] = float(self.load_left_N)
         s = self.safety
         link["fault_t"] = float(s.fault_t) if s.fault_t is not None else -1.0  # the first fault: when, and why
         link["fault_reason"] = s.fault_reason

@@ -68,8 +68,10 @@ electric Stewart platform (assumed, not a particular product)::
                                   # then subtracted as the sensor's bias (before contact); 0: no taring
     filter_hz = 0.0               # Hz, first-order low-pass on the sensed wrench (match the sensor's noise
                                   # and cutoff); 0: none. Its lag is added to the prediction horizon
-    deadband = 0.0                # N: a compensated force below it is fed back as no contact (the noise left
-                                  # after the filter must not read as a touch); 0: none
+    deadband = 0.0                # N: a contact starts when the compensated force exceeds it, or 5 times the
+                                  # noise floor measured while taring if that is more (hil.delay.ContactGate);
+                                  # out of contact the force is fed back as none; 0 (and no tare): no gate
+    release = 0.5                 # a contact ends when the force falls below this fraction of that threshold
 
     [hil.guides]                  # [hil.emulator] contact = "guides": trunnions on the platform against the
                                   # latch guides' walls, with the law of [contact] (dynamics.contact); an
@@ -165,8 +167,9 @@ DEFAULTS: dict[str, Any] = {
     "servo": {"component": [0, 1, 2], "scale": [1.0, 1.0, 1.0], "offset": [0.0, 0.0, 0.0]},
     "limits": {"lo": 0.40, "hi": 0.70, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
     "map": {"neutral": [0.0] * 6, "scale": 1.0, "rot_scale": 1.0, "axis_map": ["x", "y", "z"]},
-    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0, "length": 1.0, "lag": 1,
-                     "gravity": True, "tare": 0.0, "filter_hz": 0.0, "deadband": 0.0},
+    "compensation": {"predict": True, "passivity": True, "restitution_max": 1.0,
+                     "length": 1.0, "lag": 1,
+                     "gravity": True, "tare": 0.0, "filter_hz": 0.0, "deadband": 0.0, "release": 0.5},
     "guides": {"points": [], "surfaces": [], "k": 2.0e5, "exponent": 1.0, "alpha": 0.5, "mu_s": 0.3, "mu_k": 0.2,
                "v_stick": 0.002},
     "mockup": {"mass": 0.0, "com": [0.0, 0.0, 0.0], "inertia": [0.0, 0.0, 0.0], "gravity": 9.81},
@@ -207,9 +210,10 @@ _KINDS: dict[str, Any] = {
     "servo": {"component": ("list", int), "scale": ("list", _N), "offset": ("list", _N)},
     "limits": dict.fromkeys(DEFAULTS["limits"], (int, float, list)),  # per axis: a number or one per axis
     "map": {"neutral": ("vec", 6), "scale": _N, "rot_scale": _N, "axis_map": "list"},
-    "compensation": {"predict": bool, "passivity": bool, "restitution_max": ("range", 0.0, 1.0),
-                     "length": "positive", "lag": ("int", 0, 2), "gravity": bool, "tare": "nonnegative",
-                     "filter_hz": "nonnegative", "deadband": "nonnegative"},
+    "compensation": {"predict": bool, "passivity": bool,
+                     "restitution_max": ("range", 0.0, 1.0), "length": "positive", "lag": ("int", 0, 2),
+                     "gravity": bool, "tare": "nonnegative",
+                     "filter_hz": "nonnegative", "deadband": "nonnegative", "release": ("range", 0.0, 1.0)},
     "guides": {"points": "list", "surfaces": "list", "k": "positive", "exponent": ("range", 1.0, _INF),
                "alpha": "nonnegative", "mu_s": "nonnegative", "mu_k": "nonnegative", "v_stick": "positive"},
     "mockup": {"mass": "nonnegative", "com": ("vec", 3), "inertia": ("vec", 3), "gravity": "nonnegative"},

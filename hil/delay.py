@@ -8,6 +8,8 @@
   (Hannaford & Ryu 2002), generalised to a restitution budget.
 - :class:`ImpactMonitor`: the restitution of every rig impact (separation over
   approach normal speed).
+- :class:`ContactGate`: contact or not from the sensed force's magnitude, with hysteresis,
+  its thresholds above the noise floor measured while taring (:func:`noise_floor`).
 
 Pure: no I/O, no clock (time stamps are arguments).
 
@@ -34,7 +36,8 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics.spatial import as_vector, pose, quat_integrate, quat_to_rotation, rotation_to_quat
 from errors import ConfigError
 
-__all__ = ["DelayEstimator", "predict_pose", "PassivityController", "Impact", "ImpactMonitor", "restitution"]
+__all__ = ["DelayEstimator", "predict_pose", "PassivityController", "Impact", "ImpactMonitor", "restitution",
+           "ContactGate", "noise_floor"]
 
 Array = NDArray[np.float64]
 
@@ -361,3 +364,69 @@ class ImpactMonitor:
             self._start = self._peak = None
         self._prev_v = v.copy()
         return done
+
+
+def noise_floor(samples: list[list[float]], gain: float) -> float:
+    """RMS magnitude of the force noise left after the bridge's filter, from readings at rest. [N]
+
+    ``samples``: force readings ``[fx, fy, fz]`` (or wrenches ``[τ; f]``: the last three taken) at the
+    bridge's rate, out of contact (the tare); ``gain``: the first-order filter's gain per step
+    (1: none). Each component's deviation from its mean is run through the filter and the RMS of
+    the filtered vector's magnitude, ``sqrt(Σ σ_i²)``, is returned (the filter's first ``1 / gain``
+    steps, its settling, left out). 0 with fewer than three samples.
+    """
+    rows = [r[-3:] for r in samples]
+    n = len(rows)
+    if n < 3:
+        return 0.0
+    mean = [sum(r[i] for r in rows) / n for i in range(3)]
+    y = [0.0, 0.0, 0.0]
+    skip = min(n - 2, int(math.ceil(1.0 / gain)))
+    acc, k = 0.0, 0
+    for j, r in enumerate(rows):
+        y = [y[i] + gain * (r[i] - mean[i] - y[i]) for i in range(3)]
+        if j >= skip:
+            acc += y[0] * y[0] + y[1] * y[1] + y[2] * y[2]
+            k += 1
+    return math.sqrt(acc / k)
+
+
+@dataclass
+class ContactGate:
+    """Contact from the magnitude of a sensed force, with hysteresis.
+
+    A contact starts when the force exceeds ``on`` and ends when it falls below ``off``
+    (``off ≤ on``): a noisy reading hovering about one threshold does not make a train of
+    touches, and a contact is not cut short while its force is still above the noise. The
+    rig bridge sets ``on`` above the noise floor measured while taring (:meth:`thresholds`).
+
+    Attributes
+    ----------
+    on, off : float
+        Thresholds [N]; ``on = 0``: any non-zero force is contact.
+    touching : bool
+    """
+
+    on: float = 0.0
+    off: float = 0.0
+    touching: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.off <= self.on:
+            raise ConfigError(f"contact gate: thresholds on {self.on} and off {self.off} must satisfy 0 <= off <= on")
+
+    @staticmethod
+    def thresholds(deadband: float, noise: float, release: float, k_sigma: float = 5.0) -> tuple[float, float]:
+        """``(on, off)``: ``on = max(deadband, k_sigma × noise)`` and ``off = release × on``. [N]
+
+        Gaussian noise of RMS magnitude ``noise`` (:func:`noise_floor`) exceeds 5 times it with a
+        probability below 6e-7 per sample: 5.7e-7 when one component carries it all (P(|N| > 5)),
+        under 1e-15 when three equal ones share it (P(χ²₃ > 75)).
+        """
+        on = max(float(deadband), k_sigma * float(noise))
+        return on, float(release) * on
+
+    def update(self, f_norm: float) -> bool:
+        """Feed one force magnitude [N]; returns whether it is contact."""
+        self.touching = f_norm > (self.off if self.touching else self.on)
+        return self.touching

@@ -520,8 +520,14 @@ class RigCore:
             self._fault(Fault.WATCHDOG, t)  # (parking needs no host: it finishes on its own)
         if self.state == RigState.ENGAGED:
             if self.bandwidth > 0:
+                # the servo follows the setpoints interpolated over their period (the drives' interpolated
+                # position mode, as below): on the raw staircase its acceleration would ripple at the setpoint
+                # rate, w² × the step (0.2 m/s² at 10 Hz and 1.5 cm/s of a leg at 250 Hz), and a sensor read at
+                # that rate would see a steady part of the ripple on the mock-up's mass as a force
+                s = min(1.0, max(0.0, (t - self.target_t) / self.target_T))
+                x_set = self.target_prev + s * (self.target - self.target_prev)
                 w = 2 * np.pi * self.bandwidth
-                a = np.clip(w * w * (self.target - self.x) - 2 * w * self.v, -self.limits.a_max, self.limits.a_max)
+                a = np.clip(w * w * (x_set - self.x) - 2 * w * self.v, -self.limits.a_max, self.limits.a_max)
                 v = np.clip(self.v + a * dt, -self.limits.v_max, self.limits.v_max)
                 self.x = np.clip(self.x + 0.5 * (self.v + v) * dt, self.limits.lo, self.limits.hi)
                 self.a, self.v = (v - self.v) / dt, v

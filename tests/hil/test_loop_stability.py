@@ -79,8 +79,8 @@ def test_check_refuses_the_uncompensated_delayed_rig_contact_naming_the_critical
     assert len(line) < 300  # (check cuts longer lines)
     tau_c, _ = critical_delay(12000.0, 2.0e5, 1.5 * 20.0 * 2.0e5 * 1e-3)
     assert f"> critical delay {tau_c * 1e3:.3g} ms (12000 kg, k 2e+05 N/m, c 6e+03 N·s/m)" in line, line
-    assert line.startswith("services.hil: hil.emulator.delay: rig contact loop delay 82.3 ms (transport 40, "
-                           "actuators 31.8, sensor 1.3, filter 3.18, pipeline 4, hold 2 ms)"), line
+    assert line.startswith("services.hil: hil.emulator.delay: rig contact loop delay 86.3 ms (transport 40, "
+                           "actuators 35.8, sensor 1.3, filter 3.18, pipeline 4, hold 2 ms)"), line
     assert np.isclose(tau_c, 0.0299, atol=5e-4)
 
 
