@@ -130,8 +130,8 @@ def _pressed(table: dict, steps: int = 400, depth: float = 0.002) -> tuple[HilBr
 
 def test_bridge_removes_the_mockups_weight_the_bias_and_the_noise():
     """A 50 kg mock-up on a noisy, biased, drifting sensor: with gravity compensation, taring and the matched
-    filter the fed-back force is the contact's, k δ, within the noise; without gravity compensation it is off
-    by the weight (490 N), which a run must not take for contact."""
+    filter the fed-back force is the contact's, k δ, within the noise; without gravity compensation (and no tare)
+    the reading is off by the weight (490 N), which the run must not take for contact: the rig faults, saying why."""
     k, depth = 2.0e5, 0.002
     sensor = {"ft_rate": 1000.0, "ft_cutoff": 200.0, "ft_noise": [2.0, 0.2],
               "ft_bias": [0.5, -0.3, 0.2, 8.0, -6.0, 12.0],
@@ -145,7 +145,11 @@ def test_bridge_removes_the_mockups_weight_the_bias_and_the_noise():
     assert all(o["hil/feedback"]["valid"] for o in outs[-100:])
     assert abs(f.mean() - (-k * depth)) < 5.0 and f.std() < 2.0  # -400 N: the plane pushes B down (-z)
     assert not any(o["hil/feedback"]["valid"] for o in outs[5:100])  # engaged (step 2), taring 0.4 s: no force yet
+    # without gravity compensation and without the tare the weight stays in the reading: the bridge does not take
+    # it for contact but faults the rig at once, naming the mock-up's load and the setting
     off = {**base, "compensation": {**base["compensation"], "gravity": False, "tare": 0.0}}
     b, outs = _pressed(off)
-    f = np.array([o["hil/feedback"]["F_Bo_B"][5] for o in outs[-100:]])
-    assert abs(f.mean() - (-k * depth - 50.0 * 9.81 + 12.0)) < 5.0
+    faulted = [n for n, o in enumerate(outs) if o["hil/status"]["state"] == "FAULT"]
+    assert faulted and faulted[0] < 150  # before the press begins (step 150): the weight alone
+    assert abs(b.load_left_N - 50.0 * 9.81) < 5.0
+    assert "mock-up's own load" in b.safety.fault_reason and "gravity = false" in b.safety.fault_reason
