@@ -98,6 +98,21 @@ which diverges at any coupling above 1, while Baumgarte's feedback is a spring o
 on the coupling: both are declared to :mod:`protocol.stability` (:func:`stiff_couplings`).
 :attr:`ContactModel.latch_error` is the weld's pose error the last step saw.
 
+Strategies
+----------
+The capture, the berthing contact and the latches are small strategy objects behind narrow interfaces
+(:class:`CaptureModel`, :class:`BerthingContact`, :class:`LatchModel`), picked by their config value from a
+registry: :data:`CAPTURE_MODELS` by ``capture``, :data:`BERTHING_CONTACTS` by ``berthing`` (the impulsive
+contact's impulse from :data:`IMPULSIVE_LAWS` by ``impulsive_law``), :data:`LATCH_MODELS` by
+``[contact.latch] model``. :class:`ContactModel` composes the three. A strategy holds parameters only (the state
+stays in :class:`ContactContext`) and declares the stiff couplings it closes with the orbiter
+(:func:`stiff_couplings` gathers them). The registered values are the keys' allowed values; a new model is one
+factory and one :func:`register` call (docs/contact_models.md). They live here, not in ``dynamics``: they apply
+impulses and wrenches through this service's momentum bookkeeping, change its context and declare
+:class:`protocol.stability.StiffCoupling`, none of which ``dynamics`` may import; the physics they call is in
+:mod:`dynamics.contact` and :mod:`dynamics.impact`. (``services`` holds service modules only, so they are not a
+module of their own.)
+
 HIL contact (``source = "hil"``)
 --------------------------------
 The berthing wrench is ``hil/feedback.F_Bo_B`` (the rig's measured wrench on the payload's
@@ -176,9 +191,9 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -196,8 +211,9 @@ from protocol.coupling import Schedule
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling
 
-__all__ = ["TABLES", "TABLE_KEYS", "ContactContext", "ContactModel", "build", "hil_refusal", "ports", "stiff_couplings",
-           "validate"]
+__all__ = ["BERTHING_CONTACTS", "CAPTURE_MODELS", "IMPULSIVE_LAWS", "LATCH_MODELS", "TABLES", "TABLE_KEYS",
+           "BerthingContact", "CaptureModel", "CompliantContact", "ContactContext", "ContactModel", "Grasp",
+           "ImpulsiveContact", "LatchModel", "build", "hil_refusal", "ports", "register", "stiff_couplings", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -219,15 +235,15 @@ PAYLOAD_KEYS: dict[str, tuple[Any, Any]] = {
 }
 CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
     "rigidize_delay": ("nonnegative", 0.5),
-    "capture": (("impulsive", "compliant"), "impulsive"),
-    "berthing": (("compliant", "impulsive"), "compliant"),
+    "capture": ((), "impulsive"),      # the values: CAPTURE_MODELS's (register)
+    "berthing": ((), "compliant"),     # BERTHING_CONTACTS's
     "k": (_Num, 2.0e5),
     "exponent": (_Num, 1.0),
     "alpha": (_Num, 0.5),
     "mu_s": (_Num, 0.3),
     "mu_k": (_Num, 0.2),
     "v_stick": (_Num, 0.002),
-    "impulsive_law": (("restitution", "cyril"), "restitution"),
+    "impulsive_law": ((), "restitution"),  # IMPULSIVE_LAWS's
     "restitution": (("range", 0.0, 1.0), 0.5),
     "mu": ("nonnegative", 0.3),
     "r_E": ("nonnegative", 0.5),
@@ -247,7 +263,7 @@ LATCH_KEYS: dict[str, tuple[Any, Any]] = {
     **{f.name: (_Num, f.default) for f in fields(dc.LatchCriteria)},
     **{k: ("nonnegative", v) for k, v in (LATCH_SPRING | LATCH_DRIVE).items()},
     "X_LB": (_VEC6, [0.0] * 6),
-    "model": (("spring", "constraint"), "spring"),
+    "model": ((), "spring"),  # LATCH_MODELS's (register)
     "baumgarte": ("positive", 20.0),  # 1/s
 }
 """``[contact.latch]``: the :class:`dynamics.contact.LatchCriteria` fields, the latch spring–damper and stroke."""
@@ -267,6 +283,118 @@ SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
     "depth": (_Num, float("inf")),
 }
 
+
+
+# ---------------------------------------------------------------- the strategies' interfaces and their registry
+class CaptureModel(Protocol):
+    """What the snare does from the capture to rigidize (``[contact] capture``).
+
+    Stateless: every parameter is read at construction from the parsed config (:func:`_parse`'s values), the
+    state it changes is the service's :class:`ContactContext`."""
+
+    def close(self, svc: ContactModel, grasp: Grasp, t_ns: int, h_ns: int) -> tuple[Array, float, Array]:
+        """The snare closes on G at ``t_ns`` (the envelope is met): the impulse given to the payload about Wo
+        (6,) [N·m·s, N·s], the energy it dissipated [J] and the relative twist at Eo after it (6,), ``[ω; v]``."""
+        ...
+
+    def snare_wrench(self, svc: ContactModel) -> list[float] | None:
+        """While grappled and not rigidized: the snare's wrench on the payload about Wo (six floats) [N·m, N] at the
+        step's end (:attr:`ContactModel.orbiter_at_now`), or None if it applies none."""
+        ...
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        """The springs it closes with the orbiter (:func:`stiff_couplings`), from the parsed config."""
+        ...
+
+
+class BerthingContact(Protocol):
+    """The payload's points against the orbiter's guide surfaces (``[contact] berthing``).
+
+    ``impulsive``: the contact acts by impulses (applied inside :meth:`contact`, summed in
+    ``context.episode_impulse``), so a contact episode keeps what they gave it; else by a wrench held over the
+    next step, and an episode's impulse starts from zero at its first contact."""
+
+    impulsive: bool
+
+    def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
+                h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+        """The wrench on the payload about Wo (six floats) [N·m, N] to hold over the next step, the power the
+        contact dissipates [W], whether any surface acts, and the bodies' kinematics (renewed after an impulse).
+        ``p_L``, ``R_WL``: L's origin and rotation rows in W. The points near their guides:
+        :meth:`ContactModel.near_guides`."""
+        ...
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        """The springs it closes with the orbiter (:func:`stiff_couplings`), from the parsed config."""
+        ...
+
+
+class LatchModel(Protocol):
+    """What holds B on the latches' set point once they close (``[contact.latch] model``)."""
+
+    def wrench(self, svc: ContactModel, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
+               R_WB: tuple[float, ...], p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float],
+               R_WL: tuple[float, ...], v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
+        """The latches' wrench on the payload about Bo (six floats) [N·m, N]: B (``p_B``, ``R_WB`` in W) held on the
+        set point R (``p_WR``, ``R_WR``, its twist ``V_R`` at Bo in W; its own rate ``v_R``, ``w_R`` in L, the
+        stroke ``t_drive`` [s] old); ``F_other_Wo`` every other wrench on the payload, about Wo."""
+        ...
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        """The springs it closes with the orbiter (:func:`stiff_couplings`), from the parsed config."""
+        ...
+
+
+ImpulsiveLaw = Callable[["ContactModel", rb.RigidBodyState, Array, Array], "Array | None"]
+"""``(svc, orbiter, p_C, n_W) -> P_W``: the impulse (3,) [N·s] on the payload at C (in W) for an approaching point,
+``n_W`` the normal from the orbiter to the payload; None if there is none."""
+
+CAPTURE_MODELS: dict[str, Callable[[Mapping[str, Any]], CaptureModel]] = {}
+"""``[contact] capture`` value -> the strategy's factory (its class), called with the parsed config."""
+BERTHING_CONTACTS: dict[str, Callable[[Mapping[str, Any]], BerthingContact]] = {}
+"""``[contact] berthing`` value -> factory."""
+IMPULSIVE_LAWS: dict[str, ImpulsiveLaw] = {}
+"""``[contact] impulsive_law`` value -> the impulse of an impulsive berthing contact."""
+LATCH_MODELS: dict[str, Callable[[Mapping[str, Any]], LatchModel]] = {}
+"""``[contact.latch] model`` value -> factory."""
+_CHOICES: dict[str, tuple[dict[str, Any], dict[str, tuple[Any, Any]], str]] = {
+    "capture": (CAPTURE_MODELS, CONTACT_KEYS, "capture"),
+    "berthing": (BERTHING_CONTACTS, CONTACT_KEYS, "berthing"),
+    "impulsive_law": (IMPULSIVE_LAWS, CONTACT_KEYS, "impulsive_law"),
+    "latch": (LATCH_MODELS, LATCH_KEYS, "model"),
+}
+
+
+def register(choice: str, value: str, factory: Any, keys: Mapping[str, tuple[Any, Any]] | None = None) -> None:
+    """Make ``value`` a config value of ``choice`` picking ``factory``.
+
+    Parameters
+    ----------
+    choice : str
+        ``"capture"`` (:data:`CAPTURE_MODELS`), ``"berthing"`` (:data:`BERTHING_CONTACTS`), ``"impulsive_law"``
+        (:data:`IMPULSIVE_LAWS`) or ``"latch"`` (:data:`LATCH_MODELS`, the key ``[contact.latch] model``).
+    value : str
+        The config value; from now on accepted by :func:`validate`.
+    factory : callable
+        The strategy's class (or any callable) taking :func:`_parse`'s values, or an :data:`ImpulsiveLaw`.
+    keys : mapping, optional
+        The strategy's own parameters, key -> (kind, default) as in :func:`protocol.config.check_values`: the
+        sub-table ``[contact.<value>]``, read as ``v["contact"][value]``.
+
+    Raises
+    ------
+    ConfigError
+        If ``choice`` is unknown, ``value`` already registered, or ``[contact.<value>]`` already a key.
+    """
+    if choice not in _CHOICES:
+        raise ConfigError(f"contact: choice {choice!r} unknown (known: {', '.join(_CHOICES)})")
+    registry, table, key = _CHOICES[choice]
+    if value in registry or (keys is not None and value in CONTACT_KEYS):
+        raise ConfigError(f"contact: {choice} {value!r} is already registered or a key of [contact]")
+    registry[value] = factory
+    table[key] = (tuple(registry), table[key][1])
+    if keys is not None:
+        CONTACT_KEYS[value] = (dict(keys), None)
 
 def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Every value the contact model needs, built; problems listed (each naming key and value)."""
@@ -561,16 +689,11 @@ class ContactModel:
         self.surfaces = v["surfaces"]
         self.envelope: dc.CaptureEnvelope = v["envelope"]
         self.criteria: dc.LatchCriteria = v["criteria"]
-        self.latch_spring: dict[str, float] = v["latch_spring"]
         self.latch_drive: dict[str, float] = v["latch_drive"]
-        self.latch_model: str = v["latch_model"]         # "spring" (spring-damper) | "constraint" (a weld)
-        self.latch_gain: float = v["latch_baumgarte"]
-        self._I_T_rows = tuple(np.asarray(self.model_T.I_Bcm_B, dtype=np.float64).ravel().tolist())
-        self.snare_spring: dict[str, float] = v["snare"]
         self.X_LB_berthed: Array = v["X_LB_berthed"]
         self._p_LB_berthed = self.X_LB_berthed[:3, 3].tolist()
         self.con = con
-        self.compliant = con["berthing"] == "compliant"
+        self.capture, self.berthing, self.latch = _strategies(v)
         # float forms of the fixed frames, and the surfaces grouped by payload point (in L)
         self._p_OL, self._R_OL = sp.pose_rows(self.X_OL)
         self._p_TB, self._R_TB = sp.pose_rows(self.X_TB)
@@ -696,120 +819,32 @@ class ContactModel:
         if not ok:
             events.append(_event("miss", t_ns, V_pre, V_pre, reason=reason, **m))
             return
-        P_Wo = np.zeros(6)
-        loss = 0.0
-        if self.con["capture"] == "compliant":
-            c.X_OE = pose_inverse(X_WO) @ X_WE
-            V_post = V_pre
-        elif brakes:
-            lock = dc.plastic_lock(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_E - orb.p_WoBo_W, V_O_E,
-                                   self.model_T.mass, rb.inertia_W(self.model_T, c.body),
-                                   p_E - c.body.p_WoBo_W, V_T_E)
-            P_Wo = self._impulse_on_payload(-lock.impulse_O, p_E, t_ns, h_ns)
-            loss = lock.energy_loss
-            V_post = self._twist_at(c.body, p_E) - self._twist_at(self.orbiter_at_now, p_E)
-        else:
-            V_post = V_pre
+        P_Wo, loss, V_post = self.capture.close(self, Grasp(orb, X_WO, X_WE, p_E, V_O_E, V_T_E, V_pre, brakes),
+                                                t_ns, h_ns)
         c.grappled = True
         c.rigidized = False
         c.captured_ns = t_ns
         events.append(_event("capture", t_ns, V_pre, V_post, P_Wo, brakes=brakes, energy_loss=loss,
                              p_WoEo_W=[float(x) for x in p_E], **m))
 
-    def _snare_wrench(self, orb: rb.RigidBodyState) -> Array:
-        """Compliant snare (capture → rigidize): spring–damper pulling G onto E, on the payload about Wo.
-
-        E is taken fixed in O at its capture pose (the arm holds or is braked while the snare
-        closes); the massless arm passes the reaction to the orbiter, which receives it through
-        ``contact/wrench``.
-        """
-        c = self.context
-        assert c.X_OE is not None  # set at capture, before the snare closes
-        X_WE = pose(self._rot(orb)[0], orb.p_WoBo_W) @ c.X_OE
-        X_WG = self._X_WT() @ self.X_TG
-        p_G = X_WG[:3, 3]
-        F_G = dc.latch_wrench(X_WE, self._twist_at(orb, p_G), X_WG, self._twist_at(c.body, p_G), np.eye(4),
-                              **self.snare_spring)
-        return rb.wrench_about_origin(F_G, p_G)
-
     # ------------------------------------------------------------ berthing
-    def _model_contact(self, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
-                       h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
-        """Wrench on the payload about Wo from the surfaces (compliant), or impulses (impulsive).
-
-        Each payload point is taken into L and skipped when outside its guide's bounding sphere
-        (:class:`_Guide`); its relative velocity is computed once for all its surfaces. Returns the
-        wrench (six floats), the dissipated power, whether any surface acts, and the bodies'
-        kinematics (renewed after an impulse).
-        """
-        c = self.context
-        F = [0.0] * 6
-        power = 0.0
-        active = False
+    def near_guides(self, kT: _Kin, p_L: list[float], R_WL: tuple[float, ...]
+                    ) -> list[tuple[_Guide, list[float], float, float, float]]:
+        """The payload points inside their guide's bounding sphere (:class:`_Guide`): each guide with its point in W
+        and in L (``P``, ``x0, x1, x2``) [m]; none when the payload is far from every guide. ``kT`` the payload's
+        kinematics, ``p_L``, ``R_WL`` L's origin and rotation rows in W."""
         ctr = self._all_center_L
         x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, kT.p)  # To in L
         if (x0 - ctr[0]) ** 2 + (x1 - ctr[1]) ** 2 + (x2 - ctr[2]) ** 2 > self._all_reach2:
-            return F, power, active, kT, kO  # the payload is far from every guide
-        lead = 0.5 * h_ns * 1e-9 if self.compliant else 0.0
-        law = self.law
+            return []  # the payload is far from every guide
+        out = []
         for g in self._guides:
             P = sp.pose_apply_rows(kT.p, kT.R, g.p_ToPo_T)  # the point, in W
             x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, P)  # in L
             ctr = g.center_L
-            if (x0 - ctr[0]) ** 2 + (x1 - ctr[1]) ** 2 + (x2 - ctr[2]) ** 2 > g.reach2:
-                continue
-            u: list[float] | None = None
-            fx = fy = fz = 0.0
-            for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
-                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
-                if dx * nx + dy * ny + dz * nz >= BOUND_MARGIN:  # in front: no contact within h/2
-                    continue
-                if u is None:  # relative velocity of the point (payload − orbiter), in L
-                    vP, vS = kT.velocity_at(P), kO.velocity_at(P)
-                    u = sp.mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
-                # compliant: the force held over [t, t + h) is evaluated at the interval's midpoint,
-                # the relative displacement extrapolated by u·h/2 (second order in h; a force from the
-                # start of the interval would feed the contact ≈ (π/2) ω h of its energy per impact)
-                ok, _, delta_dot, f0, f1, f2, P_d = dc.point_plane_rows(
-                    dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead, u[0], u[1], u[2], nx, ny, nz, law,
-                    radius, depth)
-                if not ok:
-                    continue
-                active = True
-                if self.compliant:
-                    fx, fy, fz = fx + f0, fy + f1, fz + f2
-                    power += P_d
-                elif delta_dot > 0.0:
-                    p_P = np.array(P)
-                    imp = self._impulsive(self.orbiter_at_now, p_P, np.array(sp.mat_vec_rows(R_WL, nx, ny, nz)))
-                    if imp is not None:
-                        c.episode_impulse += self._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
-                                                                         t_ns, h_ns)
-                        kT, kO = _Kin(c.body), _Kin(self.orbiter_at_now)
-                        u = None
-            if fx or fy or fz:
-                f = sp.mat_vec_rows(R_WL, fx, fy, fz)
-                tau = sp.cross_rows(P[0], P[1], P[2], f[0], f[1], f[2])
-                F = [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3] + f[0], F[4] + f[1], F[5] + f[2]]
-        return F, power, active, kT, kO
-
-    def _impulsive(self, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
-        """Impulse (3,) on the payload at C for an approaching point (n from orbiter to payload)."""
-        c = self.context
-        if self.con["impulsive_law"] == "restitution":
-            r = im.point_impact(self.model_T, c.body, self.model_O, orb, p_C, n_W,
-                                float(self.con["restitution"]), float(self.con["mu"]))
-            return r.P_W
-        M, J = dc.orbiter_chaser(self.model_O.mass, rb.inertia_W(self.model_O, orb), p_C - orb.p_WoBo_W)
-        psid = np.concatenate([orb.R_WB @ orb.w_WB_B, orb.v_WBo_W])
-        try:
-            rp = im.nonplastic_impact_payload(M, J, psid, self.model_T.mass, rb.inertia_W(self.model_T, c.body),
-                                             p_C - c.body.p_WoBo_W, c.body.v_WBo_W,
-                                             c.body.R_WB @ c.body.w_WB_B, -n_W,
-                                             float(self.con["r_E"]), float(self.con["r_f"]))
-        except NoSolutionError:
-            return None
-        return -np.asarray(rp.impulse_W)
+            if (x0 - ctr[0]) ** 2 + (x1 - ctr[1]) ** 2 + (x2 - ctr[2]) ** 2 <= g.reach2:
+                out.append((g, P, x0, x1, x2))
+        return out
 
     def _hil_wrench(self, u: Inputs, t_ns: int, X_WB: Array, events: list) -> Array | None:
         c = self.context
@@ -859,11 +894,9 @@ class ContactModel:
                       V_rel_B: list[float], events: list, F_other_Wo: list[float]) -> list[float]:
         """The closed latches' wrench on the payload about Wo (six floats); ``latch`` once the stroke is home.
 
-        ``latch.model = "spring"``: the latch spring–damper on the set point. ``"constraint"``: a weld of B to the
-        set point (:func:`dynamics.contact.latch_constraint_wrench_rows`), the payload's accelerations under
-        ``F_other_Wo`` (every other wrench on it, about Wo: the arm's of the last step, the guides') and the orbit
-        made those of the set point — the orbiter's latch frame carried by its sample's accelerations, plus the
-        stroke's own — with Baumgarte's correction (``latch.baumgarte``)."""
+        The latch model (:class:`LatchModel`) holds B on the set point: the stroke's
+        (:class:`dynamics.contact.LatchDrive`) carried by the orbiter's latch frame. ``F_other_Wo``: every other
+        wrench on the payload, about Wo (the arm's of the last step, the guides')."""
         c = self.context
         assert c.X_LB_latched is not None and c.latch_ns is not None  # set by _latch_start
         t_drive = (t_ns - c.latch_ns) * 1e-9
@@ -878,10 +911,7 @@ class ContactModel:
         V_R = [kO.w[0] + wR[0], kO.w[1] + wR[1], kO.w[2] + wR[2], vO[0] + vR[0], vO[1] + vR[1], vO[2] + vR[2]]
         R_WB = sp.mat_mat_rows(kT.R, self._R_TB)
         R_WR = sp.mat_mat_rows(R_WL, R_R)
-        if self.latch_model == "spring":
-            F = dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, R_WR, V_R, **self.latch_spring)
-        else:
-            F = self._latch_constraint(t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
+        F = self.latch.wrench(self, t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
         if not c.latched and (c.drive is None or t_ns - c.latch_ns >= c.drive.close_time * 1e9):
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
             X_LB = sp.pose_from_rows(p_LB, R_LB)
@@ -893,41 +923,6 @@ class ContactModel:
                                      X_LB_start=c.X_LB_latched,
                                      close_time=self.latch_drive["close_time"], **m))
         return sp.refer_wrench_rows(F, p_B)
-
-    def _latch_constraint(self, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float], R_WB: tuple[float, ...],
-                          p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float], R_WL: tuple[float, ...],
-                          v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
-        """The latch constraint's wrench on the payload about Bo (:meth:`_latch_wrench`); its pose error kept in
-        :attr:`latch_error`."""
-        c = self.context
-        # the set point's classical acceleration at Bo: the orbiter's latch frame (its sample's accelerations,
-        # held over the coupling interval) plus the stroke's own, with the Coriolis term of the stroke's rate
-        s = c.orb_floats[1]
-        a_O, wd_O = s[2], sp.mat_vec_rows(kO.R, *s[4])
-        r = [p_B[i] - kO.p[i] for i in range(3)]
-        w = kO.w
-        wr = sp.cross_rows(w[0], w[1], w[2], r[0], r[1], r[2])
-        c1 = sp.cross_rows(wd_O[0], wd_O[1], wd_O[2], r[0], r[1], r[2])
-        c2 = sp.cross_rows(w[0], w[1], w[2], wr[0], wr[1], wr[2])
-        vR, wR = sp.mat_vec_rows(R_WL, *v_R), sp.mat_vec_rows(R_WL, *w_R)
-        aR, wdR = (c.drive.acceleration(t_drive) if c.drive is not None else ([0.0] * 3, [0.0] * 3))
-        aR, wdR = sp.mat_vec_rows(R_WL, *aR), sp.mat_vec_rows(R_WL, *wdR)
-        cw = sp.cross_rows(w[0], w[1], w[2], wR[0], wR[1], wR[2])
-        cv = sp.cross_rows(w[0], w[1], w[2], vR[0], vR[1], vR[2])
-        A_R = [wd_O[i] + cw[i] + wdR[i] for i in range(3)] + [a_O[i] + c1[i] + c2[i] + 2.0 * cv[i] + aR[i]
-                                                            for i in range(3)]
-        # the payload's free accelerations under every other wrench (about its CoM) and the orbit
-        st = c.body
-        pT = kT.p
-        F_c = sp.shift_wrench_rows(F_other_Wo, pT)
-        a_free, wd_free_T = rb.accelerations_rows(self.model_T, st, F_c, self.orbit)
-        g = self.latch_gain
-        F = dc.latch_constraint_wrench_rows(self.model_T.mass, self._I_T_rows, pT, kT.R, kT.w, a_free,
-                                            sp.mat_vec_rows(kT.R, *wd_free_T), p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)],
-                                            p_WR, R_WR, V_R, A_R, g, g)
-        th = dc.rotation_error(np.reshape(R_WR, (3, 3)), np.reshape(R_WB, (3, 3)))
-        c.latch_error = (math.dist(p_B, p_WR), float(np.linalg.norm(th)))
-        return F
 
     # ------------------------------------------------------------ ServiceModel
     def set_coupling(self, periods: Mapping[str, int]) -> None:
@@ -1020,17 +1015,17 @@ class ContactModel:
         if self.con["source"] == "hil":
             F_hil = self._hil_wrench(u, t1, sp.pose_from_rows(p_B, sp.mat_mat_rows(kT.R, self._R_TB)), events)
         if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
-            F_T_Wo, power, active, kT, kO = self._model_contact(kT, kO, p_L, R_WL, t1, h_ns)
+            F_T_Wo, power, active, kT, kO = self.berthing.contact(self, kT, kO, p_L, R_WL, t1, h_ns)
         else:
             F_T_Wo, power, active = F_hil.tolist(), 0.0, bool(np.any(F_hil != 0.0))
         c.last_power = power
-        if c.grappled and not c.rigidized and c.X_OE is not None:
-            F_T_Wo = [a + b for a, b in zip(F_T_Wo, self._snare_wrench(self.orbiter_at_now).tolist(), strict=True)]
+        if c.grappled and not c.rigidized and (F_snare := self.capture.snare_wrench(self)) is not None:
+            F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_snare, strict=True)]
         # contact episodes
         if active and not c.in_contact:
             c.in_contact = True
             c.episode_V_pre = V_rel_B
-            c.episode_impulse = np.zeros(6) if self.compliant else c.episode_impulse
+            c.episode_impulse = c.episode_impulse if self.berthing.impulsive else np.zeros(6)
             events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
         elif not active and c.in_contact and not c.berthed:
             c.in_contact = False
@@ -1067,6 +1062,311 @@ def _misalignment(X_LB: Array, X_LB_berthed: Array) -> dict[str, float]:
             "misalignment_rad": float(np.linalg.norm(dc.rotation_error(X_LB_berthed[:3, :3], X_LB[:3, :3])))}
 
 
+# ---------------------------------------------------------------- the strategies
+@dataclass(frozen=True, slots=True)
+class Grasp:
+    """The capture's instant, as :meth:`CaptureModel.close` sees it: the orbiter ``orb`` (after impulses in
+    flight), its pose ``X_WO``, E's pose ``X_WE`` and origin ``p_E`` (W) [m], the twists at Eo of the orbiter's
+    rigid motion ``V_O_E`` and of the payload's ``V_T_E``, the relative twist ``V_pre`` (payload − E), ``[ω; v]``
+    in W [rad/s, m/s], and whether the arm's brakes are on."""
+
+    orb: rb.RigidBodyState
+    X_WO: Array
+    X_WE: Array
+    p_E: Array
+    V_O_E: Array
+    V_T_E: Array
+    V_pre: Array
+    brakes: bool
+
+
+def _spring_couplings(what: str, spring: Mapping[str, float], v: Mapping[str, Any], p_T: Array
+                      ) -> list[StiffCoupling]:
+    """A 6-DOF spring–damper between the payload at ``p_T`` (in T) and the orbiter at L, declared as two couplings
+    (translation, rotation) with each body's least effective mass there and least principal moment of inertia."""
+    mT, mO = v["model_T"], v["model_O"]
+    p_OL = pose_from_vector(v["orbiter"]["X_OL"])[:3, 3]
+    IT, IO = float(np.linalg.eigvalsh(mT.I_Bcm_B)[0]), float(np.linalg.eigvalsh(mO.I_Bcm_B)[0])
+    return [StiffCoupling(f"{what} spring, translation", "contact/wrench", "orbiter/state", spring["k_lin"],
+                          spring["c_lin"], _point_mass(mT, p_T), _point_mass(mO, p_OL)),
+            StiffCoupling(f"{what} spring, rotation", "contact/wrench", "orbiter/state", spring["k_rot"],
+                          spring["c_rot"], IT, IO)]
+
+
+class ImpulsiveCapture:
+    """``capture = "impulsive"``: with the brakes on, a plastic 6-DOF lock of payload and orbiter at Eo
+    (:func:`dynamics.contact.plastic_lock`; the massless arm); with them off, no impulse. No snare spring."""
+
+    def __init__(self, v: Mapping[str, Any]) -> None:
+        pass
+
+    def close(self, svc: ContactModel, grasp: Grasp, t_ns: int, h_ns: int) -> tuple[Array, float, Array]:
+        if not grasp.brakes:
+            return np.zeros(6), 0.0, grasp.V_pre
+        c, orb, p_E = svc.context, grasp.orb, grasp.p_E
+        lock = dc.plastic_lock(svc.model_O.mass, rb.inertia_W(svc.model_O, orb), p_E - orb.p_WoBo_W, grasp.V_O_E,
+                               svc.model_T.mass, rb.inertia_W(svc.model_T, c.body), p_E - c.body.p_WoBo_W,
+                               grasp.V_T_E)
+        P_Wo = svc._impulse_on_payload(-lock.impulse_O, p_E, t_ns, h_ns)
+        return P_Wo, lock.energy_loss, svc._twist_at(c.body, p_E) - svc._twist_at(svc.orbiter_at_now, p_E)
+
+    def snare_wrench(self, svc: ContactModel) -> list[float] | None:
+        return None
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        return []
+
+
+class CompliantCapture:
+    """``capture = "compliant"``: the snare a spring–damper (``[contact.snare]``) pulling G onto E, E held at its
+    capture pose in O (``context.X_OE``; the arm holds or is braked while the snare closes); the massless arm
+    passes the reaction to the orbiter, which receives it through ``contact/wrench``. Declares that spring."""
+
+    def __init__(self, v: Mapping[str, Any]) -> None:
+        self.spring: dict[str, float] = v["snare"]
+
+    def close(self, svc: ContactModel, grasp: Grasp, t_ns: int, h_ns: int) -> tuple[Array, float, Array]:
+        svc.context.X_OE = pose_inverse(grasp.X_WO) @ grasp.X_WE
+        return np.zeros(6), 0.0, grasp.V_pre
+
+    def snare_wrench(self, svc: ContactModel) -> list[float] | None:
+        c = svc.context
+        if c.X_OE is None:
+            return None
+        orb = svc.orbiter_at_now
+        X_WE = pose(svc._rot(orb)[0], orb.p_WoBo_W) @ c.X_OE
+        X_WG = svc._X_WT() @ svc.X_TG
+        p_G = X_WG[:3, 3]
+        F_G = dc.latch_wrench(X_WE, svc._twist_at(orb, p_G), X_WG, svc._twist_at(c.body, p_G), np.eye(4),
+                              **self.spring)
+        return rb.wrench_about_origin(F_G, p_G).tolist()
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        return _spring_couplings("snare", v["snare"], v, pose_from_vector(v["payload"]["X_TG"])[:3, 3])
+
+
+PointLaw = Callable[..., tuple[bool, float, float, float, float, float, float]]
+"""A compliant point–plane law with :func:`dynamics.contact.point_plane_rows`'s signature and result:
+``(dx, dy, dz, ux, uy, uz, nx, ny, nz, law, radius, depth) -> (in_contact, δ, δ̇, fx, fy, fz, P_d)``, in L:
+the point's offset from the plane's point and its velocity relative to the orbiter, the unit outward normal, the
+law's parameters, the footprint and catch depth; the force on the payload [N] and the power dissipated [W]."""
+
+
+class CompliantContact:
+    """A compliant berthing contact: at each payload point inside a surface's reach, ``point_law`` gives a force;
+    their wrench is held over the next step, evaluated at the step's midpoint (the relative displacement
+    extrapolated by ``u·h/2``: the energy exchanged stays second order in h; a force from the start of the
+    interval would feed the contact ≈ (π/2) ω h of its energy per impact). ``berthing = "compliant"`` is
+    :func:`dynamics.contact.point_plane_rows` (Hunt–Crossley and regularized Coulomb) with ``[contact]``'s law.
+    Declares no stiff coupling (the guides are softer than the latches)."""
+
+    impulsive = False
+
+    def __init__(self, point_law: PointLaw, law: Any) -> None:
+        self.point_law = point_law
+        self.law = law
+
+    def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
+                h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+        F = [0.0] * 6
+        power = 0.0
+        active = False
+        near = svc.near_guides(kT, p_L, R_WL)
+        if not near:
+            return F, power, active, kT, kO
+        lead = 0.5 * h_ns * 1e-9
+        law, point_law = self.law, self.point_law
+        for g, P, x0, x1, x2 in near:
+            u: list[float] | None = None
+            fx = fy = fz = 0.0
+            for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
+                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+                if dx * nx + dy * ny + dz * nz >= BOUND_MARGIN:  # in front: no contact within h/2
+                    continue
+                if u is None:  # relative velocity of the point (payload − orbiter), in L
+                    vP, vS = kT.velocity_at(P), kO.velocity_at(P)
+                    u = sp.mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
+                ok, _, _, f0, f1, f2, P_d = point_law(dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead,
+                                                      u[0], u[1], u[2], nx, ny, nz, law, radius, depth)
+                if not ok:
+                    continue
+                active = True
+                fx, fy, fz = fx + f0, fy + f1, fz + f2
+                power += P_d
+            if fx or fy or fz:
+                f = sp.mat_vec_rows(R_WL, fx, fy, fz)
+                tau = sp.cross_rows(P[0], P[1], P[2], f[0], f[1], f[2])
+                F = [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3] + f[0], F[4] + f[1], F[5] + f[2]]
+        return F, power, active, kT, kO
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        return []
+
+
+def _hunt_crossley(v: Mapping[str, Any]) -> CompliantContact:
+    """``berthing = "compliant"``: :func:`dynamics.contact.point_plane_rows` with ``[contact]``'s law."""
+    return CompliantContact(dc.point_plane_rows, v["law"])
+
+
+class ImpulsiveContact:
+    """``berthing = "impulsive"``: an approaching point in contact (:func:`dynamics.contact.point_plane_rows`
+    tells which) gets one impulse by ``[contact] impulsive_law`` (:data:`IMPULSIVE_LAWS`), applied at once and
+    summed in the episode's impulse. Declares no stiff coupling."""
+
+    impulsive = True
+
+    def __init__(self, v: Mapping[str, Any]) -> None:
+        self.law = v["law"]
+        self.impulse: ImpulsiveLaw = IMPULSIVE_LAWS[v["contact"]["impulsive_law"]]
+
+    def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
+                h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+        c = svc.context
+        active = False
+        lead = 0.0
+        for g, P, x0, x1, x2 in svc.near_guides(kT, p_L, R_WL):  # an impulse moves no point: P stays
+            u: list[float] | None = None
+            for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
+                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+                if dx * nx + dy * ny + dz * nz >= BOUND_MARGIN:
+                    continue
+                if u is None:
+                    vP, vS = kT.velocity_at(P), kO.velocity_at(P)
+                    u = sp.mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
+                ok, _, delta_dot, _, _, _, _ = dc.point_plane_rows(
+                    dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead, u[0], u[1], u[2], nx, ny, nz, self.law,
+                    radius, depth)
+                if not ok:
+                    continue
+                active = True
+                if delta_dot > 0.0:
+                    p_P = np.array(P)
+                    imp = self.impulse(svc, svc.orbiter_at_now, p_P, np.array(sp.mat_vec_rows(R_WL, nx, ny, nz)))
+                    if imp is not None:
+                        c.episode_impulse += svc._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
+                                                                        t_ns, h_ns)
+                        kT, kO = _Kin(c.body), _Kin(svc.orbiter_at_now)
+                        u = None
+        return [0.0] * 6, 0.0, active, kT, kO
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        return []
+
+
+def _restitution(svc: ContactModel, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
+    """``impulsive_law = "restitution"``: Newton restitution and Coulomb friction
+    (:func:`dynamics.impact.point_impact`; ``[contact] restitution``, ``mu``)."""
+    r = im.point_impact(svc.model_T, svc.context.body, svc.model_O, orb, p_C, n_W, float(svc.con["restitution"]),
+                        float(svc.con["mu"]))
+    return r.P_W
+
+
+def _cyril(svc: ContactModel, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
+    """``impulsive_law = "cyril"``: Cyril's ``r_E``, ``r_f`` with the orbiter as the chaser
+    (:func:`dynamics.impact.nonplastic_impact_payload`); None where it has no solution."""
+    body = svc.context.body
+    M, J = dc.orbiter_chaser(svc.model_O.mass, rb.inertia_W(svc.model_O, orb), p_C - orb.p_WoBo_W)
+    psid = np.concatenate([orb.R_WB @ orb.w_WB_B, orb.v_WBo_W])
+    try:
+        rp = im.nonplastic_impact_payload(M, J, psid, svc.model_T.mass, rb.inertia_W(svc.model_T, body),
+                                         p_C - body.p_WoBo_W, body.v_WBo_W, body.R_WB @ body.w_WB_B, -n_W,
+                                         float(svc.con["r_E"]), float(svc.con["r_f"]))
+    except NoSolutionError:
+        return None
+    return -np.asarray(rp.impulse_W)
+
+
+class LatchSpring:
+    """``latch.model = "spring"``: the latch spring–damper on the set point (:func:`dynamics.contact.latch_wrench_rows`,
+    ``[contact.latch]`` ``k_lin``, ``k_rot``, ``c_lin``, ``c_rot``). Declares that spring."""
+
+    def __init__(self, v: Mapping[str, Any]) -> None:
+        self.spring: dict[str, float] = v["latch_spring"]
+
+    def wrench(self, svc: ContactModel, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
+               R_WB: tuple[float, ...], p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float],
+               R_WL: tuple[float, ...], v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
+        return dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, R_WR, V_R, **self.spring)
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        return _spring_couplings("latch", v["latch_spring"], v, pose_from_vector(v["payload"]["X_TB"])[:3, 3])
+
+
+class LatchConstraint:
+    """``latch.model = "constraint"``: B welded to the set point
+    (:func:`dynamics.contact.latch_constraint_wrench_rows`): the payload's accelerations under every other
+    wrench and the orbit made those of the set point — the orbiter's latch frame carried by its sample's
+    accelerations, plus the stroke's own — with Baumgarte's correction (``latch.baumgarte``, α = β). Keeps the
+    weld's pose error in ``context.latch_error``. Declares Baumgarte's spring and damper (``k = m β²``,
+    ``c = 2 β m`` on the payload's side) with the orbiter's acceleration fed forward
+    (:attr:`protocol.stability.StiffCoupling.feedforward`): an algebraic loop of gain m_payload / m_orbiter at
+    the latch."""
+
+    def __init__(self, v: Mapping[str, Any]) -> None:
+        self.gain: float = v["latch_baumgarte"]
+        self._I_T_rows = tuple(np.asarray(v["model_T"].I_Bcm_B, dtype=np.float64).ravel().tolist())
+
+    def wrench(self, svc: ContactModel, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
+               R_WB: tuple[float, ...], p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float],
+               R_WL: tuple[float, ...], v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
+        c = svc.context
+        # the set point's classical acceleration at Bo: the orbiter's latch frame (its sample's accelerations,
+        # held over the coupling interval) plus the stroke's own, with the Coriolis term of the stroke's rate
+        s = c.orb_floats[1]
+        a_O, wd_O = s[2], sp.mat_vec_rows(kO.R, *s[4])
+        r = [p_B[i] - kO.p[i] for i in range(3)]
+        w = kO.w
+        wr = sp.cross_rows(w[0], w[1], w[2], r[0], r[1], r[2])
+        c1 = sp.cross_rows(wd_O[0], wd_O[1], wd_O[2], r[0], r[1], r[2])
+        c2 = sp.cross_rows(w[0], w[1], w[2], wr[0], wr[1], wr[2])
+        vR, wR = sp.mat_vec_rows(R_WL, *v_R), sp.mat_vec_rows(R_WL, *w_R)
+        aR, wdR = (c.drive.acceleration(t_drive) if c.drive is not None else ([0.0] * 3, [0.0] * 3))
+        aR, wdR = sp.mat_vec_rows(R_WL, *aR), sp.mat_vec_rows(R_WL, *wdR)
+        cw = sp.cross_rows(w[0], w[1], w[2], wR[0], wR[1], wR[2])
+        cv = sp.cross_rows(w[0], w[1], w[2], vR[0], vR[1], vR[2])
+        A_R = [wd_O[i] + cw[i] + wdR[i] for i in range(3)] + [a_O[i] + c1[i] + c2[i] + 2.0 * cv[i] + aR[i]
+                                                            for i in range(3)]
+        # the payload's free accelerations under every other wrench (about its CoM) and the orbit
+        pT = kT.p
+        F_c = sp.shift_wrench_rows(F_other_Wo, pT)
+        a_free, wd_free_T = rb.accelerations_rows(svc.model_T, c.body, F_c, svc.orbit)
+        g = self.gain
+        F = dc.latch_constraint_wrench_rows(svc.model_T.mass, self._I_T_rows, pT, kT.R, kT.w, a_free,
+                                            sp.mat_vec_rows(kT.R, *wd_free_T), p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)],
+                                            p_WR, R_WR, V_R, A_R, g, g)
+        th = dc.rotation_error(np.reshape(R_WR, (3, 3)), np.reshape(R_WB, (3, 3)))
+        c.latch_error = (math.dist(p_B, p_WR), float(np.linalg.norm(th)))
+        return F
+
+    def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
+        mT, mO = v["model_T"], v["model_O"]
+        IT, IO = float(np.linalg.eigvalsh(mT.I_Bcm_B)[0]), float(np.linalg.eigvalsh(mO.I_Bcm_B)[0])
+        p_TB = pose_from_vector(v["payload"]["X_TB"])[:3, 3]
+        p_OL = pose_from_vector(v["orbiter"]["X_OL"])[:3, 3]
+        g = self.gain
+        return [StiffCoupling(f"latch constraint, {what}", "contact/wrench", "orbiter/state", m_p * g * g,
+                              2.0 * g * m_p, m_p, m_c, feedforward=True)
+                for what, m_p, m_c in (("translation", _point_mass(mT, p_TB), _point_mass(mO, p_OL)),
+                                       ("rotation", IT, IO))]
+
+
+register("capture", "impulsive", ImpulsiveCapture)
+register("capture", "compliant", CompliantCapture)
+register("berthing", "compliant", _hunt_crossley)
+register("berthing", "impulsive", ImpulsiveContact)
+register("impulsive_law", "restitution", _restitution)
+register("impulsive_law", "cyril", _cyril)
+register("latch", "spring", LatchSpring)
+register("latch", "constraint", LatchConstraint)
+
+
+def _strategies(v: Mapping[str, Any]) -> tuple[CaptureModel, BerthingContact, LatchModel]:
+    """The capture, berthing-contact and latch models the parsed config picks (:func:`register`)."""
+    con = v["contact"]
+    return (CAPTURE_MODELS[con["capture"]](v), BERTHING_CONTACTS[con["berthing"]](v),
+            LATCH_MODELS[con["latch"]["model"]](v))
+
+
 def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:
     """The contact model of service ``name``."""
     return ContactModel(config, name, period_ns)
@@ -1081,41 +1381,20 @@ def _point_mass(model: rb.RigidBodyModel, p_BcmPo_B: Array) -> float:
 
 
 def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
-    """The springs this service closes with the orbiter through ``contact/wrench`` (:mod:`protocol.stability`).
+    """The springs this service closes with the orbiter through ``contact/wrench`` (:mod:`protocol.stability`):
+    those its latch, capture and berthing-contact models declare (``couplings``), in that order.
 
-    The latch spring–damper (translation and rotation, ``[contact.latch]``), and the snare's with
-    ``capture = "compliant"``: the payload (integrated here, each step) on one side, the orbiter
-    (integrated by its own service from the coupled mean) on the other, each body's least
-    effective mass at the latch (or the grapple fixture) and least principal moment of inertia.
-    With ``latch.model = "constraint"`` the latch is a weld instead: Baumgarte's spring and damper
-    (``k = m β²``, ``c = 2 β m`` on the payload's side) with the orbiter's acceleration fed forward
-    (:attr:`protocol.stability.StiffCoupling.feedforward`).
-    The guides' Hunt–Crossley contact is softer than the latches (``k`` per wall) and is left out.
+    The payload (integrated here, each step) on one side, the orbiter (integrated by its own service from the
+    coupled mean) on the other. Today: the latch spring–damper (translation and rotation, :class:`LatchSpring`) or
+    the weld's Baumgarte spring with the orbiter's acceleration fed forward (:class:`LatchConstraint`), and the
+    snare's with ``capture = "compliant"`` (:class:`CompliantCapture`). The guides' Hunt–Crossley contact is softer
+    than the latches (``k`` per wall) and is left out.
     """
     v, problems = _parse(config)
     if problems:
         return []
-    mT, mO = v["model_T"], v["model_O"]
-    IT, IO = float(np.linalg.eigvalsh(mT.I_Bcm_B)[0]), float(np.linalg.eigvalsh(mO.I_Bcm_B)[0])
-    p_TB = pose_from_vector(v["payload"]["X_TB"])[:3, 3]
-    p_OL = pose_from_vector(v["orbiter"]["X_OL"])[:3, 3]
-    out = []
-    springs = [] if v["latch_model"] == "constraint" else [("latch", v["latch_spring"], p_TB, p_OL)]
-    if v["contact"]["capture"] == "compliant":
-        springs.append(("snare", v["snare"], pose_from_vector(v["payload"]["X_TG"])[:3, 3], p_OL))
-    for what, spring, p_T, p_O in springs:
-        out.append(StiffCoupling(f"{what} spring, translation", "contact/wrench", "orbiter/state", spring["k_lin"],
-                                 spring["c_lin"], _point_mass(mT, p_T), _point_mass(mO, p_O)))
-        out.append(StiffCoupling(f"{what} spring, rotation", "contact/wrench", "orbiter/state", spring["k_rot"],
-                                 spring["c_rot"], IT, IO))
-    if v["latch_model"] == "constraint":
-        # the weld: Baumgarte's spring and damper on the payload's own mass, and its acceleration made the
-        # orbiter's (an algebraic loop of gain m_payload / m_orbiter at the latch)
-        g = v["latch_baumgarte"]
-        for what, m_p, m_c in (("translation", _point_mass(mT, p_TB), _point_mass(mO, p_OL)), ("rotation", IT, IO)):
-            out.append(StiffCoupling(f"latch constraint, {what}", "contact/wrench", "orbiter/state", m_p * g * g,
-                                     2.0 * g * m_p, m_p, m_c, feedforward=True))
-    return out
+    capture, berthing, latch = _strategies(v)
+    return [*latch.couplings(v), *capture.couplings(v), *berthing.couplings(v)]
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:
