@@ -15,9 +15,19 @@ per topic, ``/tf``) on a WebSocket (``foxglove.sdk.v1``), decimated to a display
 
 Keys of ``[services.NAME]`` (:data:`OPTIONS`): ``host`` (default ``127.0.0.1``; an address
 that is not loopback needs ``allow_remote = true``), ``port`` (default 8765), ``display_hz``
-(default 30), ``topics`` (default every topic). Open it in Foxglove or Lichtblick with *Open
-connection* → Foxglove WebSocket → ``ws://127.0.0.1:8765`` and the layout
-``configs/foxglove_layout.json``.
+(default 30), ``topics`` (default every topic), ``encodings`` (default ``["protobuf"]``). Open it
+in Foxglove or Lichtblick with *Open connection* → Foxglove WebSocket → ``ws://127.0.0.1:8765``
+and the layout ``configs/foxglove_layout.json``.
+
+ROS 2 channels (``encodings = ["protobuf", "ros2"]``, or ``["ros2"]`` alone): every plot
+channel ``/<topic>`` gets a twin ``/ros2/<topic>`` (``/ros2/sim/stats/<service>``) with message
+encoding ``cdr`` and schema encoding ``ros2msg``: the ROS 2 export's generated message
+``berthsim_msgs/msg/<Name>`` (:mod:`services.ros2_encoding`: the same definition text, field
+names and bytes as ``launch.py export --format ros2`` writes), for clients that read ROS 2
+messages only (PlotJuggler's Foxglove bridge client). They carry the same decimated messages as
+the protobuf channels, and a message is encoded only while a client subscribes to its channel.
+``/tf`` stays ``foxglove.FrameTransforms``. The default keeps the ROS 2 twins off, so a
+Foxglove user's topic list and the viewer's work stay as they were.
 
 Playback control (``launch.py replay LOG --view``): when the run has a replay (a service of
 kind ``replay`` in the configuration), the server advertises the ``playbackControl`` and
@@ -56,13 +66,18 @@ from protocol.service import ServicePorts
 __all__ = ["OPTIONS", "TABLES", "LiveViewer", "build", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
-OPTIONS: dict[str, Any] = {"host": str, "port": int, "display_hz": (int, float), "topics": list, "allow_remote": bool}
+OPTIONS: dict[str, Any] = {"host": str, "port": int, "display_hz": (int, float), "topics": list, "allow_remote": bool,
+                           "encodings": list}
+ENCODINGS = ("protobuf", "ros2")
+"""The plot channels' encodings: ``protobuf`` (``/<topic>``), ``ros2`` (CDR, ``/ros2/<topic>``)."""
+ROS2_PREFIX = "/ros2"
+"""The ROS 2 twin of plot channel ``/<topic>`` is ``/ros2/<topic>``."""
 RATE_RANGE = (1e-3, 1e3)
 """The paces a replay takes (:data:`services.replay.RATE_MIN`, ``RATE_MAX``; a service does not import another)."""
 SEEK_GUARD_S = 2.0
 """After a seek, for at most this long (wall), only messages from the target on move the current time. [s]"""
 DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": 8765, "display_hz": 30.0, "topics": [],
-                            "allow_remote": False}
+                            "allow_remote": False, "encodings": ["protobuf"]}
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -81,6 +96,11 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
                    f"needs {where}.allow_remote = true")
     if importlib.util.find_spec("foxglove") is None:
         out.append(f"{where}.kind: the viewer needs foxglove-sdk (pip install -e '.[export]')")
+    enc = svc["encodings"]
+    if not enc or any(e not in ENCODINGS for e in enc) or len(set(map(str, enc))) != len(enc):
+        out.append(f"{where}.encodings: expected a non-empty list of distinct {list(ENCODINGS)}, got {enc!r}")
+    elif "ros2" in enc and importlib.util.find_spec("mcap_ros2") is None:
+        out.append(f"{where}.encodings: 'ros2' needs mcap-ros2-support (pip install -e '.[export]')")
     unknown = [t for t in svc["topics"] if t not in SCHEMAS]
     if unknown:
         out.append(f"{where}.topics: no schema for {unknown}")
@@ -116,6 +136,7 @@ class LiveViewer:
         svc = {**DEFAULTS, **config["services"][name]}
         self.name = name
         self.topics: tuple[str, ...] = tuple(svc["topics"])
+        self.encodings: frozenset[str] = frozenset(svc["encodings"])
         self._period = 1.0 / float(svc["display_hz"])
         self._ctx = foxglove.Context()
         self._fox = foxglove
@@ -131,6 +152,8 @@ class LiveViewer:
                                              context=self._ctx, **extra)
         self.port = int(self._server.port)
         self._channels: dict[str, tuple[Any, Any]] = {}
+        self._ros2_types: dict[str, Any] = {}  # topic -> (type name, ros2msg text, encoder), or None: none
+        self._ros2: dict[str, tuple[Any, Any]] = {}  # plot channel -> (its /ros2 twin, encoder)
         from foxglove.messages import FrameTransforms
 
         self._tf = foxglove.Channel("/tf", schema=FrameTransforms.get_schema(), message_encoding="protobuf",
@@ -319,21 +342,58 @@ class LiveViewer:
             if len(cols["t_ns"]) and not topic.startswith("sim/"):  # sim/stats: a service's own time
                 t_seen = max(int(cols["t_ns"][-1]), t_seen or 0)
             schema = SCHEMAS[topic]
-            for kw in plot_rows(schema, cols):
-                channel = plot_channel(topic, kw["sender"])
-                if channel not in self._channels:
-                    fds, cls = self._plot_type(schema)
-                    self._channels[channel] = (self._fox.Channel(
-                        channel, schema=self._fox.Schema(name=cls.DESCRIPTOR.full_name, encoding="protobuf", data=fds),
-                        message_encoding="protobuf", context=self._ctx), cls)
-                ch, cls = self._channels[channel]
-                ch.log(cls(**kw).SerializeToString(), log_time=int(kw["t_ns"]))
+            if "protobuf" in self.encodings:
+                for kw in plot_rows(schema, cols):
+                    channel = plot_channel(topic, kw["sender"])
+                    if channel not in self._channels:
+                        fds, cls = self._plot_type(schema)
+                        self._channels[channel] = (self._fox.Channel(
+                            channel, schema=self._fox.Schema(name=cls.DESCRIPTOR.full_name, encoding="protobuf",
+                                                             data=fds),
+                            message_encoding="protobuf", context=self._ctx), cls)
+                    ch, cls = self._channels[channel]
+                    ch.log(cls(**kw).SerializeToString(), log_time=int(kw["t_ns"]))
+            if "ros2" in self.encodings:
+                self._show_ros2(topic, cols)
             self.shown += 1
         sets = [(t, tfs) for t, _, tfs in transforms(self._scene, arrays)]
         for t, data in tf_messages(sorted(sets, key=lambda s: s[0])):
             self._tf.log(data, log_time=t)
         if self.playback:
             self._follow(t_seen)
+
+    def _show_ros2(self, topic: str, cols: dict[str, Any]) -> None:
+        """The ROS 2 twins of a topic's plot channels (display thread): CDR, encoded only while subscribed."""
+        from errors import ConfigError
+        from services.export_foxglove import plot_channel
+        from services.ros2_encoding import cdr_encoder, generated_messages, msg_definition
+
+        schema = SCHEMAS[topic]
+        if topic not in self._ros2_types:
+            try:
+                name, text = msg_definition(schema)
+                self._ros2_types[topic] = (name, text, cdr_encoder(name, text))
+            except ConfigError as err:  # a field without a ROS 2 name: the topic has no twin, said once
+                self._ros2_types[topic] = None
+                print(f"berthsim viewer {self.name}: no ROS 2 channel for {topic}: {err}", file=sys.stderr)
+        if self._ros2_types[topic] is None:
+            return
+        name, text, encode = self._ros2_types[topic]
+        senders = cols["sender"].tolist()
+        todo = []
+        for i, sender in enumerate(senders):
+            channel = plot_channel(topic, sender)
+            if channel not in self._ros2:
+                self._ros2[channel] = (self._fox.Channel(
+                    ROS2_PREFIX + channel, schema=self._fox.Schema(name=name, encoding="ros2msg", data=text.encode()),
+                    message_encoding="cdr", context=self._ctx), encode)
+            if self._ros2[channel][0].has_sinks():
+                todo.append((i, channel))
+        if todo:
+            msgs = generated_messages(schema, cols)
+            for i, channel in todo:
+                ch, encode = self._ros2[channel]
+                ch.log(encode(msgs[i]), log_time=int(msgs[i]["t_ns"]))
 
     def close(self) -> None:
         """Stop the display thread and the server; one line with the counts on stderr (idempotent)."""

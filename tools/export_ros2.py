@@ -12,8 +12,9 @@ Channels
 --------
 ``/<topic>`` — every logged topic, a generated message ``berthsim_msgs/msg/<Name>``
 (:func:`services.ros2_encoding.msg_definition`, shared with the live viewer's ``/ros2/<topic>``
-channels; this module re-exports it and :func:`~services.ros2_encoding.ros2_name`): ``std_msgs/Header header``, ``t_ns``, ``h_ns``, ``seq``,
-``wall_ns`` (int64), ``sender``, then each schema field under its ROS 2 name
+channels; this module re-exports it and :func:`~services.ros2_encoding.ros2_name`):
+``std_msgs/Header header``, ``t_ns``, ``h_ns``, ``seq``, ``wall_ns`` (int64), ``sender``,
+then each schema field under its ROS 2 name
 (:func:`ros2_name`; the table is in ``docs/field_tools.md``): ``f8`` scalars ``float64``,
 vectors and matrices fixed-size ``float64[N]`` in C order, ``int`` int64, ``bool``,
 ``str`` string, ``list[str]`` string[], a map ``diagnostic_msgs/KeyValue[]`` (values as

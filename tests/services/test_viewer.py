@@ -81,6 +81,7 @@ async def _watch(port: int, deadline_s: float) -> dict[str, list[float]]:
             if isinstance(msg, str):
                 m = json.loads(msg)
                 for c in m.get("channels", []) if m["op"] == "advertise" else []:
+                    assert not c["topic"].startswith("/ros2/")  # the ROS 2 twins are off by default
                     if c["topic"] in got and c["topic"] not in subs.values():
                         subs[len(subs) + 1] = c["topic"]
                         assert c["encoding"] == "protobuf"
