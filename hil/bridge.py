@@ -71,7 +71,6 @@ import numpy as np
 import serial
 from numpy.typing import NDArray
 
-from dynamics.cases import PAYLOAD_MASS
 from dynamics.rigid_body import predict_rows
 from dynamics.spatial import (
     cross_rows,
@@ -89,6 +88,7 @@ from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, 
 from hil.rig import ForceTorqueSensor, mockup_load
 from hil.rigproto import RigProtocol, Sent, open_protocol, protocol_class
 from hil.safety import SafetySupervisor, watchdog_timeout
+from protocol.config import sim_values, table_values
 from protocol.coupling import Schedule
 from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
@@ -266,7 +266,7 @@ def _loop_problems(config: dict[str, Any], cfg: HilConfig, rate_hz: float) -> li
     """The rig contact loop (``[contact] source = "hil"``) whose delay exceeds its critical delay
     (:func:`protocol.stability.critical_delay` of the payload's mass and :func:`rig_contact_spring`)
     with neither prediction nor the passivity controller on: one line naming both figures."""
-    if config.get("contact", {}).get("source", "model") != "hil" or "payload" not in config:
+    if table_values(config, "contact")["source"] != "hil" or "payload" not in config:
         return []
     tau, tau_c, parts = loop_stability(config, cfg, rate_hz)
     comp = cfg.compensation
@@ -275,7 +275,7 @@ def _loop_problems(config: dict[str, Any], cfg: HilConfig, rate_hz: float) -> li
     k, c, _ = rig_contact_spring(config)
     detail = ", ".join(f"{key} {v * 1e3:.3g}" for key, v in parts.items() if v)
     return [f"hil.emulator.delay: rig contact loop delay {tau * 1e3:.3g} ms ({detail} ms) > critical delay "
-            f"{tau_c * 1e3:.3g} ms ({float(config['payload'].get('mass', PAYLOAD_MASS)):.5g} kg, k {k:.3g} N/m, "
+            f"{tau_c * 1e3:.3g} ms ({float(table_values(config, 'payload')['mass']):.5g} kg, k {k:.3g} N/m, "
             f"c {c:.3g} N·s/m): it grows; turn on hil.compensation.predict or passivity"]
 
 
@@ -289,7 +289,7 @@ def loop_stability(config: dict[str, Any], cfg: HilConfig, rate_hz: float) -> tu
     H = 1.0 / float(c_hz) if isinstance(c_hz, (int, float)) and c_hz > 0 else 1.0 / rate_hz
     tau, parts = loop_delay(cfg, 1.0 / rate_hz, 0.5 * H)
     k, c, _ = rig_contact_spring(config)
-    tau_c, _ = critical_delay(float(config["payload"].get("mass", PAYLOAD_MASS)), k, c)
+    tau_c, _ = critical_delay(float(table_values(config, "payload")["mass"]), k, c)
     return tau, tau_c, parts
 
 
@@ -303,7 +303,7 @@ def _slow_input_problems(config: dict[str, Any], name: str, rate_hz: float, watc
     run. So the coupling period of ``orbiter/state`` and ``payload/state`` (the producer's
     ``coupling_hz`` for the topic or ``"*"``, else its own period) must not exceed the watchdog.
     """
-    from protocol.config import service_module  # (here: the bridge's import does not need the config's)
+    from protocol.config import service_module  # (here: the registry imports the other kinds' modules)
 
     watchdog = watchdog_s if watchdog_s > 0 else watchdog_timeout(1.0 / rate_hz)
     wanted = {p.topic for p in INPUTS}
@@ -872,10 +872,10 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     payload's state with its velocity. Not included: the link's own delay (in lockstep one
     link period, 4 ms at 250 Hz), which adds to the coupling's lag.
     """
-    if config.get("contact", {}).get("source", "model") != "hil" or "payload" not in config:
+    if table_values(config, "contact")["source"] != "hil" or "payload" not in config:
         return []
     k, c, _ = rig_contact_spring(config)
-    m_T = float(config["payload"].get("mass", PAYLOAD_MASS))
+    m_T = float(table_values(config, "payload")["mass"])
     return [StiffCoupling("rig contact spring along its normal (HIL)", "hil/feedback", "payload/state",
                           k, c, 0.0, m_T, predict=1, mean=False)]
 
@@ -914,7 +914,8 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     if problems:
         raise ConfigError("; ".join(problems), problems)
     cfg = parse(hil_table(config))
-    realtime = config.get("sim", {}).get("mode", "lockstep") == "realtime"
+    sim = sim_values(config)
+    realtime = sim["mode"] == "realtime"
     url = cfg.table["url"]
     emu = None
     if url == "emulator":
@@ -922,8 +923,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
 
         table = hil_table(config)  # the frames and the guides' mock-ups filled in from the other tables
         em = dict(table.get("emulator", {}))
-        sim = config.get("sim", {})
-        if realtime and not em.get("rt_priority") and int(sim.get("rt_priority", 10) or 0) > 0:
+        if realtime and not em.get("rt_priority") and int(sim["rt_priority"] or 0) > 0:
             em["rt_priority"] = RIG_PRIORITY  # a rig's firmware is real-time: above the services (protocol.realtime)
         table["emulator"] = em
         # a format without time stamps gives a lockstep rig no clock: it runs on its own, as a real one (nothing
@@ -941,12 +941,12 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
             emu.close()
         raise
     if realtime:  # frames time-stamped on arrival: the delay estimate is not quantised by the step
-        rt = int(config.get("sim", {}).get("rt_priority", 10) or 0) > 0
+        rt = int(sim["rt_priority"] or 0) > 0
         link.start_reader(priority=RIG_PRIORITY if rt else 0)
     bridge = HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])
     bridge.emulator = emu
-    if config.get("contact", {}).get("source", "model") == "hil" and "payload" in config:
+    if table_values(config, "contact")["source"] == "hil" and "payload" in config:
         _, bridge.critical_delay_s, parts = loop_stability(config, cfg, 1e9 / period_ns)
         bridge.loop_other_s = sum(v for k, v in parts.items() if k not in ("transport", "pipeline"))
-    bridge.freeze_park_after = float(config.get("sim", {}).get("freeze_park_after", 2.0))
+    bridge.freeze_park_after = float(sim["freeze_park_after"])
     return bridge

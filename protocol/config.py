@@ -137,7 +137,8 @@ if TYPE_CHECKING:
 __all__ = ["SIM_KEYS", "SERVICE_KEYS", "INPROCESS", "KINDS", "MAX_SWEEP_RUNS", "ServiceSpec", "RunPlan",
            "check_limits", "check_sweep_size", "check_table", "check_value", "check_values", "cut",
            "ipc_endpoint_paths", "load", "register_schemas", "registered_kind", "service_module", "show",
-           "with_overrides", "peers_of", "processes_of", "read_plan", "table_values", "validate", "write_plan"]
+           "with_overrides", "peers_of", "processes_of", "read_plan", "sim_values", "table_values", "validate",
+           "write_plan"]
 
 Num = (int, float)
 
@@ -609,6 +610,13 @@ def check_values(values: Mapping[str, Any], where: str, keys: Mapping[str, tuple
         else:
             out[key] = values[key]
     return out
+
+
+def sim_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``[sim]`` with the runtime's defaults (:data:`SIM_KEYS`) where a key is missing: what a service reads of the
+    run's settings, never with a default of its own. Not a check: :func:`validate` reports the table's problems."""
+    raw = config.get("sim")
+    return {**{k: default for k, (_, default) in SIM_KEYS.items()}, **(raw if isinstance(raw, Mapping) else {})}
 
 
 def table_values(config: Mapping[str, Any], table: str) -> dict[str, Any]:

@@ -62,9 +62,9 @@ from typing import Any
 
 import numpy as np
 
-from dynamics.cases import ORBITER_MASS, PAYLOAD_MASS
 from dynamics.spatial import pose_from_vector, quat_angle, quat_rotate
 from errors import LogError
+from protocol.config import table_values
 from protocol.logfile import LogFile, open_log, read_topics
 
 __all__ = ["FIGURE_TOPICS", "PAGES", "PHASES", "Report", "add_arguments", "decimate", "expected_events", "figures",
@@ -489,7 +489,7 @@ def expected_events(config: dict[str, Any], t_end_s: float, t_start_s: float = 0
     ``contact.rigidize_delay`` has passed); a scripted ``release`` must find the payload
     berthed first (``first_contact``, ``latch``) and give ``release``.
     """
-    delay = float(config.get("contact", {}).get("rigidize_delay", 0.5))
+    delay = float(table_values(config, "contact")["rigidize_delay"])
     out: list[str] = []
     for c in config.get("operator", {}).get("script", []):
         t = float(c.get("t", 0.0))
@@ -600,8 +600,8 @@ they hold it (``latch``, after their stroke), the drift of the total linear
         The run's configuration (``[orbiter]``, ``[payload]`` masses, ``[contact.latch]``).
     """
     empty: dict[str, Any] = {}
-    m_O = float(cfg.get("orbiter", {}).get("mass", ORBITER_MASS))  # the models' defaults, not 0 kg
-    m_T = float(cfg.get("payload", {}).get("mass", PAYLOAD_MASS))
+    m_O = float(table_values(cfg, "orbiter")["mass"])  # the owners' defaults, not 0 kg
+    m_T = float(table_values(cfg, "payload")["mass"])
     events: list[dict[str, Any]] = []
     t_contact = None
     ce = d.get("contact/event", empty)
