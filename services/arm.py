@@ -151,7 +151,7 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -311,11 +311,98 @@ def payload_mass_properties(config: dict[str, Any]) -> tuple[float, np.ndarray]:
     return float(pay["mass"]), (np.diag(I_T) if I_T.shape == (3,) else I_T)
 
 
-def _settings(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    table = config.get("arm", {})
-    s = {**DEFAULTS, **{k: v for k, v in table.items() if k != "assumed"}}
-    a = {**ASSUMED, **table.get("assumed", {})}
-    return s, a
+def _unit(unit: str) -> Any:
+    """A field of :class:`ArmParams` with its unit (``"1"``: a pure number, ``"-"``: a choice or a count)."""
+    return field(metadata={"unit": unit})
+
+
+def _vec(x: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in x)
+
+
+@dataclass(frozen=True)
+class ArmAssumed:
+    """``[arm.assumed]``, parsed once (:data:`ASSUMED_KEYS`): values not in public sources, **ASSUMED**.
+    Each field's unit is in its metadata (``fields(ArmAssumed)[i].metadata["unit"]``)."""
+
+    gear_ratio: tuple[float, ...] = _unit("1")              # (6,)
+    motor_inertia: tuple[float, ...] = _unit("kg·m²")        # (6,), motor side
+    torque_constant: tuple[float, ...] = _unit("N·m/A")      # (6,), motor side
+    bandwidth: float = _unit("rad/s")                        # rate loop
+    coulomb_fraction: float = _unit("1")                     # friction / torque limit
+    viscous_fraction: float = _unit("1")
+    slip_fraction: float = _unit("1")                        # brake slip torque / torque limit
+    joint_stiffness: tuple[float, ...] = _unit("N·m/rad")    # (6,), gearbox
+    joint_damping_ratio: float = _unit("1")                  # multibody gear-train damper, of critical
+    joint_damping_beta: float = _unit("s")                   # massless 3-7 springs' damping c = β k
+    beam_EI: tuple[float, ...] = _unit("N·m²")               # (5,), SVDS's five beams
+    beam_GJ: tuple[float, ...] = _unit("N·m²")               # (5,)
+    boom_damping: float = _unit("1")                         # flexible booms: modal damping ratio
+
+    @classmethod
+    def from_values(cls, a: dict[str, Any]) -> ArmAssumed:
+        """From the checked ``[arm.assumed]`` values (every key of :data:`ASSUMED_KEYS`)."""
+        kw: dict[str, Any] = {f.name: _vec(a[f.name]) if f.type == "tuple[float, ...]" else float(a[f.name])
+                              for f in fields(cls)}
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ArmParams:
+    """``[arm]``, parsed once (:data:`ARM_KEYS`, defaults :data:`DEFAULTS`; the module docstring says what each
+    key does). Each field's unit is in its metadata (``"1"`` a pure number, ``"-"`` a choice or a count);
+    vectors are tuples of floats, counts ints."""
+
+    model: str = _unit("-")                                  # "massless" | "multibody"
+    q0: tuple[float, ...] = _unit("rad")                     # (6,), SVDS order
+    p_OoSo_O: tuple[float, ...] = _unit("m")                 # (3,), shoulder in O
+    rpy_OS: tuple[float, ...] = _unit("rad")                 # (3,), URDF roll-pitch-yaw
+    por: tuple[float, ...] = _unit("m")                      # (3,), point of resolution in the last link frame
+    v_max: float = _unit("m/s")
+    w_max: float = _unit("rad/s")
+    v_max_loaded: float = _unit("m/s")
+    w_max_loaded: float = _unit("rad/s")
+    flexibility: str = _unit("-")                            # "active" | "passive" | "joints"
+    flex_every: int = _unit("-")                             # steps
+    loads_every: int = _unit("-")                            # steps
+    sigma_min: float = _unit("1")                            # of J (mixed units, as SVDS)
+    damping_max: float = _unit("1")
+    auto_accel: tuple[float, ...] = _unit("m/s², rad/s²")
+    auto_accel_loaded: tuple[float, ...] = _unit("m/s², rad/s²")
+    auto_gain: float = _unit("1/s")
+    auto_tol: tuple[float, ...] = _unit("m, rad")
+    limit_margin: float = _unit("rad")
+    limit_gain: float = _unit("1/s")
+    warn_hold: float = _unit("s")
+    servo_substeps: int = _unit("-")
+    link_mass_scale: float = _unit("1")
+    capture_control: str = _unit("-")                        # "brakes" | "damp"
+    damp_time: float = _unit("s")
+    damp_bandwidth: float = _unit("rad/s")
+    damp_rest: tuple[float, ...] = _unit("m/s, rad/s")
+    booms: str = _unit("-")                                  # "rigid" | "flexible"
+    boom_modes: int = _unit("-")                             # per bending plane
+    dynamics_every: int = _unit("-")                         # steps
+    assumed: ArmAssumed = _unit("-")                         # [arm.assumed]
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ArmParams:
+        """``[arm]`` of ``config`` with its defaults (a bad value reads as its default: :func:`validate` lists it)."""
+        v = check_table(config, "arm", ARM_KEYS, [])
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            x = v[f.name]
+            if f.name == "assumed":
+                kw[f.name] = ArmAssumed.from_values(x)
+            elif f.type == "tuple[float, ...]":
+                kw[f.name] = _vec(x)
+            elif f.type == "float":
+                kw[f.name] = float(x)
+            elif f.type == "int":
+                kw[f.name] = int(x)
+            else:
+                kw[f.name] = x
+        return cls(**kw)
 
 
 @dataclass(slots=True)
@@ -459,52 +546,52 @@ class ArmModel:
         problems = validate(config, name)
         if problems:
             raise ConfigError(f"[arm]: {len(problems)} problem(s): " + "; ".join(problems), problems)
-        s, a = _settings(config)
+        self.params = p = ArmParams.from_config(config)
+        a = p.assumed
         self.name = name
         self.period_ns = period_ns
         self.h = period_ns * 1e-9
-        self.s = s
         self.inputs = INPUTS
         self.outputs = OUTPUTS
         fixed = _fixed_chain()
-        X_OS = ch.pose_xyz_rpy(s["p_OoSo_O"], s["rpy_OS"])    # URDF: R = Rz(y) Ry(p) Rx(r)
-        geom = rms.rms_geometry(fixed, X_OS, s["por"])
+        X_OS = ch.pose_xyz_rpy(p.p_OoSo_O, p.rpy_OS)    # URDF: R = Rz(y) Ry(p) Rx(r)
+        geom = rms.rms_geometry(fixed, X_OS, p.por)
         self.quat_OS = sp.rotation_to_quat(X_OS[:3, :3])
         self.servo_p = sv.srms_servo_params(
-            geom.tau_max, geom.qd_max, bandwidth=a["bandwidth"], gear_ratio=a["gear_ratio"],
-            motor_inertia=a["motor_inertia"], torque_constant=a["torque_constant"],
-            coulomb_fraction=a["coulomb_fraction"], viscous_fraction=a["viscous_fraction"],
-            slip_fraction=a["slip_fraction"])
-        self.joint_stiffness = np.array(a["joint_stiffness"], dtype=float)
-        self.zeta = float(a["joint_damping_ratio"])
-        self.beta = float(a["joint_damping_beta"])
+            geom.tau_max, geom.qd_max, bandwidth=a.bandwidth, gear_ratio=a.gear_ratio,
+            motor_inertia=a.motor_inertia, torque_constant=a.torque_constant,
+            coulomb_fraction=a.coulomb_fraction, viscous_fraction=a.viscous_fraction,
+            slip_fraction=a.slip_fraction)
+        self.joint_stiffness = np.array(a.joint_stiffness, dtype=float)
+        self.zeta = float(a.joint_damping_ratio)
+        self.beta = float(a.joint_damping_beta)
         self.beams = tuple(replace(b, EI=float(ei), GJ=float(gj))
-                           for b, ei, gj in zip(fx.ASSUMED_BEAMS, a["beam_EI"], a["beam_GJ"], strict=True))
-        self.multibody = s["model"] == "multibody"
+                           for b, ei, gj in zip(fx.ASSUMED_BEAMS, a.beam_EI, a.beam_GJ, strict=True))
+        self.multibody = p.model == "multibody"
         self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
-        self.flexible = s["booms"] == "flexible"
+        self.flexible = p.booms == "flexible"
         if self.multibody:
             # the chain's base (body 0) is the orbiter, moved as orbiter/state says: every wrench taken from
             # the chain (rms.prescribed_base_affine, rms.grappled_inverse_dynamics, multirate.hold) removes the
             # base body's own inertia, so the mass properties the case gives it do not enter the arm's results
             # (tests/dynamics/test_arm_base_mass.py); the orbiter's are [orbiter]'s, the orbiter service's
             case = srms_on_orbiter()
-            self.chain = rms.scale_link_masses(case.model, float(s["link_mass_scale"]))
+            self.chain = rms.scale_link_masses(case.model, float(p.link_mass_scale))
             if self.flexible:
-                self.chain = with_flexible_booms(self.chain, srms_booms(int(s["boom_modes"]),
-                                                                        damping_ratio=float(a["boom_damping"])))
+                self.chain = with_flexible_booms(self.chain, srms_booms(int(p.boom_modes),
+                                                                        damping_ratio=float(a.boom_damping)))
             self.chain_data = ch.make_data(self.chain)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         # the limits and the shoulder position as floats for the step loop
         self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
         self._qd_max = geom.qd_max.tolist()
-        m = self.s["limit_margin"]
+        m = p.limit_margin
         self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
         self._stop_upper = [x - m for x in self._q_upper]
         self._p_OS = geom.X_OS[:3, 3].tolist()
         self._R_OS = tuple(geom.X_OS[:3, :3].ravel().tolist())
         self._zeros6 = np.zeros(6)                          # published as is: never written in place
-        theta = np.array(s["q0"], dtype=float)
+        theta = np.array(p.q0, dtype=float)
         orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
         self.context = ArmContext(
             theta=theta, theta_dot=np.zeros(6), servo=sv.servo_initial(theta), mode="hold", frame="orbiter",
@@ -590,7 +677,7 @@ class ArmModel:
     def warn(self, text: str) -> None:
         """Put a warning on arm/state for ``warn_hold`` seconds."""
         c = self.context
-        c.warnings[text] = c.now + round(self.s["warn_hold"] * 1e9)
+        c.warnings[text] = c.now + round(self.params.warn_hold * 1e9)
 
     def _kin(self, theta: list[float] | None = None) -> None:
         """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``context.theta``):
@@ -608,12 +695,12 @@ class ArmModel:
         c.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
         if c.J_svd is not None and not c.damped:
             dJ = (c.J - c.J_svd).ravel()
-            if c.sigma - math.sqrt(dJ @ dJ) > self.s["sigma_min"]:
+            if c.sigma - math.sqrt(dJ @ dJ) > self.params.sigma_min:
                 J_inv = rms.regular_inverse(c.J)
                 if J_inv is not None:
                     c.J_inv = J_inv
                     return
-        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse(c.J, self.s["sigma_min"], self.s["damping_max"])
+        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse(c.J, self.params.sigma_min, self.params.damping_max)
         c.J_svd = c.J
 
     @property
@@ -648,7 +735,7 @@ class ArmModel:
         c = self.context
         c.flex_pending = False
         (_, ps, us, pE), J, J_inv = c.flex_at
-        beams = () if self.s["flexibility"] == "joints" else self.beams
+        beams = () if self.params.flexibility == "joints" else self.beams
         g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
         try:
             if J_inv is not None:            # J regular (σ ≥ sigma_min), its inverse at hand: 3-4 as products
@@ -815,7 +902,7 @@ class ArmModel:
                 c.theta_n = c.theta.copy()
                 c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
                                            c.servo.current.copy())
-                if self.s["capture_control"] == "damp":
+                if self.params.capture_control == "damp":
                     c.mode, c.brakes = "damp", False
                     c.rest_since = None
                 elif not c.brakes:
@@ -835,7 +922,7 @@ class ArmModel:
         if c.mode != "direct" or c.brakes:
             return None
         j, drive = c.direct
-        m = self.s["limit_margin"]
+        m = self.params.limit_margin
         if ((drive > 0.0 and c.theta[j] >= c.geom.q_upper[j] - m)
                 or (drive < 0.0 and c.theta[j] <= c.geom.q_lower[j] + m)):
             self.warn(f"clipped: {JOINT_NAMES[j]} stopped at its angle limit (direct drive off, servos hold; "
@@ -850,8 +937,8 @@ class ArmModel:
         c = self.context
         if c.brakes or c.mode in ("brakes", "hold", "direct"):
             return [0.0] * 6
-        vmax = self.s["v_max_loaded"] if c.grappled else self.s["v_max"]
-        wmax = self.s["w_max_loaded"] if c.grappled else self.s["w_max"]
+        vmax = self.params.v_max_loaded if c.grappled else self.params.v_max
+        wmax = self.params.w_max_loaded if c.grappled else self.params.w_max
         if c.mode == "damp":
             qd = self._damp_rates()
             if c.brakes:                              # at rest: braked
@@ -879,7 +966,7 @@ class ArmModel:
             qd = (c.J_inv @ np.array(V)).tolist()
             if c.damped:
                 self.warn(f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
-                          f"< {self.s['sigma_min']:.3g})")
+                          f"< {self.params.sigma_min:.3g})")
         qd_max = self._qd_max
         ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
         r_max = max(ratio)
@@ -889,7 +976,7 @@ class ArmModel:
                       f"{qd[j]:.4g} rad/s beyond {qd_max[j]:.4g} rad/s)")
             qd = [x / r_max for x in qd]
         # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
-        k = self.s["limit_gain"]
+        k = self.params.limit_gain
         th = c.theta.tolist()
         out = [min(max(x, min(k * (lo - t), 0.0)), max(k * (hi - t), 0.0))
                for x, t, lo, hi in zip(qd, th, self._stop_lower, self._stop_upper, strict=True)]
@@ -905,8 +992,8 @@ class ArmModel:
         the brakes once the relative rates have stayed below ``damp_rest`` for ``damp_time``."""
         c = self.context
         V = c.V_R_O                                    # relative twist of E, in O, at the last step's end
-        T = float(self.s["damp_time"])
-        v_rest, w_rest = self.s["damp_rest"]
+        T = float(self.params.damp_time)
+        v_rest, w_rest = self.params.damp_rest
         Vl = V.tolist()
         if sp.norm3(Vl[3:]) < v_rest and sp.norm3(Vl[:3]) < w_rest:
             if c.rest_since is None:
@@ -920,7 +1007,7 @@ class ArmModel:
             c.rest_since = None
         F_d = -(self._payload_inertia_E() @ V) / T        # the damper's wrench on the payload at Eo, in O
         tau_d = c.J.T @ F_d                            # 2-3 the other way
-        lam = float(self.s["damp_bandwidth"])
+        lam = float(self.params.damp_bandwidth)
         k = self.joint_stiffness if self.flexible else self.k_servo  # the springs the motors drive through
         return (c.theta_dot + lam * (tau_d - c.tau) / k).tolist()
 
@@ -951,7 +1038,7 @@ class ArmModel:
         else:
             R_m, p_m = c.rows[0][N_JOINTS], c.rows[3]
         t = c.now * 1e-9
-        tol_p, tol_r = self.s["auto_tol"]
+        tol_p, tol_r = self.params.auto_tol
         while c.waypoints:
             wp = c.waypoints[0]
             lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
@@ -961,7 +1048,7 @@ class ArmModel:
                 # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
                 rot = (sp.rotation_error_rows(R_m, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
                        else [0.0, 0.0, 0.0])
-                a, alpha = self.s["auto_accel_loaded"] if c.grappled else self.s["auto_accel"]
+                a, alpha = self.params.auto_accel_loaded if c.grappled else self.params.auto_accel
                 prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
                 seg = c.seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
             prof = seg["prof"]
@@ -977,7 +1064,7 @@ class ArmModel:
                 c.seg = None
                 self.warn(f"auto: waypoint reached, {len(c.waypoints)} left")
                 continue
-            k = self.s["auto_gain"]
+            k = self.params.auto_gain
             ds = (s1 - s0) / self.h
             v = [ds * d + k * e for d, e in zip(dp, e_p, strict=True)]
             w = [ds * d + k * e for d, e in zip(rot, e_r, strict=True)]
@@ -992,7 +1079,7 @@ class ArmModel:
     # ------------------------------------------------------------------ dynamics
     def _massless(self, qd_cmd: list[float], orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
         c = self.context
-        n_sub = int(self.s["servo_substeps"])
+        n_sub = int(self.params.servo_substeps)
         brakes = [c.brakes] * 6
         sv0 = c.servo
         if not c.grappled:
@@ -1007,7 +1094,7 @@ class ArmModel:
             c.V_R_O = c.J @ c.theta_dot
             return
         c.theta_dot = self._grappled_rates(pay)
-        passive = self.s["flexibility"] == "passive" and c.brakes
+        passive = self.params.flexibility == "passive" and c.brakes
         th, thd = c.theta.tolist(), c.theta_dot.tolist()
         if not passive:
             k, damp = self._springs()
@@ -1101,7 +1188,7 @@ class ArmModel:
                                                          c.geom.p_B6oEo_B6)
             c.mb_wrench = (F_E_W, F_B_W)
             return
-        n_sub = int(self.s["servo_substeps"])
+        n_sub = int(self.params.servo_substeps)
         hs = h / n_sub
         k = self.joint_stiffness
         damp = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
@@ -1163,7 +1250,7 @@ class ArmModel:
         grappled = c.grappled and pay is not None
         if c.grappled and pay is None:
             self.warn("grappled without payload/state: the arm moves free")
-        n_sub = int(self.s["servo_substeps"])
+        n_sub = int(self.params.servo_substeps)
         ne = c.eta.size
         x = np.concatenate([c.theta, c.eta])
         v = np.concatenate([c.theta_dot, c.eta_dot])
@@ -1176,7 +1263,7 @@ class ArmModel:
         held = c.held
         want_hand = grappled
         if (held is None or (held.J is not None) != want_hand
-                or c.step_count - c.held_at >= int(self.s["dynamics_every"])):
+                or c.step_count - c.held_at >= int(self.params.dynamics_every)):
             q = self._chain_q(X_WS, quat_WS, x)
             vv = np.concatenate([V_S, v])
             nb = self.chain.nb - 1
@@ -1338,7 +1425,7 @@ class ArmModel:
         for smp in u.events("operator/command"):
             for ev in smp.body.get("events", []):
                 self.command(dict(ev))
-        if c.step_count % int(self.s["flex_every"]) == 0:
+        if c.step_count % int(self.params.flex_every) == 0:
             self._flex()
         qd_cmd = self._commanded_rates()
         c.qd_cmd = np.array(qd_cmd)
@@ -1352,7 +1439,7 @@ class ArmModel:
                 self.warn(f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range [{lo:.4f}, {hi:.4f}]")
         self._wrench_and_loads()
         c.step_count += 1
-        if c.step_count % int(self.s["loads_every"]) == 0:
+        if c.step_count % int(self.params.loads_every) == 0:
             c.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], c.F_Eo_O)
         # the outputs are stamped at the step end: the orbiter propagated by h
         p, q, w, v = c.orb_f
@@ -1397,7 +1484,7 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
         gamma = J @ np.linalg.solve(K, J.T)              # O = W here: the base at X_OS
         beta, what = float(np.min(arm._c_gear / k_j)), "gear springs and flexible booms"
     else:
-        beams = () if arm.s["flexibility"] == "joints" else arm.beams
+        beams = () if arm.params.flexibility == "joints" else arm.beams
         gamma = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, arm.joint_stiffness)
         beta, what = arm.beta, "servo springs"
     orb, pay = table_values(config, "orbiter"), table_values(config, "payload")  # the owners' keys and defaults
