@@ -99,6 +99,16 @@ At the grasp the links take the payload's motion at E (least kinetic metric). Pu
 ``V_WE_W`` and ``p_WoEo_W`` include the booms' deflection at E to first order (``J_η η``).
 Cost at 500 Hz: ``bench/bench_arm.py`` (``--process`` for the arm's whole process).
 
+Structure
+---------
+:class:`ArmParams` is ``[arm]`` parsed once (frozen, units in its fields' metadata). :class:`ArmModel`, the
+service, steps a plant (:class:`ArmPlant`: :class:`MasslessPlant`, :class:`MultibodyPlant` or
+:class:`FlexiblePlant`) under a controller (:class:`ArmController`: :class:`ModeController`, with its
+:class:`AutoSequence` and :class:`CaptureDamper`), both on :class:`ArmKinematics` (RMSFM's kinematics, RMSFLX's
+terms, the warnings), over one :class:`ArmContext`. They hold parameters only: every state is in the context.
+They stay here rather than in :mod:`dynamics`: they read the bus's state bodies, keep the service's context and
+put warnings on ``arm/state``; the physics they call is :mod:`dynamics`'.
+
 Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` and are
 **ASSUMED**)::
 
@@ -151,8 +161,10 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -531,15 +543,888 @@ class ArmContext:
     hand_p: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
 
-class ArmModel:
-    """The arm service's model (a :class:`protocol.service.ServiceModel`).
+Deflection = tuple[tuple[float, float, float], tuple[float, float, float]]
+"""The booms' rotation (rotation vector) [rad] and displacement [m] of E, in O, to first order."""
 
-    Its state is :attr:`context` (:class:`ArmContext`); the rest is parameters (and ``chain_data``, the
-    multibody chain's scratch, whose content is a function of the last configuration it was given).
-    Read-only views of the context for tests: ``theta``, ``theta_dot``, ``eta``, ``eta_dot`` (these four
-    settable), ``servo`` (ServoState), ``mode``, ``brakes``, ``grappled``, ``waypoints``, ``tau``, ``F_Eo_O``
-    (last ``[M_e; F_e]`` in O), ``V_R_O``, ``p_ToEo_T``, ``theta_n``, ``geom``, ``J``, ``J_inv`` (its inverse,
-    damped near a singularity); ``pose`` (RmsPose), ``k_servo`` (3-7 springs), ``c_servo``, ``gamma_J``.
+DirectDrive = Callable[[ArmContext], "list[float | None] | None"]
+"""The controller's direct drive: the driven joint's motor current [A] (the others on their rate loops), or None;
+asked for by the plant as its servos step (the controller may fall back to ``hold`` then, at an angle limit)."""
+
+
+class ArmKinematics:
+    """The SVDS arm at the context's θ: kinematics, Jacobian and its (damped) inverse (RMSFM's), RMSFLX's 3-4/3-7
+    terms, and the warnings on ``arm/state``; shared by the plants and the controller. Parameters only: every
+    result is written to the :class:`ArmContext` it is given."""
+
+    def __init__(self, params: ArmParams, joint_stiffness: np.ndarray, beams: tuple[fx.Beam, ...],
+                 beta: float) -> None:
+        self.p = params
+        self.joint_stiffness = joint_stiffness
+        self.beams = beams
+        self.beta = beta
+
+    def warn(self, c: ArmContext, text: str) -> None:
+        """Put a warning on arm/state for ``warn_hold`` seconds."""
+        c.warnings[text] = c.now + round(self.p.warn_hold * 1e9)
+
+    def update(self, c: ArmContext, theta: list[float] | None = None) -> None:
+        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``context.theta``):
+        once per step.
+
+        The kinematics stay as floats (``pose`` is built from them when asked for). The SVD is skipped
+        while the last one proves J far from singular: by Weyl's inequality
+        ``σ_6(J) ≥ σ_6(J_svd) − ‖J − J_svd‖_F``, and while that bound stays above ``sigma_min``
+        the exact inverse is the solution :func:`dynamics.rms.dls_solve` would give. ``sigma``
+        (on arm/state) is that of the last SVD, refreshed at least every ``flex_every`` steps.
+        """
+        c.rows = rows = rms.rms_kinematics_rows(c.geom, c.theta.tolist() if theta is None else theta)
+        c.pose = None
+        c.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
+        if c.J_svd is not None and not c.damped:
+            dJ = (c.J - c.J_svd).ravel()
+            if c.sigma - math.sqrt(dJ @ dJ) > self.p.sigma_min:
+                J_inv = rms.regular_inverse(c.J)
+                if J_inv is not None:
+                    c.J_inv = J_inv
+                    return
+        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse(c.J, self.p.sigma_min, self.p.damping_max)
+        c.J_svd = c.J
+
+    def pose(self, c: ArmContext) -> rms.RmsPose:
+        """The kinematics at θ (:class:`dynamics.rms.RmsPose`), built from the step's floats when first asked for."""
+        if c.pose is None:
+            c.pose = rms.rms_pose_from_rows(c.geom, *c.rows)
+        return c.pose
+
+    def points(self, c: ArmContext) -> np.ndarray:
+        """Joint points 1..6 then the point of resolution, in O (7, 3). [m]"""
+        _, ps, _, pE = c.rows
+        return np.array([*ps, pE])
+
+    def flex(self, c: ArmContext) -> None:
+        """RMSFLX, every ``flex_every`` steps: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7).
+
+        Its terms act only while grappled; a free arm keeps the configuration of the tick and computes
+        them from it when first needed (at capture), the same numbers at a fraction of the cost.
+        """
+        c.J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
+        c.flex_at = (c.rows, c.J, None if c.damped else c.J_inv)
+        c.flex_pending = True
+        if c.grappled:
+            self.flex_terms(c)
+
+    def flex_terms(self, c: ArmContext) -> None:
+        """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
+        c.flex_pending = False
+        (_, ps, us, pE), J, J_inv = c.flex_at
+        beams = () if self.p.flexibility == "joints" else self.beams
+        g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
+        try:
+            if J_inv is not None:            # J regular (σ ≥ sigma_min), its inverse at hand: 3-4 as products
+                X = J_inv @ g @ J_inv.T
+                gamma_J = 0.5 * (X + X.T)
+            else:
+                gamma_J = fx.joint_flexibility(J, g)
+            # 3-7: 1/γ_i^e = [(γ_J)^-1]_ii (fx.servo_flexibility_terms has the formula as written)
+            K = rms.regular_inverse(gamma_J)
+            if K is None:
+                raise SingularityError("3-7: γ_J singular")
+            k = np.diagonal(K).copy()
+            if not np.all(np.isfinite(k) & (k > 0.0)):
+                raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
+            c.gamma_J, c.k_servo = gamma_J, k
+        except (SingularityError, np.linalg.LinAlgError):  # at a singularity keep the previous terms
+            self.warn(c, "singular: flexibility terms kept from the last regular configuration")
+            if c.k_servo is None:                   # none computed yet: the joints' springs alone
+                c.gamma_J = np.diag(1.0 / self.joint_stiffness)
+                c.k_servo = self.joint_stiffness.copy()
+        # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
+        # damping, stiffness-proportional (Rayleigh β), ζ = β ω / 2 for a mode at ω
+        c.c_servo = self.beta * c.k_servo
+        c.kc = (c.k_servo.tolist(), c.c_servo.tolist())
+
+    def springs(self, c: ArmContext) -> tuple[list[float], list[float]]:
+        """The 3-7 springs and dampers as floats, ``(k, c)``."""
+        if c.flex_pending:
+            self.flex_terms(c)
+        kc = c.kc
+        assert kc is not None  # set by _flex_terms
+        return kc
+
+    def k_servo(self, c: ArmContext) -> np.ndarray:
+        """The 3-7 springs ``1/γ_i^e`` (6,) of the last RMSFLX. [N·m/rad]"""
+        self.springs(c)
+        x = c.k_servo
+        assert x is not None  # set by _flex_terms
+        return x
+
+    def c_servo(self, c: ArmContext) -> np.ndarray:
+        """Their dampers ``β/γ_i^e`` (6,). [N·m·s/rad]"""
+        self.springs(c)
+        x = c.c_servo
+        assert x is not None  # set by _flex_terms
+        return x
+
+    def gamma_J(self, c: ArmContext) -> np.ndarray:
+        """γ_J (6, 6) of the last RMSFLX (3-4). [rad/(N·m)]"""
+        self.springs(c)
+        x = c.gamma_J
+        assert x is not None  # set by _flex_terms
+        return x
+
+
+class ArmPlant(Protocol):
+    """The arm's mechanics between the orbiter and (grappled) the payload: how the joints move under the servos'
+    commanded rates, and the wrenches on the two bodies. State in the :class:`ArmContext` it is given."""
+
+    def start(self, c: ArmContext) -> None:
+        """Put the plant's own state (beyond the joints and servos) at rest in ``c``."""
+
+    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+             pay: dict[str, Any] | None, h: float) -> None:
+        """Advance ``c`` by ``h`` [s] under the commanded joint rates ``qd_cmd`` (6,) [rad/s] (also
+        ``c.qd_cmd``), the orbiter's (and the payload's) state bodies predicted to the step."""
+
+    def end_step(self, c: ArmContext) -> None:
+        """After the step: the wrench on the payload at Eo in O (``c.F_Eo_O``) where the plant gives it so."""
+
+    def wrenches(self, c: ArmContext, R_WO: Any, p_WoEo_W: tuple[float, float, float],
+                 p_WoSo_W: tuple[float, float, float]) -> None:
+        """``c.F_Eo_W``, ``c.F_So_W`` and ``c.F_Eo_O`` [N·m, N] to publish, with R_WO (rows) and Eo, So in W [m]."""
+
+    def X_OE(self, c: ArmContext) -> np.ndarray:
+        """E's pose in O (4, 4) at the context's configuration."""
+        ...
+
+    def deflection_O(self, c: ArmContext, R_WO: Any) -> Deflection | None:
+        """E's elastic rotation and displacement in O, or None for rigid links."""
+        ...
+
+    def drive_stiffness(self, c: ArmContext) -> np.ndarray:
+        """The springs the motors drive the joints through (6,) [N·m/rad]."""
+        ...
+
+
+class ArmController(Protocol):
+    """What the arm is told to do: operator commands, contact events, the commanded joint rates each step."""
+
+    def command(self, c: ArmContext, ev: dict[str, Any]) -> None:
+        """Apply one operator command, or refuse it with a reason on arm/state."""
+
+    def contact(self, c: ArmContext, ev: dict[str, Any], orb: dict[str, Any], pay: dict[str, Any] | None,
+                X_OE: Callable[[], np.ndarray]) -> None:
+        """Apply one contact event (``capture``, ``rigidize``, ``release``)."""
+
+    def rates(self, c: ArmContext) -> list[float]:
+        """The commanded joint rates (6,) [rad/s] for the step."""
+        ...
+
+    def direct_currents(self, c: ArmContext) -> list[float | None] | None:
+        """Direct drive's motor currents (:data:`DirectDrive`)."""
+        ...
+
+
+def _massless_wrenches(c: ArmContext, R: Any, e: tuple[float, float, float], s: tuple[float, float, float]) -> None:
+    """The massless arm's: ``F_Eo_O`` to W, and its opposite shifted to So on the orbiter (2-4…2-9)."""
+    F = c.F_Eo_O.tolist()
+    F_W = [*sp.mat_vec_rows(R, *F[:3]), *sp.mat_vec_rows(R, *F[3:])]
+    c.F_Eo_W = np.array(F_W)
+    c.F_So_W = np.array(rms.shoulder_reaction_rows(F_W, e, s))
+
+
+class MasslessPlant:
+    """The SVDS massless arm (seed 003): RMSFM's joint motion and servo torques, the wrench ``J^-T τ`` (2-3)."""
+
+    def __init__(self, params: ArmParams, kin: ArmKinematics, servo_p: sv.ServoParams) -> None:
+        self.p = params
+        self.kin = kin
+        self.servo_p = servo_p
+        self._zeros6 = np.zeros(6)                          # published as is: never written in place
+
+    def start(self, c: ArmContext) -> None:
+        """Nothing beyond the joints and servos."""
+
+    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+             pay: dict[str, Any] | None, h: float) -> None:
+        """Free: the joints are the motors (servos against no load), no wrench. Grappled: the joint rates from
+        the relative motion (2-10…2-12), the servos against the 3-7 springs, the torques they transmit (or the
+        passive 3-6 torques with every brake on, ``flexibility = "passive"``)."""
+        n_sub = self.p.servo_substeps
+        brakes = [c.brakes] * 6
+        sv0 = c.servo
+        if not c.grappled:
+            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
+                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, None,
+                                                      direct(c))
+            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+            c.theta_dot = c.servo.omega          # the arm angle is the motor's (arrays never written in place)
+            c.theta = c.servo.theta_m
+            c.tau = self._zeros6
+            self.kin.update(c, tm)
+            c.V_R_O = c.J @ c.theta_dot
+            return
+        c.theta_dot = self._grappled_rates(c, pay)
+        passive = self.p.flexibility == "passive" and c.brakes
+        th, thd = c.theta.tolist(), c.theta_dot.tolist()
+        if not passive:
+            k, damp = self.kin.springs(c)
+            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
+                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, (k, damp, th, thd),
+                                                      direct(c))
+            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+        th = [a + h * b for a, b in zip(th, thd, strict=True)]
+        c.theta = np.array(th)
+        # at the step end: 2-12 at the new configuration, then the torques the springs transmit
+        self.kin.update(c, th)
+        c.theta_dot = c.J_inv @ c.V_R_O
+        if passive:
+            c.tau = self._passive_torques(c)
+            # the locked motor/gear trains sit at the neutral angles (they slip with them)
+            c.servo = sv.ServoState(c.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
+        else:
+            c.tau = np.array([ki * (a - b) + ci * (x - y) for ki, a, b, ci, x, y
+                                 in zip(k, tm, th, damp, w, c.theta_dot.tolist(), strict=True)])
+
+    def _grappled_rates(self, c: ArmContext, pay: dict[str, Any] | None) -> np.ndarray:
+        """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""
+        if pay is None:
+            self.kin.warn(c, "grappled without payload/state: joint rates held at zero")
+            c.V_R_O = np.zeros(6)
+            return np.zeros(6)
+        pO, qO, wO, vO = c.orb_f
+        pT, qT, wT, vT = c.pay_f
+        R_WO = sp.rotation_rows(*qO)
+        R_WT = sp.rotation_rows(*qT)
+        # the point of resolution as seen from the orbiter through the (frozen) grasp
+        e = c.p_ToEo_T.tolist()
+        x0, x1, x2 = sp.mat_vec_rows(R_WT, e[0], e[1], e[2])
+        p_OoEo_O = sp.mat_t_vec_rows(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
+        c.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
+        if c.damped:
+            self.kin.warn(c, f"singular: joint rates from relative motion damped (sigma {c.sigma:.3g})")
+        return c.J_inv @ c.V_R_O
+
+    def _passive_torques(self, c: ArmContext) -> np.ndarray:
+        """3-6 with locked joints; a joint whose torque exceeds the brake slip torque slips (its neutral moves)."""
+        K = np.linalg.inv(self.kin.gamma_J(c))
+        slip = self.servo_p.slip_torque
+        for _ in range(3):
+            tau = -K @ (c.theta - c.theta_n)
+            over = np.abs(tau) > slip
+            if not over.any():
+                return tau
+            S = np.flatnonzero(over)
+            N = np.flatnonzero(~over)
+            target = np.sign(tau[S]) * slip[S]
+            # −K_SS (θ_S − θn_S) − K_SN (θ_N − θn_N) = target  →  θn_S
+            rhs = target + K[np.ix_(S, N)] @ (c.theta[N] - c.theta_n[N])
+            c.theta_n[S] = c.theta[S] + np.linalg.solve(K[np.ix_(S, S)], rhs)
+            self.kin.warn(c, f"brakes slipping: {', '.join(JOINT_NAMES[i] for i in S)}")
+        return -K @ (c.theta - c.theta_n)
+
+    def end_step(self, c: ArmContext) -> None:
+        """2-3: ``F_Eo_O = J^-T τ`` grappled (damped near a singularity, warned), none free."""
+        if c.grappled:
+            c.F_Eo_O = c.J_inv.T @ c.tau                 # 2-3 (damped near a singularity)
+            if c.damped:
+                self.kin.warn(c, f"singular: end-effector wrench by damped least squares (sigma {c.sigma:.3g})")
+        else:
+            c.F_Eo_O = np.zeros(6)
+
+    def wrenches(self, c: ArmContext, R_WO: Any, p_WoEo_W: tuple[float, float, float],
+                 p_WoSo_W: tuple[float, float, float]) -> None:
+        """From ``F_Eo_O`` (:func:`_massless_wrenches`)."""
+        _massless_wrenches(c, R_WO, p_WoEo_W, p_WoSo_W)
+
+    def X_OE(self, c: ArmContext) -> np.ndarray:
+        """The rigid kinematics' E in O."""
+        return self.kin.pose(c).X_OE
+
+    def deflection_O(self, c: ArmContext, R_WO: Any) -> Deflection | None:
+        """None: the massless arm's flexibility is in its 3-7 springs, not in E's published pose."""
+        return None
+
+    def drive_stiffness(self, c: ArmContext) -> np.ndarray:
+        """The 3-7 springs of the last RMSFLX."""
+        return self.kin.k_servo(c)
+
+
+class MultibodyPlant:
+    """The multibody arm (links with mass, seed 004) on the moving orbiter; grappled, the joints as the massless
+    arm's and both wrenches from the chain's inverse dynamics. ``chain_data`` is the chain's scratch (its content
+    a function of the last configuration it was given), not pickled."""
+
+    def __init__(self, params: ArmParams, kin: ArmKinematics, servo_p: sv.ServoParams, X_OS: np.ndarray,
+                 joint_stiffness: np.ndarray, zeta: float) -> None:
+        self.p = params
+        self.kin = kin
+        self.servo_p = servo_p
+        self.joint_stiffness = joint_stiffness
+        self.zeta = zeta
+        self.massless = MasslessPlant(params, kin, servo_p)
+        self.quat_OS = sp.rotation_to_quat(X_OS[:3, :3])
+        self._p_OS = X_OS[:3, 3].tolist()
+        self._R_OS = tuple(X_OS[:3, :3].ravel().tolist())
+        # the chain's base (body 0) is the orbiter, moved as orbiter/state says: every wrench taken from
+        # the chain (rms.prescribed_base_affine, rms.grappled_inverse_dynamics, multirate.hold) removes the
+        # base body's own inertia, so the mass properties the case gives it do not enter the arm's results
+        # (tests/dynamics/test_arm_base_mass.py); the orbiter's are [orbiter]'s, the orbiter service's
+        case = srms_on_orbiter()
+        self.chain = rms.scale_link_masses(case.model, params.link_mass_scale)
+        if params.booms == "flexible":
+            self.chain = with_flexible_booms(self.chain, srms_booms(params.boom_modes,
+                                                                    damping_ratio=params.assumed.boom_damping))
+        self.chain_data = ch.make_data(self.chain)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without ``chain_data`` (scratch: its arrays are views of one another, which pickling would part)."""
+        state = self.__dict__.copy()
+        state.pop("chain_data", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.chain_data = ch.make_data(self.chain)
+
+    def start(self, c: ArmContext) -> None:
+        """Nothing beyond the joints and servos."""
+
+    def _base_motion(self, orb: dict[str, Any]) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
+        """Chain base (shoulder S) pose ``X_WS`` and its ``quat_WS``, twist and classical acceleration in W from the
+        orbiter state."""
+        q = rb.as_floats(orb["quat_WO"])
+        R = sp.rotation_rows(*q)                                     # R_WO, on floats
+        r, V_S, A_S = rb.point_motion(np.reshape(R, (3, 3)), orb["w_WO_O"], orb["v_WOo_W"], orb["a_WOo_W"],
+                                      orb["wdot_WO_O"], self._p_OS)  # So from Oo, in W; its twist, acceleration
+        X_WS = np.eye(4)
+        X_WS[:3, :3] = np.reshape(sp.mat_mat_rows(R, self._R_OS), (3, 3))
+        X_WS[:3, 3] = np.asarray(orb["p_WoOo_W"], dtype=np.float64) + r
+        return X_WS, sp.quat_multiply(q, self.quat_OS), V_S, A_S
+
+    @staticmethod
+    def _chain_q(X_WS: np.ndarray, quat_WS: Any, theta: np.ndarray) -> np.ndarray:
+        return np.concatenate([X_WS[:3, 3], quat_WS, theta])
+
+    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+             pay: dict[str, Any] | None, h: float) -> None:
+        """Free: servo → gear spring → links on the moving orbiter (:func:`dynamics.rms.prescribed_base_affine`,
+        held over the servo substeps), the shoulder reaction. Grappled: the joints as the massless arm's, both
+        wrenches by :func:`dynamics.rms.grappled_inverse_dynamics`."""
+        X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
+        brakes = [c.brakes] * 6
+        if c.grappled:
+            thd_old = c.theta_dot.copy()
+            self.massless.step(c, qd_cmd, direct, orb, pay, h)  # joint motion and servo torques as the massless arm
+            thdd = (c.theta_dot - thd_old) / h
+            q = self._chain_q(X_WS, quat_WS, c.theta)
+            v = np.concatenate([V_S, c.theta_dot])
+            vd = np.concatenate([A_S, thdd])
+            F_E_W, F_B_W = rms.grappled_inverse_dynamics(self.chain, self.chain_data, q, v, vd, c.tau,
+                                                         c.geom.p_B6oEo_B6)
+            c.mb_wrench = (F_E_W, F_B_W)
+            return
+        n_sub = self.p.servo_substeps
+        hs = h / n_sub
+        k = self.joint_stiffness
+        damp = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
+        q = self._chain_q(X_WS, quat_WS, c.theta)
+        v = np.concatenate([V_S, c.theta_dot])
+        # mass matrix and bias once per step, held over the substeps (the arm moves < 1e-4 rad in a
+        # step): θ̈ = A τ + b, F_B = C θ̈ + d
+        A, b, C, d = rms.prescribed_base_affine(self.chain, self.chain_data, q, v, A_S)
+        thdd = np.zeros(6)
+        currents = direct(c)
+        for _ in range(n_sub):
+            c.servo, tau, _ = sv.servo_step(self.servo_p, c.servo, c.qd_cmd, brakes, hs, k=k, c=damp,
+                                            theta=c.theta, theta_dot=c.theta_dot, direct=currents)
+            thdd = A @ tau + b
+            c.theta_dot = c.theta_dot + hs * thdd
+            c.theta = c.theta + hs * c.theta_dot
+        F_B = C @ thdd + d
+        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
+        self.kin.update(c)
+        c.V_R_O = c.J @ c.theta_dot
+        c.mb_wrench = (np.zeros(6), F_B)
+
+    def end_step(self, c: ArmContext) -> None:
+        """Nothing: the wrenches come from the chain (``c.mb_wrench``)."""
+
+    def wrenches(self, c: ArmContext, R_WO: Any, p_WoEo_W: tuple[float, float, float],
+                 p_WoSo_W: tuple[float, float, float]) -> None:
+        """The chain's ``c.mb_wrench`` (its base origin is So), ``F_Eo_O`` from it; before the first step the
+        massless arm's (none)."""
+        if c.mb_wrench is None:
+            _massless_wrenches(c, R_WO, p_WoEo_W, p_WoSo_W)
+            return
+        c.F_Eo_W, c.F_So_W = c.mb_wrench       # the chain base origin is So
+        F = c.F_Eo_W.tolist()
+        c.F_Eo_O = np.array([*sp.mat_t_vec_rows(R_WO, *F[:3]), *sp.mat_t_vec_rows(R_WO, *F[3:])])
+
+    def X_OE(self, c: ArmContext) -> np.ndarray:
+        """The rigid kinematics' E in O."""
+        return self.kin.pose(c).X_OE
+
+    def deflection_O(self, c: ArmContext, R_WO: Any) -> Deflection | None:
+        """None: rigid links."""
+        return None
+
+    def drive_stiffness(self, c: ArmContext) -> np.ndarray:
+        """The 3-7 springs of the last RMSFLX (grappled, the joints move as the massless arm's)."""
+        return self.kin.k_servo(c)
+
+
+class FlexiblePlant(MultibodyPlant):
+    """The multibody arm with Euler–Bernoulli booms (module docstring, ``booms = "flexible"``):
+    :mod:`dynamics.multirate` between the orbiter and (grappled) the payload's grasp point."""
+
+    def __init__(self, params: ArmParams, kin: ArmKinematics, servo_p: sv.ServoParams, X_OS: np.ndarray,
+                 joint_stiffness: np.ndarray, zeta: float) -> None:
+        super().__init__(params, kin, servo_p, X_OS, joint_stiffness, zeta)
+        # the linear springs and dampers on the arm coordinates: the gear springs to the motors (joint_stiffness,
+        # the gear-train damper of the rigid multibody arm) and the beams'
+        fi = self.chain.flex
+        assert fi is not None  # a flexible arm's chain has its booms (dynamics.cases.with_flexible_booms)
+        self.ne = ne = fi.ne
+        k = self.joint_stiffness
+        self._c_gear = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
+        na = N_JOINTS + ne
+        self._K_a = np.zeros((na, na))
+        self._D_a = np.zeros((na, na))
+        self._K_a[:N_JOINTS, :N_JOINTS] = np.diag(k)
+        self._D_a[:N_JOINTS, :N_JOINTS] = np.diag(self._c_gear)
+        self._K_a[N_JOINTS:, N_JOINTS:] = fi.K
+        self._D_a[N_JOINTS:, N_JOINTS:] = fi.D
+        self._kl, self._cl = k.tolist(), self._c_gear.tolist()
+
+    def start(self, c: ArmContext) -> None:
+        """The booms at rest in the context."""
+        ne = self.ne
+        na = N_JOINTS + ne
+        c.eta = np.zeros(ne)
+        c.eta_dot = np.zeros(ne)
+        c.vdot_a = np.zeros(na)                   # the arm coordinates' accelerations of the last step
+        c.hand_err = np.zeros(6)                  # the hand's pose error on the payload (W), propagated
+        c.J_eta = np.zeros((6, ne))               # E's twist per elastic rate (W), at the last hold
+        c.hand_p = c.geom.p_B6oEo_B6.copy()       # the hand point on the last body, frozen at the grasp
+
+    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+             pay: dict[str, Any] | None, h: float) -> None:
+        """The multibody arm with beam booms between the orbiter and (grappled) the payload, both moving as their
+        services integrate them: :mod:`dynamics.multirate`, its matrices held over ``dynamics_every`` steps.
+
+        Free, the arm's links and booms move on their own under the gear springs, the base moving as given.
+        Grappled, its hand E (the point of resolution at the grasp) moves with the payload's grasp point
+        (the frozen X_TE), enforced by the hand constraint with Baumgarte's correction; the constraint wrench is
+        the wrench on the payload. The joint angles and the booms' coordinates are the arm's own state.
+        """
+        X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
+        grappled = c.grappled and pay is not None
+        if c.grappled and pay is None:
+            self.kin.warn(c, "grappled without payload/state: the arm moves free")
+        n_sub = self.p.servo_substeps
+        ne = c.eta.size
+        x = np.concatenate([c.theta, c.eta])
+        v = np.concatenate([c.theta_dot, c.eta_dot])
+        hand = None
+        if grappled and pay is not None:                        # the grasp point's motion (floats)
+            pT, qT, wT, vT = c.pay_f
+            R = sp.rotation_rows(*qT)                             # R_WT
+            _, V_G, A_G = rb.point_motion(np.reshape(R, (3, 3)), wT, vT, pay["a_WTo_W"], pay["wdot_WT_T"],
+                                          c.p_TE)             # the grasp point's twist and acceleration, W
+        held = c.held
+        want_hand = grappled
+        if (held is None or (held.J is not None) != want_hand
+                or c.step_count - c.held_at >= self.p.dynamics_every):
+            q = self._chain_q(X_WS, quat_WS, x)
+            vv = np.concatenate([V_S, v])
+            nb = self.chain.nb - 1
+            newly = want_hand and (held is None or held.J is None)
+            if newly:                                          # the grasp: E is where it is now
+                c.hand_p = c.geom.p_B6oEo_B6.copy()
+            held = c.held = mr.hold(self.chain, self.chain_data, q, vv, self._K_a, self._D_a, h,
+                                        (nb, c.hand_p) if want_hand else None)
+            c.held_at = c.step_count
+            J_E = held.J if held.J is not None else ch.frame_jacobian(self.chain, self.chain_data, q, nb, c.hand_p)
+            c.J_eta = np.array(J_E[:, 6 + N_JOINTS:])
+            if want_hand:
+                X_WB = ch.forward_kinematics(self.chain, self.chain_data, q)[nb]
+                X_WE = X_WB @ sp.pose(np.eye(3), c.hand_p)
+                X_WG = sp.pose(np.reshape(R, (3, 3)), pT) @ sp.pose(c.R_TE, c.p_ToEo_T)
+                c.hand_err = mr.hand_pose_error(X_WE, X_WG)
+                if newly:   # the links take the payload's motion at the grasp (least kinetic metric)
+                    v = v - held.G2 @ (J_E[:, 6:] @ v + J_E[:, :6] @ V_S - V_G)
+        if grappled:
+            hand = (V_G, A_G, c.hand_err)
+        k, damp = self.joint_stiffness, self._c_gear
+        if c.held_at == c.step_count and (c.step_count == 0 or (held.J is not None) != c.hand_was):
+            # the first step, or the hand put on or taken off the payload: Newmark's start accelerations
+            Q0 = np.concatenate([k * c.servo.theta_m + damp * c.servo.omega, np.zeros(ne)])
+            c.vdot_a = mr.held_accelerations(held, x, v, Q0, A_S, hand, V_S, HAND_BAUMGARTE, HAND_BAUMGARTE)
+        c.hand_was = held.J is not None
+        # the servos over the step against the link angles and rates of its start (substepped, as the massless
+        # arm's), then the links and booms over the step with the motors' drive of its end (Newmark)
+        sv_s = c.servo
+        tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv_s.theta_m.tolist(), sv_s.omega.tolist(),
+                                                  sv_s.integ.tolist(), qd_cmd, [c.brakes] * 6, h, n_sub,
+                                                  (self._kl, self._cl, x[:N_JOINTS].tolist(), v[:N_JOINTS].tolist()),
+                                                  direct(c))
+        c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+        Q = np.zeros(N_JOINTS + ne)                            # the motors' drive on the arm coordinates
+        Q[:N_JOINTS] = k * c.servo.theta_m + damp * c.servo.omega
+        v0 = v
+        x, v, c.vdot_a, lam, F_b = mr.held_step(held, x, v, c.vdot_a, Q, V_S, A_S, hand, HAND_BAUMGARTE,
+                                                    HAND_BAUMGARTE)
+        if hand is not None:                                    # the pose error, carried by the velocity error
+            assert held.J is not None  # the hand is held (mr.hold with the hand)
+            c.hand_err = c.hand_err + h * (held.J[:, 6:] @ (0.5 * (v0 + v)) + held.J[:, :6] @ V_S - V_G)
+        c.theta, c.eta = x[:N_JOINTS].copy(), x[N_JOINTS:].copy()
+        c.theta_dot, c.eta_dot = v[:N_JOINTS].copy(), v[N_JOINTS:].copy()
+        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
+        c.mb_wrench = (lam if grappled else np.zeros(6), F_b)
+        self.kin.update(c)
+        R_WO = sp.rotation_rows(*c.orb_f[1])
+        dV = c.J_eta @ c.eta_dot                            # the booms' share of E's twist, W
+        c.V_R_O = c.J @ c.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dV[:3].tolist()),
+                                                           *sp.mat_t_vec_rows(R_WO, *dV[3:].tolist())])
+
+    def deflection_O(self, c: ArmContext, R_WO: Any) -> Deflection | None:
+        return self._deflection(c, R_WO)
+
+    def _deflection(self, c: ArmContext, R_WO: Any) -> Deflection:
+        """The booms' rotation (rotation vector) and displacement of E, in O, to first order in η: ``J_η η``."""
+        d = (c.J_eta @ c.eta).tolist()
+        r0, r1, r2 = sp.mat_t_vec_rows(R_WO, *d[:3])
+        u0, u1, u2 = sp.mat_t_vec_rows(R_WO, *d[3:])
+        return (r0, r1, r2), (u0, u1, u2)
+
+    def X_OE(self, c: ArmContext) -> np.ndarray:
+        """E's pose in O: the rigid kinematics at θ and the booms' deflection (first order)."""
+        Rs, _, _, pE = c.rows
+        X = np.eye(4)
+        X[:3, :3] = np.reshape(Rs[N_JOINTS], (3, 3))
+        X[:3, 3] = pE
+        dth, dp = self._deflection(c, sp.rotation_rows(*c.orb_f[1]))
+        X[:3, :3] = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], np.array(dth), 1.0)) @ X[:3, :3]
+        X[:3, 3] += dp
+        return X
+
+    def drive_stiffness(self, c: ArmContext) -> np.ndarray:
+        """The gear springs (the motors drive the links through them)."""
+        return self.joint_stiffness
+
+
+class AutoSequence:
+    """The SRMS auto sequence (module docstring, Modes): waypoints of the point of resolution flown segment by
+    segment under :func:`dynamics.rms.auto_profile`, the profile rate fed forward, the motor-side error fed back."""
+
+    def __init__(self, params: ArmParams, kin: ArmKinematics, h: float) -> None:
+        self.p = params
+        self.kin = kin
+        self.h = h
+
+    def rates(self, c: ArmContext, vmax: float, wmax: float) -> list[float]:
+        """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
+        # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
+        # the arm angles also carry the structure's elastic motion; feeding it back would drive
+        # the flexible modes.
+        if c.grappled:
+            Rs, _, _, p_m = rms.rms_kinematics_rows(c.geom, c.servo.theta_m.tolist())
+            R_m = Rs[N_JOINTS]
+        else:
+            R_m, p_m = c.rows[0][N_JOINTS], c.rows[3]
+        t = c.now * 1e-9
+        tol_p, tol_r = self.p.auto_tol
+        while c.waypoints:
+            wp = c.waypoints[0]
+            lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
+            seg = c.seg
+            if seg is None:                      # a new segment from where the motors are now
+                dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
+                # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
+                rot = (sp.rotation_error_rows(R_m, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
+                       else [0.0, 0.0, 0.0])
+                a, alpha = self.p.auto_accel_loaded if c.grappled else self.p.auto_accel
+                prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
+                seg = c.seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
+            prof = seg["prof"]
+            s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
+            # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
+            dp, rot = seg["dp"], seg["rot"]
+            e_p = [p0 + s0 * d - pm for p0, d, pm in zip(seg["p0"], dp, p_m, strict=True)]
+            q_ref = sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), rot[0], rot[1], rot[2], s0)
+            R_ref = sp.mat_mat_rows(sp.rotation_rows(*q_ref), seg["R0"])
+            e_r = sp.rotation_error_rows(R_m, R_ref)
+            if s0 >= 1.0 and sp.norm3(e_p) <= tol_p and sp.norm3(e_r) <= tol_r:
+                c.waypoints.pop(0)
+                c.seg = None
+                self.kin.warn(c, f"auto: waypoint reached, {len(c.waypoints)} left")
+                continue
+            k = self.p.auto_gain
+            ds = (s1 - s0) / self.h
+            v = [ds * d + k * e for d, e in zip(dp, e_p, strict=True)]
+            w = [ds * d + k * e for d, e in zip(rot, e_r, strict=True)]
+            nv, nw = sp.norm3(v), sp.norm3(w)
+            if nv > lv:
+                v = [x * (lv / nv) for x in v]
+            if nw > lw:
+                w = [x * (lw / nw) for x in w]
+            return w + v
+        return [0.0] * 6
+
+
+class CaptureDamper:
+    """Post-capture damping (module docstring, ``capture_control = "damp"``): the servos make the joint torques
+    follow a damper's on E's relative twist, the brakes once at rest."""
+
+    def __init__(self, params: ArmParams, kin: ArmKinematics, m_T: float, I_T: np.ndarray,
+                 drive_stiffness: Callable[[ArmContext], np.ndarray]) -> None:
+        self.p = params
+        self.kin = kin
+        self.m_T, self.I_T = m_T, I_T
+        self.drive_stiffness = drive_stiffness
+
+    def rates(self, c: ArmContext) -> list[float]:
+        """Post-capture damping (module docstring): ``θ̇ + λ K⁻¹ (τ_d − τ)``, ``τ_d = −Jᵀ (M_E / T) V_R``;
+        the brakes once the relative rates have stayed below ``damp_rest`` for ``damp_time``."""
+        V = c.V_R_O                                    # relative twist of E, in O, at the last step's end
+        T = self.p.damp_time
+        v_rest, w_rest = self.p.damp_rest
+        Vl = V.tolist()
+        if sp.norm3(Vl[3:]) < v_rest and sp.norm3(Vl[:3]) < w_rest:
+            if c.rest_since is None:
+                c.rest_since = c.now
+            elif c.now - c.rest_since >= round(T * 1e9):
+                c.mode, c.brakes = "brakes", True
+                c.theta_n = c.theta.copy()
+                self.kin.warn(c, "damp: relative motion at rest, brakes on")
+                return [0.0] * 6
+        else:
+            c.rest_since = None
+        F_d = -(self.payload_inertia_E(c) @ V) / T        # the damper's wrench on the payload at Eo, in O
+        tau_d = c.J.T @ F_d                            # 2-3 the other way
+        lam = self.p.damp_bandwidth
+        k = self.drive_stiffness(c)  # the springs the motors drive through
+        return (c.theta_dot + lam * (tau_d - c.tau) / k).tolist()
+
+    def payload_inertia_E(self, c: ArmContext) -> np.ndarray:
+        """The payload's spatial inertia about Eo, in O, [ω; v] order (6, 6), from ``[payload]`` and the grasp."""
+        R_OT = sp.rotation_rows(*c.orb_f[1])          # R_WO rows, then R_OT = R_WOᵀ R_WT
+        R_OT = np.reshape(R_OT, (3, 3)).T @ np.reshape(sp.rotation_rows(*c.pay_f[1]), (3, 3))
+        r = -R_OT @ c.p_ToEo_T                         # Eo → payload CoM, in O
+        S = sp.skew(r)
+        m = self.m_T
+        M = np.empty((6, 6))
+        M[:3, :3] = R_OT @ self.I_T @ R_OT.T - m * (S @ S)
+        M[:3, 3:] = m * S
+        M[3:, :3] = -m * S
+        M[3:, 3:] = m * np.eye(3)
+        return M
+
+
+class ModeController:
+    """The SRMS modes (module docstring, Modes): operator commands and contact events change the context's mode;
+    each step the mode's commanded joint rates, clipped to the rate and angle limits. The auto sequence and the
+    post-capture damping are its parts."""
+
+    def __init__(self, params: ArmParams, kin: ArmKinematics, servo_p: sv.ServoParams, geom: rms.RmsGeometry,
+                 auto: AutoSequence, damper: CaptureDamper) -> None:
+        self.p = params
+        self.kin = kin
+        self.servo_p = servo_p
+        self.auto = auto
+        self.damper = damper
+        # the limits as floats for the step loop
+        self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
+        self._qd_max = geom.qd_max.tolist()
+        m = params.limit_margin
+        self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
+        self._stop_upper = [x - m for x in self._q_upper]
+
+    def command(self, c: ArmContext, ev: dict[str, Any]) -> None:
+        """Apply one operator command, or refuse it with a reason on arm/state."""
+        kind = ev.get("kind", ev.get("cmd"))
+        if kind in CONTACT_COMMANDS:
+            return                                         # for the contact service
+        if kind not in ARM_COMMANDS:
+            self.kin.warn(c, f"refused: unknown command {kind!r}")
+            return
+        problems = check_command({k: v for k, v in ev.items() if k != "t"})
+        if problems:
+            self.kin.warn(c, f"refused: {kind}: {'; '.join(problems)}")
+            return
+        braked = c.brakes
+        if kind == "mode":
+            c.mode = ev["mode"]
+            c.frame = ev.get("frame", c.frame)
+            c.brakes = c.mode == "brakes"
+            c.rate_cmd_frame = np.zeros(6)
+            c.single = (0, 0.0)
+            c.seg = None
+            if c.mode == "auto" and not c.waypoints:
+                self.kin.warn(c, "auto: no waypoints loaded, holding")
+        elif kind == "rate":
+            if c.mode != "manual":
+                self.kin.warn(c, f"refused: rate: the arm is in {c.mode!r} mode, not 'manual'")
+                return
+            c.frame = ev.get("frame", c.frame)
+            c.rate_cmd_frame = np.concatenate([np.asarray(ev.get("w", [0.0] * 3), float),
+                                                  np.asarray(ev.get("v", [0.0] * 3), float)])
+        elif kind == "auto":
+            c.waypoints = [dict(wp) for wp in ev["waypoints"]]
+            c.mode, c.brakes = "auto", False
+            c.seg = None
+        elif kind == "joint":
+            j = ev["joint"]
+            idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
+            c.mode, c.brakes = "single", False
+            c.single = (idx, float(ev["rate"]))
+        elif kind == "direct":
+            j = ev["joint"]
+            idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
+            drive = float(ev["drive"])
+            if abs(drive) > 1.0:
+                self.kin.warn(c, f"clipped: direct drive of {JOINT_NAMES[idx]} {drive:.4g} to ±1 (its current limit)")
+                drive = math.copysign(1.0, drive)
+            c.mode, c.brakes = "direct", False
+            c.direct = (idx, drive)
+        elif kind == "brakes":
+            c.brakes = bool(ev["on"])
+            if c.brakes:
+                c.mode = "brakes"
+            elif c.mode == "brakes":
+                c.mode = "hold"
+        elif kind == "stop":
+            c.rate_cmd_frame = np.zeros(6)
+            c.single = (c.single[0], 0.0)
+            c.direct = (c.direct[0], 0.0)
+            c.waypoints = []
+            c.seg = None
+        elif kind == "por":
+            p_new = np.asarray(ev["p"], float)
+            if c.grappled:   # the grasp is unchanged: carry the frozen point along with it
+                c.p_ToEo_T = c.p_ToEo_T + c.R_TE @ (p_new - c.geom.p_B6oEo_B6)
+                c.p_TE = c.p_ToEo_T.tolist()
+            c.geom = replace(c.geom, p_B6oEo_B6=p_new)
+            self.kin.update(c)
+            self.kin.flex(c)
+        if c.brakes and not braked:        # brakes set now: the joints lock where they are
+            c.theta_n = c.theta.copy()
+
+    def contact(self, c: ArmContext, ev: dict[str, Any], orb: dict[str, Any], pay: dict[str, Any] | None,
+                X_OE: Callable[[], np.ndarray]) -> None:
+        """Apply one contact event: ``capture``/``rigidize`` grapple the payload (X_TE frozen from ``X_OE()``, E's
+        pose in O now; the post-capture control takes over), ``release`` frees it."""
+        kind = ev.get("kind")
+        if kind in ("capture", "rigidize"):
+            if pay is None:
+                self.kin.warn(c, f"refused: {kind}: no payload state to grapple")
+                return
+            R_WO = sp.quat_to_rotation(orb["quat_WO"])
+            X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
+            X_WT = sp.pose(sp.quat_to_rotation(pay["quat_WT"]), pay["p_WoTo_W"])
+            X_TE = sp.pose_inverse(X_WT) @ X_WO @ X_OE()
+            c.p_ToEo_T, c.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
+            c.p_TE = c.p_ToEo_T.tolist()
+            if not c.grappled:
+                c.theta_n = c.theta.copy()
+                c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
+                                           c.servo.current.copy())
+                if self.p.capture_control == "damp":
+                    c.mode, c.brakes = "damp", False
+                    c.rest_since = None
+                elif not c.brakes:
+                    c.mode, c.brakes = "brakes", True
+            c.grappled = True
+        elif kind == "release":
+            c.grappled = False
+            if c.mode == "damp":
+                c.mode = "hold"
+            c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
+                                       c.servo.current.copy())
+
+    def direct_currents(self, c: ArmContext) -> list[float | None] | None:
+        """Direct drive: the driven joint's motor current (the others on their rate loops), or None."""
+        if c.mode != "direct" or c.brakes:
+            return None
+        j, drive = c.direct
+        m = self.p.limit_margin
+        if ((drive > 0.0 and c.theta[j] >= c.geom.q_upper[j] - m)
+                or (drive < 0.0 and c.theta[j] <= c.geom.q_lower[j] + m)):
+            self.kin.warn(c, f"clipped: {JOINT_NAMES[j]} stopped at its angle limit (direct drive off, servos hold; "
+                      f"{c.theta[j]:.4f} rad, range [{c.geom.q_lower[j]:.4f}, {c.geom.q_upper[j]:.4f}])")
+            c.mode, c.direct = "hold", (j, 0.0)
+            return None
+        out: list[float | None] = [None] * 6
+        out[j] = drive * float(self.servo_p.current_limit[j])
+        return out
+
+    def rates(self, c: ArmContext) -> list[float]:
+        """The joint rates the mode commands [rad/s], within the rate and angle limits (each clip warned)."""
+        if c.brakes or c.mode in ("brakes", "hold", "direct"):
+            return [0.0] * 6
+        vmax = self.p.v_max_loaded if c.grappled else self.p.v_max
+        wmax = self.p.w_max_loaded if c.grappled else self.p.w_max
+        if c.mode == "damp":
+            qd = self.damper.rates(c)
+            if c.brakes:                              # at rest: braked
+                return [0.0] * 6
+        elif c.mode == "single":
+            j, r = c.single
+            qd = [0.0] * 6
+            qd[j] = r
+        else:
+            if c.mode == "manual":
+                V = c.rate_cmd_frame.tolist()
+                if c.frame == "end_effector":
+                    R = c.rows[0][N_JOINTS]
+                    V = [*sp.mat_vec_rows(R, V[0], V[1], V[2]), *sp.mat_vec_rows(R, V[3], V[4], V[5])]
+            else:
+                V = self.auto.rates(c, vmax, wmax)
+            nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
+            nw = math.sqrt(V[0] * V[0] + V[1] * V[1] + V[2] * V[2])
+            if nv > vmax * (1 + 1e-12):
+                self.kin.warn(c, f"clipped: point-of-resolution speed {nv:.4g} m/s to {vmax:.4g} m/s")
+                V[3:] = [x * (vmax / nv) for x in V[3:]]
+            if nw > wmax * (1 + 1e-12):
+                self.kin.warn(c, f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
+                V[:3] = [x * (wmax / nw) for x in V[:3]]
+            qd = (c.J_inv @ np.array(V)).tolist()
+            if c.damped:
+                self.kin.warn(c, f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
+                          f"< {self.p.sigma_min:.3g})")
+        qd_max = self._qd_max
+        ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
+        r_max = max(ratio)
+        if r_max > 1.0 + 1e-12:
+            j = ratio.index(r_max)
+            self.kin.warn(c, f"clipped: joint rates scaled by {1.0 / r_max:.4g} ({JOINT_NAMES[j]} "
+                      f"{qd[j]:.4g} rad/s beyond {qd_max[j]:.4g} rad/s)")
+            qd = [x / r_max for x in qd]
+        # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
+        k = self.p.limit_gain
+        th = c.theta.tolist()
+        out = [min(max(x, min(k * (lo - t), 0.0)), max(k * (hi - t), 0.0))
+               for x, t, lo, hi in zip(qd, th, self._stop_lower, self._stop_upper, strict=True)]
+        if out != qd:
+            for i, (lim, x) in enumerate(zip(out, qd, strict=True)):
+                if abs(lim - x) > 1e-12:
+                    self.kin.warn(c, f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
+                              f"({th[i]:.4f} rad, range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
+        return out
+
+
+class ArmModel:
+    """The arm service's model (a :class:`protocol.service.ServiceModel`): a plant (:class:`ArmPlant`: massless,
+    multibody or with flexible booms, from ``[arm] model, booms``) driven by a controller (:class:`ArmController`:
+    the modes, the auto sequence, the post-capture damping), both on :class:`ArmKinematics`, over one context.
+
+    Its state is :attr:`context` (:class:`ArmContext`); the rest is parameters (:attr:`params`, the parsed
+    ``[arm]``; and the multibody plant's ``chain_data``, the chain's scratch, whose content is a function of the
+    last configuration it was given). Read-only views of the context for tests: ``theta``, ``theta_dot``,
+    ``eta``, ``eta_dot`` (these four settable), ``servo`` (ServoState), ``mode``, ``brakes``, ``grappled``,
+    ``waypoints``, ``tau``, ``F_Eo_O`` (last ``[M_e; F_e]`` in O), ``V_R_O``, ``p_ToEo_T``, ``theta_n``, ``geom``,
+    ``J``, ``J_inv`` (its inverse, damped near a singularity); ``pose`` (RmsPose), ``k_servo`` (3-7 springs),
+    ``c_servo``, ``gamma_J``.
     """
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
@@ -553,44 +1438,36 @@ class ArmModel:
         self.h = period_ns * 1e-9
         self.inputs = INPUTS
         self.outputs = OUTPUTS
-        fixed = _fixed_chain()
         X_OS = ch.pose_xyz_rpy(p.p_OoSo_O, p.rpy_OS)    # URDF: R = Rz(y) Ry(p) Rx(r)
-        geom = rms.rms_geometry(fixed, X_OS, p.por)
-        self.quat_OS = sp.rotation_to_quat(X_OS[:3, :3])
+        geom = rms.rms_geometry(_fixed_chain(), X_OS, p.por)
         self.servo_p = sv.srms_servo_params(
             geom.tau_max, geom.qd_max, bandwidth=a.bandwidth, gear_ratio=a.gear_ratio,
             motor_inertia=a.motor_inertia, torque_constant=a.torque_constant,
             coulomb_fraction=a.coulomb_fraction, viscous_fraction=a.viscous_fraction,
             slip_fraction=a.slip_fraction)
         self.joint_stiffness = np.array(a.joint_stiffness, dtype=float)
-        self.zeta = float(a.joint_damping_ratio)
-        self.beta = float(a.joint_damping_beta)
+        self.zeta = a.joint_damping_ratio
+        self.beta = a.joint_damping_beta
         self.beams = tuple(replace(b, EI=float(ei), GJ=float(gj))
                            for b, ei, gj in zip(fx.ASSUMED_BEAMS, a.beam_EI, a.beam_GJ, strict=True))
         self.multibody = p.model == "multibody"
-        self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
         self.flexible = p.booms == "flexible"
-        if self.multibody:
-            # the chain's base (body 0) is the orbiter, moved as orbiter/state says: every wrench taken from
-            # the chain (rms.prescribed_base_affine, rms.grappled_inverse_dynamics, multirate.hold) removes the
-            # base body's own inertia, so the mass properties the case gives it do not enter the arm's results
-            # (tests/dynamics/test_arm_base_mass.py); the orbiter's are [orbiter]'s, the orbiter service's
-            case = srms_on_orbiter()
-            self.chain = rms.scale_link_masses(case.model, float(p.link_mass_scale))
-            if self.flexible:
-                self.chain = with_flexible_booms(self.chain, srms_booms(int(p.boom_modes),
-                                                                        damping_ratio=float(a.boom_damping)))
-            self.chain_data = ch.make_data(self.chain)
+        self.m_T, self.I_T = payload_mass_properties(config)   # for the post-capture damper
+        self.kin = ArmKinematics(p, self.joint_stiffness, self.beams, self.beta)
+        self.plant: ArmPlant
+        if self.flexible:
+            self.plant = FlexiblePlant(p, self.kin, self.servo_p, geom.X_OS, self.joint_stiffness, self.zeta)
+        elif self.multibody:
+            self.plant = MultibodyPlant(p, self.kin, self.servo_p, geom.X_OS, self.joint_stiffness, self.zeta)
+        else:
+            self.plant = MasslessPlant(p, self.kin, self.servo_p)
+        self.damper = CaptureDamper(p, self.kin, self.m_T, self.I_T, self.plant.drive_stiffness)
+        self.controller: ArmController = ModeController(p, self.kin, self.servo_p, geom,
+                                                        AutoSequence(p, self.kin, self.h), self.damper)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         # the limits and the shoulder position as floats for the step loop
         self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
-        self._qd_max = geom.qd_max.tolist()
-        m = p.limit_margin
-        self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
-        self._stop_upper = [x - m for x in self._q_upper]
         self._p_OS = geom.X_OS[:3, 3].tolist()
-        self._R_OS = tuple(geom.X_OS[:3, :3].ravel().tolist())
-        self._zeros6 = np.zeros(6)                          # published as is: never written in place
         theta = np.array(p.q0, dtype=float)
         orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
         self.context = ArmContext(
@@ -600,21 +1477,9 @@ class ArmModel:
             qd_cmd=np.zeros(6), tau=np.zeros(6), F_Eo_O=np.zeros(6), F_Eo_W=np.zeros(6), F_So_W=np.zeros(6),
             V_R_O=np.zeros(6), loads=np.zeros((ld.N_STATIONS, 6)), orb=self._default_orbiter(), orb_f=orb_f,
             pay_f=orb_f)
-        if self.flexible:
-            self._init_flexible()
-        self._kin()
-        self._flex()
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without ``chain_data`` (scratch: its arrays are views of one another, which pickling would part)."""
-        state = self.__dict__.copy()
-        state.pop("chain_data", None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if self.multibody:
-            self.chain_data = ch.make_data(self.chain)
+        self.plant.start(self.context)
+        self.kin.update(self.context)
+        self.kin.flex(self.context)
 
     # ------------------------------------------------------------------ the context's fields read by tests
     @property
@@ -666,6 +1531,29 @@ class ArmModel:
     geom = property(lambda self: self.context.geom, doc="The geometry in force (``context.geom``).")
     J = property(lambda self: self.context.J, doc="The Jacobian at θ (6, 6) (``context.J``).")
     J_inv = property(lambda self: self.context.J_inv, doc="Its (damped) inverse (6, 6) (``context.J_inv``).")
+    pose = property(lambda self: self.kin.pose(self.context), doc="The kinematics at θ (RmsPose).")
+    k_servo = property(lambda self: self.kin.k_servo(self.context), doc="The 3-7 springs (6,). [N·m/rad]")
+    c_servo = property(lambda self: self.kin.c_servo(self.context), doc="Their dampers (6,). [N·m·s/rad]")
+    gamma_J = property(lambda self: self.kin.gamma_J(self.context), doc="γ_J (6, 6). [rad/(N·m)]")
+    # the multibody plant's (AttributeError for the massless arm)
+    chain = property(lambda self: self._multibody_plant().chain, doc="Multibody: the chain (ChainModel).")
+    chain_data = property(lambda self: self._multibody_plant().chain_data, doc="Multibody: the chain's scratch.")
+    _c_gear = property(lambda self: self._flexible_plant()._c_gear, doc="Flexible booms: gear dampers (6,).")
+    _K_a = property(lambda self: self._flexible_plant()._K_a, doc="Flexible booms: arm stiffness (6+ne, 6+ne).")
+
+    def _multibody_plant(self) -> MultibodyPlant:
+        if not isinstance(self.plant, MultibodyPlant):
+            raise AttributeError("the massless arm has no chain (model = 'massless')")
+        return self.plant
+
+    def _flexible_plant(self) -> FlexiblePlant:
+        if not isinstance(self.plant, FlexiblePlant):
+            raise AttributeError("only the arm with flexible booms has these (booms = 'flexible')")
+        return self.plant
+
+    def _payload_inertia_E(self) -> np.ndarray:
+        """The payload's spatial inertia about Eo, in O (6, 6) (:meth:`CaptureDamper.payload_inertia_E`)."""
+        return self.damper.payload_inertia_E(self.context)
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -676,123 +1564,11 @@ class ArmModel:
 
     def warn(self, text: str) -> None:
         """Put a warning on arm/state for ``warn_hold`` seconds."""
-        c = self.context
-        c.warnings[text] = c.now + round(self.params.warn_hold * 1e9)
+        self.kin.warn(self.context, text)
 
-    def _kin(self, theta: list[float] | None = None) -> None:
-        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``context.theta``):
-        once per step.
-
-        The kinematics stay as floats (``pose`` is built from them when asked for). The SVD is skipped
-        while the last one proves J far from singular: by Weyl's inequality
-        ``σ_6(J) ≥ σ_6(J_svd) − ‖J − J_svd‖_F``, and while that bound stays above ``sigma_min``
-        the exact inverse is the solution :func:`dynamics.rms.dls_solve` would give. ``sigma``
-        (on arm/state) is that of the last SVD, refreshed at least every ``flex_every`` steps.
-        """
-        c = self.context
-        c.rows = rows = rms.rms_kinematics_rows(c.geom, c.theta.tolist() if theta is None else theta)
-        c.pose = None
-        c.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
-        if c.J_svd is not None and not c.damped:
-            dJ = (c.J - c.J_svd).ravel()
-            if c.sigma - math.sqrt(dJ @ dJ) > self.params.sigma_min:
-                J_inv = rms.regular_inverse(c.J)
-                if J_inv is not None:
-                    c.J_inv = J_inv
-                    return
-        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse(c.J, self.params.sigma_min, self.params.damping_max)
-        c.J_svd = c.J
-
-    @property
-    def pose(self) -> rms.RmsPose:
-        """The kinematics at θ (:class:`dynamics.rms.RmsPose`), built from the step's floats when first asked for."""
-        c = self.context
-        if c.pose is None:
-            c.pose = rms.rms_pose_from_rows(c.geom, *c.rows)
-        return c.pose
-
-    def _points(self) -> np.ndarray:
-        """Joint points 1..6 then the point of resolution, in O (7, 3). [m]"""
-        c = self.context
-        _, ps, _, pE = c.rows
-        return np.array([*ps, pE])
-
-    def _flex(self) -> None:
-        """RMSFLX, every ``flex_every`` steps: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7).
-
-        Its terms act only while grappled; a free arm keeps the configuration of the tick and computes
-        them from it when first needed (at capture), the same numbers at a fraction of the cost.
-        """
-        c = self.context
-        c.J_svd = None                              # and a fresh SVD (sigma) at the next kinematics
-        c.flex_at = (c.rows, c.J, None if c.damped else c.J_inv)
-        c.flex_pending = True
-        if c.grappled:
-            self._flex_terms()
-
-    def _flex_terms(self) -> None:
-        """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
-        c = self.context
-        c.flex_pending = False
-        (_, ps, us, pE), J, J_inv = c.flex_at
-        beams = () if self.params.flexibility == "joints" else self.beams
-        g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
-        try:
-            if J_inv is not None:            # J regular (σ ≥ sigma_min), its inverse at hand: 3-4 as products
-                X = J_inv @ g @ J_inv.T
-                gamma_J = 0.5 * (X + X.T)
-            else:
-                gamma_J = fx.joint_flexibility(J, g)
-            # 3-7: 1/γ_i^e = [(γ_J)^-1]_ii (fx.servo_flexibility_terms has the formula as written)
-            K = rms.regular_inverse(gamma_J)
-            if K is None:
-                raise SingularityError("3-7: γ_J singular")
-            k = np.diagonal(K).copy()
-            if not np.all(np.isfinite(k) & (k > 0.0)):
-                raise SingularityError(f"3-7 terms not positive near a singularity: {k.tolist()}")
-            c.gamma_J, c.k_servo = gamma_J, k
-        except (SingularityError, np.linalg.LinAlgError):  # at a singularity keep the previous terms
-            self.warn("singular: flexibility terms kept from the last regular configuration")
-            if c.k_servo is None:                   # none computed yet: the joints' springs alone
-                c.gamma_J = np.diag(1.0 / self.joint_stiffness)
-                c.k_servo = self.joint_stiffness.copy()
-        # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
-        # damping, stiffness-proportional (Rayleigh β), ζ = β ω / 2 for a mode at ω
-        c.c_servo = self.beta * c.k_servo
-        c.kc = (c.k_servo.tolist(), c.c_servo.tolist())
-
-    def _springs(self) -> tuple[list[float], list[float]]:
-        """The 3-7 springs and dampers as floats, ``(k, c)``."""
-        c = self.context
-        if c.flex_pending:
-            self._flex_terms()
-        kc = c.kc
-        assert kc is not None  # set by _flex_terms
-        return kc
-
-    @property
-    def k_servo(self) -> np.ndarray:
-        """The 3-7 springs ``1/γ_i^e`` (6,) of the last RMSFLX. [N·m/rad]"""
-        self._springs()
-        x = self.context.k_servo
-        assert x is not None  # set by _flex_terms
-        return x
-
-    @property
-    def c_servo(self) -> np.ndarray:
-        """Their dampers ``β/γ_i^e`` (6,). [N·m·s/rad]"""
-        self._springs()
-        x = self.context.c_servo
-        assert x is not None  # set by _flex_terms
-        return x
-
-    @property
-    def gamma_J(self) -> np.ndarray:
-        """γ_J (6, 6) of the last RMSFLX (3-4). [rad/(N·m)]"""
-        self._springs()
-        x = self.context.gamma_J
-        assert x is not None  # set by _flex_terms
-        return x
+    def command(self, ev: dict[str, Any]) -> None:
+        """Apply one operator command, or refuse it with a reason on arm/state (:meth:`ArmController.command`)."""
+        self.controller.command(self.context, ev)
 
     def _orbiter(self, u: Any, t_ns: int) -> dict[str, Any]:
         c = self.context
@@ -813,530 +1589,6 @@ class ArmModel:
         b, c.pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W", "a_WTo_W", "wdot_WT_T")
         return b
 
-    # ------------------------------------------------------------------ commands
-    def command(self, ev: dict[str, Any]) -> None:
-        """Apply one operator command, or refuse it with a reason on arm/state."""
-        c = self.context
-        kind = ev.get("kind", ev.get("cmd"))
-        if kind in CONTACT_COMMANDS:
-            return                                         # for the contact service
-        if kind not in ARM_COMMANDS:
-            self.warn(f"refused: unknown command {kind!r}")
-            return
-        problems = check_command({k: v for k, v in ev.items() if k != "t"})
-        if problems:
-            self.warn(f"refused: {kind}: {'; '.join(problems)}")
-            return
-        braked = c.brakes
-        if kind == "mode":
-            c.mode = ev["mode"]
-            c.frame = ev.get("frame", c.frame)
-            c.brakes = c.mode == "brakes"
-            c.rate_cmd_frame = np.zeros(6)
-            c.single = (0, 0.0)
-            c.seg = None
-            if c.mode == "auto" and not c.waypoints:
-                self.warn("auto: no waypoints loaded, holding")
-        elif kind == "rate":
-            if c.mode != "manual":
-                self.warn(f"refused: rate: the arm is in {c.mode!r} mode, not 'manual'")
-                return
-            c.frame = ev.get("frame", c.frame)
-            c.rate_cmd_frame = np.concatenate([np.asarray(ev.get("w", [0.0] * 3), float),
-                                                  np.asarray(ev.get("v", [0.0] * 3), float)])
-        elif kind == "auto":
-            c.waypoints = [dict(wp) for wp in ev["waypoints"]]
-            c.mode, c.brakes = "auto", False
-            c.seg = None
-        elif kind == "joint":
-            j = ev["joint"]
-            idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
-            c.mode, c.brakes = "single", False
-            c.single = (idx, float(ev["rate"]))
-        elif kind == "direct":
-            j = ev["joint"]
-            idx = JOINT_NAMES.index(j) if isinstance(j, str) else int(j)
-            drive = float(ev["drive"])
-            if abs(drive) > 1.0:
-                self.warn(f"clipped: direct drive of {JOINT_NAMES[idx]} {drive:.4g} to ±1 (its current limit)")
-                drive = math.copysign(1.0, drive)
-            c.mode, c.brakes = "direct", False
-            c.direct = (idx, drive)
-        elif kind == "brakes":
-            c.brakes = bool(ev["on"])
-            if c.brakes:
-                c.mode = "brakes"
-            elif c.mode == "brakes":
-                c.mode = "hold"
-        elif kind == "stop":
-            c.rate_cmd_frame = np.zeros(6)
-            c.single = (c.single[0], 0.0)
-            c.direct = (c.direct[0], 0.0)
-            c.waypoints = []
-            c.seg = None
-        elif kind == "por":
-            p_new = np.asarray(ev["p"], float)
-            if c.grappled:   # the grasp is unchanged: carry the frozen point along with it
-                c.p_ToEo_T = c.p_ToEo_T + c.R_TE @ (p_new - c.geom.p_B6oEo_B6)
-                c.p_TE = c.p_ToEo_T.tolist()
-            c.geom = replace(c.geom, p_B6oEo_B6=p_new)
-            self._kin()
-            self._flex()
-        if c.brakes and not braked:        # brakes set now: the joints lock where they are
-            c.theta_n = c.theta.copy()
-
-    def _contact(self, ev: dict[str, Any], orb: dict[str, Any], pay: dict[str, Any] | None) -> None:
-        c = self.context
-        kind = ev.get("kind")
-        if kind in ("capture", "rigidize"):
-            if pay is None:
-                self.warn(f"refused: {kind}: no payload state to grapple")
-                return
-            R_WO = sp.quat_to_rotation(orb["quat_WO"])
-            X_WO = sp.pose(R_WO, orb["p_WoOo_W"])
-            X_WT = sp.pose(sp.quat_to_rotation(pay["quat_WT"]), pay["p_WoTo_W"])
-            X_TE = sp.pose_inverse(X_WT) @ X_WO @ (self._X_OE() if self.flexible else self.pose.X_OE)
-            c.p_ToEo_T, c.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
-            c.p_TE = c.p_ToEo_T.tolist()
-            if not c.grappled:
-                c.theta_n = c.theta.copy()
-                c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
-                                           c.servo.current.copy())
-                if self.params.capture_control == "damp":
-                    c.mode, c.brakes = "damp", False
-                    c.rest_since = None
-                elif not c.brakes:
-                    c.mode, c.brakes = "brakes", True
-            c.grappled = True
-        elif kind == "release":
-            c.grappled = False
-            if c.mode == "damp":
-                c.mode = "hold"
-            c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
-                                       c.servo.current.copy())
-
-    # ------------------------------------------------------------------ commanded joint rates
-    def _direct_currents(self) -> list[float | None] | None:
-        """Direct drive: the driven joint's motor current (the others on their rate loops), or None."""
-        c = self.context
-        if c.mode != "direct" or c.brakes:
-            return None
-        j, drive = c.direct
-        m = self.params.limit_margin
-        if ((drive > 0.0 and c.theta[j] >= c.geom.q_upper[j] - m)
-                or (drive < 0.0 and c.theta[j] <= c.geom.q_lower[j] + m)):
-            self.warn(f"clipped: {JOINT_NAMES[j]} stopped at its angle limit (direct drive off, servos hold; "
-                      f"{c.theta[j]:.4f} rad, range [{c.geom.q_lower[j]:.4f}, {c.geom.q_upper[j]:.4f}])")
-            c.mode, c.direct = "hold", (j, 0.0)
-            return None
-        out: list[float | None] = [None] * 6
-        out[j] = drive * float(self.servo_p.current_limit[j])
-        return out
-
-    def _commanded_rates(self) -> list[float]:
-        c = self.context
-        if c.brakes or c.mode in ("brakes", "hold", "direct"):
-            return [0.0] * 6
-        vmax = self.params.v_max_loaded if c.grappled else self.params.v_max
-        wmax = self.params.w_max_loaded if c.grappled else self.params.w_max
-        if c.mode == "damp":
-            qd = self._damp_rates()
-            if c.brakes:                              # at rest: braked
-                return [0.0] * 6
-        elif c.mode == "single":
-            j, r = c.single
-            qd = [0.0] * 6
-            qd[j] = r
-        else:
-            if c.mode == "manual":
-                V = c.rate_cmd_frame.tolist()
-                if c.frame == "end_effector":
-                    R = c.rows[0][N_JOINTS]
-                    V = [*sp.mat_vec_rows(R, V[0], V[1], V[2]), *sp.mat_vec_rows(R, V[3], V[4], V[5])]
-            else:
-                V = self._auto_rates(vmax, wmax)
-            nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
-            nw = math.sqrt(V[0] * V[0] + V[1] * V[1] + V[2] * V[2])
-            if nv > vmax * (1 + 1e-12):
-                self.warn(f"clipped: point-of-resolution speed {nv:.4g} m/s to {vmax:.4g} m/s")
-                V[3:] = [x * (vmax / nv) for x in V[3:]]
-            if nw > wmax * (1 + 1e-12):
-                self.warn(f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
-                V[:3] = [x * (wmax / nw) for x in V[:3]]
-            qd = (c.J_inv @ np.array(V)).tolist()
-            if c.damped:
-                self.warn(f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
-                          f"< {self.params.sigma_min:.3g})")
-        qd_max = self._qd_max
-        ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
-        r_max = max(ratio)
-        if r_max > 1.0 + 1e-12:
-            j = ratio.index(r_max)
-            self.warn(f"clipped: joint rates scaled by {1.0 / r_max:.4g} ({JOINT_NAMES[j]} "
-                      f"{qd[j]:.4g} rad/s beyond {qd_max[j]:.4g} rad/s)")
-            qd = [x / r_max for x in qd]
-        # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
-        k = self.params.limit_gain
-        th = c.theta.tolist()
-        out = [min(max(x, min(k * (lo - t), 0.0)), max(k * (hi - t), 0.0))
-               for x, t, lo, hi in zip(qd, th, self._stop_lower, self._stop_upper, strict=True)]
-        if out != qd:
-            for i, (lim, x) in enumerate(zip(out, qd, strict=True)):
-                if abs(lim - x) > 1e-12:
-                    self.warn(f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
-                              f"({th[i]:.4f} rad, range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
-        return out
-
-    def _damp_rates(self) -> list[float]:
-        """Post-capture damping (module docstring): ``θ̇ + λ K⁻¹ (τ_d − τ)``, ``τ_d = −Jᵀ (M_E / T) V_R``;
-        the brakes once the relative rates have stayed below ``damp_rest`` for ``damp_time``."""
-        c = self.context
-        V = c.V_R_O                                    # relative twist of E, in O, at the last step's end
-        T = float(self.params.damp_time)
-        v_rest, w_rest = self.params.damp_rest
-        Vl = V.tolist()
-        if sp.norm3(Vl[3:]) < v_rest and sp.norm3(Vl[:3]) < w_rest:
-            if c.rest_since is None:
-                c.rest_since = c.now
-            elif c.now - c.rest_since >= round(T * 1e9):
-                c.mode, c.brakes = "brakes", True
-                c.theta_n = c.theta.copy()
-                self.warn("damp: relative motion at rest, brakes on")
-                return [0.0] * 6
-        else:
-            c.rest_since = None
-        F_d = -(self._payload_inertia_E() @ V) / T        # the damper's wrench on the payload at Eo, in O
-        tau_d = c.J.T @ F_d                            # 2-3 the other way
-        lam = float(self.params.damp_bandwidth)
-        k = self.joint_stiffness if self.flexible else self.k_servo  # the springs the motors drive through
-        return (c.theta_dot + lam * (tau_d - c.tau) / k).tolist()
-
-    def _payload_inertia_E(self) -> np.ndarray:
-        """The payload's spatial inertia about Eo, in O, [ω; v] order (6, 6), from ``[payload]`` and the grasp."""
-        c = self.context
-        R_OT = sp.rotation_rows(*c.orb_f[1])          # R_WO rows, then R_OT = R_WOᵀ R_WT
-        R_OT = np.reshape(R_OT, (3, 3)).T @ np.reshape(sp.rotation_rows(*c.pay_f[1]), (3, 3))
-        r = -R_OT @ c.p_ToEo_T                         # Eo → payload CoM, in O
-        S = sp.skew(r)
-        m = self.m_T
-        M = np.empty((6, 6))
-        M[:3, :3] = R_OT @ self.I_T @ R_OT.T - m * (S @ S)
-        M[:3, 3:] = m * S
-        M[3:, :3] = -m * S
-        M[3:, 3:] = m * np.eye(3)
-        return M
-
-    def _auto_rates(self, vmax: float, wmax: float) -> list[float]:
-        """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
-        c = self.context
-        # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
-        # the arm angles also carry the structure's elastic motion; feeding it back would drive
-        # the flexible modes.
-        if c.grappled:
-            Rs, _, _, p_m = rms.rms_kinematics_rows(c.geom, c.servo.theta_m.tolist())
-            R_m = Rs[N_JOINTS]
-        else:
-            R_m, p_m = c.rows[0][N_JOINTS], c.rows[3]
-        t = c.now * 1e-9
-        tol_p, tol_r = self.params.auto_tol
-        while c.waypoints:
-            wp = c.waypoints[0]
-            lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
-            seg = c.seg
-            if seg is None:                      # a new segment from where the motors are now
-                dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
-                # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
-                rot = (sp.rotation_error_rows(R_m, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
-                       else [0.0, 0.0, 0.0])
-                a, alpha = self.params.auto_accel_loaded if c.grappled else self.params.auto_accel
-                prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
-                seg = c.seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
-            prof = seg["prof"]
-            s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
-            # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
-            dp, rot = seg["dp"], seg["rot"]
-            e_p = [p0 + s0 * d - pm for p0, d, pm in zip(seg["p0"], dp, p_m, strict=True)]
-            q_ref = sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), rot[0], rot[1], rot[2], s0)
-            R_ref = sp.mat_mat_rows(sp.rotation_rows(*q_ref), seg["R0"])
-            e_r = sp.rotation_error_rows(R_m, R_ref)
-            if s0 >= 1.0 and sp.norm3(e_p) <= tol_p and sp.norm3(e_r) <= tol_r:
-                c.waypoints.pop(0)
-                c.seg = None
-                self.warn(f"auto: waypoint reached, {len(c.waypoints)} left")
-                continue
-            k = self.params.auto_gain
-            ds = (s1 - s0) / self.h
-            v = [ds * d + k * e for d, e in zip(dp, e_p, strict=True)]
-            w = [ds * d + k * e for d, e in zip(rot, e_r, strict=True)]
-            nv, nw = sp.norm3(v), sp.norm3(w)
-            if nv > lv:
-                v = [x * (lv / nv) for x in v]
-            if nw > lw:
-                w = [x * (lw / nw) for x in w]
-            return w + v
-        return [0.0] * 6
-
-    # ------------------------------------------------------------------ dynamics
-    def _massless(self, qd_cmd: list[float], orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
-        c = self.context
-        n_sub = int(self.params.servo_substeps)
-        brakes = [c.brakes] * 6
-        sv0 = c.servo
-        if not c.grappled:
-            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
-                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, None,
-                                                      self._direct_currents())
-            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-            c.theta_dot = c.servo.omega          # the arm angle is the motor's (arrays never written in place)
-            c.theta = c.servo.theta_m
-            c.tau = self._zeros6
-            self._kin(tm)
-            c.V_R_O = c.J @ c.theta_dot
-            return
-        c.theta_dot = self._grappled_rates(pay)
-        passive = self.params.flexibility == "passive" and c.brakes
-        th, thd = c.theta.tolist(), c.theta_dot.tolist()
-        if not passive:
-            k, damp = self._springs()
-            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
-                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, (k, damp, th, thd),
-                                                      self._direct_currents())
-            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-        th = [a + h * b for a, b in zip(th, thd, strict=True)]
-        c.theta = np.array(th)
-        # at the step end: 2-12 at the new configuration, then the torques the springs transmit
-        self._kin(th)
-        c.theta_dot = c.J_inv @ c.V_R_O
-        if passive:
-            c.tau = self._passive_torques()
-            # the locked motor/gear trains sit at the neutral angles (they slip with them)
-            c.servo = sv.ServoState(c.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
-        else:
-            c.tau = np.array([ki * (a - b) + ci * (x - y) for ki, a, b, ci, x, y
-                                 in zip(k, tm, th, damp, w, c.theta_dot.tolist(), strict=True)])
-
-    def _grappled_rates(self, pay: dict[str, Any] | None) -> np.ndarray:
-        """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""
-        c = self.context
-        if pay is None:
-            self.warn("grappled without payload/state: joint rates held at zero")
-            c.V_R_O = np.zeros(6)
-            return np.zeros(6)
-        pO, qO, wO, vO = c.orb_f
-        pT, qT, wT, vT = c.pay_f
-        R_WO = sp.rotation_rows(*qO)
-        R_WT = sp.rotation_rows(*qT)
-        # the point of resolution as seen from the orbiter through the (frozen) grasp
-        e = c.p_ToEo_T.tolist()
-        x0, x1, x2 = sp.mat_vec_rows(R_WT, e[0], e[1], e[2])
-        p_OoEo_O = sp.mat_t_vec_rows(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
-        c.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
-        if c.damped:
-            self.warn(f"singular: joint rates from relative motion damped (sigma {c.sigma:.3g})")
-        return c.J_inv @ c.V_R_O
-
-    def _passive_torques(self) -> np.ndarray:
-        """3-6 with locked joints; a joint whose torque exceeds the brake slip torque slips (its neutral moves)."""
-        c = self.context
-        K = np.linalg.inv(self.gamma_J)
-        slip = self.servo_p.slip_torque
-        for _ in range(3):
-            tau = -K @ (c.theta - c.theta_n)
-            over = np.abs(tau) > slip
-            if not over.any():
-                return tau
-            S = np.flatnonzero(over)
-            N = np.flatnonzero(~over)
-            target = np.sign(tau[S]) * slip[S]
-            # −K_SS (θ_S − θn_S) − K_SN (θ_N − θn_N) = target  →  θn_S
-            rhs = target + K[np.ix_(S, N)] @ (c.theta[N] - c.theta_n[N])
-            c.theta_n[S] = c.theta[S] + np.linalg.solve(K[np.ix_(S, S)], rhs)
-            self.warn(f"brakes slipping: {', '.join(JOINT_NAMES[i] for i in S)}")
-        return -K @ (c.theta - c.theta_n)
-
-    def _base_motion(self, orb: dict[str, Any]) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
-        """Chain base (shoulder S) pose ``X_WS`` and its ``quat_WS``, twist and classical acceleration in W from the
-        orbiter state."""
-        q = rb.as_floats(orb["quat_WO"])
-        R = sp.rotation_rows(*q)                                     # R_WO, on floats
-        r, V_S, A_S = rb.point_motion(np.reshape(R, (3, 3)), orb["w_WO_O"], orb["v_WOo_W"], orb["a_WOo_W"],
-                                      orb["wdot_WO_O"], self._p_OS)  # So from Oo, in W; its twist, acceleration
-        X_WS = np.eye(4)
-        X_WS[:3, :3] = np.reshape(sp.mat_mat_rows(R, self._R_OS), (3, 3))
-        X_WS[:3, 3] = np.asarray(orb["p_WoOo_W"], dtype=np.float64) + r
-        return X_WS, sp.quat_multiply(q, self.quat_OS), V_S, A_S
-
-    @staticmethod
-    def _chain_q(X_WS: np.ndarray, quat_WS: Any, theta: np.ndarray) -> np.ndarray:
-        return np.concatenate([X_WS[:3, 3], quat_WS, theta])
-
-    def _multibody(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
-        c = self.context
-        if self.flexible:
-            self._flexible(qd_cmd, orb, pay, h)
-            return
-        X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
-        brakes = [c.brakes] * 6
-        if c.grappled:
-            thd_old = c.theta_dot.copy()
-            self._massless(qd_cmd.tolist(), orb, pay, h)          # joint motion and servo torques as the massless arm
-            thdd = (c.theta_dot - thd_old) / h
-            q = self._chain_q(X_WS, quat_WS, c.theta)
-            v = np.concatenate([V_S, c.theta_dot])
-            vd = np.concatenate([A_S, thdd])
-            F_E_W, F_B_W = rms.grappled_inverse_dynamics(self.chain, self.chain_data, q, v, vd, c.tau,
-                                                         c.geom.p_B6oEo_B6)
-            c.mb_wrench = (F_E_W, F_B_W)
-            return
-        n_sub = int(self.params.servo_substeps)
-        hs = h / n_sub
-        k = self.joint_stiffness
-        damp = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
-        q = self._chain_q(X_WS, quat_WS, c.theta)
-        v = np.concatenate([V_S, c.theta_dot])
-        # mass matrix and bias once per step, held over the substeps (the arm moves < 1e-4 rad in a
-        # step): θ̈ = A τ + b, F_B = C θ̈ + d
-        A, b, C, d = rms.prescribed_base_affine(self.chain, self.chain_data, q, v, A_S)
-        thdd = np.zeros(6)
-        direct = self._direct_currents()
-        for _ in range(n_sub):
-            c.servo, tau, _ = sv.servo_step(self.servo_p, c.servo, qd_cmd, brakes, hs, k=k, c=damp,
-                                               theta=c.theta, theta_dot=c.theta_dot, direct=direct)
-            thdd = A @ tau + b
-            c.theta_dot = c.theta_dot + hs * thdd
-            c.theta = c.theta + hs * c.theta_dot
-        F_B = C @ thdd + d
-        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
-        self._kin()
-        c.V_R_O = c.J @ c.theta_dot
-        c.mb_wrench = (np.zeros(6), F_B)
-
-    # ------------------------------------------------------------------ flexible booms (multi-rate)
-    def _init_flexible(self) -> None:
-        """The linear springs and dampers on the arm coordinates: the gear springs to the motors (joint_stiffness,
-        the gear-train damper of the rigid multibody arm) and the beams'; the booms at rest in the context."""
-        fi = self.chain.flex
-        assert fi is not None  # a flexible arm's chain has its booms (dynamics.cases.with_flexible_booms)
-        ne = fi.ne
-        k = self.joint_stiffness
-        self._c_gear = 2.0 * self.zeta * np.sqrt(k * self.servo_p.reflected_inertia)
-        na = N_JOINTS + ne
-        self._K_a = np.zeros((na, na))
-        self._D_a = np.zeros((na, na))
-        self._K_a[:N_JOINTS, :N_JOINTS] = np.diag(k)
-        self._D_a[:N_JOINTS, :N_JOINTS] = np.diag(self._c_gear)
-        self._K_a[N_JOINTS:, N_JOINTS:] = fi.K
-        self._D_a[N_JOINTS:, N_JOINTS:] = fi.D
-        self._kl, self._cl = k.tolist(), self._c_gear.tolist()
-        c = self.context
-        c.eta = np.zeros(ne)
-        c.eta_dot = np.zeros(ne)
-        c.vdot_a = np.zeros(na)                   # the arm coordinates' accelerations of the last step
-        c.hand_err = np.zeros(6)                  # the hand's pose error on the payload (W), propagated
-        c.J_eta = np.zeros((6, ne))               # E's twist per elastic rate (W), at the last hold
-        c.hand_p = c.geom.p_B6oEo_B6.copy()       # the hand point on the last body, frozen at the grasp
-
-    def _flexible(self, qd_cmd: np.ndarray, orb: dict[str, Any], pay: dict[str, Any] | None, h: float) -> None:
-        """The multibody arm with beam booms between the orbiter and (grappled) the payload, both moving as their
-        services integrate them: :mod:`dynamics.multirate`, its matrices held over ``dynamics_every`` steps.
-
-        Free, the arm's links and booms move on their own under the gear springs, the base moving as given.
-        Grappled, its hand E (the point of resolution at the grasp) moves with the payload's grasp point
-        (the frozen X_TE), enforced by the hand constraint with Baumgarte's correction; the constraint wrench is
-        the wrench on the payload. The joint angles and the booms' coordinates are the arm's own state.
-        """
-        c = self.context
-        X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
-        grappled = c.grappled and pay is not None
-        if c.grappled and pay is None:
-            self.warn("grappled without payload/state: the arm moves free")
-        n_sub = int(self.params.servo_substeps)
-        ne = c.eta.size
-        x = np.concatenate([c.theta, c.eta])
-        v = np.concatenate([c.theta_dot, c.eta_dot])
-        hand = None
-        if grappled and pay is not None:                        # the grasp point's motion (floats)
-            pT, qT, wT, vT = c.pay_f
-            R = sp.rotation_rows(*qT)                             # R_WT
-            _, V_G, A_G = rb.point_motion(np.reshape(R, (3, 3)), wT, vT, pay["a_WTo_W"], pay["wdot_WT_T"],
-                                          c.p_TE)             # the grasp point's twist and acceleration, W
-        held = c.held
-        want_hand = grappled
-        if (held is None or (held.J is not None) != want_hand
-                or c.step_count - c.held_at >= int(self.params.dynamics_every)):
-            q = self._chain_q(X_WS, quat_WS, x)
-            vv = np.concatenate([V_S, v])
-            nb = self.chain.nb - 1
-            newly = want_hand and (held is None or held.J is None)
-            if newly:                                          # the grasp: E is where it is now
-                c.hand_p = c.geom.p_B6oEo_B6.copy()
-            held = c.held = mr.hold(self.chain, self.chain_data, q, vv, self._K_a, self._D_a, h,
-                                        (nb, c.hand_p) if want_hand else None)
-            c.held_at = c.step_count
-            J_E = held.J if held.J is not None else ch.frame_jacobian(self.chain, self.chain_data, q, nb, c.hand_p)
-            c.J_eta = np.array(J_E[:, 6 + N_JOINTS:])
-            if want_hand:
-                X_WB = ch.forward_kinematics(self.chain, self.chain_data, q)[nb]
-                X_WE = X_WB @ sp.pose(np.eye(3), c.hand_p)
-                X_WG = sp.pose(np.reshape(R, (3, 3)), pT) @ sp.pose(c.R_TE, c.p_ToEo_T)
-                c.hand_err = mr.hand_pose_error(X_WE, X_WG)
-                if newly:   # the links take the payload's motion at the grasp (least kinetic metric)
-                    v = v - held.G2 @ (J_E[:, 6:] @ v + J_E[:, :6] @ V_S - V_G)
-        if grappled:
-            hand = (V_G, A_G, c.hand_err)
-        k, damp = self.joint_stiffness, self._c_gear
-        if c.held_at == c.step_count and (c.step_count == 0 or (held.J is not None) != c.hand_was):
-            # the first step, or the hand put on or taken off the payload: Newmark's start accelerations
-            Q0 = np.concatenate([k * c.servo.theta_m + damp * c.servo.omega, np.zeros(ne)])
-            c.vdot_a = mr.held_accelerations(held, x, v, Q0, A_S, hand, V_S, HAND_BAUMGARTE, HAND_BAUMGARTE)
-        c.hand_was = held.J is not None
-        # the servos over the step against the link angles and rates of its start (substepped, as the massless
-        # arm's), then the links and booms over the step with the motors' drive of its end (Newmark)
-        sv_s = c.servo
-        tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv_s.theta_m.tolist(), sv_s.omega.tolist(),
-                                                  sv_s.integ.tolist(), qd_cmd.tolist(), [c.brakes] * 6, h, n_sub,
-                                                  (self._kl, self._cl, x[:N_JOINTS].tolist(), v[:N_JOINTS].tolist()),
-                                                  self._direct_currents())
-        c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-        Q = np.zeros(N_JOINTS + ne)                            # the motors' drive on the arm coordinates
-        Q[:N_JOINTS] = k * c.servo.theta_m + damp * c.servo.omega
-        v0 = v
-        x, v, c.vdot_a, lam, F_b = mr.held_step(held, x, v, c.vdot_a, Q, V_S, A_S, hand, HAND_BAUMGARTE,
-                                                    HAND_BAUMGARTE)
-        if hand is not None:                                    # the pose error, carried by the velocity error
-            assert held.J is not None  # the hand is held (mr.hold with the hand)
-            c.hand_err = c.hand_err + h * (held.J[:, 6:] @ (0.5 * (v0 + v)) + held.J[:, :6] @ V_S - V_G)
-        c.theta, c.eta = x[:N_JOINTS].copy(), x[N_JOINTS:].copy()
-        c.theta_dot, c.eta_dot = v[:N_JOINTS].copy(), v[N_JOINTS:].copy()
-        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
-        c.mb_wrench = (lam if grappled else np.zeros(6), F_b)
-        self._kin()
-        R_WO = sp.rotation_rows(*c.orb_f[1])
-        dV = c.J_eta @ c.eta_dot                            # the booms' share of E's twist, W
-        c.V_R_O = c.J @ c.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dV[:3].tolist()),
-                                                           *sp.mat_t_vec_rows(R_WO, *dV[3:].tolist())])
-
-    def _deflection_O(self, R_WO: Any) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-        """The booms' rotation (rotation vector) and displacement of E, in O, to first order in η: ``J_η η``."""
-        c = self.context
-        d = (c.J_eta @ c.eta).tolist()
-        r0, r1, r2 = sp.mat_t_vec_rows(R_WO, *d[:3])
-        u0, u1, u2 = sp.mat_t_vec_rows(R_WO, *d[3:])
-        return (r0, r1, r2), (u0, u1, u2)
-
-    def _X_OE(self) -> np.ndarray:
-        """E's pose in O: the rigid kinematics at θ, and with flexible booms their deflection (first order)."""
-        c = self.context
-        Rs, _, _, pE = c.rows
-        X = np.eye(4)
-        X[:3, :3] = np.reshape(Rs[N_JOINTS], (3, 3))
-        X[:3, 3] = pE
-        if self.flexible:
-            dth, dp = self._deflection_O(sp.rotation_rows(*c.orb_f[1]))
-            X[:3, :3] = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], np.array(dth), 1.0)) @ X[:3, :3]
-            X[:3, 3] += dp
-        return X
-
     # ------------------------------------------------------------------ outputs
     def set_coupling(self, periods: dict[str, int]) -> None:
         """The output ports' coupling periods [ns] (:mod:`protocol.coupling`): ``arm/state`` is built whole
@@ -1353,30 +1605,23 @@ class ArmModel:
         R = sp.rotation_rows(*q)
         Rs, _, _, pE = c.rows
         R_OE = Rs[N_JOINTS]
-        if self.flexible:                                            # E with the booms' deflection
-            dth, dp = self._deflection_O(R)
+        d = self.plant.deflection_O(c, R)
+        if d is not None:                                            # E with the booms' deflection
+            dp = d[1]
             pE = (pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2])
         c0, c1, c2 = sp.mat_vec_rows(R, *pE)
         e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
         s0, s1, s2 = sp.mat_vec_rows(R, *self._p_OS)
         s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
-        if self.multibody and c.mb_wrench is not None:
-            c.F_Eo_W, c.F_So_W = c.mb_wrench       # the chain base origin is So
-            F = c.F_Eo_W.tolist()
-            c.F_Eo_O = np.array([*sp.mat_t_vec_rows(R, *F[:3]), *sp.mat_t_vec_rows(R, *F[3:])])
-        else:
-            F = c.F_Eo_O.tolist()
-            F_W = [*sp.mat_vec_rows(R, *F[:3]), *sp.mat_vec_rows(R, *F[3:])]
-            c.F_Eo_W = np.array(F_W)
-            c.F_So_W = np.array(rms.shoulder_reaction_rows(F_W, (e0, e1, e2), (s0, s1, s2)))
+        self.plant.wrenches(c, R, (e0, e1, e2), (s0, s1, s2))
         # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
         # (never written in place): published without copies
         wrench: dict[str, Any] = {"F_Eo_W": c.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": c.F_So_W,
                                   "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(c.grappled)}
         if not self.schedule.due(STATE, t_ns):
             return {STATE: {"tau": c.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
-        if self.flexible:
-            R_OE = sp.mat_mat_rows(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *dth, 1.0)), R_OE)
+        if d is not None:
+            R_OE = sp.mat_mat_rows(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *d[0], 1.0)), R_OE)
         X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
         w = sp.mat_mat_rows(R, R_OE)
         X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
@@ -1396,20 +1641,11 @@ class ArmModel:
             WRENCH: wrench,
         }
 
-    def _wrench_and_loads(self) -> None:
-        c = self.context
-        if c.grappled and not self.multibody:
-            c.F_Eo_O = c.J_inv.T @ c.tau                 # 2-3 (damped near a singularity)
-            if c.damped:
-                self.warn(f"singular: end-effector wrench by damped least squares (sigma {c.sigma:.3g})")
-        elif not self.multibody:
-            c.F_Eo_O = np.zeros(6)
-
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the arm at rest at ``q0``, no wrench."""
         c = self.context
         c.now = t0_ns
-        c.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], c.F_Eo_O)
+        c.loads = ld.static_loads(self.kin.points(c), self.kin.pose(c).X_OB[:, :3, :3], c.F_Eo_O)
         return self._outputs(c.orb_f, t0_ns)
 
     def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
@@ -1419,28 +1655,26 @@ class ArmModel:
         h = h_ns * 1e-9
         orb = self._orbiter(u, t_ns)
         pay = self._payload(u, t_ns)
+        X_OE = partial(self.plant.X_OE, c)
         for smp in u.events("contact/event"):
             for ev in smp.body.get("events", []):
-                self._contact(ev, orb, pay)
+                self.controller.contact(c, ev, orb, pay, X_OE)
         for smp in u.events("operator/command"):
             for ev in smp.body.get("events", []):
-                self.command(dict(ev))
-        if c.step_count % int(self.params.flex_every) == 0:
-            self._flex()
-        qd_cmd = self._commanded_rates()
+                self.controller.command(c, dict(ev))
+        if c.step_count % self.params.flex_every == 0:
+            self.kin.flex(c)
+        qd_cmd = self.controller.rates(c)
         c.qd_cmd = np.array(qd_cmd)
-        if self.multibody:
-            self._multibody(c.qd_cmd, orb, pay, h)
-        else:
-            self._massless(qd_cmd, orb, pay, h)
+        self.plant.step(c, qd_cmd, self.controller.direct_currents, orb, pay, h)
         c.now = t_ns + h_ns
         for i, (th, lo, hi) in enumerate(zip(c.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
             if not lo <= th <= hi:   # only the payload's motion can do this (grappled)
-                self.warn(f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range [{lo:.4f}, {hi:.4f}]")
-        self._wrench_and_loads()
+                self.kin.warn(c, f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range [{lo:.4f}, {hi:.4f}]")
+        self.plant.end_step(c)
         c.step_count += 1
-        if c.step_count % int(self.params.loads_every) == 0:
-            c.loads = ld.static_loads(self._points(), self.pose.X_OB[:, :3, :3], c.F_Eo_O)
+        if c.step_count % self.params.loads_every == 0:
+            c.loads = ld.static_loads(self.kin.points(c), self.kin.pose(c).X_OB[:, :3, :3], c.F_Eo_O)
         # the outputs are stamped at the step end: the orbiter propagated by h
         p, q, w, v = c.orb_f
         return self._outputs(([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
