@@ -10,11 +10,12 @@
 - :mod:`protocol.stability` the stiff couplings' stability limits for ``check``
 - :mod:`protocol.scheduler` the members of one process: lockstep stepping, publishing, snapshots
 - :mod:`protocol.realtime` real-time scheduling: priorities, affinity, admission check
-- :mod:`protocol.commands` the operator's command vocabulary
 - :mod:`protocol.bus`      the bus interface and its backends (ZeroMQ PUB/SUB mesh and ROUTER/DEALER, in memory)
 - :mod:`protocol.security` CurveZMQ keys and the allow list
 - :mod:`protocol.shell`    runs one model / sink / source: handshake, lifecycle, stepping, stats
-- :mod:`protocol.config`   the TOML layout and validation
+- :mod:`protocol.config`   the TOML layout and validation, the run plan handed to the workers
+- :mod:`protocol.registry` the service kinds: kind -> module, the contract, capabilities, table owners
+- :mod:`protocol.clocksync` a follower host's estimate of the master's clock
 - :mod:`protocol.launcher` starts, supervises and stops the services of a run
 - :mod:`protocol.logfile`  the MCAP log format and its one reader (logs hold wire bytes)
 - :mod:`protocol.logrecover` rebuilds the log of a killed run

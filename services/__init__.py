@@ -17,6 +17,8 @@ Services (``kind = "NAME"``):
 - :mod:`services.viewer` — the live view: a Foxglove WebSocket;
 - :mod:`services.fmu` — an FMI 2.0 co-simulation FMU as a service.
 
-Shared by the live view and the tools (no ``build``): :mod:`services.export_foxglove` (the
-Foxglove channels) and :mod:`services.export_scene` (the 3D scene).
+Shared, with no ``build``: :mod:`services.commands` (the operator's command vocabulary, for
+the operator, arm and contact services), and, for the live view and the tools,
+:mod:`services.export_foxglove` (the Foxglove channels), :mod:`services.export_scene` (the 3D
+scene) and :mod:`services.ros2_encoding` (the ROS 2 messages and their CDR encoding).
 """

@@ -185,11 +185,11 @@ from dynamics.cases import (
 )
 from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
-from protocol.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 from protocol.config import check_table, table_values
 from protocol.coupling import Schedule
 from protocol.service import Port, ServicePorts
 from protocol.stability import StiffCoupling
+from services.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 
 TABLES = ("arm", "payload", "orbiter")
 """Its own ``[arm]``; it reads ``[payload]`` and ``[orbiter]`` (with their owners' keys and defaults,

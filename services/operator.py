@@ -20,7 +20,7 @@ Config::
     ]
 
 The commands (their fields and checks) are the ``operator/command`` vocabulary of
-:mod:`protocol.commands`, shared with the arm and contact services that act on them.
+:mod:`services.commands`, shared with the arm and contact services that act on them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.commands import check_command
 from protocol.config import check_table, check_value
 from protocol.service import Port, ServicePorts
+from services.commands import check_command
 
 TABLES = ("operator",)
 TOPIC = "operator/command"
@@ -42,7 +42,7 @@ TABLE_KEYS: dict[str, dict[str, tuple[Any, Any]]] = {"operator": {"script": ("li
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
     """Problems of the ``[operator]`` table (every one listed): its keys, then each script command (a
-    table with ``t``, a time >= 0 in order, and a command of :mod:`protocol.commands`)."""
+    table with ``t``, a time >= 0 in order, and a command of :mod:`services.commands`)."""
     problems: list[str] = []
     script = check_table(config, "operator", TABLE_KEYS["operator"], problems)["script"]
     last = -math.inf

@@ -136,10 +136,12 @@ SERVICES = service_modules()
 ALL_SERVICES = service_modules(packages=("services", "hil", "testkit"))
 """Every module that builds a service: the ``services`` kinds and the dotted ones (``hil.bridge``)."""
 
-SHARED = frozenset({"services.export_scene", "services.export_foxglove", "services.ros2_encoding"})
+SHARED = frozenset({"services.export_scene", "services.export_foxglove", "services.ros2_encoding", "services.commands"})
 """The modules of ``services`` that build no service: the scene, the Foxglove encoding and the ROS 2
 message definitions and CDR encoding, which the live viewer (``services.viewer``) shares with the
-exports (``tools.export``, ``tools.export_ros2``). A service does not import ``tools``, so they stay here."""
+exports (``tools.export``, ``tools.export_ros2``) — a service does not import ``tools``, so they stay
+here — and the operator's command vocabulary (``services.commands``), which the operator, arm and
+contact services share (application vocabulary: it left ``protocol``, which keeps the runtime)."""
 
 NO_TOOLS = ("services", "protocol", "dynamics", "hil")
 """The packages that never import ``tools``."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.commands import check_command
 from protocol.stepping import StepInputs
 from services import operator as op
+from services.commands import check_command
 
 H = 10_000_000  # 100 Hz
 
