@@ -6,7 +6,8 @@
 - A cut link mid-run: both sides stop within `heartbeat_timeout` + 0.5 s of the cut, naming the
   lost host; the rig parks; the log is complete and finite up to the cut.
 - One host's clock 200 ppm fast (the test-only knob of :mod:`protocol.clocksync`): its drift is
-  estimated within 10 %, and cross-host input ages stay bounded as on one host.
+  estimated within 10 %, and each service's median input age stays within 2 ms of the one-host run
+  (an undisciplined clock moves them by 6-10 ms over the 60 s run).
 - `tc netem` delay and loss on the link: the run completes.
 
 Skipped where namespaces (root, iproute2) or netem are not available.
@@ -261,20 +262,21 @@ def test_a_clock_200_ppm_fast_is_followed_and_input_ages_stay_bounded(tmp_path, 
     s = _summary(a)
     clock = s["hosts"]["b"]["clock"]
     assert abs(clock["drift_ppm"] - 200.0) <= 20.0, clock
-    # without the discipline host b would step 12 ms ahead of host a by the end (200 ppm of 60 s), and
-    # one side's input ages would grow by as much; with it, they stay at their one-host size
     # the service on host b follows the master's clock on its own: it estimates the drift itself
     own = s["services"]["b"].get("clock") or {}
     assert abs(own.get("drift_ppm", 0.0) - 200.0) <= 20.0 and "error" not in own, own
-    over = [(name, s["services"][name]["input_age_p99_ns"], base[name]["input_age_p99_ns"])
-            for name in ("a", "b") if s["services"][name]["input_age_p99_ns"] > base[name]["input_age_p99_ns"] + 3e6]
-    if over:
-        # KNOWN, OPEN (issue 24): run after the shipped-config test of this module (not alone, not after the cut
-        # test), host b's input age p99 grows by the drift, 12.2-12.3 ms against 3.1-3.4 ms on one host, although
-        # its service's estimate is exact (drift 199.85-199.97 ppm); seen in 3 of 3 such runs, in 0 of 6 without.
-        # The drift estimate above stays a hard check; this bound is reported as an expected failure until the
-        # cause is found.
-        pytest.xfail(f"input age p99 above the one-host figure + 3 ms: {over}; clock {own}")
+    # The figure that shows whether host b follows the master's clock is each service's MEDIAN input age against
+    # the one-host run. An undisciplined host b (its own fast clock, `clock = "ptp"`, measured: b 12.06 ms against
+    # 2.1 ms on one host, a -1.10 ms against 5.6 ms) moves both by several ms; a followed clock moves neither
+    # (measured: b 2.13 ms, a 5.64 ms).
+    # The p99 is not that figure: host b's 100 Hz service reads host a's spring flow one coupling lag late, and host
+    # a publishes each 10 ms span's last sample 1 ms before b's step needs it. When a's 1 kHz step is more than
+    # about 1 ms late at that instant (it overruns 2-7 % of its steps on this 2-core machine), b holds the
+    # previous span's sample, 10 ms older. The p99 of b's ages is therefore 2-3 ms or 12-13 ms, whichever side
+    # of 1 % those steps fall, on one host as on two (one host, measured: 3.0 % of b's steps, p99 12.98 ms).
+    shift = {name: (s["services"][name]["input_age_p50_ns"] - base[name]["input_age_p50_ns"]) / 1e6
+             for name in ("a", "b")}
+    assert all(abs(d) <= 2.0 for d in shift.values()), (shift, own)
 
 
 @pytest.mark.parametrize("impair", [{"delay_ms": 0.2, "jitter_ms": 0.05}, {"loss_pct": 1.0}],
