@@ -15,6 +15,7 @@
 - :mod:`protocol.shell`    runs one model / sink / source: handshake, lifecycle, stepping, stats
 - :mod:`protocol.config`   the TOML layout and validation, the run plan handed to the workers
 - :mod:`protocol.registry` the service kinds: kind -> module, the contract, capabilities, table owners
+- :mod:`protocol.params`   a kind's declared parameters: a frozen dataclass, units per field, parsed once
 - :mod:`protocol.clocksync` a follower host's estimate of the master's clock
 - :mod:`protocol.launcher` starts, supervises and stops the services of a run
 - :mod:`protocol.logfile`  the MCAP log format and its one reader (logs hold wire bytes)

@@ -29,7 +29,9 @@ What a kind's module provides (:class:`KindModule`, checked at import):
   role and ports before anything is built: :class:`protocol.service.ServicePorts`),
   ``stiff_couplings(config, name)``, ``calibration_model(config, name, period_ns)`` (what
   realtime admission times in place of ``build``), ``schemas(config, name)`` (topics it makes
-  from its config), ``CAPABILITIES`` (a third-party kind's own :data:`CAPABILITY` names).
+  from its config), ``CAPABILITIES`` (a third-party kind's own :data:`CAPABILITY` names),
+  ``PARAMS`` (its declared parameters: a frozen dataclass, each field with its unit,
+  :mod:`protocol.params`; :func:`params` returns it).
 
 Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's services:
 ``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
@@ -49,9 +51,10 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from errors import ConfigError
+from protocol.params import is_params
 
 __all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
-           "kind_module", "kinds", "table_keys"]
+           "kind_module", "kinds", "params", "table_keys"]
 
 ENTRY_POINT_GROUP = "berthsim.kinds"
 """The entry-point group through which an installed distribution adds service kinds."""
@@ -66,8 +69,10 @@ CAPABILITY = {
 OPTIONAL_HOOKS = {
     "OPTIONS": Mapping, "TABLE_KEYS": Mapping, "CAPABILITIES": (frozenset, set, tuple),
     "ports": "callable", "stiff_couplings": "callable", "calibration_model": "callable", "schemas": "callable",
+    "PARAMS": "params",
 }
-"""A kind module's optional attributes and what each must be (a type, or ``"callable"``)."""
+"""A kind module's optional attributes and what each must be (a type, ``"callable"``, or ``"params"``: a
+parameter class, :func:`protocol.params.is_params`)."""
 
 
 class KindModule(Protocol):
@@ -178,6 +183,9 @@ def kind_module(kind: str) -> ModuleType:
         if want == "callable":
             if not callable(value):
                 bad.append(hook)
+        elif want == "params":
+            if not is_params(value):
+                bad.append(hook)
         elif not isinstance(value, want):  # type: ignore[arg-type]  # a type or a tuple of types
             bad.append(hook)
     if bad:
@@ -188,6 +196,17 @@ def kind_module(kind: str) -> ModuleType:
         raise ConfigError(f"kind {kind!r}: module {k.module!r}: unknown CAPABILITIES {sorted(unknown)} "
                           f"(known: {', '.join(CAPABILITY)})")
     return mod
+
+
+def params(kind: str) -> type | None:
+    """The declared parameter class of a kind (its module's ``PARAMS``, :mod:`protocol.params`), or None.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`kind_module`.
+    """
+    return getattr(kind_module(kind), "PARAMS", None)
 
 
 def capabilities(kind: str) -> frozenset[str]:

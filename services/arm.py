@@ -162,7 +162,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -187,6 +187,7 @@ from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
 from protocol.config import check_table, table_values
 from protocol.coupling import Schedule
+from protocol.params import from_values, param
 from protocol.service import Port, ServicePorts
 from protocol.stability import StiffCoupling
 from services.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
@@ -323,40 +324,24 @@ def payload_mass_properties(config: dict[str, Any]) -> tuple[float, np.ndarray]:
     return float(pay["mass"]), (np.diag(I_T) if I_T.shape == (3,) else I_T)
 
 
-def _unit(unit: str) -> Any:
-    """A field of :class:`ArmParams` with its unit (``"1"``: a pure number, ``"-"``: a choice or a count)."""
-    return field(metadata={"unit": unit})
-
-
-def _vec(x: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in x)
-
-
 @dataclass(frozen=True)
 class ArmAssumed:
     """``[arm.assumed]``, parsed once (:data:`ASSUMED_KEYS`): values not in public sources, **ASSUMED**.
     Each field's unit is in its metadata (``fields(ArmAssumed)[i].metadata["unit"]``)."""
 
-    gear_ratio: tuple[float, ...] = _unit("1")              # (6,)
-    motor_inertia: tuple[float, ...] = _unit("kg·m²")        # (6,), motor side
-    torque_constant: tuple[float, ...] = _unit("N·m/A")      # (6,), motor side
-    bandwidth: float = _unit("rad/s")                        # rate loop
-    coulomb_fraction: float = _unit("1")                     # friction / torque limit
-    viscous_fraction: float = _unit("1")
-    slip_fraction: float = _unit("1")                        # brake slip torque / torque limit
-    joint_stiffness: tuple[float, ...] = _unit("N·m/rad")    # (6,), gearbox
-    joint_damping_ratio: float = _unit("1")                  # multibody gear-train damper, of critical
-    joint_damping_beta: float = _unit("s")                   # massless 3-7 springs' damping c = β k
-    beam_EI: tuple[float, ...] = _unit("N·m²")               # (5,), SVDS's five beams
-    beam_GJ: tuple[float, ...] = _unit("N·m²")               # (5,)
-    boom_damping: float = _unit("1")                         # flexible booms: modal damping ratio
-
-    @classmethod
-    def from_values(cls, a: dict[str, Any]) -> ArmAssumed:
-        """From the checked ``[arm.assumed]`` values (every key of :data:`ASSUMED_KEYS`)."""
-        kw: dict[str, Any] = {f.name: _vec(a[f.name]) if f.type == "tuple[float, ...]" else float(a[f.name])
-                              for f in fields(cls)}
-        return cls(**kw)
+    gear_ratio: tuple[float, ...] = param("1")              # (6,)
+    motor_inertia: tuple[float, ...] = param("kg·m²")        # (6,), motor side
+    torque_constant: tuple[float, ...] = param("N·m/A")      # (6,), motor side
+    bandwidth: float = param("rad/s")                        # rate loop
+    coulomb_fraction: float = param("1")                     # friction / torque limit
+    viscous_fraction: float = param("1")
+    slip_fraction: float = param("1")                        # brake slip torque / torque limit
+    joint_stiffness: tuple[float, ...] = param("N·m/rad")    # (6,), gearbox
+    joint_damping_ratio: float = param("1")                  # multibody gear-train damper, of critical
+    joint_damping_beta: float = param("s")                   # massless 3-7 springs' damping c = β k
+    beam_EI: tuple[float, ...] = param("N·m²")               # (5,), SVDS's five beams
+    beam_GJ: tuple[float, ...] = param("N·m²")               # (5,)
+    boom_damping: float = param("1")                         # flexible booms: modal damping ratio
 
 
 @dataclass(frozen=True)
@@ -365,56 +350,46 @@ class ArmParams:
     key does). Each field's unit is in its metadata (``"1"`` a pure number, ``"-"`` a choice or a count);
     vectors are tuples of floats, counts ints."""
 
-    model: str = _unit("-")                                  # "massless" | "multibody"
-    q0: tuple[float, ...] = _unit("rad")                     # (6,), SVDS order
-    p_OoSo_O: tuple[float, ...] = _unit("m")                 # (3,), shoulder in O
-    rpy_OS: tuple[float, ...] = _unit("rad")                 # (3,), URDF roll-pitch-yaw
-    por: tuple[float, ...] = _unit("m")                      # (3,), point of resolution in the last link frame
-    v_max: float = _unit("m/s")
-    w_max: float = _unit("rad/s")
-    v_max_loaded: float = _unit("m/s")
-    w_max_loaded: float = _unit("rad/s")
-    flexibility: str = _unit("-")                            # "active" | "passive" | "joints"
-    flex_every: int = _unit("-")                             # steps
-    loads_every: int = _unit("-")                            # steps
-    sigma_min: float = _unit("1")                            # of J (mixed units, as SVDS)
-    damping_max: float = _unit("1")
-    auto_accel: tuple[float, ...] = _unit("m/s², rad/s²")
-    auto_accel_loaded: tuple[float, ...] = _unit("m/s², rad/s²")
-    auto_gain: float = _unit("1/s")
-    auto_tol: tuple[float, ...] = _unit("m, rad")
-    limit_margin: float = _unit("rad")
-    limit_gain: float = _unit("1/s")
-    warn_hold: float = _unit("s")
-    servo_substeps: int = _unit("-")
-    link_mass_scale: float = _unit("1")
-    capture_control: str = _unit("-")                        # "brakes" | "damp"
-    damp_time: float = _unit("s")
-    damp_bandwidth: float = _unit("rad/s")
-    damp_rest: tuple[float, ...] = _unit("m/s, rad/s")
-    booms: str = _unit("-")                                  # "rigid" | "flexible"
-    boom_modes: int = _unit("-")                             # per bending plane
-    dynamics_every: int = _unit("-")                         # steps
-    assumed: ArmAssumed = _unit("-")                         # [arm.assumed]
+    model: str = param("-")                                  # "massless" | "multibody"
+    q0: tuple[float, ...] = param("rad")                     # (6,), SVDS order
+    p_OoSo_O: tuple[float, ...] = param("m")                 # (3,), shoulder in O
+    rpy_OS: tuple[float, ...] = param("rad")                 # (3,), URDF roll-pitch-yaw
+    por: tuple[float, ...] = param("m")                      # (3,), point of resolution in the last link frame
+    v_max: float = param("m/s")
+    w_max: float = param("rad/s")
+    v_max_loaded: float = param("m/s")
+    w_max_loaded: float = param("rad/s")
+    flexibility: str = param("-")                            # "active" | "passive" | "joints"
+    flex_every: int = param("-")                             # steps
+    loads_every: int = param("-")                            # steps
+    sigma_min: float = param("1")                            # of J (mixed units, as SVDS)
+    damping_max: float = param("1")
+    auto_accel: tuple[float, ...] = param("m/s², rad/s²")
+    auto_accel_loaded: tuple[float, ...] = param("m/s², rad/s²")
+    auto_gain: float = param("1/s")
+    auto_tol: tuple[float, ...] = param("m, rad")
+    limit_margin: float = param("rad")
+    limit_gain: float = param("1/s")
+    warn_hold: float = param("s")
+    servo_substeps: int = param("-")
+    link_mass_scale: float = param("1")
+    capture_control: str = param("-")                        # "brakes" | "damp"
+    damp_time: float = param("s")
+    damp_bandwidth: float = param("rad/s")
+    damp_rest: tuple[float, ...] = param("m/s, rad/s")
+    booms: str = param("-")                                  # "rigid" | "flexible"
+    boom_modes: int = param("-")                             # per bending plane
+    dynamics_every: int = param("-")                         # steps
+    assumed: ArmAssumed = param("-")                         # [arm.assumed]
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ArmParams:
         """``[arm]`` of ``config`` with its defaults (a bad value reads as its default: :func:`validate` lists it)."""
-        v = check_table(config, "arm", ARM_KEYS, [])
-        kw: dict[str, Any] = {}
-        for f in fields(cls):
-            x = v[f.name]
-            if f.name == "assumed":
-                kw[f.name] = ArmAssumed.from_values(x)
-            elif f.type == "tuple[float, ...]":
-                kw[f.name] = _vec(x)
-            elif f.type == "float":
-                kw[f.name] = float(x)
-            elif f.type == "int":
-                kw[f.name] = int(x)
-            else:
-                kw[f.name] = x
-        return cls(**kw)
+        return from_values(cls, check_table(config, "arm", ARM_KEYS, []))
+
+
+PARAMS = ArmParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 
 @dataclass(slots=True)

@@ -62,9 +62,11 @@ from dynamics.orbit import CircularOrbit
 from dynamics.spatial import mat_t_vec_rows, mat_vec_rows, quat_to_rotation
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
+from protocol.params import from_values, param
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "TABLE_KEYS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "build", "ports", "validate"]
+__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "OrbiterParams", "build",
+           "ports", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -92,6 +94,41 @@ ORBITER_KEYS: dict[str, tuple[Any, Any]] = {  # key: (kind, default) (protocol.c
     "substeps": (("int", 1, math.inf), 1),
 }
 TABLE_KEYS = {"orbiter": ORBITER_KEYS}
+
+
+@dataclass(frozen=True)
+class OrbiterParams:
+    """``[orbiter]``, parsed once (:data:`ORBITER_KEYS`; the module docstring says what each key does). Each
+    field's unit is in its metadata (:func:`protocol.params.units`); vectors are tuples of floats."""
+
+    mass: float = param("kg")
+    inertia: tuple[tuple[float, ...], ...] = param("kg·m²")    # (3, 3) about the CoM, in O
+    X_WO: tuple[float, ...] = param("m, rad")                  # (6,) position of Oo in W, then roll-pitch-yaw
+    v_WOo_W: tuple[float, ...] = param("m/s")                  # (3,)
+    w_WO_O: tuple[float, ...] = param("rad/s")                 # (3,)
+    X_OL: tuple[float, ...] = param("m, rad")                  # (6,) the latch frame L in O
+    orbit_altitude: float = param("m")                         # 0: no orbit (free space)
+    gravity_gradient: bool = param("-")
+    attitude: str = param("-")                                 # "free_drift" | "hold"
+    kp: tuple[float, ...] = param("N·m/rad")                   # (3,) per body axis
+    kd: tuple[float, ...] = param("N·m·s/rad")                 # (3,)
+    torque_max: tuple[float, ...] = param("N·m")               # (3,)
+    dead_band: float = param("rad")
+    quat_ref: tuple[float, ...] | None = param("1")            # (4,) scalar first, or None: the initial attitude
+    substeps: int = param("-")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> OrbiterParams:
+        """``[orbiter]`` of ``config`` with its defaults (a bad value reads as its default: :func:`validate`
+        lists it)."""
+        t = dict(check_table(config, "orbiter", ORBITER_KEYS, []))
+        I_O = np.asarray(t["inertia"], dtype=np.float64)
+        t["inertia"] = (np.diag(I_O) if I_O.shape == (3,) else I_O).tolist()
+        return from_values(cls, t)
+
+
+PARAMS = OrbiterParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 
 def _orbiter_values(config: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -164,24 +201,22 @@ class OrbiterModel:
 
     def __init__(self, config: Mapping[str, Any], name: str, period_ns: int) -> None:
         problems: list[str] = []
-        t = _orbiter_values(config, problems)
+        _orbiter_values(config, problems)
         if problems:
             raise ConfigError("; ".join(problems), problems)
+        self.params = p = OrbiterParams.from_config(config)
         self.name = name
         self.period_ns = int(period_ns)
-        self.model = rb.body_model("orbiter", t["mass"], t["inertia"])
-        body = rb.state_from_pose(t["X_WO"], t["v_WOo_W"], t["w_WO_O"])
-        alt = float(t["orbit_altitude"])
-        self.orbit = CircularOrbit.from_altitude(alt, gravity_gradient=bool(t["gravity_gradient"])) if alt > 0 else None
-        self.hold = t["attitude"] == "hold"
-        self.kp = np.asarray(t["kp"], dtype=np.float64)
-        self.kd = np.asarray(t["kd"], dtype=np.float64)
-        self.torque_max = np.asarray(t["torque_max"], dtype=np.float64)
-        self.dead_band = float(t["dead_band"])
-        self._kp, self._kd, self._tmax = self.kp.tolist(), self.kd.tolist(), self.torque_max.tolist()
-        q_ref = body.quat_WB if t["quat_ref"] is None else np.asarray(t["quat_ref"], dtype=np.float64)
+        self.model = rb.body_model("orbiter", p.mass, p.inertia)
+        body = rb.state_from_pose(p.X_WO, p.v_WOo_W, p.w_WO_O)
+        self.orbit = (CircularOrbit.from_altitude(p.orbit_altitude, gravity_gradient=p.gravity_gradient)
+                      if p.orbit_altitude > 0 else None)
+        self.hold = p.attitude == "hold"
+        self.dead_band = p.dead_band
+        self._kp, self._kd, self._tmax = list(p.kp), list(p.kd), list(p.torque_max)
+        q_ref = body.quat_WB if p.quat_ref is None else np.asarray(p.quat_ref, dtype=np.float64)
         self.R_ref = quat_to_rotation(q_ref / np.linalg.norm(q_ref))
-        self.substeps = int(t["substeps"])
+        self.substeps = p.substeps
         self.context = OrbiterContext(body, np.zeros(3), [False, False, False], np.zeros(3), [0.0] * 6)
 
     @property

@@ -77,6 +77,16 @@ def test_a_module_missing_the_contract_or_with_a_hook_of_the_wrong_type_is_refus
     _module(plugin_path, "zz_badports", _MINIMAL + "ports = 3\n")
     with pytest.raises(ConfigError, match=r"module 'zz.zz_badports': ports of the wrong type"):
         registry.kind_module("zz.zz_badports")
+    # declared parameters: a frozen dataclass whose every field has its unit
+    _module(plugin_path, "zz_badparams", _MINIMAL + textwrap.dedent("""
+        from dataclasses import dataclass, field
+        @dataclass(frozen=True)
+        class P:
+            gain: float = field(metadata={})
+        PARAMS = P
+    """))
+    with pytest.raises(ConfigError, match=r"module 'zz.zz_badparams': PARAMS of the wrong type"):
+        registry.kind_module("zz.zz_badparams")
     _module(plugin_path, "zz_badcap", _MINIMAL + "CAPABILITIES = {'teleport'}\n")
     with pytest.raises(ConfigError, match=r"unknown CAPABILITIES \['teleport'\]"):
         registry.kind_module("zz.zz_badcap")
