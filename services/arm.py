@@ -188,7 +188,7 @@ from errors import ConfigError, SingularityError
 from protocol.config import check_table, table_values
 from protocol.coupling import Schedule
 from protocol.params import from_values, param
-from protocol.service import Port, ServicePorts
+from protocol.service import ContextField, Port, ServicePorts
 from protocol.stability import StiffCoupling
 from services.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 
@@ -1457,55 +1457,23 @@ class ArmModel:
         self.kin.flex(self.context)
 
     # ------------------------------------------------------------------ the context's fields read by tests
-    @property
-    def theta(self) -> np.ndarray:
-        """Joint angles (6,) (``context.theta``). [rad]"""
-        return self.context.theta
-
-    @theta.setter
-    def theta(self, value: np.ndarray) -> None:
-        self.context.theta = value
-
-    @property
-    def theta_dot(self) -> np.ndarray:
-        """Joint rates (6,) (``context.theta_dot``). [rad/s]"""
-        return self.context.theta_dot
-
-    @theta_dot.setter
-    def theta_dot(self, value: np.ndarray) -> None:
-        self.context.theta_dot = value
-
-    @property
-    def eta(self) -> np.ndarray:
-        """Flexible booms: the elastic coordinates (ne,) (``context.eta``); none (0,) otherwise."""
-        return self.context.eta
-
-    @eta.setter
-    def eta(self, value: np.ndarray) -> None:
-        self.context.eta = value
-
-    @property
-    def eta_dot(self) -> np.ndarray:
-        """Flexible booms: the elastic rates (ne,) (``context.eta_dot``); none (0,) otherwise."""
-        return self.context.eta_dot
-
-    @eta_dot.setter
-    def eta_dot(self, value: np.ndarray) -> None:
-        self.context.eta_dot = value
-
-    servo = property(lambda self: self.context.servo, doc="The servos (``context.servo``).")
-    mode = property(lambda self: self.context.mode, doc="The mode (``context.mode``).")
-    brakes = property(lambda self: self.context.brakes, doc="Brakes on (``context.brakes``).")
-    grappled = property(lambda self: self.context.grappled, doc="Grappled (``context.grappled``).")
-    waypoints = property(lambda self: self.context.waypoints, doc="Auto waypoints left (``context.waypoints``).")
-    tau = property(lambda self: self.context.tau, doc="Joint torques (6,) (``context.tau``). [N·m]")
-    F_Eo_O = property(lambda self: self.context.F_Eo_O, doc="Wrench on the payload at Eo, in O (``context``).")
-    V_R_O = property(lambda self: self.context.V_R_O, doc="E's twist relative to O, in O (``context.V_R_O``).")
-    p_ToEo_T = property(lambda self: self.context.p_ToEo_T, doc="E in T, frozen at the grasp (``context``). [m]")
-    theta_n = property(lambda self: self.context.theta_n, doc="Neutral joint angles (``context.theta_n``). [rad]")
-    geom = property(lambda self: self.context.geom, doc="The geometry in force (``context.geom``).")
-    J = property(lambda self: self.context.J, doc="The Jacobian at θ (6, 6) (``context.J``).")
-    J_inv = property(lambda self: self.context.J_inv, doc="Its (damped) inverse (6, 6) (``context.J_inv``).")
+    theta = ContextField("Joint angles (6,) (``context.theta``). [rad]", writable=True)
+    theta_dot = ContextField("Joint rates (6,) (``context.theta_dot``). [rad/s]", writable=True)
+    eta = ContextField("Flexible booms: the elastic coordinates (ne,); none (0,) otherwise.", writable=True)
+    eta_dot = ContextField("Flexible booms: the elastic rates (ne,); none (0,) otherwise.", writable=True)
+    servo = ContextField("The servos.")
+    mode = ContextField("The mode.")
+    brakes = ContextField("Brakes on.")
+    grappled = ContextField("Grappled.")
+    waypoints = ContextField("Auto waypoints left.")
+    tau = ContextField("Joint torques (6,). [N·m]")
+    F_Eo_O = ContextField("Wrench on the payload at Eo, in O, ``[τ; f]`` (6,). [N·m, N]")
+    V_R_O = ContextField("E's twist relative to O, in O (6,).")
+    p_ToEo_T = ContextField("E in T, frozen at the grasp (3,). [m]")
+    theta_n = ContextField("Neutral joint angles (6,). [rad]")
+    geom = ContextField("The geometry in force.")
+    J = ContextField("The Jacobian at θ (6, 6).")
+    J_inv = ContextField("Its (damped) inverse (6, 6).")
     pose = property(lambda self: self.kin.pose(self.context), doc="The kinematics at θ (RmsPose).")
     k_servo = property(lambda self: self.kin.k_servo(self.context), doc="The 3-7 springs (6,). [N·m/rad]")
     c_servo = property(lambda self: self.kin.c_servo(self.context), doc="Their dampers (6,). [N·m·s/rad]")

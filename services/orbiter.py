@@ -63,7 +63,7 @@ from dynamics.spatial import mat_t_vec_rows, mat_vec_rows, quat_to_rotation
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.params import from_values, param
-from protocol.service import Inputs, Port, ServicePorts
+from protocol.service import ContextField, Inputs, Port, ServicePorts
 
 __all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "OrbiterParams", "build",
            "ports", "validate"]
@@ -219,14 +219,7 @@ class OrbiterModel:
         self.substeps = p.substeps
         self.context = OrbiterContext(body, np.zeros(3), [False, False, False], np.zeros(3), [0.0] * 6)
 
-    @property
-    def state(self) -> rb.RigidBodyState:
-        """The orbiter's body state (``context.body``)."""
-        return self.context.body
-
-    @state.setter
-    def state(self, value: rb.RigidBodyState) -> None:
-        self.context.body = value
+    state = ContextField("The orbiter's body state (``context.body``).", field="body", writable=True)
 
     # ------------------------------------------------------------ attitude control
     def rcs_torque(self, state: rb.RigidBodyState) -> Array:

@@ -1,5 +1,6 @@
 """Declared parameters (protocol/params.py): a kind's frozen dataclass, units per field, built once from its
-checked table; the orbiter's and the arm's cover their tables' keys and hold the configured values."""
+checked table; the orbiter's and the arm's cover their tables' keys and hold the configured values; a context field
+read through the model (protocol.service.ContextField)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,28 @@ def test_the_orbiter_holds_the_configured_values_in_its_parameters():
     assert np.allclose(m.R_ref, np.diag([1.0, -1.0, -1.0]), atol=1e-15)
     assert m.orbit is not None
     assert OrbiterModel({}, "orbiter", 10_000_000).params.quat_ref is None
+
+
+def test_a_context_field_reads_and_writes_through_the_models_context_and_refuses_a_read_only_write():
+    from protocol.service import ContextField
+
+    @dataclass
+    class Ctx:
+        theta: float
+        body: str
+
+    class Model:
+        theta = ContextField("angle [rad]", writable=True)
+        state = ContextField("the body", field="body")
+
+        def __init__(self) -> None:
+            self.context = Ctx(0.5, "B")
+
+    m = Model()
+    assert (m.theta, m.state) == (0.5, "B") and Model.theta.__doc__ == "angle [rad]"
+    m.theta = 0.25
+    assert m.context.theta == 0.25
+    m.context = Ctx(1.0, "C")  # a new context: the fields follow it
+    assert (m.theta, m.state) == (1.0, "C")
+    with pytest.raises(AttributeError, match=r"Model\.state is read-only: set context\.body"):
+        m.state = "D"
