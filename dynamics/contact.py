@@ -78,6 +78,8 @@ __all__ = [
     "plastic_lock",
     "point_plane",
     "point_plane_rows",
+    "reach_time",
+    "surface_slack",
     "rotation_error",
     "smooth_stroke",
 ]
@@ -310,6 +312,71 @@ def point_plane_rows(dx: float, dy: float, dz: float, ux: float, uy: float, uz: 
         fx, fy, fz = fx - k * tx, fy - k * ty, fz - k * tz
         P_f = mu * F_n * st
     return True, delta, delta_dot, fx, fy, fz, (F_n - F_e) * delta_dot + P_f
+
+
+
+def surface_slack(dx: float, dy: float, dz: float, nx: float, ny: float, nz: float, radius: float = math.inf,
+                  depth: float = math.inf) -> float:
+    """How far a point may move, in any direction, while :func:`point_plane_rows` stays inactive on it.
+
+    :func:`point_plane_rows` acts only where ``0 < δ ≤ depth`` (``δ = −d·n``) and the lateral offset
+    ``|d − (d·n) n| ≤ radius``. Each of ``d·n``, ``−d·n − depth`` and the lateral offset minus
+    ``radius`` changes by at most the distance the point moves (each is 1-Lipschitz in ``d``), and
+    the law is inactive where any of them is positive: so it stays inactive while the point moves
+    less than the largest of the three. The contact service's no-contact bound (the adaptive step,
+    :mod:`services.contact`) is built on it.
+
+    Parameters
+    ----------
+    dx, dy, dz : float
+        ``p_P − p_S``: from the plane's point S to the payload point P. [m]
+    nx, ny, nz : float
+        Unit outward normal.
+    radius, depth : float
+        Footprint radius and catch depth, as :func:`point_plane_rows`. [m]
+
+    Returns
+    -------
+    float
+        The slack [m]; ≤ 0 where the law may act now (a point in or at its footprint).
+    """
+    dn = dx * nx + dy * ny + dz * nz
+    lx, ly, lz = dx - dn * nx, dy - dn * ny, dz - dn * nz
+    return max(dn, -dn - depth, math.sqrt(lx * lx + ly * ly + lz * lz) - radius)
+
+
+def reach_time(speed: float, accel: float, slack: float) -> float:
+    """The longest time over which a point starting at ``speed`` and accelerating by at most ``accel`` moves
+    less than ``slack``: the root of ``speed τ + accel τ²/2 = slack``.
+
+    Parameters
+    ----------
+    speed : float
+        ≥ 0. [m/s]
+    accel : float
+        ≥ 0, a bound on the acceleration's magnitude over the time. [m/s²]
+    slack : float
+        [m]
+
+    Returns
+    -------
+    float
+        [s]; 0 if ``slack ≤ 0``, inf if the point cannot move (``speed = accel = 0``).
+
+    Raises
+    ------
+    ValueError
+        If ``speed`` or ``accel`` is negative or not finite.
+    """
+    if not (math.isfinite(speed) and speed >= 0.0 and math.isfinite(accel) and accel >= 0.0):
+        raise ValueError(f"reach_time: speed and accel must be finite and >= 0, got speed={speed!r}, "
+                         f"accel={accel!r}")
+    if slack <= 0.0:
+        return 0.0
+    if accel == 0.0:
+        return slack / speed if speed > 0.0 else math.inf
+    # the root written without cancellation: 2 s / (v + sqrt(v² + 2 a s))
+    return 2.0 * slack / (speed + math.sqrt(speed * speed + 2.0 * accel * slack))
 
 
 # ---------------------------------------------------------------- capture

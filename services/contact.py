@@ -193,7 +193,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -253,6 +253,7 @@ CONTACT_KEYS: dict[str, tuple[Any, Any]] = {
     "hil_force_max": ("nonnegative", 5000.0),
     "hil_torque_max": ("nonnegative", 1000.0),
     "surfaces": ("list", []),
+    "adaptive": (bool, True),
 }
 LATCH_SPRING: dict[str, float] = {"k_lin": 1.0e7, "k_rot": 1.0e8, "c_lin": 2.0e5, "c_rot": 2.0e6}
 LATCH_DRIVE: dict[str, float] = {"close_time": 5.0, "final_position": 0.001, "final_angle": 0.001745}
@@ -562,6 +563,35 @@ evaluated at the point extrapolated by ``u·h/2``, so the margin holds for relat
 below ``2 · BOUND_MARGIN / h`` (20 m/s at 1 kHz)."""
 
 
+COAST_MAX = 0.1
+"""s: the longest interval the payload coasts through without an evaluated step (the adaptive step); the
+coupling of ``payload/state`` (10 ms in the default scenario) ends every coasting interval before."""
+COAST_STEP = 0.01
+"""s: the largest RK4 step of a coasting interval's integration (it takes whole pieces of constant wrench)."""
+COAST_ACCEL_FLOOR = 1.0e-3
+"""m/s²: added to every acceleration bound of the no-contact bound."""
+COAST_POS_FLOOR = 1.0e-6
+"""m: added to every displacement bound of the no-contact bound."""
+
+
+class _Coast(NamedTuple):
+    """The no-contact bound from an evaluated step (the adaptive step, module docstring): the payload may coast
+    through the steps ending up to ``until_ns`` while each step's inputs stay within the limits it assumed.
+
+    ``t_ns`` the evaluated instant [ns]; ``f_max`` [N] and ``tau_max`` [N·m] the largest arm force and moment about
+    the payload's CoM ``p_T`` (at ``t_ns``, W) [m]; ``a_O_max`` [m/s²], ``wd_O_max`` [rad/s²] and ``H_O_ns`` the
+    largest accelerations and coupling period of an ``orbiter/state`` sample."""
+
+    t_ns: int
+    until_ns: int
+    f_max: float
+    tau_max: float
+    p_T: tuple[float, float, float]
+    a_O_max: float
+    wd_O_max: float
+    H_O_ns: int
+
+
 def _inputs(source: str) -> tuple[Port, ...]:
     """The contact service's input ports; ``hil/feedback`` only when it is used (``source = "hil"``),
     so a model run does not wait for the rig."""
@@ -622,6 +652,16 @@ class ContactContext:
     orb_cache, orb_floats, rot_cache
         The orbiter predicted from its sample (by sample, instant and impulses in flight), the sample's fields as
         floats, and ``(R_WB, ω_W)`` of the last few states (by identity).
+    coast : _Coast or None
+        The no-contact bound of the last evaluated step (the adaptive step, module docstring), None when the
+        payload may not coast.
+    pending : list of (int, list of float)
+        The free-flight intervals not integrated yet while the payload coasts: each a duration [ns] and the arm's
+        wrench on the payload about Wo held over it (six floats) [N·m, N]; ``body`` is the payload at their start.
+    coast_orb : Sample or None
+        The last ``orbiter/state`` sample the coasting steps checked against the bound.
+    coast_p_L : list of float
+        L's origin in W at the last coasting step that computed it (``contact/wrench``'s point). [m]
     """
 
     body: rb.RigidBodyState
@@ -652,6 +692,10 @@ class ContactContext:
     orb_cache: tuple[Any, rb.RigidBodyState] | None = None
     orb_floats: tuple[Any, list[list[float]]] = field(default_factory=lambda: (None, []))
     rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = field(default_factory=list)
+    coast: _Coast | None = None
+    pending: list[tuple[int, list[float]]] = field(default_factory=list)
+    coast_orb: Any = None
+    coast_p_L: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
 
 
 class ContactModel:
@@ -711,6 +755,12 @@ class ContactModel:
         rho = max((math.hypot(*g.p_ToPo_T) for g in self._guides), default=0.0)
         self._all_reach2 = (reach + rho) ** 2 if reach >= 0.0 else -1.0  # inf stays inf; no guides: always far
         self.inputs = _inputs(con["source"])
+        # the adaptive step (module docstring): only with the model's contact and a berthing contact that
+        # declares where it cannot act (``coasting``)
+        self.adaptive = bool(con["adaptive"]) and con["source"] == "model" and getattr(
+            self.berthing, "coasting", None) in ("footprint", "front")
+        eig = np.linalg.eigvalsh(self.model_T.I_Bcm_B)
+        self._I_min, self._I_max = float(eig[0]), float(eig[-1])
         self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self.context = ContactContext(rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"]))
@@ -718,12 +768,15 @@ class ContactModel:
     # ------------------------------------------------------------ the context's fields read by tests and benches
     @property
     def state(self) -> rb.RigidBodyState:
-        """The payload's body state (``context.body``)."""
+        """The payload's body state at the last step's end (``context.body``, after integrating the intervals it
+        coasted through, ``context.pending``)."""
+        self._catch_up()
         return self.context.body
 
     @state.setter
     def state(self, value: rb.RigidBodyState) -> None:
-        self.context.body = value
+        c = self.context
+        c.body, c.pending, c.coast = value, [], None
 
     grappled = property(lambda self: self.context.grappled, doc="Grappled (``context.grappled``).")
     berthed = property(lambda self: self.context.berthed, doc="Latches engaged (``context.berthed``).")
@@ -955,8 +1008,17 @@ class ContactModel:
         return out
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
-        """Advance the payload t → t + h; then capture, contact, latches at t + h (module docstring)."""
+        """Advance the payload t → t + h; then capture, contact, latches at t + h (module docstring).
+
+        With the adaptive step, a step the no-contact bound covers only records the arm's wrench (the payload
+        coasts, :meth:`_coast`); the next evaluated step integrates what it coasted through first."""
         c = self.context
+        if c.coast is not None:
+            out = self._coast(c.coast, t_ns, h_ns, u)
+            if out is not None:
+                return out
+            c.coast = None
+        self._catch_up()
         h = h_ns * 1e-9
         t1 = t_ns + h_ns
         s = c.body
@@ -1047,13 +1109,160 @@ class ContactModel:
         c.F_cont_O_Wo = [-x for x in F_T_Wo]
         out = self._outputs(active or c.berthed, p_L, t1)
         out["contact/event"] = {"events": events}
+        if (self.adaptive and not (active or c.berthed or c.in_contact or (c.grappled and not c.rigidized))
+                and power == 0.0 and not any(F_T_Wo) and not any(c.F_imp_O_Wo)
+                and self.schedule.periods.get("payload/state", h_ns) > h_ns):
+            c.coast = self._coast_bound(kT, kO, p_L, R_WL, t1, h_ns)
         return out
+
+    # ------------------------------------------------------------ the adaptive step
+    def _coast(self, b: _Coast, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]] | None:
+        """The outputs of a step the payload coasts through (the bound ``b`` covers it), or None if the step must
+        be evaluated: ``payload/state`` is due at its end, an operator command came, the bound ends, or the arm's
+        wrench or the orbiter's sample leaves the limits the bound assumed."""
+        c = self.context
+        t1 = t_ns + h_ns
+        if t1 > b.until_ns or self.schedule.due("payload/state", t1):
+            return None
+        for smp in u.events("operator/command"):
+            if smp.body.get("events"):
+                return None
+        try:
+            orb_sample = u.state("orbiter/state")
+        except KeyError:
+            return None
+        if orb_sample is not c.coast_orb:
+            ob = orb_sample.body
+            if (orb_sample.h_ns > b.H_O_ns or _norm(rb.as_floats(ob["a_WOo_W"])) > b.a_O_max
+                    or _norm(rb.as_floats(ob["wdot_WO_O"])) > b.wd_O_max):
+                return None
+            c.coast_orb = orb_sample
+        F_arm = rb.mean_wrench_Wo(u.flow("arm/wrench"), "F_Eo_W", "p_WoEo_W", h_ns)
+        t0, t1_, t2, f0, f1, f2 = F_arm
+        f = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
+        tau_c = sp.refer_wrench_rows([t0, t1_, t2, f0, f1, f2], [-x for x in b.p_T])  # about the CoM at b.t_ns
+        if f > b.f_max or _norm(tau_c[:3]) + COAST_DRIFT * f > b.tau_max:
+            return None
+        # coast: the interval joins the last one if the arm's wrench is the same
+        c.F_arm_Wo = F_arm
+        if c.pending and c.pending[-1][1] == F_arm:
+            c.pending[-1] = (c.pending[-1][0] + h_ns, F_arm)
+        else:
+            c.pending.append((h_ns, F_arm))
+        c.F_imp_O_Wo = [0.0] * 6
+        if self.schedule.due("contact/wrench", t1 + h_ns):  # the coupling interval's last value: its point exact
+            c.orb_sample = orb_sample
+            c.t_now = t1
+            kO = _Kin(self.orbiter_at_now)
+            c.coast_p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
+        return {"contact/wrench": {"F_Lo_W": np.zeros(6), "p_WoLo_W": np.array(c.coast_p_L), "active": False},
+                "contact/event": {"events": []}}
+
+    def _catch_up(self) -> None:
+        """Integrate the intervals the payload coasted through (``context.pending``): each piece of constant arm
+        wrench in RK4 steps of at most :data:`COAST_STEP`, its wrench referred to the CoM's mean over the piece
+        (:func:`dynamics.rigid_body.wrench_about_mean_com`: the angular impulse about Wo stays exact)."""
+        c = self.context
+        if not c.pending:
+            return
+        s = c.body
+        for n_ns, F_arm in c.pending:
+            hp = n_ns * 1e-9
+            c.F_last_T = rb.wrench_about_mean_com(F_arm, s, self.model_T.mass, hp, rb.cw_floats(self.orbit, s))
+            s = rb.step(self.model_T, s, c.F_last_T, hp, self.orbit, substeps=max(1, math.ceil(hp / COAST_STEP)))
+        c.body = s
+        c.pending = []
+
+    def _coast_bound(self, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t1: int,
+                     h_ns: int) -> _Coast | None:
+        """The no-contact bound at the evaluated instant ``t1`` (module docstring, the adaptive step), or None if
+        the payload may not coast through the next step.
+
+        For each payload point with guide surfaces: its slack (how far it may move with every surface still
+        unable to act: :func:`dynamics.contact.surface_slack` for a contact with point_plane's footprint, else
+        the distance beyond :data:`BOUND_MARGIN` in front of each surface, or outside its guide's sphere), its
+        speed relative to L and a bound ``A`` on that speed's rate (the payload's and the orbiter's accelerations
+        at the point, their centripetal and Coriolis terms, with twice today's arm wrench and orbiter
+        accelerations, plus :data:`COAST_ACCEL_FLOOR`); it cannot reach a surface within
+        :func:`dynamics.contact.reach_time` of ``speed``, ``A`` and its slack less :data:`COAST_POS_FLOOR` and the
+        orbiter's prediction error. The evaluated contact leads by ``h/2``: a step ending at ``t`` is covered if
+        ``t − t1 + h`` is within that time. Without surfaces the latches' position check is the bound (B's
+        distance from the berthed position beyond ``[contact.latch] position``)."""
+        c = self.context
+        mode = self.berthing.coasting  # type: ignore[attr-defined]
+        h = h_ns * 1e-9
+        orb = c.orb_sample
+        if orb is None or c.orb_floats[0] is not orb:
+            return None
+        _, _, a0, _, d0, _ = c.orb_floats[1]
+        a_O_max = 2.0 * _norm(a0) + 1.0e-4
+        wd_O_max = 2.0 * _norm(d0) + 1.0e-6
+        H_O = orb.h_ns * 1e-9
+        F = c.F_last_T  # about the CoM, the last step's (the arm's alone: no contact acts)
+        f, tau = _norm(F[3:]), _norm(F[:3])
+        f_max, tau_max = 2.0 * f + 1.0, 2.0 * tau + 1.0
+        if _norm(kT.v) * COAST_MAX > COAST_DRIFT:
+            return None
+        a_T, _ = rb.accelerations_rows(self.model_T, c.body, F, self.orbit)
+        a_T_max = _norm(a_T) + (f + f_max) / self.model_T.mass
+        wT, wO = _norm(kT.w), _norm(kO.w)
+        wd_T_max = (tau_max + self._I_max * wT * wT) / self._I_min
+        wT_max, wO_max = wT + wd_T_max * COAST_MAX, wO + wd_O_max * COAST_MAX
+        R_T, p_T = kT.R, kT.p
+        if self.surfaces:
+            points = [(g.p_ToPo_T, g) for g in self._guides]
+        else:  # the latches close on the interface's position alone
+            points = [(self._p_TB, None)]
+        tau_c = math.inf
+        for p_ToPo_T, g in points:
+            P = sp.pose_apply_rows(p_T, R_T, p_ToPo_T)
+            x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, P)
+            if g is None:
+                slack = math.dist((x0, x1, x2), self._p_LB_berthed) - self.criteria.position
+            else:
+                ctr = g.center_L
+                slack = math.dist((x0, x1, x2), ctr) - math.sqrt(g.reach2)  # outside the guide's sphere
+                near = math.inf
+                for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
+                    dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+                    if mode == "footprint":
+                        near = min(near, dc.surface_slack(dx, dy, dz, nx, ny, nz, radius, depth))
+                    else:
+                        near = min(near, dx * nx + dy * ny + dz * nz - BOUND_MARGIN)
+                slack = max(slack, near)
+            vP, vS = kT.velocity_at(P), kO.velocity_at(P)
+            speed = math.sqrt((vP[0] - vS[0]) ** 2 + (vP[1] - vS[1]) ** 2 + (vP[2] - vS[2]) ** 2)
+            rho = _norm(p_ToPo_T)
+            r_O = math.dist(P, kO.p) + 1.0  # the point stays within 1 m of here (speed below 10 m/s)
+            if speed * COAST_MAX > 1.0:
+                return None
+            A = (a_T_max + wd_T_max * rho + wT_max * wT_max * rho
+                 + a_O_max + wd_O_max * r_O + wO_max * wO_max * r_O + 2.0 * wO_max * (speed + 1.0)
+                 + COAST_ACCEL_FLOOR)
+            # the orbiter seen through its samples' predictions: a new sample moves L by at most this
+            jump = (a_O_max + wd_O_max * r_O) * (H_O * H_O + 2.0 * H_O * COAST_MAX)
+            tau_c = min(tau_c, dc.reach_time(speed, A, slack - COAST_POS_FLOOR - jump))
+        span = min(tau_c - h, COAST_MAX)
+        if span < h:
+            return None
+        return _Coast(t1, t1 + int(span * 1e9) - 1, f_max, tau_max, (p_T[0], p_T[1], p_T[2]), a_O_max, wd_O_max,
+                      orb.h_ns)
 
     @property
     def orbiter_at_now(self) -> rb.RigidBodyState:
         """The orbiter at the current instant of the step being finished (after queued impulses)."""
         c = self.context
         return self.orbiter_at(c.orb_sample, c.t_now + 1)
+
+
+COAST_DRIFT = 0.01
+"""m: how far the payload's CoM may move over a coasting interval (its speed times :data:`COAST_MAX`); the
+arm's moment limit of a coasting step allows for it."""
+
+
+def _norm(x: Any) -> float:
+    """Euclidean norm of three floats."""
+    return math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
 
 
 def _misalignment(X_LB: Array, X_LB_berthed: Array) -> dict[str, float]:
@@ -1165,6 +1374,9 @@ class CompliantContact:
     def __init__(self, point_law: PointLaw, law: Any) -> None:
         self.point_law = point_law
         self.law = law
+        # where it cannot act (the adaptive step's bound): point_plane_rows's footprint, else a point's
+        # distance in front of a surface beyond BOUND_MARGIN (the skip below) or outside its guide's sphere
+        self.coasting = "footprint" if point_law is dc.point_plane_rows else "front"
 
     def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
                 h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
@@ -1214,6 +1426,7 @@ class ImpulsiveContact:
     summed in the episode's impulse. Declares no stiff coupling."""
 
     impulsive = True
+    coasting = "footprint"  # point_plane_rows decides where it acts (the adaptive step's bound)
 
     def __init__(self, v: Mapping[str, Any]) -> None:
         self.law = v["law"]
