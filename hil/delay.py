@@ -91,7 +91,14 @@ class DelayEstimator:
         """Current round-trip estimate [s] (median of the latest ``median_of``); nan if none."""
         if not self.samples_us:
             return math.nan
-        recent = sorted(itertools.islice(reversed(self.samples_us), self.median_of))
+        for _ in range(100):
+            try:
+                recent = sorted(itertools.islice(reversed(self.samples_us), self.median_of))
+                break
+            except RuntimeError:  # appended to meanwhile by the link's reader thread (realtime): read again
+                continue
+        else:
+            return math.nan
         n = len(recent)
         mid = 0.5 * (recent[(n - 1) // 2] + recent[n // 2])
         return mid * 1e-6
