@@ -379,6 +379,10 @@ class HilBridge:
                                              enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
         self.impacts = ImpactMonitor()
         self._predict = bool(comp["predict"])
+        ahz = float(comp["predict_accel_hz"])
+        self._accel_gain = 1.0 - math.exp(-2.0 * math.pi * ahz * self.h) if ahz > 0 else 0.0
+        self._V_last: Array | None = None
+        self._A_filtered = np.zeros(6)
         mk = cfg.mockup
         self._mockup = (float(mk["mass"]), np.asarray(mk["com"], dtype=np.float64),
                         np.asarray(mk["inertia"], dtype=np.float64), float(mk["gravity"]))
@@ -557,7 +561,8 @@ class HilBridge:
         if self._predict and self.link is not None and self.caps.has_replies:  # (the round trip is measured)
             rtt = self.link.delay.rtt_s
             horizon = rtt + self.lag_s if math.isfinite(rtt) else 0.0
-        X_cmd = predict_pose(X_LB, V_LB_L, horizon) if finite and horizon > 0.0 else X_LB  # (read-only below)
+        V_pred = self._mean_twist(V_LB_L, horizon) if finite and self._accel_gain > 0.0 else V_LB_L
+        X_cmd = predict_pose(X_LB, V_pred, horizon) if finite and horizon > 0.0 else X_LB  # (read-only below)
         cmd_axes: Array | None = None
         X_RP = self.cfg.pose_map.X_RP0
         clamped = False
@@ -616,6 +621,20 @@ class HilBridge:
         self.impacts.update(self._sim_t + self.h, F_B, V_B)
         return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid, t_ns + h_ns,
                              finite=finite and X_cmd is X_LB)
+
+    def _mean_twist(self, V: Array, horizon: float) -> Array:
+        """The relative twist to hold over the prediction's horizon when the acceleration is extrapolated too
+        (``[hil.compensation] predict_accel_hz`` > 0): ``V + A τ/2``, so that the pose is advanced by
+        ``V τ + A τ²/2``. ``A``: the twist's difference over the last step, low-passed (first order) at
+        ``predict_accel_hz`` — the body samples' accelerations change at their coupling instants and a
+        contact's force is in them, fed back through the loop: unfiltered (the bodies' own accelerations),
+        the ``τ²/2`` gain on a delayed acceleration makes the loop neutral-type, unstable once the contact's
+        ``k τ² / 2`` exceeds the effective mass at it."""
+        if self._V_last is not None and horizon > 0.0:
+            dA = (V - self._V_last) / self.h - self._A_filtered
+            self._A_filtered = self._A_filtered + self._accel_gain * dA
+        self._V_last = V
+        return V + self._A_filtered * (0.5 * horizon) if horizon > 0.0 else V
 
     def _check_loop(self) -> None:
         """Once the round trip is measured: the loop's delay (that round trip and the loop's other delays)
