@@ -125,6 +125,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     it ran to the end but did not.
     """
     from protocol.config import load, validate
+    from protocol.registry import has_capability
     only = _only(a.only)
     try:
         config = load(a.config)
@@ -136,7 +137,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     # no sim.log or --log: a new runs/<timestamp>/run.mcap
     services, sim_in = config.get("services"), config.get("sim")
     has_logger = isinstance(services, dict) and any(
-        isinstance(s, dict) and s.get("kind") == "logger" and (not only or n in only) for n, s in services.items())
+        has_capability(s, "records") and (not only or n in only) for n, s in services.items())
     run_dir, made_runs = None, not Path("runs").exists()
     if a.log is None and has_logger and (sim_in if isinstance(sim_in, dict) else {}).get("log") is None:
         run_dir = _run_dir()

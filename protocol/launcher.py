@@ -108,7 +108,7 @@ from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, with_overrides, write_plan
 from protocol.coupling import coupling_periods
 from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
-from protocol.registry import kind_module
+from protocol.registry import capabilities, kind_module
 from protocol.service import Sample
 from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
@@ -557,8 +557,8 @@ class Launcher:
         """A viewer's playback request: checked, forwarded to the replays (and pause/play to the models), logged
         (see the module docstring). Anything else is ignored and counted (:meth:`_ignore`)."""
         spec = self.plan.services.get(ident)
-        if spec is None or spec.kind != "viewer":
-            self._ignore(ident, "a playback request from a service that is not a viewer")
+        if spec is None or "playback_control" not in capabilities(spec.kind):
+            self._ignore(ident, "a playback request from a service that is not a viewer (capability playback_control)")
             return
         cmd = msg.get("cmd")
         out: dict[str, Any] = {"op": "playback", "cmd": cmd}
@@ -573,7 +573,7 @@ class Launcher:
         if cmd not in ("pause", "play", "seek", "rate"):
             self._ignore(ident, f"playback: cmd: expected pause, play, seek or rate, got {cmd!r}")
             return
-        replays = [n for n, s in self.plan.services.items() if s.kind == "replay"]
+        replays = [n for n, s in self.plan.services.items() if "plays_back" in capabilities(s.kind)]
         if not replays:
             self._ignore(ident, "a playback request in a run without a replay")
             return

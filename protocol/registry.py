@@ -37,7 +37,9 @@ Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's serv
 ``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
 priority of its host and parks on a stop), ``stateful`` (everything it holds is its state and
 pickles: a lockstep snapshot may include it), ``from_log`` (it runs only the project's code,
-so a tool may rebuild it from a log's configuration).
+so a tool may rebuild it from a log's configuration), ``playback_control`` (it may send the
+launcher playback requests: a viewer), ``plays_back`` (it follows them: a replay), ``records``
+(it writes the run's log: the logger).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ from errors import ConfigError
 from protocol.params import is_params
 
 __all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
-           "kind_module", "kinds", "params", "table_keys"]
+           "has_capability", "kind_module", "kinds", "params",
+           "table_keys"]
 
 ENTRY_POINT_GROUP = "berthsim.kinds"
 """The entry-point group through which an installed distribution adds service kinds."""
@@ -63,6 +66,9 @@ CAPABILITY = {
     "device": "holds I/O of its own (a rig's serial link): the highest realtime priority of its host; parks on a stop",
     "stateful": "everything it holds is its state and pickles: a lockstep snapshot may include it",
     "from_log": "runs only the project's code: a tool may rebuild it from a log's configuration",
+    "playback_control": "may ask the launcher to pause, play, seek or pace a replay (a viewer with its controls)",
+    "plays_back": "plays a log back and follows playback requests (a replay)",
+    "records": "writes the run's log (the logger): a run has at most one, and the tools read its path",
 }
 """The capabilities a kind may declare, and what each lets the runtime do."""
 
@@ -117,9 +123,9 @@ BUILTIN: dict[str, Kind] = dict([
     _builtin("arm", "services.arm", "stateful", "from_log"),
     _builtin("contact", "services.contact", "stateful", "from_log"),
     _builtin("operator", "services.operator", "stateful", "from_log"),
-    _builtin("logger", "services.logger", "from_log"),
-    _builtin("replay", "services.replay", "from_log"),
-    _builtin("viewer", "services.viewer", "from_log"),
+    _builtin("logger", "services.logger", "from_log", "records"),
+    _builtin("replay", "services.replay", "from_log", "plays_back"),
+    _builtin("viewer", "services.viewer", "from_log", "playback_control"),
     _builtin("hil.bridge", "hil.bridge", "device", "from_log"),
     _builtin("fmu", "services.fmu"),  # loads the binary its configuration names: never rebuilt from a log
     _builtin("testkit.toys", "testkit.toys", "stateful", "from_log"),
@@ -207,6 +213,18 @@ def params(kind: str) -> type | None:
         As :func:`kind_module`.
     """
     return getattr(kind_module(kind), "PARAMS", None)
+
+
+def has_capability(service: Any, capability: str) -> bool:
+    """Whether a service table (``{"kind": ...}``) names a kind with ``capability``; False for anything that is
+    not such a table or names no known kind (the config's validation reports those)."""
+    kind = service.get("kind") if isinstance(service, Mapping) else None
+    if not isinstance(kind, str):
+        return False
+    try:
+        return capability in capabilities(kind)
+    except ConfigError:
+        return False
 
 
 def capabilities(kind: str) -> frozenset[str]:

@@ -590,7 +590,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> FmuModel:
     from protocol.config import service_module
     for other, svc in config["services"].items():  # the producers' modules register their topics' schemas
         kind = svc.get("kind") if isinstance(svc, dict) else None
-        if other != name and isinstance(kind, str) and kind not in ("logger", "replay", "fmu"):
+        if other != name and isinstance(kind, str) and kind != "fmu":  # the other FMUs' topics: below
             service_module(kind)
     _register_others(config, name)  # and the other FMU services' topics
     return FmuModel(spec_of(config, name), name, period_ns)

@@ -60,6 +60,7 @@ from typing import Any
 from protocol.config import check_value
 from protocol.logfile import decode_bodies
 from protocol.messages import SCHEMAS, SEPARATOR
+from protocol.registry import has_capability
 from protocol.security import is_loopback_host
 from protocol.service import ServicePorts
 
@@ -171,7 +172,7 @@ class LiveViewer:
         from protocol.logfile import open_log
 
         services = config["services"]
-        replays = {n: s for n, s in services.items() if s.get("kind") == "replay"}
+        replays = {n: s for n, s in services.items() if has_capability(s, "plays_back")}
         self.playback = bool(replays)
         self.time_range: tuple[int, int] | None = None
         self.requests = self.refused = 0

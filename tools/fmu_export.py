@@ -392,7 +392,7 @@ def export(service: str, config_path: str | Path, out: str | Path) -> dict[str, 
     if not hasattr(mod, "ports") or mod.ports(plan.config, service).role != "model":
         raise ConfigError(f"fmu export: services.{service} (kind {spec.kind!r}) is not a model with ports")
     for other, s in plan.config["services"].items():  # the producers register their topics' schemas
-        if other != service and s.get("kind") not in ("logger", "replay"):
+        if other != service:
             service_module(s["kind"])
     sp = mod.ports(plan.config, service)
     vars_ = variables(sp.inputs, sp.outputs)

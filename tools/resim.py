@@ -54,6 +54,7 @@ import msgpack
 
 from errors import ConfigError, LogError
 from protocol.logfile import open_log, producers, select_topics
+from protocol.registry import has_capability
 from protocol.timebase import check_seconds
 
 __all__ = ["OutputComparison", "add_arguments", "compare_outputs", "main", "replay_config", "resim_config"]
@@ -360,7 +361,7 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
             config = resim_config(a.log, a.resim, base=base, sets=a.set, out_log=out, transport=a.transport)
             if view is not None:  # the re-run watched live: paced, its player drives the replay source
                 _add_viewer(config["services"], 50.0, view)
-                next(s for s in config["services"].values() if s.get("kind") == "replay")["rate"] = rate
+                next(s for s in config["services"].values() if has_capability(s, "plays_back"))["rate"] = rate
             with open_log(a.log) as log:
                 mode = (log.config() or {}).get("sim", {}).get("mode", "lockstep")
             if mode == "realtime":
@@ -397,7 +398,7 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
         print(f"berthsim replay: invalid run: {'; '.join(err.problems)}", file=sys.stderr)
         return 2
     if a.resim and code == 0:
-        out = next(s["path"] for s in config["services"].values() if s.get("kind") == "logger")
+        out = next(s["path"] for s in config["services"].values() if has_capability(s, "records"))
         try:
             cmp = compare_outputs(a.log, out, a.resim)
         except LogError as err:

@@ -225,3 +225,33 @@ def test_no_service_reads_another_kinds_table_by_hand():
             if isinstance(key, ast.Constant) and key.value in owned - own - runtime:
                 bad.append(f"{path.name}:{node.lineno}: [{key.value}]")
     assert not bad, bad
+
+
+def test_no_runtime_or_tool_module_tests_a_kind_by_name():
+    """What a service may do follows from its kind's capabilities (registry.capabilities), never from comparing
+    its ``kind`` with a shipped kind's name outside the registry (a kind's module may look for services of its own
+    kind)."""
+    import ast
+    names = set(registry.BUILTIN)
+    bad = []
+    dirs = ("protocol", "services", "hil", "tools")
+    paths = [ROOT / "launch.py", *sorted(p for d in dirs for p in (ROOT / d).glob("*.py") if p.name != "registry.py")]
+    def is_kind(x: ast.expr) -> bool:  # x.kind, kind, or x.get("kind")
+        return ((isinstance(x, ast.Attribute) and x.attr == "kind") or (isinstance(x, ast.Name) and x.id == "kind")
+                or (isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get"
+                    and bool(x.args) and isinstance(x.args[0], ast.Constant) and x.args[0].value == "kind"))
+
+    for path in paths:
+        own = {"hil.bridge" if path.parent.name == "hil" and path.stem == "bridge" else path.stem}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            kind_side = any(is_kind(x) for x in sides)
+            consts = {x.value for x in sides if isinstance(x, ast.Constant)}
+            for x in sides:
+                if isinstance(x, (ast.Tuple, ast.List, ast.Set)):
+                    consts |= {e.value for e in x.elts if isinstance(e, ast.Constant)}
+            if kind_side and consts & (names - own):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, bad
