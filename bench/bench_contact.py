@@ -19,6 +19,13 @@ Each contact row gives ``contact_active_fraction``, the share of timed steps who
 
 CPU fraction = CPU seconds per step × rate. Run from the repository root:
 ``python bench/bench_contact.py [--steps N] [--repeat R]``.
+
+``--adaptive-pairs N`` (N > 0) instead runs the whole default scenario (45 s) in the in-process scheduler
+(:func:`protocol.scheduler.simulate`: orbiter, arm, contact, operator; no bus, no hil) N times with the
+contact's fixed 1 kHz step (``[contact] adaptive = false``, A) and N times with the adaptive step (B),
+alternating A B A B, and prints the contact model's CPU seconds per simulated second (its ``step`` timed by
+:class:`protocol.realtime.TimedModel`), its steps that coasted, and the medians and per-pair ratios B / A, with
+the run's figures (capture, latch, peak interface force) of both.
 """
 
 from __future__ import annotations
@@ -200,11 +207,81 @@ def orbiter_case(steps: int, repeat: int, cfg: dict[str, Any] | None = None,
     return row
 
 
+def scenario_run(adaptive: bool, sim_seconds: float = 45.0) -> dict[str, Any]:
+    """The default scenario's orbiter, arm, contact and operator in the in-process scheduler, the contact's
+    adaptive step on or off: the contact model's CPU seconds per simulated second, the steps it coasted through,
+    and the run's events (kind, t) and peak interface force [N] from its outputs."""
+    from protocol.config import service_module
+    from protocol.realtime import TimedModel
+    from protocol.scheduler import simulate
+    from protocol.timebase import period_ns
+
+    with SCENARIO.open("rb") as f:
+        cfg = tomllib.load(f)
+    cfg["contact"]["adaptive"] = adaptive
+    models, coupling = [], {}
+    for name in ("orbiter", "arm", "contact", "operator"):
+        svc = cfg["services"][name]
+        models.append(TimedModel(service_module(svc["kind"]).build(cfg, name, period_ns(svc["rate_hz"]))))
+        if "coupling_hz" in svc:
+            coupling[name] = {"*": period_ns(svc["coupling_hz"])}
+    contact = models[2]
+    inner = contact.model
+    seen: dict[str, Any] = {"events": [], "peak_N": 0.0, "coasted": 0}
+    step = inner.step
+
+    def watched(t_ns: int, h_ns: int, u: Any) -> dict[str, Any]:
+        coasting = inner.context.coast is not None
+        out = step(t_ns, h_ns, u)
+        seen["coasted"] += coasting and inner.context.pending != []
+        F = out["contact/wrench"]["F_Lo_W"]
+        seen["peak_N"] = max(seen["peak_N"], float(np.linalg.norm(F[3:])))
+        seen["events"] += [(e["kind"], e["t_ns"]) for e in out.get("contact/event", {}).get("events", [])]
+        return out
+
+    inner.step = watched  # type: ignore[method-assign]
+    c0 = time.process_time()
+    simulate(models, round(sim_seconds * 1e9), coupling=coupling)
+    total = time.process_time() - c0
+    return {"contact_cpu_s_per_sim_s": round(sum(contact.step_s) / sim_seconds, 4),
+            "all_models_cpu_s_per_sim_s": round(total / sim_seconds, 4), "steps": len(contact.step_s),
+            "coasted": seen["coasted"], "peak_interface_force_N": seen["peak_N"], "events": seen["events"]}
+
+
+def adaptive_ab(pairs: int) -> dict[str, Any]:
+    """A (fixed step) and B (adaptive) alternated ``pairs`` times (module docstring)."""
+    runs: dict[str, list[dict[str, Any]]] = {"A_fixed": [], "B_adaptive": []}
+    for _ in range(pairs):
+        runs["A_fixed"].append(scenario_run(False))
+        runs["B_adaptive"].append(scenario_run(True))
+    key = "contact_cpu_s_per_sim_s"
+    a = [r[key] for r in runs["A_fixed"]]
+    b = [r[key] for r in runs["B_adaptive"]]
+    ev = {k: {kind: t for kind, t in reversed(rs[0]["events"])} for k, rs in runs.items()}  # first of each kind
+    return {
+        key: {"A_fixed": a, "B_adaptive": b, "median_A": float(np.median(a)), "median_B": float(np.median(b)),
+              "ratio_B_over_A_per_pair": [round(y / x, 3) for x, y in zip(a, b, strict=True)]},
+        "all_models_cpu_s_per_sim_s": {k: [r["all_models_cpu_s_per_sim_s"] for r in rs] for k, rs in runs.items()},
+        "coasted_steps": {k: rs[0]["coasted"] for k, rs in runs.items()},
+        "steps": runs["A_fixed"][0]["steps"],
+        "first_event_t_ns": ev,
+        "peak_interface_force_N": {k: rs[0]["peak_interface_force_N"] for k, rs in runs.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=500, help="steps per repeat")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--adaptive-pairs", type=int, default=0,
+                    help="the default scenario, fixed (A) vs adaptive (B) contact step, alternated N pairs")
     a = ap.parse_args(argv)
+    if a.adaptive_pairs > 0:
+        load0 = os.getloadavg()[0]
+        res = adaptive_ab(a.adaptive_pairs)
+        print(json.dumps({"python": platform.python_version(), "cpus": os.cpu_count(),
+                          "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)], **res}, indent=2))
+        return 0
     rows = [
         contact_case("contact, 3 trunnions pressed into the plates", config(2.997), a.steps, a.repeat),
         contact_case("contact, latched (berthed)", config(2.997, berthed=True), a.steps, a.repeat),

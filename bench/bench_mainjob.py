@@ -21,6 +21,13 @@ Parts (``--parts``, default all):
     (:func:`protocol.scheduler.simulate`, no bus, no hil), each step timed. Microseconds per
     step and the CPU fraction of one core at the service's rate.
 
+``--ab-adaptive N``
+    Instead of the parts: the whole command (``launch.py run --no-report``, wall seconds from start to exit)
+    ``--inprocess`` and with one process per service, the contact's fixed 1 kHz step
+    (``[contact] adaptive = false``, A) against its adaptive step (B, the default), alternated A B A B, N pairs
+    per layout: each run's whole-command wall, CPU seconds over the run's processes and the contact process's
+    (one process per service), the medians and the per-pair ratios B / A.
+
 Prints one JSON object. On a shared 2-core machine figures drift by ±15 % or more; the load
 average is printed with them. ``python bench/bench_mainjob.py [--sim-seconds S] [--parts ...]``.
 """
@@ -171,17 +178,24 @@ def launch_sampled(cmd: list[str]) -> tuple[int, str, str, float, _Sampler]:
     return p.returncode, out, err, wall, sampler
 
 
-def run_layout(layout: str, sim_seconds: float | None) -> dict[str, Any]:
-    """One run of the scenario in ``layout`` (``"per_service"``, ``"realtime_groups"``, ``"inprocess"``)."""
+def run_layout(layout: str, sim_seconds: float | None, adaptive: bool = True) -> dict[str, Any]:
+    """One run of the scenario in ``layout`` (``"per_service"``, ``"realtime_groups"``, ``"inprocess"``); with
+    ``adaptive`` False the contact's fixed step (``[contact] adaptive = false``)."""
     from protocol.config import INPROCESS, load, processes_of
 
     config = load(SCENARIO)
     rt = load(REALTIME)
     with tempfile.TemporaryDirectory(prefix="berthsim-bench-") as tmp:
         cfg_path = SCENARIO
+        if not adaptive:
+            cfg_path = Path(tmp) / "fixed_step.toml"
+            text = SCENARIO.read_text(encoding="utf-8")
+            assert "\n[contact]\n" in text
+            cfg_path.write_text(text.replace("\n[contact]\n", "\n[contact]\nadaptive = false\n", 1), encoding="utf-8")
+            config = load(cfg_path)
         if layout == "realtime_groups":
             groups = rt["sim"].get("processes", {})
-            text = SCENARIO.read_text(encoding="utf-8").replace(
+            text = cfg_path.read_text(encoding="utf-8").replace(
                 "[sim]\n", "[sim]\nprocesses = {" + ", ".join(
                     f'{k} = [{", ".join(repr(m).replace(chr(39), chr(34)) for m in v)}]' for k, v in groups.items())
                 + "}\n", 1)
@@ -217,6 +231,7 @@ def run_layout(layout: str, sim_seconds: float | None) -> dict[str, Any]:
     per_proc = {k: round(v, 2) for k, v in sampler.by_name().items()}
     return {
         "processes": {k: list(v) for k, v in procs.items()},
+        "whole_command_wall_s": round(total_wall, 2),
         "sim_s": sim_s,
         "loop_wall_s": round(run["wall_s"], 2),
         "sim_per_wall": round(sim_s / run["wall_s"], 2),
@@ -261,13 +276,46 @@ def model_steps(sim_seconds: float) -> dict[str, Any]:
     return out
 
 
+def adaptive_ab(pairs: int, sim_seconds: float | None) -> dict[str, Any]:
+    """The contact's fixed (A) vs adaptive (B) step, whole command, A B A B (module docstring)."""
+    out: dict[str, Any] = {}
+    for layout in ("inprocess", "per_service"):
+        runs: dict[str, list[dict[str, Any]]] = {"A_fixed": [], "B_adaptive": []}
+        for _ in range(pairs):
+            for key, adaptive in (("A_fixed", False), ("B_adaptive", True)):
+                r = run_layout(layout, sim_seconds, adaptive)
+                if "error" in r:
+                    return {"error": f"{layout} {key}: {r}"}
+                runs[key].append({"wall_s": r["whole_command_wall_s"], "cpu_s": r["cpu_s"],
+                                  "contact_cpu_s": r["cpu_s_per_process"].get("contact"),
+                                  "load_1min": round(os.getloadavg()[0], 2)})
+        row: dict[str, Any] = {"runs": runs}
+        for fig in ("wall_s", "cpu_s", "contact_cpu_s"):
+            a = [r[fig] for r in runs["A_fixed"]]
+            b = [r[fig] for r in runs["B_adaptive"]]
+            if None in a or None in b:
+                continue
+            row[fig] = {"median_A": sorted(a)[len(a) // 2], "median_B": sorted(b)[len(b) // 2],
+                        "ratio_B_over_A_per_pair": [round(y / x, 3) for x, y in zip(a, b, strict=True)]}
+        out[layout] = row
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default="layouts,models")
     ap.add_argument("--sim-seconds", type=float, default=None,
                     help="simulated seconds of each run (default: the whole 45 s scenario)")
     ap.add_argument("--layouts", default="per_service,realtime_groups,inprocess")
+    ap.add_argument("--ab-adaptive", type=int, default=0,
+                    help="the contact's fixed (A) vs adaptive (B) step, whole command, N pairs per layout")
     a = ap.parse_args(argv)
+    if a.ab_adaptive > 0:
+        fig0 = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
+        res = adaptive_ab(a.ab_adaptive, a.sim_seconds)
+        print(json.dumps({**fig0, "ab_adaptive": res, "load_avg_after": [round(x, 2) for x in os.getloadavg()]}))
+        return 1 if "error" in res else 0
     parts = set(a.parts.split(","))
     fig: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                            "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
