@@ -182,6 +182,30 @@ class Scheduler:
             if m.role == "model" and callable(setter):
                 setter({o.topic: (h if m.name in full else o.coupler.H) for o in outs})
 
+    def replace_model(self, name: str, obj: Any) -> Any:
+        """Put ``obj`` in the place of model ``name`` (a model of the same ports, e.g. built afresh to be given the
+        running one's context, :mod:`protocol.service`), told its coupling periods as :meth:`configure` told the
+        one it replaces; the replaced model.
+
+        Raises
+        ------
+        LifecycleError
+            If ``name`` is not a model of this process, or ``obj`` has other ports or another period.
+        """
+        m = next((x for x in self.models if x.name == name), None)
+        if m is None:
+            raise LifecycleError(f"replace_model: no model {name!r} in this process")
+        if (tuple(getattr(obj, "inputs", ())), tuple(getattr(obj, "outputs", ())),
+                int(getattr(obj, "period_ns", 0) or 0)) != (m.inputs, m.outputs, m.period_ns):
+            raise LifecycleError(f"replace_model: {name!r}: the new model's ports or period differ from the running "
+                                 "one's")
+        full = set(self._run[3]) if self._run is not None else set()
+        setter = getattr(obj, "set_coupling", None)
+        if callable(setter):
+            setter({o.topic: (m.period_ns if name in full else o.coupler.H) for o in m.outs})
+        old, m.obj = m.obj, obj
+        return old
+
     def gate_sinks(self, sinks: Iterable[Member]) -> None:
         """Give each sink that has ``set_gate`` a fresh :class:`protocol.provenance.SampleGate`
         of the run :meth:`configure` applied (nothing before it)."""

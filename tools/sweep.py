@@ -59,12 +59,15 @@ couplers; ``start`` must be a coupling instant of every port). Each run restores
 (:func:`protocol.scheduler.restore`) in its worker and goes on to ``end``; a restored
 run continues bit-identically to the run it was taken from. At the start instant:
 
-- a scenario value (``key``) replaces the restored models' *parameters*: every
-  attribute that a model built from the run's scenario holds differently from one
-  built from the base scenario is taken from the former, the rest (the state) from the
-  snapshot (:func:`transplant`). A parameter that acts before ``start`` would make this
-  wrong, so the sweep first proves it exact for each such parameter at both ends of its
-  range (:func:`check_parameter`: the transplanted run equals, attribute by attribute
+- a scenario value (``key``) replaces the restored models' *parameters*: a model whose
+  state is its context (orbiter, arm, contact, operator) and whose tables (its kind's
+  ``TABLES``, the tables it declares it reads) hold a changed key is replaced by the model
+  built from the run's scenario, given the restored model's context; nothing is diffed.
+  A model without a context (an FMU, a toy) takes every attribute that a model built
+  from the run's scenario holds differently from one built from the base scenario, the
+  rest (the state) from the snapshot (:func:`transplant`). A parameter that acts before
+  ``start`` would make this wrong, so the sweep first proves it exact for each such
+  parameter at both ends of its range (:func:`check_parameter`: the transplanted run equals, attribute by attribute
   and buffer by buffer, a run from ``t0`` with that value) and refuses the sweep if it
   is not;
 - a body change (``body``) is added to that body's state (position, attitude by a
@@ -139,7 +142,7 @@ from errors import ConfigError, LifecycleError, MessageError, ShapeError
 from protocol.config import check_sweep_size, check_table, cut, load, service_module, validate
 from protocol.coupling import coupling_periods
 from protocol.logfile import decode_bodies
-from protocol.scheduler import Member, advance, ports_of, restore, snapshot, start
+from protocol.scheduler import Member, Scheduler, advance, ports_of, restore, snapshot, start
 from protocol.timebase import seconds_to_ns
 from tools import dispersion
 from tools.report import FIGURE_TOPICS, PHASES, expected_events, figures
@@ -628,18 +631,31 @@ def _dump(x: Any) -> bytes:
     return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def transplant(models: Mapping[str, Any], fresh_base: Sequence[Any], fresh_run: Sequence[Any],
-               t_ns: int = 0) -> list[str]:
-    """Give restored models the parameters of another scenario, keeping their state (module docstring).
+def _changed_keys(a: Any, b: Any, path: str = "") -> list[str]:
+    """Dotted keys whose values differ between two config tables (nested tables walked)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return [k for key in sorted(set(a) | set(b), key=str)
+                for k in _changed_keys(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))]
+    return [] if _dump(a) == _dump(b) else [path]
 
-    Every attribute that ``fresh_run`` (built from the run's scenario) holds differently
-    from ``fresh_base`` (built from the base scenario) is set on the restored model of
-    the same name; the others are its state and stay.
+
+def transplant(sched: Scheduler, base: Mapping[str, Any], run: Mapping[str, Any], fresh_base: Sequence[Any],
+               fresh_run: Sequence[Any], t_ns: int = 0) -> list[str]:
+    """Give a restored run the parameters of another scenario, keeping its state (module docstring).
+
+    A model whose state is its context (:mod:`protocol.service`) whose tables differ between
+    the two scenarios is replaced by its model built from the run's scenario, given the
+    restored model's context (:meth:`protocol.scheduler.Scheduler.replace_model`): its
+    parameters are what that scenario declares, nothing is diffed. A model without a context
+    (an FMU, a toy) gets every attribute that ``fresh_run`` holds differently from
+    ``fresh_base`` instead; its other attributes are its state and stay.
 
     Parameters
     ----------
-    models : mapping
-        Service name -> restored model.
+    sched : Scheduler
+        The restored run (:func:`protocol.scheduler.restore`).
+    base, run : mapping
+        The base scenario and the run's.
     fresh_base, fresh_run : sequence
         Models just built from the base scenario and from the run's.
     t_ns : int
@@ -648,7 +664,8 @@ def transplant(models: Mapping[str, Any], fresh_base: Sequence[Any], fresh_run: 
     Returns
     -------
     list of str
-        ``service.attribute`` of every attribute set.
+        ``service: table.key`` of every changed key of a replaced model's tables, and
+        ``service.attribute`` of every attribute set on a model without a context.
 
     Raises
     ------
@@ -656,10 +673,19 @@ def transplant(models: Mapping[str, Any], fresh_base: Sequence[Any], fresh_run: 
         If such an attribute also changed in the restored model since it was built (it
         is state, so the parameter acted before the snapshot), naming it.
     """
-    base = {m.name: m for m in fresh_base}
+    restored = {m.name: m.obj for m in sched.models}
+    fresh = {m.name: m for m in fresh_base}
     done = []
     for r in fresh_run:
-        obj, b = models[r.name], base[r.name]
+        obj, b = restored[r.name], fresh[r.name]
+        if hasattr(obj, "context") and hasattr(r, "context"):
+            tables = getattr(service_module(base["services"][r.name]["kind"]), "TABLES", ())
+            changed = [k for t in tables for k in _changed_keys(base.get(t), run.get(t), t)]
+            if changed:
+                sched.replace_model(r.name, r)
+                r.context = obj.context
+                done += [f"{r.name}: {k}" for k in changed]
+            continue
         bf = _fields(b)
         for attr, value in _fields(r).items():
             pb = _dump(bf.get(attr))
@@ -813,10 +839,9 @@ def execute(plan: SweepPlan, k: int, blob: bytes | None = None, sinks: Sequence[
             sched = start([*models, *sinks], coupling=plan.coupling)
         else:
             sched = restore(blob, sinks)
-            restored = {m.name: m.obj for m in sched.models}
             if plan.config_parameters:
-                transplant(restored, _fresh_base(plan), build_models(cfg, plan.services), plan.start_ns)
-            perturb(restored.values(), plan, values, cfg)
+                transplant(sched, plan.base, cfg, _fresh_base(plan), build_models(cfg, plan.services), plan.start_ns)
+            perturb([m.obj for m in sched.models], plan, values, cfg)
         t_sim = time.perf_counter()
         advance(sched, plan.end_ns, on_frame)
         row["sim_s"] = time.perf_counter() - t_sim
@@ -853,8 +878,7 @@ def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float, ref:
     cfg = parameter_config(plan, index, value)
     got = restore(blob)
     try:
-        transplant({m.name: m.obj for m in got.models}, _fresh_base(plan), build_models(cfg, plan.services),
-                   plan.start_ns)
+        transplant(got, plan.base, cfg, _fresh_base(plan), build_models(cfg, plan.services), plan.start_ns)
     except LifecycleError as err:
         return f"parameter {p.name!r} ({p.key} = {value:g}): {err}"
     snap = restore(ref if ref is not None else prefix(plan, config=cfg))

@@ -259,14 +259,14 @@ def test_snapshot_restores_bit_identically_or_is_refused(legs: dict[str, Path], 
     # a sweep from that snapshot: a parameter of another service goes onto the restored run; the FMU's start
     # value, which acted in its initialization, is refused
     from tools.sweep import transplant
-    restored = {m.name: m.obj for m in restore(snapshot(sched)).models}
+    restored = restore(snapshot(sched))
     other = _plan(_write(tmp_path / "s", legs["stateful"], name="other.toml"))
     other.config["toy"]["mass"] = [1.5, 4.0]
-    assert transplant(restored, _models(plan), _models(other), 200_000_000) == ["a.m"]
+    assert transplant(restored, plan.config, other.config, _models(plan), _models(other), 200_000_000) == ["a.m"]
     changed = _plan(tmp_path / "s" / "other.toml")
     changed.config["services"]["leg"]["start"]["x0"] = 1.2
     with pytest.raises(LifecycleError, match=r"leg\.instance depends on the parameter .* acts before it"):
-        transplant(restored, _models(plan), _models(changed), 200_000_000)
+        transplant(restored, plan.config, changed.config, _models(plan), _models(changed), 200_000_000)
     plain = _plan(_write(tmp_path / "p", legs["plain"]))
     sched = advance(start(_models(plain), coupling=_coupling(plain)), 200_000_000)
     with pytest.raises(LifecycleError, match=r"services\.leg: the FMU .* cannot save its state "

@@ -214,12 +214,17 @@ def test_a_scenario_value_is_set_at_the_start_exactly_or_refused(tmp_path):
     why = sw.check_parameter(plan, blob, names.index("I_x"), 2000.0)
     assert why is not None and "acts before the window's start (t = 0.5 s)" in why, why
     assert re.search(r"\): (arm|contact|orbiter)\.\w+ differs there$", why), why  # names what it changed
-    # what transplant set on the restored contact model: the parameter's, nothing of the state
+    # what transplant did to the restored run: the models whose tables hold the changed keys (contact: payload.mass
+    # and contact.alpha; the arm: payload.mass) built from the run's scenario, with the restored models' contexts
     got = restore(blob)
-    cfg = sw.run_config(plan, [0.0, 0.0, 12000.0, 60.0, 0.0], 1)
-    done = sw.transplant({m.name: m.obj for m in got.models}, sw.build_models(plan.base), sw.build_models(cfg))
-    assert done and all(d.startswith("contact.") for d in done) and "contact.state" not in done
-    assert next(m.obj for m in got.models if m.name == "contact").law.alpha == 60.0
+    before = {m.name: m.obj for m in got.models}
+    cfg = sw.run_config(plan, [0.0, 0.0, 16000.0, 60.0, 0.0], 1)
+    done = sw.transplant(got, plan.base, cfg, sw.build_models(plan.base), sw.build_models(cfg))
+    assert sorted(done) == ["arm: payload.mass", "contact: contact.alpha", "contact: payload.mass"], done
+    after = {m.name: m.obj for m in got.models}
+    assert after["orbiter"] is before["orbiter"] and after["contact"] is not before["contact"]
+    assert after["contact"].context is before["contact"].context and after["arm"].context is before["arm"].context
+    assert after["contact"].law.alpha == 60.0 and before["contact"].law.alpha != 60.0
 
 
 def test_a_body_change_moves_the_payload_along_the_grapple_fixture_axes(tmp_path):
