@@ -89,3 +89,34 @@ def test_a_snapshot_is_refused_between_coupling_instants_and_with_frames_pending
         snapshot(sched)
     with pytest.raises(LifecycleError, match="not a snapshot"):
         restore(pickle.dumps({"a": 1}))
+
+
+class _Told(ChainMass):
+    """A chain mass that keeps the coupling periods it is told."""
+
+    def set_coupling(self, periods: dict[str, int]) -> None:
+        self.told = dict(periods)
+
+
+def test_a_model_replaced_by_one_given_its_state_goes_on_bit_identically_and_a_mismatch_is_refused() -> None:
+    """Scheduler.replace_model: a chain mass built afresh, given the running one's state, is told the coupling
+    the running one was told and continues the uninterrupted run byte for byte; another service's model, or an
+    unknown name, is refused."""
+    def models() -> list[ChainMass]:
+        return [_Told(CHAIN, "a", PERIODS["a"]), *_models()[1:]]
+
+    whole: list[bytes] = []
+    simulate(models(), 200 * MS, coupling=COUPLING, on_frame=whole.append)
+    got: list[bytes] = []
+    sched = advance(start(models(), coupling=COUPLING), 100 * MS, got.append)
+    old = next(m.obj for m in sched.models if m.name == "a")
+    fresh = _Told(CHAIN, "a", PERIODS["a"])
+    assert sched.replace_model("a", fresh) is old
+    assert fresh.told == old.told == {"toy/state0": 10 * MS, "toy/spring0": 10 * MS, "toy/event0": 10 * MS}
+    fresh.__dict__.update(old.__dict__)  # its state
+    advance(sched, 200 * MS, got.append)
+    assert by_topic(got) == by_topic(whole)
+    with pytest.raises(LifecycleError, match=r"replace_model: 'a': the new model's ports or period differ"):
+        sched.replace_model("a", ChainMass(CHAIN, "b", PERIODS["b"]))
+    with pytest.raises(LifecycleError, match=r"replace_model: no model 'zz' in this process"):
+        sched.replace_model("zz", fresh)
