@@ -17,7 +17,11 @@ definition and one encoding in both:
 - :func:`ros2_name`: the field name table (``docs/field_tools.md``, "Field names");
 - :func:`generated_messages`: the messages of decoded log columns, as dicts;
 - :func:`cdr_encoder`: dict -> CDR bytes (little-endian, with the 4-byte encapsulation
-  header), mcap-ros2-support's encoder, the one its MCAP writer applies.
+  header), mcap-ros2-support's encoder, the one its MCAP writer applies;
+- :data:`STANDARD`: the standard-type companions of a topic (``geometry_msgs/PoseStamped``,
+  ``TwistStamped``, ``WrenchStamped``, ``sensor_msgs/JointState``; the table is in
+  :mod:`tools.export_ros2`) and :func:`tf_message` (``tf2_msgs/TFMessage``): the export's
+  ``/<topic>/<suffix>`` and ``/tf``, the viewer's ``/ros2/<topic>/<suffix>`` and ``/ros2/tf``.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
+from dynamics.rms import JOINT_NAMES
 from errors import ConfigError
 from protocol.messages import TopicSchema
+from services.export_scene import Transform, xyzw
 
-__all__ = ["MSG_PACKAGE", "cdr_encoder", "generated_messages", "header", "msg_definition", "ros2_name",
-           "standard_definition", "vec"]
+__all__ = ["MSG_PACKAGE", "STANDARD", "cdr_encoder", "generated_messages", "header", "msg_definition", "ros2_name",
+           "standard_definition", "tf_message", "vec"]
 
 MSG_PACKAGE = "berthsim_msgs"
 """The ROS 2 package of the generated message types."""
@@ -247,3 +254,69 @@ def cdr_encoder(name: str, text: str) -> Callable[[dict[str, Any]], bytes]:
         raise ConfigError(f"ros2msg definition of {name!r}: the text does not define it")
     encode: Callable[[dict[str, Any]], bytes] = encoders[name]
     return encode
+
+
+# ---------------------------------------------------------------- the standard companions
+def _pose(p: Any, q_xyzw: Any) -> dict[str, Any]:
+    return {"position": vec(p), "orientation": {k: float(x) for k, x in zip("xyzw", q_xyzw, strict=True)}}
+
+
+def _body(p_name: str, q_name: str, v_name: str, w_name: str, frame: str) -> list[tuple[str, str, Callable]]:
+    """PoseStamped and TwistStamped (ω turned from the body frame into W) of a body state topic."""
+
+    def poses(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
+        q = np.roll(c[q_name], -1, axis=1)  # wxyz -> xyzw
+        return [{"header": header(ti, frame), "pose": _pose(p, qi)} for ti, p, qi in zip(t, c[p_name], q, strict=True)]
+
+    def twists(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
+        w_W = Rotation.from_quat(c[q_name], scalar_first=True).apply(np.array(c[w_name]))
+        return [{"header": header(ti, frame), "twist": {"linear": vec(v), "angular": vec(w)}}
+                for ti, v, w in zip(t, c[v_name], w_W, strict=True)]
+
+    return [("pose", "geometry_msgs/PoseStamped", poses), ("twist", "geometry_msgs/TwistStamped", twists)]
+
+
+def _wrench(field: str, frame: str) -> Callable:
+    def build(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [{"header": header(ti, frame), "wrench": {"torque": vec(F[:3]), "force": vec(F[3:])}}
+                for ti, F in zip(t, c[field], strict=True)]
+
+    return build
+
+
+def _joints(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"header": header(ti, ""), "name": list(JOINT_NAMES), "position": q, "velocity": qd, "effort": tau}
+            for ti, q, qd, tau in zip(t, c["q"].tolist(), c["qd"].tolist(), c["tau"].tolist(), strict=True)]
+
+
+def _hil_pose(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
+    p, q = xyzw(c["X_LB"])
+    return [{"header": header(ti, "latch"), "pose": _pose(pi, qi)} for ti, pi, qi in zip(t, p, q, strict=True)]
+
+
+def _hil_twist(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"header": header(ti, "latch"), "twist": {"angular": vec(V[:3]), "linear": vec(V[3:])}}
+            for ti, V in zip(t, c["V_LB_L"], strict=True)]
+
+
+STANDARD: dict[str, list[tuple[str, str, Callable]]] = {
+    "orbiter/state": _body("p_WoOo_W", "quat_WO", "v_WOo_W", "w_WO_O", "lvlh"),
+    "payload/state": _body("p_WoTo_W", "quat_WT", "v_WTo_W", "w_WT_T", "lvlh"),
+    "arm/state": [("joint_states", "sensor_msgs/JointState", _joints)],
+    "arm/wrench": [("end_effector", "geometry_msgs/WrenchStamped", _wrench("F_Eo_W", "lvlh")),
+                   ("shoulder", "geometry_msgs/WrenchStamped", _wrench("F_So_W", "lvlh"))],
+    "contact/wrench": [("stamped", "geometry_msgs/WrenchStamped", _wrench("F_Lo_W", "lvlh"))],
+    "hil/command": [("pose", "geometry_msgs/PoseStamped", _hil_pose),
+                    ("twist", "geometry_msgs/TwistStamped", _hil_twist)],
+    "hil/feedback": [("wrench", "geometry_msgs/WrenchStamped", _wrench("F_Bo_B", "berthing_interface"))],
+}
+"""Topic -> [(channel suffix, standard type, builder (t_ns list, columns) -> messages)] (see the module docstring)."""
+
+
+def tf_message(t_ns: int, tfs: list[Transform], p: np.ndarray, q: np.ndarray) -> dict[str, Any]:
+    """A ``tf2_msgs/TFMessage`` of one instant: each (parent, child) of ``tfs`` with its translation ``p`` (n, 3)
+    [m] and rotation ``q`` (n, 4) (x, y, z, w) (:func:`services.export_scene.transforms`)."""
+    return {"transforms": [{"header": header(t_ns, parent), "child_frame_id": child,
+                            "transform": {"translation": vec(pi), "rotation": dict(zip("xyzw", qi.tolist(),
+                                                                                          strict=True))}}
+                           for (parent, child, _), pi, qi in zip(tfs, p, q, strict=True)]}

@@ -26,6 +26,10 @@ encoding ``cdr`` and schema encoding ``ros2msg``: the ROS 2 export's generated m
 names and bytes as ``launch.py export --format ros2`` writes), for clients that read ROS 2
 messages only (PlotJuggler's Foxglove bridge client). They carry the same decimated messages as
 the protobuf channels, and a message is encoded only while a client subscribes to its channel.
+The export's standard types come with them (:data:`services.ros2_encoding.STANDARD`):
+``/ros2/<topic>/<suffix>`` (``geometry_msgs/PoseStamped``, ``TwistStamped``,
+``WrenchStamped``, ``sensor_msgs/JointState``; e.g. ``/ros2/contact/wrench/stamped``), and
+``/ros2/tf`` (``tf2_msgs/TFMessage``, every frame of an instant, the fixed ones included).
 ``/tf`` stays ``foxglove.FrameTransforms``. The default keeps the ROS 2 twins off, so a
 Foxglove user's topic list and the viewer's work stay as they were.
 
@@ -155,6 +159,7 @@ class LiveViewer:
         self._channels: dict[str, tuple[Any, Any]] = {}
         self._ros2_types: dict[str, Any] = {}  # topic -> (type name, ros2msg text, encoder), or None: none
         self._ros2: dict[str, tuple[Any, Any]] = {}  # plot channel -> (its /ros2 twin, encoder)
+        self._ros2_std: dict[str, tuple[Any, Any]] = {}  # /ros2/<topic>/<suffix>, /ros2/tf -> (channel, encoder)
         from foxglove.messages import FrameTransforms
 
         self._tf = foxglove.Channel("/tf", schema=FrameTransforms.get_schema(), message_encoding="protobuf",
@@ -357,18 +362,53 @@ class LiveViewer:
             if "ros2" in self.encodings:
                 self._show_ros2(topic, cols)
             self.shown += 1
-        sets = [(t, tfs) for t, _, tfs in transforms(self._scene, arrays)]
-        for t, data in tf_messages(sorted(sets, key=lambda s: s[0])):
+        sets = sorted([(t, tfs) for t, _, tfs in transforms(self._scene, arrays)], key=lambda s: s[0])
+        for t, data in tf_messages(sets):
             self._tf.log(data, log_time=t)
+        if "ros2" in self.encodings and sets:
+            self._show_ros2_tf(sets)
         if self.playback:
             self._follow(t_seen)
 
+    def _ros2_channel(self, channel: str, type_name: str) -> tuple[Any, Any]:
+        """A standard-type ROS 2 channel (``/ros2/...``), advertised on first use: (channel, CDR encoder)."""
+        from services.ros2_encoding import cdr_encoder, standard_definition
+
+        if channel not in self._ros2_std:
+            name, text = standard_definition(type_name)
+            self._ros2_std[channel] = (self._fox.Channel(
+                channel, schema=self._fox.Schema(name=name, encoding="ros2msg", data=text.encode()),
+                message_encoding="cdr", context=self._ctx), cdr_encoder(name, text))
+        return self._ros2_std[channel]
+
+    def _show_ros2_tf(self, sets: list[tuple[int, Any]]) -> None:
+        """``/ros2/tf``: every frame of each instant as one ``tf2_msgs/TFMessage`` (the fixed ones too: a live
+        client may join at any time), encoded only while subscribed."""
+        import numpy as np
+
+        from services.export_scene import xyzw
+        from services.ros2_encoding import tf_message
+
+        ch, encode = self._ros2_channel(ROS2_PREFIX + "/tf", "tf2_msgs/TFMessage")
+        if not ch.has_sinks():
+            return
+        for t, tfs in sets:
+            p, q = xyzw(np.array([X for _, _, X in tfs]))
+            ch.log(encode(tf_message(t, tfs, p, q)), log_time=int(t))
+
     def _show_ros2(self, topic: str, cols: dict[str, Any]) -> None:
-        """The ROS 2 twins of a topic's plot channels (display thread): CDR, encoded only while subscribed."""
+        """The ROS 2 twins of a topic's plot channels and its standard-type companions (display thread): CDR,
+        encoded only while subscribed."""
         from errors import ConfigError
         from services.export_foxglove import plot_channel
-        from services.ros2_encoding import cdr_encoder, generated_messages, msg_definition
+        from services.ros2_encoding import STANDARD, cdr_encoder, generated_messages, msg_definition
 
+        for suffix, type_name, messages in STANDARD.get(topic, ()):
+            ch, encode = self._ros2_channel(f"{ROS2_PREFIX}/{topic}/{suffix}", type_name)
+            if ch.has_sinks():
+                t_ns = cols["t_ns"].tolist()
+                for t, msg in zip(t_ns, messages(t_ns, cols), strict=True):
+                    ch.log(encode(msg), log_time=int(t))
         schema = SCHEMAS[topic]
         if topic not in self._ros2_types:
             try:

@@ -21,7 +21,8 @@ vectors and matrices fixed-size ``float64[N]`` in C order, ``int`` int64, ``bool
 text), events ``berthsim_msgs/Event[]`` (``kind``, ``t``, ``json``). ``sim/stats`` is split
 per service (``/sim/stats/<service>``).
 
-Standard types where they fit (:data:`STANDARD`):
+Standard types where they fit (:data:`services.ros2_encoding.STANDARD`, shared with the live viewer's
+``/ros2/<topic>/<suffix>`` channels):
 
 =============================  ===============================  ============================================
 channel                        type                             content, ``header.frame_id``
@@ -44,26 +45,24 @@ A WrenchStamped's point of application is not in the message: it is the one name
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
-from dynamics.rms import JOINT_NAMES
 from errors import ConfigError
 from protocol.logfile import open_log, read_topics, schema_from_json, select_topics
 from services.export_foxglove import STATE_TOPICS, output_path, plot_channel
-from services.export_scene import Transform, scene_of, transforms, xyzw
+from services.export_scene import scene_of, transforms, xyzw
 from services.ros2_encoding import (
     MSG_PACKAGE,
+    STANDARD,
     generated_messages,
-    header,
     msg_definition,
     ros2_name,
     standard_definition,
-    vec,
+    tf_message,
 )
 
 __all__ = ["MSG_PACKAGE", "QOS", "QOS_STATIC", "STANDARD", "export_ros2", "msg_definition", "ros2_name"]
@@ -76,70 +75,6 @@ QOS = _QOS.format(durability=2)
 """``offered_qos_profiles`` of every channel (rosbag2's YAML: reliable, volatile, system-default history)."""
 QOS_STATIC = _QOS.format(durability=1)
 """``offered_qos_profiles`` of ``/tf_static`` (transient local, as ``tf2_ros``'s static broadcaster)."""
-
-
-# ---------------------------------------------------------------- the standard companions
-def _pose(p: Any, q_xyzw: Any) -> dict[str, Any]:
-    return {"position": vec(p), "orientation": {k: float(x) for k, x in zip("xyzw", q_xyzw, strict=True)}}
-
-
-def _body(p_name: str, q_name: str, v_name: str, w_name: str, frame: str) -> list[tuple[str, str, Callable]]:
-    """PoseStamped and TwistStamped (ω turned from the body frame into W) of a body state topic."""
-
-    def poses(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-        q = np.roll(c[q_name], -1, axis=1)  # wxyz -> xyzw
-        return [{"header": header(ti, frame), "pose": _pose(p, qi)} for ti, p, qi in zip(t, c[p_name], q, strict=True)]
-
-    def twists(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-        w_W = Rotation.from_quat(c[q_name], scalar_first=True).apply(np.array(c[w_name]))
-        return [{"header": header(ti, frame), "twist": {"linear": vec(v), "angular": vec(w)}}
-                for ti, v, w in zip(t, c[v_name], w_W, strict=True)]
-
-    return [("pose", "geometry_msgs/PoseStamped", poses), ("twist", "geometry_msgs/TwistStamped", twists)]
-
-
-def _wrench(field: str, frame: str) -> Callable:
-    def build(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [{"header": header(ti, frame), "wrench": {"torque": vec(F[:3]), "force": vec(F[3:])}}
-                for ti, F in zip(t, c[field], strict=True)]
-
-    return build
-
-
-def _joints(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"header": header(ti, ""), "name": list(JOINT_NAMES), "position": q, "velocity": qd, "effort": tau}
-            for ti, q, qd, tau in zip(t, c["q"].tolist(), c["qd"].tolist(), c["tau"].tolist(), strict=True)]
-
-
-def _hil_pose(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-    p, q = xyzw(c["X_LB"])
-    return [{"header": header(ti, "latch"), "pose": _pose(pi, qi)} for ti, pi, qi in zip(t, p, q, strict=True)]
-
-
-def _hil_twist(t: list[int], c: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"header": header(ti, "latch"), "twist": {"angular": vec(V[:3]), "linear": vec(V[3:])}}
-            for ti, V in zip(t, c["V_LB_L"], strict=True)]
-
-
-STANDARD: dict[str, list[tuple[str, str, Callable]]] = {
-    "orbiter/state": _body("p_WoOo_W", "quat_WO", "v_WOo_W", "w_WO_O", "lvlh"),
-    "payload/state": _body("p_WoTo_W", "quat_WT", "v_WTo_W", "w_WT_T", "lvlh"),
-    "arm/state": [("joint_states", "sensor_msgs/JointState", _joints)],
-    "arm/wrench": [("end_effector", "geometry_msgs/WrenchStamped", _wrench("F_Eo_W", "lvlh")),
-                   ("shoulder", "geometry_msgs/WrenchStamped", _wrench("F_So_W", "lvlh"))],
-    "contact/wrench": [("stamped", "geometry_msgs/WrenchStamped", _wrench("F_Lo_W", "lvlh"))],
-    "hil/command": [("pose", "geometry_msgs/PoseStamped", _hil_pose),
-                    ("twist", "geometry_msgs/TwistStamped", _hil_twist)],
-    "hil/feedback": [("wrench", "geometry_msgs/WrenchStamped", _wrench("F_Bo_B", "berthing_interface"))],
-}
-"""Topic -> [(channel suffix, standard type, builder (t_ns list, columns) -> messages)] (see the module docstring)."""
-
-
-def _tf_message(t_ns: int, tfs: list[Transform], p: np.ndarray, q: np.ndarray) -> dict[str, Any]:
-    return {"transforms": [{"header": header(t_ns, parent), "child_frame_id": child,
-                            "transform": {"translation": vec(pi), "rotation": dict(zip("xyzw", qi.tolist(),
-                                                                                          strict=True))}}
-                           for (parent, child, _), pi, qi in zip(tfs, p, q, strict=True)]}
 
 
 _FIXED = frozenset({"latch", "grapple", "berthing_interface", "shoulder"})
@@ -211,11 +146,11 @@ def export_ros2(log_path: str | Path, out: str | Path | None = None,
                 if tfs[i][1] in _FIXED:
                     statics.setdefault((tfs[i][0], tfs[i][1]), (t0, tfs[i], p[k + i], q[k + i]))
             queue.append((t, 1, "/tf", "tf2_msgs/TFMessage",
-                          _tf_message(t, [tfs[i] for i in moving], p[k + np.array(moving, dtype=int)],
+                          tf_message(t, [tfs[i] for i in moving], p[k + np.array(moving, dtype=int)],
                                       q[k + np.array(moving, dtype=int)])))
             k += n
         fixed = list(statics.values())
-        queue.append((t0, 0, "/tf_static", "tf2_msgs/TFMessage", _tf_message(
+        queue.append((t0, 0, "/tf_static", "tf2_msgs/TFMessage", tf_message(
             t0, [f[1] for f in fixed], np.array([f[2] for f in fixed]), np.array([f[3] for f in fixed]))))
     queue.sort(key=lambda e: (e[0], e[1]))
 

@@ -34,11 +34,16 @@ from tests.test_main_job import late_start_config
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHANNEL = "/ros2/contact/wrench"
+STAMPED = "/ros2/contact/wrench/stamped"  # geometry_msgs/WrenchStamped
+TF = "/ros2/tf"  # tf2_msgs/TFMessage
 SEP = "=" * 80 + "\n"
 
 
-async def _take(port: int, deadline_s: float) -> tuple[dict[str, Any], list[tuple[int, bytes]], set[str]]:
-    """Subscribe to :data:`CHANNEL`: (its advertised channel, [(log time, payload)], every advertised topic)."""
+async def _take(port: int, deadline_s: float) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[int, bytes]]],
+                                                       set[str]]:
+    """Subscribe to :data:`CHANNEL`, :data:`STAMPED` and :data:`TF`: (their advertised channels, their
+    [(log time, payload)], every advertised topic)."""
+    wanted = (CHANNEL, STAMPED, TF)
     end = time.monotonic() + deadline_s
     while True:
         try:
@@ -49,7 +54,7 @@ async def _take(port: int, deadline_s: float) -> tuple[dict[str, Any], list[tupl
                 raise
             await asyncio.sleep(0.05)
     advertised: dict[str, dict[str, Any]] = {}
-    got: list[tuple[int, bytes]] = []
+    got: dict[str, list[tuple[int, bytes]]] = {c: [] for c in wanted}
     async with ws:
         while time.monotonic() < end:
             try:
@@ -62,14 +67,14 @@ async def _take(port: int, deadline_s: float) -> tuple[dict[str, Any], list[tupl
                 m = json.loads(msg)
                 for c in m.get("channels", []) if m["op"] == "advertise" else []:
                     advertised[c["topic"]] = c
-                    if c["topic"] == CHANNEL:
-                        sub = {"op": "subscribe", "subscriptions": [{"id": 1, "channelId": c["id"]}]}
+                    if c["topic"] in wanted:
+                        sid = wanted.index(c["topic"]) + 1
+                        sub = {"op": "subscribe", "subscriptions": [{"id": sid, "channelId": c["id"]}]}
                         await ws.send(json.dumps(sub))
             elif msg[0] == 0x01:  # messageData: opcode, subscription id u32, log time u64, payload
                 sid, t = struct.unpack_from("<IQ", msg, 1)
-                assert sid == 1
-                got.append((t, bytes(msg[13:])))
-    return advertised.get(CHANNEL, {}), got, set(advertised)
+                got[wanted[sid - 1]].append((t, bytes(msg[13:])))
+    return {c: advertised[c] for c in wanted if c in advertised}, got, set(advertised)
 
 
 def typestore_of(name: str, text: str) -> Any:
@@ -93,12 +98,13 @@ def test_a_ros2_channel_decodes_with_rosbags_to_the_raw_log(tmp_path: Path) -> N
         "kind": "viewer", "rate_hz": 50, "port": port, "display_hz": 30, "encodings": ["protobuf", "ros2"]}}}
     run = _start(cfg, tmp_path, "viewed", 1.0)
     try:
-        channel, got, topics = asyncio.run(_take(port, deadline_s=240.0))
+        channels, gots, topics = asyncio.run(_take(port, deadline_s=240.0))
         _, err = run.communicate(timeout=300)
     finally:
         run.kill()
     assert run.returncode == 0, err[-3000:]
-    assert channel, sorted(topics)
+    assert set(channels) == {CHANNEL, STAMPED, TF}, sorted(topics)
+    channel, got = channels[CHANNEL], gots[CHANNEL]
     assert {"/contact/wrench", "/ros2/orbiter/state", "/orbiter/state", "/tf"} <= topics
     assert channel["encoding"] == "cdr" and channel["schemaEncoding"] == "ros2msg"
     assert channel["schemaName"] == "berthsim_msgs/msg/ContactWrench"
@@ -120,3 +126,30 @@ def test_a_ros2_channel_decodes_with_rosbags_to_the_raw_log(tmp_path: Path) -> N
         positions.add(tuple(m.p_wo_lo_w.tolist()))
     assert len(positions) > 1  # the latch moves with the orbiter: the values compared are not one constant
     print(f"viewer ros2: {len(got)} messages on {CHANNEL}, {loaded} with a contact force, all equal to the log")
+
+    # the standard types, decoded from their advertised text alone: WrenchStamped's torque and force are F_Lo_W's
+    # (about Lo, in the LVLH frame W), its stamp the sample's time; /ros2/tf's lvlh -> payload translation is the
+    # payload's logged CoM position p_WoTo_W at that instant
+    stamped = channels[STAMPED]
+    assert (stamped["schemaName"], stamped["encoding"]) == ("geometry_msgs/msg/WrenchStamped", "cdr")
+    store = typestore_of(stamped["schemaName"], stamped["schema"])
+    by_t = {env[3]: env for env in raw.values()}
+    assert len(gots[STAMPED]) >= 3, len(gots[STAMPED])
+    for t, data in gots[STAMPED]:
+        m = store.deserialize_cdr(data, stamped["schemaName"])
+        F = f8(by_t[t][6]["F_Lo_W"])
+        assert m.header.frame_id == "lvlh" and m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec == t
+        w = m.wrench
+        assert [w.torque.x, w.torque.y, w.torque.z, w.force.x, w.force.y, w.force.z] == F.tolist()
+    tf = channels[TF]
+    assert tf["schemaName"] == "tf2_msgs/msg/TFMessage"
+    store = typestore_of(tf["schemaName"], tf["schema"])
+    pay = {env[3]: f8(env[6]["p_WoTo_W"]) for *_, env in raw_messages(tmp_path / "viewed.mcap")["payload/state"]}
+    checked = 0
+    for t, data in gots[TF]:
+        for x in store.deserialize_cdr(data, tf["schemaName"]).transforms:
+            if (x.header.frame_id, x.child_frame_id) == ("lvlh", "payload") and t in pay:
+                tr = x.transform.translation
+                assert [tr.x, tr.y, tr.z] == pay[t].tolist(), t
+                checked += 1
+    assert checked >= 3, checked
