@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.spatial import as_vector, pose, quat_integrate, quat_to_rotation, rotation_to_quat
+from dynamics.spatial import as_vector
 from errors import ConfigError
 
 __all__ = ["DelayEstimator", "predict_pose", "PassivityController", "Impact", "ImpactMonitor", "restitution",
@@ -143,9 +143,20 @@ def predict_pose(X_LB: ArrayLike, V_LB_L: ArrayLike, horizon_s: float) -> Array:
     V = as_vector(V_LB_L, 6, "V_LB_L")
     if not horizon_s > 0:
         return X.copy()
-    R = X[:3, :3]
-    q = quat_integrate(rotation_to_quat(R), R.T @ V[:3], horizon_s)
-    return pose(quat_to_rotation(q), X[:3, 3] + V[3:] * horizon_s)
+    wx, wy, wz, vx, vy, vz = (V * horizon_s).tolist()
+    out = X.copy()
+    th = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if th > 0.0:  # R turned by exp([ω τ]×) in L (Rodrigues): the rate is constant in L
+        kx, ky, kz = wx / th, wy / th, wz / th
+        c, s = math.cos(th), math.sin(th)
+        C = 1.0 - c
+        E = np.array([[c + kx * kx * C, kx * ky * C - kz * s, kx * kz * C + ky * s],
+                      [ky * kx * C + kz * s, c + ky * ky * C, ky * kz * C - kx * s],
+                      [kz * kx * C - ky * s, kz * ky * C + kx * s, c + kz * kz * C]])
+        out[:3, :3] = E @ X[:3, :3]
+    out[3, :] = (0.0, 0.0, 0.0, 1.0)
+    out[:3, 3] += (vx, vy, vz)
+    return out
 
 
 @dataclass
