@@ -31,3 +31,23 @@ def test_rig_contact_is_the_model_contact(tmp_path: Path) -> None:
     assert abs(rig["peak_N"] / model["peak_N"] - 1.0) < 0.10
     assert abs(rig["restitution"] - model["restitution"]) < 0.05
     assert max(0.0, rig["energy_net_J"]) < 0.05 * model["impact_energy_J"]
+
+
+def test_realtime_variant_runs_the_rig_contact_scenario() -> None:
+    """configs/srms_berthing_rig_contact_realtime.toml: the lockstep rig-contact scenario's tables and rig (its
+    [hil] but for the watchdog), in realtime, with the services' rates of the lockstep variant."""
+    import tomllib
+
+    def load(name: str) -> dict:
+        with (ROOT / "configs" / name).open("rb") as f:
+            return tomllib.load(f)
+
+    lock, rt = load("srms_berthing_rig_contact.toml"), load("srms_berthing_rig_contact_realtime.toml")
+    assert rt["sim"]["mode"] == "realtime" and lock["sim"]["mode"] == "lockstep"
+    for table in ("orbiter", "arm", "payload", "contact", "operator"):
+        assert rt[table] == lock[table], table
+    hil = {k: v for k, v in rt["hil"].items() if k != "watchdog"}
+    assert hil == lock["hil"] and rt["hil"]["watchdog"] >= 0.02
+    assert {n: (s["kind"], s["rate_hz"]) for n, s in rt["services"].items()} == \
+        {n: (s["kind"], s["rate_hz"]) for n, s in lock["services"].items()}
+    assert rt["services"]["hil"]["coupling_hz"] == lock["services"]["hil"]["coupling_hz"] == 250
