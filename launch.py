@@ -7,7 +7,7 @@ arguments runs :data:`DEFAULT_CONFIG`, the SRMS berthing scenario (the main job)
 
     launch.py run [CONFIG] [--only a,b] [--inprocess] [--mode lockstep|realtime]
                            [--duration S] [--speed X] [--transport ipc|tcp|inproc] [--log PATH]
-                           [--overwrite] [--hil URL] [--no-report] [--json]
+                           [--overwrite] [--hil URL] [--view [PORT]] [--no-report] [--json]
     launch.py check CONFIG|SWEEP [--only a,b]
     launch.py sweep SWEEP [--out DIR] [--scheduler URL] [--workers N] [--overwrite] [--rerun K --log PATH]
     launch.py keys DIR [--names server,client]
@@ -92,6 +92,9 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", help="MCAP log path (default runs/<timestamp>/run.mcap when the run has a logger)")
     p.add_argument("--overwrite", action="store_true", help="replace the log if it exists (else the run is refused)")
     p.add_argument("--hil", metavar="URL", help="the rig's serial port or pyserial URL instead of [hil] url")
+    p.add_argument("--view", nargs="?", type=int, const=8765, default=None, metavar="PORT",
+                   help="watch the run live: a viewer service on a Foxglove WebSocket, ws://127.0.0.1:PORT (default "
+                        "8765), for Foxglove, Lichtblick or PlotJuggler (a lockstep run: pair with --speed 1)")
     p.add_argument("--no-report", action="store_true", help="no report and figures after the run")
     p.add_argument("--json", action="store_true",
                    help="also print the JSON summary (figures, every service's statistics) on stdout")
@@ -133,6 +136,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         return _config_problems(err)
     if a.hil:
         config = _with_hil_url(config, a.hil)
+    if getattr(a, "view", None) is not None and isinstance(config.get("services"), dict):
+        from services.viewer import add_viewer
+        config = {**config, "services": dict(config["services"])}  # in memory, as --hil
+        add_viewer(config["services"], a.view)
     # where the log goes is decided before the one validation (which checks it): a logger of this host and
     # no sim.log or --log: a new runs/<timestamp>/run.mcap
     services, sim_in = config.get("services"), config.get("sim")

@@ -56,6 +56,7 @@ from errors import ConfigError, LogError
 from protocol.logfile import open_log, producers, select_topics
 from protocol.registry import has_capability
 from protocol.timebase import check_seconds
+from services.viewer import add_viewer
 
 __all__ = ["OutputComparison", "add_arguments", "compare_outputs", "main", "replay_config", "resim_config"]
 
@@ -148,7 +149,7 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
         name += "_"
     services[name] = src
     if view is not None:
-        _add_viewer(services, rate_hz, view)
+        add_viewer(services, view, rate_hz)
     if out_log:
         lname = "logger"
         while lname in services:
@@ -177,14 +178,6 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
             if t in base:
                 config[t] = base[t]
     return config
-
-
-def _add_viewer(services: dict[str, Any], rate_hz: float, port: int) -> None:
-    """A ``viewer`` service on loopback ``port`` (named ``viewer``, or with ``_`` added until it is new)."""
-    name = "viewer"
-    while name in services:
-        name += "_"
-    services[name] = {"kind": "viewer", "rate_hz": rate_hz, "port": int(port)}
 
 
 def _set_value(config: dict[str, Any], assignment: str) -> None:
@@ -360,7 +353,7 @@ def main(a: argparse.Namespace, launch_py: str | os.PathLike[str] | None = None)
             out = a.out_log or str(Path(a.log).with_name(f"{Path(a.log).stem}-resim-{a.resim}.mcap"))
             config = resim_config(a.log, a.resim, base=base, sets=a.set, out_log=out, transport=a.transport)
             if view is not None:  # the re-run watched live: paced, its player drives the replay source
-                _add_viewer(config["services"], 50.0, view)
+                add_viewer(config["services"], view, 50.0)
                 next(s for s in config["services"].values() if has_capability(s, "plays_back"))["rate"] = rate
             with open_log(a.log) as log:
                 mode = (log.config() or {}).get("sim", {}).get("mode", "lockstep")

@@ -1,7 +1,8 @@
 """The live viewer: a plain WebSocket client speaking ``foxglove.sdk.v1`` watches a lockstep run.
 
 A 4 s lockstep run of the capture (:func:`tests.services.test_export_foxglove.record_capture_run`'s
-scenario) paced at real time, with a ``viewer`` service on a free loopback port, one process
+scenario) paced at real time, watched with ``launch.py run --view PORT`` (a ``viewer`` service
+added on a free loopback port, its defaults: 50 Hz drain, 30 Hz display), one process
 per service (the viewer's process drains the bus every 20 ms; in one process with the models
 it is handed frames as the models' loop gets to it). A ``websockets`` client (not
 foxglove-sdk) connects, subscribes to ``/tf`` and ``/orbiter/state`` from the server's
@@ -97,9 +98,7 @@ async def _watch(port: int, deadline_s: float) -> dict[str, list[float]]:
 def test_a_client_watches_the_run_decimated_and_the_run_is_unchanged(tmp_path: Path) -> None:
     base = late_start_config(T_LATE)
     port = _free_port()
-    viewed = {**base, "services": {**base["services"], "viewer": {"kind": "viewer", "rate_hz": 50, "port": port,
-                                                                    "display_hz": DISPLAY_HZ}}}
-    run = _start(viewed, tmp_path, "viewed", speed=1.0)
+    run = _start(base, tmp_path, "viewed", 1.0, "--view", str(port))  # its display rate: the default DISPLAY_HZ
     try:
         got = asyncio.run(_watch(port, deadline_s=240.0))
         out, err = run.communicate(timeout=300)
