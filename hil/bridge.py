@@ -381,6 +381,7 @@ class HilBridge:
         self._predict = bool(comp["predict"])
         ahz = float(comp["predict_accel_hz"])
         self._accel_gain = 1.0 - math.exp(-2.0 * math.pi * ahz * self.h) if ahz > 0 else 0.0
+        self._accel_beyond = float(comp["predict_accel_beyond"])
         self._V_last: Array | None = None
         self._A_filtered = np.zeros(6)
         mk = cfg.mockup
@@ -629,12 +630,20 @@ class HilBridge:
         ``predict_accel_hz`` — the body samples' accelerations change at their coupling instants and a
         contact's force is in them, fed back through the loop: unfiltered (the bodies' own accelerations),
         the ``τ²/2`` gain on a delayed acceleration makes the loop neutral-type, unstable once the contact's
-        ``k τ² / 2`` exceeds the effective mass at it."""
+        ``k τ² / 2`` exceeds the effective mass at it.
+
+        With ``predict_accel_beyond`` = ``τ0`` > 0 the acceleration is extrapolated only over the horizon's
+        part beyond ``τ0``: ``V + A (τ² − τ0²) / (2 τ)``, the pose advanced by ``V τ + A (τ² − τ0²)/2``, at
+        the constant twist when ``τ ≤ τ0``. The prediction's error is then ``A τ0²/2`` at any longer
+        horizon: the negative mass on a contact of stiffness ``k`` stays at ``k τ0²/2``, the loop's at the
+        horizon ``τ0``, while shorter loops are predicted as at the constant twist."""
         if self._V_last is not None and horizon > 0.0:
             dA = (V - self._V_last) / self.h - self._A_filtered
             self._A_filtered = self._A_filtered + self._accel_gain * dA
         self._V_last = V
-        return V + self._A_filtered * (0.5 * horizon) if horizon > 0.0 else V
+        if horizon <= self._accel_beyond:
+            return V
+        return V + self._A_filtered * (0.5 * (horizon * horizon - self._accel_beyond ** 2) / horizon)
 
     def _check_loop(self) -> None:
         """Once the round trip is measured: the loop's delay (that round trip and the loop's other delays)

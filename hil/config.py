@@ -60,6 +60,9 @@ electric Stewart platform (assumed, not a particular product)::
     predict_accel_hz = 0.0        # Hz: extrapolate the relative acceleration too (its step difference, low-passed
                                   # at this cutoff), x + v τ + a τ²/2; 0: at the constant relative twist, whose
                                   # τ²/2 a error is a negative mass k τ²/2 on a contact of stiffness k
+    predict_accel_beyond = 0.0    # s: with predict_accel_hz > 0, extrapolate the acceleration only over the
+                                  # horizon τ's part beyond this τ0: x + v τ + a (τ² - τ0²)/2 (none if τ <= τ0),
+                                  # which caps the negative mass at k τ0²/2, the loop's at horizon τ0
     passivity = true              # passivity observer + controller on the contact port
     restitution_max = 1.0         # budget of the passivity controller
     length = 1.0                  # m, weights rotation against translation
@@ -170,8 +173,8 @@ DEFAULTS: dict[str, Any] = {
     "servo": {"component": [0, 1, 2], "scale": [1.0, 1.0, 1.0], "offset": [0.0, 0.0, 0.0]},
     "limits": {"lo": 0.40, "hi": 0.70, "v_max": 0.5, "a_max": 5.0, "j_max": 100.0},
     "map": {"neutral": [0.0] * 6, "scale": 1.0, "rot_scale": 1.0, "axis_map": ["x", "y", "z"]},
-    "compensation": {"predict": True, "predict_accel_hz": 0.0, "passivity": True, "restitution_max": 1.0,
-                     "length": 1.0, "lag": 1,
+    "compensation": {"predict": True, "predict_accel_hz": 0.0, "predict_accel_beyond": 0.0, "passivity": True,
+                     "restitution_max": 1.0, "length": 1.0, "lag": 1,
                      "gravity": True, "tare": 0.0, "filter_hz": 0.0, "deadband": 0.0, "release": 0.5},
     "guides": {"points": [], "surfaces": [], "k": 2.0e5, "exponent": 1.0, "alpha": 0.5, "mu_s": 0.3, "mu_k": 0.2,
                "v_stick": 0.002},
@@ -213,7 +216,8 @@ _KINDS: dict[str, Any] = {
     "servo": {"component": ("list", int), "scale": ("list", _N), "offset": ("list", _N)},
     "limits": dict.fromkeys(DEFAULTS["limits"], (int, float, list)),  # per axis: a number or one per axis
     "map": {"neutral": ("vec", 6), "scale": _N, "rot_scale": _N, "axis_map": "list"},
-    "compensation": {"predict": bool, "predict_accel_hz": "nonnegative", "passivity": bool,
+    "compensation": {"predict": bool, "predict_accel_hz": "nonnegative", "predict_accel_beyond": "nonnegative",
+                     "passivity": bool,
                      "restitution_max": ("range", 0.0, 1.0), "length": "positive", "lag": ("int", 0, 2),
                      "gravity": bool, "tare": "nonnegative",
                      "filter_hz": "nonnegative", "deadband": "nonnegative", "release": ("range", 0.0, 1.0)},
