@@ -1252,6 +1252,7 @@ class ContactModel:
         wd_T_max = (tau_max + self._I_max * wT * wT) / self._I_min
         wT_max, wO_max = wT + wd_T_max * COAST_MAX, wO + wd_O_max * COAST_MAX
         R_T, p_T = kT.R, kT.p
+        points: list[tuple[list[float], _Guide | None]]
         if self.surfaces:
             points = [(g.p_ToPo_T, g) for g in self._guides]
         else:  # the latches close on the interface's position alone
