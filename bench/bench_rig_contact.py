@@ -198,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="directory for the runs (default: a temporary one)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--tabulate", action="store_true", help="only the table of the runs already in --out")
+    ap.add_argument("--reuse", action="store_true",
+                    help="run only the cases without a finished run in --out (e.g. the model run), tabulate all")
     ap.add_argument("--step-cost", action="store_true", help="only the bridge's step cost")
     a = ap.parse_args(argv)
     if a.step_cost:
@@ -222,18 +224,22 @@ def main(argv: list[str] | None = None) -> int:
         c["hil"]["emulator"]["delay"] = ms * 1e-3
         c["hil"]["compensation"].update(predict=False, passivity=False)
         cases.append((f"rig {ms:g} ms, uncompensated", c, True))
-    if a.tabulate:
-        results = {}
-        for name, cfg, _ in cases:
-            where = out / name.replace(" ", "_").replace(",", "")
-            if (where / "run.summary.json").exists() or (where / "summary.json").exists():
-                code = (where / "exit.txt").read_text().strip() if (where / "exit.txt").exists() else "?"
-                results[name] = {**figures(where / "run.mcap", cfg), "exit": code}
-    else:
+    def done(name: str) -> bool:
+        where = out / name.replace(" ", "_").replace(",", "")
+        return (where / "run.summary.json").exists() or (where / "summary.json").exists()
+
+    if not a.tabulate:
         with ThreadPoolExecutor(max(1, a.jobs)) as ex:
             futures = {name: ex.submit(run, name.replace(" ", "_").replace(",", ""), cfg, out, unchecked)
-                       for name, cfg, unchecked in cases}
-            results = {name: f.result() for name, f in futures.items()}
+                       for name, cfg, unchecked in cases if not (a.reuse and done(name))}
+            for f in futures.values():
+                f.result()
+    results = {}
+    for name, cfg, _ in cases:
+        where = out / name.replace(" ", "_").replace(",", "")
+        if done(name):
+            code = (where / "exit.txt").read_text().strip() if (where / "exit.txt").exists() else "?"
+            results[name] = {**figures(where / "run.mcap", cfg), "exit": code}
     if "model" not in results:
         print(f"no model run in {out}")
         return 1

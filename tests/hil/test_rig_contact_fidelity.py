@@ -1,8 +1,9 @@
 """The berthing contact on the rig against the same contact in simulation, at one delay (bench/bench_rig_contact.py
 runs the table of every delay): the rig-contact scenario with no transport delay (the loop's delay is then its
 10 Hz servo's 32 ms, the sensor's, the filter's and the pipelined link's: 37 ms in all, beyond the contact's
-critical delay of 30 ms) and the compensation on, and the all-model default, both 45 s in lockstep. (At 20 ms
-one way the latch comes 0.1-0.15 s late: README, The berthing contact on the rig.)"""
+critical delay of 30 ms) and the compensation on, and the all-model default, both 45 s in lockstep. (The other
+delays, up to 20 ms one way where the acceleration is extrapolated beyond 70 ms of horizon: README, The berthing
+contact on the rig.)"""
 
 from __future__ import annotations
 
