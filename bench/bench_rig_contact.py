@@ -22,8 +22,11 @@ to show what they prevent.
 
 Run from the repository root (each run is 45 s of lockstep simulation, a few minutes)::
 
-    python bench/bench_rig_contact.py [--delays 0,5,10,20] [--out DIR] [--jobs 2]
+    python bench/bench_rig_contact.py [--delays 0,5,10,20] [--out DIR] [--jobs 2] [--reuse]
     python bench/bench_rig_contact.py --step-cost      # the bridge's step with the compensation on
+
+``--reuse`` runs only the cases without a finished run in ``--out`` (the model run of an earlier call, say)
+and tabulates them all.
 
 ``--step-cost`` times the bridge's step (CPU time, least of 5 blocks of 500 steps) on the rig-contact
 scenario's ``[hil]`` over the in-process lockstep emulator (whose share, the emulated rig with its
@@ -238,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, cfg, _ in cases:
         where = out / name.replace(" ", "_").replace(",", "")
         if done(name):
-            code = (where / "exit.txt").read_text().strip() if (where / "exit.txt").exists() else "?"
-            results[name] = {**figures(where / "run.mcap", cfg), "exit": code}
+            text = (where / "exit.txt").read_text().strip() if (where / "exit.txt").exists() else "?"
+            results[name] = {**figures(where / "run.mcap", cfg), "exit": int(text) if text.lstrip("-").isdigit()
+                             else text}
     if "model" not in results:
         print(f"no model run in {out}")
         return 1
