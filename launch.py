@@ -137,7 +137,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.hil:
         config = _with_hil_url(config, a.hil)
     if getattr(a, "view", None) is not None and isinstance(config.get("services"), dict):
-        from services.viewer import add_viewer
+        from tools.resim import add_viewer
         config = {**config, "services": dict(config["services"])}  # in memory, as --hil
         add_viewer(config["services"], a.view)
     # where the log goes is decided before the one validation (which checks it): a logger of this host and

@@ -68,7 +68,7 @@ from protocol.registry import has_capability
 from protocol.security import is_loopback_host
 from protocol.service import ServicePorts
 
-__all__ = ["OPTIONS", "TABLES", "LiveViewer", "build", "ports", "add_viewer", "validate"]
+__all__ = ["OPTIONS", "TABLES", "LiveViewer", "build", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"host": str, "port": int, "display_hz": (int, float), "topics": list, "allow_remote": bool,
@@ -465,17 +465,6 @@ def _role(config: dict[str, Any], name: str) -> str:
 
     ports_of = getattr(kind_module(config["services"][name]["kind"]), "ports", None)
     return str(ports_of(config, name).role) if callable(ports_of) else "model"
-
-
-def add_viewer(services: dict[str, Any], port: int = 8765, rate_hz: float = 50.0) -> str:
-    """Add a ``viewer`` service on loopback ``port`` to a config's ``services`` table, in memory (``run --view``,
-    ``replay --view``); its name: ``viewer``, or with ``_`` added until it is new. Its other keys keep their
-    defaults (display 30 Hz, protobuf channels)."""
-    name = "viewer"
-    while name in services:
-        name += "_"
-    services[name] = {"kind": "viewer", "rate_hz": float(rate_hz), "port": int(port)}
-    return name
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> LiveViewer:

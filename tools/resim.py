@@ -56,9 +56,9 @@ from errors import ConfigError, LogError
 from protocol.logfile import open_log, producers, select_topics
 from protocol.registry import has_capability
 from protocol.timebase import check_seconds
-from services.viewer import add_viewer
 
-__all__ = ["OutputComparison", "add_arguments", "compare_outputs", "main", "replay_config", "resim_config"]
+__all__ = ["OutputComparison", "add_arguments", "add_viewer", "compare_outputs", "main", "replay_config",
+           "resim_config"]
 
 _S = 1_000_000_000
 
@@ -178,6 +178,17 @@ def replay_config(log_path: str | os.PathLike[str], *, base: Mapping[str, Any] |
             if t in base:
                 config[t] = base[t]
     return config
+
+
+def add_viewer(services: dict[str, Any], port: int = 8765, rate_hz: float = 50.0) -> str:
+    """Add a ``viewer`` service on loopback ``port`` to a config's ``services`` table, in memory (``run --view``,
+    ``replay --view``); its name: ``viewer``, or with ``_`` added until it is new. Its other keys keep their
+    defaults (display 30 Hz, protobuf channels)."""
+    name = "viewer"
+    while name in services:
+        name += "_"
+    services[name] = {"kind": "viewer", "rate_hz": float(rate_hz), "port": int(port)}
+    return name
 
 
 def _set_value(config: dict[str, Any], assignment: str) -> None:
