@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dynamics.spatial import as_vector
+from dynamics.spatial import as_vector, rotation_rows
 from errors import ConfigError
 
 __all__ = ["DelayEstimator", "predict_pose", "PassivityController", "Impact", "ImpactMonitor", "restitution",
@@ -146,13 +146,9 @@ def predict_pose(X_LB: ArrayLike, V_LB_L: ArrayLike, horizon_s: float) -> Array:
     wx, wy, wz, vx, vy, vz = (V * horizon_s).tolist()
     out = X.copy()
     th = math.sqrt(wx * wx + wy * wy + wz * wz)
-    if th > 0.0:  # R turned by exp([ω τ]×) in L (Rodrigues): the rate is constant in L
-        kx, ky, kz = wx / th, wy / th, wz / th
-        c, s = math.cos(th), math.sin(th)
-        C = 1.0 - c
-        E = np.array([[c + kx * kx * C, kx * ky * C - kz * s, kx * kz * C + ky * s],
-                      [ky * kx * C + kz * s, c + ky * ky * C, ky * kz * C - kx * s],
-                      [kz * kx * C - ky * s, kz * ky * C + kx * s, c + kz * kz * C]])
+    if th > 0.0:  # R turned by exp([ω τ]×) in L (the rate is constant in L): the unit quaternion's rotation
+        s = math.sin(0.5 * th) / th
+        E = np.reshape(rotation_rows(math.cos(0.5 * th), s * wx, s * wy, s * wz), (3, 3))
         out[:3, :3] = E @ X[:3, :3]
     out[3, :] = (0.0, 0.0, 0.0, 1.0)
     out[:3, 3] += (vx, vy, vz)
