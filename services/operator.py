@@ -21,23 +21,64 @@ Config::
 
 The commands (their fields and checks) are the ``operator/command`` vocabulary of
 :mod:`services.commands`, shared with the arm and contact services that act on them.
+
+:class:`OperatorParams` is ``[operator]`` parsed once (frozen, units in its fields' metadata,
+:mod:`protocol.params`); :data:`PARAMS` names it for :mod:`protocol.registry`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.config import check_table, check_value
+from protocol.params import param
 from protocol.service import Port, ServicePorts
 from services.commands import check_command
+
+__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPIC", "Operator", "OperatorContext", "OperatorParams", "build",
+           "ports", "validate"]
 
 TABLES = ("operator",)
 TOPIC = "operator/command"
 
 TABLE_KEYS: dict[str, dict[str, tuple[Any, Any]]] = {"operator": {"script": ("list", [])}}
 """``[operator]``: key -> (kind, default) (:func:`protocol.config.check_value`)."""
+
+
+@dataclass(frozen=True)
+class OperatorParams:
+    """``[operator]``, parsed once (:data:`TABLE_KEYS`; the module docstring says what each key does). Each field's
+    unit is in its metadata (:func:`protocol.params.units`).
+
+    Attributes
+    ----------
+    script : tuple of dict
+        The script's commands in order, each a table ``{"t": float [s], "cmd": str, ...fields}`` as configured
+        (its fields are those of :mod:`services.commands`), ``t`` converted to float; () when no script.
+    """
+
+    script: tuple[dict[str, Any], ...] = param("-")            # commands; each one's t in s
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> OperatorParams:
+        """``[operator]`` of ``config`` with its defaults (a bad value reads as its default: :func:`validate`
+        lists it). Built here rather than by :func:`protocol.params.from_values`, which converts no table of
+        free keys (a command's fields depend on its ``cmd``); each command is a shallow copy.
+
+        Raises
+        ------
+        KeyError, TypeError, ValueError
+            If a command has no ``t``, or a ``t`` that is not a number (:func:`validate` reports both).
+        """
+        script = check_table(config, "operator", TABLE_KEYS["operator"], [])["script"]
+        return cls(script=tuple({**c, "t": float(c["t"])} for c in script))
+
+
+PARAMS = OperatorParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -78,15 +119,30 @@ class OperatorContext:
 
 
 class Operator:
-    """The script player (a :class:`protocol.service.ServiceModel`); its state is :attr:`context`."""
+    """The script player (a :class:`protocol.service.ServiceModel`); its state is :attr:`context`.
 
-    def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
+    Parameters
+    ----------
+    config : Mapping
+        The run configuration (``[operator]`` read, :class:`OperatorParams`; checked by :func:`validate`).
+    name : str
+        Service name.
+    period_ns : int
+        Step. [ns]
+
+    Attributes
+    ----------
+    params : OperatorParams
+        ``[operator]`` as parsed.
+    """
+
+    def __init__(self, config: Mapping[str, Any], name: str, period_ns: int) -> None:
         self.name = name
         self.period_ns = period_ns
         self.inputs: tuple[Port, ...] = ()
         self.outputs = (Port(TOPIC, "event"),)
-        script = config.get("operator", {}).get("script", [])
-        self._script = [(round(float(c["t"]) * 1e9), c) for c in script]
+        self.params = OperatorParams.from_config(config)
+        self._script = [(round(c["t"] * 1e9), c) for c in self.params.script]
         self.context = OperatorContext()
 
     def _due(self, t_end_ns: int) -> list[dict[str, Any]]:
