@@ -188,18 +188,21 @@ message's ``stall_timeout_ns``, ``sim.stall_timeout``; this when it has none). [
 
 BUSY_ENV = "BERTHSIM_TEST_BUSY"
 """Test-only overload knob: ``NAME=MS[@T][,…]`` adds MS ms of busy waiting to every realtime step
-of the service NAME (from simulated time T s on; default 0). The overload tests; never set in a real
-run. It is not seen by the admission check's calibration, which times the models alone."""
+of the service NAME (from simulated time T s on; default 0); ``NAME=MSs[@T]`` (an ``s`` after MS)
+instead sleeps MS ms once, in its first step from T: the process stopped in the middle of a step,
+as by SIGSTOP, with no CPU time spent. The overload tests; never set in a real run. It is not seen
+by the admission check's calibration, which times the models alone."""
 
 
-def _busy_knob(names: set[str]) -> dict[str, tuple[int, int]]:
-    """:data:`BUSY_ENV` for these services: name -> (busy per step [ns], from when [ns])."""
-    out: dict[str, tuple[int, int]] = {}
+def _busy_knob(names: set[str]) -> dict[str, tuple[int, int, bool]]:
+    """:data:`BUSY_ENV` for these services: name -> (busy per step [ns], from when [ns], sleep once)."""
+    out: dict[str, tuple[int, int, bool]] = {}
     for item in filter(None, os.environ.get(BUSY_ENV, "").split(",")):
         name, _, spec = item.partition("=")
         ms, _, t = spec.partition("@")
         if name in names:
-            out[name] = (int(float(ms) * 1e6), int(float(t or 0) * 1e9))
+            once = ms.endswith("s")
+            out[name] = (int(float(ms.removesuffix("s")) * 1e6), int(float(t or 0) * 1e9), once)
     return out
 
 
@@ -994,7 +997,7 @@ class ProcessShell:
         max_age = int(self.start.get("max_input_age_ns", 0))
         models = sorted(sched.models, key=lambda m: m.period_ns)  # rate-monotonic order at a common instant
         run_of = {m.name: 0 for m in models}  # consecutive overruns
-        busy = {m.name: self._busy.get(m.name, (0, 0)) for m in models}
+        busy = {m.name: self._busy.get(m.name, (0, 0, False)) for m in models}
         mono, wall, cpu = mono_ns, self.master_ns, time.thread_time_ns
         local = self._mono_from_wall  # the time base (``anchor`` is on it) to this host's monotonic clock
         catchup = t0  # after a resume: steps up to this instant catch up with the common instant (no overrun)
@@ -1053,9 +1056,13 @@ class ProcessShell:
                 began = mono()
                 outs = m.obj.step(t, h, u)
                 if busy[m.name][0] and t >= busy[m.name][1]:  # test-only overload knob (BUSY_ENV)
-                    end = mono() + busy[m.name][0]
-                    while mono() < end:
-                        pass
+                    if busy[m.name][2]:  # once, without CPU time: a process stopped mid-step
+                        time.sleep(busy[m.name][0] / 1e9)
+                        busy[m.name] = (0, 0, False)
+                    else:
+                        end = mono() + busy[m.name][0]
+                        while mono() < end:
+                            pass
                 m.t_ns = t + h
                 sched.publish(m, outs, m.t_ns, wall())
                 sched.current = None
@@ -1100,6 +1107,9 @@ class ProcessShell:
                     self._flush()
                     m.ctl.send({"op": "frozen", "reason": f"overload: {why}", "t_ns": m.t_ns})
                     self._freeze()
+                    # the resume re-anchors the clock at the loop's top: the models still due at t step after
+                    # it (stepped here, on the old anchor, each would find itself seconds late and freeze again)
+                    break
             self._flush()
             self._tick_stats()
             prev_wall, prev_cpu = mono(), cpu()

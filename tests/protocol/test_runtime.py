@@ -391,6 +391,34 @@ def test_realtime_overrun_policy_freeze_freezes_everyone(tmp_path):
     assert a[-1, 0] < 0.1 and b[-1, 0] < 0.1  # frozen within 0.1 s of simulated time, not run on for the 3 s
 
 
+def test_a_process_stopped_mid_step_freezes_once_and_one_resume_runs_it_on(tmp_path):
+    """a and b share a process at the same rate; a's step at 0.5 s sleeps 0.6 s (the test knob: a process
+    stopped in the middle of an iteration, as by SIGSTOP). a freezes the run; after the one resume, b, still
+    due at that instant, steps on the re-anchored clock: no second freeze, and the run ends as scripted.
+    (b stepped on the old anchor would find itself seconds late, freeze again, and with no second resume
+    the run would stop after freeze_stop_after, exit 1.)"""
+    cfg = make_cfg(tmp_path, rates=(100, 100), duration=1.5,
+                   sim='mode = "realtime"\noverrun_policy = "freeze"\nfreeze_park_after = 4.0\n'
+                       'freeze_stop_after = 5.0\nprocesses = {g = ["a", "b"]}')
+    p = _start(cfg, env={BUSY_ENV: "a=600s@0.5"})
+    seen: list[str] = []
+    try:
+        for line in p.stderr:  # type: ignore[union-attr]
+            seen.append(line)
+            if "froze the run" in line:
+                break
+        time.sleep(0.3)
+        p.send_signal(signal.SIGUSR2)
+        rc, _, err = _finish(p, 30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    err = "".join(seen) + err
+    assert "service 'a' froze the run at t = 0.5" in err and "did not run for" in err, err[-3000:]
+    assert err.count("froze the run") == 1, err[-3000:]
+    assert rc == 0, err[-3000:]
+
+
 def test_realtime_frozen_run_without_resume_stops_naming_the_service(tmp_path):
     cfg = make_cfg(tmp_path, duration=60.0, sim='mode = "realtime"\noverrun_policy = "freeze"\n'
                                                 'freeze_park_after = 0.5\nfreeze_stop_after = 1.0')
