@@ -85,6 +85,10 @@ lock while it writes, so that a second run on the same path is refused, not inte
 Provenance comes from the configuration, never from the process's command line:
 ``sim.command_line`` (attached as ``command_line.txt``) and ``sim.config_file`` (its text
 attached as ``config.toml``), which ``launch.py`` sets for the runs it starts.
+
+:class:`LoggerParams` is ``[services.NAME]``'s keys (:data:`OPTIONS`) parsed once, with the defaults of
+:data:`DEFAULTS` (frozen, units in its fields' metadata, :mod:`protocol.params`); :data:`PARAMS` names it
+for :mod:`protocol.registry`.
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from itertools import repeat
 from multiprocessing.connection import Connection, Pipe
@@ -119,12 +124,13 @@ from protocol.codec import TopicCodec, envelopes, topic_codec
 from protocol.config import check_value
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
+from protocol.params import from_values, param
 from protocol.provenance import SampleGate
 from protocol.realtime import set_thread_name
 from protocol.service import ServicePorts
 
-__all__ = ["CHUNK_SIZE", "OPTIONS", "TABLES", "McapLogger", "build", "log_in_use", "open_exclusive", "ports",
-           "validate"]
+__all__ = ["CHUNK_SIZE", "DEFAULTS", "OPTIONS", "PARAMS", "TABLES", "LoggerParams", "McapLogger", "build", "log_in_use",
+           "open_exclusive", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"path": str, "topics": list, "chunk_size": int, "flush_interval": (int, float),
@@ -133,6 +139,42 @@ OPTIONS: dict[str, Any] = {"path": str, "topics": list, "chunk_size": int, "flus
 CHUNK_SIZE = 1 << 20
 """Default uncompressed chunk size (mcap's own default): few enough chunks that reading
 costs little per chunk; a chunk also closes every ``flush_interval`` s. [bytes]"""
+
+DEFAULTS: dict[str, Any] = {"path": None, "topics": [], "chunk_size": CHUNK_SIZE, "flush_interval": 1.0,
+                            "schemas_from": None, "writer_cpus": []}
+"""The value of each key of :data:`OPTIONS` that ``[services.NAME]`` leaves out (``path`` None: ``sim.log``, else a
+name of now; ``schemas_from`` None: none)."""
+
+
+@dataclass(frozen=True)
+class LoggerParams:
+    """``[services.NAME]`` of a logger, parsed once (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module docstring
+    says what each key does). Each field's unit is in its metadata (:func:`protocol.params.units`)."""
+
+    path: str | None = param("-")                       # the log file; None or "": sim.log, else a name of now
+    topics: tuple[str, ...] = param("-")                # () : every topic
+    chunk_size: int = param("bytes")                    # uncompressed chunk size that closes a chunk
+    flush_interval: float = param("s")                  # wall time; 0: chunks close by size only
+    schemas_from: str | None = param("-")               # a log whose topics' schemas are registered; None: none
+    writer_cpus: tuple[int, ...] = param("-")           # CPU numbers of the writer process; () : any
+
+    @classmethod
+    def from_service(cls, config: Mapping[str, Any], name: str) -> LoggerParams:
+        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values :func:`validate` has checked
+        (the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's).
+
+        Raises
+        ------
+        KeyError
+            If ``config`` has no service ``name``.
+        TypeError, ValueError
+            If a value does not convert (a configuration :func:`validate` refuses).
+        """
+        return from_values(cls, {**DEFAULTS, **config["services"][name]})
+
+
+PARAMS = LoggerParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 _PACKAGES = ("berthsim", "numpy", "scipy", "pyzmq", "msgpack", "mcap", "zstandard", "pyserial", "matplotlib")
 
@@ -740,19 +782,20 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
     svc = config["services"][name]
     if any(check_value(where, svc[k], kind) for k, kind in OPTIONS.items() if k in svc):
         return []  # listed by protocol.config, naming the key
+    v = {**DEFAULTS, **svc}
     out = []
-    topics = svc.get("topics", [])
+    topics = v["topics"]
     if not all(isinstance(t, str) and t for t in topics):
         out.append(f"{where}.topics: expected a list of non-empty str, got {topics!r}")
     else:
         unknown = [t for t in topics if t not in SCHEMAS]
         if unknown:
             out.append(f"{where}.topics: no schema for {unknown} (known: {sorted(SCHEMAS)})")
-    if svc.get("chunk_size", CHUNK_SIZE) < 1024:
-        out.append(f"{where}.chunk_size: expected >= 1024 bytes, got {svc['chunk_size']!r}")
-    if svc.get("flush_interval", 1.0) < 0:
-        out.append(f"{where}.flush_interval: expected >= 0 s, got {svc['flush_interval']!r}")
-    cpus = svc.get("writer_cpus", [])
+    if v["chunk_size"] < 1024:
+        out.append(f"{where}.chunk_size: expected >= 1024 bytes, got {v['chunk_size']!r}")
+    if v["flush_interval"] < 0:
+        out.append(f"{where}.flush_interval: expected >= 0 s, got {v['flush_interval']!r}")
+    cpus = v["writer_cpus"]
     if not all(type(c) is int and c >= 0 for c in cpus):
         out.append(f"{where}.writer_cpus: expected a list of CPU numbers (int >= 0), got {cpus!r}")
     elif svc.get("host") is None and not set(cpus) <= _cpus():
@@ -801,15 +844,21 @@ def _log_path(config: dict[str, Any], name: str) -> Path:
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
-    """The logger sink of service ``name`` (see the module docstring for its keys)."""
+    """The logger sink of service ``name`` (its keys: :class:`LoggerParams`, the module docstring).
+
+    Raises
+    ------
+    LogError
+        As :class:`McapLogger`, or if ``schemas_from`` cannot be read (naming the file).
+    """
     from protocol.config import register_schemas
     register_schemas(config)  # the run's kinds register their topics' schemas (static, or from the config)
-    svc = config["services"][name]
-    if svc.get("schemas_from"):  # a replay run: the replayed topics' schemas come from the log
-        with open_log(svc["schemas_from"]) as log:
+    p = LoggerParams.from_service(config, name)
+    if p.schemas_from:  # a replay run: the replayed topics' schemas come from the log
+        with open_log(p.schemas_from) as log:
             log.register_schemas()
     sim = config.get("sim", {})
-    path = svc.get("path") or sim.get("log") or _default_log_name()
+    path = p.path or sim.get("log") or _default_log_name()
     cmd, config_path = sim.get("command_line"), sim.get("config_file")
     text = None
     if config_path:
@@ -817,10 +866,9 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> McapLogger:
             text = Path(config_path).read_text()
         except (OSError, UnicodeDecodeError):
             text = None
-    return McapLogger(path, name=name, topics=svc.get("topics", ()), config=config, config_text=text,
-                      command_line=cmd, chunk_size=int(svc.get("chunk_size", CHUNK_SIZE)),
-                      flush_interval=float(svc.get("flush_interval", 1.0)), overwrite=sim.get("overwrite") is True,
-                      writer_cpus=svc.get("writer_cpus", ()))
+    return McapLogger(path, name=name, topics=p.topics, config=config, config_text=text, command_line=cmd,
+                      chunk_size=p.chunk_size, flush_interval=p.flush_interval, overwrite=sim.get("overwrite") is True,
+                      writer_cpus=p.writer_cpus)
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:

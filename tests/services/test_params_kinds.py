@@ -23,7 +23,7 @@ def _declared_keys(kind: str) -> set[str]:
     return set(mod.OPTIONS)
 
 
-@pytest.mark.parametrize("kind", ["operator"])
+@pytest.mark.parametrize("kind", ["operator", "logger"])
 def test_a_kinds_declared_parameters_are_its_tables_keys_each_with_a_unit(kind):
     cls = registry.params(kind)
     assert cls is not None and is_params(cls)
@@ -49,3 +49,26 @@ def test_the_operator_holds_its_configured_script():
     m.initial(0)
     assert m.step(1_490_000_000, 10_000_000, None)["operator/command"]["events"] == [
         {"kind": "rate", "t": 1.5, "v": [0.02, 0.0, -0.01], "w": [0.0, 0.0, 0.0]}]
+
+
+def test_the_logger_holds_its_configured_keys_and_records_with_them(tmp_path):
+    from services import logger
+
+    log = tmp_path / "run.mcap"
+    svc = {"kind": "logger", "rate_hz": 1000, "path": str(log), "topics": ["orbiter/state", "arm/state"],
+           "chunk_size": 4096, "flush_interval": 0.25, "writer_cpus": [0]}
+    cfg = {"sim": {"log": str(tmp_path / "other.mcap")}, "services": {"rec": svc}}
+    assert logger.validate(cfg, "rec") == []
+    assert logger.LoggerParams.from_service(cfg, "rec") == logger.LoggerParams(
+        path=str(log), topics=("orbiter/state", "arm/state"), chunk_size=4096, flush_interval=0.25,
+        schemas_from=None, writer_cpus=(0,))
+    p = logger.LoggerParams.from_service({"services": {"rec": {"kind": "logger", "rate_hz": 1000,
+                                                                "schemas_from": "old.mcap"}}}, "rec")
+    assert (p.path, p.topics, p.schemas_from, p.writer_cpus) == (None, (), "old.mcap", ())
+    assert type(p.flush_interval) is float and p.flush_interval == 1.0 and p.chunk_size == 1 << 20
+    sink = logger.build(cfg, "rec", 1_000_000)
+    try:
+        assert sink.path == log and sink.topics == ("orbiter/state", "arm/state")
+    finally:
+        sink.close()
+    assert log.is_file() and not (tmp_path / "other.mcap").exists()
