@@ -41,6 +41,9 @@ answering control. With ``hold = true`` (``--view`` without co-simulated service
 holds at the end of its window instead of ending: the view can seek back, and the run lasts
 until Ctrl-C; ``play`` there starts again from the window's start.
 
+The service's keys (``[services.NAME]``, :data:`OPTIONS`) are parsed once into :class:`ReplayParams`, with the
+defaults of :data:`DEFAULTS` (frozen, units in its fields' metadata, :mod:`protocol.params`); :data:`PARAMS` names
+it for :mod:`protocol.registry`.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -64,16 +67,21 @@ from errors import ConfigError, LogError
 from protocol.config import check_value
 from protocol.logfile import LogFile, open_log, select_topics
 from protocol.messages import SCHEMAS
+from protocol.params import from_values, param
 from protocol.service import Port, ServicePorts
 from protocol.timebase import check_seconds
 
-__all__ = ["KEYS", "OPTIONS", "PLAYBACK_COMMANDS", "RATE_MAX", "RATE_MIN", "TABLES", "Lateness", "ReplaySource",
-           "build", "check_rate", "ports", "validate"]
+__all__ = ["DEFAULTS", "KEYS", "OPTIONS", "PARAMS", "PLAYBACK_COMMANDS", "RATE_MAX", "RATE_MIN", "TABLES", "Lateness",
+           "ReplayParams", "ReplaySource", "build", "check_rate", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 Num = (int, float)
 OPTIONS: dict[str, Any] = {"log": str, "topics": list, "exclude": list, "start": Num, "end": Num, "rate": Num,
                            "loop": bool, "paused": bool, "keyboard": bool, "progress": bool, "hold": bool}
+DEFAULTS: dict[str, Any] = {"topics": [], "exclude": [], "start": None, "end": None, "rate": 0.0, "loop": False,
+                            "paused": False, "keyboard": False, "progress": False, "hold": False}
+"""The value of each key of :data:`OPTIONS` that ``[services.NAME]`` leaves out (``log`` has none: it is required;
+``start``, ``end`` None: the log's own ends; ``rate`` 0: as fast as possible)."""
 
 PLAYBACK_COMMANDS = ("pause", "play", "seek", "rate")
 """The ``cmd`` of a playback control message (:meth:`ReplaySource.playback`)."""
@@ -98,6 +106,43 @@ def check_rate(rate: Any, where: str = "rate") -> str | None:
     if isinstance(rate, bool) or not isinstance(rate, Num) or not (rate == 0 or RATE_MIN <= rate <= RATE_MAX):
         return f"{where}: expected 0 (as fast as possible) or within [{RATE_MIN:g}, {RATE_MAX:g}], got {rate!r}"
     return None
+
+
+@dataclass(frozen=True)
+class ReplayParams:
+    """``[services.NAME]`` of a replay, parsed once (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module docstring
+    and ``launch.py replay`` say what each key does). Each field's unit is in its metadata
+    (:func:`protocol.params.units`)."""
+
+    log: str = param("-")                            # the MCAP file to replay
+    topics: tuple[str, ...] = param("-")             # fnmatch patterns; () : every logged topic but sim/*
+    exclude: tuple[str, ...] = param("-")            # fnmatch patterns
+    start: float | None = param("s")                 # inclusive window of simulation time; None: the log's start
+    end: float | None = param("s")                   # None: the log's end
+    rate: float = param("1")                         # multiple of the recorded pace; 0: as fast as possible
+    loop: bool = param("-")
+    paused: bool = param("-")
+    keyboard: bool = param("-")
+    progress: bool = param("-")
+    hold: bool = param("-")                          # hold at the window's end instead of ending
+
+    @classmethod
+    def from_service(cls, config: Mapping[str, Any], name: str) -> ReplayParams:
+        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values of the kinds :data:`OPTIONS`
+        says (:func:`validate` checks them; the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's).
+
+        Raises
+        ------
+        KeyError
+            If ``config`` has no service ``name``, or it has no ``log`` (``ReplayParams.log: no value``).
+        TypeError, ValueError
+            If a value does not convert (a configuration :func:`validate` refuses).
+        """
+        return from_values(cls, {**DEFAULTS, **config["services"][name]})
+
+
+PARAMS = ReplayParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 
 # ---------------------------------------------------------------- the source
@@ -578,15 +623,16 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
         return []  # listed by protocol.config, naming the key
     problems = [bad for key in ("start", "end")
                 if key in svc and (bad := check_seconds(svc[key], f"{where}.{key} (--{key})"))]
-    if (bad := check_rate(svc.get("rate", 0.0), f"{where}.rate (--rate)")) is not None:
+    if (bad := check_rate({**DEFAULTS, **svc}["rate"], f"{where}.rate (--rate)")) is not None:
         problems.append(bad)
     if problems:
         return problems
+    p = ReplayParams.from_service(config, name)
     try:
-        with open_log(svc["log"]) as log:
-            select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
-            start = max(_ns(svc.get("start")) or log.start_ns, log.start_ns)
-            end_ns = _ns(svc.get("end"))
+        with open_log(p.log) as log:
+            select_topics(log.topics, p.topics or None, p.exclude)
+            start = max(_ns(p.start) or log.start_ns, log.start_ns)
+            end_ns = _ns(p.end)
             end = log.end_ns if end_ns is None else min(end_ns, log.end_ns)
             if end < start:
                 return [f"{where}.start, {where}.end (--start, --end): the window [{start / _S:g}, {end / _S:g}] s "
@@ -595,30 +641,34 @@ def validate(config: dict[str, Any], name: str) -> list[str]:
         return [f"{where}.log: {err}"]
     except ConfigError as err:
         return [f"{where}.topics, {where}.exclude: {p}" for p in err.problems]
-    if svc.get("paused") and not svc.get("keyboard"):
+    if p.paused and not p.keyboard:
         return [f"{where}.paused: a paused replay needs the keyboard (a terminal)"]
     return []
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:
     """The replay's ports: the log's topics it selects, before it is built (:mod:`protocol.config`)."""
-    svc = config["services"][name]
-    with open_log(svc["log"]) as log:
-        topics = select_topics(log.topics, svc.get("topics") or None, svc.get("exclude", ()))
+    p = ReplayParams.from_service(config, name)
+    with open_log(p.log) as log:
+        topics = select_topics(log.topics, p.topics or None, p.exclude)
     return ServicePorts("source", (), tuple(Port(t, SCHEMAS[t].kind if t in SCHEMAS else "state") for t in topics))
 
 
-def _ns(seconds: Any) -> int | None:
-    return None if seconds is None else int(round(float(seconds) * _S))
+def _ns(seconds: float | None) -> int | None:
+    """Seconds [s] as int ns, or None for None."""
+    return None if seconds is None else int(round(seconds * _S))
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ReplaySource:
-    """The replay source of service ``name``."""
-    svc = config["services"][name]
-    return ReplaySource(svc["log"], name=name, period_ns=period_ns, topics=svc.get("topics") or None,
-                        exclude=svc.get("exclude", ()), start_ns=_ns(svc.get("start")), end_ns=_ns(svc.get("end")),
-                        rate=float(svc.get("rate", 0.0)), loop=bool(svc.get("loop", False)),
-                        paused=bool(svc.get("paused", False)), hold_end=bool(svc.get("hold", False)),
-                        progress=sys.stderr if svc.get("progress", False) else None,
-                        keyboard=bool(svc.get("keyboard", False)),
-                        report=sys.stderr if float(svc.get("rate", 0.0)) > 0 else None)
+    """The replay source of service ``name`` (its keys: :class:`ReplayParams`).
+
+    Raises
+    ------
+    LogError, ConfigError
+        As :class:`ReplaySource`.
+    """
+    p = ReplayParams.from_service(config, name)
+    return ReplaySource(p.log, name=name, period_ns=period_ns, topics=p.topics or None, exclude=p.exclude,
+                        start_ns=_ns(p.start), end_ns=_ns(p.end), rate=p.rate, loop=p.loop, paused=p.paused,
+                        hold_end=p.hold, progress=sys.stderr if p.progress else None, keyboard=p.keyboard,
+                        report=sys.stderr if p.rate > 0 else None)

@@ -23,7 +23,7 @@ def _declared_keys(kind: str) -> set[str]:
     return set(mod.OPTIONS)
 
 
-@pytest.mark.parametrize("kind", ["operator", "logger"])
+@pytest.mark.parametrize("kind", ["operator", "logger", "replay"])
 def test_a_kinds_declared_parameters_are_its_tables_keys_each_with_a_unit(kind):
     cls = registry.params(kind)
     assert cls is not None and is_params(cls)
@@ -72,3 +72,45 @@ def test_the_logger_holds_its_configured_keys_and_records_with_them(tmp_path):
     finally:
         sink.close()
     assert log.is_file() and not (tmp_path / "other.mcap").exists()
+
+
+def _toy_log(path):
+    """Two toy topics at 100 Hz over 1 s, logged."""
+    import testkit.toys  # noqa: F401  (registers the toy topics)
+    from protocol.codec import encode
+    from services.logger import McapLogger
+
+    lg = McapLogger(path)
+    for i in range(101):
+        for k, topic in enumerate(("toy/state0", "toy/state1")):
+            lg.on_message(topic, encode(topic, {"x": float(i), "v": 0.0}, sender=f"s{k}", seq=i, t_ns=i * 10_000_000,
+                                        h_ns=10_000_000))
+    lg.close()
+
+
+def test_the_replay_holds_its_configured_keys_and_replays_with_them(tmp_path):
+    from services import replay
+
+    log = tmp_path / "toy.mcap"
+    _toy_log(log)
+    svc = {"kind": "replay", "rate_hz": 1000, "log": str(log), "topics": ["toy/*"], "exclude": ["toy/state1"],
+           "start": 0.2, "end": 1, "rate": 2, "loop": True, "paused": True, "keyboard": True, "progress": True,
+           "hold": True}
+    cfg = {"services": {"rp": svc}}
+    p = replay.ReplayParams.from_service(cfg, "rp")
+    assert p == replay.ReplayParams(log=str(log), topics=("toy/*",), exclude=("toy/state1",), start=0.2, end=1.0,
+                                    rate=2.0, loop=True, paused=True, keyboard=True, progress=True, hold=True)
+    assert type(p.end) is float and type(p.rate) is float
+    q = replay.ReplayParams.from_service({"services": {"rp": {"kind": "replay", "log": "x.mcap"}}}, "rp")
+    assert (q.topics, q.exclude, q.start, q.end, q.rate) == ((), (), None, None, 0.0)
+    assert not (q.loop or q.paused or q.keyboard or q.progress or q.hold)
+    # a source built from them: the topic selection, the window [0.2, 0.5] s, the pace and loop
+    svc.update(end=0.5, paused=False, keyboard=False, progress=False, hold=False)
+    assert replay.validate(cfg, "rp") == []
+    assert [port.topic for port in replay.ports(cfg, "rp").outputs] == ["toy/state0"]
+    src = replay.build(cfg, "rp", 1_000_000)
+    try:
+        assert src.selected == ["toy/state0"] and (src.start_ns, src.end_ns) == (200_000_000, 500_000_000)
+        assert src.status.rate == 2.0 and src.loop is True and src.status.paused is False
+    finally:
+        src.close()
