@@ -48,8 +48,9 @@ the answer says ``did_seek = false`` and a warning in the player says why. Pause
 speed work with them. A request that cannot be honoured (a speed outside
 [0.001, 1000]) is refused the same way and counted (:attr:`LiveViewer.refused`).
 
-Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``validate``,
-``build``, ``ports``.
+Service module contract (``kind = "viewer"``): ``TABLES``, ``OPTIONS``, ``PARAMS``, ``validate``,
+``build``, ``ports``. The keys of ``[services.NAME]`` are parsed once into :class:`ViewerParams`, with the
+defaults of :data:`DEFAULTS` (frozen, units in its fields' metadata, :mod:`protocol.params`).
 """
 
 from __future__ import annotations
@@ -59,16 +60,19 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.config import check_value
 from protocol.logfile import decode_bodies
 from protocol.messages import SCHEMAS, SEPARATOR
+from protocol.params import from_values, param
 from protocol.registry import has_capability
 from protocol.security import is_loopback_host
 from protocol.service import ServicePorts
 
-__all__ = ["OPTIONS", "TABLES", "LiveViewer", "build", "ports", "validate"]
+__all__ = ["DEFAULTS", "OPTIONS", "PARAMS", "TABLES", "LiveViewer", "ViewerParams", "build", "ports", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"host": str, "port": int, "display_hz": (int, float), "topics": list, "allow_remote": bool,
@@ -83,6 +87,39 @@ SEEK_GUARD_S = 2.0
 """After a seek, for at most this long (wall), only messages from the target on move the current time. [s]"""
 DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": 8765, "display_hz": 30.0, "topics": [],
                             "allow_remote": False, "encodings": ["protobuf"]}
+"""The value of each key of :data:`OPTIONS` that ``[services.NAME]`` leaves out."""
+
+
+@dataclass(frozen=True)
+class ViewerParams:
+    """``[services.NAME]`` of a viewer, parsed once (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module docstring
+    says what each key does). Each field's unit is in its metadata (:func:`protocol.params.units`)."""
+
+    host: str = param("-")                           # the address the WebSocket server binds
+    port: int = param("-")                           # TCP port, 0..65535; 0: any free one
+    display_hz: float = param("Hz")                  # display rate (wall clock), in (0, 1000]
+    topics: tuple[str, ...] = param("-")             # () : every topic
+    allow_remote: bool = param("-")                  # a host that is not loopback is allowed
+    encodings: tuple[str, ...] = param("-")          # of ENCODINGS, distinct
+
+    @classmethod
+    def from_service(cls, config: Mapping[str, Any], name: str) -> ViewerParams:
+        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values :func:`validate` has checked
+        (the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's; ``host`` is both: where the service
+        runs and the address its server binds).
+
+        Raises
+        ------
+        KeyError
+            If ``config`` has no service ``name``.
+        TypeError, ValueError
+            If a value does not convert (a configuration :func:`validate` refuses).
+        """
+        return from_values(cls, {**DEFAULTS, **config["services"][name]})
+
+
+PARAMS = ViewerParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 
 def validate(config: dict[str, Any], name: str) -> list[str]:
@@ -130,6 +167,13 @@ class LiveViewer:
         Display ticks so far.
     port : int
         The server's port (the one bound, when asked for 0).
+    params : ViewerParams
+        ``[services.NAME]`` as parsed.
+
+    Raises
+    ------
+    ImportError
+        Without foxglove-sdk (:func:`validate` names it).
     """
 
     def __init__(self, config: dict[str, Any], name: str) -> None:
@@ -138,11 +182,11 @@ class LiveViewer:
         from services.export_foxglove import plot_type
         from services.export_scene import scene_of
 
-        svc = {**DEFAULTS, **config["services"][name]}
+        self.params = p = ViewerParams.from_service(config, name)
         self.name = name
-        self.topics: tuple[str, ...] = tuple(svc["topics"])
-        self.encodings: frozenset[str] = frozenset(svc["encodings"])
-        self._period = 1.0 / float(svc["display_hz"])
+        self.topics: tuple[str, ...] = p.topics
+        self.encodings: frozenset[str] = frozenset(p.encodings)
+        self._period = 1.0 / p.display_hz
         self._ctx = foxglove.Context()
         self._fox = foxglove
         self._plot_type = plot_type
@@ -153,7 +197,7 @@ class LiveViewer:
             from foxglove.websocket import Capability
             extra = {"capabilities": [Capability.PlaybackControl, Capability.Time],
                      "server_listener": _listener(self), "playback_time_range": self.time_range}
-        self._server = foxglove.start_server(name=f"berthsim {name}", host=svc["host"], port=int(svc["port"]),
+        self._server = foxglove.start_server(name=f"berthsim {name}", host=p.host, port=p.port,
                                              context=self._ctx, **extra)
         self.port = int(self._server.port)
         self._channels: dict[str, tuple[Any, Any]] = {}

@@ -23,7 +23,7 @@ def _declared_keys(kind: str) -> set[str]:
     return set(mod.OPTIONS)
 
 
-@pytest.mark.parametrize("kind", ["operator", "logger", "replay"])
+@pytest.mark.parametrize("kind", ["operator", "logger", "replay", "viewer"])
 def test_a_kinds_declared_parameters_are_its_tables_keys_each_with_a_unit(kind):
     cls = registry.params(kind)
     assert cls is not None and is_params(cls)
@@ -114,3 +114,26 @@ def test_the_replay_holds_its_configured_keys_and_replays_with_them(tmp_path):
         assert src.status.rate == 2.0 and src.loop is True and src.status.paused is False
     finally:
         src.close()
+
+
+def test_the_viewer_holds_its_configured_keys_and_serves_with_them():
+    from services import viewer
+
+    svc = {"kind": "viewer", "rate_hz": 50, "host": "127.0.0.1", "port": 0, "display_hz": 12,
+           "topics": ["orbiter/state", "arm/state"], "allow_remote": True, "encodings": ["ros2", "protobuf"]}
+    cfg = {"services": {"view": svc}}
+    p = viewer.ViewerParams.from_service(cfg, "view")
+    assert p == viewer.ViewerParams(host="127.0.0.1", port=0, display_hz=12.0, topics=("orbiter/state", "arm/state"),
+                                    allow_remote=True, encodings=("ros2", "protobuf"))
+    assert type(p.display_hz) is float
+    q = viewer.ViewerParams.from_service({"services": {"view": {"kind": "viewer", "rate_hz": 50}}}, "view")
+    assert q == viewer.ViewerParams(host="127.0.0.1", port=8765, display_hz=30.0, topics=(), allow_remote=False,
+                                    encodings=("protobuf",))
+    pytest.importorskip("foxglove")
+    v = viewer.build(cfg, "view", 20_000_000)
+    try:
+        assert v.params == p and v.topics == ("orbiter/state", "arm/state")
+        assert v.encodings == {"ros2", "protobuf"} and v.port > 0  # port 0: a free one was bound
+        assert v._period == pytest.approx(1 / 12)
+    finally:
+        v.close()
