@@ -528,19 +528,20 @@ def hil_refusal(sample: Any, t_ns: int, max_age: float, force_max: float, torque
     """
     if sample is None:
         return "no hil/feedback sample"
-    F = np.asarray(sample.body["F_Bo_B"], dtype=np.float64)
+    F = rb.as_floats(sample.body["F_Bo_B"])  # (floats: a check every step, numpy's per-call cost exceeded it)
     delay = float(sample.body.get("delay_s", 0.0))
-    if not np.all(np.isfinite(F)) or not np.isfinite(delay):
-        return f"F_Bo_B not finite: {F.tolist()}"
+    if not all(map(math.isfinite, F)) or not math.isfinite(delay):
+        return f"F_Bo_B not finite: {F}"
     if not sample.body.get("valid", False):
         return "rig flags the sample invalid (valid = false)"
     age = (t_ns - sample.t_ns) * 1e-9 + max(delay, 0.0)
     if age > max_age:
         return f"stale: age {age:.4g} s > hil_max_age {max_age:.4g} s"
-    if np.max(np.abs(F[3:])) > force_max:
-        return f"beyond sensor range: |f| component {np.max(np.abs(F[3:])):.4g} N > {force_max:.4g} N"
-    if np.max(np.abs(F[:3])) > torque_max:
-        return f"beyond sensor range: |τ| component {np.max(np.abs(F[:3])):.4g} N·m > {torque_max:.4g} N·m"
+    f_abs, tau_abs = max(map(abs, F[3:])), max(map(abs, F[:3]))
+    if f_abs > force_max:
+        return f"beyond sensor range: |f| component {f_abs:.4g} N > {force_max:.4g} N"
+    if tau_abs > torque_max:
+        return f"beyond sensor range: |τ| component {tau_abs:.4g} N·m > {torque_max:.4g} N·m"
     return ""
 
 
