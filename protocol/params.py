@@ -17,8 +17,16 @@ The kind module names the class in its optional ``PARAMS`` attribute
 
 Conversion by the field's annotation: ``float``, ``int``, ``bool`` and ``str`` by their
 type; ``tuple[float, ...]`` a vector of floats; ``tuple[tuple[float, ...], ...]`` a matrix
-(rows of floats); ``X | None`` as ``X`` unless the value is None; another such dataclass
-(a sub-table) by its own :func:`from_values`.
+(rows of floats); ``X | None`` as ``X`` unless the value is None; a union of several
+members (``float | tuple[float, ...]``, ``int | str``) by the member of the value's own
+type (a bool by ``bool``, an int by ``int`` else ``float``, a float by ``float``, a str by
+``str``, a list or tuple by the ``tuple`` member, a table by the sub-table or mapping
+member); another such dataclass (a sub-table) by its own :func:`from_values`;
+``Mapping[str, X]`` or ``dict[str, X]`` (a table of free keys that its owner checks: a
+script command, an FMU's start values) as a new ``dict``, each value converted as ``X``;
+``Any`` as a plain copy (tables as ``dict``, lists as ``list``, each item copied the same
+way; anything else as it is), so that a parameter object never shares a mutable value with
+the configuration it came from and pickles with the standard library.
 
 Units: SI, written as in the docstrings (``"kg·m²"``, ``"N·m/rad"``); ``"1"`` a pure
 number, ``"-"`` a choice, a flag or a count.
@@ -50,7 +58,8 @@ def is_params(cls: Any) -> bool:
 
 
 def units(cls: type) -> dict[str, str]:
-    """Field name -> unit of a parameter class; a sub-table's fields as ``"sub.field"``.
+    """Field name -> unit of a parameter class; a sub-table's fields as ``"sub.field"``, those of a list of
+    sub-tables (``tuple[Sub, ...]``) as ``"subs[].field"``.
 
     Raises
     ------
@@ -64,11 +73,58 @@ def units(cls: type) -> dict[str, str]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         sub = hints[f.name]
+        item: Any = typing.get_args(sub)[0] if typing.get_origin(sub) is tuple else None
         if is_params(sub):
             out.update({f"{f.name}.{k}": u for k, u in units(sub).items()})
+        elif is_params(item):
+            out.update({f"{f.name}[].{k}": u for k, u in units(item).items()})
         else:
             out[f.name] = f.metadata["unit"]
     return out
+
+
+def _plain(x: Any) -> Any:
+    """A plain copy of a configuration value: tables as dict, lists as list, tuples as tuple (items copied the
+    same way); anything else (a number, a string, a bool, None) as it is."""
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    return x
+
+
+_MAPPINGS = (dict, Mapping)
+
+
+def _member(args: list[Any], x: Any, where: str) -> Any:
+    """The member of a union (None taken out) that converts ``x``: the one of its own type (module docstring)."""
+    def kind(a: Any) -> Any:
+        o = typing.get_origin(a)
+        if is_params(a) or a in _MAPPINGS or o in _MAPPINGS:
+            return Mapping
+        return tuple if o is tuple or a is tuple else a
+
+    kinds = [kind(a) for a in args]
+    if isinstance(x, bool):
+        want: tuple[Any, ...] = (bool,)
+    elif isinstance(x, int):
+        want = (int, float)
+    elif isinstance(x, float):
+        want = (float,)
+    elif isinstance(x, str):
+        want = (str,)
+    elif isinstance(x, (list, tuple)):
+        want = (tuple,)
+    elif isinstance(x, Mapping):
+        want = (Mapping,)
+    else:
+        want = ()
+    for w in want:
+        if w in kinds:
+            return args[kinds.index(w)]
+    raise TypeError(f"{where}: {x!r} is none of {' | '.join(getattr(a, '__name__', str(a)) for a in args)}")
 
 
 def _convert(tp: Any, x: Any, where: str) -> Any:
@@ -76,12 +132,19 @@ def _convert(tp: Any, x: Any, where: str) -> Any:
         if not isinstance(x, Mapping):
             raise TypeError(f"{where}: expected a table, got {x!r}")
         return from_values(tp, x)
+    if tp is Any:
+        return _plain(x)
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if x is None and len(args) < len(typing.get_args(tp)):
             return None
-        return _convert(args[0], x, where)
+        return _convert(args[0] if len(args) == 1 else _member(args, x, where), x, where)
+    if tp in _MAPPINGS or origin in _MAPPINGS:
+        if not isinstance(x, Mapping):
+            raise TypeError(f"{where}: expected a table, got {x!r}")
+        (_key, inner) = typing.get_args(tp) or (str, Any)
+        return {k: _convert(inner, v, f"{where}.{k}") for k, v in x.items()}
     if origin is tuple:
         (inner, *_rest) = typing.get_args(tp)
         return tuple(_convert(inner, v, f"{where}[{i}]") for i, v in enumerate(x))

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.config import check_table, check_value
-from protocol.params import param
+from protocol.params import from_values, param
 from protocol.service import Port, ServicePorts
 from services.commands import check_command
 
@@ -65,8 +65,8 @@ class OperatorParams:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> OperatorParams:
         """``[operator]`` of ``config`` with its defaults (a bad value reads as its default: :func:`validate`
-        lists it). Built here rather than by :func:`protocol.params.from_values`, which converts no table of
-        free keys (a command's fields depend on its ``cmd``); each command is a shallow copy.
+        lists it), by :func:`protocol.params.from_values`: each command a table of free keys (its fields depend
+        on its ``cmd``), copied as a plain ``dict`` (nested tables and lists copied too), its ``t`` a float.
 
         Raises
         ------
@@ -74,7 +74,7 @@ class OperatorParams:
             If a command has no ``t``, or a ``t`` that is not a number (:func:`validate` reports both).
         """
         script = check_table(config, "operator", TABLE_KEYS["operator"], [])["script"]
-        return cls(script=tuple({**c, "t": float(c["t"])} for c in script))
+        return from_values(cls, {"script": [{**c, "t": float(c["t"])} for c in script]})
 
 
 PARAMS = OperatorParams

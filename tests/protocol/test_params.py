@@ -5,7 +5,11 @@ read through the model (protocol.service.ContextField)."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,9 +49,55 @@ def test_values_are_converted_by_each_fields_annotation():
         p.mass = 4.0  # type: ignore[misc]
 
 
+@dataclass(frozen=True)
+class _Free:
+    start: Mapping[str, Any] = param("-")
+    gains: dict[str, float] = param("N/m")
+    script: tuple[dict[str, Any], ...] = param("-")
+    limit: float | tuple[float, ...] = param("m")
+    seed: int | str | None = param("-")
+    subs: tuple[_Sub, ...] = param("-")
+
+
+def test_a_table_of_free_keys_is_a_plain_copy_and_its_values_are_converted_by_their_annotation():
+    waypoints = [{"p": [1, 2, 3], "v": 0.03}]
+    cfg = {"start": {"k": 2, "on": True, "name": "leg", "nested": {"w": waypoints}}, "gains": {"a": 1, "b": 2.5},
+           "script": [{"t": 0, "cmd": "auto", "waypoints": waypoints}], "limit": 1, "seed": None, "subs": []}
+    p = from_values(_Free, cfg)
+    assert p.start == {"k": 2, "on": True, "name": "leg", "nested": {"w": [{"p": [1, 2, 3], "v": 0.03}]}}
+    assert type(p.start["k"]) is int and type(p.start) is dict and type(p.start["nested"]) is dict
+    assert p.gains == {"a": 1.0, "b": 2.5} and type(p.gains["a"]) is float
+    assert p.script == ({"t": 0, "cmd": "auto", "waypoints": [{"p": [1, 2, 3], "v": 0.03}]},)
+    # a copy: changing the configuration afterwards changes nothing in the parameters
+    waypoints[0]["v"] = 9.0
+    cfg["start"]["k"] = 7
+    assert p.start["k"] == 2 and p.start["nested"]["w"][0]["v"] == 0.03 and p.script[0]["waypoints"][0]["v"] == 0.03
+    # it pickles (a mapping proxy given as the table would not)
+    proxied = from_values(_Free, {**cfg, "start": MappingProxyType({"k": 1})})
+    assert pickle.loads(pickle.dumps(proxied)).start == {"k": 1}
+    with pytest.raises(TypeError, match=r"_Free.start: expected a table, got \[1\]"):
+        from_values(_Free, {**cfg, "start": [1]})
+
+
+def test_a_union_converts_a_value_by_the_member_of_its_own_type():
+    base = {"start": {}, "gains": {}, "script": [], "limit": 0.5, "seed": 3, "subs": [{"bandwidth": 2}]}
+    p = from_values(_Free, base)
+    assert p.limit == 0.5 and p.seed == 3 and type(p.seed) is int and p.subs == (_Sub(2.0),)
+    q = from_values(_Free, {**base, "limit": 2, "seed": "auto"})
+    assert q.limit == 2.0 and type(q.limit) is float and q.seed == "auto"
+    r = from_values(_Free, {**base, "limit": [1, 2.5], "seed": None})
+    assert r.limit == (1.0, 2.5) and type(r.limit[0]) is float and r.seed is None
+    with pytest.raises(TypeError, match=r"_Free.limit: 'far' is none of float \| tuple"):
+        from_values(_Free, {**base, "limit": "far"})
+    with pytest.raises(TypeError, match=r"_Free.seed: 1.5 is none of int \| str"):
+        from_values(_Free, {**base, "seed": 1.5})
+
+
 def test_units_name_every_field_and_a_sub_tables_fields():
     assert units(_P) == {"mass": "kg", "count": "-", "on": "-", "mode": "-", "r": "m", "inertia": "kg·m²", "ref": "1",
                          "sub.bandwidth": "rad/s"}
+    assert units(_Free) == {"start": "-", "gains": "N/m", "script": "-", "limit": "m", "seed": "-",
+                            "subs[].bandwidth": "rad/s"}
 
 
 def test_a_missing_value_or_a_class_that_is_not_declared_parameters_is_refused_naming_it():

@@ -6,6 +6,7 @@ exactly those values."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import pytest
 
@@ -44,6 +45,10 @@ def test_the_operator_holds_its_configured_script():
         {"t": 1.5, "cmd": "rate", "v": [0.02, 0.0, -0.01], "w": [0.0, 0.0, 0.0]},
         {"t": 20.0, "cmd": "capture"}))
     assert all(type(c["t"]) is float for c in m.params.script)
+    # the commands are copies: the configuration changed afterwards changes nothing; the model pickles
+    script[1]["v"][0] = 9.0
+    assert m.params.script[1]["v"] == [0.02, 0.0, -0.01]
+    assert pickle.loads(pickle.dumps(m)).params == m.params
     assert operator.build({}, "operator", 10_000_000).params.script == ()
     # the player publishes what the parameters hold: the command at 1.5 s in the step (1.49, 1.5]
     m.initial(0)
