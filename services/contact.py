@@ -161,6 +161,10 @@ Events on ``contact/event``: ``first_contact``, ``rebound``, ``capture``, ``miss
 pose of B in L then, ``misalignment_m`` [m] and ``misalignment_rad`` [rad] from the berthed
 pose, ``close_time`` [s]; ``latch`` also ``X_LB_start``).
 
+:class:`ContactParams` is ``[contact]`` parsed once (frozen, units in its fields' metadata, :mod:`protocol.params`;
+its sub-tables :class:`EnvelopeParams`, :class:`LatchParams`, :class:`SnareParams`, each surface a
+:class:`SurfaceParams`); :data:`PARAMS` names it for :mod:`protocol.registry`.
+
 Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
 
     [payload]
@@ -240,12 +244,14 @@ from dynamics.spatial import pose, pose_from_vector, pose_inverse, rotate_spatia
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table, check_values, table_values
 from protocol.coupling import Schedule
+from protocol.params import from_values, param
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling
 
-__all__ = ["BERTHING_CONTACTS", "CAPTURE_MODELS", "IMPULSIVE_LAWS", "LATCH_MODELS", "TABLES", "TABLE_KEYS",
-           "BerthingContact", "CaptureModel", "CompliantContact", "ContactContext", "ContactModel", "Grasp",
-           "ImpulsiveContact", "LatchModel", "build", "hil_refusal", "ports", "register", "stiff_couplings", "validate"]
+__all__ = ["BERTHING_CONTACTS", "CAPTURE_MODELS", "IMPULSIVE_LAWS", "LATCH_MODELS", "PARAMS", "TABLES", "TABLE_KEYS",
+           "BerthingContact", "CaptureModel", "CompliantContact", "ContactContext", "ContactModel", "ContactParams",
+           "EnvelopeParams", "Grasp", "ImpulsiveContact", "LatchModel", "LatchParams", "SnareParams", "SurfaceParams",
+           "build", "hil_refusal", "ports", "register", "stiff_couplings", "validate"]
 
 Array = NDArray[np.float64]
 
@@ -315,6 +321,112 @@ SURFACE_KEYS: dict[str, tuple[Any, Any]] = {
     "radius": (_Num, float("inf")),
     "depth": (_Num, float("inf")),
 }
+"""``[[contact.surfaces]]``: one latch guide's wall, each table checked on its own (:func:`_parse`)."""
+
+
+@dataclass(frozen=True)
+class EnvelopeParams:
+    """``[contact.envelope]`` (:data:`ENVELOPE_KEYS`): the :class:`dynamics.contact.CaptureEnvelope` fields."""
+
+    lateral: float = param("m")                   # largest offset of Go from E's x axis
+    axial: float = param("m")                     # largest |x| of Go in E (snare depth)
+    tilt: float = param("rad")                    # largest angle between E's and G's x axes
+    roll: float = param("rad")                    # largest roll misalignment about the axis
+    rate_lin: float = param("m/s")                # largest relative translational rate of G from E
+    rate_ang: float = param("rad/s")              # largest relative angular rate
+
+
+@dataclass(frozen=True)
+class LatchParams:
+    """``[contact.latch]`` (:data:`LATCH_KEYS`): the :class:`dynamics.contact.LatchCriteria` fields, the latch
+    spring–damper, the stroke and the latch model."""
+
+    position: float = param("m")                  # largest distance of Bo from its berthed position
+    angle: float = param("rad")                   # largest rotation of B from its berthed attitude
+    rate_lin: float = param("m/s")                # largest relative rates of B in L
+    rate_ang: float = param("rad/s")
+    k_lin: float = param("N/m")
+    k_rot: float = param("N·m/rad")
+    c_lin: float = param("N·s/m")
+    c_rot: float = param("N·m·s/rad")
+    close_time: float = param("s")                # the stroke drawing B home (0: B held where the latches closed)
+    final_position: float = param("m")            # closed once B is this near X_LB after the stroke
+    final_angle: float = param("rad")
+    X_LB: tuple[float, ...] = param("m, rad")     # (6,) the berthed pose of B in L, [x, y, z, θx, θy, θz]
+    model: str = param("-")                       # LATCH_MODELS's: "spring" | "constraint" | a registered one
+    baumgarte: float = param("1/s")               # the weld's drift correction α = β (model = "constraint")
+
+
+@dataclass(frozen=True)
+class SnareParams:
+    """``[contact.snare]`` (:data:`SNARE_KEYS`): the compliant capture's spring–damper pulling G onto E."""
+
+    k_lin: float = param("N/m")
+    k_rot: float = param("N·m/rad")
+    c_lin: float = param("N·s/m")
+    c_rot: float = param("N·m·s/rad")
+
+
+@dataclass(frozen=True)
+class SurfaceParams:
+    """One ``[[contact.surfaces]]`` table (:data:`SURFACE_KEYS`): a bounded plane in L."""
+
+    point: int = param("-")                       # index into payload.points_B
+    p_LoSo_L: tuple[float, ...] = param("m")      # (3,) a point of the plane, in L
+    n_L: tuple[float, ...] = param("1")           # (3,) outward normal in L, as configured (normalized on use)
+    radius: float = param("m")                    # footprint
+    depth: float = param("m")                     # catch depth
+
+
+@dataclass(frozen=True)
+class ContactParams:
+    """``[contact]``, parsed once (:data:`CONTACT_KEYS`; the module docstring says what each key does). Each
+    field's unit is in its metadata (:func:`protocol.params.units`); vectors are tuples of floats. A model
+    registered with its own table (:func:`register` with ``keys``) reads ``[contact.<value>]`` from the parsed
+    config's ``v["contact"]``, not from here."""
+
+    rigidize_delay: float = param("s")            # from capture to rigidize
+    capture: str = param("-")                     # CAPTURE_MODELS's: "impulsive" | "compliant"
+    berthing: str = param("-")                    # BERTHING_CONTACTS's: "compliant" | "impulsive"
+    k: float = param("N/m^exponent")              # Hunt–Crossley stiffness
+    exponent: float = param("1")
+    alpha: float = param("s/m")                   # Hunt–Crossley damping factor
+    mu_s: float = param("1")
+    mu_k: float = param("1")
+    v_stick: float = param("m/s")
+    impulsive_law: str = param("-")               # IMPULSIVE_LAWS's: "restitution" | "cyril"
+    restitution: float = param("1")
+    mu: float = param("1")                        # Coulomb coefficient of the impulsive law
+    r_E: float = param("1")
+    r_f: float = param("1")
+    source: str = param("-")                      # "model" | "hil"
+    hil_max_age: float = param("s")
+    hil_force_max: float = param("N")             # per component
+    hil_torque_max: float = param("N·m")          # per component
+    surfaces: tuple[SurfaceParams, ...] = param("-")
+    adaptive: bool = param("-")                   # the adaptive step; false: every step evaluated
+    envelope: EnvelopeParams = param("-")         # [contact.envelope]
+    latch: LatchParams = param("-")               # [contact.latch]
+    snare: SnareParams = param("-")               # [contact.snare]
+
+    @classmethod
+    def from_table(cls, con: Mapping[str, Any]) -> ContactParams:
+        """From ``[contact]``'s checked values (:func:`protocol.config.check_table` with :data:`CONTACT_KEYS`):
+        each surface that is a table with :data:`SURFACE_KEYS`'s defaults filled in (a bad value reads as its
+        default, one that is not a table is left out: :func:`validate` lists both).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If a value does not convert (a configuration :func:`validate` refuses).
+        """
+        surfaces = [check_values(x, f"contact.surfaces[{i}]", SURFACE_KEYS, [])
+                    for i, x in enumerate(con["surfaces"]) if isinstance(x, dict)]
+        return from_values(cls, {**con, "surfaces": surfaces})
+
+
+PARAMS = ContactParams
+"""The kind's declared parameters (:mod:`protocol.registry`): ``[contact]``."""
 
 
 
@@ -451,21 +563,20 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         problems.append(f"payload.points_B: expected a list of [x, y, z] points (m), got {pts!r}")
         pts = []
     out["points_B"] = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
+    p = out["params"] = ContactParams.from_table(con)
     try:
-        out["law"] = dc.ContactLaw(float(con["k"]), float(con["exponent"]), float(con["alpha"]),
-                                   float(con["mu_s"]), float(con["mu_k"]), float(con["v_stick"]))
+        out["law"] = dc.ContactLaw(p.k, p.exponent, p.alpha, p.mu_s, p.mu_k, p.v_stick)
     except BerthsimError as err:
         problems.append(f"contact: {err}")
-    out["envelope"] = dc.CaptureEnvelope(**{k: float(v) for k, v in con["envelope"].items()})
-    lt = con["latch"]
-    out["criteria"] = dc.LatchCriteria(**{f.name: float(lt[f.name]) for f in fields(dc.LatchCriteria)})
-    out["latch_spring"] = {k: float(lt[k]) for k in LATCH_SPRING}
-    out["latch_drive"] = {k: float(lt[k]) for k in LATCH_DRIVE}
-    out["latch_model"] = lt["model"]
-    out["latch_baumgarte"] = float(lt["baumgarte"])
-    out["X_LB_berthed"] = pose_from_vector(lt["X_LB"]) if not problems else np.eye(4)
-    out["snare"] = {k: float(v) for k, v in con["snare"].items()}
-    surfaces = []
+    out["envelope"] = dc.CaptureEnvelope(**{f.name: getattr(p.envelope, f.name) for f in fields(dc.CaptureEnvelope)})
+    lt = p.latch
+    out["criteria"] = dc.LatchCriteria(**{f.name: getattr(lt, f.name) for f in fields(dc.LatchCriteria)})
+    out["latch_spring"] = {k: getattr(lt, k) for k in LATCH_SPRING}
+    out["latch_drive"] = {k: getattr(lt, k) for k in LATCH_DRIVE}
+    out["latch_model"] = lt.model
+    out["latch_baumgarte"] = lt.baumgarte
+    out["X_LB_berthed"] = pose_from_vector(lt.X_LB) if not problems else np.eye(4)
+    out["snare"] = {k: getattr(p.snare, k) for k in SNARE_SPRING}
     for i, s in enumerate(con["surfaces"]):
         if not isinstance(s, dict):
             problems.append(f"contact.surfaces[{i}]: expected a table, got {s!r}")
@@ -482,10 +593,9 @@ def _parse(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if np.linalg.norm(v["n_L"]) < 1e-9:
             problems.append(f"contact.surfaces[{i}].n_L: zero normal {v['n_L']!r}")
             continue
-        n = np.asarray(v["n_L"], dtype=np.float64)
-        surfaces.append((int(v["point"]), np.asarray(v["p_LoSo_L"], dtype=np.float64), n / np.linalg.norm(n),
-                         float(v["radius"]), float(v["depth"])))
-    out["surfaces"] = surfaces
+    out["surfaces"] = [] if problems else [
+        (w.point, np.asarray(w.p_LoSo_L, dtype=np.float64), n / np.linalg.norm(n), w.radius, w.depth)
+        for w in p.surfaces for n in (np.asarray(w.n_L, dtype=np.float64),)]
     return out, problems
 
 
@@ -738,9 +848,10 @@ class ContactContext:
 class ContactModel:
     """The contact service's :class:`protocol.service.ServiceModel` (see the module docstring).
 
-    Its state is :attr:`context` (:class:`ContactContext`); the rest is parameters. Read-only views of the context:
-    ``state`` (the payload's body, settable), ``grappled``, ``berthed``, ``latched``, ``latch_error``,
-    ``F_cont_O_Wo``, ``dissipated``, ``hil_refused``.
+    Its state is :attr:`context` (:class:`ContactContext`); the rest is parameters, ``[contact]``'s as parsed in
+    :attr:`params` (:class:`ContactParams`). Read-only views of the context: ``state`` (the payload's body,
+    settable), ``grappled``, ``berthed``, ``latched``, ``latch_error``, ``F_cont_O_Wo``, ``dissipated``,
+    ``hil_refused``.
 
     Raises
     ------
@@ -756,7 +867,7 @@ class ContactModel:
             raise ConfigError("; ".join(problems), problems)
         self.name = name
         self.period_ns = int(period_ns)
-        pay, con, orb = v["payload"], v["contact"], v["orbiter"]
+        pay, orb = v["payload"], v["orbiter"]
         self.model_T: rb.RigidBodyModel = v["model_T"]
         self.model_O: rb.RigidBodyModel = v["model_O"]
         alt = float(orb["orbit_altitude"])
@@ -773,7 +884,8 @@ class ContactModel:
         self.latch_drive: dict[str, float] = v["latch_drive"]
         self.X_LB_berthed: Array = v["X_LB_berthed"]
         self._p_LB_berthed = self.X_LB_berthed[:3, 3].tolist()
-        self.con = con
+        self.params: ContactParams = v["params"]
+        p = self.params
         self.capture, self.berthing, self.latch = _strategies(v)
         # float forms of the fixed frames, and the surfaces grouped by payload point (in L)
         self._p_OL, self._R_OL = sp.pose_rows(self.X_OL)
@@ -791,14 +903,14 @@ class ContactModel:
                     default=-math.inf)
         rho = max((math.hypot(*g.p_ToPo_T) for g in self._guides), default=0.0)
         self._all_reach2 = (reach + rho) ** 2 if reach >= 0.0 else -1.0  # inf stays inf; no guides: always far
-        self.inputs = _inputs(con["source"])
+        self.inputs = _inputs(p.source)
         # the adaptive step (module docstring): only with the model's contact and a berthing contact that
         # declares where it cannot act (``coasting``)
-        self.adaptive = bool(con["adaptive"]) and con["source"] == "model" and getattr(
+        self.adaptive = p.adaptive and p.source == "model" and getattr(
             self.berthing, "coasting", None) in ("footprint", "front")
         eig = np.linalg.eigvalsh(self.model_T.I_Bcm_B)
         self._I_min, self._I_max = float(eig[0]), float(eig[-1])
-        self.rigidize_delay_ns = round(float(con["rigidize_delay"]) * 1e9)
+        self.rigidize_delay_ns = round(p.rigidize_delay * 1e9)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self.context = ContactContext(rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"]))
 
@@ -942,8 +1054,8 @@ class ContactModel:
             s = u.state("hil/feedback")
         except KeyError:
             s = None
-        reason = hil_refusal(s, t_ns, float(self.con["hil_max_age"]), float(self.con["hil_force_max"]),
-                             float(self.con["hil_torque_max"]))
+        p = self.params
+        reason = hil_refusal(s, t_ns, p.hil_max_age, p.hil_force_max, p.hil_torque_max)
         if reason:
             c.hil_refused += 1
             if reason.split(":")[0] != (c.hil_reason or "").split(":")[0]:
@@ -1111,7 +1223,7 @@ class ContactModel:
         V_rel_B = [kT.w[0] - kO.w[0], kT.w[1] - kO.w[1], kT.w[2] - kO.w[2],  # payload − orbiter at Bo
                    vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
         F_hil = None
-        if self.con["source"] == "hil":
+        if self.params.source == "hil":
             F_hil = self._hil_wrench(u, t1, sp.pose_from_rows(p_B, sp.mat_mat_rows(kT.R, self._R_TB)), events)
         if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
             F_T_Wo, power, active, kT, kO = self.berthing.contact(self, kT, kO, p_L, R_WL, t1, h_ns)
@@ -1475,7 +1587,7 @@ class ImpulsiveContact:
 
     def __init__(self, v: Mapping[str, Any]) -> None:
         self.law = v["law"]
-        self.impulse: ImpulsiveLaw = IMPULSIVE_LAWS[v["contact"]["impulsive_law"]]
+        self.impulse: ImpulsiveLaw = IMPULSIVE_LAWS[v["params"].impulsive_law]
 
     def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
                 h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
@@ -1514,8 +1626,8 @@ class ImpulsiveContact:
 def _restitution(svc: ContactModel, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
     """``impulsive_law = "restitution"``: Newton restitution and Coulomb friction
     (:func:`dynamics.impact.point_impact`; ``[contact] restitution``, ``mu``)."""
-    r = im.point_impact(svc.model_T, svc.context.body, svc.model_O, orb, p_C, n_W, float(svc.con["restitution"]),
-                        float(svc.con["mu"]))
+    r = im.point_impact(svc.model_T, svc.context.body, svc.model_O, orb, p_C, n_W, svc.params.restitution,
+                        svc.params.mu)
     return r.P_W
 
 
@@ -1528,7 +1640,7 @@ def _cyril(svc: ContactModel, orb: rb.RigidBodyState, p_C: Array, n_W: Array) ->
     try:
         rp = im.nonplastic_impact_payload(M, J, psid, svc.model_T.mass, rb.inertia_W(svc.model_T, body),
                                          p_C - body.p_WoBo_W, body.v_WBo_W, body.R_WB @ body.w_WB_B, -n_W,
-                                         float(svc.con["r_E"]), float(svc.con["r_f"]))
+                                         svc.params.r_E, svc.params.r_f)
     except NoSolutionError:
         return None
     return -np.asarray(rp.impulse_W)
@@ -1620,9 +1732,8 @@ register("latch", "constraint", LatchConstraint)
 
 def _strategies(v: Mapping[str, Any]) -> tuple[CaptureModel, BerthingContact, LatchModel]:
     """The capture, berthing-contact and latch models the parsed config picks (:func:`register`)."""
-    con = v["contact"]
-    return (CAPTURE_MODELS[con["capture"]](v), BERTHING_CONTACTS[con["berthing"]](v),
-            LATCH_MODELS[con["latch"]["model"]](v))
+    p: ContactParams = v["params"]
+    return (CAPTURE_MODELS[p.capture](v), BERTHING_CONTACTS[p.berthing](v), LATCH_MODELS[p.latch.model](v))
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ContactModel:

@@ -142,3 +142,50 @@ def test_the_viewer_holds_its_configured_keys_and_serves_with_them():
         assert v._period == pytest.approx(1 / 12)
     finally:
         v.close()
+
+
+def test_the_contact_holds_its_configured_contact_table_and_builds_from_it():
+    from dynamics import contact as dc
+    from services import contact
+
+    pts = [[1.5, 0.0, 0.0], [-1.5, 0.0, 0.0]]
+    con = {"rigidize_delay": 0.25, "capture": "compliant", "berthing": "impulsive", "k": 3.0e5, "exponent": 1.5,
+           "alpha": 0.4, "mu_s": 0.35, "mu_k": 0.25, "v_stick": 0.003, "impulsive_law": "cyril", "restitution": 0.6,
+           "mu": 0.4, "r_E": 0.7, "r_f": 0.8, "source": "hil", "hil_max_age": 0.02, "hil_force_max": 4000,
+           "hil_torque_max": 900.0, "adaptive": False,
+           "surfaces": [{"point": 1, "p_LoSo_L": [0, 2, 0], "n_L": [0, 0, 2], "radius": 0.3, "depth": 0.05},
+                        {"point": 0}],
+           "envelope": {"lateral": 0.2, "axial": 0.1, "tilt": 0.3, "roll": 0.4, "rate_lin": 0.05, "rate_ang": 0.02},
+           "latch": {"position": 0.03, "angle": 0.04, "rate_lin": 0.02, "rate_ang": 0.005, "k_lin": 2e7,
+                     "k_rot": 3e8, "c_lin": 4e5, "c_rot": 5e6, "close_time": 4, "final_position": 0.002,
+                     "final_angle": 0.003, "X_LB": [0.1, 0, 0, 0, 0, 0], "model": "constraint", "baumgarte": 25.0},
+           "snare": {"k_lin": 3e5, "k_rot": 4e6, "c_lin": 8e4, "c_rot": 6e5}}
+    cfg = {"orbiter": {"mass": 1.0e5, "inertia": [1.2e6, 8.0e6, 8.5e6]},
+           "payload": {"mass": 12000.0, "inertia": [2.0e4, 3.0e4, 3.5e4], "points_B": pts}, "contact": con}
+    assert contact.validate(cfg, "contact") == []
+    m = contact.build(cfg, "contact", 1_000_000)
+    inf = float("inf")
+    assert m.params == contact.ContactParams(
+        rigidize_delay=0.25, capture="compliant", berthing="impulsive", k=3.0e5, exponent=1.5, alpha=0.4, mu_s=0.35,
+        mu_k=0.25, v_stick=0.003, impulsive_law="cyril", restitution=0.6, mu=0.4, r_E=0.7, r_f=0.8, source="hil",
+        hil_max_age=0.02, hil_force_max=4000.0, hil_torque_max=900.0, adaptive=False,
+        surfaces=(contact.SurfaceParams(1, (0.0, 2.0, 0.0), (0.0, 0.0, 2.0), 0.3, 0.05),
+                  contact.SurfaceParams(0, (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), inf, inf)),
+        envelope=contact.EnvelopeParams(0.2, 0.1, 0.3, 0.4, 0.05, 0.02),
+        latch=contact.LatchParams(0.03, 0.04, 0.02, 0.005, 2e7, 3e8, 4e5, 5e6, 4.0, 0.002, 0.003,
+                                  (0.1, 0.0, 0.0, 0.0, 0.0, 0.0), "constraint", 25.0),
+        snare=contact.SnareParams(3e5, 4e6, 8e4, 6e5))
+    assert type(m.params.hil_force_max) is float and type(m.params.latch.close_time) is float
+    # the model is built from them
+    assert (m.law.k, m.law.exponent, m.law.alpha, m.law.mu_s, m.law.mu_k, m.law.v_stick) == (
+        3.0e5, 1.5, 0.4, 0.35, 0.25, 0.003)
+    assert m.envelope == dc.CaptureEnvelope(0.2, 0.1, 0.3, 0.4, 0.05, 0.02)
+    assert m.criteria == dc.LatchCriteria(0.03, 0.04, 0.02, 0.005)
+    assert m.latch_drive == {"close_time": 4.0, "final_position": 0.002, "final_angle": 0.003}
+    assert m.X_LB_berthed[0, 3] == 0.1 and m.rigidize_delay_ns == 250_000_000 and not m.adaptive
+    assert m.capture.spring == {"k_lin": 3e5, "k_rot": 4e6, "c_lin": 8e4, "c_rot": 6e5} and m.latch.gain == 25.0
+    assert m.berthing.impulse is contact.IMPULSIVE_LAWS["cyril"]
+    assert "hil/feedback" in [port.topic for port in m.inputs]
+    (i, p, n, radius, depth), (j, *_rest) = m.surfaces
+    assert (i, list(p), list(n), radius, depth, j) == (1, [0.0, 2.0, 0.0], [0.0, 0.0, 1.0], 0.3, 0.05, 0)
+    assert contact.build({**cfg, "contact": {}}, "contact", 1_000_000).params.surfaces == ()
