@@ -399,8 +399,10 @@ def serve(port: SerialPort, cfg: HilConfig, *, lockstep: bool = False, stop: thr
     reply_hz = 500.0 if baud <= 0 else min(500.0, 0.5 * baud / (down.bits * wire_size(TELEMETRY6_RAW)))
     last_reply = -1.0
     gone_at: float | None = None  # when the host went away: the rig parks on its own, then we stop
+    stalls = core.stalls  # the loop's own pauses (this host's scheduling, not the link): see LoopStalls
     while not stop.is_set():
         now = time.monotonic() - t0
+        stalls.record(now)
         if max_seconds is not None and now > max_seconds:
             break
         if gone_at is not None and (core.at_rest or now - gone_at > 10.0):
@@ -436,6 +438,9 @@ def serve(port: SerialPort, cfg: HilConfig, *, lockstep: bool = False, stop: thr
                 port.write(out)
             except OSError:
                 gone_at = now
+    if stalls.longest >= 0.5 * core.watchdog_s:
+        print(f"hil.emulator: {stalls.describe()}; a host watchdog of {core.watchdog_s:g} s sees such a pause as a "
+              "silent rig", file=sys.stderr, flush=True)
     return core
 
 
@@ -536,6 +541,7 @@ def _stats(core: RigCore) -> dict:
         "neutral": core.neutral_axes.tolist(),
         "applied": [[s, list(v)] for s, v in core.applied],
         "arrivals": [[s, t] for s, t in core.arrivals],
+        "stalls": core.stalls.as_map(),
     }
 
 

@@ -56,7 +56,7 @@ from hil.framing import (
 from hil.safety import ramp_step, rate_limit_rows, transition
 from hil.stewart import RigLimits, StewartRig, pose
 
-__all__ = ["ContactPlane", "ContactGuides", "ForceTorqueSensor", "RigCore", "mockup_load"]
+__all__ = ["ContactPlane", "ContactGuides", "ForceTorqueSensor", "LoopStalls", "RigCore", "mockup_load"]
 
 Array = NDArray[np.float64]
 
@@ -277,6 +277,41 @@ class ForceTorqueSensor:
         return float(tc + 0.5 * self.period)
 
 
+class LoopStalls:
+    """Pauses of the wall-clock loop that steps a rig core (the emulator's own scheduling, not the link).
+
+    :meth:`record` is called once per loop iteration with the loop's clock [s]; an interval between two
+    calls longer than :attr:`threshold_s` is a pause: counted, and the longest is kept with when it
+    ended. A real rig's controller has no such pauses; an emulator sharing a host's cores has them,
+    and a pause as long as the host's watchdog reads to the host as a silent rig.
+    """
+
+    threshold_s = 0.02
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.longest = 0.0  # s
+        self.at = 0.0  # s on the loop's clock: the end of the longest pause
+        self._prev: float | None = None
+
+    def record(self, now: float) -> None:
+        """One loop iteration at ``now`` [s]."""
+        if self._prev is not None and (gap := now - self._prev) > self.threshold_s:
+            self.count += 1
+            if gap > self.longest:
+                self.longest, self.at = gap, now
+        self._prev = now
+
+    def describe(self) -> str:
+        """The pauses in words."""
+        return (f"the emulated rig's loop did not run for {self.longest * 1e3:.0f} ms at {self.at:.2f} s "
+                f"({self.count} pauses over {self.threshold_s * 1e3:.0f} ms)")
+
+    def as_map(self) -> dict[str, float | int]:
+        """``count``, ``longest_s``, ``at_s``."""
+        return {"count": self.count, "longest_s": self.longest, "at_s": self.at}
+
+
 class RigCore:
     """The rig: firmware state machine, actuators and the force/torque sensor.
 
@@ -351,6 +386,7 @@ class RigCore:
         self.arrivals: deque[tuple[int, int]] = deque(maxlen=100_000)  # (seq, monotonic ns) of valid frames
         self.fault_log: list[tuple[float, int, float]] = []  # (t, bits, time since the last host frame)
         self.counts = {"frames": 0, "applied": 0, "refused": 0, "stale": 0, "bad_run_faults": 0, "implausible": 0}
+        self.stalls = LoopStalls()  # the loop stepping this core on the wall clock (hil.emulator.serve)
         self._bad_seen = 0
         self._bad_run = 0
 

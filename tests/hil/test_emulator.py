@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -483,3 +484,39 @@ def test_host_process_gone_rig_parks_then_emulator_exits(tmp_path):
         emu.close()
     s = emu.stats()
     _check_watchdog_and_park(s["fault_log"], s["axes"], s["neutral"], s["dt"], s["watchdog_s"])
+
+
+def test_loop_stalls_count_pauses_longer_than_the_threshold() -> None:
+    from hil.rig import LoopStalls
+
+    s = LoopStalls()
+    for t in (0.0, 0.001, 0.002, 0.030, 0.031, 0.131, 0.132):  # pauses of 28 and 100 ms
+        s.record(t)
+    assert s.count == 2 and s.longest == pytest.approx(0.100) and s.at == pytest.approx(0.131)
+    assert "did not run for 100 ms at 0.13 s (2 pauses over 20 ms)" in s.describe()
+
+
+def test_a_stopped_emulator_reports_its_own_pause(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The emulator process stopped for 0.3 s (SIGSTOP, as a host that does not schedule it): its loop's pause
+    is in its statistics and said on stderr, so that a host watchdog's fault can be told from a silent link."""
+    import signal
+    import subprocess
+
+    stats = tmp_path / "emu.json"
+    with spawn_emulator({}, stats_path=stats) as emu:
+        link = SerialLink(open_port(emu.host_path, 921600, timeout=0.0005))
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline and not any(isinstance(f.msg, Hello) for f in link.receive()):
+            link.send(Arm(CFG.fingerprint, 20))
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc: subprocess.Popen = emu.proc
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.2)
+        link.close()
+        emu.close()
+    st = emu.stats()["stalls"]
+    assert st["count"] >= 1 and 0.25 <= st["longest_s"] < 1.0, st
+    assert "hil.emulator: the emulated rig's loop did not run for" in capfd.readouterr().err
