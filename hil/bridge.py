@@ -81,7 +81,7 @@ from dynamics.spatial import (
     rotation_vector,
 )
 from errors import ConfigError, FrameError, RigFault, ShapeError
-from hil.config import DEFAULTS, HIL_KEYS, HilConfig, hil_table, parse
+from hil.config import DEFAULTS, HIL_KEYS, HilConfig, HilParams, hil_table, parse
 from hil.delay import ContactGate, ImpactMonitor, PassivityController, noise_floor, predict_pose
 from hil.framing import Fault, Hello, Nak, RigState, Telemetry
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
@@ -94,12 +94,15 @@ from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling, critical_delay
 
-__all__ = ["TABLES", "TABLE_KEYS", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model",
+__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model",
            "HilBridge", "relative_motion", "stiff_couplings"]
 
 TABLES = ("hil",)
 TABLE_KEYS = {"hil": HIL_KEYS}
 OPTIONS: dict[str, Any] = {}
+PARAMS = HilParams
+"""The kind's declared parameters (:mod:`protocol.registry`): ``[hil]`` (:class:`hil.config.HilParams`; a parsed
+table's values are :attr:`hil.config.HilConfig.params`)."""
 INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "state", "predict"))
 """The bridge's inputs: both bodies, predicted from their coupling instants to each step."""
 OUTPUTS = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hil/status", "state"))
@@ -248,16 +251,16 @@ def loop_delay(cfg: HilConfig, h_s: float, feedback_hold_s: float = 0.0) -> tupl
     (``[hil] pipeline``); and the consumer's hold of the fed-back sample (``feedback_hold_s``, half
     the coupling period of ``hil/feedback``). The bridge's inputs are predicted to its steps.
     """
-    em, comp = cfg.emulator, cfg.compensation
-    bw = float(em["bandwidth"])
-    sensor = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), (0.0, 0.0), np.zeros(6), np.zeros(6),
-                               (0.0, 0.0), np.random.default_rng(0)).lag if float(em["ft_rate"]) > 0 else 0.0
-    fhz = float(comp["filter_hz"])
-    parts = {"transport": 2.0 * float(em["delay"]),
+    em, comp = cfg.params.emulator, cfg.params.compensation
+    bw = em.bandwidth
+    sensor = ForceTorqueSensor(em.ft_rate, em.ft_cutoff, (0.0, 0.0), np.zeros(6), np.zeros(6),
+                               (0.0, 0.0), np.random.default_rng(0)).lag if em.ft_rate > 0 else 0.0
+    fhz = comp.filter_hz
+    parts = {"transport": 2.0 * em.delay,
              "actuators": h_s + (2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0),
              "sensor": sensor,
              "filter": 1.0 / (2.0 * math.pi * fhz) if fhz > 0 else 0.0,
-             "pipeline": h_s if bool(cfg.table["pipeline"]) else 0.0,
+             "pipeline": h_s if cfg.params.pipeline else 0.0,
              "hold": feedback_hold_s}
     return sum(parts.values()), parts
 
@@ -269,8 +272,8 @@ def _loop_problems(config: dict[str, Any], cfg: HilConfig, rate_hz: float) -> li
     if table_values(config, "contact")["source"] != "hil" or "payload" not in config:
         return []
     tau, tau_c, parts = loop_stability(config, cfg, rate_hz)
-    comp = cfg.compensation
-    if tau <= tau_c or comp["predict"] or comp["passivity"]:
+    comp = cfg.params.compensation
+    if tau <= tau_c or comp.predict or comp.passivity:
         return []
     k, c, _ = rig_contact_spring(config)
     detail = ", ".join(f"{key} {v * 1e3:.3g}" for key, v in parts.items() if v)
@@ -366,47 +369,47 @@ class HilBridge:
         self.outputs = OUTPUTS
         self.link = link
         self.realtime = realtime
-        t = cfg.table
+        p = cfg.params
         # the rig's wire format (hil.rigproto): what it carries decides what the bridge can do
-        self.protocol: RigProtocol | None = open_protocol(t["format"], link, cfg) if link is not None else None
-        self.caps = protocol_class(t["format"]).capabilities
+        self.protocol: RigProtocol | None = open_protocol(p.format, link, cfg) if link is not None else None
+        self.caps = protocol_class(p.format).capabilities
         self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
-                                       bad_frames_max=int(t["bad_frames_max"]), watchdog_s=float(t["watchdog"]),
-                                       clamp_fault_after=int(t["clamp_fault_after"]))
-        comp = cfg.compensation
-        self.passivity = PassivityController(self.h, float(comp["restitution_max"]), float(comp["length"]),
-                                             enabled=bool(comp["passivity"]), lag=int(comp["lag"]))
+                                       bad_frames_max=p.bad_frames_max, watchdog_s=p.watchdog,
+                                       clamp_fault_after=p.clamp_fault_after)
+        comp = p.compensation
+        self.passivity = PassivityController(self.h, comp.restitution_max, comp.length, enabled=comp.passivity,
+                                             lag=comp.lag)
         self.impacts = ImpactMonitor()
-        self._predict = bool(comp["predict"])
-        ahz = float(comp["predict_accel_hz"])
+        self._predict = comp.predict
+        ahz = comp.predict_accel_hz
         self._accel_gain = 1.0 - math.exp(-2.0 * math.pi * ahz * self.h) if ahz > 0 else 0.0
-        self._accel_beyond = float(comp["predict_accel_beyond"])
+        self._accel_beyond = comp.predict_accel_beyond
         self._V_last: Array | None = None
         self._A_filtered = np.zeros(6)
-        mk = cfg.mockup
-        self._mockup = (float(mk["mass"]), np.asarray(mk["com"], dtype=np.float64),
-                        np.asarray(mk["inertia"], dtype=np.float64), float(mk["gravity"]))
-        self._gravity = bool(comp["gravity"]) and self._mockup[0] > 0.0
-        self._tare_s = float(comp["tare"])
+        mk = p.mockup
+        self._mockup = (mk.mass, np.asarray(mk.com, dtype=np.float64), np.asarray(mk.inertia, dtype=np.float64),
+                        mk.gravity)
+        self._gravity = comp.gravity and self._mockup[0] > 0.0
+        self._tare_s = comp.tare
         self._tare: list[Array] | None = [] if self._tare_s > 0 else None  # readings while taring, then None
         self.bias = np.zeros(6)  # the tared bias [τ; f] at Po in P
         self._engaged_t: float | None = None
-        fhz = float(comp["filter_hz"])
+        fhz = comp.filter_hz
         self._filter_gain = 1.0 - math.exp(-2.0 * math.pi * fhz * self.h) if fhz > 0 else 1.0
         self._F_filtered: Array | None = None
-        em = cfg.emulator
-        sensor_lag = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), (0.0, 0.0), np.zeros(6),
+        em = p.emulator
+        sensor_lag = ForceTorqueSensor(em.ft_rate, em.ft_cutoff, (0.0, 0.0), np.zeros(6),
                                        np.zeros(6), (0.0, 0.0), np.random.default_rng(0)).lag \
-            if float(em["ft_rate"]) > 0 else 0.0
+            if em.ft_rate > 0 else 0.0
         # what the prediction adds to the round trip: the actuators' lag (a servo of bandwidth f follows the
         # setpoints interpolated over a period, critically damped: a ramp h + 2 / (2π f) late), the sensor's and
         # the filter's
-        bw = float(em["bandwidth"])
+        bw = em.bandwidth
         self.lag_s = (sensor_lag + ((-self.h / math.log(1.0 - self._filter_gain)) if fhz > 0 else 0.0)
                       + (self.h + 2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0))
-        self._deadband = float(comp["deadband"])
-        self._release = float(comp["release"])
+        self._deadband = comp.deadband
+        self._release = comp.release
         self.gate = ContactGate(*ContactGate.thresholds(self._deadband, 0.0, self._release))
         self.noise_N = 0.0  # the filtered force noise measured while taring (hil.delay.noise_floor) [N]
         # gravity compensation off with a mock-up on the sensor: its load is still modelled, to tell it from contact
@@ -425,7 +428,7 @@ class HilBridge:
         self.critical_delay_s = math.inf
         self.loop_other_s = 0.0
         self.loop_delay_s = math.nan
-        self._pipeline = bool(t["pipeline"]) and not realtime
+        self._pipeline = p.pipeline and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
         if link is not None and not realtime:
@@ -464,10 +467,10 @@ class HilBridge:
         proto = self.protocol
         if proto is None or not self.caps.has_replies:
             return
-        t = self.cfg.table
+        p = self.cfg.params
         now = time.monotonic()
-        deadline = now + float(t["reply_timeout"]) if wait else 0.0
-        retry_at = now + float(t["resend_after"])
+        deadline = now + p.reply_timeout if wait else 0.0
+        retry_at = now + p.resend_after
         resends = 0
         while True:
             wait_s = max(0.0, min(deadline, retry_at) - time.monotonic()) if wait else None
@@ -497,10 +500,10 @@ class HilBridge:
             if not nak and now < min(retry_at, deadline):
                 continue  # no word from the rig yet
             self.reply_timeouts += not nak
-            if resends < int(t["bad_frames_max"]) and now < deadline:
+            if resends < p.bad_frames_max and now < deadline:
                 resends += 1
                 self._resend()
-                retry_at = time.monotonic() + float(t["resend_after"])
+                retry_at = time.monotonic() + p.resend_after
                 continue
             self.replies_missed += 1
             self._awaiting = None
@@ -651,8 +654,8 @@ class HilBridge:
         as ``check`` refuses such a configuration (:func:`loop_stability`)."""
         assert self.link is not None
         self.loop_delay_s = self.link.delay.rtt_s + self.loop_other_s
-        comp = self.cfg.compensation
-        if self.loop_delay_s > self.critical_delay_s and not (comp["predict"] or comp["passivity"]):
+        comp = self.cfg.params.compensation
+        if self.loop_delay_s > self.critical_delay_s and not (comp.predict or comp.passivity):
             self.safety.fault(Fault.HOST, f"the measured loop delay {self.loop_delay_s * 1e3:.3g} ms (round trip "
                                           f"{self.link.delay.rtt_s * 1e3:.3g} ms) exceeds the rig contact's critical "
                                           f"delay {self.critical_delay_s * 1e3:.3g} ms, uncompensated")
@@ -944,7 +947,7 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     cfg = parse(hil_table(config))
     sim = sim_values(config)
     realtime = sim["mode"] == "realtime"
-    url = cfg.table["url"]
+    url = cfg.params.url
     emu = None
     if url == "emulator":
         from hil.emulator import spawn_emulator
@@ -956,13 +959,13 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         table["emulator"] = em
         # a format without time stamps gives a lockstep rig no clock: it runs on its own, as a real one (nothing
         # it measures comes back over such a format, so the run's outputs stay deterministic)
-        lockstep = not realtime and protocol_class(cfg.table["format"]).capabilities.has_time
-        emu = spawn_emulator(table, lockstep=lockstep, stats_path=cfg.emulator["stats"] or None)
+        lockstep = not realtime and protocol_class(cfg.params.format).capabilities.has_time
+        emu = spawn_emulator(table, lockstep=lockstep, stats_path=cfg.params.emulator.stats or None)
         url = emu.host_path
     try:
-        port = open_port(url, int(cfg.table["baud"]), timeout=0.0005)
+        port = open_port(url, cfg.params.baud, timeout=0.0005)
         if emu is not None:
-            _wait_ready(port, emu, float(cfg.table["start_timeout"]))
+            _wait_ready(port, emu, cfg.params.start_timeout)
         link = SerialLink(port)
     except RigFault:
         if emu is not None:

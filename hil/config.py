@@ -1,7 +1,10 @@
 """The ``[hil]`` table: one parser shared by the bridge and the emulator.
 
 Both ends are built from the same table, so they agree on the geometry, the limits
-and hence the rig fingerprint. Every key is optional; the defaults describe a small
+and hence the rig fingerprint. :class:`HilParams` declares the table (one field per key, each
+with its unit, :mod:`protocol.params`; ``hil.bridge``'s ``PARAMS``); :func:`parse` gives its
+values as :attr:`HilConfig.params` beside the checked table and what is built from it (the rig,
+the pose map, the frames). Every key is optional; the defaults describe a small
 electric Stewart platform (assumed, not a particular product)::
 
     [hil]
@@ -139,9 +142,10 @@ from hil.stewart import (
     pose_from_vector,
 )
 from protocol.config import check_table
+from protocol.params import from_values, param
 from protocol.timebase import check_seconds
 
-__all__ = ["HilConfig", "DEFAULTS", "HIL_KEYS", "parse", "hil_table"]
+__all__ = ["HilConfig", "HilParams", "DEFAULTS", "HIL_KEYS", "parse", "hil_table"]
 
 DEFAULTS: dict[str, Any] = {
     "url": "emulator",
@@ -242,9 +246,159 @@ HIL_KEYS: dict[str, tuple[Any, Any]] = _keys(DEFAULTS, _KINDS)
 """``[hil]``: key -> (kind, default) (:func:`protocol.config.check_value`); its sub-tables nested."""
 
 
+_Axes = float | tuple[float, ...]
+"""A per-axis limit: one number for every axis, or one per axis."""
+
+
+@dataclass(frozen=True)
+class HilStewart:
+    """``[hil.stewart]``: the Stewart platform's geometry (the rig checks it)."""
+
+    r_base: float = param("m")
+    r_platform: float = param("m")
+    base_pair_angle: float = param("rad")
+    platform_pair_angle: float = param("rad")
+    neutral_height: float = param("m")
+    cond_max: float = param("1")                      # largest condition number of the Jacobian
+    joint_cone_base: float = param("rad")             # largest leg angle to its base joint's axis
+    joint_cone_platform: float = param("rad")         # the same at the platform joint; π: no limit
+
+
+@dataclass(frozen=True)
+class HilServo:
+    """``[hil.servo]`` (``rig = "servo"``): one axis per driven pose component."""
+
+    component: tuple[int, ...] = param("-")           # pose component per axis (x, y, z, θx, θy, θz)
+    scale: tuple[float, ...] = param("axis unit/(m or rad)")
+    offset: tuple[float, ...] = param("axis unit")
+
+
+@dataclass(frozen=True)
+class HilLimits:
+    """``[hil.limits]``: per axis, a number for every axis or one per axis (m of leg stroke, or the axis unit)."""
+
+    lo: _Axes = param("m")
+    hi: _Axes = param("m")
+    v_max: _Axes = param("m/s")
+    a_max: _Axes = param("m/s²")
+    j_max: _Axes = param("m/s³")
+
+
+@dataclass(frozen=True)
+class HilMap:
+    """``[hil.map]``: the berthing pose X_LB to the rig pose."""
+
+    neutral: tuple[float, ...] = param("m, rad")      # (6,) rig pose offset from its neutral when X_LB = I
+    scale: float = param("1")
+    rot_scale: float = param("1")
+    axis_map: tuple[str, ...] = param("-")            # (3,) L's axis per rig axis, e.g. ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class HilCompensation:
+    """``[hil.compensation]``: the prediction, passivity, mock-up load, tare, filter and contact gate."""
+
+    predict: bool = param("-")
+    predict_accel_hz: float = param("Hz")             # 0: at the constant relative twist
+    predict_accel_beyond: float = param("s")
+    passivity: bool = param("-")
+    restitution_max: float = param("1")
+    length: float = param("m")                        # weights rotation against translation
+    lag: int = param("-")                             # steps until the fed-back wrench acts on the body
+    gravity: bool = param("-")
+    tare: float = param("s")                          # 0: no taring
+    filter_hz: float = param("Hz")                    # 0: no filter
+    deadband: float = param("N")
+    release: float = param("1")                       # fraction of the contact threshold
+
+
+@dataclass(frozen=True)
+class HilGuides:
+    """``[hil.guides]``: the mock-ups' trunnions and walls (checked with ``[hil.emulator] contact = "guides"``,
+    passed as configured) and their contact law."""
+
+    points: tuple[Any, ...] = param("m")              # trunnions [x, y, z] in B (= P)
+    surfaces: tuple[Any, ...] = param("-")            # walls in L: {point, p_LoSo_L [m], n_L, radius [m], depth [m]}
+    k: float = param("N/m^exponent")
+    exponent: float = param("1")
+    alpha: float = param("s/m")
+    mu_s: float = param("1")
+    mu_k: float = param("1")
+    v_stick: float = param("m/s")
+
+
+@dataclass(frozen=True)
+class HilMockup:
+    """``[hil.mockup]``: the docking-interface mock-up on the F/T sensor."""
+
+    mass: float = param("kg")
+    com: tuple[float, ...] = param("m")               # (3,) from the sensor's origin Po, in P
+    inertia: tuple[float, ...] = param("kg·m²")       # (3,) principal moments about the CoM along P's axes
+    gravity: float = param("m/s²")                    # along -z of the rig frame R
+
+
+@dataclass(frozen=True)
+class HilEmulator:
+    """``[hil.emulator]``: the built-in rig emulator."""
+
+    delay: float = param("s")                         # one way, each direction
+    drop: float = param("1")                          # probability per byte (host -> rig)
+    bit_error: float = param("1")                     # probability per byte
+    contact: str = param("-")                         # "plane" | "guides"
+    stiffness: float = param("N/m")
+    damping: float = param("N·s/m")
+    plane_normal: tuple[float, ...] = param("1")      # (3,) unit, in R
+    plane_offset: float = param("m")
+    probe_radius: float = param("m")
+    bandwidth: float = param("Hz")                    # 0: ideal within the limits
+    ft_rate: float = param("Hz")                      # 0: an ideal sensor
+    ft_cutoff: float = param("Hz")
+    ft_noise: tuple[float, ...] = param("N, N·m")     # (2,) standard deviations
+    ft_bias: tuple[float, ...] = param("N·m, N")      # (6,) [τ; f]
+    ft_drift: tuple[float, ...] = param("N·m/s, N/s")  # (6,) [τ; f]
+    ft_range: tuple[float, ...] = param("N, N·m")     # (2,) 0: no limit
+    hard_limits: float = param("1")                   # over the host's soft limits
+    rate: float = param("Hz")
+    seed: int = param("-")
+    rt_priority: int = param("-")
+    stats: str = param("-")                           # a path; "": none
+
+
+@dataclass(frozen=True)
+class HilParams:
+    """``[hil]``, declared (:data:`HIL_KEYS`, defaults :data:`DEFAULTS`; the module docstring says what each key
+    does): one field per key, each with its unit (:func:`protocol.params.units`), the sub-tables nested. Built by
+    :func:`parse` from the checked table (:attr:`HilConfig.params`)."""
+
+    url: str = param("-")
+    baud: int = param("bit/s")
+    format: str = param("-")
+    setpoint: str = param("-")
+    ascii_bits: int = param("-")
+    rig: str = param("-")                             # "stewart" | "servo"
+    fingerprint: int = param("-")                     # 0: computed from the geometry
+    bad_frames_max: int = param("-")
+    clamp_fault_after: int = param("-")               # 0: never
+    watchdog: float = param("s")                      # 0: max(3 periods, 20 ms)
+    reply_timeout: float = param("s")
+    resend_after: float = param("s")
+    pipeline: bool = param("-")
+    start_timeout: float = param("s")
+    X_OL: tuple[float, ...] = param("m, rad")         # (6,) latch L in the orbiter body O
+    X_TB: tuple[float, ...] = param("m, rad")         # (6,) berthing interface B in the payload body T
+    stewart: HilStewart = param("-")
+    servo: HilServo = param("-")
+    limits: HilLimits = param("-")
+    map: HilMap = param("-")
+    compensation: HilCompensation = param("-")
+    guides: HilGuides = param("-")
+    mockup: HilMockup = param("-")
+    emulator: HilEmulator = param("-")
+
+
 @dataclass(frozen=True)
 class HilConfig:
-    """The parsed ``[hil]`` table.
+    """The parsed ``[hil]`` table: its values, and what is built from them.
 
     Attributes
     ----------
@@ -256,6 +410,8 @@ class HilConfig:
         Latch L in the orbiter body, berthing interface B in the payload body.
     fingerprint : int
         The configured fingerprint, else the rig's.
+    params : HilParams
+        The table's values, declared (units per field).
     """
 
     table: dict[str, Any]
@@ -264,6 +420,7 @@ class HilConfig:
     X_OL: np.ndarray
     X_TB: np.ndarray
     fingerprint: int
+    params: HilParams
 
     @property
     def limits(self) -> RigLimits:
@@ -437,4 +594,4 @@ def parse(table: Mapping[str, Any] | None) -> HilConfig:
     if problems or rig is None or pm is None:
         raise ConfigError(f"[hil]: {len(problems)} problem(s): " + "; ".join(problems), problems)
     fp = int(t["fingerprint"]) or rig.fingerprint
-    return HilConfig(t, rig, pm, X_OL, X_TB, fp)
+    return HilConfig(t, rig, pm, X_OL, X_TB, fp, from_values(HilParams, t))

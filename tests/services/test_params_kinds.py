@@ -6,6 +6,7 @@ exactly those values."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import pickle
 
 import pytest
@@ -189,3 +190,66 @@ def test_the_contact_holds_its_configured_contact_table_and_builds_from_it():
     (i, p, n, radius, depth), (j, *_rest) = m.surfaces
     assert (i, list(p), list(n), radius, depth, j) == (1, [0.0, 2.0, 0.0], [0.0, 0.0, 1.0], 0.3, 0.05, 0)
     assert contact.build({**cfg, "contact": {}}, "contact", 1_000_000).params.surfaces == ()
+
+
+def _hil_table() -> dict:
+    """A ``[hil]`` table of non-default values (every key written)."""
+    return {
+        "url": "loop://", "baud": 460800, "format": "binary6", "setpoint": "pose", "ascii_bits": 12, "rig": "stewart",
+        "fingerprint": 77, "bad_frames_max": 3, "clamp_fault_after": 4, "watchdog": 0.05, "reply_timeout": 0.8,
+        "resend_after": 0.2, "pipeline": True, "start_timeout": 12, "X_OL": [0.1, 0, 0, 0, 0, 0],
+        "X_TB": [0, 0.2, 0, 0, 0, 0],
+        "stewart": {"r_base": 0.31, "r_platform": 0.21, "base_pair_angle": 0.35, "platform_pair_angle": 0.36,
+                    "neutral_height": 0.52, "cond_max": 60, "joint_cone_base": 0.8, "joint_cone_platform": 1.1},
+        "servo": {"component": [2, 1], "scale": [2, 3], "offset": [0.5, 0.25]},
+        "limits": {"lo": [0.41, 0.41, 0.41, 0.41, 0.41, 0.42], "hi": 0.72, "v_max": 0.6, "a_max": 6, "j_max": 120.0},
+        "map": {"neutral": [0, 0, 0.01, 0, 0, 0], "scale": 0.5, "rot_scale": 0.25, "axis_map": ["y", "x", "-z"]},
+        "compensation": {"predict": False, "predict_accel_hz": 3.0, "predict_accel_beyond": 0.07, "passivity": False,
+                         "restitution_max": 0.8, "length": 2.0, "lag": 0, "gravity": False, "tare": 0.3,
+                         "filter_hz": 40.0, "deadband": 2.0, "release": 0.4},
+        "guides": {"points": [[0, 1, 0]], "surfaces": [{"point": 0, "p_LoSo_L": [0, 1, 0], "n_L": [0, 0, 1]}],
+                   "k": 3.0e5, "exponent": 1.5, "alpha": 0.4, "mu_s": 0.35, "mu_k": 0.25, "v_stick": 0.003},
+        "mockup": {"mass": 2.5, "com": [0, 0, 0.1], "inertia": [0.01, 0.02, 0.03], "gravity": 9.8},
+        "emulator": {"delay": 0.002, "drop": 0.01, "bit_error": 0.001, "contact": "plane", "stiffness": 3.0e5,
+                     "damping": 100.0, "plane_normal": [0, 0, -1], "plane_offset": 0.55, "probe_radius": 0.05,
+                     "bandwidth": 20.0, "ft_rate": 1000.0, "ft_cutoff": 300.0, "ft_noise": [0.5, 0.05],
+                     "ft_bias": [0, 0, 0, 1, 2, 3], "ft_drift": [0, 0, 0, 0.1, 0, 0], "ft_range": [500, 50],
+                     "hard_limits": 2.0, "rate": 1000, "seed": 5, "rt_priority": 10, "stats": "stats.json"},
+    }
+
+
+def test_the_hil_bridge_holds_its_configured_hil_table_and_builds_from_it():
+    from hil import bridge
+    from hil.config import (HilCompensation, HilEmulator, HilGuides, HilLimits, HilMap, HilMockup, HilParams,
+                            HilServo, HilStewart, parse)
+
+    assert registry.params("hil.bridge") is HilParams
+    cfg = parse(_hil_table())
+    assert cfg.params == HilParams(
+        url="loop://", baud=460800, format="binary6", setpoint="pose", ascii_bits=12, rig="stewart", fingerprint=77,
+        bad_frames_max=3, clamp_fault_after=4, watchdog=0.05, reply_timeout=0.8, resend_after=0.2, pipeline=True,
+        start_timeout=12.0, X_OL=(0.1, 0.0, 0.0, 0.0, 0.0, 0.0), X_TB=(0.0, 0.2, 0.0, 0.0, 0.0, 0.0),
+        stewart=HilStewart(0.31, 0.21, 0.35, 0.36, 0.52, 60.0, 0.8, 1.1),
+        servo=HilServo((2, 1), (2.0, 3.0), (0.5, 0.25)),
+        limits=HilLimits((0.41, 0.41, 0.41, 0.41, 0.41, 0.42), 0.72, 0.6, 6.0, 120.0),
+        map=HilMap((0.0, 0.0, 0.01, 0.0, 0.0, 0.0), 0.5, 0.25, ("y", "x", "-z")),
+        compensation=HilCompensation(False, 3.0, 0.07, False, 0.8, 2.0, 0, False, 0.3, 40.0, 2.0, 0.4),
+        guides=HilGuides(([0, 1, 0],), ({"point": 0, "p_LoSo_L": [0, 1, 0], "n_L": [0, 0, 1]},), 3.0e5, 1.5, 0.4,
+                         0.35, 0.25, 0.003),
+        mockup=HilMockup(2.5, (0.0, 0.0, 0.1), (0.01, 0.02, 0.03), 9.8),
+        emulator=HilEmulator(0.002, 0.01, 0.001, "plane", 3.0e5, 100.0, (0.0, 0.0, -1.0), 0.55, 0.05, 20.0, 1000.0,
+                             300.0, (0.5, 0.05), (0.0, 0.0, 0.0, 1.0, 2.0, 3.0), (0.0, 0.0, 0.0, 0.1, 0.0, 0.0),
+                             (500.0, 50.0), 2.0, 1000.0, 5, 10, "stats.json"))
+    assert type(cfg.params.start_timeout) is float and type(cfg.params.limits.a_max) is float
+    # the bridge reads them (no link: nothing opened)
+    b = bridge.HilBridge(cfg, "hil", 2_000_000, None)
+    assert (b._predict, b._accel_beyond, b._tare_s, b._deadband, b._release, b._gravity) == (
+        False, 0.07, 0.3, 2.0, 0.4, False)
+    assert b._accel_gain == pytest.approx(1.0 - math.exp(-2.0 * math.pi * 3.0 * 0.002), rel=1e-15)
+    assert b._filter_gain == pytest.approx(1.0 - math.exp(-2.0 * math.pi * 40.0 * 0.002), rel=1e-15)
+    assert b._mockup[0] == 2.5 and list(b._mockup[1]) == [0.0, 0.0, 0.1] and b._mockup[3] == 9.8
+    assert b._pipeline is True and b.safety.bad_frames_max == 3
+    tau, parts = bridge.loop_delay(cfg, 0.002)
+    assert parts["transport"] == 0.004 and parts["pipeline"] == 0.002
+    assert parts["filter"] == pytest.approx(1.0 / (2.0 * math.pi * 40.0), rel=1e-15)
+    assert parts["actuators"] == pytest.approx(0.002 + 2.0 / (2.0 * math.pi * 20.0), rel=1e-15)
