@@ -220,8 +220,18 @@ def _hil_table() -> dict:
 
 def test_the_hil_bridge_holds_its_configured_hil_table_and_builds_from_it():
     from hil import bridge
-    from hil.config import (HilCompensation, HilEmulator, HilGuides, HilLimits, HilMap, HilMockup, HilParams,
-                            HilServo, HilStewart, parse)
+    from hil.config import (
+        HilCompensation,
+        HilEmulator,
+        HilGuides,
+        HilLimits,
+        HilMap,
+        HilMockup,
+        HilParams,
+        HilServo,
+        HilStewart,
+        parse,
+    )
 
     assert registry.params("hil.bridge") is HilParams
     cfg = parse(_hil_table())
