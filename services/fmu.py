@@ -24,6 +24,10 @@ Config::
                                         # default every output variable of the FMU, in its order)
     start = {k = 2.0e4}                 # start values of parameters (or inputs), by variable name
 
+:class:`FmuParams` declares the table's keys (units in its fields' metadata, :mod:`protocol.params`; ``inputs``
+and ``start`` tables of free keys, the FMU's variables); :data:`PARAMS` names it for :mod:`protocol.registry`, and
+a built service holds them in :attr:`FmuSpec.params`.
+
 ``launch.py check`` reads the FMU's ``modelDescription.xml`` (:func:`validate`) and refuses,
 naming the key and the variable: a file that is not there or not an FMU; an FMI version other
 than 2.0 (FMPy 0.3.32 reads FMI 3.0 too, but this host is written and tested for FMI 2.0 only);
@@ -79,13 +83,60 @@ from typing import Any
 
 from errors import ConfigError, LifecycleError
 from protocol.messages import SCHEMAS, TopicSchema, register_schema
+from protocol.params import from_values, param
 from protocol.service import Inputs, Port, ServicePorts
 
-__all__ = ["TABLES", "OPTIONS", "FmuInstance", "FmuModel", "FmuSpec", "build", "fmu_path", "output_schema", "ports",
-           "spec_of", "validate"]
+__all__ = ["PARAMS", "TABLES", "OPTIONS", "FmuInstance", "FmuModel", "FmuOutputs", "FmuParams", "FmuSpec", "build",
+           "fmu_path", "output_schema", "ports", "spec_of", "validate"]
 
 TABLES: tuple[str, ...] = ()
 OPTIONS: dict[str, Any] = {"fmu": str, "inputs": "table", "outputs": "table", "start": "table"}
+DEFAULTS: dict[str, Any] = {"inputs": {}, "start": {}}
+"""The value of each key of :data:`OPTIONS` that ``[services.NAME]`` may leave out (``fmu`` and
+``outputs.topic`` it may not)."""
+OUTPUT_DEFAULTS: dict[str, Any] = {"kind": "state", "variables": None}
+"""The value of each key of ``outputs`` it may leave out (``variables`` None: every output variable, in order)."""
+
+
+@dataclass(frozen=True)
+class FmuOutputs:
+    """``outputs`` of ``[services.NAME]``: the topic the FMU publishes."""
+
+    topic: str = param("-")
+    kind: str = param("-")                              # "state" | "flow"
+    variables: tuple[str, ...] | None = param("-")      # FMU output variables; None: every one, in its order
+
+
+@dataclass(frozen=True)
+class FmuParams:
+    """``[services.NAME]`` of an FMU service, declared (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module
+    docstring says what each key does). Each field's unit is in its metadata (:func:`protocol.params.units`); the
+    tables of FMU variables are plain dicts, checked against the model description by :func:`validate`.
+    :attr:`FmuSpec.params` holds them for a built service."""
+
+    fmu: str = param("-")                               # the FMU file, relative to the config file
+    inputs: dict[str, str] = param("-")                 # input variable -> "TOPIC:FIELD" or "TOPIC:FIELD[i, j]"
+    outputs: FmuOutputs = param("-")
+    start: dict[str, Any] = param("-")                  # variable -> start value, in the variable's own unit
+
+    @classmethod
+    def from_service(cls, config: Mapping[str, Any], name: str) -> FmuParams:
+        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values :func:`validate` has
+        checked (the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's).
+
+        Raises
+        ------
+        KeyError
+            If ``config`` has no service ``name``, or it has no ``fmu`` or ``outputs.topic``.
+        TypeError, ValueError
+            If a value does not convert (a configuration :func:`validate` refuses).
+        """
+        svc = config["services"][name]
+        return from_values(cls, {**DEFAULTS, **svc, "outputs": {**OUTPUT_DEFAULTS, **svc.get("outputs", {})}})
+
+
+PARAMS = FmuParams
+"""The kind's declared parameters (:mod:`protocol.registry`)."""
 
 _FIELD_OF_TYPE = {"Real": ("f8", ()), "Integer": ("int", ()), "Enumeration": ("int", ()),
                   "Boolean": ("bool", ()), "String": ("str", ())}
@@ -129,6 +180,8 @@ class FmuSpec:
         ``canGetAndSetFMUstate`` and ``canSerializeFMUstate``.
     flags : str
         The two flags as the model description gives them (for messages).
+    params : FmuParams
+        ``[services.NAME]`` as configured, declared.
     """
 
     path: Path
@@ -141,6 +194,7 @@ class FmuSpec:
     start: tuple[tuple[str, int, str, Any], ...]
     can_save: bool
     flags: str
+    params: FmuParams
 
 
 def fmu_path(config: Mapping[str, Any], name: str) -> Path:
@@ -312,7 +366,8 @@ def _spec(config: Mapping[str, Any], name: str, problems: list[str]) -> FmuSpec 
     flags = (f"canGetAndSetFMUstate {str(bool(cs.canGetAndSetFMUstate)).lower()}, "
              f"canSerializeFMUstate {str(bool(cs.canSerializeFMUstate)).lower()}")
     return FmuSpec(path, md.guid, cs.modelIdentifier, tuple(ins), topic, str(kind), tuple(outs), tuple(starts),
-                   bool(cs.canGetAndSetFMUstate and cs.canSerializeFMUstate), flags)
+                   bool(cs.canGetAndSetFMUstate and cs.canSerializeFMUstate), flags,
+                   FmuParams.from_service(config, name))
 
 
 def spec_of(config: Mapping[str, Any], name: str) -> FmuSpec:

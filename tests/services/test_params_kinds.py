@@ -263,3 +263,30 @@ def test_the_hil_bridge_holds_its_configured_hil_table_and_builds_from_it():
     assert parts["transport"] == 0.004 and parts["pipeline"] == 0.002
     assert parts["filter"] == pytest.approx(1.0 / (2.0 * math.pi * 40.0), rel=1e-15)
     assert parts["actuators"] == pytest.approx(0.002 + 2.0 / (2.0 * math.pi * 20.0), rel=1e-15)
+
+
+def test_the_fmu_holds_its_configured_service_table_and_builds_from_it(tmp_path):
+    pytest.importorskip("pythonfmu")
+    pytest.importorskip("fmpy")
+    from services import fmu
+    from tests.services.test_fmu import _build_leg, _models, _plan, _write
+
+    assert registry.params("fmu") is fmu.FmuParams
+    path = _write(tmp_path, _build_leg(tmp_path / "build"), inputs='{x_cmd = "toy/state0:x"}',
+                  outputs='{topic = "rig/leg", kind = "flow", variables = ["F", "x"]}',
+                  start="{x0 = 0.9, k = 3.0e4, c = 500.0}", logger=False, processes="")
+    plan = _plan(path)
+    assert fmu.FmuParams.from_service(plan.config, "leg") == fmu.FmuParams(
+        fmu="ActuatorLeg.fmu", inputs={"x_cmd": "toy/state0:x"},
+        outputs=fmu.FmuOutputs(topic="rig/leg", kind="flow", variables=("F", "x")),
+        start={"x0": 0.9, "k": 3.0e4, "c": 500.0})
+    q = fmu.FmuParams.from_service({"services": {"leg": {"kind": "fmu", "fmu": "a.fmu",
+                                                         "outputs": {"topic": "t"}}}}, "leg")
+    assert (q.inputs, q.start, q.outputs) == ({}, {}, fmu.FmuOutputs("t", "state", None))
+    (leg,) = [m for m in _models(plan) if isinstance(m, fmu.FmuModel)]
+    try:
+        assert leg.spec.params == fmu.FmuParams.from_service(plan.config, "leg")
+        assert [v for v, _, _, _ in leg.spec.start] == ["x0", "k", "c"]
+        assert [v for v, _, _ in leg.spec.outputs] == ["F", "x"] and leg.outputs[0].kind == "flow"
+    finally:
+        leg.close()
