@@ -1,11 +1,14 @@
 """Declared parameters (protocol/params.py): a kind's frozen dataclass, units per field, built once from its
-checked table; the orbiter's and the arm's cover their tables' keys and hold the configured values; a context field
-read through the model (protocol.service.ContextField)."""
+checked table (tables of free keys as plain copies, unions by the value's type); every shipped kind but the test toys
+declares its table's keys, sub-tables included (the values each holds: here for the orbiter,
+tests/services/test_params_kinds.py and test_arm_params.py for the others); a context field read through the model
+(protocol.service.ContextField)."""
 
 from __future__ import annotations
 
 import dataclasses
 import pickle
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -118,13 +121,42 @@ def test_a_missing_value_or_a_class_that_is_not_declared_parameters_is_refused_n
             from_values(cls, {"x": 1.0})
 
 
-@pytest.mark.parametrize("kind", ["orbiter", "arm"])
+def _table_keys(kind: str) -> Mapping[str, Any]:
+    """The keys of the table a kind's parameters declare, as its module declares them: ``TABLE_KEYS`` of the table
+    named as the kind (or of its one table), else its service table's ``OPTIONS``."""
+    mod = registry.kind_module(kind)
+    tables = getattr(mod, "TABLE_KEYS", {})
+    if kind in tables:
+        return tables[kind]
+    if len(tables) == 1:
+        return next(iter(tables.values()))
+    return mod.OPTIONS
+
+
+def _covers(cls: type, keys: Mapping[str, Any], where: str) -> None:
+    """``cls`` has one field per key, a sub-table's (a mapping kind) a parameter class covering its keys."""
+    assert is_params(cls), where
+    assert {f.name for f in dataclasses.fields(cls)} == set(keys), where
+    hints = typing.get_type_hints(cls)
+    for key, spec in keys.items():
+        kind = spec[0] if isinstance(spec, tuple) else spec
+        if isinstance(kind, Mapping):
+            _covers(hints[key], kind, f"{where}.{key}")
+
+
+SHIPPED = [k for k in registry.BUILTIN if k != "testkit.toys"]
+
+
+def test_every_shipped_kind_but_the_test_toys_is_listed():
+    assert set(SHIPPED) == {"orbiter", "arm", "contact", "operator", "logger", "replay", "viewer", "hil.bridge", "fmu"}
+
+
+@pytest.mark.parametrize("kind", SHIPPED)
 def test_a_kinds_declared_parameters_cover_its_tables_keys(kind):
     cls = registry.params(kind)
-    assert cls is not None and is_params(cls)
-    (table,) = registry.kind_module(kind).TABLE_KEYS.keys() & {kind}
-    keys = set(registry.kind_module(kind).TABLE_KEYS[table])
-    assert {f.name for f in dataclasses.fields(cls)} == keys
+    assert cls is not None and is_params(cls), f"{kind}: no PARAMS"
+    _covers(cls, _table_keys(kind), kind)
+    assert all(isinstance(u, str) and u for u in units(cls).values())
 
 
 def test_the_orbiter_holds_the_configured_values_in_its_parameters():

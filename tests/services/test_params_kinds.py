@@ -1,7 +1,7 @@
-"""Declared parameters of the operator, logger, replay and viewer kinds (protocol/params.py): each kind's class
-has one field per key its module declares for its table (``TABLE_KEYS`` of a table it owns, ``OPTIONS`` of its
-``[services.NAME]``), every field with a unit, and a service built from a configuration of non-default values holds
-exactly those values."""
+"""Declared parameters of the operator, logger, replay, viewer, contact, hil.bridge and fmu kinds
+(protocol/params.py): each kind's class has one field per key its module declares for its table (``TABLE_KEYS`` of a
+table it owns, ``OPTIONS`` of its ``[services.NAME]``), every field with a unit, and a service built from a
+configuration of non-default values holds exactly those values."""
 
 from __future__ import annotations
 
