@@ -122,6 +122,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -631,6 +632,15 @@ def _dump(x: Any) -> bytes:
     return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _same_attr(x: Any, y: Any) -> bool:
+    """Whether two attribute values are the same, byte for byte pickled; a dataclass (a kind's declared
+    parameters) field by field, since equal values built apart share sub-objects differently, which pickling
+    shows (its memo) although no field differs."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and type(x) is type(y):
+        return all(_same_attr(getattr(x, f.name), getattr(y, f.name)) for f in dataclasses.fields(x))
+    return _dump(x) == _dump(y)
+
+
 def _changed_keys(a: Any, b: Any, path: str = "") -> list[str]:
     """Dotted keys whose values differ between two config tables (nested tables walked)."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -887,7 +897,7 @@ def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float, ref:
     for a, b in zip(got.models, snap.models, strict=True):  # the models' attributes first: they name the cause
         fa, fb = _fields(a.obj), _fields(b.obj)
         for attr in sorted(set(fa) | set(fb)):
-            if _dump(fa.get(attr)) != _dump(fb.get(attr)):
+            if not _same_attr(fa.get(attr), fb.get(attr)):
                 return f"{acts}: {a.name}.{attr} differs there"
     for a, b in zip(got.models, snap.models, strict=True):
         for what, x, y in (("time", a.t_ns, b.t_ns), ("input buffer", a.buf, b.buf),
