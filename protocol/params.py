@@ -38,9 +38,9 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
-__all__ = ["from_values", "is_params", "param", "units"]
+__all__ = ["ServiceTableParams", "from_values", "is_params", "param", "units"]
 
 
 def param(unit: str) -> Any:
@@ -179,3 +179,30 @@ def from_values(cls: type, values: Mapping[str, Any]) -> Any:
             raise KeyError(f"{cls.__qualname__}.{f.name}: no value")
         kw[f.name] = _convert(hints[f.name], values[f.name], f"{cls.__qualname__}.{f.name}")
     return cls(**kw)
+
+
+_P = TypeVar("_P", bound="ServiceTableParams")
+
+
+class ServiceTableParams:
+    """Base of the parameters of a kind whose keys are its own service table's extra keys (``OPTIONS``: the
+    logger, the replay, the viewer, the FMU host), not a table of its own: :meth:`from_service` reads
+    ``[services.NAME]`` with the class's :attr:`DEFAULTS` filled in (the table's other keys, ``kind``,
+    ``rate_hz``, ..., are the runtime's). A subclass is a frozen dataclass as any declared parameters."""
+
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+    """The defaults of the keys a configuration may leave out (the kind module's own ``DEFAULTS``)."""
+
+    @classmethod
+    def from_service(cls: type[_P], config: Mapping[str, Any], name: str) -> _P:
+        """The parameters of service ``name`` of ``config``, from values the kind's ``validate`` has checked.
+
+        Raises
+        ------
+        KeyError
+            If ``config`` has no service ``name``, or it lacks a key without a default (``Class.field: no value``).
+        TypeError, ValueError
+            If a value does not convert (a configuration the kind's ``validate`` refuses).
+        """
+        out: _P = from_values(cls, {**cls.DEFAULTS, **config["services"][name]})
+        return out

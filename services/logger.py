@@ -111,7 +111,7 @@ from importlib import metadata as importlib_metadata
 from itertools import repeat
 from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgpack
 import numpy as np
@@ -124,7 +124,7 @@ from protocol.codec import TopicCodec, envelopes, topic_codec
 from protocol.config import check_value
 from protocol.logfile import json_schema, open_log
 from protocol.messages import CONTROL_PREFIX, SCHEMAS, SEPARATOR, schema_for
-from protocol.params import from_values, param
+from protocol.params import ServiceTableParams, param
 from protocol.provenance import SampleGate
 from protocol.realtime import set_thread_name
 from protocol.service import ServicePorts
@@ -147,9 +147,11 @@ name of now; ``schemas_from`` None: none)."""
 
 
 @dataclass(frozen=True)
-class LoggerParams:
+class LoggerParams(ServiceTableParams):
     """``[services.NAME]`` of a logger, parsed once (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module docstring
     says what each key does). Each field's unit is in its metadata (:func:`protocol.params.units`)."""
+
+    DEFAULTS: ClassVar[Mapping[str, Any]] = DEFAULTS
 
     path: str | None = param("-")                       # the log file; None or "": sim.log, else a name of now
     topics: tuple[str, ...] = param("-")                # () : every topic
@@ -158,19 +160,6 @@ class LoggerParams:
     schemas_from: str | None = param("-")               # a log whose topics' schemas are registered; None: none
     writer_cpus: tuple[int, ...] = param("-")           # CPU numbers of the writer process; () : any
 
-    @classmethod
-    def from_service(cls, config: Mapping[str, Any], name: str) -> LoggerParams:
-        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values :func:`validate` has checked
-        (the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's).
-
-        Raises
-        ------
-        KeyError
-            If ``config`` has no service ``name``.
-        TypeError, ValueError
-            If a value does not convert (a configuration :func:`validate` refuses).
-        """
-        return from_values(cls, {**DEFAULTS, **config["services"][name]})
 
 
 PARAMS = LoggerParams

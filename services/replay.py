@@ -59,7 +59,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
 import numpy as np
 
@@ -67,7 +67,7 @@ from errors import ConfigError, LogError
 from protocol.config import check_value
 from protocol.logfile import LogFile, open_log, select_topics
 from protocol.messages import SCHEMAS
-from protocol.params import from_values, param
+from protocol.params import ServiceTableParams, param
 from protocol.service import Port, ServicePorts
 from protocol.timebase import check_seconds
 
@@ -109,10 +109,12 @@ def check_rate(rate: Any, where: str = "rate") -> str | None:
 
 
 @dataclass(frozen=True)
-class ReplayParams:
+class ReplayParams(ServiceTableParams):
     """``[services.NAME]`` of a replay, parsed once (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module docstring
     and ``launch.py replay`` say what each key does). Each field's unit is in its metadata
     (:func:`protocol.params.units`)."""
+
+    DEFAULTS: ClassVar[Mapping[str, Any]] = DEFAULTS
 
     log: str = param("-")                            # the MCAP file to replay
     topics: tuple[str, ...] = param("-")             # fnmatch patterns; () : every logged topic but sim/*
@@ -126,19 +128,6 @@ class ReplayParams:
     progress: bool = param("-")
     hold: bool = param("-")                          # hold at the window's end instead of ending
 
-    @classmethod
-    def from_service(cls, config: Mapping[str, Any], name: str) -> ReplayParams:
-        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values of the kinds :data:`OPTIONS`
-        says (:func:`validate` checks them; the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's).
-
-        Raises
-        ------
-        KeyError
-            If ``config`` has no service ``name``, or it has no ``log`` (``ReplayParams.log: no value``).
-        TypeError, ValueError
-            If a value does not convert (a configuration :func:`validate` refuses).
-        """
-        return from_values(cls, {**DEFAULTS, **config["services"][name]})
 
 
 PARAMS = ReplayParams

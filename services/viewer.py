@@ -62,12 +62,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from protocol.config import check_value
 from protocol.logfile import decode_bodies
 from protocol.messages import SCHEMAS, SEPARATOR
-from protocol.params import from_values, param
+from protocol.params import ServiceTableParams, param
 from protocol.registry import has_capability
 from protocol.security import is_loopback_host
 from protocol.service import ServicePorts
@@ -91,9 +91,11 @@ DEFAULTS: dict[str, Any] = {"host": "127.0.0.1", "port": 8765, "display_hz": 30.
 
 
 @dataclass(frozen=True)
-class ViewerParams:
+class ViewerParams(ServiceTableParams):
     """``[services.NAME]`` of a viewer, parsed once (:data:`OPTIONS`, defaults :data:`DEFAULTS`; the module docstring
     says what each key does). Each field's unit is in its metadata (:func:`protocol.params.units`)."""
+
+    DEFAULTS: ClassVar[Mapping[str, Any]] = DEFAULTS
 
     host: str = param("-")                           # the address the WebSocket server binds
     port: int = param("-")                           # TCP port, 0..65535; 0: any free one
@@ -102,20 +104,6 @@ class ViewerParams:
     allow_remote: bool = param("-")                  # a host that is not loopback is allowed
     encodings: tuple[str, ...] = param("-")          # of ENCODINGS, distinct
 
-    @classmethod
-    def from_service(cls, config: Mapping[str, Any], name: str) -> ViewerParams:
-        """``[services.NAME]`` of ``config`` with :data:`DEFAULTS` filled in, from values :func:`validate` has checked
-        (the table's other keys, ``kind``, ``rate_hz``, ..., are the runtime's; ``host`` is both: where the service
-        runs and the address its server binds).
-
-        Raises
-        ------
-        KeyError
-            If ``config`` has no service ``name``.
-        TypeError, ValueError
-            If a value does not convert (a configuration :func:`validate` refuses).
-        """
-        return from_values(cls, {**DEFAULTS, **config["services"][name]})
 
 
 PARAMS = ViewerParams
