@@ -64,11 +64,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from errors import ConfigError
 from protocol.config import check_value
 from protocol.logfile import decode_bodies
 from protocol.messages import SCHEMAS, SEPARATOR
 from protocol.params import ServiceTableParams, param
-from protocol.registry import has_capability
+from protocol.registry import has_capability, params
 from protocol.security import is_loopback_host
 from protocol.service import ServicePorts
 
@@ -222,21 +223,23 @@ class LiveViewer:
         if not replays:
             return
         starts, ends = [], []
-        for svc in replays.values():
-            with open_log(svc["log"]) as log:
+        # each replay's window and pace as the replay reads them: its kind's declared parameters (log, start, end,
+        # rate, paused), not the viewer's copy of its defaults
+        plays = [_replay_params(config, n) for n in replays]
+        for rp in plays:
+            with open_log(rp.log) as log:
                 log.register_schemas()  # its topics shown even when this program has no schema of them
                 lo, hi = log.start_ns, log.end_ns
-            if svc.get("start") is not None:
-                lo = max(lo, int(round(float(svc["start"]) * 1e9)))
-            if svc.get("end") is not None:
-                hi = min(hi, int(round(float(svc["end"]) * 1e9)))
+            if rp.start is not None:
+                lo = max(lo, int(round(rp.start * 1e9)))
+            if rp.end is not None:
+                hi = min(hi, int(round(rp.end * 1e9)))
             starts.append(lo)
             ends.append(hi)
         self.time_range = (min(starts), max(max(ends), min(starts)))
         self._t_now = self.time_range[0]
-        first = next(iter(replays.values()))
-        self._speed = float(first.get("rate", 0.0)) or 1.0
-        self._paused = bool(first.get("paused", False))
+        self._speed = plays[0].rate or 1.0
+        self._paused = plays[0].paused
         self._co_simulated = [n for n in services if n not in replays and _role(config, n) == "model"]
 
     def control_requests(self) -> list[dict[str, Any]]:
@@ -488,6 +491,23 @@ def _listener(viewer: LiveViewer) -> Any:
             return viewer.on_playback_control_request(playback_control_request)
 
     return Player()
+
+
+def _replay_params(config: Mapping[str, Any], name: str) -> Any:
+    """The declared parameters of the replay service ``name`` (its kind's ``PARAMS``, read from its service table
+    with the kind's defaults: :class:`protocol.params.ServiceTableParams`).
+
+    Raises
+    ------
+    ConfigError
+        If the kind declares no such parameters (a replay kind must, for a viewer to control it).
+    """
+    kind = config["services"][name]["kind"]
+    cls = params(kind)
+    if not (isinstance(cls, type) and issubclass(cls, ServiceTableParams)):
+        raise ConfigError(f"services.{name}: kind {kind!r} plays a log back but declares no service-table "
+                          "parameters (PARAMS, a protocol.params.ServiceTableParams) for a viewer to read its window")
+    return cls.from_service(config, name)
 
 
 def _role(config: dict[str, Any], name: str) -> str:

@@ -128,3 +128,19 @@ def test_a_remote_address_needs_allow_remote(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, str(ROOT / "launch.py"), "check", str(tmp_path / "remote.toml")], env=env,
                        capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 2 and "services.viewer.host" in p.stderr + p.stdout and "allow_remote" in p.stderr + p.stdout
+
+
+def test_the_viewer_reads_a_replays_window_as_the_replay_does() -> None:
+    """The replay's window and pace from the replay kind's declared parameters: the values written, the replay's
+    defaults where none is (not a copy of them in the viewer), and a clear error for a kind without them."""
+    from errors import ConfigError
+    from services.replay import DEFAULTS as REPLAY_DEFAULTS
+    from services.viewer import _replay_params
+
+    cfg = {"services": {"rp": {"kind": "replay", "log": "x.mcap", "start": 1.5, "end": 4, "rate": 2}}}
+    p = _replay_params(cfg, "rp")
+    assert (p.log, p.start, p.end, p.rate, p.paused) == ("x.mcap", 1.5, 4.0, 2.0, REPLAY_DEFAULTS["paused"])
+    q = _replay_params({"services": {"rp": {"kind": "replay", "log": "x.mcap"}}}, "rp")
+    assert (q.start, q.end, q.rate) == (None, None, 0.0)
+    with pytest.raises(ConfigError, match="services.toy: kind 'testkit.toys' plays a log back but declares no"):
+        _replay_params({"services": {"toy": {"kind": "testkit.toys"}}}, "toy")
