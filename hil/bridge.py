@@ -253,8 +253,7 @@ def loop_delay(cfg: HilConfig, h_s: float, feedback_hold_s: float = 0.0) -> tupl
     """
     em, comp = cfg.params.emulator, cfg.params.compensation
     bw = em.bandwidth
-    sensor = ForceTorqueSensor(em.ft_rate, em.ft_cutoff, (0.0, 0.0), np.zeros(6), np.zeros(6),
-                               (0.0, 0.0), np.random.default_rng(0)).lag if em.ft_rate > 0 else 0.0
+    sensor = ForceTorqueSensor.lag_of(em.ft_rate, em.ft_cutoff)
     fhz = comp.filter_hz
     parts = {"transport": 2.0 * em.delay,
              "actuators": h_s + (2.0 / (2.0 * math.pi * bw) if bw > 0 else 0.0),
@@ -399,9 +398,7 @@ class HilBridge:
         self._filter_gain = 1.0 - math.exp(-2.0 * math.pi * fhz * self.h) if fhz > 0 else 1.0
         self._F_filtered: Array | None = None
         em = p.emulator
-        sensor_lag = ForceTorqueSensor(em.ft_rate, em.ft_cutoff, (0.0, 0.0), np.zeros(6),
-                                       np.zeros(6), (0.0, 0.0), np.random.default_rng(0)).lag \
-            if em.ft_rate > 0 else 0.0
+        sensor_lag = ForceTorqueSensor.lag_of(em.ft_rate, em.ft_cutoff)
         # what the prediction adds to the round trip: the actuators' lag (a servo of bandwidth f follows the
         # setpoints interpolated over a period, critically damped: a ramp h + 2 / (2π f) late), the sensor's and
         # the filter's

@@ -427,21 +427,6 @@ class HilConfig:
         """The rig's axis limits."""
         return self.rig.limits
 
-    @property
-    def emulator(self) -> dict[str, Any]:
-        """The ``[hil.emulator]`` table."""
-        return self.table["emulator"]
-
-    @property
-    def mockup(self) -> dict[str, Any]:
-        """The ``[hil.mockup]`` table."""
-        return self.table["mockup"]
-
-    @property
-    def compensation(self) -> dict[str, Any]:
-        """The ``[hil.compensation]`` table."""
-        return self.table["compensation"]
-
 
 def _axes(value: Any, n: int, name: str, problems: list[str]) -> np.ndarray:
     a = np.asarray(value, dtype=np.float64)

@@ -132,10 +132,9 @@ class Channel:
 
 def _channels(cfg: HilConfig, baud: float = 0.0) -> tuple[Channel, Channel]:
     """(host → rig, rig → host) channels of the ``[hil.emulator]`` table; ``baud`` > 0 paces both."""
-    em = cfg.emulator
-    rng = np.random.default_rng(int(em["seed"]))
-    return (Channel(float(em["delay"]), float(em["drop"]), float(em["bit_error"]), rng, baud=baud),
-            Channel(float(em["delay"]), baud=baud))
+    em = cfg.params.emulator
+    rng = np.random.default_rng(em.seed)
+    return (Channel(em.delay, em.drop, em.bit_error, rng, baud=baud), Channel(em.delay, baud=baud))
 
 
 class AxisFirmware:
@@ -515,8 +514,8 @@ def spawn_emulator(table: dict | None = None, *, lockstep: bool = False, stats_p
         args.append("--lockstep")
     if stats_path is not None:
         args += ["--stats", str(stats_path)]
-    if cfg.emulator["rt_priority"]:
-        args += ["--rt-priority", str(cfg.emulator["rt_priority"])]
+    if cfg.params.emulator.rt_priority:
+        args += ["--rt-priority", str(cfg.params.emulator.rt_priority)]
     args += extra_args or []
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}

@@ -241,7 +241,7 @@ class ForceTorqueSensor:
     def __init__(self, rate: float, cutoff: float, noise: tuple[float, float], bias: Array, drift: Array,
                  full_range: tuple[float, float], rng: np.random.Generator) -> None:
         self.period = 1.0 / rate
-        self.gain = 1.0 - np.exp(-2.0 * np.pi * cutoff * self.period) if cutoff > 0 else 1.0
+        self.gain = self._gain(cutoff, self.period)
         f_noise, t_noise = noise
         self.sigma = np.array([t_noise] * 3 + [f_noise] * 3)
         self.bias = np.asarray(bias, dtype=np.float64)
@@ -270,11 +270,29 @@ class ForceTorqueSensor:
         self.reading = np.array(clipped)
         self.next_t = t + self.period
 
+    @staticmethod
+    def _gain(cutoff: float, period: float) -> float:
+        """The first-order low-pass's gain per sample, exact for the sample period (cutoff 0: 1, no filter)."""
+        return 1.0 - np.exp(-2.0 * np.pi * cutoff * period) if cutoff > 0 else 1.0
+
+    @staticmethod
+    def _lag(period: float, gain: float) -> float:
+        tc = -period / np.log(1.0 - gain) if gain < 1.0 else 0.0
+        return float(tc + 0.5 * period)
+
     @property
     def lag(self) -> float:
         """The sensor's delay at low frequency: its filter's time constant plus half a sample. [s]"""
-        tc = -self.period / np.log(1.0 - self.gain) if self.gain < 1.0 else 0.0
-        return float(tc + 0.5 * self.period)
+        return self._lag(self.period, self.gain)
+
+    @classmethod
+    def lag_of(cls, rate: float, cutoff: float) -> float:
+        """:attr:`lag` of a sensor sampling at ``rate`` with a low-pass at ``cutoff`` [Hz], without building one
+        (rate 0: an ideal sensor, no lag). [s]"""
+        if rate <= 0:
+            return 0.0
+        period = 1.0 / rate
+        return cls._lag(period, cls._gain(cutoff, period))
 
 
 class LoopStalls:
@@ -332,32 +350,31 @@ class RigCore:
     """
 
     def __init__(self, cfg: HilConfig) -> None:
-        em = cfg.emulator
+        em = cfg.params.emulator
         self.rig = cfg.rig
-        f = float(em["hard_limits"])  # the actuators' own limits lie outside the host's soft limits
+        f = em.hard_limits  # the actuators' own limits lie outside the host's soft limits
         lim = cfg.limits
         self.limits = RigLimits(lim.lo, lim.hi, f * lim.v_max, f * lim.a_max, f * lim.j_max)
         self.fingerprint = cfg.fingerprint
-        self.bad_frames_max = int(cfg.table["bad_frames_max"])
-        self.dt = 1.0 / float(em["rate"])
-        self.bandwidth = float(em["bandwidth"])
-        rad = float(em["probe_radius"])
+        self.bad_frames_max = cfg.params.bad_frames_max
+        self.dt = 1.0 / em.rate
+        self.bandwidth = em.bandwidth
+        rad = em.probe_radius
         probes = np.zeros((1, 3)) if rad == 0 else rad * np.array(
             [[np.cos(a), np.sin(a), 0.0] for a in np.radians([0.0, 120.0, 240.0])])
         self.contact: ContactPlane | ContactGuides = ContactPlane(
-            np.asarray(em["plane_normal"], dtype=np.float64), float(em["plane_offset"]), float(em["stiffness"]),
-            float(em["damping"]), probes)
-        if em["contact"] == "guides":
+            np.asarray(em.plane_normal, dtype=np.float64), em.plane_offset, em.stiffness, em.damping, probes)
+        if em.contact == "guides":
             self.contact = guides_of(cfg)
-        mk = cfg.mockup
-        self.mockup = (float(mk["mass"]), np.asarray(mk["com"], dtype=np.float64),
-                       np.asarray(mk["inertia"], dtype=np.float64), float(mk["gravity"]))
+        mk = cfg.params.mockup
+        self.mockup = (mk.mass, np.asarray(mk.com, dtype=np.float64), np.asarray(mk.inertia, dtype=np.float64),
+                       mk.gravity)
         self.ft: ForceTorqueSensor | None = None
-        if float(em["ft_rate"]) > 0:
-            self.ft = ForceTorqueSensor(float(em["ft_rate"]), float(em["ft_cutoff"]), tuple(em["ft_noise"]),
-                                        np.asarray(em["ft_bias"], dtype=np.float64),
-                                        np.asarray(em["ft_drift"], dtype=np.float64), tuple(em["ft_range"]),
-                                        np.random.default_rng([int(em["seed"]), 1]))
+        if em.ft_rate > 0:
+            self.ft = ForceTorqueSensor(em.ft_rate, em.ft_cutoff, (em.ft_noise[0], em.ft_noise[1]),
+                                        np.asarray(em.ft_bias, dtype=np.float64),
+                                        np.asarray(em.ft_drift, dtype=np.float64), (em.ft_range[0], em.ft_range[1]),
+                                        np.random.default_rng([em.seed, 1]))
         self._ft_pose: tuple[Array, Array, Array, float] | None = None  # (q, p, V, t) of its last sample
         self.neutral_axes = self.rig.inverse(self.rig.neutral)
         self.state = RigState.IDLE
