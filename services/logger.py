@@ -161,7 +161,6 @@ class LoggerParams(ServiceTableParams):
     writer_cpus: tuple[int, ...] = param("-")           # CPU numbers of the writer process; () : any
 
 
-
 PARAMS = LoggerParams
 """The kind's declared parameters (:mod:`protocol.registry`)."""
 

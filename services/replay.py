@@ -129,7 +129,6 @@ class ReplayParams(ServiceTableParams):
     hold: bool = param("-")                          # hold at the window's end instead of ending
 
 
-
 PARAMS = ReplayParams
 """The kind's declared parameters (:mod:`protocol.registry`)."""
 

@@ -106,7 +106,6 @@ class ViewerParams(ServiceTableParams):
     encodings: tuple[str, ...] = param("-")          # of ENCODINGS, distinct
 
 
-
 PARAMS = ViewerParams
 """The kind's declared parameters (:mod:`protocol.registry`)."""
 
