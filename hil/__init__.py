@@ -13,6 +13,8 @@ Modules (one concept each):
 - :mod:`hil.delay` — delay estimate, prediction, passivity controller, impact restitution;
 - :mod:`hil.config` — the ``[hil]`` table, shared by the bridge and the emulator;
 - :mod:`hil.bridge` — the service model (``kind = "hil.bridge"``);
+- :mod:`hil.device` — the rig as the bridge's device: the link, the protocol backend on it,
+  the lockstep wait for replies with its resends (the service's waits on the wall clock);
 - :mod:`hil.rig` — the emulated rig: firmware state machine, actuators, force/torque sensor
   on a contact plane, stepped by explicit times (no I/O);
 - :mod:`hil.emulator` — the rig emulator's plumbing: transport channel, lockstep port,

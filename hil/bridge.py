@@ -36,9 +36,9 @@ delimiters lost, or the reply) then, with the same content and time stamp, until
 reply comes. The rig handles a resent frame as the one it replaces, so a lossy link costs
 wall time, not results. Only a step whose reply never comes (``bad_frames_max`` resends
 or ``reply_timeout`` in all) goes on with the previous reply, counted in
-``replies_missed``. The resend decision reads the rig's answers, not the clock, except
-when nothing comes back for ``resend_after``: a run stays bit-identical unless the
-emulator stalls that long.
+``replies_missed``. The resend decision (the device's, :meth:`hil.device.RigDevice.receive`)
+reads the rig's answers, not the clock, except when nothing comes back for ``resend_after``:
+a run stays bit-identical unless the emulator stalls that long.
 
 Outputs ``hil/command`` (the commanded relative motion), ``hil/feedback`` (wrench on B
 at Bo in B, measured legs, one-way delay, valid) and ``hil/status`` (state, fault bits,
@@ -50,11 +50,14 @@ wrench is zero and ``valid`` false unless the rig is engaged, was heard from wit
 watchdog, and the command was not clamped (a clamped rig pose is not the simulated one,
 so its contact force would be wrong).
 
-Unlike other models this one does I/O — a serial link is its purpose — but the link is
-injected: :func:`build` opens it from ``[hil] url``, tests pass a
-:class:`hil.link.SerialLink` on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`. What
-goes over it is the rig protocol's (``[hil] format``, :mod:`hil.rigproto`): the bridge sends and
-reads through that backend and checks its capabilities where formats differ.
+A serial link is the bridge's purpose, but the model does no I/O of its own and reads no
+clock: the rig is a device injected into it (:class:`hil.device.RigDevice`), which owns the
+link, the rig protocol's backend (``[hil] format``, :mod:`hil.rigproto`) and the bounded,
+wall-clock waits for replies with their resends. The bridge gives it the simulation time and
+each step's frame, and handles the frames it returns; it checks the format's capabilities
+where formats differ. :func:`build` opens the device from ``[hil] url``; tests pass one, or a
+:class:`hil.link.SerialLink` (on ``loop://``, a pty or a :class:`hil.emulator.LockstepPort`)
+the bridge makes one on.
 
 Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
 ``validate(config, name)``, ``build(config, name, period_ns)``.
@@ -63,12 +66,10 @@ Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import serial
 from numpy.typing import NDArray
 
 from dynamics.rigid_body import predict_rows
@@ -83,10 +84,11 @@ from dynamics.spatial import (
 from errors import ConfigError, FrameError, RigFault, ShapeError
 from hil.config import DEFAULTS, HIL_KEYS, HilConfig, HilParams, hil_table, parse
 from hil.delay import ContactGate, ImpactMonitor, PassivityController, noise_floor, predict_pose
-from hil.framing import Fault, Hello, Nak, RigState, Telemetry
-from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget, open_port
+from hil.device import Batch, RigDevice
+from hil.framing import Fault, Frame, Hello, RigState, Telemetry
+from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget
 from hil.rig import ForceTorqueSensor, mockup_load
-from hil.rigproto import RigProtocol, Sent, open_protocol, protocol_class
+from hil.rigproto import RigProtocol, protocol_class
 from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.config import sim_values, table_values
 from protocol.coupling import Schedule
@@ -341,36 +343,43 @@ class HilBridge:
     cfg : HilConfig
     name : str
     period_ns : int
-    link : SerialLink or None
-        The rig link (None: outputs are computed, nothing is sent — a dry run). The backend of
-        ``[hil] format`` (:mod:`hil.rigproto`) is opened on it: :attr:`protocol`, whose
-        :attr:`caps` decide what the bridge can do (no replies: no sensed feedback, no prediction).
+    link : RigDevice or SerialLink or None
+        The rig (None: outputs are computed, nothing is sent — a dry run): a
+        :class:`hil.device.RigDevice` (:func:`build` opens one), or a :class:`hil.link.SerialLink`
+        the bridge makes one on. The device owns the link, the backend of ``[hil] format``
+        (:mod:`hil.rigproto`) and every wait on the wall clock; the bridge hands it the simulation
+        time and the frames to send, and takes the rig's frames from it (:meth:`_read`). The
+        format's :attr:`caps` decide what the bridge can do (no replies: no sensed feedback, no
+        prediction).
     realtime : bool
         Realtime: frames are stamped with the link's (wall) clock and nothing waits.
         Lockstep (False): frames are stamped with the simulation time and each step
         waits for the rig's reply, resending its frame on a NAK or after ``resend_after``
         (bounded by ``bad_frames_max`` resends and ``reply_timeout``), so runs are deterministic.
         The safety watchdogs run on the simulation time in both modes (in realtime it
-        follows the wall clock).
+        follows the wall clock). A device given must have been made in the same mode.
     on_close : list of callables
         Run by :meth:`close` after the link is closed (e.g. stop the emulator).
     """
 
-    def __init__(self, cfg: HilConfig, name: str, period_ns: int, link: SerialLink | None, *,
+    def __init__(self, cfg: HilConfig, name: str, period_ns: int, link: RigDevice | SerialLink | None, *,
                  realtime: bool = False, on_close: list[Callable[[], object]] | None = None) -> None:
         if period_ns <= 0:
             raise ConfigError(f"services.{name}.rate_hz: period {period_ns} ns must be > 0")
+        device = RigDevice(link, cfg, realtime=realtime) if isinstance(link, SerialLink) else link
+        if device is not None and device.realtime != realtime:
+            raise ConfigError(f"services.{name}: the rig device is {'realtime' if device.realtime else 'lockstep'}, "
+                              f"the bridge {'realtime' if realtime else 'lockstep'}")
         self.cfg = cfg
         self.name = name
         self.period_ns = int(period_ns)
         self.h = period_ns * 1e-9
         self.inputs = INPUTS
         self.outputs = OUTPUTS
-        self.link = link
+        self.device = device
         self.realtime = realtime
         p = cfg.params
         # the rig's wire format (hil.rigproto): what it carries decides what the bridge can do
-        self.protocol: RigProtocol | None = open_protocol(p.format, link, cfg) if link is not None else None
         self.caps = protocol_class(p.format).capabilities
         self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
@@ -428,17 +437,10 @@ class HilBridge:
         self._pipeline = p.pipeline and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
         self._sim_t = 0.0
-        if link is not None and not realtime:
-            link.clock = lambda: self._sim_t
         self._axes = self.neutral_axes.copy()
         self._F_P = np.zeros(6)
         self._F_contact = np.zeros(6)
         self._rx_t: float | None = None
-        self._bad_seen = 0
-        self._awaiting: Sent = None  # (seq, time_us) of the frame whose reply is due
-        self.resent = 0  # frames sent again (lockstep)
-        self.reply_timeouts = 0  # waits of resend_after that ended without a reply (lockstep)
-        self.replies_missed = 0  # steps that went on without their reply (lockstep)
         self._clamped = 0
         self._sent_arm = False
         self._next_arm = -math.inf
@@ -446,6 +448,31 @@ class HilBridge:
         self.freeze_park_after = 2.0  # s a frozen run's rig holds before it parks (build: sim.freeze_park_after)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self.emulator: Any = None  # the emulator process build() started (url = "emulator"), else None
+
+    @property
+    def link(self) -> SerialLink | None:
+        """The device's link, for its statistics (round-trip delay, status); None in a dry run."""
+        return self.device.link if self.device is not None else None
+
+    @property
+    def protocol(self) -> RigProtocol | None:
+        """The device's backend of ``[hil] format``; None in a dry run."""
+        return self.device.protocol if self.device is not None else None
+
+    @property
+    def resent(self) -> int:
+        """Frames sent again (lockstep; :attr:`hil.device.RigDevice.resent`)."""
+        return self.device.resent if self.device is not None else 0
+
+    @property
+    def reply_timeouts(self) -> int:
+        """Waits of ``resend_after`` that ended without a reply (lockstep)."""
+        return self.device.reply_timeouts if self.device is not None else 0
+
+    @property
+    def replies_missed(self) -> int:
+        """Steps that went on without their reply (lockstep)."""
+        return self.device.replies_missed if self.device is not None else 0
 
     # ------------------------------------------------------------------ helpers
     def _read(self, wait: bool) -> None:
@@ -456,87 +483,53 @@ class HilBridge:
         delay and so echoes an older frame) that carries this frame's time stamp in its
         header. Replies to earlier frames that arrive first are handled in order.
 
-        Waiting (lockstep), the frame is sent again when the rig rejects what it got (a
-        NAK) or when ``resend_after`` passes without a reply; at most ``bad_frames_max``
-        times and for ``reply_timeout`` (wall clock) in all. A step whose reply never comes
-        goes on with the previous one (``replies_missed``).
+        The wait is the device's (:meth:`hil.device.RigDevice.receive`: resends on a NAK or
+        after ``resend_after``, at most ``bad_frames_max`` times and for ``reply_timeout``, wall
+        clock, in all; a step whose reply never comes goes on with the previous one,
+        ``replies_missed``); the bridge handles what it returns, in order.
         """
-        proto = self.protocol
-        if proto is None or not self.caps.has_replies:
+        if self.device is None:
             return
-        p = self.cfg.params
-        now = time.monotonic()
-        deadline = now + p.reply_timeout if wait else 0.0
-        retry_at = now + p.resend_after
-        resends = 0
-        while True:
-            wait_s = max(0.0, min(deadline, retry_at) - time.monotonic()) if wait else None
-            frames = proto.poll(timeout=wait_s)
-            nak = False
-            for f in frames:
-                if isinstance(f.msg, Telemetry):
-                    if self._awaiting is not None and proto.answers(f, self._awaiting):
-                        self._awaiting = None
-                    self._rx_t = self._sim_t
-                    self._axes = np.asarray(f.msg.axes, dtype=np.float64)
-                    self._F_P = np.asarray(f.msg.F_Po_P, dtype=np.float64)
-                    self._F_echo = int(f.msg.echo_time_us)
-                    self.safety.on_telemetry(f.msg)
-                elif isinstance(f.msg, Nak):
-                    nak = True
-                elif isinstance(f.msg, Hello):
-                    self._rx_t = self._sim_t
-                    self.safety.on_hello(f.msg, f.version)
-            bad = proto.rejected - self._bad_seen
-            if frames or bad:
-                self._bad_seen += bad
-                self.safety.on_frames(len(frames), bad)
-            if not wait or self._awaiting is None:
-                return
-            now = time.monotonic()
-            if not nak and now < min(retry_at, deadline):
-                continue  # no word from the rig yet
-            self.reply_timeouts += not nak
-            if resends < p.bad_frames_max and now < deadline:
-                resends += 1
-                self._resend()
-                retry_at = time.monotonic() + p.resend_after
-                continue
-            self.replies_missed += 1
-            self._awaiting = None
+        for batch in self.device.receive(self._sim_t, wait):
+            self._handle(batch)
+
+    def _handle(self, batch: Batch) -> None:
+        """One read's frames (telemetry: the rig's axes, reading and state; HELLO: the handshake's answer) and
+        the link's health (:meth:`hil.safety.SafetySupervisor.on_frames`), or a resend that failed (a fault)."""
+        if batch.error is not None:
+            self.safety.fault(Fault.HOST, f"the link failed: {batch.error}")
             return
+        frames: list[Frame] = batch.frames
+        for f in frames:
+            if isinstance(f.msg, Telemetry):
+                self._rx_t = self._sim_t
+                self._axes = np.asarray(f.msg.axes, dtype=np.float64)
+                self._F_P = np.asarray(f.msg.F_Po_P, dtype=np.float64)
+                self._F_echo = int(f.msg.echo_time_us)
+                self.safety.on_telemetry(f.msg)
+            elif isinstance(f.msg, Hello):
+                self._rx_t = self._sim_t
+                self.safety.on_hello(f.msg, f.version)
+        self.safety.on_frames(len(frames), batch.bad)
 
-    def _resend(self) -> None:
-        """Send the awaited frame again (a new seq; the same message and time stamp)."""
-        assert self.protocol is not None
-        try:
-            self._awaiting = self.protocol.resend() or self._awaiting
-        except (FrameError, RigFault) as err:
-            self.safety.fault(Fault.HOST, f"the link failed: {err}")
-        self.resent += 1
-
-    def _command(self, proto: RigProtocol, setpoint: Array | None, X_RP: Array) -> None:
+    def _command(self, device: RigDevice, setpoint: Array | None, X_RP: Array) -> None:
         """This step's frame: the handshake's (ARM, then ENGAGE) where the format has one, the setpoint,
-        or, while motion-gated, a hold (a heartbeat). In lockstep (``t_us`` given) its reply is awaited
-        by :meth:`_read`."""
+        or, while motion-gated, a hold (a heartbeat). In lockstep its reply is awaited by :meth:`_read`."""
         s = self.safety
-        t_us = None if self.realtime else int(round(self._sim_t * 1e6))
-        sent: Sent = None
-        if self.caps.has_handshake and s.state == RigState.IDLE and not s.faults and self._sim_t >= self._next_arm:
+        t = self._sim_t
+        if self.caps.has_handshake and s.state == RigState.IDLE and not s.faults and t >= self._next_arm:
             if not self._sent_arm:
                 s.request_arm()
             self._sent_arm = True
-            self._next_arm = self._sim_t + 0.25  # ask again until the rig answers
-            sent = proto.handshake(self.cfg.fingerprint, int(math.ceil(s.watchdog_s * 1e3)), t_us)
+            self._next_arm = t + 0.25  # ask again until the rig answers
+            device.handshake(t, self.cfg.fingerprint, int(math.ceil(s.watchdog_s * 1e3)))
         elif self.caps.has_handshake and s.state == RigState.ARMED:  # auto-engage once armed
             s.engage()
-            sent = proto.engage(t_us)
+            device.engage(t)
         elif setpoint is None:
-            sent = proto.hold(t_us)
+            device.hold(t)
         else:
-            sent = proto.setpoint(setpoint, X_RP, t_us)
-        if sent is not None:
-            self._awaiting = sent
+            device.setpoint(t, setpoint, X_RP)
 
     # ------------------------------------------------------------------ model
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
@@ -596,9 +589,9 @@ class HilBridge:
                 self._catching_up = False
         if self._gravity or self._load_check:
             self._remember(X_RP)
-        if self.protocol is not None:
+        if self.device is not None:
             try:
-                self._command(self.protocol, setpoint, X_RP)
+                self._command(self.device, setpoint, X_RP)
             except (FrameError, RigFault) as err:
                 self.safety.fault(Fault.HOST, f"the link failed: {err}")
             if not self._pipeline:
@@ -807,15 +800,14 @@ class HilBridge:
         the shell hands a change of it to the launcher, which logs it on ``sim/control``
         (``held``), so a park during a freeze shows in the log.
         """
-        if self.protocol is None or not self.caps.has_handshake:  # (no rig state to hold or report)
+        if self.device is None or not self.caps.has_handshake:  # (no rig state to hold or report)
             return None
-        t_us = None if self.realtime else int(round(self._sim_t * 1e6))
         try:
             if self.safety.state == RigState.ENGAGED and frozen_s >= self.freeze_park_after:
-                self.protocol.park(t_us, awaited=False)
+                self.device.park(self._sim_t, awaited=False)
                 self.safety.park()
             elif self.safety.state in (RigState.ENGAGED, RigState.PARKING):
-                self.protocol.hold(t_us, awaited=False)
+                self.device.hold(self._sim_t, awaited=False)
         except (FrameError, RigFault) as err:
             self.safety.fault(Fault.HOST, f"the link failed while frozen: {err}")
         if self.realtime:
@@ -827,42 +819,11 @@ class HilBridge:
 
         Should the PARK not arrive, the rig's watchdog trips and it ramps to neutral anyway.
         """
-        if self.link is not None:
-            if self.protocol is not None and self.caps.has_handshake and self.safety.state == RigState.ENGAGED:
-                try:
-                    self.protocol.park(None if self.realtime else int(round(self._sim_t * 1e6)), awaited=False)
-                except (FrameError, RigFault):
-                    pass
-            self.link.close()
+        if self.device is not None:
+            self.device.close(self._sim_t, park=self.caps.has_handshake and self.safety.state == RigState.ENGAGED)
         for hook in self._on_close:
             hook()
         self._on_close = []
-
-
-def _wait_ready(port: Any, emu: Any, timeout: float) -> None:
-    """Wait until the emulator has started serving (its first byte, :data:`hil.emulator.READY`).
-
-    So that its start-up (a Python process importing numpy) is not taken for a rig that
-    does not answer: in lockstep the first replies would otherwise miss their steps.
-
-    Raises
-    ------
-    RigFault
-        If nothing arrives within ``timeout`` s or the process ends.
-    """
-    deadline = time.monotonic() + timeout
-    saved, port.timeout = port.timeout, 0.05
-    try:
-        while time.monotonic() < deadline:
-            if port.read(1):
-                return
-            if emu.proc.poll() is not None:
-                raise RigFault(f"hil emulator: exited with code {emu.proc.returncode} before serving")
-    except (OSError, serial.SerialException) as err:
-        raise RigFault(f"hil.url: emulator pty read failed: {err}") from err
-    finally:
-        port.timeout = saved
-    raise RigFault(f"hil.start_timeout: the emulator did not start serving within {timeout:g} s")
 
 
 def calibration_model(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
@@ -875,7 +836,7 @@ def calibration_model(config: dict[str, Any], name: str, period_ns: int) -> HilB
     if problems:
         raise ConfigError("; ".join(problems), problems)
     cfg = parse(hil_table(config))
-    return HilBridge(cfg, name, period_ns, SerialLink(LockstepPort(LockstepRig(cfg))))
+    return HilBridge(cfg, name, period_ns, RigDevice(SerialLink(LockstepPort(LockstepRig(cfg))), cfg))
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:
@@ -959,19 +920,17 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
         lockstep = not realtime and protocol_class(cfg.params.format).capabilities.has_time
         emu = spawn_emulator(table, lockstep=lockstep, stats_path=cfg.params.emulator.stats or None)
         url = emu.host_path
+    # realtime: the link reads in a thread, frames time-stamped on arrival (the delay estimate is not quantised by
+    # the step), at the rig's priority when the services run at theirs
+    priority = RIG_PRIORITY if realtime and int(sim["rt_priority"] or 0) > 0 else 0
     try:
-        port = open_port(url, cfg.params.baud, timeout=0.0005)
-        if emu is not None:
-            _wait_ready(port, emu, cfg.params.start_timeout)
-        link = SerialLink(port)
-    except RigFault:
+        device = RigDevice.open(url, cfg, realtime=realtime, reader_priority=priority, emulator=emu)
+    except (RigFault, ConfigError):
         if emu is not None:
             emu.close()
         raise
-    if realtime:  # frames time-stamped on arrival: the delay estimate is not quantised by the step
-        rt = int(sim["rt_priority"] or 0) > 0
-        link.start_reader(priority=RIG_PRIORITY if rt else 0)
-    bridge = HilBridge(cfg, name, period_ns, link, realtime=realtime, on_close=[emu.close] if emu is not None else [])
+    bridge = HilBridge(cfg, name, period_ns, device, realtime=realtime,
+                       on_close=[emu.close] if emu is not None else [])
     bridge.emulator = emu
     if table_values(config, "contact")["source"] == "hil" and "payload" in config:
         _, bridge.critical_delay_s, parts = loop_stability(config, cfg, 1e9 / period_ns)
