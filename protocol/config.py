@@ -445,7 +445,7 @@ def service_module(kind: str) -> ModuleType:
 
 def register_schemas(config: Mapping[str, Any], skip: tuple[str, ...] = ("logger", "replay")) -> None:
     """Make every topic schema of the run known in this process: import each service's kind module
-    (its static topics register on import) and call its ``schemas(config, name)`` when it has one
+    through the registry (which registers its ``TOPICS``) and call its ``schemas(config, name)`` when it has one
     (the topics a kind makes from its configuration, such as an FMU's output). Called where topics
     are decoded: each worker process before it builds its services, and the logger. A kind that
     cannot be imported is left to :func:`validate` to report.

@@ -41,19 +41,26 @@ Field types (the schema vocabulary)
 ``("events", ())``  a list of maps, each with ``"kind": str`` plus free fields
 (str keys; values None, bool, int, finite float, str, or lists/maps of those).
 
-Extending a topic
------------------
-Schemas are data: a service owner adds a field by editing the ``fields`` dict of
-their topic's entry in :data:`SCHEMAS` (and bumps ``version`` if the change is not
-backward compatible). Test or plug-in topics are added with :func:`register_schema`.
-The ``name`` (e.g. ``"berthsim.OrbiterState"``) is what the logger writes into MCAP.
+Who declares a topic
+--------------------
+A topic's schema is declared by the service kind that produces it: its kind module's
+``TOPICS`` (topic -> :class:`TopicSchema`), which :mod:`protocol.registry` registers when it
+imports the kind (:func:`protocol.registry.kind_module`). This module holds the runtime's own
+topics only (``sim/*``) and the schema vocabulary (:func:`f8`, :data:`BOOL`, ...). A process
+learns a run's topics by importing the run's kinds (:func:`protocol.config.register_schemas`,
+in every worker and the logger); :data:`SCHEMAS` and :func:`schema_for` import every known kind
+once (:func:`protocol.registry.load_topic_schemas`) the first time they are asked for a topic
+not yet registered, so that a tool decoding a shipped topic needs no config. A service owner adds
+a field by editing their kind's ``TOPICS`` (and bumps ``version`` if the change is not backward
+compatible); topics made from a configuration (an FMU's) are registered by the kind's
+``schemas(config, name)`` hook with :func:`register_schema`. The ``name`` (e.g.
+``"berthsim.OrbiterState"``) is what the logger writes into MCAP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from errors import MessageError
 from protocol.service import PortKind
@@ -64,6 +71,7 @@ __all__ = [
     "CONTROL_PREFIX",
     "MAX_PAYLOAD_BYTES",
     "FIELD_TYPES",
+    "BOOL", "EVENTS", "INT", "LIST_STR", "MAP", "STR", "f8",
     "TopicSchema",
     "SCHEMAS",
     "register_schema",
@@ -82,17 +90,25 @@ FIELD_TYPES: tuple[str, ...] = ("f8", "int", "bool", "str", "list[str]", "map", 
 
 FieldSpec = tuple[str, tuple[int, ...]]
 
-_V2 = ("f8", (2,))
-_V3 = ("f8", (3,))
-_V4 = ("f8", (4,))
-_V6 = ("f8", (6,))
-_M44 = ("f8", (4, 4))
-_BOOL = ("bool", ())
-_STR = ("str", ())
-_INT = ("int", ())
-_F = ("f8", ())
-_MAP = ("map", ())
-_EVENTS = ("events", ())
+
+
+def f8(*shape: int) -> FieldSpec:
+    """The field type of a float64 of ``shape`` (none: a scalar): ``f8(3)`` a vector, ``f8(4, 4)`` a matrix."""
+    return ("f8", tuple(shape))
+
+
+BOOL: FieldSpec = ("bool", ())
+"""The field type of a bool."""
+STR: FieldSpec = ("str", ())
+"""The field type of a UTF-8 string."""
+INT: FieldSpec = ("int", ())
+"""The field type of a signed 64-bit integer."""
+MAP: FieldSpec = ("map", ())
+"""The field type of a map str -> (int | finite float | str | bool)."""
+LIST_STR: FieldSpec = ("list[str]", ())
+"""The field type of a list of strings."""
+EVENTS: FieldSpec = ("events", ())
+"""The field type of an event list (each a map with ``"kind"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,97 +163,42 @@ class TopicSchema:
 
 
 _TABLE: dict[str, TopicSchema] = {
-    # Orbiter CoM Oo in LVLH W; body rates in O.
-    "orbiter/state": TopicSchema("berthsim.OrbiterState", 1, "state", {
-        "p_WoOo_W": _V3,      # m
-        "quat_WO": _V4,       # wxyz
-        "w_WO_O": _V3,        # rad/s
-        "v_WOo_W": _V3,       # m/s
-        "a_WOo_W": _V3,       # m/s²
-        "wdot_WO_O": _V3,     # rad/s²
-    }),
-    # Payload (target) CoM To in W; body rates in T.
-    "payload/state": TopicSchema("berthsim.PayloadState", 1, "state", {
-        "p_WoTo_W": _V3,
-        "quat_WT": _V4,
-        "w_WT_T": _V3,
-        "v_WTo_W": _V3,
-        "a_WTo_W": _V3,
-        "wdot_WT_T": _V3,
-        "grappled": _BOOL,
-        "berthed": _BOOL,
-    }),
-    "arm/state": TopicSchema("berthsim.ArmState", 3, "state", {
-        "q": _V6,             # rad
-        "qd": _V6,            # rad/s
-        "tau": _V6,           # N·m
-        "mode": _STR,
-        "brakes": _BOOL,
-        "X_OE": _M44,
-        "X_WE": _M44,         # end effector (point of resolution) in W
-        "V_WE_W": _V6,        # [ω; v] of E in W
-        "grappled": _BOOL,
-        "loads": ("f8", (9, 6)),  # SVDS section 4 stations, rows [M; V] in the station frames
-        "sigma_min": _F,      # smallest singular value of the RMS Jacobian
-        "qd_cmd": _V6,        # commanded joint rates, rad/s
-        "warnings": ("list[str]", ()),  # "clipped: ...", "refused: ...", "singular: ..."
-        "tau_peak": _V6,      # largest |tau| per joint over the coupling interval, N·m (derived)
-    }, derived={"tau_peak": ("tau", "abs_max")}),
-    # Wrench the arm applies to the payload at Eo and, at the shoulder So, to the orbiter.
-    "arm/wrench": TopicSchema("berthsim.ArmWrench", 2, "flow", {
-        "F_Eo_W": _V6,        # [τ; f] N·m, N
-        "p_WoEo_W": _V3,
-        "F_So_W": _V6,
-        "p_WoSo_W": _V3,
-        "grappled": _BOOL,
-        "F_peak": _V2,        # [max |τ|, max |f|] of F_Eo_W over the coupling interval (derived)
-    }, wrenches=(("F_Eo_W", "p_WoEo_W"), ("F_So_W", "p_WoSo_W")), derived={"F_peak": ("F_Eo_W", "wrench_max")}),
-    # Contact wrench on the orbiter at Lo (the payload receives the opposite).
-    "contact/wrench": TopicSchema("berthsim.ContactWrench", 2, "flow", {
-        "F_Lo_W": _V6,
-        "p_WoLo_W": _V3,
-        "active": _BOOL,
-        "F_peak": _V2,        # [max |τ about Lo|, max |f|] over the coupling interval (derived)
-    }, wrenches=(("F_Lo_W", "p_WoLo_W"),), derived={"F_peak": ("F_Lo_W", "wrench_max")}),
-    "contact/event": TopicSchema("berthsim.ContactEvent", 1, "event", {"events": _EVENTS}),
-    # Orbiter reaction-control jet firings (rcs_on / rcs_off with axis and torque).
-    "orbiter/event": TopicSchema("berthsim.OrbiterEvent", 1, "event", {"events": _EVENTS}),
-    "operator/command": TopicSchema("berthsim.OperatorCommand", 1, "event", {"events": _EVENTS}),
-    "hil/command": TopicSchema("berthsim.HilCommand", 1, "state", {
-        "X_LB": _M44,
-        "V_LB_L": _V6,
-    }),
-    "hil/feedback": TopicSchema("berthsim.HilFeedback", 2, "state", {
-        "F_Bo_B": _V6,
-        "legs": _V6,          # m
-        "delay_s": _F,
-        "valid": _BOOL,
-        "F_peak": _V2,        # [max |τ|, max |f|] of F_Bo_B over the coupling interval (derived)
-    }, derived={"F_peak": ("F_Bo_B", "wrench_max")}),
-    "hil/status": TopicSchema("berthsim.HilStatus", 1, "state", {
-        "state": _STR,
-        "faults": _INT,
-        "link": _MAP,
-    }),
     # The runtime's own topics.
     "sim/control": TopicSchema("berthsim.SimControl", 1, "event", {
-        "cmd": _STR,          # probe | start | freeze | resume | stop | eos (a source has sent all it has)
-                              # | diverged (the launcher: a model's output was not finite; info: service, t, reason)
-                              # | freeze, resume (the launcher: info t_ns, by, reason) | held (the launcher: what a
-                              # frozen service said, e.g. the rig bridge's state; info service, t_ns, frozen_s, rig)
-        "info": _MAP,
+        "cmd": STR,  # probe | start | freeze | resume | stop | eos (a source has sent all it has)
+                     # | diverged (the launcher: a model's output was not finite; info: service, t, reason)
+                     # | freeze, resume (the launcher: info t_ns, by, reason) | held (the launcher: what a
+                     # frozen service said, e.g. the rig bridge's state; info service, t_ns, frozen_s, rig)
+        "info": MAP,
     }),
     "sim/stats": TopicSchema("berthsim.SimStats", 1, "state", {
-        "state": _STR,        # lifecycle state of the sender
-        "mode": _STR,         # lockstep | realtime
-        "steps": _INT,
-        "overruns": _INT,
-        "jitter_p50_ns": _INT,  # realtime step-start lateness over the window since the last stats
-        "jitter_p99_ns": _INT,
-        "input_age_ns": _INT,  # realtime: max over the window of (step start - send time of its oldest input)
-        "msgs_received": _INT,
-        "msgs_dropped": _INT,  # sequence gaps
-        "msgs_invalid": _INT,  # failed to decode / validate
+        "state": STR,  # lifecycle state of the sender
+        "mode": STR,  # lockstep | realtime
+        "steps": INT,
+        "overruns": INT,
+        "jitter_p50_ns": INT,  # realtime step-start lateness over the window since the last stats
+        "jitter_p99_ns": INT,
+        "input_age_ns": INT,  # realtime: max over the window of (step start - send time of its oldest input)
+        "msgs_received": INT,
+        "msgs_dropped": INT,  # sequence gaps
+        "msgs_invalid": INT,  # failed to decode / validate
+    }),
+    # The rig bridge's topics (to move to hil.bridge, their producer).
+    "hil/command": TopicSchema("berthsim.HilCommand", 1, "state", {
+        "X_LB": f8(4, 4),
+        "V_LB_L": f8(6),
+    }),
+    "hil/feedback": TopicSchema("berthsim.HilFeedback", 2, "state", {
+        "F_Bo_B": f8(6),
+        "legs": f8(6),  # m
+        "delay_s": f8(),
+        "valid": BOOL,
+        "F_peak": f8(2),  # [max |τ|, max |f|] of F_Bo_B over the coupling interval (derived)
+    }, derived={"F_peak": ("F_Bo_B", "wrench_max")}),
+    "hil/status": TopicSchema("berthsim.HilStatus", 1, "state", {
+        "state": STR,
+        "faults": INT,
+        "link": MAP,
     }),
 }
 
@@ -254,12 +215,52 @@ def _add_full_rate_twin(topic: str, schema: TopicSchema) -> None:
 for _topic, _schema in list(_TABLE.items()):
     _add_full_rate_twin(_topic, _schema)
 
-SCHEMAS: Mapping[str, TopicSchema] = MappingProxyType(_TABLE)
-"""Topic -> schema; read-only view (add topics with :func:`register_schema`)."""
+_PRODUCERS_LOADED = False
+
+
+def _load_producers() -> bool:
+    """Register every known kind's ``TOPICS`` once (:func:`protocol.registry.load_topic_schemas`); whether it did
+    so now."""
+    global _PRODUCERS_LOADED
+    if _PRODUCERS_LOADED:
+        return False
+    _PRODUCERS_LOADED = True
+    from protocol.registry import load_topic_schemas  # the registry imports kinds, whose modules import this one
+    load_topic_schemas()
+    return True
+
+
+class _Schemas(Mapping[str, TopicSchema]):
+    """Topic -> schema, read-only: the topics registered so far, and on the first miss every known kind's."""
+
+    def __getitem__(self, topic: str) -> TopicSchema:
+        schema = _TABLE.get(topic)
+        if schema is None and _load_producers():
+            schema = _TABLE.get(topic)
+        if schema is None:
+            raise KeyError(topic)
+        return schema
+
+    def __iter__(self) -> Iterator[str]:
+        _load_producers()
+        return iter(list(_TABLE))
+
+    def __len__(self) -> int:
+        _load_producers()
+        return len(_TABLE)
+
+    def __repr__(self) -> str:
+        return f"SCHEMAS({sorted(_TABLE)})"
+
+
+SCHEMAS: Mapping[str, TopicSchema] = _Schemas()
+"""Topic -> schema; read-only (add topics with a kind's ``TOPICS`` or :func:`register_schema`). A topic not yet
+registered makes it import every known kind once (see *Who declares a topic*)."""
 
 
 def register_schema(topic: str, schema: TopicSchema) -> None:
-    """Add or replace the schema of ``topic`` (test toys, plug-in services), and of its full-rate twin.
+    """Add or replace the schema of ``topic`` (a kind's ``TOPICS``, a topic made from a config), and of its
+    full-rate twin.
 
     Raises
     ------
@@ -277,6 +278,6 @@ def register_schema(topic: str, schema: TopicSchema) -> None:
 def schema_for(topic: str) -> TopicSchema:
     """The schema of ``topic``; MessageError naming the topic if it has none."""
     try:
-        return _TABLE[topic]
+        return SCHEMAS[topic]
     except KeyError:
         raise MessageError(f"topic {topic!r}: no schema (known: {sorted(_TABLE)})") from None

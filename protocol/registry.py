@@ -31,7 +31,13 @@ What a kind's module provides (:class:`KindModule`, checked at import):
   realtime admission times in place of ``build``), ``schemas(config, name)`` (topics it makes
   from its config), ``CAPABILITIES`` (a third-party kind's own :data:`CAPABILITY` names),
   ``PARAMS`` (its declared parameters: a frozen dataclass, each field with its unit,
-  :mod:`protocol.params`; :func:`params` returns it).
+  :mod:`protocol.params`; :func:`params` returns it), ``TOPICS`` (topic ->
+  :class:`protocol.messages.TopicSchema`: the schemas of the topics it produces, registered
+  when the kind is imported here; :func:`load_topic_schemas` registers every known kind's).
+
+Topic schemas are declared by their producers: a kind's ``TOPICS``. :mod:`protocol.messages`
+holds only the runtime's own topics (``sim/*``); the logger, the exporters and every decoder
+learn the others from here, and two kinds that declare one topic differently are refused.
 
 Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's services:
 ``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
@@ -53,10 +59,12 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from errors import ConfigError
+from protocol.messages import _TABLE as _REGISTERED_SCHEMAS
+from protocol.messages import TopicSchema, register_schema
 from protocol.params import is_params
 
 __all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
-           "has_capability", "kind_module", "kinds", "params",
+           "has_capability", "kind_module", "kinds", "load_topic_schemas", "params", "producer",
            "table_keys"]
 
 ENTRY_POINT_GROUP = "berthsim.kinds"
@@ -75,7 +83,7 @@ CAPABILITY = {
 OPTIONAL_HOOKS = {
     "OPTIONS": Mapping, "TABLE_KEYS": Mapping, "CAPABILITIES": (frozenset, set, tuple),
     "ports": "callable", "stiff_couplings": "callable", "calibration_model": "callable", "schemas": "callable",
-    "PARAMS": "params",
+    "PARAMS": "params", "TOPICS": Mapping,
 }
 """A kind module's optional attributes and what each must be (a type, ``"callable"``, or ``"params"``: a
 parameter class, :func:`protocol.params.is_params`)."""
@@ -201,7 +209,58 @@ def kind_module(kind: str) -> ModuleType:
     if unknown:
         raise ConfigError(f"kind {kind!r}: module {k.module!r}: unknown CAPABILITIES {sorted(unknown)} "
                           f"(known: {', '.join(CAPABILITY)})")
+    if mod.__name__ not in _TOPICS_OF:
+        _register_topics(kind, mod)
     return mod
+
+
+_TOPICS_OF: dict[str, str] = {}
+"""Module name -> kind, of the kind modules whose ``TOPICS`` are registered."""
+_PRODUCER: dict[str, str] = {}
+"""Topic -> the kind that declared it."""
+
+
+def _register_topics(kind: str, mod: ModuleType) -> None:
+    """Register a kind module's ``TOPICS`` (once per module); ConfigError if one is not a schema or another kind
+    declared the topic differently."""
+    topics = getattr(mod, "TOPICS", {})
+    for topic, schema in topics.items():
+        if not isinstance(topic, str) or not isinstance(schema, TopicSchema):
+            raise ConfigError(f"kind {kind!r}: module {mod.__name__!r}: TOPICS[{topic!r}] must map a topic to a "
+                              f"protocol.messages.TopicSchema, got {type(schema).__name__}")
+        held = _REGISTERED_SCHEMAS.get(topic)
+        if held is not None and held != schema:
+            raise ConfigError(f"kind {kind!r}: topic {topic!r}: declared as {schema.name} v{schema.version}, but "
+                              f"{_PRODUCER.get(topic, 'the runtime')!r} declares it as {held.name} v{held.version}")
+    for topic, schema in topics.items():
+        register_schema(topic, schema)
+        _PRODUCER.setdefault(topic, kind)
+    _TOPICS_OF[mod.__name__] = kind
+
+
+def load_topic_schemas() -> list[str]:
+    """Import every known kind (:func:`kinds`: the shipped ones and the installed entry points') so that each one's
+    ``TOPICS`` are registered; what :data:`protocol.messages.SCHEMAS` does on its first miss, so that a tool can
+    decode any shipped topic without a config. A kind that cannot be imported (an entry point whose distribution
+    is broken) is skipped and named in the result.
+
+    Returns
+    -------
+    list of str
+        One line per kind that could not be imported.
+    """
+    skipped = []
+    for kind in kinds():
+        try:
+            kind_module(kind)
+        except ConfigError as err:
+            skipped.append(str(err))
+    return skipped
+
+
+def producer(topic: str) -> str | None:
+    """The kind that declared ``topic`` (its ``TOPICS``), or None: a runtime topic, or one not registered here."""
+    return _PRODUCER.get(topic.removesuffix("/full"))
 
 
 def params(kind: str) -> type | None:

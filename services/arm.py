@@ -161,7 +161,7 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
@@ -187,6 +187,7 @@ from dynamics.urdf import chain_from_urdf
 from errors import ConfigError, SingularityError
 from protocol.config import check_table, table_values
 from protocol.coupling import Schedule
+from protocol.messages import BOOL, LIST_STR, STR, TopicSchema, f8
 from protocol.params import from_values, param
 from protocol.service import ContextField, Port, ServicePorts
 from protocol.stability import StiffCoupling
@@ -195,6 +196,35 @@ from services.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check
 TABLES = ("arm", "payload", "orbiter")
 """Its own ``[arm]``; it reads ``[payload]`` and ``[orbiter]`` (with their owners' keys and defaults,
 :func:`protocol.config.table_values`)."""
+
+TOPICS: Mapping[str, TopicSchema] = {
+    "arm/state": TopicSchema("berthsim.ArmState", 3, "state", {
+        "q": f8(6),  # rad
+        "qd": f8(6),  # rad/s
+        "tau": f8(6),  # N·m
+        "mode": STR,
+        "brakes": BOOL,
+        "X_OE": f8(4, 4),
+        "X_WE": f8(4, 4),  # end effector (point of resolution) in W
+        "V_WE_W": f8(6),  # [ω; v] of E in W
+        "grappled": BOOL,
+        "loads": f8(9, 6),  # SVDS section 4 stations, rows [M; V] in the station frames
+        "sigma_min": f8(),  # smallest singular value of the RMS Jacobian
+        "qd_cmd": f8(6),  # commanded joint rates, rad/s
+        "warnings": LIST_STR,  # "clipped: ...", "refused: ...", "singular: ..."
+        "tau_peak": f8(6),  # largest |tau| per joint over the coupling interval, N·m (derived)
+    }, derived={"tau_peak": ("tau", "abs_max")}),
+    # Wrench the arm applies to the payload at Eo and, at the shoulder So, to the orbiter.
+    "arm/wrench": TopicSchema("berthsim.ArmWrench", 2, "flow", {
+        "F_Eo_W": f8(6),  # [τ; f] N·m, N
+        "p_WoEo_W": f8(3),
+        "F_So_W": f8(6),
+        "p_WoSo_W": f8(3),
+        "grappled": BOOL,
+        "F_peak": f8(2),  # [max |τ|, max |f|] of F_Eo_W over the coupling interval (derived)
+    }, wrenches=(("F_Eo_W", "p_WoEo_W"), ("F_So_W", "p_WoSo_W")), derived={"F_peak": ("F_Eo_W", "wrench_max")}),
+}
+"""The topics the arm produces (:mod:`protocol.registry` registers them)."""
 
 DEFAULTS: dict[str, Any] = {
     "model": "massless",

@@ -244,18 +244,43 @@ from dynamics.spatial import pose, pose_from_vector, pose_inverse, rotate_spatia
 from errors import BerthsimError, ConfigError, NoSolutionError
 from protocol.config import check_table, check_values, table_values
 from protocol.coupling import Schedule
+from protocol.messages import BOOL, EVENTS, TopicSchema, f8
 from protocol.params import from_values, param
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling
 
 __all__ = ["BERTHING_CONTACTS", "CAPTURE_MODELS", "IMPULSIVE_LAWS", "LATCH_MODELS", "PARAMS", "TABLES", "TABLE_KEYS",
-           "BerthingContact", "CaptureModel", "CompliantContact", "ContactContext", "ContactModel", "ContactParams",
-           "EnvelopeParams", "Grasp", "ImpulsiveContact", "LatchModel", "LatchParams", "SnareParams", "SurfaceParams",
-           "build", "hil_refusal", "ports", "register", "stiff_couplings", "validate"]
+           "TOPICS", "BerthingContact", "CaptureModel", "CompliantContact", "ContactContext", "ContactModel",
+           "ContactParams", "EnvelopeParams", "Grasp", "ImpulsiveContact", "LatchModel", "LatchParams", "SnareParams",
+           "SurfaceParams", "build", "hil_refusal", "ports", "register", "stiff_couplings", "validate"]
 
 Array = NDArray[np.float64]
 
 TABLES = ("payload", "contact", "orbiter")
+
+TOPICS: Mapping[str, TopicSchema] = {
+    # Payload (target) CoM To in W; body rates in T.
+    "payload/state": TopicSchema("berthsim.PayloadState", 1, "state", {
+        "p_WoTo_W": f8(3),
+        "quat_WT": f8(4),
+        "w_WT_T": f8(3),
+        "v_WTo_W": f8(3),
+        "a_WTo_W": f8(3),
+        "wdot_WT_T": f8(3),
+        "grappled": BOOL,
+        "berthed": BOOL,
+    }),
+    # Contact wrench on the orbiter at Lo (the payload receives the opposite).
+    "contact/wrench": TopicSchema("berthsim.ContactWrench", 2, "flow", {
+        "F_Lo_W": f8(6),
+        "p_WoLo_W": f8(3),
+        "active": BOOL,
+        "F_peak": f8(2),  # [max |τ about Lo|, max |f|] over the coupling interval (derived)
+    }, wrenches=(("F_Lo_W", "p_WoLo_W"),), derived={"F_peak": ("F_Lo_W", "wrench_max")}),
+    "contact/event": TopicSchema("berthsim.ContactEvent", 1, "event", {"events": EVENTS}),
+}
+"""The topics the contact service produces: the payload's state, the contact wrench and its events
+(:mod:`protocol.registry` registers them)."""
 
 _Num = (int, float)
 _VEC3 = ("vec", 3)

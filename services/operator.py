@@ -34,15 +34,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.config import check_table, check_value
+from protocol.messages import EVENTS, TopicSchema
 from protocol.params import from_values, param
 from protocol.service import Port, ServicePorts
 from services.commands import check_command
 
-__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPIC", "Operator", "OperatorContext", "OperatorParams", "build",
-           "ports", "validate"]
+__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPIC", "TOPICS", "Operator", "OperatorContext", "OperatorParams",
+           "build", "ports", "validate"]
 
 TABLES = ("operator",)
 TOPIC = "operator/command"
+
+TOPICS: Mapping[str, TopicSchema] = {
+    "operator/command": TopicSchema("berthsim.OperatorCommand", 1, "event", {"events": EVENTS}),
+}
+"""The operator's command events (:mod:`protocol.registry` registers them)."""
 
 TABLE_KEYS: dict[str, dict[str, tuple[Any, Any]]] = {"operator": {"script": ("list", [])}}
 """``[operator]``: key -> (kind, default) (:func:`protocol.config.check_value`)."""

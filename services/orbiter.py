@@ -62,15 +62,31 @@ from dynamics.orbit import CircularOrbit
 from dynamics.spatial import mat_t_vec_rows, mat_vec_rows, quat_to_rotation
 from errors import BerthsimError, ConfigError
 from protocol.config import check_table
+from protocol.messages import EVENTS, TopicSchema, f8
 from protocol.params import from_values, param
 from protocol.service import ContextField, Inputs, Port, ServicePorts
 
-__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel", "OrbiterParams", "build",
-           "ports", "validate"]
+__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPICS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel",
+           "OrbiterParams", "build", "ports", "validate"]
 
 Array = NDArray[np.float64]
 
 TABLES = ("orbiter",)
+
+TOPICS: Mapping[str, TopicSchema] = {
+    # Orbiter CoM Oo in LVLH W; body rates in O.
+    "orbiter/state": TopicSchema("berthsim.OrbiterState", 1, "state", {
+        "p_WoOo_W": f8(3),  # m
+        "quat_WO": f8(4),  # wxyz
+        "w_WO_O": f8(3),  # rad/s
+        "v_WOo_W": f8(3),  # m/s
+        "a_WOo_W": f8(3),  # m/s²
+        "wdot_WO_O": f8(3),  # rad/s²
+    }),
+    # Orbiter reaction-control jet firings (rcs_on / rcs_off with axis and torque).
+    "orbiter/event": TopicSchema("berthsim.OrbiterEvent", 1, "event", {"events": EVENTS}),
+}
+"""The topics the orbiter produces (:mod:`protocol.registry` registers them)."""
 
 _Num = (int, float)
 _VEC3 = ("vec", 3)

@@ -3,6 +3,7 @@ checked against, capabilities, and the worked example of docs/extending.md run a
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -90,6 +91,49 @@ def test_a_module_missing_the_contract_or_with_a_hook_of_the_wrong_type_is_refus
     _module(plugin_path, "zz_badcap", _MINIMAL + "CAPABILITIES = {'teleport'}\n")
     with pytest.raises(ConfigError, match=r"unknown CAPABILITIES \['teleport'\]"):
         registry.kind_module("zz.zz_badcap")
+
+
+RUNTIME_TOPICS = {"sim/control", "sim/stats"}
+"""The runtime's own topics: the only ones :mod:`protocol.messages` declares."""
+
+
+def _outputs_of_default_scenario() -> dict[str, tuple[str, set[str]]]:
+    """Service -> (kind, its output topics), from each kind's ``ports`` on the shipped default scenario."""
+    config = load(ROOT / "configs" / "srms_berthing.toml")
+    out = {}
+    for name, svc in config["services"].items():
+        mod = registry.kind_module(svc["kind"])
+        if hasattr(mod, "ports"):
+            out[name] = (svc["kind"], {p.topic for p in mod.ports(config, name).outputs})
+    return out
+
+
+def test_a_tool_decodes_a_shipped_topic_without_a_config():
+    """A process that imported no kind learns the producers' schemas on its first unknown topic."""
+    code = ("from protocol import codec; from protocol.messages import schema_for; "
+            "s = schema_for('arm/state'); b = codec.encode('payload/state/full', "
+            "{'p_WoTo_W': [0.0]*3, 'quat_WT': [1.0, 0, 0, 0], 'w_WT_T': [0.0]*3, 'v_WTo_W': [0.0]*3, "
+            "'a_WTo_W': [0.0]*3, 'wdot_WT_T': [0.0]*3, 'grappled': False, 'berthed': True}, "
+            "sender='x', seq=0, t_ns=1, h_ns=1); "
+            "print(s.name, s.version, codec.decode('payload/state/full', b).body['berthed'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["berthsim.ArmState", "3", "True"]
+
+
+def test_a_topic_declared_differently_by_two_kinds_is_refused_naming_both(plugin_path):
+    _module(plugin_path, "zz_clash", _MINIMAL + textwrap.dedent("""
+        from protocol.messages import TopicSchema, f8
+        TOPICS = {"arm/state": TopicSchema("zz.ArmState", 1, "state", {"q": f8(6)})}
+    """))
+    registry.kind_module("arm")
+    with pytest.raises(ConfigError, match=r"kind 'zz.zz_clash': topic 'arm/state': declared as zz.ArmState v1, "
+                                          r"but 'arm' declares it as berthsim.ArmState v3"):
+        registry.kind_module("zz.zz_clash")
+    assert registry.producer("arm/state") == "arm"
+    _module(plugin_path, "zz_notschema", _MINIMAL + "TOPICS = {'zz/x': ('f8', ())}\n")
+    with pytest.raises(ConfigError, match=r"TOPICS\['zz/x'\] must map a topic to a protocol.messages.TopicSchema"):
+        registry.kind_module("zz.zz_notschema")
 
 
 def test_capabilities_of_a_plugin_come_from_its_module_and_from_log_is_never_granted(plugin_path):
