@@ -34,6 +34,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from errors import DivergenceError, MessageError
 from protocol.messages import _TABLE, MAX_PAYLOAD_BYTES, TopicSchema, schema_for
+from protocol.registry import load_topic_schemas  # noqa: F401 - installs the producers' schemas (SCHEMAS' first miss)
 from protocol.service import Sample
 
 __all__ = ["encode", "decode", "envelope", "envelopes", "Envelopes", "topic_codec", "TopicCodec"]

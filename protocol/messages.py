@@ -49,8 +49,9 @@ imports the kind (:func:`protocol.registry.kind_module`). This module holds the 
 topics only (``sim/*``) and the schema vocabulary (:func:`f8`, :data:`BOOL`, ...). A process
 learns a run's topics by importing the run's kinds (:func:`protocol.config.register_schemas`,
 in every worker and the logger); :data:`SCHEMAS` and :func:`schema_for` import every known kind
-once (:func:`protocol.registry.load_topic_schemas`) the first time they are asked for a topic
-not yet registered, so that a tool decoding a shipped topic needs no config. A service owner adds
+once (:func:`protocol.registry.load_topic_schemas`, installed by the registry, which
+:mod:`protocol.codec` imports) the first time they are asked for a topic not yet registered, so
+that a tool decoding a shipped topic needs no config. A service owner adds
 a field by editing their kind's ``TOPICS`` (and bumps ``version`` if the change is not backward
 compatible); topics made from a configuration (an FMU's) are registered by the kind's
 ``schemas(config, name)`` hook with :func:`register_schema`. The ``name`` (e.g.
@@ -59,7 +60,7 @@ compatible); topics made from a configuration (an FMU's) are registered by the k
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from errors import MessageError
@@ -75,6 +76,7 @@ __all__ = [
     "TopicSchema",
     "SCHEMAS",
     "register_schema",
+    "set_producer_loader",
     "schema_for",
 ]
 
@@ -215,18 +217,25 @@ def _add_full_rate_twin(topic: str, schema: TopicSchema) -> None:
 for _topic, _schema in list(_TABLE.items()):
     _add_full_rate_twin(_topic, _schema)
 
-_PRODUCERS_LOADED = False
+_producer_loader: Callable[[], object] | None = None
+"""What registers every known kind's ``TOPICS`` (:func:`protocol.registry.load_topic_schemas`, which the registry
+installs here when it is imported: :func:`set_producer_loader`); called once, on the first unknown topic."""
+
+
+def set_producer_loader(loader: Callable[[], object]) -> None:
+    """Install what :data:`SCHEMAS` calls once on its first unknown topic (the registry installs its
+    :func:`protocol.registry.load_topic_schemas`; the runtime imports nothing of the kinds itself)."""
+    global _producer_loader
+    _producer_loader = loader
 
 
 def _load_producers() -> bool:
-    """Register every known kind's ``TOPICS`` once (:func:`protocol.registry.load_topic_schemas`); whether it did
-    so now."""
-    global _PRODUCERS_LOADED
-    if _PRODUCERS_LOADED:
+    """Call the producer loader if it is installed and has not run; whether it ran now."""
+    global _producer_loader
+    loader, _producer_loader = _producer_loader, None
+    if loader is None:
         return False
-    _PRODUCERS_LOADED = True
-    from protocol.registry import load_topic_schemas  # the registry imports kinds, whose modules import this one
-    load_topic_schemas()
+    loader()
     return True
 
 

@@ -60,7 +60,7 @@ from typing import Any, Protocol
 
 from errors import ConfigError
 from protocol.messages import _TABLE as _REGISTERED_SCHEMAS
-from protocol.messages import TopicSchema, register_schema
+from protocol.messages import TopicSchema, register_schema, set_producer_loader
 from protocol.params import is_params
 
 __all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
@@ -328,3 +328,6 @@ def table_keys(table: str, config: Mapping[str, Any] | None = None) -> tuple[str
         if table in keys:
             return kind, keys[table]
     raise ConfigError(f"[{table}]: no service kind declares this table (TABLE_KEYS)")
+
+
+set_producer_loader(load_topic_schemas)  # protocol.messages.SCHEMAS: a shipped topic decodes without a config
