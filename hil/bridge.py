@@ -66,7 +66,7 @@ Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -92,12 +92,13 @@ from hil.rigproto import RigProtocol, protocol_class
 from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.config import sim_values, table_values
 from protocol.coupling import Schedule
+from protocol.messages import BOOL, INT, MAP, STR, TopicSchema, f8
 from protocol.realtime import RIG_PRIORITY
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling, critical_delay
 
-__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "OPTIONS", "OUTPUTS", "validate", "ports", "build", "calibration_model",
-           "HilBridge", "relative_motion", "stiff_couplings"]
+__all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPICS", "OPTIONS", "OUTPUTS", "validate", "ports", "build",
+           "calibration_model", "HilBridge", "relative_motion", "stiff_couplings"]
 
 TABLES = ("hil",)
 TABLE_KEYS = {"hil": HIL_KEYS}
@@ -109,6 +110,27 @@ INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "stat
 """The bridge's inputs: both bodies, predicted from their coupling instants to each step."""
 OUTPUTS = (Port("hil/command", "state"), Port("hil/feedback", "state"), Port("hil/status", "state"))
 """The bridge's output ports."""
+
+TOPICS: Mapping[str, TopicSchema] = {
+    "hil/command": TopicSchema("berthsim.HilCommand", 1, "state", {
+        "X_LB": f8(4, 4),
+        "V_LB_L": f8(6),
+    }),
+    "hil/feedback": TopicSchema("berthsim.HilFeedback", 2, "state", {
+        "F_Bo_B": f8(6),
+        "legs": f8(6),  # m
+        "delay_s": f8(),
+        "valid": BOOL,
+        "F_peak": f8(2),  # [max |τ|, max |f|] of F_Bo_B over the coupling interval (derived)
+    }, derived={"F_peak": ("F_Bo_B", "wrench_max")}),
+    "hil/status": TopicSchema("berthsim.HilStatus", 1, "state", {
+        "state": STR,
+        "faults": INT,
+        "link": MAP,
+    }),
+}
+"""The topics the bridge produces: the commanded relative motion, the rig's fed-back wrench and legs, the bridge's
+status (:mod:`protocol.registry` registers them)."""
 
 Array = NDArray[np.float64]
 

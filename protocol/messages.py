@@ -185,23 +185,6 @@ _TABLE: dict[str, TopicSchema] = {
         "msgs_dropped": INT,  # sequence gaps
         "msgs_invalid": INT,  # failed to decode / validate
     }),
-    # The rig bridge's topics (to move to hil.bridge, their producer).
-    "hil/command": TopicSchema("berthsim.HilCommand", 1, "state", {
-        "X_LB": f8(4, 4),
-        "V_LB_L": f8(6),
-    }),
-    "hil/feedback": TopicSchema("berthsim.HilFeedback", 2, "state", {
-        "F_Bo_B": f8(6),
-        "legs": f8(6),  # m
-        "delay_s": f8(),
-        "valid": BOOL,
-        "F_peak": f8(2),  # [max |τ|, max |f|] of F_Bo_B over the coupling interval (derived)
-    }, derived={"F_peak": ("F_Bo_B", "wrench_max")}),
-    "hil/status": TopicSchema("berthsim.HilStatus", 1, "state", {
-        "state": STR,
-        "faults": INT,
-        "link": MAP,
-    }),
 }
 
 FULL_RATE_SUFFIX = "/full"

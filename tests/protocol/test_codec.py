@@ -54,7 +54,7 @@ def test_schema_names_are_distinct_and_dotted():
     names = [s.name for s in base.values()]
     assert len(set(names)) == len(names)
     shipped = [s.name for t, s in base.items() if t.startswith("sim/") or producer(t) in BUILTIN]
-    assert len(shipped) >= 10 and all(n.startswith("berthsim.") for n in shipped)
+    assert len(shipped) >= 13 and all(n.startswith("berthsim.") for n in shipped)
 
 
 def test_every_state_and_flow_topic_has_its_full_rate_twin():

@@ -108,6 +108,32 @@ def _outputs_of_default_scenario() -> dict[str, tuple[str, set[str]]]:
     return out
 
 
+def test_topic_schemas_are_declared_by_their_producers():
+    """Every output topic of the default scenario's services is declared in its producer's TOPICS, and only
+    there: protocol.messages declares the runtime's topics only, no shipped kind declares a topic it does not
+    produce (hil.bridge's ports are read from its module, whose outputs do not depend on the config)."""
+    produced: dict[str, str] = {}
+    for name, (kind, topics) in _outputs_of_default_scenario().items():
+        declared = set(getattr(registry.kind_module(kind), "TOPICS", {}))
+        assert topics <= declared, f"{name} ({kind}) produces {sorted(topics - declared)} without declaring them"
+        produced.update(dict.fromkeys(topics, kind))
+    bridge = registry.kind_module("hil.bridge")
+    produced.update(dict.fromkeys((p.topic for p in bridge.OUTPUTS), "hil.bridge"))
+    for kind in registry.BUILTIN:
+        if kind in ("fmu", "testkit.toys"):
+            continue  # the FMU's topics come from its config (schemas hook); the toys are the tests' own
+        for topic in getattr(registry.kind_module(kind), "TOPICS", {}):
+            assert produced.get(topic) == kind, f"{kind} declares {topic!r}, which it does not produce"
+            assert registry.producer(topic) == kind and registry.producer(topic + "/full") == kind
+    assert len(produced) >= 11
+    # in a fresh process, before any kind is imported, the runtime declares its own topics only
+    r = subprocess.run([sys.executable, "-c", "import protocol.messages as m, sys; "
+                        "print(sorted(m._TABLE)); print(sorted(k for k in sys.modules if k.startswith('services')))"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    table, services = r.stdout.splitlines()
+    assert set(ast.literal_eval(table)) == RUNTIME_TOPICS and ast.literal_eval(services) == []
+
+
 def test_a_tool_decodes_a_shipped_topic_without_a_config():
     """A process that imported no kind learns the producers' schemas on its first unknown topic."""
     code = ("from protocol import codec; from protocol.messages import schema_for; "
