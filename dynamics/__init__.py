@@ -28,6 +28,8 @@ Modules (one concept each):
 - :mod:`dynamics.loads` — static loads at the nine arm stations (RMLOAD, seed 003);
 - :mod:`dynamics.cases` — the seed and reference systems (three rods, Cyril's five bodies, SRMS, ETS-VII)
   and :func:`~dynamics.cases.reference_path` to the package data in ``dynamics/data/``;
+- :mod:`dynamics.stewart` — rig kinematics: the 6-6 Stewart platform and a generic servo rig (inverse and forward
+  kinematics, limits, workspace), the pose map from two simulated frames to the rig and its clamp toward neutral;
 - :mod:`dynamics.modal` — linearised M, K, D at rest about a configuration; modes with joints locked, the
   base held, loops closed: frequencies, mode shapes, modal damping and participation.
 
@@ -69,6 +71,7 @@ __all__ = [
     "rms",
     "servo",
     "spatial",
+    "stewart",
     "udu",
     "urdf",
 ]

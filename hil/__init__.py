@@ -1,4 +1,4 @@
-"""Hardware in the loop: the ``hil`` service, its serial protocol, rig kinematics and emulator.
+"""Hardware in the loop: the ``hil`` service, its serial protocol, its device and the rig emulator.
 
 Modules (one concept each):
 
@@ -7,8 +7,8 @@ Modules (one concept each):
 - :mod:`hil.encoders` — other rig formats: a binary 6-axis frame, ASCII axis strings;
 - :mod:`hil.link` — :class:`~hil.link.SerialLink` over any pyserial URL, line budget,
   link statistics;
-- :mod:`hil.stewart` — Stewart platform and servo rig kinematics, workspace clamp,
-  the pose map from two simulated frames to the rig;
+- rig kinematics (the Stewart platform, the servo rig, the pose map and its clamp) are pure
+  float kernels and live in :mod:`dynamics.stewart` (``hil.stewart`` is a deprecated alias);
 - :mod:`hil.safety` — the rig state machine, watchdogs, guards, the ramp to neutral;
 - :mod:`hil.delay` — delay estimate, prediction, passivity controller, impact restitution;
 - :mod:`hil.config` — the ``[hil]`` table, shared by the bridge and the emulator;

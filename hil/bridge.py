@@ -7,7 +7,7 @@ Inputs ``orbiter/state`` and ``payload/state`` (states). Each step the bridge
    both from ``[hil]``, else from ``[orbiter]`` / ``[payload]``, see
    :func:`hil.config.hil_table`) — and the relative twist ``V_LB_L``;
 2. predicts it ahead by the measured round-trip delay (``[hil.compensation] predict``);
-3. maps it to a rig pose, clamped to the workspace (:class:`hil.stewart.PoseMap`);
+3. maps it to a rig pose, clamped to the workspace (:class:`dynamics.stewart.PoseMap`);
 4. passes it through the safety supervisor (handshake, watchdogs, NaN guard, soft
    limits, ramp to neutral) and sends a setpoint, or a heartbeat while motion-gated;
 5. reads the rig's telemetry (in lockstep it waits, bounded, for this step's reply);

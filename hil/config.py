@@ -30,7 +30,7 @@ electric Stewart platform (assumed, not a particular product)::
                                   # absent: [orbiter] X_OL, else identity (see hil_table)
     X_TB = [0, 0, 0, 0, 0, 0]     # berthing interface B in payload body T; absent: [payload] X_TB
 
-    [hil.stewart]
+    [dynamics.stewart]
     r_base = 0.30                 # m
     r_platform = 0.20             # m
     base_pair_angle = 0.349       # rad (20°)
@@ -131,9 +131,7 @@ from typing import Any
 
 import numpy as np
 
-from errors import BerthsimError, ConfigError
-from hil.rigproto import protocol_names
-from hil.stewart import (
+from dynamics.stewart import (
     PoseMap,
     RigLimits,
     ServoRig,
@@ -141,6 +139,8 @@ from hil.stewart import (
     axis_map_matrix,
     pose_from_vector,
 )
+from errors import BerthsimError, ConfigError
+from hil.rigproto import protocol_names
 from protocol.config import check_table
 from protocol.params import from_values, param
 from protocol.timebase import check_seconds
@@ -252,7 +252,7 @@ _Axes = float | tuple[float, ...]
 
 @dataclass(frozen=True)
 class HilStewart:
-    """``[hil.stewart]``: the Stewart platform's geometry (the rig checks it)."""
+    """``[dynamics.stewart]``: the Stewart platform's geometry (the rig checks it)."""
 
     r_base: float = param("m")
     r_platform: float = param("m")

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from dynamics import contact as dc
 from dynamics.spatial import cross3, quat_to_rotation, rotation_to_quat
+from dynamics.stewart import RigLimits, StewartRig, pose
 from errors import NoSolutionError
 from hil.config import HilConfig
 from hil.framing import (
@@ -54,7 +55,6 @@ from hil.framing import (
     rejection_kind,
 )
 from hil.safety import ramp_step, rate_limit_rows, transition
-from hil.stewart import RigLimits, StewartRig, pose
 
 __all__ = ["ContactPlane", "ContactGuides", "ForceTorqueSensor", "LoopStalls", "RigCore", "mockup_load"]
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dynamics.stewart import RigLimits
 from errors import ConfigError, LifecycleError
 from hil.framing import PROTOCOL_VERSION, Fault, Hello, RigState, Telemetry
-from hil.stewart import RigLimits
 
 __all__ = ["watchdog_timeout", "stop_speed", "ramp_step", "ramp_to", "rate_limit", "rate_limit_rows", "transition",
            "SafetySupervisor"]

@@ -22,7 +22,7 @@ parent                      child                       from
                                                         after shoulder yaw … wrist roll, SVDS 2-14)
 ``orbiter``                 ``end_effector`` (E)        ``arm/state`` ``X_OE`` (the point of resolution)
 ``rig_base`` (R)            ``rig_platform`` (P)        ``hil/command`` ``X_LB`` through the rig's
-                                                        pose map (:meth:`hil.stewart.PoseMap.to_rig`:
+                                                        pose map (:meth:`dynamics.stewart.PoseMap.to_rig`:
                                                         the pose the bridge commands, clamped)
 ``rig_base``                ``rig_platform_measured``   ``hil/feedback`` ``legs`` through the rig's
                                                         forward kinematics (Stewart rigs, legs logged)
@@ -88,7 +88,7 @@ class Scene:
         Trunnions in B.
     guides : list of (ndarray (3,), ndarray (3,), float)
         Latch guide walls in L: point, unit outward normal, radius (a disc of 0.15 m if unbounded).
-    pose_map : hil.stewart.PoseMap or None
+    pose_map : dynamics.stewart.PoseMap or None
         The rig's pose map (None without ``[hil]``).
     """
 

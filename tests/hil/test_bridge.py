@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from dynamics.spatial import pose, quat_integrate, quat_to_rotation, rotation_to_quat
+from dynamics.stewart import pose_from_vector
 from errors import ConfigError
 from hil.bridge import HilBridge, build, relative_motion, validate
 from hil.config import parse
 from hil.emulator import LockstepPort, LockstepRig
 from hil.framing import CRC_SIZE, HEADER_SIZE, Fault, wire_size
 from hil.link import SerialLink
-from hil.stewart import pose_from_vector
 from protocol.service import Sample
 
 

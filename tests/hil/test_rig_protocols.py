@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dynamics.spatial import rotation_to_quat
+from dynamics.stewart import pose_from_vector
 from errors import ConfigError
 from hil import rigproto
 from hil.bridge import HilBridge, relative_motion
@@ -22,7 +23,6 @@ from hil.encoders import AxisRange, BinaryAxisEncoder
 from hil.framing import Hello, RigState, Telemetry
 from hil.link import SerialLink, open_port
 from hil.rigproto import AxisProtocol, open_protocol, protocol_class, protocol_names, register_protocol
-from hil.stewart import pose_from_vector
 from protocol.service import Sample
 from tests.hil.vectors import WIRE_RUNS
 from tests.hil.wire_capture import H_NS, RUNS, _bodies, _Inputs, capture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dynamics.stewart import RigLimits
 from errors import LifecycleError
 from hil.framing import Fault, Hello, RigState, Telemetry
 from hil.safety import SafetySupervisor, ramp_to, rate_limit, rate_limit_rows, transition, watchdog_timeout
-from hil.stewart import RigLimits
 
 LIM = RigLimits.uniform(6, 0.40, 0.70, 0.5, 5.0, 100.0)
 NEUTRAL = np.full(6, 0.55)

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from dynamics.stewart import pose_from_vector
 from hil.bridge import HilBridge
 from hil.config import parse
 from hil.emulator import LockstepPort, LockstepRig
 from hil.link import SerialLink
-from hil.stewart import pose_from_vector
 from protocol.service import Sample
 
 #: The configurations of the captured runs: every format (and both native setpoints).

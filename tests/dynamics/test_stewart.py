@@ -9,8 +9,7 @@ import pytest
 import scipy.linalg
 
 from dynamics.spatial import pose, quat_to_rotation
-from errors import ConfigError, NoSolutionError
-from hil.stewart import (
+from dynamics.stewart import (
     GeodesicPath,
     PoseMap,
     RigLimits,
@@ -22,6 +21,7 @@ from hil.stewart import (
     pose_from_vector,
     pose_vector,
 )
+from errors import ConfigError, NoSolutionError
 
 LIM = RigLimits.uniform(6, 0.40, 0.70, 0.5, 5.0, 100.0)
 
@@ -316,3 +316,16 @@ def test_newton_on_a_singular_jacobian_raises_no_solution():
     # columns for ω_x, ω_y and v_z are exactly zero
     with pytest.raises(NoSolutionError, match="singular"):
         rig.newton(legs, np.array([1.0, 0.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0]))
+
+
+def test_the_old_module_path_is_an_alias_that_warns():
+    """``hil.stewart`` (where the rig kinematics were) still imports, warns, and gives the same objects."""
+    import importlib
+    import sys
+
+    import dynamics.stewart as new
+
+    sys.modules.pop("hil.stewart", None)
+    with pytest.warns(DeprecationWarning, match=r"hil.stewart is deprecated: use dynamics.stewart"):
+        old = importlib.import_module("hil.stewart")
+    assert old.StewartRig is new.StewartRig and old.PoseMap is new.PoseMap and set(old.__all__) == set(new.__all__)
