@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ __all__ = [
     "derivative",
     "inertia_W",
     "kinetic_energy",
+    "load_kernels",
     "momentum",
     "point_mobility",
     "point_motion",
@@ -94,6 +96,7 @@ __all__ = [
     "rotation_rows",
     "spatial_velocity",
     "step",
+    "step_reference",
     "wrench_at_com",
 ]
 
@@ -131,7 +134,10 @@ class RigidBodyModel:
         Its inverse (derived, not a constructor argument). [1/(kg·m²)]
     I_rows, I_inv_rows : tuple of 9 float
         ``I_Bcm_B`` and ``I_inv_B`` row-major as Python floats (derived; the float path of
-        :func:`step`).
+        :func:`step_reference`).
+    kernel_rows : tuple of 19 float
+        ``(mass, *I_rows, *I_inv_rows)`` (derived; the compiled kernel's model argument,
+        :func:`dynamics.rigid_body_kernels.rkmk4`).
 
     Raises
     ------
@@ -147,6 +153,7 @@ class RigidBodyModel:
     I_inv_B: Array = field(init=False, repr=False, compare=False)
     I_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
     I_inv_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    kernel_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         m = float(self.mass)
@@ -175,6 +182,7 @@ class RigidBodyModel:
         object.__setattr__(self, "I_inv_B", _readonly(np.linalg.inv(I)))  # type: ignore[arg-type]  # numpy stubs: float64 in, floating out
         object.__setattr__(self, "I_rows", tuple(self.I_Bcm_B.ravel().tolist()))
         object.__setattr__(self, "I_inv_rows", tuple(self.I_inv_B.ravel().tolist()))
+        object.__setattr__(self, "kernel_rows", (m, *self.I_rows, *self.I_inv_rows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +241,22 @@ class RigidBodyState:
         object.__setattr__(self, "w_WB_B", a[10:13])
         object.__setattr__(self, "_R", None)
         object.__setattr__(self, "_F", x)
+        return self
+
+    @classmethod
+    def _trusted(cls, a: Array) -> RigidBodyState:
+        """State owning ``a``, the thirteen values of :meth:`to_vector` (a new float64 array, made
+        read-only here), all finite and the quaternion unit with scalar ≥ 0: what
+        :func:`dynamics.rigid_body_kernels.rkmk4` returns with code 0. No checks (:meth:`from_floats`
+        without them)."""
+        a.setflags(write=False)
+        self = object.__new__(cls)
+        object.__setattr__(self, "p_WoBo_W", a[0:3])
+        object.__setattr__(self, "quat_WB", a[3:7])
+        object.__setattr__(self, "v_WBo_W", a[7:10])
+        object.__setattr__(self, "w_WB_B", a[10:13])
+        object.__setattr__(self, "_R", None)
+        object.__setattr__(self, "_F", tuple(a.tolist()))
         return self
 
     @classmethod
@@ -385,6 +409,26 @@ def derivative(
     return np.concatenate([state.v_WBo_W, quat_rate(state.quat_WB, state.w_WB_B), vdot, wdot])
 
 
+def _kernels() -> ModuleType:
+    """The compiled kernel (:mod:`dynamics.rigid_body_kernels`), imported on first use: importing numba takes
+    ~0.5 s, which processes that never step a rigid body should not pay."""
+    from dynamics import rigid_body_kernels
+
+    return rigid_body_kernels
+
+
+def load_kernels() -> None:
+    """Import :func:`step`'s compiled kernel and load its machine code now (compile it if numba's cache has none).
+
+    Otherwise the first :func:`step` pays for it (numba's import and the load, a few tenths of a second; the
+    compile, seconds): a realtime step must not. :func:`body_model` calls it, so a service that builds its
+    bodies from config has its kernel loaded when it is built.
+    """
+    kern = _kernels()
+    eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+    kern.rkmk4((0.0, 0.0, 0.0, 1.0, *(0.0,) * 9), (0.0,) * 6, (1.0, *eye, *eye), 1.0, 0.0, kern.NO_ORBIT, 1)
+
+
 def step(
     model: RigidBodyModel,
     state: RigidBodyState,
@@ -397,8 +441,10 @@ def step(
 
     RK4 in Runge–Kutta–Munthe-Kaas form (module docstring): fourth order, quaternion
     advanced with :func:`dynamics.spatial.quat_integrate`, unit by construction. The inputs
-    are checked once; the stages run on Python floats (no state objects, no re-validation),
-    which is what keeps a 1 kHz co-simulation step cheap.
+    are checked once; the stages run in the compiled kernel
+    :func:`dynamics.rigid_body_kernels.rkmk4`, bit for bit :func:`step_reference` (the same
+    operations on Python floats; the tests hold them equal), which is what keeps a 1 kHz
+    co-simulation step cheap.
 
     Parameters
     ----------
@@ -426,6 +472,20 @@ def step(
     ValueError
         If ``h`` is not positive and finite or ``substeps`` < 1.
     """
+    Fl, dt, k = _step_args(F_Bo_W, h, substeps)
+    kern = _kernels()
+    if orbit is None:
+        code, x = kern.rkmk4(state.floats, tuple(Fl), model.kernel_rows, dt, 0.0, kern.NO_ORBIT, k)
+    else:
+        code, x = kern.rkmk4(state.floats, tuple(Fl), model.kernel_rows, dt, float(orbit.n),
+                             kern.ORBIT_GG if orbit.gravity_gradient else kern.ORBIT, k)
+    if code:  # not finite: the reference raises the error naming the field
+        return step_reference(model, state, Fl, h, orbit, substeps)
+    return RigidBodyState._trusted(x)
+
+
+def _step_args(F_Bo_W: ArrayLike | list[float], h: float, substeps: int) -> tuple[list[float], float, int]:
+    """:func:`step`'s checked arguments: the wrench as six floats, the sub-step [s] and their number."""
     if type(F_Bo_W) is list and len(F_Bo_W) == 6 and all(map(math.isfinite, F_Bo_W)):
         Fl = [float(x) for x in F_Bo_W]  # the float path's own wrench (six floats)
     else:
@@ -434,11 +494,26 @@ def step(
         raise ValueError(f"h must be > 0 and finite, got {h}")
     if int(substeps) != substeps or substeps < 1:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps}")
-    dt = h / int(substeps)
+    return Fl, h / int(substeps), int(substeps)
+
+
+def step_reference(
+    model: RigidBodyModel,
+    state: RigidBodyState,
+    F_Bo_W: ArrayLike | list[float],
+    h: float,
+    orbit: CircularOrbit | None = None,
+    substeps: int = 1,
+) -> RigidBodyState:
+    """:func:`step` on Python floats (:func:`_rkmk4`): the readable reference of its compiled kernel.
+
+    Same parameters, result (bit for bit) and errors as :func:`step`.
+    """
+    Fl, dt, k = _step_args(F_Bo_W, h, substeps)
     x: Sequence[float] = state.floats
     p, q, v, w = x[0:3], x[3:7], x[7:10], x[10:13]
     R0: tuple[float, ...] | None = state.R_rows
-    for _ in range(int(substeps)):
+    for _ in range(k):
         p, q, v, w = _rkmk4(model, p, q, R0, v, w, Fl, dt, orbit)
         R0 = None
     return RigidBodyState.from_floats(p, q, v, w)
@@ -814,13 +889,17 @@ def body_model(name: str, mass: Any, inertia: Any) -> RigidBodyModel:
     """A :class:`RigidBodyModel` from config values: ``inertia`` as 3 principal moments or 3×3 rows
     about the CoM, in B. [kg, kg·m²]
 
+    Loads :func:`step`'s compiled kernel (:func:`load_kernels`).
+
     Raises
     ------
     ModelError
         If the mass or inertia is inadmissible.
     """
     I = np.asarray(inertia, dtype=np.float64)
-    return RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
+    model = RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
+    load_kernels()  # a body from config is a body to step: no step pays for the kernel's load
+    return model
 
 
 def state_from_pose(X_WB: Any, v_WBo_W: Any, w_WB_B: Any) -> RigidBodyState:
