@@ -30,6 +30,8 @@ Modules (one concept each):
   and :func:`~dynamics.cases.reference_path` to the package data in ``dynamics/data/``;
 - :mod:`dynamics.stewart` — rig kinematics: the 6-6 Stewart platform and a generic servo rig (inverse and forward
   kinematics, limits, workspace), the pose map from two simulated frames to the rig and its clamp toward neutral;
+- :mod:`dynamics.mockup` — a rig's mock-ups and their sensing: the docking halves' contact on the rig (a plane, the
+  latch guides), the mock-up's weight and inertial load, the 6-axis F/T sensor;
 - :mod:`dynamics.modal` — linearised M, K, D at rest about a configuration; modes with joints locked, the
   base held, loops closed: frequencies, mode shapes, modal damping and participation.
 
@@ -64,6 +66,7 @@ __all__ = [
     "flexible",
     "impact",
     "loads",
+    "mockup",
     "modal",
     "multirate",
     "orbit",

@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dynamics.mockup import ForceTorqueSensor, mockup_load
 from dynamics.rigid_body import predict_rows
 from dynamics.spatial import (
     cross_rows,
@@ -87,7 +88,6 @@ from hil.delay import ContactGate, ImpactMonitor, PassivityController, noise_flo
 from hil.device import Batch, RigDevice
 from hil.framing import Fault, Frame, Hello, RigState, Telemetry
 from hil.link import URL_SCHEMES, SerialLink, bits_per_byte, check_line_budget
-from hil.rig import ForceTorqueSensor, mockup_load
 from hil.rigproto import RigProtocol, protocol_class
 from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.config import sim_values, table_values
@@ -271,7 +271,7 @@ def loop_delay(cfg: HilConfig, h_s: float, feedback_hold_s: float = 0.0) -> tupl
     transport to the rig and the reading's back (``2 × [hil.emulator] delay``); the actuators
     (they interpolate the setpoints one bridge period late, and a critically damped servo of
     bandwidth f follows that ``2 / (2π f)`` late); the sensor's filter and sampling
-    (:attr:`hil.rig.ForceTorqueSensor.lag`); the bridge's filter; a pipelined link's period
+    (:attr:`dynamics.mockup.ForceTorqueSensor.lag`); the bridge's filter; a pipelined link's period
     (``[hil] pipeline``); and the consumer's hold of the fed-back sample (``feedback_hold_s``, half
     the coupling period of ``hil/feedback``). The bridge's inputs are predicted to its steps.
     """
@@ -695,7 +695,7 @@ class HilBridge:
     def sensed_contact(self) -> bool:
         """The contact wrench on the mock-up from the latest reading ``_F_P`` (into ``_F_contact``, [τ; f] at Po
         in P): less the mock-up's weight and inertial load (``[hil.compensation] gravity``, at the motion
-        commanded in the frame the reading echoes; :func:`hil.rig.mockup_load`), less the bias tared over the
+        commanded in the frame the reading echoes; :func:`dynamics.mockup.mockup_load`), less the bias tared over the
         first ``tare`` seconds engaged, low-pass filtered (``filter_hz``), and zero unless the contact gate
         (:class:`hil.delay.ContactGate`: on above ``deadband`` or 5 times the filtered noise measured while
         taring, off below ``release`` of that) says contact. False while taring (the reading is no contact

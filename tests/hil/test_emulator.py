@@ -387,9 +387,9 @@ def test_sustained_250_hz_at_921600_baud_over_pty(tmp_path):
 
 def test_contact_wrench_is_the_gradient_of_the_spring_energy():
     """Elastic part: the power of the wrench equals −dU/dt, U = ½ k Σ δ_i² (δ_i > 0)."""
+    from dynamics.mockup import ContactPlane
     from dynamics.spatial import pose
     from dynamics.stewart import pose_from_vector
-    from hil.rig import ContactPlane
 
     rng = np.random.default_rng(4)
     n = np.array([0.1, -0.2, 1.0])

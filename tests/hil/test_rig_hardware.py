@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from dynamics.mockup import ContactGuides, ForceTorqueSensor, mockup_load
 from dynamics.spatial import pose
 from hil.bridge import HilBridge
 from hil.config import hil_table, parse
 from hil.emulator import LockstepPort, LockstepRig
 from hil.link import SerialLink
-from hil.rig import ContactGuides, ForceTorqueSensor, RigCore, guides_of, mockup_load
+from hil.rig import RigCore, guides_of
 from protocol.service import Sample
 from tests.hil.test_bridge import Inputs, orbiter, payload
 
