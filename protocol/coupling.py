@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from math import sqrt
 from typing import Any
 
 import numpy as np
@@ -185,10 +186,6 @@ def coupling_periods(services: Mapping[str, Mapping[str, Any]],
     return out
 
 
-def _norm3(a: float, b: float, c: float) -> float:
-    return math.sqrt(a * a + b * b + c * c)
-
-
 # The flow mean's wrench transports, on floats. protocol imports nothing of dynamics (its layering): these
 # are the twins of dynamics.spatial.refer_wrench_rows and shift_wrench_rows, which the tests hold equal to
 # the bit (tests/protocol/test_coupling_kernels.py).
@@ -227,7 +224,7 @@ class PortCoupler:
     """
 
     __slots__ = ("topic", "kind", "h", "H", "n", "derived", "wrenches", "points", "_T", "_count", "_acc", "_peak",
-                 "_last", "_direct", "_events")
+                 "_last", "_direct", "_events", "_skip")
 
     def __init__(self, topic: str, kind: str, step_ns: int, coupling_ns: int,
                  schema: TopicSchema | None = None) -> None:
@@ -246,11 +243,12 @@ class PortCoupler:
             (name, src, how) for name, (src, how) in (schema.derived.items() if schema is not None else ()))
         self.wrenches: tuple[tuple[str, str], ...] = tuple(schema.wrenches) if schema is not None else ()
         self.points = {p for _, p in self.wrenches}
+        self._skip = frozenset(f for f, _ in self.wrenches) | self.points  # not summed field by field
         # a state port with no peaks, or any port at H = h: bodies pass through, peaks from one body
         self._direct = self.n == 1
         self._T: int | None = None       # flow: start of the interval being accumulated
         self._count = 0                  # flow: values accumulated
-        self._acc: dict[str, Any] = {}   # flow: running sums (floats lists or arrays), bools (any)
+        self._acc: dict[str, Any] = {}   # flow: running sums (floats, floats lists or arrays), bools (any)
         self._peak: dict[str, Any] = {}  # derived field -> running value
         self._last: Any = None           # flow: the interval's last body
         self._events: list[Any] = []     # event: the interval's events so far
@@ -264,7 +262,7 @@ class PortCoupler:
                 continue
             if how == "wrench_max":
                 a0, a1, a2, b0, b1, b2 = v.tolist() if type(v) is np.ndarray else v
-                tn, fn = _norm3(a0, a1, a2), _norm3(b0, b1, b2)
+                tn, fn = sqrt(a0 * a0 + a1 * a1 + a2 * a2), sqrt(b0 * b0 + b1 * b1 + b2 * b2)  # |τ|, |f|
                 cur = peak.get(name)
                 peak[name] = [tn, fn] if cur is None else [max(cur[0], tn), max(cur[1], fn)]
             else:  # abs_max
@@ -305,12 +303,14 @@ class PortCoupler:
             else:
                 s = acc[F_name]
                 acc[F_name] = [s[0] + w[0], s[1] + w[1], s[2] + w[2], s[3] + w[3], s[4] + w[4], s[5] + w[5]]
-        wrench_fields = {f for f, _ in self.wrenches}
+        skip = self._skip
         for key, v in body.items():
-            if key in wrench_fields or key in self.points:
+            if key in skip:
                 continue
             if type(v) is bool:
                 acc[key] = v if first else (acc[key] or v)
+            elif type(v) is float:  # summed as a Python float: the same float64 additions as a 0-d array's
+                acc[key] = v if first else acc[key] + v
             elif type(v) is np.ndarray or isinstance(v, float):
                 acc[key] = np.array(v, dtype=np.float64) if first else acc[key] + v
         self._last = body
@@ -324,9 +324,15 @@ class PortCoupler:
             p = body[p_name]
             body[F_name] = np.array(_shift_wrench_rows([x / n for x in s],
                                                        p.tolist() if type(p) is np.ndarray else [float(x) for x in p]))
+        wrench_fields = self._skip - self.points
         for key, v in self._acc.items():
-            if key in body and not any(key == f for f, _ in self.wrenches):
-                body[key] = v if type(v) is bool else (float(v / n) if v.ndim == 0 else v / n)
+            if key in body and key not in wrench_fields:
+                if type(v) is bool:
+                    body[key] = v
+                elif type(v) is float:
+                    body[key] = v / n
+                else:
+                    body[key] = float(v / n) if v.ndim == 0 else v / n
         self._acc = {}
         self._count = 0
         return body

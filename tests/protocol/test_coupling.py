@@ -182,3 +182,21 @@ def test_a_coupling_that_makes_a_cycle_wait_on_itself_is_reported_not_hung():
     models = _chain({"a": MS, "b": MS, "c": MS})
     with pytest.raises(LifecycleError, match="cannot go on"):
         simulate(models, 100 * MS, coupling={"b": {"*": 20 * MS}, "a": {"*": MS}})
+
+
+def test_a_float_fields_flow_mean_is_the_float64_sum_oldest_first_over_the_count():
+    """A flow's float field is averaged as float64 values summed oldest first (numpy's sequential
+    accumulation is the reference), bit for bit, and published as a float."""
+    import testkit.toys  # noqa: F401  (registers the toy topics)
+    c = PortCoupler("toy/spring7", "flow", MS, 4 * MS, schema_for("toy/spring7"))
+    F = [0.1, 1e16, 0.7, -1e16, 3.3, 2.0 / 3.0, 1e-3, 5.5]  # sums whose value depends on the order
+    got = c.initial(0, {"F": F[0], "x": np.array([0.0])})
+    for k in range(1, 8):
+        got += c.step(k * MS, {"F": F[k], "x": np.array([float(k)])})
+    assert [(t, h) for t, h, _ in got] == [(0, 4 * MS), (4 * MS, 4 * MS)]
+    for j, (_, _, body) in enumerate(got):
+        part = np.array(F[4 * j: 4 * j + 4])
+        ref = np.add.accumulate(part)[-1] / 4
+        assert type(body["F"]) is float and body["F"] == ref
+        x = np.arange(4.0 * j, 4.0 * j + 4)
+        assert np.array_equal(body["x"], [np.add.accumulate(x)[-1] / 4])
