@@ -228,12 +228,23 @@ class StepInputs:
 
     def oldest_wall_ns(self) -> int | None:
         """Smallest ``wall_ns`` among the selected state and flow samples (None if none)."""
-        walls = [s.wall_ns for s in self._state.values()]
-        walls += [parts[-1][0].wall_ns for parts in self._flow.values() if parts]
-        return min(walls) if walls else None
+        out = None
+        for s in self._state.values():
+            w = s.wall_ns
+            if out is None or w < out:
+                out = w
+        for parts in self._flow.values():
+            if parts:
+                w = parts[-1][0].wall_ns
+                if out is None or w < out:
+                    out = w
+        return out
 
 
 _NO_BOUND = -(1 << 62)  # progress bound of an event topic nothing has been heard of yet
+_KINDS = ("state", "flow", "event")  # a port's kind, by the index its InputBuffer entry carries
+_Entry = tuple[str, str, list[int], list[Sample], int]
+"""An input port as :class:`InputBuffer` reads it: topic, kind, times, samples, index of its kind in _KINDS."""
 _NO_END = 1 << 62  # progress bound of an event topic whose source has ended
 
 
@@ -280,15 +291,16 @@ class InputBuffer:
         # per topic, what add needs in one lookup: (times, samples, is an event topic)
         self._slot: dict[str, tuple[list[int], list[Sample], bool]] = {
             t: (self._times[t], self._samples[t], k == "event") for t, k in self._kind.items()}
-        # per port, in port order, what the rule reads: (topic, kind, times, samples); _live: present ports only
-        self._all: tuple[tuple[str, str, list[int], list[Sample]], ...] = tuple(
-            (p.topic, p.kind, self._times[p.topic], self._samples[p.topic]) for p in self.ports)
+        # per port, in port order, what the rule reads: (topic, kind, times, samples, the index of its kind in
+        # _KINDS); _live: present ports only
+        self._all: tuple[_Entry, ...] = tuple(
+            (p.topic, p.kind, self._times[p.topic], self._samples[p.topic], _KINDS.index(p.kind)) for p in self.ports)
         self._live = self._all
         self._hi: dict[str, int] = {}            # event topics: progress bound (events before it all held)
         # witness topic -> [(event topic, strict, the event port's coupling period)]
         self._bounds: dict[str, list[tuple[str, bool, int]]] = {}
         self._present: set[str] = set(self._kind)
-        self._pending: list[tuple[str, str, list[int], list[Sample]]] = []  # _live entries not ready
+        self._pending: list[_Entry] = []  # _live entries not ready
         self._picked: dict[str, Any] = {}    # topic -> its selection, computed by ready() for take()
         self._step_t: int | None = None      # the step ready() last looked at (None: none)
         self._step_h: int | None = None
@@ -380,13 +392,13 @@ class InputBuffer:
         return len(self._times.get(topic, ()))
 
     # ------------------------------------------------------------ lockstep rule
-    def _pick(self, entry: tuple[str, str, list[int], list[Sample]], t: int, h: int) -> Any:
+    def _pick(self, entry: _Entry, t: int, h: int) -> Any:
         """What a present port (an entry of ``_live``) gives the step ``t → t + h``, or None if not ready.
 
         state: the sample with ``t_k <= t < t_k + h_k``; flow: the overlapping samples with their
         overlaps (:func:`_flow_parts`); event: the samples with ``t - h < t_k <= t``.
         """
-        topic, kind, times, samples = entry
+        topic, kind, times, samples, _ = entry
         if kind == "state":
             i = bisect_right(times, t) - 1
             if i >= 0:
@@ -444,10 +456,46 @@ class InputBuffer:
         KeyError
             As :meth:`select` (only if a topic found ready became not ready since).
         """
+        if t_ns != self._step_t or h_ns != self._step_h:
+            return self._take_new(t_ns, h_ns)
         if not self.ready(t_ns, h_ns):
             return None
         picked, self._picked = self._picked, {}  # taken: another take of this step selects afresh
         return self._selection(t_ns, h_ns, picked)
+
+    def _take_new(self, t_ns: int, h_ns: int) -> StepInputs | None:
+        """:meth:`take` of a step not looked at before: :meth:`ready`'s first pass, each port's pick
+        going straight into the step's selection (and kept for the later checks if some are not ready)."""
+        self._step_t = t_ns
+        self._step_h = h_ns
+        self._dirty.clear()
+        pick = self._pick
+        state: dict[str, Sample] = {}
+        flow: dict[str, list[tuple[Sample, int]]] = {}
+        events: dict[str, list[Sample]] = {}
+        by_kind: tuple[dict[str, Any], ...] = (state, flow, events)
+        pending: list[_Entry] = []
+        for e in self._live:
+            x: Any = None
+            if e[4] == 0:  # state, as _pick: the sample with t_k <= t < t_k + h_k
+                times = e[2]
+                i = bisect_right(times, t_ns) - 1
+                if i >= 0:
+                    s = e[3][i]
+                    if t_ns < s.t_ns + s.h_ns:
+                        x = s
+            else:
+                x = pick(e, t_ns, h_ns)
+            if x is None:
+                pending.append(e)
+            else:
+                by_kind[e[4]][e[0]] = x
+        self._pending = pending
+        if pending:
+            self._picked = {**state, **flow, **events}
+            return None
+        self._picked = {}  # taken: another take of this step selects afresh
+        return StepInputs(t_ns, h_ns, state, flow, events)
 
     def missing(self, t_ns: int, h_ns: int) -> list[str]:
         """Input topics not yet ready for the step ``t → t + h`` (diagnostics)."""
@@ -493,10 +541,12 @@ class InputBuffer:
         (the next step's window; ``h_next_ns`` None keeps those after ``t_next_ns``).
         """
         self._picked = {}
-        for _, kind, times, samples in self._all:
+        for _, kind, times, samples, _ in self._all:
             if not times:
                 continue
             if kind == "state":
+                if len(times) == 1:
+                    continue  # the one sample held stays (k would be 0 or -1)
                 k = bisect_right(times, t_next_ns) - 1
             elif kind == "flow":
                 k = bisect_right(times, t_next_ns) - 1
@@ -524,25 +574,25 @@ class InputBuffer:
         state: dict[str, Sample] = {}
         flow: dict[str, list[tuple[Sample, int]]] = {}
         events: dict[str, list[Sample]] = {}
-        for port in self.ports:
-            topic = port.topic
-            samples = self._samples[topic]
-            if port.kind == "event":
-                times = self._times[topic]
-                k = bisect_right(times, t_ns)
-                events[topic] = samples[:k]
-                del samples[:k]
-                del times[:k]
-            elif port.kind == "flow":
+        for topic, _, times, samples, kind in self._all:
+            if kind == 0:  # state
+                if samples:
+                    if len(samples) > 1:
+                        del samples[:-1]
+                        del times[:-1]
+                    state[topic] = samples[0]
+            elif kind == 2:  # event
+                if samples:
+                    k = bisect_right(times, t_ns)
+                    events[topic] = samples[:k]
+                    del samples[:k]
+                    del times[:k]
+                else:
+                    events[topic] = []
+            else:
                 parts = self._realtime_flow(topic, t_ns, h_ns)
                 if parts:
                     flow[topic] = parts
-            elif samples:
-                s = samples[-1]
-                if len(samples) > 1:
-                    del samples[:-1]
-                    del self._times[topic][:-1]
-                state[topic] = s
         return StepInputs(t_ns, h_ns, state, flow, events)
 
     _OWED_MAX = 4096

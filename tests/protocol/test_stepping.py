@@ -363,3 +363,22 @@ def test_take_selects_again_a_topic_that_changed_after_its_check():
         buf.take(5 * MS, MS)  # ... while the selection raises as select() does
     with pytest.raises(KeyError, match="'x' not ready for step t=5000000"):
         buf.select(5 * MS, MS)
+
+
+def test_oldest_wall_ns_is_the_earliest_send_time_of_the_held_states_and_the_last_flow_samples():
+    """Input age (realtime): the smallest ``wall_ns`` among the selected state samples and, per flow,
+    its newest overlapping sample; events do not count, and no state or flow gives None."""
+    ports = [Port("a", "state"), Port("b", "state"), Port("f", "flow"), Port("e", "event")]
+    buf = InputBuffer(ports)
+    buf.add("a", Sample(0, 10 * MS, "p", 0, {}, 500))
+    buf.add("b", Sample(0, 10 * MS, "p", 0, {}, 300))
+    buf.add("f", Sample(0, MS, "p", 0, {}, 100))  # older than the flow's newest part: not counted
+    buf.add("f", Sample(MS, MS, "p", 1, {}, 400))
+    buf.add("e", Sample(2 * MS, 2 * MS, "p", 0, {}, 1))  # an event's send time is not an input's age
+    assert buf.select(0, 2 * MS).oldest_wall_ns() == 300
+    only_flow = InputBuffer([Port("f", "flow")])
+    only_flow.add("f", Sample(0, MS, "p", 0, {}, 700))
+    assert only_flow.select(0, MS).oldest_wall_ns() == 700
+    only_events = InputBuffer([Port("e", "event")])
+    only_events.add("e", Sample(0, MS, "p", 0, {}, 9))
+    assert only_events.latest(0, MS).oldest_wall_ns() is None
