@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from errors import LifecycleError
@@ -40,7 +41,7 @@ class Output:
     """One output port of a member, as it is published (see :meth:`Scheduler.configure`)."""
 
     __slots__ = ("topic", "kind", "prefix", "codec", "coupler", "sparse", "empty", "full_prefix", "local", "seq",
-                 "full_seq")
+                 "full_seq", "plain", "every")
 
     def __init__(self, port: Port, step_ns: int, coupling_ns: int, sparse: bool, full_rate: bool) -> None:
         schema = schema_for(port.topic)
@@ -56,6 +57,13 @@ class Output:
         self.local: list[Member] = []   # members of this process that take the topic as an input
         self.seq = 0
         self.full_seq = 0
+        # the coupler's rule after a step, inlined by Scheduler.publish where it passes the body through
+        # untouched: a state port without derived fields (published at its coupling instants), an event
+        # port that is not coupled (every step). ``every``: the coupling period a step's end is checked
+        # against (0: every step is one, H = h).
+        c = self.coupler
+        self.plain = (port.kind == "state" and not c.derived) or (port.kind == "event" and c.n == 1)
+        self.every = c.H if c.n > 1 else 0
 
     def __getstate__(self) -> dict[str, Any]:
         """Every slot but the codec, which holds closures (a snapshot rebuilds it from the topic)."""
@@ -243,8 +251,9 @@ class Scheduler:
         name = m.name
         outbox = self.outbox
         sinks = self.sink_frames if self.sinks else None
+        get = outs.get
         for o in m.outs:
-            fields = outs.get(o.topic)
+            fields = get(o.topic)
             coupler = o.coupler
             if o.full_prefix is not None and fields is not None:
                 frame = o.full_prefix + o.codec.encode(coupler.full(fields), name, o.full_seq, t_ns, m.period_ns,
@@ -253,7 +262,16 @@ class Scheduler:
                 outbox.append(frame)
                 if sinks is not None:
                     sinks.append(frame)
-            for ts, hs, body in (coupler.initial(t_ns, fields) if initial else coupler.step(t_ns, fields)):
+            samples: Sequence[tuple[int, int, Mapping[str, Any] | None]]
+            if initial:
+                samples = coupler.initial(t_ns, fields)
+            elif o.plain:  # PortCoupler.step of such a port, without the call and the list
+                if o.every and t_ns % o.every:
+                    continue
+                samples = ((t_ns, coupler.H, fields),)
+            else:
+                samples = coupler.step(t_ns, fields)
+            for ts, hs, body in samples:
                 if body is None or (o.empty is not None and not body.get("events", True)):
                     if o.sparse:
                         continue
@@ -327,39 +345,38 @@ class Scheduler:
             Steps made.
         """
         models = [m for m in self.models if not m.done]
+        publish = self.publish
         n = 0
         while models and n < limit:
-            stepped = False
             if len(models) > 1:
                 models.sort(key=_by_time)  # nearly sorted already, so cheap; ties in any order (same results)
             for m in models:
                 if may_step is not None and not may_step(m):
                     continue
                 t, h = m.t_ns, m.period_ns
-                u = m.buf.take(t, h)
+                buf = m.buf
+                u = buf.take(t, h)
                 if u is None:
                     continue
                 self.current = m
                 outs = m.obj.step(t, h, u)
                 t += h
                 m.t_ns = t
-                self.publish(m, outs, t, wall_ns())
+                publish(m, outs, t, wall_ns())
                 self.current = None
-                m.buf.prune(t, h)
+                buf.prune(t, h)
                 m.steps += 1
                 n += 1
                 if t_end_ns and t >= t_end_ns:
                     m.done = True
                     models.remove(m)
-                stepped = True
                 break  # the furthest behind goes next
-            if not stepped:
-                break
+            else:
+                break  # none is ready
         return n
 
 
-def _by_time(m: Member) -> int:
-    return m.t_ns
+_by_time = attrgetter("t_ns")  # a member's sort key: its time
 
 
 def ports_of(members: Iterable[Member]) -> dict[str, dict[str, Any]]:
