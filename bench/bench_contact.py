@@ -26,6 +26,20 @@ contact's fixed 1 kHz step (``[contact] adaptive = false``, A) and N times with 
 alternating A B A B, and prints the contact model's CPU seconds per simulated second (its ``step`` timed by
 :class:`protocol.realtime.TimedModel`), its steps that coasted, and the medians and per-pair ratios B / A, with
 the run's figures (capture, latch, peak interface force) of both.
+
+``--scenario N`` runs the default scenario as it is configured (the adaptive step) N times and prints the contact
+model's CPU seconds per simulated second and the run's figures, with the host's load: the same command in two
+trees of the project gives their A/B figures (alternate them).
+
+``--guides`` times the compliant berthing contact of the scenario's four trunnions seated in their twelve guide
+walls, one evaluation: the contact service's (:meth:`services.contact.CompliantContact.contact`, Python floats)
+and the compiled :func:`dynamics.contact_kernels.guides_wrench` with its arguments built from the same kinematics
+(what the service would pass it), and says whether their results are equal (bit for bit).
+
+``--compile`` prints the wall time of the rigid body's compiled step (:mod:`dynamics.rigid_body_kernels`) on its
+first use in a fresh process that imported :mod:`dynamics.rigid_body` (:func:`dynamics.rigid_body.load_kernels`:
+numba's import and the kernel's load), with an empty numba cache (the compile, paid once per machine and cache
+directory), then with the cache it left, beside a process that makes no call.
 """
 
 from __future__ import annotations
@@ -269,13 +283,114 @@ def adaptive_ab(pairs: int) -> dict[str, Any]:
     }
 
 
+def scenario_runs(n: int) -> dict[str, Any]:
+    """The default scenario as configured (adaptive contact step) ``n`` times (module docstring)."""
+    runs = []
+    for _ in range(n):
+        load0 = os.getloadavg()[0]
+        r = scenario_run(True)
+        events = {kind: t for kind, t in reversed(r.pop("events"))}  # the first of each kind
+        runs.append({**r, "first_event_t_ns": events, "load_average_1min": [round(load0, 2),
+                                                                             round(os.getloadavg()[0], 2)]})
+    key = "contact_cpu_s_per_sim_s"
+    return {key: [r[key] for r in runs], f"median_{key}": float(np.median([r[key] for r in runs])), "runs": runs}
+
+
+def guides_case(number: int, repeat: int) -> dict[str, Any]:
+    """The scenario's seated trunnions: the service's compliant contact against the compiled kernel (module
+    docstring). CPU µs per evaluation, best of ``repeat`` runs of ``number``."""
+    from dynamics import contact_kernels as ck
+    from dynamics import spatial as sp
+
+    base = scenario_config()
+    orb = scenario_orbiter_sample(base)
+    seated = scenario_seated(base, 0.003)
+    seated["contact"]["latch"]["position"] = 1e-9
+    m = sc.build(seated, "contact", H_C)
+    m.initial(0)
+    m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))
+    kT, kO = sc._Kin(m.context.body), sc._Kin(m.orbiter_at_now)
+    p_L = sp.pose_apply_rows(kO.p, kO.R, m._p_OL)
+    R_WL = sp.mat_mat_rows(kO.R, m._R_OL)
+    tables = ck.guide_tables([(g.p_ToPo_T, g.center_L, g.reach2, g.surfaces) for g in m._guides])
+    law = m.law
+    law_rows = (law.k, law.exponent, law.alpha, law.mu_s, law.mu_k, law.v_stick)
+    near = (*m._all_center_L, m._all_reach2)
+    lead = 0.5 * H_C * 1e-9
+
+    def service() -> tuple[bool, float, list[float]]:
+        F, power, active, _, _ = m.berthing.contact(m, kT, kO, p_L, R_WL, H_C, H_C)
+        return active, power, F
+
+    def kernel() -> tuple[bool, float, list[float]]:
+        active, power, F = ck.guides_wrench((*kT.p, *kT.R, *kT.v, *kT.w), (*kO.p, *kO.R, *kO.v, *kO.w),
+                                            (*p_L, *R_WL), lead, law_rows, sc.BOUND_MARGIN, near, *tables)
+        return active, power, list(F)
+
+    row: dict[str, Any] = {"case": "scenario: 4 trunnions seated in 12 guide walls, one compliant contact evaluation",
+                           "equal": service() == kernel(), "active": service()[0]}
+    for name, fn in (("service_python", service), ("kernel", kernel)):
+        best = float("inf")
+        for _ in range(repeat):
+            c0 = time.process_time()
+            for _ in range(number):
+                fn()
+            best = min(best, (time.process_time() - c0) / number)
+        row[f"cpu_us_{name}"] = round(best * 1e6, 2)
+    return row
+
+
+_FIRST_CALL = """
+import time
+from dynamics import rigid_body
+t0 = time.perf_counter()
+if CALL:  # numba's import and the kernel's load (or compile)
+    rigid_body.load_kernels()
+print(time.perf_counter() - t0)
+"""
+
+
+def bench_compile() -> list[dict[str, Any]]:
+    """Wall time of the rigid body kernel's first use in a fresh process (module docstring)."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label, call in (("no call (reference)", False), ("empty cache (compile)", True),
+                            ("filled cache (load)", True)):
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", _FIRST_CALL.replace("CALL", str(call))], cwd=root, env=env,
+                                 capture_output=True, text=True, check=True)
+            rows.append({"kernel_first_call": label, "first_call_s": round(float(out.stdout.split()[-1]), 3),
+                         "process_wall_s": round(time.perf_counter() - t0, 3)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=500, help="steps per repeat")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--adaptive-pairs", type=int, default=0,
                     help="the default scenario, fixed (A) vs adaptive (B) contact step, alternated N pairs")
+    ap.add_argument("--scenario", type=int, default=0,
+                    help="the default scenario as configured, N runs: the contact model's CPU per simulated second")
+    ap.add_argument("--guides", action="store_true",
+                    help="the scenario's seated trunnions: the service's compliant contact vs the compiled kernel")
+    ap.add_argument("--compile", action="store_true",
+                    help="the rigid body kernel's first use in a fresh process, empty and filled numba cache")
     a = ap.parse_args(argv)
+    if a.scenario > 0 or a.compile or a.guides:
+        load0 = os.getloadavg()[0]
+        if a.guides:
+            res = guides_case(max(a.steps, 2000), a.repeat)
+        else:
+            res = scenario_runs(a.scenario) if a.scenario > 0 else {"first_call": bench_compile()}
+        print(json.dumps({"python": platform.python_version(), "cpus": os.cpu_count(),
+                          "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)], **res}, indent=2))
+        return 0
     if a.adaptive_pairs > 0:
         load0 = os.getloadavg()[0]
         res = adaptive_ab(a.adaptive_pairs)

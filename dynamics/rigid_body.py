@@ -421,8 +421,8 @@ def load_kernels() -> None:
     """Import :func:`step`'s compiled kernel and load its machine code now (compile it if numba's cache has none).
 
     Otherwise the first :func:`step` pays for it (numba's import and the load, a few tenths of a second; the
-    compile, seconds): a realtime step must not. :func:`body_model` calls it, so a service that builds its
-    bodies from config has its kernel loaded when it is built.
+    compile, seconds): a realtime step must not. :func:`state_from_pose` calls it, so a service that builds its
+    bodies' states from config has the kernel loaded when it is built.
     """
     kern = _kernels()
     eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
@@ -889,22 +889,22 @@ def body_model(name: str, mass: Any, inertia: Any) -> RigidBodyModel:
     """A :class:`RigidBodyModel` from config values: ``inertia`` as 3 principal moments or 3×3 rows
     about the CoM, in B. [kg, kg·m²]
 
-    Loads :func:`step`'s compiled kernel (:func:`load_kernels`).
-
     Raises
     ------
     ModelError
         If the mass or inertia is inadmissible.
     """
     I = np.asarray(inertia, dtype=np.float64)
-    model = RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
-    load_kernels()  # a body from config is a body to step: no step pays for the kernel's load
-    return model
+    return RigidBodyModel(name, float(mass), np.diag(I) if I.shape == (3,) else I)
 
 
 def state_from_pose(X_WB: Any, v_WBo_W: Any, w_WB_B: Any) -> RigidBodyState:
     """A state from a pose 6-vector ``[x, y, z, θx, θy, θz]`` (m, rotation vector rad; W), the CoM
-    velocity in W [m/s] and the body rates in B [rad/s]."""
+    velocity in W [m/s] and the body rates in B [rad/s].
+
+    A service builds its bodies' initial states with it (a configuration check does not): it loads
+    :func:`step`'s compiled kernel (:func:`load_kernels`), so that no step pays for numba's import and the load."""
+    load_kernels()
     X = pose_from_vector(X_WB)
     return RigidBodyState(X[:3, 3], rotation_to_quat(X[:3, :3]), np.asarray(v_WBo_W, float),
                           np.asarray(w_WB_B, float))
