@@ -12,7 +12,8 @@ Contents
   1999, eq. 4), never pulling (clamped at 0);
 - :func:`friction_coefficient` — regularized Coulomb stick–slip ``μ(|u_t|)``;
 - :func:`point_plane` — a payload point against a bounded plane on the orbiter: force,
-  penetration, rates and the power dissipated (damping + friction);
+  penetration, rates and the power dissipated (damping + friction); :func:`guides_wrench_rows` —
+  the berthing guides' wrench from it (compiled: :func:`dynamics.contact_kernels.guides_wrench`);
 - :class:`CaptureEnvelope`, :func:`capture_check` — end effector vs grapple fixture;
 - :func:`plastic_lock` — impulsive 6-DOF plastic capture of two rigid bodies at a point
   (Yoshida seed 000 eqs. 26–28 with the orbiter's mobility as G*, i.e. mu = I);
@@ -69,6 +70,7 @@ __all__ = [
     "PointContact",
     "capture_check",
     "friction_coefficient",
+    "guides_wrench_rows",
     "hunt_crossley",
     "latch_check",
     "latch_constraint_wrench_rows",
@@ -313,6 +315,83 @@ def point_plane_rows(dx: float, dy: float, dz: float, ux: float, uy: float, uz: 
         P_f = mu * F_n * st
     return True, delta, delta_dot, fx, fy, fz, (F_n - F_e) * delta_dot + P_f
 
+
+def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float], lead: float, law: ContactLaw,
+                       margin: float, near: Sequence[float],
+                       guides: Sequence[tuple[Sequence[float], Sequence[float], float, Sequence[Sequence[float]]]]
+                       ) -> tuple[bool, float, list[float]]:
+    """The berthing guides' compliant wrench on the payload, on Python floats: the reference of the compiled
+    :func:`dynamics.contact_kernels.guides_wrench` (same arguments but ``law`` and the guides; equal bit for bit).
+
+    The payload points inside their guide's bounding sphere are tested against the guide's walls: a wall the
+    point is at least ``margin`` in front of is skipped, else :func:`point_plane_rows` acts (in L) at the point
+    extrapolated by ``u · lead`` (u its velocity relative to the orbiter's coincident point), and the forces'
+    wrench about W's origin is summed (the contact service's compliant berthing contact).
+
+    Parameters
+    ----------
+    T, O : sequence of 18 float
+        The payload's and the orbiter's CoM position (3), ``R_WB`` row-major (9), CoM velocity (3) and angular
+        velocity in W (3). [m, -, m/s, rad/s]
+    L : sequence of 12 float
+        L's origin in W (3) and ``R_WL`` row-major (9). [m, -]
+    lead : float
+        [s]
+    law : ContactLaw
+    margin : float
+        [m]
+    near : sequence of 4 float
+        A sphere in L (centre, squared radius) outside which the payload's CoM has no point near a guide. [m, m²]
+    guides : sequence of (p_ToPo_T, center_L, reach2, surfaces)
+        Each guide's payload point in T [m], its bounding sphere in L [m, m²], and its walls, each
+        ``(sx, sy, sz, nx, ny, nz, radius, depth)`` in L (a point S, the unit outward normal, footprint and depth).
+
+    Returns
+    -------
+    active : bool
+    power : float
+        Power dissipated, summed. [W]
+    F_Wo_W : list of 6 float
+        [τ about W's origin; f] on the payload, in W. [N·m, N]
+    """
+    from dynamics.rigid_body import velocity_at_rows  # (rigid_body does not import this module)
+    from dynamics.spatial import pose_apply_inverse_rows, pose_apply_rows
+
+    F = [0.0] * 6
+    power = 0.0
+    active = False
+    pT, RT, vT, wT = T[0:3], T[3:12], T[12:15], T[15:18]
+    pO, vO, wO = O[0:3], O[12:15], O[15:18]
+    p_L, R_WL = L[0:3], L[3:12]
+    x0, x1, x2 = pose_apply_inverse_rows(p_L, R_WL, pT)
+    if (x0 - near[0]) ** 2 + (x1 - near[1]) ** 2 + (x2 - near[2]) ** 2 > near[3]:
+        return active, power, F
+    for p_ToPo_T, ctr, reach2, surfaces in guides:
+        P = pose_apply_rows(pT, RT, p_ToPo_T)
+        x0, x1, x2 = pose_apply_inverse_rows(p_L, R_WL, P)
+        if not (x0 - ctr[0]) ** 2 + (x1 - ctr[1]) ** 2 + (x2 - ctr[2]) ** 2 <= reach2:
+            continue
+        u: list[float] | None = None
+        fx = fy = fz = 0.0
+        for sx, sy, sz, nx, ny, nz, radius, depth in surfaces:
+            dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+            if dx * nx + dy * ny + dz * nz >= margin:
+                continue
+            if u is None:
+                vP, vS = velocity_at_rows(pT, vT, wT, P), velocity_at_rows(pO, vO, wO, P)
+                u = mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
+            ok, _, _, f0, f1, f2, P_d = point_plane_rows(dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead,
+                                                         u[0], u[1], u[2], nx, ny, nz, law, radius, depth)
+            if not ok:
+                continue
+            active = True
+            fx, fy, fz = fx + f0, fy + f1, fz + f2
+            power += P_d
+        if fx or fy or fz:
+            f = mat_vec_rows(R_WL, fx, fy, fz)
+            tau = cross_rows(P[0], P[1], P[2], f[0], f[1], f[2])
+            F = [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3] + f[0], F[4] + f[1], F[5] + f[2]]
+    return active, power, F
 
 
 def surface_slack(dx: float, dy: float, dz: float, nx: float, ny: float, nz: float, radius: float = math.inf,
