@@ -214,7 +214,9 @@ def test_bad_input_is_refused_with_exit_2_and_one_line_naming_it(case, tmp_path,
 
 
 def test_a_second_writer_of_a_log_is_refused_and_the_first_log_stays_whole(tmp_path):
-    cfg = toys(tmp_path, sim="duration = 2.0\nspeed = 1.0", extra=LOGGER)
+    # the first run lasts 6 s of wall time: the two refused launches (a Python process each) start and end within
+    # it on a loaded host too (with 2 s, the first run had ended before the second launch under a load of 6)
+    cfg = toys(tmp_path, sim="duration = 6.0\nspeed = 1.0", extra=LOGGER)
     log = tmp_path / "run.mcap"
     first = start("run", cfg, "--log", log)
     try:
@@ -231,7 +233,7 @@ def test_a_second_writer_of_a_log_is_refused_and_the_first_log_stays_whole(tmp_p
     assert first.returncode == 0, err
     with open_log(log) as lg:  # before: both runs wrote the file; both exited 1 with "corrupt MCAP"
         seqs = [m.seq for m in lg.messages(["toy/state0"])]
-    assert seqs == list(range(2001))
+    assert seqs == list(range(6001))
 
 
 def test_a_live_ipc_run_keeps_its_endpoints_and_ignores_a_forged_follower(tmp_path):
