@@ -928,6 +928,9 @@ class ContactModel:
                     default=-math.inf)
         rho = max((math.hypot(*g.p_ToPo_T) for g in self._guides), default=0.0)
         self._all_reach2 = (reach + rho) ** 2 if reach >= 0.0 else -1.0  # inf stays inf; no guides: always far
+        bind = getattr(self.berthing, "bind", None)  # a strategy told the guides (CompliantContact: a compiled call)
+        if callable(bind):
+            bind(self)
         self.inputs = _inputs(p.source)
         # the adaptive step (module docstring): only with the model's contact and a berthing contact that
         # declares where it cannot act (``coasting``)
@@ -1559,9 +1562,33 @@ class CompliantContact:
         # where it cannot act (the adaptive step's bound): point_plane_rows's footprint, else a point's
         # distance in front of a surface beyond BOUND_MARGIN (the skip below) or outside its guide's sphere
         self.coasting = "footprint" if point_law is dc.point_plane_rows else "front"
+        self._tables: tuple[Any, ...] | None = None
+
+    def bind(self, svc: ContactModel) -> None:
+        """Told its service's guides at build: with the shipped law (:func:`dynamics.contact.point_plane_rows`)
+        the whole wrench is one compiled call (:func:`dynamics.contact_kernels.guides_wrench`, equal bit for bit
+        to the loop below), its kernel loaded now so that no step pays for numba's import or load."""
+        if self.point_law is not dc.point_plane_rows:
+            return
+        kern = _guides_kernel()
+        g = svc._guides
+        law = self.law
+        self._tables = (tuple(float(x) for x in (law.k, law.exponent, law.alpha, law.mu_s, law.mu_k, law.v_stick)),
+                        (*(float(x) for x in svc._all_center_L), float(svc._all_reach2)),
+                        *kern.guide_tables([(x.p_ToPo_T, x.center_L, x.reach2, x.surfaces) for x in g]))
+        eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+        far = (1e9, 1e9, 1e9, *eye, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # the call compiles or loads the kernel
+        kern.guides_wrench(far, far, (0.0, 0.0, 0.0, *eye), 0.0, self._tables[0], BOUND_MARGIN, (0.0, 0.0, 0.0, -1.0),
+                           *self._tables[2:])
 
     def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
                 h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+        if self._tables is not None:
+            law, near, pts, spheres, surf, first = self._tables
+            active, power, Fk = _guides_kernel().guides_wrench(
+                (*kT.p, *kT.R, *kT.v, *kT.w), (*kO.p, *kO.R, *kO.v, *kO.w), (*p_L, *R_WL), 0.5 * h_ns * 1e-9, law,
+                BOUND_MARGIN, near, pts, spheres, surf, first)
+            return list(Fk), power, active, kT, kO
         F = [0.0] * 6
         power = 0.0
         active = False
@@ -1595,6 +1622,13 @@ class CompliantContact:
 
     def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
         return []
+
+
+def _guides_kernel() -> Any:
+    """:mod:`dynamics.contact_kernels` (numba), imported on first use: a configuration check does not load it."""
+    from dynamics import contact_kernels
+
+    return contact_kernels
 
 
 def _hunt_crossley(v: Mapping[str, Any]) -> CompliantContact:
