@@ -352,21 +352,9 @@ print(time.perf_counter() - t0)
 
 def bench_compile() -> list[dict[str, Any]]:
     """Wall time of the rigid body kernel's first use in a fresh process (module docstring)."""
-    import subprocess
-    import tempfile
+    from bench_dynamics import first_call_rows  # (this folder is on sys.path: the script's own)
 
-    root = Path(__file__).resolve().parents[1]
-    rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for label, call in (("no call (reference)", False), ("empty cache (compile)", True),
-                            ("filled cache (load)", True)):
-            t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", _FIRST_CALL.replace("CALL", str(call))], cwd=root, env=env,
-                                 capture_output=True, text=True, check=True)
-            rows.append({"kernel_first_call": label, "first_call_s": round(float(out.stdout.split()[-1]), 3),
-                         "process_wall_s": round(time.perf_counter() - t0, 3)})
-    return rows
+    return first_call_rows(_FIRST_CALL, "kernel_first_call")
 
 
 def main(argv: list[str] | None = None) -> int:

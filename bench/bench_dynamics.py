@@ -250,10 +250,11 @@ print(time.perf_counter() - t0)
 """
 
 
-def bench_compile() -> list[dict]:
-    """Wall time of the kernels' first use in a fresh process (``make_data`` and a call: numba's import
-    and the kernels' loading): with an empty numba cache (the compile), then with the cache it left
-    (the load); and each process's total beside one that makes no call."""
+def first_call_rows(code: str, key: str) -> list[dict]:
+    """Wall time of a numba kernel's first use in fresh processes: ``code`` (with ``CALL`` a bool: whether to
+    call) prints the seconds the call took; run with no call, then with an empty numba cache (the compile),
+    then with the cache it left (the load). One row each, ``key`` naming the case, with the whole process's
+    wall time."""
     import subprocess
     import tempfile
 
@@ -264,11 +265,18 @@ def bench_compile() -> list[dict]:
         for label, call in (("no call (reference)", False), ("empty cache (compile)", True),
                             ("filled cache (load)", True)):
             t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", _FIRST_CALL.replace("CALL", str(call))], cwd=root, env=env,
+            out = subprocess.run([sys.executable, "-c", code.replace("CALL", str(call))], cwd=root, env=env,
                                  capture_output=True, text=True, check=True)
-            rows.append({"kernels_first_call": label, "first_call_s": round(float(out.stdout.split()[-1]), 3),
+            rows.append({key: label, "first_call_s": round(float(out.stdout.split()[-1]), 3),
                          "process_wall_s": round(time.perf_counter() - t0, 3)})
     return rows
+
+
+def bench_compile() -> list[dict]:
+    """Wall time of the kernels' first use in a fresh process (``make_data`` and a call: numba's import
+    and the kernels' loading): with an empty numba cache (the compile), then with the cache it left
+    (the load); and each process's total beside one that makes no call."""
+    return first_call_rows(_FIRST_CALL, "kernels_first_call")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,8 +39,9 @@ No I/O, no globals.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -316,10 +317,10 @@ def point_plane_rows(dx: float, dy: float, dz: float, ux: float, uy: float, uz: 
     return True, delta, delta_dot, fx, fy, fz, (F_n - F_e) * delta_dot + P_f
 
 
-def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float], lead: float, law: ContactLaw,
+def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float], lead: float, law: Any,
                        margin: float, near: Sequence[float],
-                       guides: Sequence[tuple[Sequence[float], Sequence[float], float, Sequence[Sequence[float]]]]
-                       ) -> tuple[bool, float, list[float]]:
+                       guides: Sequence[tuple[Sequence[float], Sequence[float], float, Sequence[Sequence[float]]]],
+                       point_law: Callable[..., tuple[Any, ...]] | None = None) -> tuple[bool, float, list[float]]:
     """The berthing guides' compliant wrench on the payload, on Python floats: the reference of the compiled
     :func:`dynamics.contact_kernels.guides_wrench` (same arguments but ``law`` and the guides; equal bit for bit).
 
@@ -338,6 +339,7 @@ def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float
     lead : float
         [s]
     law : ContactLaw
+        Or what ``point_law`` takes as its law.
     margin : float
         [m]
     near : sequence of 4 float
@@ -345,6 +347,9 @@ def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float
     guides : sequence of (p_ToPo_T, center_L, reach2, surfaces)
         Each guide's payload point in T [m], its bounding sphere in L [m, m²], and its walls, each
         ``(sx, sy, sz, nx, ny, nz, radius, depth)`` in L (a point S, the unit outward normal, footprint and depth).
+    point_law : callable, optional
+        The point–plane law, with :func:`point_plane_rows`'s signature and result (default: it; the contact
+        service passes a registered one).
 
     Returns
     -------
@@ -357,6 +362,7 @@ def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float
     from dynamics.rigid_body import velocity_at_rows  # (rigid_body does not import this module)
     from dynamics.spatial import pose_apply_inverse_rows, pose_apply_rows
 
+    point_law = point_plane_rows if point_law is None else point_law
     F = [0.0] * 6
     power = 0.0
     active = False
@@ -380,7 +386,7 @@ def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float
             if u is None:
                 vP, vS = velocity_at_rows(pT, vT, wT, P), velocity_at_rows(pO, vO, wO, P)
                 u = mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
-            ok, _, _, f0, f1, f2, P_d = point_plane_rows(dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead,
+            ok, _, _, f0, f1, f2, P_d = point_law(dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead,
                                                          u[0], u[1], u[2], nx, ny, nz, law, radius, depth)
             if not ok:
                 continue

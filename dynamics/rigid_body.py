@@ -232,7 +232,20 @@ class RigidBodyState:
                 if not all(map(math.isfinite, y)):
                     raise ShapeError(f"{name}: not finite: {list(y)}")
             raise ShapeError(f"quat_WB: not finite: {list(quat_WB)}")
-        a = np.array(x, dtype=np.float64)
+        return cls._owning(np.array(x, dtype=np.float64), x)
+
+    @classmethod
+    def _trusted(cls, a: Array) -> RigidBodyState:
+        """State owning ``a``, the thirteen values of :meth:`to_vector` (a new float64 array, made
+        read-only here), all finite and the quaternion unit with scalar ≥ 0: what
+        :func:`dynamics.rigid_body_kernels.rkmk4` returns with code 0. No checks (:meth:`from_floats`
+        without them)."""
+        return cls._owning(a, tuple(a.tolist()))
+
+    @classmethod
+    def _owning(cls, a: Array, x: tuple[float, ...]) -> RigidBodyState:
+        """State whose fields are views of ``a`` (thirteen values, made read-only here) and whose floats are ``x``
+        (the same values); no checks."""
         a.setflags(write=False)
         self = object.__new__(cls)
         object.__setattr__(self, "p_WoBo_W", a[0:3])
@@ -241,22 +254,6 @@ class RigidBodyState:
         object.__setattr__(self, "w_WB_B", a[10:13])
         object.__setattr__(self, "_R", None)
         object.__setattr__(self, "_F", x)
-        return self
-
-    @classmethod
-    def _trusted(cls, a: Array) -> RigidBodyState:
-        """State owning ``a``, the thirteen values of :meth:`to_vector` (a new float64 array, made
-        read-only here), all finite and the quaternion unit with scalar ≥ 0: what
-        :func:`dynamics.rigid_body_kernels.rkmk4` returns with code 0. No checks (:meth:`from_floats`
-        without them)."""
-        a.setflags(write=False)
-        self = object.__new__(cls)
-        object.__setattr__(self, "p_WoBo_W", a[0:3])
-        object.__setattr__(self, "quat_WB", a[3:7])
-        object.__setattr__(self, "v_WBo_W", a[7:10])
-        object.__setattr__(self, "w_WB_B", a[10:13])
-        object.__setattr__(self, "_R", None)
-        object.__setattr__(self, "_F", tuple(a.tolist()))
         return self
 
     @classmethod

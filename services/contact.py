@@ -1589,35 +1589,10 @@ class CompliantContact:
                 (*kT.p, *kT.R, *kT.v, *kT.w), (*kO.p, *kO.R, *kO.v, *kO.w), (*p_L, *R_WL), 0.5 * h_ns * 1e-9, law,
                 BOUND_MARGIN, near, pts, spheres, surf, first)
             return list(Fk), power, active, kT, kO
-        F = [0.0] * 6
-        power = 0.0
-        active = False
-        near = svc.near_guides(kT, p_L, R_WL)
-        if not near:
-            return F, power, active, kT, kO
-        lead = 0.5 * h_ns * 1e-9
-        law, point_law = self.law, self.point_law
-        for g, P, x0, x1, x2 in near:
-            u: list[float] | None = None
-            fx = fy = fz = 0.0
-            for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
-                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
-                if dx * nx + dy * ny + dz * nz >= BOUND_MARGIN:  # in front: no contact within h/2
-                    continue
-                if u is None:  # relative velocity of the point (payload − orbiter), in L
-                    vP, vS = kT.velocity_at(P), kO.velocity_at(P)
-                    u = sp.mat_t_vec_rows(R_WL, vP[0] - vS[0], vP[1] - vS[1], vP[2] - vS[2])
-                ok, _, _, f0, f1, f2, P_d = point_law(dx + u[0] * lead, dy + u[1] * lead, dz + u[2] * lead,
-                                                      u[0], u[1], u[2], nx, ny, nz, law, radius, depth)
-                if not ok:
-                    continue
-                active = True
-                fx, fy, fz = fx + f0, fy + f1, fz + f2
-                power += P_d
-            if fx or fy or fz:
-                f = sp.mat_vec_rows(R_WL, fx, fy, fz)
-                tau = sp.cross_rows(P[0], P[1], P[2], f[0], f[1], f[2])
-                F = [F[0] + tau[0], F[1] + tau[1], F[2] + tau[2], F[3] + f[0], F[4] + f[1], F[5] + f[2]]
+        guides = [(g.p_ToPo_T, g.center_L, g.reach2, g.surfaces) for g in svc._guides]  # a registered point law
+        active, power, F = dc.guides_wrench_rows(
+            (*kT.p, *kT.R, *kT.v, *kT.w), (*kO.p, *kO.R, *kO.v, *kO.w), (*p_L, *R_WL), 0.5 * h_ns * 1e-9, self.law,
+            BOUND_MARGIN, (*svc._all_center_L, svc._all_reach2), guides, self.point_law)
         return F, power, active, kT, kO
 
     def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
