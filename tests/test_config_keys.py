@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 from collections.abc import Iterator, Mapping
 from types import ModuleType
 from typing import Any
@@ -31,7 +32,9 @@ def _service_modules() -> list[ModuleType]:
     out = []
     for pkg in PACKAGES:
         for info in pkgutil.iter_modules(importlib.import_module(pkg).__path__):
-            mod = importlib.import_module(f"{pkg}.{info.name}")
+            with warnings.catch_warnings():  # a deprecated alias module (hil.stewart) warns on import: not a kind
+                warnings.simplefilter("ignore", DeprecationWarning)
+                mod = importlib.import_module(f"{pkg}.{info.name}")
             if all(hasattr(mod, a) for a in ("TABLES", "validate", "build")):
                 out.append(mod)
     return out
