@@ -418,8 +418,8 @@ def load_kernels() -> None:
     """Import :func:`step`'s compiled kernel and load its machine code now (compile it if numba's cache has none).
 
     Otherwise the first :func:`step` pays for it (numba's import and the load, a few tenths of a second; the
-    compile, seconds): a realtime step must not. :func:`state_from_pose` calls it, so a service that builds its
-    bodies' states from config has the kernel loaded when it is built.
+    compile, seconds): a realtime step must not. A service that steps bodies calls it when it is built (the
+    orbiter's and the contact's models); a configuration check builds none, so it imports no numba.
     """
     kern = _kernels()
     eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
@@ -897,11 +897,7 @@ def body_model(name: str, mass: Any, inertia: Any) -> RigidBodyModel:
 
 def state_from_pose(X_WB: Any, v_WBo_W: Any, w_WB_B: Any) -> RigidBodyState:
     """A state from a pose 6-vector ``[x, y, z, θx, θy, θz]`` (m, rotation vector rad; W), the CoM
-    velocity in W [m/s] and the body rates in B [rad/s].
-
-    A service builds its bodies' initial states with it (a configuration check does not): it loads
-    :func:`step`'s compiled kernel (:func:`load_kernels`), so that no step pays for numba's import and the load."""
-    load_kernels()
+    velocity in W [m/s] and the body rates in B [rad/s]."""
     X = pose_from_vector(X_WB)
     return RigidBodyState(X[:3, 3], rotation_to_quat(X[:3, :3]), np.asarray(v_WBo_W, float),
                           np.asarray(w_WB_B, float))

@@ -63,6 +63,15 @@ def _quat_integrate(w1: float, x1: float, y1: float, z1: float, wx: float, wy: f
 
 
 @njit(cache=True)
+def _rotation(w: float, x: float, y: float, z: float) -> tuple[float, float, float, float, float, float, float,
+                                                                 float, float]:
+    """:func:`dynamics.spatial.rotation_rows` of a unit quaternion (same operations): ``R`` row-major."""
+    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
+
+
+@njit(cache=True)
 def _dexp_inv(p0: float, p1: float, p2: float, w0: float, w1: float, w2: float) -> tuple[float, float, float]:
     """:func:`dynamics.spatial.dexp_inv_rows` (same operations)."""
     th2 = p0 * p0 + p1 * p1 + p2 * p2
@@ -125,10 +134,7 @@ def rkmk4(x: tuple[float, ...], F: tuple[float, ...], K: tuple[float, ...], dt: 
     W0, W1, W2 = x[10], x[11], x[12]
     half = 0.5 * dt
     for _ in range(substeps):
-        w, xq, y, z = q0w, q0x, q0y, q0z  # rotation_rows(q0)
-        r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (xq * y - w * z), 2 * (xq * z + w * y)
-        r10, r11, r12 = 2 * (xq * y + w * z), 1 - 2 * (xq * xq + z * z), 2 * (y * z - w * xq)
-        r20, r21, r22 = 2 * (xq * z - w * y), 2 * (y * z + w * xq), 1 - 2 * (xq * xq + y * y)
+        r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rotation(q0w, q0x, q0y, q0z)
         x0, x2, u0, u1, u2, s0, s1, s2 = P0, P2, V0, V1, V2, W0, W1, W2
         pd0 = pd1 = pd2 = vd0 = vd1 = vd2 = wd0 = wd1 = wd2 = ph0 = ph1 = ph2 = 0.0
         e0 = e1 = e2 = 0.0
@@ -144,9 +150,7 @@ def rkmk4(x: tuple[float, ...], F: tuple[float, ...], K: tuple[float, ...], dt: 
                 ok, w, xq, y, z = _quat_integrate(q0w, q0x, q0y, q0z, e0, e1, e2, 1.0)
                 if not ok:
                     return NOT_FINITE, np.empty(13)
-                r00, r01, r02 = 1 - 2 * (y * y + z * z), 2 * (xq * y - w * z), 2 * (xq * z + w * y)
-                r10, r11, r12 = 2 * (xq * y + w * z), 1 - 2 * (xq * xq + z * z), 2 * (y * z - w * xq)
-                r20, r21, r22 = 2 * (xq * z - w * y), 2 * (y * z + w * xq), 1 - 2 * (xq * xq + y * y)
+                r00, r01, r02, r10, r11, r12, r20, r21, r22 = _rotation(w, xq, y, z)
             tb0 = r00 * t0 + r10 * t1 + r20 * t2
             tb1 = r01 * t0 + r11 * t1 + r21 * t2
             tb2 = r02 * t0 + r12 * t1 + r22 * t2

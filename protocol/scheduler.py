@@ -41,7 +41,7 @@ class Output:
     """One output port of a member, as it is published (see :meth:`Scheduler.configure`)."""
 
     __slots__ = ("topic", "kind", "prefix", "codec", "coupler", "sparse", "empty", "full_prefix", "local", "seq",
-                 "full_seq", "plain", "every")
+                 "full_seq")
 
     def __init__(self, port: Port, step_ns: int, coupling_ns: int, sparse: bool, full_rate: bool) -> None:
         schema = schema_for(port.topic)
@@ -57,13 +57,6 @@ class Output:
         self.local: list[Member] = []   # members of this process that take the topic as an input
         self.seq = 0
         self.full_seq = 0
-        # the coupler's rule after a step, inlined by Scheduler.publish where it passes the body through
-        # untouched: a state port without derived fields (published at its coupling instants), an event
-        # port that is not coupled (every step). ``every``: the coupling period a step's end is checked
-        # against (0: every step is one, H = h).
-        c = self.coupler
-        self.plain = (port.kind == "state" and not c.derived) or (port.kind == "event" and c.n == 1)
-        self.every = c.H if c.n > 1 else 0
 
     def __getstate__(self) -> dict[str, Any]:
         """Every slot but the codec, which holds closures (a snapshot rebuilds it from the topic)."""
@@ -262,16 +255,7 @@ class Scheduler:
                 outbox.append(frame)
                 if sinks is not None:
                     sinks.append(frame)
-            samples: Sequence[tuple[int, int, Mapping[str, Any] | None]]
-            if initial:
-                samples = coupler.initial(t_ns, fields)
-            elif o.plain:  # PortCoupler.step of such a port, without the call and the list
-                if o.every and t_ns % o.every:
-                    continue
-                samples = ((t_ns, coupler.H, fields),)
-            else:
-                samples = coupler.step(t_ns, fields)
-            for ts, hs, body in samples:
+            for ts, hs, body in (coupler.initial(t_ns, fields) if initial else coupler.step(t_ns, fields)):
                 if body is None or (o.empty is not None and not body.get("events", True)):
                     if o.sparse:
                         continue

@@ -476,16 +476,7 @@ class InputBuffer:
         by_kind: tuple[dict[str, Any], ...] = (state, flow, events)
         pending: list[_Entry] = []
         for e in self._live:
-            x: Any = None
-            if e[4] == 0:  # state, as _pick: the sample with t_k <= t < t_k + h_k
-                times = e[2]
-                i = bisect_right(times, t_ns) - 1
-                if i >= 0:
-                    s = e[3][i]
-                    if t_ns < s.t_ns + s.h_ns:
-                        x = s
-            else:
-                x = pick(e, t_ns, h_ns)
+            x = pick(e, t_ns, h_ns)
             if x is None:
                 pending.append(e)
             else:
