@@ -468,12 +468,14 @@ class TimedModel:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
-    def initial(self, t0_ns: int) -> Any:
-        return self.model.initial(t0_ns)
+    def initial(self, *args: Any) -> Any:
+        """The model's ``initial`` (``(t0)``, or ``(t0, ctx)`` for a model with a context)."""
+        return self.model.initial(*args)
 
-    def step(self, t_ns: int, h_ns: int, u: Any) -> Any:
+    def step(self, *args: Any) -> Any:
+        """The model's ``step`` (``(t, h, u)``, or ``(t, h, ctx, u)`` for a model with a context), timed."""
         c = time.thread_time_ns()
-        out = self.model.step(t_ns, h_ns, u)
+        out = self.model.step(*args)
         self.step_s.append((time.thread_time_ns() - c) * 1e-9)
         return out
 

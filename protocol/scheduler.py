@@ -31,7 +31,7 @@ from protocol.codec import TopicCodec, topic_codec
 from protocol.coupling import PortCoupler, full_rate_topic
 from protocol.messages import SEPARATOR, schema_for
 from protocol.provenance import SampleGate
-from protocol.service import Port, Sample, role_of
+from protocol.service import Port, Sample, new_context, role_of
 from protocol.stepping import InputBuffer, event_progress
 
 __all__ = ["Member", "Output", "Scheduler", "advance", "restore", "simulate", "snapshot", "start"]
@@ -73,18 +73,25 @@ class Member:
 
     Parameters
     ----------
-    obj : ServiceModel | Sink | Source
+    obj : ServiceModel | ContextModel | Sink | Source
         What it runs (:func:`protocol.service.role_of`); its ``name`` is the service's
         control identity and the ``sender`` of its messages.
+
+    Attributes
+    ----------
+    ctx : object or None
+        A model's context (:mod:`protocol.service`, "State in a context"), made when the member is; None for
+        a model whose attributes are its state, a sink or a source.
     """
 
-    __slots__ = ("obj", "role", "name", "period_ns", "inputs", "outputs", "buf", "outs", "t_ns", "state", "done",
+    __slots__ = ("obj", "ctx", "role", "name", "period_ns", "inputs", "outputs", "buf", "outs", "t_ns", "state", "done",
                  "stopped", "steps", "overruns", "received", "invalid", "dropped", "jitter", "age", "win", "ctl",
                  "stats_seq", "produced")
 
     def __init__(self, obj: Any) -> None:
         self.obj = obj
         self.role = role_of(obj)
+        self.ctx = new_context(obj) if self.role == "model" else None
         self.name: str = obj.name
         self.period_ns = int(getattr(obj, "period_ns", 0) or 0)
         self.inputs: tuple[Port, ...] = tuple(getattr(obj, "inputs", ()))
@@ -184,9 +191,10 @@ class Scheduler:
                 setter({o.topic: (h if m.name in full else o.coupler.H) for o in outs})
 
     def replace_model(self, name: str, obj: Any) -> Any:
-        """Put ``obj`` in the place of model ``name`` (a model of the same ports, e.g. built afresh to be given the
-        running one's context, :mod:`protocol.service`), told its coupling periods as :meth:`configure` told the
-        one it replaces; the replaced model.
+        """Put ``obj`` in the place of model ``name`` (a model of the same ports, e.g. built afresh from a changed
+        configuration), told its coupling periods as :meth:`configure` told the one it replaces; the replaced
+        model. The member's context stays (:mod:`protocol.service`): the new model takes up the run where the
+        old one was, with its own parameters.
 
         Raises
         ------
@@ -200,6 +208,9 @@ class Scheduler:
                 int(getattr(obj, "period_ns", 0) or 0)) != (m.inputs, m.outputs, m.period_ns):
             raise LifecycleError(f"replace_model: {name!r}: the new model's ports or period differ from the running "
                                  "one's")
+        if (m.ctx is None) != (not callable(getattr(obj, "new_context", None))):
+            raise LifecycleError(f"replace_model: {name!r}: one of the two models has a context and the other "
+                                 "does not")
         full = set(self._run[3]) if self._run is not None else set()
         setter = getattr(obj, "set_coupling", None)
         if callable(setter):
@@ -302,7 +313,8 @@ class Scheduler:
         for m in self.models:
             m.t_ns = t0_ns
             self.current = m
-            self.publish(m, m.obj.initial(t0_ns), t0_ns, wall_ns, initial=True)
+            outs = m.obj.initial(t0_ns) if m.ctx is None else m.obj.initial(t0_ns, m.ctx)
+            self.publish(m, outs, t0_ns, wall_ns, initial=True)
         self.current = None
 
     def run_lockstep(self, t_end_ns: int, wall_ns: Callable[[], int],
@@ -343,7 +355,7 @@ class Scheduler:
                 if u is None:
                     continue
                 self.current = m
-                outs = m.obj.step(t, h, u)
+                outs = m.obj.step(t, h, u) if m.ctx is None else m.obj.step(t, h, m.ctx, u)
                 t += h
                 m.t_ns = t
                 publish(m, outs, t, wall_ns())
@@ -477,12 +489,13 @@ def advance(sched: Scheduler, t_end_ns: int, on_frame: Callable[[bytes], None] |
 
 
 def snapshot(sched: Scheduler) -> bytes:
-    """The whole state of a lockstep run at one instant, as bytes (pickle): every model, its input
-    buffer, its outputs' couplers and sequence numbers; not the sinks (they only record).
+    """The whole state of a lockstep run at one instant, as bytes (pickle): every model's context (a
+    model without one: its attributes), its input buffer, its outputs' couplers and sequence numbers,
+    with the models (their parameters) to go on with; not the sinks (they only record).
 
     :func:`restore` gives a scheduler that goes on from the instant bit-identically to the run
-    it was taken from (in another process too, with the same code). A model's attributes are
-    its state: anything a model holds must pickle (no open files, sockets or threads).
+    it was taken from (in another process too, with the same code). Anything a context or a
+    model holds must pickle (no open files, sockets or threads).
 
     Raises
     ------

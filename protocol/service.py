@@ -49,12 +49,19 @@ It depends on timestamps only, never on arrival order.
 
 State in a context
 ------------------
-A model may keep everything it changes while it runs in one object, ``model.context``
-(after Drake's Context): then what ``build`` and ``set_coupling`` set on the model are its
-parameters, which stepping never changes, and the context is its whole state. A run saved
-at an instant (:func:`protocol.scheduler.snapshot`) holds the contexts with the rest, and a
-model built afresh — from the same configuration or a changed one — takes up the run where
-it was when given a saved context (``tools.sweep``'s runs from a snapshot).
+A model may declare ``new_context()`` (after Drake's Context): then it holds no state of its
+own. What ``build`` and ``set_coupling`` set on the model are its parameters, which stepping
+never changes; the context is its whole state, and the runtime holds it. The runtime asks for
+one context when it takes the model (``ctx = model.new_context()``), then calls
+``model.initial(t0, ctx)`` and ``model.step(t, h, ctx, u)``, which change ``ctx`` in place
+and return the output bodies. A run saved at an instant (:func:`protocol.scheduler.snapshot`)
+holds the contexts with the rest, and a model built afresh — from the same configuration or a
+changed one — takes up the run where it was when put in the place of the running one
+(:meth:`protocol.scheduler.Scheduler.replace_model` keeps the context; ``tools.sweep``'s runs
+from a snapshot). A model without ``new_context`` (an FMU host, a device, a toy) is stepped as
+``initial(t0)`` and ``step(t, h, u)`` and its attributes are its state.
+
+:class:`BoundModel` is a model with its context, for tools and tests that step one directly.
 """
 
 from __future__ import annotations
@@ -174,6 +181,80 @@ class ServiceModel(Protocol):
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """Advance from ``t_ns`` to ``t_ns + h_ns``; return output bodies stamped ``t_ns + h_ns``."""
         ...
+
+
+@runtime_checkable
+class ContextModel(Protocol):
+    """A model whose state is a context the runtime holds (the module docstring's "State in a context").
+
+    Attributes are those of :class:`ServiceModel`; ``initial`` and ``step`` take the context.
+    """
+
+    name: str
+    period_ns: int
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+
+    def new_context(self) -> Any:
+        """A fresh context: the model's state as built (before ``initial``)."""
+        ...
+
+    def initial(self, t0_ns: int, ctx: Any) -> dict[str, dict[str, Any]]:
+        """Output bodies at ``t0_ns``, one per output topic (``ctx`` set to the instant)."""
+        ...
+
+    def step(self, t_ns: int, h_ns: int, ctx: Any, u: Inputs) -> dict[str, dict[str, Any]]:
+        """Advance ``ctx`` from ``t_ns`` to ``t_ns + h_ns``; return output bodies stamped ``t_ns + h_ns``."""
+        ...
+
+
+def new_context(model: Any) -> Any:
+    """The context the runtime holds for ``model``: ``model.new_context()`` if it declares one, else None."""
+    make = getattr(model, "new_context", None)
+    return make() if callable(make) else None
+
+
+class BoundModel:
+    """A model with the context it runs on, stepped as ``initial(t0)`` and ``step(t, h, u)`` whatever its form
+    (what the runtime does for each model, for tools and tests that step one directly).
+
+    Parameters
+    ----------
+    obj : ServiceModel | ContextModel
+        The model; its other attributes (``name``, ``period_ns``, ports, parameters) are read through.
+    ctx : object, optional
+        The context to run on (e.g. one saved); default a fresh one (``obj.new_context()``), or None for a
+        model without a context.
+
+    Attributes
+    ----------
+    obj : ServiceModel | ContextModel
+    ctx : object or None
+        Its context: the model's whole state; None for a model whose attributes are its state.
+    """
+
+    __slots__ = ("obj", "ctx")
+
+    def __init__(self, obj: Any, ctx: Any = None) -> None:
+        self.obj = obj
+        self.ctx = ctx if ctx is not None else new_context(obj)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in BoundModel.__slots__:
+            raise AttributeError(name)
+        return getattr(self.obj, name)
+
+    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+        """The model's outputs at ``t0_ns``."""
+        if self.ctx is None:
+            return self.obj.initial(t0_ns)
+        return self.obj.initial(t0_ns, self.ctx)
+
+    def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
+        """The model's step ``t_ns → t_ns + h_ns`` on :attr:`ctx`."""
+        if self.ctx is None:
+            return self.obj.step(t_ns, h_ns, u)
+        return self.obj.step(t_ns, h_ns, self.ctx, u)
 
 
 class ServicePorts(NamedTuple):

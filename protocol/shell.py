@@ -1054,7 +1054,7 @@ class ProcessShell:
                     m.age.append(age)
                 sched.current = m
                 began = mono()
-                outs = m.obj.step(t, h, u)
+                outs = m.obj.step(t, h, u) if m.ctx is None else m.obj.step(t, h, m.ctx, u)
                 if busy[m.name][0] and t >= busy[m.name][1]:  # test-only overload knob (BUSY_ENV)
                     if busy[m.name][2]:  # once, without CPU time: a process stopped mid-step
                         time.sleep(busy[m.name][0] / 1e9)

@@ -125,7 +125,8 @@ class OperatorContext:
 
 
 class Operator:
-    """The script player (a :class:`protocol.service.ServiceModel`); its state is :attr:`context`.
+    """The script player (a :class:`protocol.service.ContextModel`); its state is an :class:`OperatorContext`
+    the runtime holds (:meth:`new_context`).
 
     Parameters
     ----------
@@ -149,11 +150,13 @@ class Operator:
         self.outputs = (Port(TOPIC, "event"),)
         self.params = OperatorParams.from_config(config)
         self._script = [(round(c["t"] * 1e9), c) for c in self.params.script]
-        self.context = OperatorContext()
 
-    def _due(self, t_end_ns: int) -> list[dict[str, Any]]:
+    def new_context(self) -> OperatorContext:
+        """A fresh context: no command published yet."""
+        return OperatorContext()
+
+    def _due(self, c: OperatorContext, t_end_ns: int) -> list[dict[str, Any]]:
         out = []
-        c = self.context
         while c.next < len(self._script) and self._script[c.next][0] <= t_end_ns:
             t_ns, cmd = self._script[c.next]
             ev = {"kind": cmd["cmd"], "t": t_ns * 1e-9}
@@ -162,14 +165,14 @@ class Operator:
             c.next += 1
         return out
 
-    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+    def initial(self, t0_ns: int, c: OperatorContext) -> dict[str, dict[str, Any]]:
         """The commands at or before the start."""
-        self.context.next = 0
-        return {TOPIC: {"events": self._due(t0_ns)}}
+        c.next = 0
+        return {TOPIC: {"events": self._due(c, t0_ns)}}
 
-    def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
+    def step(self, t_ns: int, h_ns: int, c: OperatorContext, u: Any) -> dict[str, dict[str, Any]]:
         """The commands with ``t < t_cmd ≤ t + h``, stamped ``t + h``."""
-        return {TOPIC: {"events": self._due(t_ns + h_ns)}}
+        return {TOPIC: {"events": self._due(c, t_ns + h_ns)}}
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> Operator:

@@ -64,7 +64,7 @@ from errors import BerthsimError, ConfigError
 from protocol.config import check_table
 from protocol.messages import EVENTS, TopicSchema, f8
 from protocol.params import from_values, param
-from protocol.service import ContextField, Inputs, Port, ServicePorts
+from protocol.service import Inputs, Port, ServicePorts
 
 __all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPICS", "ORBITER_KEYS", "OrbiterContext", "OrbiterModel",
            "OrbiterParams", "build", "ports", "validate"]
@@ -195,7 +195,8 @@ class OrbiterContext:
 class OrbiterModel:
     """The orbiter's :class:`protocol.service.ServiceModel` (see the module docstring).
 
-    Its state is :attr:`context` (:class:`OrbiterContext`); :attr:`state` is the body's.
+    Its state is a context (:class:`OrbiterContext`, :meth:`new_context`) the runtime holds and passes to
+    :meth:`initial` and :meth:`step`; the model's attributes are its parameters.
 
     Parameters
     ----------
@@ -224,19 +225,24 @@ class OrbiterModel:
         self.name = name
         self.period_ns = int(period_ns)
         self.model = rb.body_model("orbiter", p.mass, p.inertia)
-        body = rb.state_from_pose(p.X_WO, p.v_WOo_W, p.w_WO_O)
         rb.load_kernels()  # the compiled step loaded at build: no step pays for it
         self.orbit = (CircularOrbit.from_altitude(p.orbit_altitude, gravity_gradient=p.gravity_gradient)
                       if p.orbit_altitude > 0 else None)
         self.hold = p.attitude == "hold"
         self.dead_band = p.dead_band
         self._kp, self._kd, self._tmax = list(p.kp), list(p.kd), list(p.torque_max)
-        q_ref = body.quat_WB if p.quat_ref is None else np.asarray(p.quat_ref, dtype=np.float64)
+        q_ref = self.initial_body().quat_WB if p.quat_ref is None else np.asarray(p.quat_ref, dtype=np.float64)
         self.R_ref = quat_to_rotation(q_ref / np.linalg.norm(q_ref))
         self.substeps = p.substeps
-        self.context = OrbiterContext(body, np.zeros(3), [False, False, False], np.zeros(3), [0.0] * 6)
 
-    state = ContextField("The orbiter's body state (``context.body``).", field="body", writable=True)
+    def initial_body(self) -> rb.RigidBodyState:
+        """The body's state at the start, from ``[orbiter]`` (``X_WO``, ``v_WOo_W``, ``w_WO_O``)."""
+        p = self.params
+        return rb.state_from_pose(p.X_WO, p.v_WOo_W, p.w_WO_O)
+
+    def new_context(self) -> OrbiterContext:
+        """A fresh context: the body at its configured start, no jet firing."""
+        return OrbiterContext(self.initial_body(), np.zeros(3), [False, False, False], np.zeros(3), [0.0] * 6)
 
     # ------------------------------------------------------------ attitude control
     def rcs_torque(self, state: rb.RigidBodyState) -> Array:
@@ -251,32 +257,31 @@ class OrbiterModel:
             tau.append(0.0 if abs(si) <= self.dead_band else min(max(-kp * si, -tmax), tmax))
         return np.array(tau)
 
-    def _rcs_events(self, t_ns: int, tau: Array) -> list[dict[str, Any]]:
+    def _rcs_events(self, c: OrbiterContext, t_ns: int, tau: Array) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         if not self.hold:
             return events
         on = [bool(x != 0.0) for x in tau.tolist()]
         for i in range(3):
-            if on[i] != self.context.firing[i]:
+            if on[i] != c.firing[i]:
                 events.append({"kind": "rcs_on" if on[i] else "rcs_off", "t": t_ns * 1e-9, "axis": "xyz"[i],
                                "torque": float(tau[i])})
-        self.context.firing = on
+        c.firing = on
         return events
 
     # ------------------------------------------------------------ ServiceModel
-    def _state_body(self) -> dict[str, Any]:
-        c = self.context
+    def _state_body(self, c: OrbiterContext) -> dict[str, Any]:
         s = c.body
         a, wdot = rb.accelerations_rows(self.model, s, c.F_last, self.orbit)
         return {"p_WoOo_W": s.p_WoBo_W, "quat_WO": s.quat_WB, "w_WO_O": s.w_WB_B, "v_WOo_W": s.v_WBo_W,
                 "a_WOo_W": np.array(a), "wdot_WO_O": np.array(wdot)}
 
-    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+    def initial(self, t0_ns: int, c: OrbiterContext) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial state (acceleration from the RCS torque alone)."""
-        c = self.context
         c.tau_rcs_O = self.rcs_torque(c.body)
         c.F_last = [*(c.body.R_WB @ c.tau_rcs_O).tolist(), 0.0, 0.0, 0.0]
-        return {"orbiter/state": self._state_body(), "orbiter/event": {"events": self._rcs_events(t0_ns, c.tau_rcs_O)}}
+        return {"orbiter/state": self._state_body(c),
+                "orbiter/event": {"events": self._rcs_events(c, t0_ns, c.tau_rcs_O)}}
 
     def external_wrench_Wo(self, u: Inputs, h_ns: int) -> list[float]:
         """Arm base wrench plus contact reaction over the step, about Wo, in W (exact impulse), six floats."""
@@ -284,10 +289,9 @@ class OrbiterModel:
         c = rb.mean_wrench_Wo(u.flow("contact/wrench"), "F_Lo_W", "p_WoLo_W", h_ns)
         return [x + y for x, y in zip(a, c, strict=True)]
 
-    def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
-        """Advance t → t + h with the flows' exact impulse and the RCS torque held over the step."""
+    def step(self, t_ns: int, h_ns: int, c: OrbiterContext, u: Inputs) -> dict[str, dict[str, Any]]:
+        """Advance ``c`` t → t + h with the flows' exact impulse and the RCS torque held over the step."""
         h = h_ns * 1e-9
-        c = self.context
         s = c.body
         F_Wo = self.external_wrench_Wo(u, h_ns)
         F_c = rb.wrench_about_mean_com(F_Wo, s, self.model.mass, h, rb.cw_floats(self.orbit, s))
@@ -298,8 +302,8 @@ class OrbiterModel:
         c.body = rb.step(self.model, s, F_c, h, self.orbit, self.substeps)
         c.F_last = F_c
         c.tau_rcs_O = self.rcs_torque(c.body)
-        events = self._rcs_events(t_ns + h_ns, c.tau_rcs_O)
-        return {"orbiter/state": self._state_body(), "orbiter/event": {"events": events}}
+        events = self._rcs_events(c, t_ns + h_ns, c.tau_rcs_O)
+        return {"orbiter/state": self._state_body(c), "orbiter/event": {"events": events}}
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> OrbiterModel:

@@ -60,7 +60,7 @@ import numpy as np
 
 from errors import ConfigError
 from protocol.messages import SCHEMAS
-from protocol.service import Port, Sample
+from protocol.service import BoundModel, Port, Sample
 
 __all__ = ["SPEC_FILE", "ServiceSlave", "Variable", "add_arguments", "export", "main", "variables"]
 
@@ -167,7 +167,7 @@ class ServiceSlave:
         svc = config["services"][name]
         self.name = name
         self.period_ns = period_ns(svc["rate_hz"], f"services.{name}.rate_hz")
-        self.model = service_module(svc["kind"]).build(config, name, self.period_ns)
+        self.model = BoundModel(service_module(svc["kind"]).build(config, name, self.period_ns))
         self.vars_ = variables(self.model.inputs, self.model.outputs)
         self.values: dict[str, Any] = {}
         self.t0_ns = 0
@@ -263,16 +263,21 @@ class ServiceSlave:
             closer()
 
     def _get_fmu_state(self) -> dict[str, Any]:
-        ctx = self.model.context if hasattr(self.model, "context") else self.model
-        blob = pickle.dumps(ctx, protocol=pickle.HIGHEST_PROTOCOL)
+        """The model's state: its context, or (a model without one) the model itself."""
+        m = self.model
+        state = m.ctx if m.ctx is not None else m.obj.context if hasattr(m.obj, "context") else m.obj
+        blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         return {"model": base64.b64encode(blob).decode(), "values": dict(self.values), "t_ns": self.t_ns}
 
     def _set_fmu_state(self, state: dict[str, Any]) -> None:
-        ctx = pickle.loads(base64.b64decode(state["model"]))  # noqa: S301 - the FMU's own state
-        if hasattr(self.model, "context"):
-            self.model.context = ctx
+        saved = pickle.loads(base64.b64decode(state["model"]))  # noqa: S301 - the FMU's own state
+        m = self.model
+        if m.ctx is not None:
+            m.ctx = saved
+        elif hasattr(m.obj, "context"):
+            m.obj.context = saved
         else:
-            self.model = ctx
+            m.obj = saved
         self.values = dict(state["values"])
         self.t_ns = int(state["t_ns"])
 
@@ -345,7 +350,7 @@ def _input_starts(plan: Any, service: str, vars_: list[Variable]) -> dict[str, A
             continue
         model = (getattr(mod, "calibration_model", None) or mod.build)(dict(plan.config), other, spec.period_ns)
         try:
-            bodies.update(model.initial(0))
+            bodies.update(BoundModel(model).initial(0))
         finally:
             if callable(getattr(model, "close", None)):
                 model.close()

@@ -654,8 +654,8 @@ def transplant(sched: Scheduler, base: Mapping[str, Any], run: Mapping[str, Any]
     """Give a restored run the parameters of another scenario, keeping its state (module docstring).
 
     A model whose state is its context (:mod:`protocol.service`) whose tables differ between
-    the two scenarios is replaced by its model built from the run's scenario, given the
-    restored model's context (:meth:`protocol.scheduler.Scheduler.replace_model`): its
+    the two scenarios is replaced by its model built from the run's scenario, which goes on
+    with the run's context (:meth:`protocol.scheduler.Scheduler.replace_model`): its
     parameters are what that scenario declares, nothing is diffed. A model without a context
     (an FMU, a toy) gets every attribute that ``fresh_run`` holds differently from
     ``fresh_base`` instead; its other attributes are its state and stay.
@@ -683,17 +683,20 @@ def transplant(sched: Scheduler, base: Mapping[str, Any], run: Mapping[str, Any]
         If such an attribute also changed in the restored model since it was built (it
         is state, so the parameter acted before the snapshot), naming it.
     """
-    restored = {m.name: m.obj for m in sched.models}
+    members = {m.name: m for m in sched.models}
     fresh = {m.name: m for m in fresh_base}
     done = []
     for r in fresh_run:
-        obj, b = restored[r.name], fresh[r.name]
-        if hasattr(obj, "context") and hasattr(r, "context"):
+        member, b = members[r.name], fresh[r.name]
+        obj = member.obj
+        legacy = hasattr(obj, "context") and hasattr(r, "context")
+        if member.ctx is not None or legacy:
             tables = getattr(service_module(base["services"][r.name]["kind"]), "TABLES", ())
             changed = [k for t in tables for k in _changed_keys(base.get(t), run.get(t), t)]
             if changed:
-                sched.replace_model(r.name, r)
-                r.context = obj.context
+                sched.replace_model(r.name, r)  # the member's context stays
+                if legacy:
+                    r.context = obj.context
                 done += [f"{r.name}: {k}" for k in changed]
             continue
         bf = _fields(b)

@@ -66,11 +66,16 @@ def test_a_fresh_model_given_the_context_takes_up_the_run(case):
         advance(sched, round(t_swap * S), got.append)
         member = next(m for m in sched.members if m.name == name)
         fresh = service_module(plan.services[name].kind).build(copy.deepcopy(cfg), name, plan.services[name].period_ns)
-        assert pickle.dumps(fresh.context) != pickle.dumps(member.obj.context)  # the run has moved on
-        if hasattr(fresh, "set_coupling"):  # as the scheduler does at the start
-            fresh.set_coupling({o.topic: o.coupler.H for o in member.outs})
-        fresh.context = pickle.loads(pickle.dumps(member.obj.context))
-        member.obj = fresh
+        if member.ctx is not None:
+            assert pickle.dumps(fresh.new_context()) != pickle.dumps(member.ctx)  # the run has moved on
+            assert sched.replace_model(name, fresh) is not fresh
+            member.ctx = pickle.loads(pickle.dumps(member.ctx))  # a copy: nothing shared with the old model
+        else:
+            assert pickle.dumps(fresh.context) != pickle.dumps(member.obj.context)  # the run has moved on
+            if hasattr(fresh, "set_coupling"):  # as the scheduler does at the start
+                fresh.set_coupling({o.topic: o.coupler.H for o in member.outs})
+            fresh.context = pickle.loads(pickle.dumps(member.obj.context))
+            member.obj = fresh
     advance(sched, round(t_end * S), got.append)
     a, b = by_topic(whole), by_topic(got)
     assert sorted(a) == sorted(b)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.service import BoundModel
 from protocol.stepping import StepInputs
 from services import operator as op
 from services.commands import check_command
@@ -21,7 +22,7 @@ def test_commands_published_in_the_step_that_reaches_their_time():
               {"t": 0.02, "cmd": "capture"},
               {"t": 0.02, "cmd": "brakes", "on": True}]
     assert op.validate(cfg(script), "operator") == []
-    m = op.build(cfg(script), "operator", H)
+    m = BoundModel(op.build(cfg(script), "operator", H))
     assert m.inputs == () and m.outputs[0].topic == "operator/command" and m.outputs[0].kind == "event"
     first = m.initial(0)["operator/command"]["events"]
     assert first == [{"kind": "mode", "t": 0.0, "mode": "manual"}]

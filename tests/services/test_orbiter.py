@@ -13,7 +13,7 @@ import pytest
 from dynamics import rigid_body as rb
 from dynamics.orbit import CircularOrbit, cw_solution
 from dynamics.spatial import quat_angle
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import orbiter as so
 
@@ -22,7 +22,7 @@ H = 10_000_000  # ns, 100 Hz
 
 def make(**over):
     cfg = {"orbiter": {"mass": 1.0e5, "inertia": [1.2e6, 8.0e6, 8.5e6], **over}}
-    return cfg, so.build(cfg, "orbiter", H)
+    return cfg, BoundModel(so.build(cfg, "orbiter", H))
 
 
 def inputs(t, flows=None):
@@ -41,7 +41,7 @@ def arm_sample(t, h, F, p):
 
 
 def momentum(m):
-    P, L = rb.momentum(m.model, m.state)
+    P, L = rb.momentum(m.model, m.ctx.body)
     return np.concatenate([L, P])  # [L about Wo; P], ordered like a wrench [τ; f]
 
 
@@ -76,12 +76,12 @@ def test_free_drift_conserves_momentum_and_energy_and_reports_no_firings():
     _, m = make(v_WOo_W=[0.1, 0.0, -0.05], w_WO_O=[0.01, 0.02, -0.005])
     out = m.initial(0)
     assert out["orbiter/event"]["events"] == []
-    M0, E0 = momentum(m), rb.kinetic_energy(m.model, m.state)
+    M0, E0 = momentum(m), rb.kinetic_energy(m.model, m.ctx.body)
     for k in range(200):
         out = m.step(k * H, H, inputs(k * H))
         assert out["orbiter/event"]["events"] == []
     np.testing.assert_allclose(momentum(m), M0, atol=1e-9 * np.max(np.abs(M0)))
-    assert rb.kinetic_energy(m.model, m.state) == pytest.approx(E0, rel=1e-9)
+    assert rb.kinetic_energy(m.model, m.ctx.body) == pytest.approx(E0, rel=1e-9)
     np.testing.assert_allclose(out["orbiter/state"]["a_WOo_W"], 0.0, atol=1e-15)
 
 
@@ -110,7 +110,7 @@ def test_attitude_hold_brings_the_error_into_the_dead_band_within_torque_limits(
     for k in range(2000):  # 20 s
         out = m.step(k * H, H, inputs(k * H))
         events += out["orbiter/event"]["events"]
-        assert np.all(np.abs(m.context.tau_rcs_O) <= np.asarray(tmax) * (1 + 1e-12))
+        assert np.all(np.abs(m.ctx.tau_rcs_O) <= np.asarray(tmax) * (1 + 1e-12))
     assert any(e["kind"] == "rcs_off" for e in events)
     assert all(abs(e["torque"]) <= tmax["xyz".index(e["axis"])] * (1 + 1e-12) for e in events)
     # final attitude error: inside the dead band per axis (phase-plane variable), so < √3 × dead band
@@ -118,7 +118,7 @@ def test_attitude_hold_brings_the_error_into_the_dead_band_within_torque_limits(
     assert err < np.sqrt(3) * 0.0087 + 1e-6
     assert err < 0.5 * theta
     # the jets are a real external torque: angular momentum is not conserved while they fire
-    assert m.context.rcs_on_time.sum() > 0
+    assert m.ctx.rcs_on_time.sum() > 0
 
 
 def test_validate_names_key_and_value():

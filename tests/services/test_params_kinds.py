@@ -52,8 +52,9 @@ def test_the_operator_holds_its_configured_script():
     assert pickle.loads(pickle.dumps(m)).params == m.params
     assert operator.build({}, "operator", 10_000_000).params.script == ()
     # the player publishes what the parameters hold: the command at 1.5 s in the step (1.49, 1.5]
-    m.initial(0)
-    assert m.step(1_490_000_000, 10_000_000, None)["operator/command"]["events"] == [
+    ctx = m.new_context()
+    m.initial(0, ctx)
+    assert m.step(1_490_000_000, 10_000_000, ctx, None)["operator/command"]["events"] == [
         {"kind": "rate", "t": 1.5, "v": [0.02, 0.0, -0.01], "w": [0.0, 0.0, 0.0]}]
 
 
