@@ -76,6 +76,8 @@ class Member:
     obj : ServiceModel | ContextModel | Sink | Source
         What it runs (:func:`protocol.service.role_of`); its ``name`` is the service's
         control identity and the ``sender`` of its messages.
+    ctx : object, optional
+        The context a model with one starts from (default: a fresh one, ``obj.new_context()``).
 
     Attributes
     ----------
@@ -88,10 +90,10 @@ class Member:
                  "stopped", "steps", "overruns", "received", "invalid", "dropped", "jitter", "age", "win", "ctl",
                  "stats_seq", "produced")
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: Any, ctx: Any = None) -> None:
         self.obj = obj
         self.role = role_of(obj)
-        self.ctx = new_context(obj) if self.role == "model" else None
+        self.ctx = ctx if ctx is not None else new_context(obj) if self.role == "model" else None
         self.name: str = obj.name
         self.period_ns = int(getattr(obj, "period_ns", 0) or 0)
         self.inputs: tuple[Port, ...] = tuple(getattr(obj, "inputs", ()))
@@ -422,14 +424,16 @@ def simulate(models: Sequence[Any], t_end_ns: int, *, coupling: Mapping[str, Map
 
 
 def start(models: Sequence[Any], *, coupling: Mapping[str, Mapping[str, int]] | None = None, t0_ns: int = 0,
-          full_rate: Iterable[str] = ()) -> Scheduler:
+          full_rate: Iterable[str] = (), contexts: Mapping[str, Any] | None = None) -> Scheduler:
     """A lockstep run of ``models`` at ``t0_ns``, its initial outputs published (not yet handed to anyone).
 
     The parameters are :func:`simulate`'s; :func:`advance` runs it on and hands the frames over.
+    ``contexts`` gives models with a context the one to start from, by service name (default: fresh ones).
     """
     from protocol.coupling import coupling_periods
 
-    members = [Member(m) for m in models]
+    given = contexts or {}
+    members = [Member(m, given.get(m.name)) for m in models]
     sched = Scheduler(members)
     services = ports_of(members)
     sched.configure(coupling_periods(services, coupling or {}), services, full_rate)

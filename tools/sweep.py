@@ -144,6 +144,7 @@ from protocol.config import check_sweep_size, check_table, cut, load, service_mo
 from protocol.coupling import coupling_periods
 from protocol.logfile import decode_bodies
 from protocol.scheduler import Member, Scheduler, advance, ports_of, restore, snapshot, start
+from protocol.service import BoundModel
 from protocol.timebase import seconds_to_ns
 from tools import dispersion
 from tools.report import FIGURE_TOPICS, PHASES, expected_events, figures
@@ -727,7 +728,9 @@ def _frame(plan_cfg: Mapping[str, Any], p: Parameter, R_WB: np.ndarray,
 def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], config: Mapping[str, Any]) -> None:
     """Add the body changes of ``values`` to the bodies' states (module docstring).
 
-    A body's state is its producer's ``state`` (:class:`dynamics.rigid_body.RigidBodyState`).
+    ``models`` are a run's members, or models bound to their contexts
+    (:class:`protocol.service.BoundModel`). A body's state is its producer's context's ``body``
+    (:class:`dynamics.rigid_body.RigidBodyState`), or a model without a context's ``state``.
 
     Raises
     ------
@@ -745,8 +748,10 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
             continue
         assert p.axis is not None  # set with the body (_parameter)
         topic = BODIES[p.body][0]
-        owner = next((m for m in models if topic in {o.topic for o in getattr(m, "outputs", ())}), None)
-        st = getattr(owner, "state", None)
+        bound = next((m for m in models if topic in {o.topic for o in getattr(m, "outputs", ())}), None)
+        ctx = getattr(bound, "ctx", None)
+        owner, field = (ctx, "body") if ctx is not None else (getattr(bound, "obj", bound), "state")
+        st = getattr(owner, field, None)
         if owner is None or not isinstance(st, RigidBodyState):
             raise LifecycleError(f"parameter {p.name!r}: no model with a rigid-body state publishes {topic}")
         R_WB = quat_to_rotation(st.quat_WB)
@@ -765,7 +770,7 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
             R = Rotation.from_rotvec(d_W).as_matrix()
             quat = quat_multiply(rotation_to_quat(R), quat)
             pos = p_F + R @ (pos - p_F)
-        owner.state = RigidBodyState(pos, quat, vel, w_B)
+        setattr(owner, field, RigidBodyState(pos, quat, vel, w_B))
 
 
 def prefix(plan: SweepPlan, sinks: Sequence[Any] = (), config: dict[str, Any] | None = None,
@@ -847,14 +852,15 @@ def execute(plan: SweepPlan, k: int, blob: bytes | None = None, sinks: Sequence[
     try:
         cfg = run_config(plan, values, run_seed)
         if blob is None:
-            models = build_models(cfg, plan.services)
-            perturb(models, plan, values, cfg)
-            sched = start([*models, *sinks], coupling=plan.coupling)
+            bound = [BoundModel(m) for m in build_models(cfg, plan.services)]
+            perturb(bound, plan, values, cfg)
+            sched = start([*(b.obj for b in bound), *sinks], coupling=plan.coupling,
+                          contexts={b.name: b.ctx for b in bound if b.ctx is not None})
         else:
             sched = restore(blob, sinks)
             if plan.config_parameters:
                 transplant(sched, plan.base, cfg, _fresh_base(plan), build_models(cfg, plan.services), plan.start_ns)
-            perturb([m.obj for m in sched.models], plan, values, cfg)
+            perturb(sched.models, plan, values, cfg)
         t_sim = time.perf_counter()
         advance(sched, plan.end_ns, on_frame)
         row["sim_s"] = time.perf_counter() - t_sim
@@ -884,8 +890,8 @@ def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float, ref:
 
     Compares the snapshot ``blob`` restored with :func:`transplant` against the snapshot
     of a run from t0 with that value (``ref``, :func:`prefix` of :func:`parameter_config`;
-    made here when not given): every member's time, input buffer and outputs, and every
-    attribute of every model, byte for byte (pickled).
+    made here when not given): every member's time, context, input buffer and outputs, and
+    every attribute of every model, byte for byte (pickled).
     """
     p = plan.parameters[index]
     cfg = parameter_config(plan, index, value)
@@ -902,6 +908,10 @@ def check_parameter(plan: SweepPlan, blob: bytes, index: int, value: float, ref:
         for attr in sorted(set(fa) | set(fb)):
             if not _same_attr(fa.get(attr), fb.get(attr)):
                 return f"{acts}: {a.name}.{attr} differs there"
+        ca, cb = _fields(a.ctx) if a.ctx is not None else {}, _fields(b.ctx) if b.ctx is not None else {}
+        for attr in sorted(set(ca) | set(cb)):
+            if not _same_attr(ca.get(attr), cb.get(attr)):
+                return f"{acts}: {a.name}'s context.{attr} differs there"
     for a, b in zip(got.models, snap.models, strict=True):
         for what, x, y in (("time", a.t_ns, b.t_ns), ("input buffer", a.buf, b.buf),
                            ("outputs", [(o.topic, o.seq, o.full_seq, o.coupler) for o in a.outs],

@@ -465,3 +465,30 @@ def test_a_rotation_about_the_grapple_fixture_turns_it_in_place(tmp_path):
     assert np.allclose(after[:3, 0], before[:3, 0], atol=1e-12)          # its x axis too
     c, s = np.cos(0.08), np.sin(0.08)                                     # y turns about x by 0.08 rad
     assert np.allclose(after[:3, 1], c * before[:3, 1] + s * before[:3, 2], atol=1e-12)
+
+
+def test_a_body_change_of_the_orbiter_moves_its_context_as_the_changed_scenario_starts_it(tmp_path):
+    """The orbiter's state is its context's body: a velocity change along W's x and a position change along O's z
+    (its frame at the start) give the body the scenario with ``v_WOo_W`` and ``X_WO`` changed by as much starts with."""
+    from dynamics.spatial import pose_from_vector
+    from protocol.service import BoundModel
+    p = tmp_path / "orb.toml"
+    p.write_text(f'[sweep]\nscenario = "{SCENARIO}"\nruns = 1\nend = 1.0\n'
+                 '[[parameter]]\nname = "vx"\nbody = "orbiter"\nchange = "velocity"\naxis = "x"\n'
+                 'distribution = "uniform"\nlow = -0.1\nhigh = 0.1\n'
+                 '[[parameter]]\nname = "dz"\nbody = "orbiter"\nchange = "position"\nframe = "O"\naxis = "z"\n'
+                 'distribution = "uniform"\nlow = -0.1\nhigh = 0.1\n')
+    plan = sw.load_sweep(p)
+    bound = [BoundModel(m) for m in sw.build_models(plan.base)]
+    sw.perturb(bound, plan, [0.03, -0.05], plan.base)
+    got = next(b for b in bound if b.name == "orbiter").ctx.body
+    orb = dict(plan.base.get("orbiter", {}))
+    X = orb.get("X_WO", [0.0] * 6)
+    R_WO = pose_from_vector(X)[:3, :3]
+    v = np.asarray(orb.get("v_WOo_W", [0.0] * 3), float) + [0.03, 0.0, 0.0]
+    pos = pose_from_vector(X)[:3, 3] - 0.05 * R_WO[:, 2]
+    changed = {**plan.base, "orbiter": {**orb, "v_WOo_W": v.tolist(), "X_WO": [*pos.tolist(), *X[3:]]}}
+    ref = next(m for m in sw.build_models(changed) if m.name == "orbiter").new_context().body
+    assert np.allclose(got.v_WBo_W, ref.v_WBo_W, atol=1e-15) and np.allclose(got.p_WoBo_W, ref.p_WoBo_W, atol=1e-12)
+    assert np.allclose(got.quat_WB, ref.quat_WB, atol=1e-15) and np.array_equal(got.w_WB_B, ref.w_WB_B)
+    assert not np.allclose(got.v_WBo_W, next(b for b in bound if b.name == "orbiter").new_context().body.v_WBo_W)
