@@ -41,8 +41,8 @@ learn the others from here, and two kinds that declare one topic differently are
 
 Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's services:
 ``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
-priority of its host and parks on a stop), ``stateful`` (everything it holds is its state and
-pickles: a lockstep snapshot may include it), ``from_log`` (it runs only the project's code,
+priority of its host and parks on a stop), ``stateful`` (its state pickles — its context, or
+everything it holds for a model without one: a lockstep snapshot may include it), ``from_log`` (it runs only the project's code,
 so a tool may rebuild it from a log's configuration), ``playback_control`` (it may send the
 launcher playback requests: a viewer), ``plays_back`` (it follows them: a replay), ``records``
 (it writes the run's log: the logger).
@@ -72,7 +72,7 @@ ENTRY_POINT_GROUP = "berthsim.kinds"
 
 CAPABILITY = {
     "device": "holds I/O of its own (a rig's serial link): the highest realtime priority of its host; parks on a stop",
-    "stateful": "everything it holds is its state and pickles: a lockstep snapshot may include it",
+    "stateful": "its state (its context, or everything it holds) pickles: a lockstep snapshot may include it",
     "from_log": "runs only the project's code: a tool may rebuild it from a log's configuration",
     "playback_control": "may ask the launcher to pause, play, seek or pace a replay (a viewer with its controls)",
     "plays_back": "plays a log back and follows playback requests (a replay)",
