@@ -63,15 +63,16 @@ FLEXIBLE = {"model": "multibody", "booms": "flexible"}
 def step_cost(model: str, grappled: bool, steps: int, codec: bool = False, booms: str = "rigid") -> float:
     """CPU seconds per step (with ``codec``: plus encoding both output messages)."""
     m = arm.build({"arm": {"model": model, "booms": booms}}, "arm", H_NS)
-    m.initial(0)
+    c = m.new_context()                      # the arm's state, held and passed in as the runtime does
+    m.initial(0, c)
     ev = Sample(0, H_NS, "x", 0, {"events": [{"kind": "capture"}]})
     cmd = Sample(0, H_NS, "x", 0, {"events": [{"kind": "joint", "joint": "shoulder_pitch", "rate": 0.02}]})
-    m.step(0, H_NS, _inputs(0, grappled, {"contact/event": [ev]} if grappled else {"operator/command": [cmd]}))
+    m.step(0, H_NS, c, _inputs(0, grappled, {"contact/event": [ev]} if grappled else {"operator/command": [cmd]}))
     for k in range(1, 50):
-        m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
+        m.step(k * H_NS, H_NS, c, _inputs(k * H_NS, grappled))
     t0 = time.process_time()
     for k in range(50, 50 + steps):
-        out = m.step(k * H_NS, H_NS, _inputs(k * H_NS, grappled))
+        out = m.step(k * H_NS, H_NS, c, _inputs(k * H_NS, grappled))
         if codec:
             for topic, body in out.items():
                 encode(topic, complete(topic, body), sender="arm", seq=k, t_ns=(k + 1) * H_NS, h_ns=H_NS)
@@ -87,7 +88,8 @@ def scenario_cost(phase: str, steps: int, flexible: bool = False) -> float:
     if flexible:
         cfg["arm"].update(FLEXIBLE)
     m = arm.build(cfg, "arm", H_NS)
-    m.initial(0)
+    c = m.new_context()
+    m.initial(0, c)
     z = np.zeros(3)
     X_WO, X_WT = sp.pose_from_vector(cfg["orbiter"]["X_WO"]), sp.pose_from_vector(cfg["payload"]["X_WT"])
     state = {"orbiter/state": _state("orbiter/state", {
@@ -103,14 +105,14 @@ def scenario_cost(phase: str, steps: int, flexible: bool = False) -> float:
              "loaded_move": [next(e for e in script if e["cmd"] == "auto")]}[phase]
     cmds = [{("kind" if k == "cmd" else k): v for k, v in e.items() if k != "t"} for e in first]
     capture = {"contact/event": [Sample(0, H_NS, "contact", 0, {"events": [{"kind": "capture"}]})]}
-    m.step(0, H_NS, StepInputs(0, H_NS, state, {}, capture if phase == "loaded_move" else {}))
-    m.step(H_NS, H_NS, StepInputs(H_NS, H_NS, state, {}, {
+    m.step(0, H_NS, c, StepInputs(0, H_NS, state, {}, capture if phase == "loaded_move" else {}))
+    m.step(H_NS, H_NS, c, StepInputs(H_NS, H_NS, state, {}, {
         "operator/command": [Sample(H_NS, H_NS, "operator", 0, {"events": cmds})]}))
     for k in range(2, 50):
-        m.step(k * H_NS, H_NS, StepInputs(k * H_NS, H_NS, state, {}, {}))
+        m.step(k * H_NS, H_NS, c, StepInputs(k * H_NS, H_NS, state, {}, {}))
     t0 = time.process_time()
     for k in range(50, 50 + steps):
-        m.step(k * H_NS, H_NS, StepInputs(k * H_NS, H_NS, state, {}, {}))
+        m.step(k * H_NS, H_NS, c, StepInputs(k * H_NS, H_NS, state, {}, {}))
     return (time.process_time() - t0) / steps
 
 
@@ -118,9 +120,9 @@ def routine_costs(n: int) -> dict[str, float]:
     """CPU seconds per call of RMSFM (kinematics, Jacobian, its inverse, 2-10/2-11, 2-12, 2-3) as the
     arm runs it away from a singularity (``np.linalg.inv``) and with the SVD (``rms.jacobian_inverse``,
     every ``flex_every`` steps or near a singularity), RMSFLX (B-6, 3-4, 3-7 as diag((γ_J)^-1)), RMLOAD."""
-    m = arm.build({"arm": {}}, "arm", H_NS)
-    geom = m.geom
-    theta = m.theta.copy()
+    c = arm.build({"arm": {}}, "arm", H_NS).new_context()
+    geom = c.geom
+    theta = c.theta.copy()
     R = np.eye(3)
     z = np.zeros(3)
     tau = np.array([100.0, -50.0, 30.0, 10.0, -5.0, 2.0])

@@ -105,9 +105,11 @@ Structure
 service, steps a plant (:class:`ArmPlant`: :class:`MasslessPlant`, :class:`MultibodyPlant` or
 :class:`FlexiblePlant`) under a controller (:class:`ArmController`: :class:`ModeController`, with its
 :class:`AutoSequence` and :class:`CaptureDamper`), both on :class:`ArmKinematics` (RMSFM's kinematics, RMSFLX's
-terms, the warnings), over one :class:`ArmContext`. They hold parameters only: every state is in the context.
-They stay here rather than in :mod:`dynamics`: they read the bus's state bodies, keep the service's context and
-put warnings on ``arm/state``; the physics they call is :mod:`dynamics`'.
+terms, the warnings), over one :class:`ArmContext`. They hold parameters only, the model too: every state is in
+the context, which the runtime asks the model for (:meth:`ArmModel.new_context`), holds, and passes to
+``initial(t0, ctx)`` and ``step(t, h, ctx, u)`` (:mod:`protocol.service`, "State in a context"). They stay here rather
+than in :mod:`dynamics`: they read the bus's state bodies, keep the service's context and put warnings on
+``arm/state``; the physics they call is :mod:`dynamics`'.
 
 Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` and are
 **ASSUMED**)::
@@ -189,7 +191,7 @@ from protocol.config import check_table, table_values
 from protocol.coupling import Schedule
 from protocol.messages import BOOL, LIST_STR, STR, TopicSchema, f8
 from protocol.params import from_values, param
-from protocol.service import ContextField, Port, ServicePorts
+from protocol.service import Port, ServicePorts
 from protocol.stability import StiffCoupling
 from services.commands import ARM_COMMANDS, CONTACT_COMMANDS, JOINT_NAMES, check_command
 
@@ -1423,13 +1425,14 @@ class ArmModel:
     multibody or with flexible booms, from ``[arm] model, booms``) driven by a controller (:class:`ArmController`:
     the modes, the auto sequence, the post-capture damping), both on :class:`ArmKinematics`, over one context.
 
-    Its state is :attr:`context` (:class:`ArmContext`); the rest is parameters (:attr:`params`, the parsed
-    ``[arm]``; and the multibody plant's ``chain_data``, the chain's scratch, whose content is a function of the
-    last configuration it was given). Read-only views of the context for tests: ``theta``, ``theta_dot``,
-    ``eta``, ``eta_dot`` (these four settable), ``servo`` (ServoState), ``mode``, ``brakes``, ``grappled``,
-    ``waypoints``, ``tau``, ``F_Eo_O`` (last ``[M_e; F_e]`` in O), ``V_R_O``, ``p_ToEo_T``, ``theta_n``, ``geom``,
-    ``J``, ``J_inv`` (its inverse, damped near a singularity); ``pose`` (RmsPose), ``k_servo`` (3-7 springs),
-    ``c_servo``, ``gamma_J``.
+    Its state is a context (:class:`ArmContext`, :meth:`new_context`) the runtime holds and passes to
+    :meth:`initial` and :meth:`step` (:mod:`protocol.service`, "State in a context"); the model's attributes are
+    parameters, which stepping never changes (:attr:`params`, the parsed ``[arm]``; :attr:`geometry`, the
+    configured geometry the context's ``geom`` starts from; and the multibody plant's ``chain_data``, the chain's
+    scratch, which stepping overwrites but whose content is a function of the last configuration it was given).
+    What tests and tools read of a context: its fields (``theta``, ``theta_dot``, ``tau``, ``F_Eo_O``, ``V_R_O``,
+    ``J``, ``J_inv``, …, :class:`ArmContext`), and through the model :meth:`pose`, :meth:`k_servo`,
+    :meth:`c_servo`, :meth:`gamma_J` and :meth:`payload_inertia_E`; :meth:`command` and :meth:`warn` act on one.
     """
 
     def __init__(self, config: dict[str, Any], name: str, period_ns: int) -> None:
@@ -1473,42 +1476,50 @@ class ArmModel:
         # the limits and the shoulder position as floats for the step loop
         self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
         self._p_OS = geom.X_OS[:3, 3].tolist()
-        theta = np.array(p.q0, dtype=float)
+        self.geometry = geom
+        """The geometry as configured (:class:`dynamics.rms.RmsGeometry`); a context's ``geom`` starts as it (the
+        ``por`` command moves the point of resolution in the context)."""
+
+    def new_context(self) -> ArmContext:
+        """A fresh context (:class:`ArmContext`): the arm at rest at ``q0``, servos holding, brakes off, free, mode
+        ``hold``; the plant's own state at rest, the kinematics and an RMSFLX tick at ``q0``."""
+        theta = np.array(self.params.q0, dtype=float)
         orb_f = ([0.0, 0.0, 0.0], (1.0, 0.0, 0.0, 0.0), [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
-        self.context = ArmContext(
+        c = ArmContext(
             theta=theta, theta_dot=np.zeros(6), servo=sv.servo_initial(theta), mode="hold", frame="orbiter",
             brakes=False, grappled=False, rate_cmd_frame=np.zeros(6), single=(0, 0.0), direct=(0, 0.0), waypoints=[],
-            geom=geom, p_ToEo_T=np.zeros(3), p_TE=[0.0, 0.0, 0.0], R_TE=np.eye(3), theta_n=theta.copy(),
+            geom=self.geometry, p_ToEo_T=np.zeros(3), p_TE=[0.0, 0.0, 0.0], R_TE=np.eye(3), theta_n=theta.copy(),
             qd_cmd=np.zeros(6), tau=np.zeros(6), F_Eo_O=np.zeros(6), F_Eo_W=np.zeros(6), F_So_W=np.zeros(6),
             V_R_O=np.zeros(6), loads=np.zeros((ld.N_STATIONS, 6)), orb=self._default_orbiter(), orb_f=orb_f,
             pay_f=orb_f)
-        self.plant.start(self.context)
-        self.kin.update(self.context)
-        self.kin.flex(self.context)
+        self.plant.start(c)
+        self.kin.update(c)
+        self.kin.flex(c)
+        return c
 
-    # ------------------------------------------------------------------ the context's fields read by tests
-    theta = ContextField("Joint angles (6,) (``context.theta``). [rad]", writable=True)
-    theta_dot = ContextField("Joint rates (6,) (``context.theta_dot``). [rad/s]", writable=True)
-    eta = ContextField("Flexible booms: the elastic coordinates (ne,); none (0,) otherwise.", writable=True)
-    eta_dot = ContextField("Flexible booms: the elastic rates (ne,); none (0,) otherwise.", writable=True)
-    servo = ContextField("The servos.")
-    mode = ContextField("The mode.")
-    brakes = ContextField("Brakes on.")
-    grappled = ContextField("Grappled.")
-    waypoints = ContextField("Auto waypoints left.")
-    tau = ContextField("Joint torques (6,). [N·m]")
-    F_Eo_O = ContextField("Wrench on the payload at Eo, in O, ``[τ; f]`` (6,). [N·m, N]")
-    V_R_O = ContextField("E's twist relative to O, in O (6,).")
-    p_ToEo_T = ContextField("E in T, frozen at the grasp (3,). [m]")
-    theta_n = ContextField("Neutral joint angles (6,). [rad]")
-    geom = ContextField("The geometry in force.")
-    J = ContextField("The Jacobian at θ (6, 6).")
-    J_inv = ContextField("Its (damped) inverse (6, 6).")
-    pose = property(lambda self: self.kin.pose(self.context), doc="The kinematics at θ (RmsPose).")
-    k_servo = property(lambda self: self.kin.k_servo(self.context), doc="The 3-7 springs (6,). [N·m/rad]")
-    c_servo = property(lambda self: self.kin.c_servo(self.context), doc="Their dampers (6,). [N·m·s/rad]")
-    gamma_J = property(lambda self: self.kin.gamma_J(self.context), doc="γ_J (6, 6). [rad/(N·m)]")
-    # the multibody plant's (AttributeError for the massless arm)
+    # ------------------------------------------------------------------ what tests and tools read of a context
+    def pose(self, c: ArmContext) -> rms.RmsPose:
+        """The kinematics at ``c.theta`` (:class:`dynamics.rms.RmsPose`: joint frames and E in O, rigid arm)."""
+        return self.kin.pose(c)
+
+    def k_servo(self, c: ArmContext) -> np.ndarray:
+        """The 3-7 springs ``1/γ_i^e`` (6,) of ``c``'s last RMSFLX tick (computed now if still pending). [N·m/rad]"""
+        return self.kin.k_servo(c)
+
+    def c_servo(self, c: ArmContext) -> np.ndarray:
+        """Their dampers ``β/γ_i^e`` (6,). [N·m·s/rad]"""
+        return self.kin.c_servo(c)
+
+    def gamma_J(self, c: ArmContext) -> np.ndarray:
+        """γ_J (6, 6) of ``c``'s last RMSFLX tick (3-4). [rad/(N·m)]"""
+        return self.kin.gamma_J(c)
+
+    def payload_inertia_E(self, c: ArmContext) -> np.ndarray:
+        """The payload's spatial inertia about Eo, in O (6, 6), at ``c``'s grasp
+        (:meth:`CaptureDamper.payload_inertia_E`). [kg·m², kg·m, kg]"""
+        return self.damper.payload_inertia_E(c)
+
+    # the multibody plant's parameters (AttributeError for the massless arm)
     chain = property(lambda self: self._multibody_plant().chain, doc="Multibody: the chain (ChainModel).")
     chain_data = property(lambda self: self._multibody_plant().chain_data, doc="Multibody: the chain's scratch.")
     _c_gear = property(lambda self: self._flexible_plant()._c_gear, doc="Flexible booms: gear dampers (6,).")
@@ -1524,10 +1535,6 @@ class ArmModel:
             raise AttributeError("only the arm with flexible booms has these (booms = 'flexible')")
         return self.plant
 
-    def _payload_inertia_E(self) -> np.ndarray:
-        """The payload's spatial inertia about Eo, in O (6, 6) (:meth:`CaptureDamper.payload_inertia_E`)."""
-        return self.damper.payload_inertia_E(self.context)
-
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _default_orbiter() -> dict[str, Any]:
@@ -1535,16 +1542,16 @@ class ArmModel:
         return {"p_WoOo_W": z, "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": z, "v_WOo_W": z, "a_WOo_W": z,
                 "wdot_WO_O": z, "t_ns": 0}
 
-    def warn(self, text: str) -> None:
-        """Put a warning on arm/state for ``warn_hold`` seconds."""
-        self.kin.warn(self.context, text)
+    def warn(self, c: ArmContext, text: str) -> None:
+        """Put a warning on ``c``'s arm/state for ``warn_hold`` seconds."""
+        self.kin.warn(c, text)
 
-    def command(self, ev: dict[str, Any]) -> None:
-        """Apply one operator command, or refuse it with a reason on arm/state (:meth:`ArmController.command`)."""
-        self.controller.command(self.context, ev)
+    def command(self, c: ArmContext, ev: dict[str, Any]) -> None:
+        """Apply one operator command to ``c``, or refuse it with a reason on its arm/state
+        (:meth:`ArmController.command`)."""
+        self.controller.command(c, ev)
 
-    def _orbiter(self, u: Any, t_ns: int) -> dict[str, Any]:
-        c = self.context
+    def _orbiter(self, c: ArmContext, u: Any, t_ns: int) -> dict[str, Any]:
         try:
             smp = u.state("orbiter/state")
         except KeyError:
@@ -1553,8 +1560,7 @@ class ArmModel:
         c.orb["t_ns"] = t_ns
         return c.orb
 
-    def _payload(self, u: Any, t_ns: int) -> dict[str, Any] | None:
-        c = self.context
+    def _payload(self, c: ArmContext, u: Any, t_ns: int) -> dict[str, Any] | None:
         try:
             smp = u.state("payload/state")
         except KeyError:
@@ -1569,11 +1575,10 @@ class ArmModel:
         flow, every step."""
         self.schedule = Schedule(periods)
 
-    def _outputs(self, orb_f: tuple[list[float], Any, list[float], list[float]],
+    def _outputs(self, c: ArmContext, orb_f: tuple[list[float], Any, list[float], list[float]],
                  t_ns: int) -> dict[str, dict[str, Any]]:
-        """Both messages at ``t_ns``, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats then
-        (``arm/state`` whole only at its coupling instants)."""
-        c = self.context
+        """Both messages of ``c`` at ``t_ns``, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats
+        then (``arm/state`` whole only at its coupling instants)."""
         (o0, o1, o2), q, _, _ = orb_f
         R = sp.rotation_rows(*q)
         Rs, _, _, pE = c.rows
@@ -1614,20 +1619,19 @@ class ArmModel:
             WRENCH: wrench,
         }
 
-    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
-        """Outputs at t0: the arm at rest at ``q0``, no wrench."""
-        c = self.context
+    def initial(self, t0_ns: int, c: ArmContext) -> dict[str, dict[str, Any]]:
+        """Outputs at t0 of ``c`` (a fresh one: the arm at rest at ``q0``, no wrench)."""
         c.now = t0_ns
         c.loads = ld.static_loads(self.kin.points(c), self.kin.pose(c).X_OB[:, :3, :3], c.F_Eo_O)
-        return self._outputs(c.orb_f, t0_ns)
+        return self._outputs(c, c.orb_f, t0_ns)
 
-    def step(self, t_ns: int, h_ns: int, u: Any) -> dict[str, dict[str, Any]]:
-        """RMSFLX (every ``flex_every``), commands, servos, RMSFM, RMLOAD (every ``loads_every``)."""
-        c = self.context
+    def step(self, t_ns: int, h_ns: int, c: ArmContext, u: Any) -> dict[str, dict[str, Any]]:
+        """Advance ``c`` t → t + h: RMSFLX (every ``flex_every``), commands, servos, RMSFM, RMLOAD (every
+        ``loads_every``); the outputs stamped t + h."""
         c.now = t_ns
         h = h_ns * 1e-9
-        orb = self._orbiter(u, t_ns)
-        pay = self._payload(u, t_ns)
+        orb = self._orbiter(c, u, t_ns)
+        pay = self._payload(c, u, t_ns)
         X_OE = partial(self.plant.X_OE, c)
         for smp in u.events("contact/event"):
             for ev in smp.body.get("events", []):
@@ -1650,7 +1654,7 @@ class ArmModel:
             c.loads = ld.static_loads(self.kin.points(c), self.kin.pose(c).X_OB[:, :3, :3], c.F_Eo_O)
         # the outputs are stamped at the step end: the orbiter propagated by h
         p, q, w, v = c.orb_f
-        return self._outputs(([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
+        return self._outputs(c, ([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
                               sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v), t_ns + h_ns)
 
 
@@ -1680,11 +1684,12 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     if (table.get("model", "massless") != "massless" and not flexible) or "payload" not in config:
         return []
     arm = ArmModel(config, name, 1_000_000)
-    (_, ps, us, pE) = arm.context.rows
+    c = arm.new_context()                                   # at q0
+    (_, ps, us, pE) = c.rows
     if flexible:
-        X_OS = arm.geom.X_OS
-        q = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), arm.theta, arm.eta])
-        J = ch.frame_jacobian(arm.chain, arm.chain_data, q, arm.chain.nb - 1, arm.geom.p_B6oEo_B6)[:, 6:]
+        X_OS = c.geom.X_OS
+        q = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), c.theta, c.eta])
+        J = ch.frame_jacobian(arm.chain, arm.chain_data, q, arm.chain.nb - 1, c.geom.p_B6oEo_B6)[:, 6:]
         K = arm._K_a.copy()
         k_j = arm.joint_stiffness
         K[:N_JOINTS, :N_JOINTS] = np.diag(1.0 / (1.0 / k_j + 1.0 / sv.hold_stiffness(arm.servo_p)))

@@ -841,7 +841,8 @@ def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
         raise ConfigError(f"--at: {at!r} not one of {', '.join(MODES_AT)} (scenario instants need a run)")
     table = {**config.get("arm", {}), "model": "multibody", "booms": "flexible"}
     m = arm.build({**config, "arm": table}, "arm", 5_000_000)
-    m.initial(0)
+    c = m.new_context()                                  # the arm's state: at rest at arm.q0
+    m.initial(0, c)
     k = 1.0 / (1.0 / m.joint_stiffness + 1.0 / sv.hold_stiffness(m.servo_p))
     mT, IT = arm.payload_mass_properties(config)
     pay = table_values(config, "payload")  # the payload's keys and defaults, as its owner (contact) reads them
@@ -851,13 +852,13 @@ def loaded_modes(config: dict[str, Any], at: str = "capture") -> LoadedModes:
     booms = (upper, lower)
     loops: tuple[Any, ...] = ()
     if at == "capture":
-        case = cases.srms_holding_payload(payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_OS=m.geom.X_OS,
-                                          X_OT=m.pose.X_OE @ sp.pose_inverse(X_TG), theta_guess=m.theta,
+        case = cases.srms_holding_payload(payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_OS=c.geom.X_OS,
+                                          X_OT=m.pose(c).X_OE @ sp.pose_inverse(X_TG), theta_guess=c.theta,
                                           booms=booms)
     else:
         case, loop = cases.srms_latched_and_grappled(
             payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_TB=pay["X_TB"],
-            X_OL=table_values(config, "orbiter")["X_OL"], X_OS=m.geom.X_OS, theta_guess=m.theta,
+            X_OL=table_values(config, "orbiter")["X_OL"], X_OS=c.geom.X_OS, theta_guess=c.theta,
             booms=booms)
         loops = (loop,)
     free = modal.modes(case.model, case.q, joint_stiffness=k, loops=loops)

@@ -16,7 +16,7 @@ from dynamics import rms
 from dynamics import spatial as sp
 from errors import ConfigError
 from protocol.codec import decode
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import arm
 
@@ -66,7 +66,8 @@ def run(model, n, t0=0, **kw):
 
 
 def make(**table):
-    return arm.build({"arm": table}, "arm", H_NS)
+    """The arm's model of ``[arm] table`` with a fresh context (``m.ctx``)."""
+    return BoundModel(arm.build({"arm": table}, "arm", H_NS))
 
 
 # ---------------------------------------------------------------- free arm, modes, limits
@@ -78,7 +79,7 @@ def test_manual_augmented_rate_in_orbiter_and_end_effector_frames():
     out = run(m, 400, cmds=[{"kind": "mode", "mode": "manual"}, {"kind": "rate", "v": [0.05, 0.0, 0.0]}])
     st = out["arm/state"]
     assert st["warnings"] == [] and st["mode"] == "manual"
-    np.testing.assert_allclose(m.J @ st["qd"], [0, 0, 0, 0.05, 0, 0], atol=2e-4)
+    np.testing.assert_allclose(m.ctx.J @ st["qd"], [0, 0, 0, 0.05, 0, 0], atol=2e-4)
     np.testing.assert_allclose(st["V_WE_W"], [0, 0, 0, 0.05, 0, 0], atol=2e-4)
     np.testing.assert_allclose(out["arm/wrench"]["F_Eo_W"], 0.0)   # free massless arm: no wrench
     # the same command in the end-effector frame moves along E's x axis
@@ -86,8 +87,8 @@ def test_manual_augmented_rate_in_orbiter_and_end_effector_frames():
     m2.initial(0)
     out = run(m2, 400, cmds=[{"kind": "mode", "mode": "manual", "frame": "end_effector"},
                              {"kind": "rate", "v": [0.05, 0.0, 0.0]}])
-    R_OE = m2.pose.X_OE[:3, :3]
-    np.testing.assert_allclose(m2.J @ out["arm/state"]["qd"], np.concatenate([[0, 0, 0], R_OE[:, 0] * 0.05]),
+    R_OE = m2.pose(m2.ctx).X_OE[:3, :3]
+    np.testing.assert_allclose(m2.ctx.J @ out["arm/state"]["qd"], np.concatenate([[0, 0, 0], R_OE[:, 0] * 0.05]),
                                atol=3e-4)
 
 
@@ -97,7 +98,7 @@ def test_commands_beyond_limits_are_clipped_and_reported():
     out = run(m, 300, cmds=[{"kind": "mode", "mode": "manual"}, {"kind": "rate", "v": [0.5, 0.0, 0.0]}])
     st = out["arm/state"]
     assert any(w.startswith("clipped: point-of-resolution speed") for w in st["warnings"])
-    assert np.linalg.norm(m.J @ st["qd"]) <= 0.05 * 1.01
+    assert np.linalg.norm(m.ctx.J @ st["qd"]) <= 0.05 * 1.01
     # single joint faster than its limit: clipped to the limit and reported
     m = make()
     m.initial(0)
@@ -105,8 +106,8 @@ def test_commands_beyond_limits_are_clipped_and_reported():
     st = out["arm/state"]
     assert st["mode"] == "single"
     assert any(w.startswith("clipped: joint rates scaled") for w in st["warnings"])
-    assert st["qd_cmd"][2] == pytest.approx(-m.geom.qd_max[2])
-    assert abs(st["qd"][2]) <= m.geom.qd_max[2] * 1.001
+    assert st["qd_cmd"][2] == pytest.approx(-m.ctx.geom.qd_max[2])
+    assert abs(st["qd"][2]) <= m.ctx.geom.qd_max[2] * 1.001
 
 
 def test_joint_stops_at_its_angle_limit_and_says_so():
@@ -114,7 +115,7 @@ def test_joint_stops_at_its_angle_limit_and_says_so():
     m.initial(0)
     out = run(m, 500, cmds=[{"kind": "joint", "joint": 1, "rate": -0.03}])
     st = out["arm/state"]
-    assert st["q"][1] >= m.geom.q_lower[1] - 1e-3
+    assert st["q"][1] >= m.ctx.geom.q_lower[1] - 1e-3
     assert any("shoulder_pitch stopped at its angle limit" in w for w in st["warnings"])
 
 
@@ -148,21 +149,21 @@ def test_singularity_is_damped_and_warned():
     out = run(m, 20, cmds=[{"kind": "mode", "mode": "manual"}, {"kind": "rate", "v": [0.05, 0.0, 0.0]}])
     st = out["arm/state"]
     assert any(w.startswith("singular:") for w in st["warnings"])
-    assert np.all(np.abs(st["qd_cmd"]) <= m.geom.qd_max * (1 + 1e-9))
+    assert np.all(np.abs(st["qd_cmd"]) <= m.ctx.geom.qd_max * (1 + 1e-9))
 
 
 def test_auto_sequence_reaches_its_waypoints():
     m = make(auto_gain=2.0)
     m.initial(0)
-    p0 = m.pose.X_OE[:3, 3].copy()
+    p0 = m.pose(m.ctx).X_OE[:3, 3].copy()
     wps = [{"p": (p0 + [0.05, 0.0, 0.0]).tolist(), "v": 0.05}, {"p": (p0 + [0.05, 0.0, -0.04]).tolist()}]
     out = None
     for k in range(1500):
         out = m.step(k * H_NS, H_NS, inputs(k * H_NS, cmds=[{"kind": "auto", "waypoints": wps}] if k == 0 else ()))
-        if not m.waypoints:
+        if not m.ctx.waypoints:
             break
-    assert not m.waypoints, "auto sequence did not finish in 3 s"
-    assert np.linalg.norm(m.pose.X_OE[:3, 3] - wps[1]["p"]) < 0.011
+    assert not m.ctx.waypoints, "auto sequence did not finish in 3 s"
+    assert np.linalg.norm(m.pose(m.ctx).X_OE[:3, 3] - wps[1]["p"]) < 0.011
     assert any(w.startswith("auto: waypoint reached") for w in out["arm/state"]["warnings"])
 
 
@@ -170,7 +171,7 @@ def test_brakes_stop_the_free_arm():
     m = make()
     m.initial(0)
     run(m, 100, cmds=[{"kind": "joint", "joint": 0, "rate": 0.03}])
-    q_before = m.theta.copy()
+    q_before = m.ctx.theta.copy()
     out = run(m, 200, t0=100 * H_NS, cmds=[{"kind": "brakes", "on": True}])
     st = out["arm/state"]
     assert st["brakes"] and st["mode"] == "brakes"
@@ -199,7 +200,7 @@ def test_direct_drive_moves_one_joint_at_the_friction_balanced_rate_and_stops_at
     out = run(m2, 1000, cmds=[{"kind": "direct", "joint": "elbow_pitch", "drive": 0.03}])
     assert any("elbow_pitch stopped at its angle limit" in w for w in out["arm/state"]["warnings"])
     assert out["arm/state"]["mode"] == "hold"
-    assert m2.theta[2] <= m2.geom.q_upper[2]
+    assert m2.ctx.theta[2] <= m2.ctx.geom.q_upper[2]
     assert abs(out["arm/state"]["qd"][2]) < 0.01 * w_star                 # stopped to 1 % of the drive rate
 
 
@@ -210,10 +211,10 @@ def grappled_model(**table):
     """Arm grappled to a 29,484 kg payload whose CoM is 3 m beyond the tip; orbiter at rest at W."""
     m = make(**table)
     m.initial(0)
-    X_OE = m.pose.X_OE
+    X_OE = m.pose(m.ctx).X_OE
     p_T = X_OE[:3, 3] + X_OE[:3, :3] @ [3.0, 0.0, 0.0]
     m.step(0, H_NS, inputs(0, pay=payload(p_T), contact=[{"kind": "capture"}]))
-    assert m.grappled
+    assert m.ctx.grappled
     return m, p_T
 
 
@@ -229,21 +230,21 @@ def test_grappled_joint_rates_follow_the_payload_and_power_balances():
         t = k * H_NS
         # samples stamped t: nothing to propagate, the attitudes stay at identity
         out = m.step(t, H_NS, inputs(t, orb=orbiter(w=w_O, v=v_O, t_ns=t), pay=payload(p_T, w=w_T, v=v_T, t_ns=t)))
-        tau, thd = m.tau, m.theta_dot
-        F, V = m.F_Eo_O, m.V_R_O
+        tau, thd = m.ctx.tau, m.ctx.theta_dot
+        F, V = m.ctx.F_Eo_O, m.ctx.V_R_O
         assert abs(tau @ thd - F @ V) <= 1e-9 * (np.abs(tau) @ np.abs(thd) + 1e-9)
     # relative motion: θ̇ = J^-1 V_R with V_R from the bodies (independent: FD of the grasp point)
-    p_E_W = p_T + m.p_ToEo_T
-    v_E_W = v_T + np.cross(w_T, m.p_ToEo_T)
+    p_E_W = p_T + m.ctx.p_ToEo_T
+    v_E_W = v_T + np.cross(w_T, m.ctx.p_ToEo_T)
     v_R = v_E_W - v_O - np.cross(w_O, p_E_W)
-    np.testing.assert_allclose(m.V_R_O, np.concatenate([w_T - w_O, v_R]), atol=1e-12)
+    np.testing.assert_allclose(m.ctx.V_R_O, np.concatenate([w_T - w_O, v_R]), atol=1e-12)
     # power through the published wrenches (orbiter at So, payload at Eo)
     wr = out["arm/wrench"]
     p_So = wr["p_WoSo_W"]
     V_pay = np.concatenate([w_T, v_T + np.cross(w_T, wr["p_WoEo_W"] - p_T)])
     V_orb = np.concatenate([w_O, v_O + np.cross(w_O, p_So)])
     P_bodies = wr["F_Eo_W"] @ V_pay + wr["F_So_W"] @ V_orb
-    assert P_bodies == pytest.approx(m.tau @ m.theta_dot, rel=1e-3, abs=1e-9)
+    assert P_bodies == pytest.approx(m.ctx.tau @ m.ctx.theta_dot, rel=1e-3, abs=1e-9)
     # equal and opposite: the two wrenches referred to one point cancel
     F_sum = wr["F_Eo_W"] + sp.shift_wrench(wr["F_So_W"], wr["p_WoEo_W"] - p_So)
     np.testing.assert_allclose(F_sum, 0.0, atol=1e-9 * np.abs(wr["F_Eo_W"]).max())
@@ -254,8 +255,9 @@ def test_static_loads_published_are_those_of_the_wrench():
     m, p_T = grappled_model(loads_every=5)
     out = run(m, 4, t0=H_NS, pay=payload(p_T, v=(0.01, 0.0, 0.0)))
     st = out["arm/state"]
-    pts = np.vstack([m.pose.p_OoJo_O, m.pose.X_OE[:3, 3]])
-    np.testing.assert_allclose(st["loads"], ld.static_loads(pts, m.pose.X_OB[:, :3, :3], m.F_Eo_O), rtol=1e-12)
+    pose = m.pose(m.ctx)
+    pts = np.vstack([pose.p_OoJo_O, pose.X_OE[:3, 3]])
+    np.testing.assert_allclose(st["loads"], ld.static_loads(pts, pose.X_OB[:, :3, :3], m.ctx.F_Eo_O), rtol=1e-12)
     assert np.abs(st["loads"]).max() > 0.0
 
 
@@ -269,10 +271,10 @@ def test_release_frees_the_arm():
 
 def test_passive_flexibility_with_brakes_gives_3_6_torques():
     m, p_T = grappled_model(flexibility="passive")
-    m.command({"kind": "brakes", "on": True})
+    m.command(m.ctx, {"kind": "brakes", "on": True})
     out = run(m, 50, t0=H_NS, pay=payload(p_T, v=(0.0005, 0.0, 0.0)))
-    dth = m.theta - m.theta_n
-    np.testing.assert_allclose(out["arm/state"]["tau"], -np.linalg.solve(m.gamma_J, dth), rtol=1e-9)
+    dth = m.ctx.theta - m.ctx.theta_n
+    np.testing.assert_allclose(out["arm/state"]["tau"], -np.linalg.solve(m.gamma_J(m.ctx), dth), rtol=1e-9)
     assert np.all(np.abs(out["arm/state"]["tau"]) <= m.servo_p.slip_torque * (1 + 1e-9))
 
 
@@ -301,9 +303,9 @@ def test_multibody_free_arm_reaction_impulse_equals_link_momentum_change():
             imp += out["arm/wrench"]["F_So_W"] * H    # holds over the next step
         p_So = out["arm/wrench"]["p_WoSo_W"]
     # link momentum now (base at rest; the base's own momentum is zero)
-    X_WS = sp.pose(np.eye(3), [0, 0, 0]) @ m.geom.X_OS
-    q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.theta])
-    v = np.concatenate([np.zeros(6), m.theta_dot])
+    X_WS = sp.pose(np.eye(3), [0, 0, 0]) @ m.ctx.geom.X_OS
+    q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.ctx.theta])
+    v = np.concatenate([np.zeros(6), m.ctx.theta_dot])
     P, L_Wo = ch.momentum(m.chain, ch.make_data(m.chain), q, v)
     L_So = L_Wo - np.cross(p_So, P)
     # the last published wrench is applied after this instant: exclude it, and compare
@@ -390,15 +392,15 @@ def test_closed_loop_heavy_payload_oscillates_at_the_linearized_first_mode():
 
     h_ns = 50_000_000
     h = h_ns * 1e-9
-    m = arm.build({"arm": {"servo_substeps": 10}}, "arm", h_ns)
+    m = BoundModel(arm.build({"arm": {"servo_substeps": 10}}, "arm", h_ns))
     m.initial(0)
-    R_WE = m.pose.X_OE[:3, :3]
-    p_E = m.pose.X_OE[:3, 3]
+    R_WE = m.pose(m.ctx).X_OE[:3, :3]
+    p_E = m.pose(m.ctx).X_OE[:3, 3]
     M2, R2, L2 = 29484.0, 2.25, 18.3
     I2 = np.diag([0.5 * M2 * R2 ** 2, M2 * (3 * R2 ** 2 + L2 ** 2) / 12, M2 * (3 * R2 ** 2 + L2 ** 2) / 12])
     p_T = p_E + R_WE @ [3.0, 0.0, 0.0]
     hold = sv.hold_stiffness(m.servo_p)
-    gamma = m.J @ np.diag(1 / m.k_servo + 1 / hold) @ m.J.T
+    gamma = m.ctx.J @ np.diag(1 / m.k_servo(m.ctx) + 1 / hold) @ m.ctx.J.T
     f, phi = fx.modes_two_body(ORBITER_MASS, ORBITER_INERTIA, p_E, M2, R_WE @ I2 @ R_WE.T, p_E - p_T, gamma)
     assert 0.027 <= f[0] <= 0.047, f[0]
     x = phi[:, 0] * 2e-3 / np.abs(phi[9:, 0]).max()      # velocities in the first mode shape, 2 mm/s
@@ -416,14 +418,14 @@ def test_closed_loop_heavy_payload_oscillates_at_the_linearized_first_mode():
     out = m.step(0, h_ns, StepInputs(0, h_ns, states(0), {},
                                      {"contact/event": events({"kind": "capture"}),
                                       "operator/command": events({"kind": "brakes", "on": False})}))
-    assert m.mode == "hold" and not m.brakes
+    assert m.ctx.mode == "hold" and not m.ctx.brakes
     tau = []
     for k in range(1, int(60.0 / h)):
         wr = out["arm/wrench"]                      # holds over [t_k, t_k + h)
         pay = rb.step(pay_m, pay, rb.wrench_at_com(wr["F_Eo_W"], wr["p_WoEo_W"], pay), h)
         orb = rb.step(orb_m, orb, rb.wrench_at_com(wr["F_So_W"], wr["p_WoSo_W"], orb), h)
         out = m.step(k * h_ns, h_ns, StepInputs(k * h_ns, h_ns, states(k * h_ns), {}, {}))
-        tau.append(m.tau.copy())
+        tau.append(m.ctx.tau.copy())
     P = ORBITER_MASS * orb.v_WBo_W + M2 * pay.v_WBo_W
     np.testing.assert_allclose(P, P0, atol=1e-9 * M2 * 2e-3)
     tau = np.array(tau)
@@ -446,21 +448,21 @@ def test_unloaded_multibody_arm_oscillates_at_its_linearized_first_mode():
     from dynamics import servo as sv
 
     h_ns = 5_000_000
-    m = arm.build({"arm": {"model": "multibody", "servo_substeps": 5}}, "arm", h_ns)
+    m = BoundModel(arm.build({"arm": {"model": "multibody", "servo_substeps": 5}}, "arm", h_ns))
     m.initial(0)
-    X_WS = m.geom.X_OS
-    q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.theta])
+    X_WS = m.ctx.geom.X_OS
+    q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.ctx.theta])
     M = ch.mass_matrix(m.chain, ch.make_data(m.chain), q)[6:, 6:]
     k = 1 / (1 / m.joint_stiffness + 1 / sv.hold_stiffness(m.servo_p))
     lam, phi = scipy.linalg.eigh(np.diag(k), M)
     f0 = np.sqrt(lam[0]) / (2 * np.pi)
     assert 0.35 <= f0 <= 0.71, f0
-    m.theta_dot = phi[:, 0] * 0.002 / np.abs(phi[:, 0]).max()     # links moving in the mode shape, motors held
-    th0 = m.theta.copy()
+    m.ctx.theta_dot = phi[:, 0] * 0.002 / np.abs(phi[:, 0]).max()  # links moving in the mode shape, motors held
+    th0 = m.ctx.theta.copy()
     x = []
     for kk in range(int(5.0 / (h_ns * 1e-9))):
         m.step(kk * h_ns, h_ns, StepInputs(kk * h_ns, h_ns, {"orbiter/state": orbiter()}, {}, {}))
-        x.append(phi[:, 0] @ M @ (m.theta - th0))                 # modal coordinate
+        x.append(phi[:, 0] @ M @ (m.ctx.theta - th0))             # modal coordinate
     x = np.array(x) - np.mean(x)
     z = np.flatnonzero(np.sign(x[1:]) != np.sign(x[:-1]))
     assert len(z) >= 4, z
@@ -472,13 +474,14 @@ def test_unloaded_multibody_arm_oscillates_at_its_linearized_first_mode():
 def test_moving_the_point_of_resolution_while_grappled_keeps_the_grasp():
     m, p_T = grappled_model()
     run(m, 5, t0=H_NS, pay=payload(p_T, w=(0.0, 0.001, 0.0)))
-    V_before, thd_before = m.V_R_O.copy(), m.theta_dot.copy()
-    m.command({"kind": "por", "p": [1.5, 0.0, 0.2]})
+    V_before, thd_before = m.ctx.V_R_O.copy(), m.ctx.theta_dot.copy()
+    m.command(m.ctx, {"kind": "por", "p": [1.5, 0.0, 0.2]})
     run(m, 1, t0=6 * H_NS, pay=payload(p_T, w=(0.0, 0.001, 0.0)))
     # the same relative motion seen at another point: the joint rates do not change
-    np.testing.assert_allclose(m.theta_dot, thd_before, rtol=1e-3, atol=1e-9)
-    assert not np.allclose(m.V_R_O[3:], V_before[3:])
-    np.testing.assert_allclose(m.pose.X_OE[:3, 3], m.pose.X_OB[6, :3, 3] + m.pose.X_OB[6, :3, :3] @ [1.5, 0.0, 0.2])
+    np.testing.assert_allclose(m.ctx.theta_dot, thd_before, rtol=1e-3, atol=1e-9)
+    assert not np.allclose(m.ctx.V_R_O[3:], V_before[3:])
+    pose = m.pose(m.ctx)
+    np.testing.assert_allclose(pose.X_OE[:3, 3], pose.X_OB[6, :3, 3] + pose.X_OB[6, :3, :3] @ [1.5, 0.0, 0.2])
 
 
 def test_rmsflx_runs_at_its_integer_multiple_of_the_step(monkeypatch):
@@ -489,16 +492,17 @@ def test_rmsflx_runs_at_its_integer_multiple_of_the_step(monkeypatch):
     monkeypatch.setattr(arm.fx, "arm_flexibility", lambda *a, **k: calls.append(a[0].copy()) or real(*a, **k))
     m, p_T = grappled_model(flex_every=7)     # step 0 (a tick) grapples: the terms of the build's tick
     assert len(calls) == 1
-    np.testing.assert_array_equal(calls[0][:6], make().pose.p_OoJo_O)
+    m0 = make()
+    np.testing.assert_array_equal(calls[0][:6], m0.pose(m0.ctx).p_OoJo_O)
     run(m, 20, t0=H_NS, pay=payload(p_T, v=(0.01, 0.0, 0.0)))   # steps 1…20: ticks at 7 and 14
     assert len(calls) == 3
     free = make(flex_every=7)
     free.initial(0)
     n0 = len(calls)
     run(free, 14, cmds=[{"kind": "joint", "joint": "elbow_pitch", "rate": 0.01}])   # steps 0…13, moving
-    theta_tick = free.theta.copy()            # the configuration of the tick of step 14
+    theta_tick = free.ctx.theta.copy()        # the configuration of the tick of step 14
     run(free, 7, t0=14 * H_NS)
-    assert free.theta[2] != theta_tick[2] and len(calls) == n0      # free: nothing computed
-    k = free.k_servo                          # asked for: computed now, at the tick's configuration
+    assert free.ctx.theta[2] != theta_tick[2] and len(calls) == n0      # free: nothing computed
+    k = free.k_servo(free.ctx)                # asked for: computed now, at the tick's configuration
     assert len(calls) == n0 + 1 and np.all(k > 0)
-    np.testing.assert_array_equal(calls[-1][:6], rms.rms_kinematics(free.geom, theta_tick).p_OoJo_O)
+    np.testing.assert_array_equal(calls[-1][:6], rms.rms_kinematics(free.ctx.geom, theta_tick).p_OoJo_O)

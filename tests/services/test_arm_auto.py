@@ -18,7 +18,7 @@ import pytest
 from dynamics import rigid_body as rb
 from dynamics import spatial as sp
 from dynamics.cases import ORBITER_INERTIA, ORBITER_MASS
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import arm
 
@@ -40,16 +40,17 @@ def _sample(t_ns: int, body: dict) -> Sample:
 def loaded_auto_move(dp_O, rot_O, v: float, t_end: float):
     """Grapple the scenario's payload with the arm at ``Q0``, fly one auto segment.
 
-    Returns the arm model and, per step, (t, X_OE from the payload, joint torques, waypoints left).
+    Returns the arm model with its context (``m.ctx``) and, per step, (t, X_OE from the payload, joint torques,
+    waypoints left).
     """
     with (ROOT / "configs" / "srms_berthing.toml").open("rb") as f:
         cfg = tomllib.load(f)
     table = {k: cfg["arm"][k] for k in ("p_OoSo_O", "rpy_OS")}
     table["q0"] = Q0
-    m = arm.build({"arm": {**table, "servo_substeps": 10}}, "arm", H_NS)
+    m = BoundModel(arm.build({"arm": {**table, "servo_substeps": 10}}, "arm", H_NS))
     m.initial(0)
     X_TG = sp.pose_from_vector(cfg["payload"]["X_TG"])
-    X_OE0 = m.pose.X_OE.copy()
+    X_OE0 = m.pose(m.ctx).X_OE.copy()
     X_OT = X_OE0 @ sp.pose_inverse(X_TG)               # E on the grapple fixture G
     mass, inertia = cfg["payload"]["mass"], np.diag(cfg["payload"]["inertia"])
     orb_m = rb.RigidBodyModel("orbiter", ORBITER_MASS, ORBITER_INERTIA)
@@ -68,7 +69,7 @@ def loaded_auto_move(dp_O, rot_O, v: float, t_end: float):
     wp = {"p": (X_OE0[:3, 3] + dp_O).tolist(), "quat": sp.rotation_to_quat(R1).tolist(), "v": v, "w": 0.0087}
     out = m.step(0, H_NS, StepInputs(0, H_NS, states(0), {}, {"contact/event": [_sample(0, {"events": [
         {"kind": "capture"}]})]}))
-    assert m.grappled
+    assert m.ctx.grappled
     log = []
     for k in range(1, round(t_end / H)):
         t = k * H_NS
@@ -79,7 +80,7 @@ def loaded_auto_move(dp_O, rot_O, v: float, t_end: float):
         out = m.step(t, H_NS, StepInputs(t, H_NS, states(t), {}, ev))
         X_WO = sp.pose(sp.quat_to_rotation(orb.quat_WB), orb.p_WoBo_W)
         X_WT = sp.pose(sp.quat_to_rotation(pay.quat_WB), pay.p_WoBo_W)
-        log.append(((k + 1) * H, sp.pose_inverse(X_WO) @ X_WT @ X_TG, m.tau.copy(), len(m.waypoints)))
+        log.append(((k + 1) * H, sp.pose_inverse(X_WO) @ X_WT @ X_TG, m.ctx.tau.copy(), len(m.ctx.waypoints)))
     return m, wp, log
 
 

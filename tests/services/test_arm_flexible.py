@@ -28,7 +28,7 @@ from dynamics import spatial as sp
 from protocol import config as pc
 from protocol.codec import decode
 from protocol.scheduler import simulate
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import arm
 
@@ -88,24 +88,24 @@ def test_free_flexible_arm_follows_the_chain_on_a_locked_base():
     over 10 steps, 0.11 % and 0.26 %)."""
     h_ns = 2_000_000
     h = h_ns * 1e-9
-    m = arm.build({"arm": {**FLEX, "assumed": {"slip_fraction": 100.0}}}, "arm", h_ns)   # brakes never slip
+    m = BoundModel(arm.build({"arm": {**FLEX, "assumed": {"slip_fraction": 100.0}}}, "arm", h_ns))   # brakes never slip
     m.initial(0)
-    m.command({"kind": "brakes", "on": True})
-    ne = m.eta.size
+    m.command(m.ctx, {"kind": "brakes", "on": True})
+    ne = m.ctx.eta.size
     eta0 = np.zeros(ne)
     eta0[[0, 2, 4, 6]] = [1e-3, 2e-3, 1e-3, -1.5e-3]
     thd0 = np.array([0.0, 0.1, -0.15, 0.05, 0.0, 0.0])
-    th0 = m.theta.copy()
-    m.eta, m.theta_dot = eta0.copy(), thd0.copy()
+    th0 = m.ctx.theta.copy()
+    m.ctx.eta, m.ctx.theta_dot = eta0.copy(), thd0.copy()
     orb = _orbiter_sample(0, 10_000_000, rb.RigidBodyState(Z3, [1.0, 0.0, 0.0, 0.0], Z3, Z3))
     n, every = 750, 50
-    TH, ET = [m.theta.copy()], [m.eta.copy()]
+    TH, ET = [m.ctx.theta.copy()], [m.ctx.eta.copy()]
     for k in range(n):
         m.step(k * h_ns, h_ns, StepInputs(k * h_ns, h_ns, {"orbiter/state": orb}, {}, {}))
         if (k + 1) % every == 0:
-            TH.append(m.theta.copy())
-            ET.append(m.eta.copy())
-    model, X_WS = m.chain, m.geom.X_OS
+            TH.append(m.ctx.theta.copy())
+            ET.append(m.ctx.eta.copy())
+    model, X_WS = m.chain, m.ctx.geom.X_OS
     q0 = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), th0, eta0])
     v0 = np.concatenate([np.zeros(6), thd0, np.zeros(ne)])
     k, c = m.joint_stiffness, m._c_gear
@@ -124,17 +124,17 @@ def test_free_flexible_arm_follows_the_chain_on_a_locked_base():
     assert np.abs(ET - tr.q[:, 13:]).max() < 0.006 * scale_eta, (np.abs(ET - tr.q[:, 13:]).max(), scale_eta)
 
 
-def _split_grappled(m: arm.ArmModel, mT: float, IT: np.ndarray, X_TG: np.ndarray, v0: np.ndarray, X_OS: np.ndarray,
+def _split_grappled(m: BoundModel, mT: float, IT: np.ndarray, X_TG: np.ndarray, v0: np.ndarray, X_OS: np.ndarray,
                     t_end: float, h_ns: int, commands: list[dict[str, Any]]) -> list[tuple[float, Any, Any, Any]]:
     """The arm's model grappling a payload (E on G), the orbiter (CoM at Wo) and the payload stepped here as rigid
     bodies under the wrenches it publishes, as their services do. ``v0``: the closed chain's velocities at the start
     (base twist at So, joint and elastic rates). Returns per step (t, payload, orbiter, arm torques)."""
     h = h_ns * 1e-9
     model = m.chain
-    q_arm = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), m.theta, m.eta])
-    J = ch.frame_jacobian(model, ch.make_data(model), q_arm, model.nb - 1, m.geom.p_B6oEo_B6)
+    q_arm = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), m.ctx.theta, m.ctx.eta])
+    J = ch.frame_jacobian(model, ch.make_data(model), q_arm, model.nb - 1, m.ctx.geom.p_B6oEo_B6)
     V_E = J @ v0
-    X_OE = m.pose.X_OE
+    X_OE = m.pose(m.ctx).X_OE
     X_OT = X_OE @ sp.pose_inverse(X_TG)
     V_S = v0[:6]
     orb_m = rb.RigidBodyModel("orbiter", cases.ORBITER_MASS, cases.ORBITER_INERTIA)
@@ -142,7 +142,7 @@ def _split_grappled(m: arm.ArmModel, mT: float, IT: np.ndarray, X_TG: np.ndarray
     orb = rb.RigidBodyState(Z3, [1.0, 0.0, 0.0, 0.0], V_S[3:] + np.cross(V_S[:3], -X_OS[:3, 3]), V_S[:3])
     pay = rb.RigidBodyState(X_OT[:3, 3], sp.rotation_to_quat(X_OT[:3, :3]),
                             V_E[3:] + np.cross(V_E[:3], X_OT[:3, 3] - X_OE[:3, 3]), X_OT[:3, :3].T @ V_E[:3])
-    m.theta_dot, m.eta_dot = v0[6:12].copy(), v0[12:].copy()
+    m.ctx.theta_dot, m.ctx.eta_dot = v0[6:12].copy(), v0[12:].copy()
     acc = (Z3, Z3, Z3, Z3)
 
     def states(t: int) -> dict[str, Sample]:
@@ -153,7 +153,7 @@ def _split_grappled(m: arm.ArmModel, mT: float, IT: np.ndarray, X_TG: np.ndarray
     if commands:
         ev["operator/command"] = [Sample(0, h_ns, "operator", 0, {"events": commands})]
     out = m.step(0, h_ns, StepInputs(0, h_ns, states(0), {}, ev))
-    log = [(h, pay, orb, m.tau.copy())]
+    log = [(h, pay, orb, m.ctx.tau.copy())]
     for k in range(1, round(t_end / h)):
         wr = out["arm/wrench"]                          # holds over [t_k, t_k + h)
         F_T = rb.wrench_at_com(wr["F_Eo_W"], wr["p_WoEo_W"], pay)
@@ -163,7 +163,7 @@ def _split_grappled(m: arm.ArmModel, mT: float, IT: np.ndarray, X_TG: np.ndarray
         acc = (np.array(aO), np.array(wdO), np.array(aT), np.array(wdT))
         pay, orb = rb.step(pay_m, pay, F_T, h), rb.step(orb_m, orb, F_O, h)
         out = m.step(k * h_ns, h_ns, StepInputs(k * h_ns, h_ns, states(k * h_ns), {}, {}))
-        log.append(((k + 1) * h, pay, orb, m.tau.copy()))
+        log.append(((k + 1) * h, pay, orb, m.ctx.tau.copy()))
     return log
 
 
@@ -175,19 +175,19 @@ def test_grappled_flexible_arm_between_two_bodies_follows_the_closed_chain():
     h_ns = 2_000_000
     mT, IT = 12000.0, np.diag([2.0e4, 4.6e4, 4.6e4])
     X_TG = sp.pose_from_vector([1.0, 0.0, -2.05, 0.0, -np.pi / 2, 0.0])
-    m = arm.build({"arm": FLEX}, "arm", h_ns)
+    m = BoundModel(arm.build({"arm": FLEX}, "arm", h_ns))
     m.initial(0)
-    th0 = m.theta.copy()
-    X_OS, X_OE = m.geom.X_OS, m.pose.X_OE.copy()
+    th0 = m.ctx.theta.copy()
+    X_OS, X_OE = m.ctx.geom.X_OS, m.pose(m.ctx).X_OE.copy()
     held = cases.srms_holding_payload(payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_OS=X_OS,
                                       X_OT=X_OE @ sp.pose_inverse(X_TG), theta_guess=th0, booms=cases.srms_booms(2))
     model, d = held.model, ch.make_data(held.model)
-    ne = m.eta.size
+    ne = m.ctx.eta.size
     v0 = np.concatenate([np.zeros(6), [0.0, 4e-4, -6e-4, 3e-4, 2e-4, 0.0], np.zeros(ne)])
     v0[[12, 14]] = [2e-4, -3e-4]
     q0 = held.q.copy()
     q0[7:13] = th0
-    m.command({"kind": "brakes", "on": True})
+    m.command(m.ctx, {"kind": "brakes", "on": True})
     log = _split_grappled(m, mT, IT, X_TG, v0, X_OS, 3.0, h_ns, [])
     k, c = m.joint_stiffness, m._c_gear
 
@@ -214,10 +214,10 @@ def test_capture_gives_the_arm_the_payloads_motion_at_the_grasp():
     """The arm at rest grapples a payload moving at 5 mm/s and 0.06°/s at E: after the capture step the hand's
     twist relative to the orbiter (joints and booms) is the payload's at the grasp, within 2 %."""
     h_ns = 2_000_000
-    m = arm.build({"arm": FLEX}, "arm", h_ns)
+    m = BoundModel(arm.build({"arm": FLEX}, "arm", h_ns))
     m.initial(0)
     X_TG = sp.pose_from_vector([1.0, 0.0, -2.05, 0.0, -np.pi / 2, 0.0])
-    X_OE = m.pose.X_OE.copy()
+    X_OE = m.pose(m.ctx).X_OE.copy()
     X_OT = X_OE @ sp.pose_inverse(X_TG)
     V = np.array([0.0006, -0.0007, 0.0005, 0.003, -0.004, 0.0])
     pay = rb.RigidBodyState(X_OT[:3, 3], sp.rotation_to_quat(X_OT[:3, :3]),
@@ -226,8 +226,8 @@ def test_capture_gives_the_arm_the_payloads_motion_at_the_grasp():
     ev = {"contact/event": [Sample(0, h_ns, "contact", 0, {"events": [{"kind": "capture"}]})]}
     m.step(0, h_ns, StepInputs(0, h_ns, {"orbiter/state": _orbiter_sample(0, h_ns, orb),
                                          "payload/state": _payload_sample(0, h_ns, pay, Z3, Z3)}, {}, ev))
-    assert m.grappled
-    assert np.linalg.norm(m.V_R_O - V) < 0.02 * np.linalg.norm(V), (m.V_R_O, V)
+    assert m.ctx.grappled
+    assert np.linalg.norm(m.ctx.V_R_O - V) < 0.02 * np.linalg.norm(V), (m.ctx.V_R_O, V)
 
 
 @pytest.mark.slow
@@ -245,10 +245,10 @@ def test_loaded_first_mode_of_the_flexible_arm_is_the_chains_and_in_the_band():
     R_OS = sp.pose_from_vector([0.0, 0.0, 0.0, np.pi, 0.0, 0.0])[:3, :3]
     table = {**FLEX, "q0": cfg["arm"]["q0"], "rpy_OS": [np.pi, 0.0, 0.0], "servo_substeps": 5,
              "p_OoSo_O": (-R_OS @ cases.SRMS_BASE_TO_ORBITER_COM).tolist()}
-    m = arm.build({"arm": table}, "arm", h_ns)
+    m = BoundModel(arm.build({"arm": table}, "arm", h_ns))
     m.initial(0)
-    th0 = m.theta.copy()
-    X_OS, X_OE = m.geom.X_OS, m.pose.X_OE.copy()
+    th0 = m.ctx.theta.copy()
+    X_OS, X_OE = m.ctx.geom.X_OS, m.pose(m.ctx).X_OE.copy()
     held = cases.srms_holding_payload(payload_mass=mT, payload_inertia_T=IT, X_TG=X_TG, X_OS=X_OS,
                                       X_OT=X_OE @ sp.pose_inverse(X_TG), theta_guess=th0, booms=cases.srms_booms(2))
     model, d = held.model, ch.make_data(held.model)
@@ -265,7 +265,7 @@ def test_loaded_first_mode_of_the_flexible_arm_is_the_chains_and_in_the_band():
     J = ch.frame_jacobian(model, d, q0, model.nb - 1, held.p_BoHo_B)
     v0 = phi[:, 6] * 2e-3 / np.linalg.norm((J @ phi[:, 6])[3:])      # 2 mm/s at E
     log = _split_grappled(m, mT, IT, X_TG, v0, X_OS, 40.0, h_ns, [{"kind": "brakes", "on": False}])
-    assert m.mode == "hold" and not m.brakes
+    assert m.ctx.mode == "hold" and not m.ctx.brakes
     tau = np.array([x[3] for x in log])
     sig = tau[:, int(np.argmax(np.abs(tau).max(axis=0)))]
     z = np.flatnonzero(np.sign(sig[1:]) != np.sign(sig[:-1]))
@@ -281,15 +281,15 @@ def test_free_flexible_arm_reaction_impulse_is_the_arms_momentum_change():
     0.5 % (measured 0.16 %: the reaction is the step end's value, held over the next step)."""
     h_ns = 2_000_000
     h = h_ns * 1e-9
-    m = arm.build({"arm": FLEX}, "arm", h_ns)
+    m = BoundModel(arm.build({"arm": FLEX}, "arm", h_ns))
     m.initial(0)
     orb = _orbiter_sample(0, 10_000_000, rb.RigidBodyState(Z3, [1.0, 0.0, 0.0, 0.0], Z3, Z3))
-    X_WS = m.geom.X_OS
+    X_WS = m.ctx.geom.X_OS
     data = ch.make_data(m.chain)
 
     def arm_momentum() -> np.ndarray:
-        q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.theta, m.eta])
-        v = np.concatenate([np.zeros(6), m.theta_dot, m.eta_dot])
+        q = np.concatenate([X_WS[:3, 3], sp.rotation_to_quat(X_WS[:3, :3]), m.ctx.theta, m.ctx.eta])
+        v = np.concatenate([np.zeros(6), m.ctx.theta_dot, m.ctx.eta_dot])
         P, L = ch.momentum(m.chain, data, q, v)             # about Wo (the base at rest adds nothing)
         return np.concatenate([L - np.cross(X_WS[:3, 3], P), P])
 
@@ -325,7 +325,7 @@ def test_default_scenario_runs_its_five_phases_with_flexible_booms():
         if f[:i] == b"contact/event":
             events.extend(decode("contact/event", f[i + 1:]).body["events"])
 
-    simulate(models, plan.duration_ns, coupling=coupling, on_frame=frame)
+    sched = simulate(models, plan.duration_ns, coupling=coupling, on_frame=frame)
     kinds = [e["kind"] for e in events]
     order = ["capture", "rigidize", "first_contact", "latch_start", "latch", "release"]
     assert all(k in kinds for k in order), kinds
@@ -333,5 +333,5 @@ def test_default_scenario_runs_its_five_phases_with_flexible_booms():
     assert "miss" not in kinds
     latch = next(e for e in events if e["kind"] == "latch")
     assert latch["misalignment_m"] < 1e-3 and latch["misalignment_rad"] < np.radians(0.1)
-    arm_model = next(m for m in models if isinstance(m, arm.ArmModel))
-    assert arm_model.flexible and not arm_model.grappled
+    arm_member = next(m for m in sched.members if isinstance(m.obj, arm.ArmModel))
+    assert arm_member.obj.flexible and not arm_member.ctx.grappled

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import arm
 
@@ -98,15 +98,16 @@ class _ConstantRates:
 def test_any_controller_drives_the_plant():
     """The free massless arm under a stand-in controller: the joint follows the commanded rate (the rate loop's
     bandwidth, 60 rad/s, settles it in well under the 1 s run), the others stay where they are."""
-    m = arm.build({"arm": {}}, "arm", H_NS)
-    q0 = m.theta.copy()
-    m.controller = _ConstantRates([0.0, 0.0, 0.01, 0.0, 0.0, 0.0])
+    a = arm.build({"arm": {}}, "arm", H_NS)
+    a.controller = _ConstantRates([0.0, 0.0, 0.01, 0.0, 0.0, 0.0])
+    m = BoundModel(a)
+    q0 = m.ctx.theta.copy()
     m.initial(0)
     n = 500
     for k in range(n):
         out = m.step(k * H_NS, H_NS, _inputs(k * H_NS))
-    dq = m.theta - q0
-    assert abs(m.theta_dot[2] - 0.01) < 1e-4
+    dq = m.ctx.theta - q0
+    assert abs(m.ctx.theta_dot[2] - 0.01) < 1e-4
     assert dq[2] == pytest.approx(0.01 * n * H_NS * 1e-9, rel=0.05)
     assert np.all(np.abs(np.delete(dq, 2)) < 1e-6)
     assert np.allclose(out["arm/state"]["qd_cmd"], [0.0, 0.0, 0.01, 0.0, 0.0, 0.0])

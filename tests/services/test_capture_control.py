@@ -18,7 +18,7 @@ from dynamics import spatial as sp
 from protocol import config as pc
 from protocol.codec import decode
 from protocol.scheduler import simulate
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import arm
 
@@ -41,12 +41,13 @@ def _payload_sample(t_ns: int, s: rb.RigidBodyState) -> Sample:
                                              "v_WTo_W": s.v_WBo_W, "a_WTo_W": Z3, "wdot_WT_T": Z3})
 
 
-def _grappled(table: dict[str, Any], V0_E: np.ndarray) -> tuple[arm.ArmModel, rb.RigidBodyState, dict[str, Any]]:
+def _grappled(table: dict[str, Any], V0_E: np.ndarray) -> tuple[BoundModel, rb.RigidBodyState, dict[str, Any]]:
     """The arm at its default pose holding a 12 t payload (G on E) whose twist at Eo is ``V0_E`` ([ω; v], W = O);
-    the capture event applied. Returns the model, the payload's state and the first step's outputs."""
-    m = arm.build({"arm": table, "payload": {"mass": M_T, "inertia": np.diag(I_T).tolist()}}, "arm", H_NS)
+    the capture event applied. Returns the model with its context (``m.ctx``), the payload's state and the first
+    step's outputs."""
+    m = BoundModel(arm.build({"arm": table, "payload": {"mass": M_T, "inertia": np.diag(I_T).tolist()}}, "arm", H_NS))
     m.initial(0)
-    X_OE = m.pose.X_OE.copy()
+    X_OE = m.pose(m.ctx).X_OE.copy()
     X_OT = X_OE @ sp.pose_inverse(X_TG)
     w0, vE = V0_E[:3], V0_E[3:]
     pay = rb.RigidBodyState(X_OT[:3, 3], sp.rotation_to_quat(X_OT[:3, :3]),
@@ -62,10 +63,10 @@ def test_damper_inertia_is_the_payloads_kinetic_energy_at_the_end_effector():
     twist V at Eo (computed from its CoM velocity and body rates by dynamics.rigid_body)."""
     rng = np.random.default_rng(3)
     m, pay, _ = _grappled({"capture_control": "damp"}, np.zeros(6))
-    M_E = m._payload_inertia_E()
+    M_E = m.payload_inertia_E(m.ctx)
     np.testing.assert_allclose(M_E, M_E.T, atol=1e-9 * np.abs(M_E).max())
     model = rb.RigidBodyModel("payload", M_T, I_T)
-    p_E = m.pose.X_OE[:3, 3]
+    p_E = m.pose(m.ctx).X_OE[:3, 3]
     R_WT = sp.quat_to_rotation(pay.quat_WB)
     for _ in range(5):
         V = rng.normal(size=6) * [1e-3, 1e-3, 1e-3, 1e-2, 1e-2, 1e-2]
@@ -75,9 +76,9 @@ def test_damper_inertia_is_the_payloads_kinetic_energy_at_the_end_effector():
 
 def test_brakes_control_sets_the_brakes_at_capture_damp_releases_them():
     m, _, _ = _grappled({}, np.zeros(6))
-    assert m.grappled and m.brakes and m.mode == "brakes"
+    assert m.ctx.grappled and m.ctx.brakes and m.ctx.mode == "brakes"
     m, _, _ = _grappled({"capture_control": "damp"}, np.zeros(6))
-    assert m.grappled and not m.brakes and m.mode == "damp"
+    assert m.ctx.grappled and not m.ctx.brakes and m.ctx.mode == "damp"
 
 
 def test_damped_relative_twist_follows_the_loops_closed_form():
@@ -112,21 +113,21 @@ def test_damped_relative_twist_follows_the_loops_closed_form():
         tt = (k + 1) * H
         if k % 100 == 0 and tt <= 10.0:
             ref = np.exp(-sig * tt) * (np.cos(wd * tt) + (sig + x0d) / wd * np.sin(wd * tt))
-            worst = max(worst, float(np.max(np.abs(m.V_R_O / V0 - ref))))
+            worst = max(worst, float(np.max(np.abs(m.ctx.V_R_O / V0 - ref))))
     assert worst < 0.03, worst
-    assert m.mode == "brakes" and m.brakes          # at rest (damp_rest) for damp_time: braked
-    assert np.linalg.norm(m.V_R_O[3:]) < 1e-4 and np.linalg.norm(m.V_R_O[:3]) < np.radians(0.001)
+    assert m.ctx.mode == "brakes" and m.ctx.brakes  # at rest (damp_rest) for damp_time: braked
+    assert np.linalg.norm(m.ctx.V_R_O[3:]) < 1e-4 and np.linalg.norm(m.ctx.V_R_O[:3]) < np.radians(0.001)
 
 
 # ---------------------------------------------------------------- the capture scenario, brakes against damp
 
 
-def _run_scenario(control: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], arm.ArmModel]:
+def _run_scenario(control: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], BoundModel]:
     """The capture variant with ``[arm] capture_control = control``, in lockstep (no logger).
 
     Returns the payload's motion relative to the orbiter at each orbiter/payload state instant (t [s],
     |v| of its CoM in O [m/s], |ω_T − ω_O| [rad/s]), the arm's torques and joint rates from the capture on, its
-    modes, and the arm model."""
+    modes, and the arm model with its context at the end."""
     cfg = pc.load(VARIANT)
     cfg = copy.deepcopy(cfg)
     cfg["arm"]["capture_control"] = control
@@ -147,7 +148,7 @@ def _run_scenario(control: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, lis
             s = decode(topic, f[i + 1:])
             arm_states.append((s.t_ns, s.body))
 
-    simulate(models, plan.duration_ns, coupling=coupling, on_frame=frame)
+    sched = simulate(models, plan.duration_ns, coupling=coupling, on_frame=frame)
     rel = []
     for t in sorted(set(states["orbiter/state"]) & set(states["payload/state"])):
         o, p = states["orbiter/state"][t], states["payload/state"][t]
@@ -159,8 +160,8 @@ def _run_scenario(control: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, lis
     after = [b for t, b in arm_states if t * 1e-9 > t_cap + 0.05]   # the capture event reaches the arm by then
     tau = np.array([b["tau"] for b in after])
     qd = np.array([b["qd"] for b in after])
-    arm_model = next(m for m in models if isinstance(m, arm.ArmModel))
-    return np.array(rel), tau, qd, [b["mode"] for b in after], arm_model
+    arm_member = next(m for m in sched.members if isinstance(m.obj, arm.ArmModel))
+    return np.array(rel), tau, qd, [b["mode"] for b in after], BoundModel(arm_member.obj, arm_member.ctx)
 
 
 @pytest.mark.slow
@@ -183,7 +184,7 @@ def test_damp_brings_the_captured_payload_to_rest_within_limits_faster_than_brak
     assert last[:, 1].max() < 0.1 * v_lim and last[:, 2].max() < 0.1 * w_lim, last[:, 1:].max(axis=0)
     assert "damp" in modes and modes[-1] == "brakes"
     assert np.all(np.abs(tau) <= m.servo_p.torque_limit * (1 + 1e-9)), np.abs(tau).max(axis=0)
-    assert np.all(np.abs(qd) <= m.geom.qd_max * (1 + 1e-9)), np.abs(qd).max(axis=0)
+    assert np.all(np.abs(qd) <= m.ctx.geom.qd_max * (1 + 1e-9)), np.abs(qd).max(axis=0)
     rel_b = out["brakes"][0]
     tb = rel_b[:, 0]
     early_b = rel_b[(tb >= t_cap + 5.0) & (tb <= t_cap + 10.0)]
