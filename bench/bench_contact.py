@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dynamics.spatial import pose_from_vector, pose_inverse, pose_vector
 from protocol.codec import encode
 from protocol.coupling import complete
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import contact as sc
 from services import orbiter as so
@@ -99,7 +99,8 @@ def arm_sample(t: int, h: int) -> Sample:
 def time_steps(model: Any, make_inputs, h: int, steps: int, repeat: int, with_codec: bool) -> tuple[float, float]:
     """Best CPU seconds per step over ``repeat`` runs of ``steps`` steps; share of steps with contact active.
 
-    The inputs are built before the clock starts, so only ``model.step`` (and the encoding) is timed.
+    ``model`` is stepped with its context (:class:`protocol.service.BoundModel`). The inputs are built before the
+    clock starts, so only ``model.step`` (and the encoding) is timed.
     """
     best = float("inf")
     model.initial(0)
@@ -131,14 +132,14 @@ def contact_case(name: str, cfg: dict[str, Any], steps: int, repeat: int, orb: S
 
     row: dict[str, Any] = {"case": name, "rate_hz": 1000}
     for codec in (False, True):
-        m = sc.build(cfg, "contact", H_C)
+        m = BoundModel(sc.build(cfg, "contact", H_C))
         cpu, frac = time_steps(m, make_inputs, H_C, steps, repeat, codec)
         key = "with_encode" if codec else "model"
         row[f"cpu_us_per_step_{key}"] = round(cpu * 1e6, 1)
         row[f"cpu_fraction_{key}"] = round(cpu * 1000.0, 4)
         if not codec:
             row["contact_active_fraction"] = round(frac, 3)
-            row["berthed"] = bool(m.berthed)
+            row["berthed"] = bool(m.ctx.berthed)
     return row
 
 
@@ -175,10 +176,10 @@ def scenario_seated(cfg: dict[str, Any], depth: float) -> dict[str, Any]:
 
 def holding_arm(cfg: dict[str, Any], orb: Sample):
     """An arm wrench sample source that cancels the guides' wrench on the payload at its initial pose."""
-    m = sc.build(cfg, "contact", H_C)
+    m = BoundModel(sc.build(cfg, "contact", H_C))
     m.initial(0)
     m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))
-    F_T = np.asarray(m.F_cont_O_Wo)  # on the orbiter about Wo: the guides' wrench on the payload is its opposite
+    F_T = np.asarray(m.ctx.F_cont_O_Wo)  # on the orbiter about Wo: the guides' wrench on the payload is its opposite
     zero = np.zeros(3)
 
     def sample(t: int, h: int) -> Sample:
@@ -214,7 +215,7 @@ def orbiter_case(steps: int, repeat: int, cfg: dict[str, Any] | None = None,
 
     row: dict[str, Any] = {"case": name, "rate_hz": 100}
     for codec in (False, True):
-        cpu, _ = time_steps(so.build(cfg, "orbiter", H_O), make_inputs, H_O, steps, repeat, codec)
+        cpu, _ = time_steps(BoundModel(so.build(cfg, "orbiter", H_O)), make_inputs, H_O, steps, repeat, codec)
         key = "with_encode" if codec else "model"
         row[f"cpu_us_per_step_{key}"] = round(cpu * 1e6, 1)
         row[f"cpu_fraction_{key}"] = round(cpu * 100.0, 5)
@@ -244,10 +245,10 @@ def scenario_run(adaptive: bool, sim_seconds: float = 45.0) -> dict[str, Any]:
     seen: dict[str, Any] = {"events": [], "peak_N": 0.0, "coasted": 0}
     step = inner.step
 
-    def watched(t_ns: int, h_ns: int, u: Any) -> dict[str, Any]:
-        coasting = inner.context.coast is not None
-        out = step(t_ns, h_ns, u)
-        seen["coasted"] += coasting and inner.context.pending != []
+    def watched(t_ns: int, h_ns: int, c: Any, u: Any) -> dict[str, Any]:
+        coasting = c.coast is not None
+        out = step(t_ns, h_ns, c, u)
+        seen["coasted"] += coasting and c.pending != []
         F = out["contact/wrench"]["F_Lo_W"]
         seen["peak_N"] = max(seen["peak_N"], float(np.linalg.norm(F[3:])))
         seen["events"] += [(e["kind"], e["t_ns"]) for e in out.get("contact/event", {}).get("events", [])]
@@ -306,10 +307,10 @@ def guides_case(number: int, repeat: int) -> dict[str, Any]:
     orb = scenario_orbiter_sample(base)
     seated = scenario_seated(base, 0.003)
     seated["contact"]["latch"]["position"] = 1e-9
-    m = sc.build(seated, "contact", H_C)
+    m = BoundModel(sc.build(seated, "contact", H_C))
     m.initial(0)
     m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))
-    kT, kO = sc._Kin(m.context.body), sc._Kin(m.orbiter_at_now)
+    kT, kO = sc._Kin(m.ctx.body), sc._Kin(m.orbiter_at_now(m.ctx))
     p_L = sp.pose_apply_rows(kO.p, kO.R, m._p_OL)
     R_WL = sp.mat_mat_rows(kO.R, m._R_OL)
     tables = ck.guide_tables([(g.p_ToPo_T, g.center_L, g.reach2, g.surfaces) for g in m._guides])
@@ -319,7 +320,7 @@ def guides_case(number: int, repeat: int) -> dict[str, Any]:
     lead = 0.5 * H_C * 1e-9
 
     def service() -> tuple[bool, float, list[float]]:
-        F, power, active, _, _ = m.berthing.contact(m, kT, kO, p_L, R_WL, H_C, H_C)
+        F, power, active, _, _ = m.berthing.contact(m.obj, m.ctx, kT, kO, p_L, R_WL, H_C, H_C)
         return active, power, F
 
     def kernel() -> tuple[bool, float, list[float]]:

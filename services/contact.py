@@ -96,7 +96,7 @@ grappled, against 10 µm and 6 µrad with the spring); and the acceleration fed 
 ``contact/wrench`` an algebraic loop of gain m_payload/m_orbiter at the latch (0.14 here),
 which diverges at any coupling above 1, while Baumgarte's feedback is a spring of ``m β²``
 on the coupling: both are declared to :mod:`protocol.stability` (:func:`stiff_couplings`).
-:attr:`ContactModel.latch_error` is the weld's pose error the last step saw.
+:attr:`ContactContext.latch_error` is the weld's pose error the last step saw.
 
 The adaptive step
 -----------------
@@ -127,7 +127,12 @@ contact then carries into the first steps of a contact at 1e-5 of its force. Wit
 in front of each surface beyond :data:`BOUND_MARGIN`), or without a ``payload/state`` coupling longer than the
 step (a model stepped without a shell), every step is evaluated, as before. ``contact/wrench``'s point at a
 coasting step is L's origin of the coupling interval's last step (exact where the sample carries it), else
-held (the wrench is zero). ``ContactModel.state`` integrates what was coasted through before returning.
+held (the wrench is zero). ``context.body`` is the payload at the last evaluated step, ``context.pending`` the
+intervals coasted through since (none after a step ending at a ``payload/state`` coupling instant: that step is
+always evaluated); :meth:`ContactModel.payload` integrates them without changing the context. A tool that sets
+``context.body`` (a sweep's change of the payload's state) ends the coasting: the bound was computed for the body it
+replaced (``_Coast.body``), so the next step drops the intervals not yet integrated and the bound, and is evaluated
+from the new body.
 
 Strategies
 ----------
@@ -135,8 +140,9 @@ The capture, the berthing contact and the latches are small strategy objects beh
 (:class:`CaptureModel`, :class:`BerthingContact`, :class:`LatchModel`), picked by their config value from a
 registry: :data:`CAPTURE_MODELS` by ``capture``, :data:`BERTHING_CONTACTS` by ``berthing`` (the impulsive
 contact's impulse from :data:`IMPULSIVE_LAWS` by ``impulsive_law``), :data:`LATCH_MODELS` by
-``[contact.latch] model``. :class:`ContactModel` composes the three. A strategy holds parameters only (the state
-stays in :class:`ContactContext`) and declares the stiff couplings it closes with the orbiter
+``[contact.latch] model``. :class:`ContactModel` composes the three. A strategy holds parameters only: the state
+stays in :class:`ContactContext`, which the service passes to each of its calls with the service itself (``svc, c``),
+and it declares the stiff couplings it closes with the orbiter
 (:func:`stiff_couplings` gathers them). The registered values are the keys' allowed values; a new model is one
 factory and one :func:`register` call (docs/contact_models.md). They live here, not in ``dynamics``: they apply
 impulses and wrenches through this service's momentum bookkeeping, change its context and declare
@@ -460,16 +466,18 @@ class CaptureModel(Protocol):
     """What the snare does from the capture to rigidize (``[contact] capture``).
 
     Stateless: every parameter is read at construction from the parsed config (:func:`_parse`'s values), the
-    state it changes is the service's :class:`ContactContext`."""
+    state it changes is the service's context ``c`` (:class:`ContactContext`), passed to each call with the
+    service ``svc``."""
 
-    def close(self, svc: ContactModel, grasp: Grasp, t_ns: int, h_ns: int) -> tuple[Array, float, Array]:
+    def close(self, svc: ContactModel, c: ContactContext, grasp: Grasp, t_ns: int,
+              h_ns: int) -> tuple[Array, float, Array]:
         """The snare closes on G at ``t_ns`` (the envelope is met): the impulse given to the payload about Wo
         (6,) [N·m·s, N·s], the energy it dissipated [J] and the relative twist at Eo after it (6,), ``[ω; v]``."""
         ...
 
-    def snare_wrench(self, svc: ContactModel) -> list[float] | None:
+    def snare_wrench(self, svc: ContactModel, c: ContactContext) -> list[float] | None:
         """While grappled and not rigidized: the snare's wrench on the payload about Wo (six floats) [N·m, N] at the
-        step's end (:attr:`ContactModel.orbiter_at_now`), or None if it applies none."""
+        step's end (:meth:`ContactModel.orbiter_at_now`), or None if it applies none."""
         ...
 
     def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
@@ -481,13 +489,13 @@ class BerthingContact(Protocol):
     """The payload's points against the orbiter's guide surfaces (``[contact] berthing``).
 
     ``impulsive``: the contact acts by impulses (applied inside :meth:`contact`, summed in
-    ``context.episode_impulse``), so a contact episode keeps what they gave it; else by a wrench held over the
+    ``c.episode_impulse``), so a contact episode keeps what they gave it; else by a wrench held over the
     next step, and an episode's impulse starts from zero at its first contact."""
 
     impulsive: bool
 
-    def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
-                h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+    def contact(self, svc: ContactModel, c: ContactContext, kT: _Kin, kO: _Kin, p_L: list[float],
+                R_WL: tuple[float, ...], t_ns: int, h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
         """The wrench on the payload about Wo (six floats) [N·m, N] to hold over the next step, the power the
         contact dissipates [W], whether any surface acts, and the bodies' kinematics (renewed after an impulse).
         ``p_L``, ``R_WL``: L's origin and rotation rows in W. The points near their guides:
@@ -502,7 +510,7 @@ class BerthingContact(Protocol):
 class LatchModel(Protocol):
     """What holds B on the latches' set point once they close (``[contact.latch] model``)."""
 
-    def wrench(self, svc: ContactModel, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
+    def wrench(self, svc: ContactModel, c: ContactContext, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
                R_WB: tuple[float, ...], p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float],
                R_WL: tuple[float, ...], v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
         """The latches' wrench on the payload about Bo (six floats) [N·m, N]: B (``p_B``, ``R_WB`` in W) held on the
@@ -515,9 +523,9 @@ class LatchModel(Protocol):
         ...
 
 
-ImpulsiveLaw = Callable[["ContactModel", rb.RigidBodyState, Array, Array], "Array | None"]
-"""``(svc, orbiter, p_C, n_W) -> P_W``: the impulse (3,) [N·s] on the payload at C (in W) for an approaching point,
-``n_W`` the normal from the orbiter to the payload; None if there is none."""
+ImpulsiveLaw = Callable[["ContactModel", "ContactContext", rb.RigidBodyState, Array, Array], "Array | None"]
+"""``(svc, c, orbiter, p_C, n_W) -> P_W``: the impulse (3,) [N·s] on the payload (``c.body``) at C (in W) for an
+approaching point, ``n_W`` the normal from the orbiter to the payload; None if there is none."""
 
 CAPTURE_MODELS: dict[str, Callable[[Mapping[str, Any]], CaptureModel]] = {}
 """``[contact] capture`` value -> the strategy's factory (its class), called with the parsed config."""
@@ -748,7 +756,9 @@ class _Coast(NamedTuple):
 
     ``t_ns`` the evaluated instant [ns]; ``f_max`` [N] and ``tau_max`` [N·m] the largest arm force and moment about
     the payload's CoM ``p_T`` (at ``t_ns``, W) [m]; ``a_O_max`` [m/s²], ``wd_O_max`` [rad/s²] and ``H_O_ns`` the
-    largest accelerations and coupling period of an ``orbiter/state`` sample."""
+    largest accelerations and coupling period of an ``orbiter/state`` sample; ``body`` the payload's state it was
+    computed for (the context's ``body`` then, the same object: a context whose ``body`` is another one was set
+    from outside, and the bound no longer holds)."""
 
     t_ns: int
     until_ns: int
@@ -758,6 +768,7 @@ class _Coast(NamedTuple):
     a_O_max: float
     wd_O_max: float
     H_O_ns: int
+    body: rb.RigidBodyState
 
 
 def _inputs(source: str) -> tuple[Port, ...]:
@@ -776,7 +787,9 @@ class ContactContext:
     Attributes
     ----------
     body : dynamics.rigid_body.RigidBodyState
-        The payload T in W.
+        The payload T in W at the last evaluated step (the adaptive step, module docstring: the intervals coasted
+        through since are ``pending``; :meth:`ContactModel.payload` integrates them). Setting it from outside (a
+        tool's change of the payload's state) ends the coasting: the next step drops ``pending`` and ``coast``.
     grappled, rigidized : bool
         The snare closed on G; rigidized.
     captured_ns : int or None
@@ -816,13 +829,13 @@ class ContactContext:
     hil_refused : int
         HIL samples refused so far.
     orb_sample, t_now : Sample or None, int
-        The step's ``orbiter/state`` sample and its end instant [ns] (:attr:`ContactModel.orbiter_at_now`).
+        The step's ``orbiter/state`` sample and its end instant [ns] (:meth:`ContactModel.orbiter_at_now`).
     orb_cache, orb_floats, rot_cache
         The orbiter predicted from its sample (by sample, instant and impulses in flight), the sample's fields as
         floats, and ``(R_WB, ω_W)`` of the last few states (by identity).
     coast : _Coast or None
         The no-contact bound of the last evaluated step (the adaptive step, module docstring), None when the
-        payload may not coast.
+        payload may not coast; it holds for its own ``body`` only.
     pending : list of (int, list of float)
         The free-flight intervals not integrated yet while the payload coasts: each a duration [ns] and the arm's
         wrench on the payload about Wo held over it (six floats) [N·m, N]; ``body`` is the payload at their start.
@@ -871,12 +884,12 @@ class ContactContext:
 
 
 class ContactModel:
-    """The contact service's :class:`protocol.service.ServiceModel` (see the module docstring).
+    """The contact service's :class:`protocol.service.ContextModel` (see the module docstring).
 
-    Its state is :attr:`context` (:class:`ContactContext`); the rest is parameters, ``[contact]``'s as parsed in
-    :attr:`params` (:class:`ContactParams`). Read-only views of the context: ``state`` (the payload's body,
-    settable), ``grappled``, ``berthed``, ``latched``, ``latch_error``, ``F_cont_O_Wo``, ``dissipated``,
-    ``hil_refused``.
+    Its state is a context (:class:`ContactContext`, :meth:`new_context`) the runtime holds and passes to
+    :meth:`initial` and :meth:`step`, and which every method that reads or changes the state takes (``c``); the
+    model's attributes are its parameters, ``[contact]``'s as parsed in :attr:`params` (:class:`ContactParams`),
+    set when built and by :meth:`set_coupling` and never changed by stepping.
 
     Raises
     ------
@@ -940,38 +953,26 @@ class ContactModel:
         self._I_min, self._I_max = float(eig[0]), float(eig[-1])
         self.rigidize_delay_ns = round(p.rigidize_delay * 1e9)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
-        self.context = ContactContext(rb.state_from_pose(pay["X_WT"], pay["v_WTo_W"], pay["w_WT_T"]))
+        self._payload0 = tuple(tuple(float(x) for x in pay[k]) for k in ("X_WT", "v_WTo_W", "w_WT_T"))
         rb.load_kernels()  # the compiled step loaded at build: no step pays for it
 
-    # ------------------------------------------------------------ the context's fields read by tests and benches
-    @property
-    def state(self) -> rb.RigidBodyState:
-        """The payload's body state at the last step's end (``context.body``, after integrating the intervals it
-        coasted through, ``context.pending``)."""
-        self._catch_up()
-        return self.context.body
+    def initial_body(self) -> rb.RigidBodyState:
+        """The payload's state at the start, from ``[payload]`` (``X_WT``, ``v_WTo_W``, ``w_WT_T``)."""
+        return rb.state_from_pose(*self._payload0)
 
-    @state.setter
-    def state(self, value: rb.RigidBodyState) -> None:
-        c = self.context
-        c.body, c.pending, c.coast = value, [], None
+    def new_context(self) -> ContactContext:
+        """A fresh context: the payload at its configured start, nothing grappled, in contact or latched."""
+        return ContactContext(self.initial_body())
 
-    grappled = property(lambda self: self.context.grappled, doc="Grappled (``context.grappled``).")
-    berthed = property(lambda self: self.context.berthed, doc="Latches engaged (``context.berthed``).")
-    latched = property(lambda self: self.context.latched, doc="Latches closed (``context.latched``).")
-    latch_error = property(lambda self: self.context.latch_error,
-                           doc="The latch constraint's pose error at the last step (``context.latch_error``).")
-    F_cont_O_Wo = property(lambda self: self.context.F_cont_O_Wo,
-                           doc="The continuous wrench on the orbiter about Wo held now (``context.F_cont_O_Wo``).")
-    dissipated = property(lambda self: self.context.dissipated,
-                          doc="Energy dissipated by the compliant contact so far (``context.dissipated``). [J]")
-    hil_refused = property(lambda self: self.context.hil_refused,
-                           doc="HIL samples refused so far (``context.hil_refused``).")
+    def payload(self, c: ContactContext) -> rb.RigidBodyState:
+        """The payload's state at the last step's end: ``c.body`` with the intervals it coasted through since
+        (``c.pending``, the adaptive step) integrated as the next evaluated step will; ``c`` is not changed."""
+        return self._coasted(c)[0] if c.pending else c.body
 
     # ------------------------------------------------------------ orbiter as seen from here
-    def orbiter_at(self, sample: Any, t_ns: int) -> rb.RigidBodyState:
-        """The orbiter's state at ``t_ns`` from its held sample (module docstring)."""
-        c = self.context
+    def orbiter_at(self, c: ContactContext, sample: Any, t_ns: int) -> rb.RigidBodyState:
+        """The orbiter's state at ``t_ns`` from its held sample (module docstring); ``c`` keeps the prediction
+        (``orb_cache``, ``orb_floats``) and the impulses in flight."""
         key = (sample.t_ns, sample.seq, t_ns, len(c.inflight))
         if c.orb_cache is not None and c.orb_cache[0] == key:
             return c.orb_cache[1]
@@ -995,13 +996,12 @@ class ContactModel:
         return state
 
     # ------------------------------------------------------------ helpers
-    def _X_WT(self) -> Array:
-        c = self.context
-        return pose(self._rot(c.body)[0], c.body.p_WoBo_W)
+    def _X_WT(self, c: ContactContext) -> Array:
+        return pose(self._rot(c, c.body)[0], c.body.p_WoBo_W)
 
-    def _rot(self, state: rb.RigidBodyState) -> tuple[Array, Array]:
-        """``(R_WB, ω_W)`` of a state, remembered for the last few states (the step reuses them)."""
-        c = self.context
+    def _rot(self, c: ContactContext, state: rb.RigidBodyState) -> tuple[Array, Array]:
+        """``(R_WB, ω_W)`` of a state, remembered in ``c.rot_cache`` for the last few states (the step reuses
+        them)."""
         for st, R, w in c.rot_cache:
             if st is state:
                 return R, w
@@ -1010,14 +1010,14 @@ class ContactModel:
         c.rot_cache = [(state, R, w), *c.rot_cache[:2]]
         return R, w
 
-    def _twist_at(self, state: rb.RigidBodyState, p_W: Array) -> Array:
+    def _twist_at(self, c: ContactContext, state: rb.RigidBodyState, p_W: Array) -> Array:
         """Twist [ω; v] of the body's material point at ``p_W``, in W."""
-        w = self._rot(state)[1]
+        w = self._rot(c, state)[1]
         return np.concatenate([w, rb.velocity_at(state.p_WoBo_W, state.v_WBo_W, w, p_W)])
 
-    def _impulse_on_payload(self, P_T_at_C: Array, p_WoCo_W: Array, t_ns: int, h_ns: int) -> Array:
+    def _impulse_on_payload(self, c: ContactContext, P_T_at_C: Array, p_WoCo_W: Array, t_ns: int,
+                            h_ns: int) -> Array:
         """Apply an impulse [∫τ; ∫f] about C to the payload now; queue its opposite for the orbiter."""
-        c = self.context
         P_T_Wo = rb.wrench_about_origin(P_T_at_C, p_WoCo_W)
         p_com = c.body.p_WoBo_W
         c.body = rb.apply_impulse(self.model_T, c.body, sp.shift_wrench(P_T_Wo, p_com))
@@ -1027,8 +1027,8 @@ class ContactModel:
         return P_T_Wo
 
     # ------------------------------------------------------------ capture
-    def _capture(self, t_ns: int, h_ns: int, orb: rb.RigidBodyState, u: Inputs, events: list) -> None:
-        c = self.context
+    def _capture(self, c: ContactContext, t_ns: int, h_ns: int, orb: rb.RigidBodyState, u: Inputs,
+                 events: list) -> None:
         if c.grappled:
             events.append(_event("miss", t_ns, reason="already grappled"))
             return
@@ -1037,20 +1037,20 @@ class ContactModel:
         except KeyError:
             events.append(_event("miss", t_ns, reason="no arm/state: end effector pose unknown"))
             return
-        X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
+        X_WO = pose(self._rot(c, orb)[0], orb.p_WoBo_W)
         X_WE = X_WO @ np.asarray(arm["X_OE"])
         p_E = X_WE[:3, 3]
-        V_O_E = self._twist_at(orb, p_E)
+        V_O_E = self._twist_at(c, orb, p_E)
         brakes = bool(arm.get("brakes", False))
         V_WE = np.asarray(arm["V_WE_W"]) if ("V_WE_W" in arm and not brakes) else V_O_E
-        X_WG = self._X_WT() @ self.X_TG
-        V_T_E = self._twist_at(c.body, p_E)
+        X_WG = self._X_WT(c) @ self.X_TG
+        V_T_E = self._twist_at(c, c.body, p_E)
         ok, reason, m = dc.capture_check(X_WE, X_WG, V_WE, V_T_E, self.envelope)
         V_pre = V_T_E - V_WE
         if not ok:
             events.append(_event("miss", t_ns, V_pre, V_pre, reason=reason, **m))
             return
-        P_Wo, loss, V_post = self.capture.close(self, Grasp(orb, X_WO, X_WE, p_E, V_O_E, V_T_E, V_pre, brakes),
+        P_Wo, loss, V_post = self.capture.close(self, c, Grasp(orb, X_WO, X_WE, p_E, V_O_E, V_T_E, V_pre, brakes),
                                                 t_ns, h_ns)
         c.grappled = True
         c.rigidized = False
@@ -1077,8 +1077,7 @@ class ContactModel:
                 out.append((g, P, x0, x1, x2))
         return out
 
-    def _hil_wrench(self, u: Inputs, t_ns: int, X_WB: Array, events: list) -> Array | None:
-        c = self.context
+    def _hil_wrench(self, c: ContactContext, u: Inputs, t_ns: int, X_WB: Array, events: list) -> Array | None:
         try:
             s = u.state("hil/feedback")
         except KeyError:
@@ -1105,9 +1104,8 @@ class ContactModel:
         R_LB = sp.mat_t_mat_rows(R_WL, sp.mat_mat_rows(kT.R, self._R_TB))  # R_WLᵀ R_WB
         return p_LB, R_LB
 
-    def _latch_start(self, t_ns: int, X_LB: Array, V_rel_B: list[float], events: list) -> None:
+    def _latch_start(self, c: ContactContext, t_ns: int, X_LB: Array, V_rel_B: list[float], events: list) -> None:
         """The latches close on B at ``X_LB``: the stroke starts (or, with no stroke, they hold it there)."""
-        c = self.context
         c.berthed = True
         c.X_LB_latched = X_LB
         c.latch_ns = t_ns
@@ -1121,14 +1119,14 @@ class ContactModel:
             events.append(_event("latch", t_ns, V_rel_B, V_rel_B, X_LB=X_LB, close_time=0.0,
                                  **_misalignment(X_LB, self.X_LB_berthed)))
 
-    def _latch_wrench(self, t_ns: int, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
-                      V_rel_B: list[float], events: list, F_other_Wo: list[float]) -> list[float]:
+    def _latch_wrench(self, c: ContactContext, t_ns: int, kT: _Kin, kO: _Kin, p_L: list[float],
+                      R_WL: tuple[float, ...], V_rel_B: list[float], events: list,
+                      F_other_Wo: list[float]) -> list[float]:
         """The closed latches' wrench on the payload about Wo (six floats); ``latch`` once the stroke is home.
 
         The latch model (:class:`LatchModel`) holds B on the set point: the stroke's
         (:class:`dynamics.contact.LatchDrive`) carried by the orbiter's latch frame. ``F_other_Wo``: every other
         wrench on the payload, about Wo (the arm's of the last step, the guides')."""
-        c = self.context
         assert c.X_LB_latched is not None and c.latch_ns is not None  # set by _latch_start
         t_drive = (t_ns - c.latch_ns) * 1e-9
         if c.drive is not None:
@@ -1142,7 +1140,7 @@ class ContactModel:
         V_R = [kO.w[0] + wR[0], kO.w[1] + wR[1], kO.w[2] + wR[2], vO[0] + vR[0], vO[1] + vR[1], vO[2] + vR[2]]
         R_WB = sp.mat_mat_rows(kT.R, self._R_TB)
         R_WR = sp.mat_mat_rows(R_WL, R_R)
-        F = self.latch.wrench(self, t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
+        F = self.latch.wrench(self, c, t_drive, kT, kO, p_B, R_WB, p_WR, R_WR, V_R, R_WL, v_R, w_R, F_other_Wo)
         if not c.latched and (c.drive is None or t_ns - c.latch_ns >= c.drive.close_time * 1e9):
             p_LB, R_LB = self._latch_pose(kT, p_L, R_WL)
             X_LB = sp.pose_from_rows(p_LB, R_LB)
@@ -1161,8 +1159,7 @@ class ContactModel:
         built only at its coupling instants; the wrench, a flow, every step."""
         self.schedule = Schedule(periods)
 
-    def _outputs(self, active: bool, p_WoLo_W: list[float], t_ns: int) -> dict[str, dict[str, Any]]:
-        c = self.context
+    def _outputs(self, c: ContactContext, active: bool, p_WoLo_W: list[float], t_ns: int) -> dict[str, dict[str, Any]]:
         F = [a + b for a, b in zip(c.F_cont_O_Wo, c.F_imp_O_Wo, strict=True)]
         out: dict[str, dict[str, Any]] = {
             "contact/wrench": {"F_Lo_W": np.array(sp.shift_wrench_rows(F, p_WoLo_W)),
@@ -1177,26 +1174,28 @@ class ContactModel:
                                     "grappled": c.grappled, "berthed": c.berthed}
         return out
 
-    def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
+    def initial(self, t0_ns: int, c: ContactContext) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial payload; no contact wrench (the orbiter is not known yet)."""
-        c = self.context
         c.F_imp_O_Wo = [0.0] * 6
-        out = self._outputs(False, [0.0, 0.0, 0.0], t0_ns)
+        out = self._outputs(c, False, [0.0, 0.0, 0.0], t0_ns)
         out["contact/event"] = {"events": []}
         return out
 
-    def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
-        """Advance the payload t → t + h; then capture, contact, latches at t + h (module docstring).
+    def step(self, t_ns: int, h_ns: int, c: ContactContext, u: Inputs) -> dict[str, dict[str, Any]]:
+        """Advance ``c`` (the payload) t → t + h; then capture, contact, latches at t + h (module docstring).
 
         With the adaptive step, a step the no-contact bound covers only records the arm's wrench (the payload
-        coasts, :meth:`_coast`); the next evaluated step integrates what it coasted through first."""
-        c = self.context
+        coasts, :meth:`_coast`); the next evaluated step integrates what it coasted through first. A bound
+        computed for another body than ``c.body`` (set from outside since) is dropped with what it coasted."""
         if c.coast is not None:
-            out = self._coast(c.coast, t_ns, h_ns, u)
-            if out is not None:
-                return out
+            if c.coast.body is c.body:
+                out = self._coast(c, c.coast, t_ns, h_ns, u)
+                if out is not None:
+                    return out
+            else:
+                c.pending = []
             c.coast = None
-        self._catch_up()
+        self._catch_up(c)
         h = h_ns * 1e-9
         t1 = t_ns + h_ns
         s = c.body
@@ -1215,19 +1214,19 @@ class ContactModel:
             orb_sample = None
         if orb_sample is None:
             c.F_cont_O_Wo = [0.0] * 6
-            out = self._outputs(False, [0.0, 0.0, 0.0], t1)
+            out = self._outputs(c, False, [0.0, 0.0, 0.0], t1)
             out["contact/event"] = {"events": events}
             return out
         c.orb_sample = orb_sample
         c.t_now = t1
-        orb = self.orbiter_at_now
+        orb = self.orbiter_at_now(c)
         # 2. operator commands of this step
         for smp in u.events("operator/command"):
             for ev in smp.body.get("events", []):
                 cmd = ev.get("cmd", ev.get("kind"))
                 if cmd == "capture":
-                    self._capture(t1, h_ns, orb, u, events)
-                    orb = self.orbiter_at_now
+                    self._capture(c, t1, h_ns, orb, u, events)
+                    orb = self.orbiter_at_now(c)
                 elif cmd == "release" and c.grappled:
                     c.grappled = c.rigidized = False
                     c.captured_ns = None
@@ -1236,12 +1235,12 @@ class ContactModel:
         if (c.grappled and not c.rigidized and c.captured_ns is not None
                 and t1 >= c.captured_ns + self.rigidize_delay_ns):
             c.rigidized = True
-            X_WO = pose(self._rot(orb)[0], orb.p_WoBo_W)
+            X_WO = pose(self._rot(c, orb)[0], orb.p_WoBo_W)
             try:
                 X_WE = X_WO @ np.asarray(u.state("arm/state").body["X_OE"])
             except KeyError:
-                X_WE = self._X_WT() @ self.X_TG
-            X_EG = pose_inverse(X_WE) @ self._X_WT() @ self.X_TG
+                X_WE = self._X_WT(c) @ self.X_TG
+            X_EG = pose_inverse(X_WE) @ self._X_WT(c) @ self.X_TG
             events.append(_event("rigidize", t1, X_EG=X_EG))
         # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
         kT, kO = _Kin(c.body), _Kin(orb)
@@ -1253,13 +1252,13 @@ class ContactModel:
                    vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
         F_hil = None
         if self.params.source == "hil":
-            F_hil = self._hil_wrench(u, t1, sp.pose_from_rows(p_B, sp.mat_mat_rows(kT.R, self._R_TB)), events)
+            F_hil = self._hil_wrench(c, u, t1, sp.pose_from_rows(p_B, sp.mat_mat_rows(kT.R, self._R_TB)), events)
         if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
-            F_T_Wo, power, active, kT, kO = self.berthing.contact(self, kT, kO, p_L, R_WL, t1, h_ns)
+            F_T_Wo, power, active, kT, kO = self.berthing.contact(self, c, kT, kO, p_L, R_WL, t1, h_ns)
         else:
             F_T_Wo, power, active = F_hil.tolist(), 0.0, bool(np.any(F_hil != 0.0))
         c.last_power = power
-        if c.grappled and not c.rigidized and (F_snare := self.capture.snare_wrench(self)) is not None:
+        if c.grappled and not c.rigidized and (F_snare := self.capture.snare_wrench(self, c)) is not None:
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_snare, strict=True)]
         # contact episodes
         if active and not c.in_contact:
@@ -1277,29 +1276,28 @@ class ContactModel:
                 R_LW = np.reshape(R_WL, (3, 3)).T
                 X_LB = sp.pose_from_rows(p_LB, R_LB)
                 if dc.latch_check(X_LB, rotate_spatial(R_LW, V_rel_B), self.X_LB_berthed, self.criteria)[0]:
-                    self._latch_start(t1, X_LB, V_rel_B, events)
+                    self._latch_start(c, t1, X_LB, V_rel_B, events)
         if c.berthed:
-            F_latch = self._latch_wrench(t1, kT, kO, p_L, R_WL, V_rel_B, events,
+            F_latch = self._latch_wrench(c, t1, kT, kO, p_L, R_WL, V_rel_B, events,
                                          [a + b for a, b in zip(c.F_arm_Wo, F_T_Wo, strict=True)])
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_latch, strict=True)]
         if c.in_contact:
             c.episode_impulse += np.array(F_T_Wo) * h
         c.F_cont_O_Wo = [-x for x in F_T_Wo]
-        out = self._outputs(active or c.berthed, p_L, t1)
+        out = self._outputs(c, active or c.berthed, p_L, t1)
         out["contact/event"] = {"events": events}
         if (self.adaptive and not (active or c.berthed or c.in_contact or (c.grappled and not c.rigidized))
                 and power == 0.0 and not any(F_T_Wo) and not any(c.F_imp_O_Wo)
                 and self.schedule.periods.get("payload/state", h_ns) > h_ns):
-            c.coast = self._coast_bound(kT, kO, p_L, R_WL, t1, h_ns)
+            c.coast = self._coast_bound(c, kT, kO, p_L, R_WL, t1, h_ns)
             c.coast_arm = c.coast_orb = None  # checked again against the new bound
         return out
 
     # ------------------------------------------------------------ the adaptive step
-    def _coast(self, b: _Coast, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]] | None:
+    def _coast(self, c: ContactContext, b: _Coast, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]] | None:
         """The outputs of a step the payload coasts through (the bound ``b`` covers it), or None if the step must
         be evaluated: ``payload/state`` is due at its end, an operator command came, the bound ends, or the arm's
         wrench or the orbiter's sample leaves the limits the bound assumed."""
-        c = self.context
         t1 = t_ns + h_ns
         if t1 > b.until_ns or self.schedule.due("payload/state", t1):
             return None
@@ -1338,28 +1336,33 @@ class ContactModel:
         if self.schedule.due("contact/wrench", t1 + h_ns):  # the coupling interval's last value: its point exact
             c.orb_sample = orb_sample
             c.t_now = t1
-            kO = _Kin(self.orbiter_at_now)
+            kO = _Kin(self.orbiter_at_now(c))
             c.coast_p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
         return {"contact/wrench": {"F_Lo_W": np.zeros(6), "p_WoLo_W": np.array(c.coast_p_L), "active": False},
                 "contact/event": {"events": []}}
 
-    def _catch_up(self) -> None:
-        """Integrate the intervals the payload coasted through (``context.pending``): each piece of constant arm
-        wrench in RK4 steps of at most :data:`COAST_STEP`, its wrench referred to the CoM's mean over the piece
-        (:func:`dynamics.rigid_body.wrench_about_mean_com`: the angular impulse about Wo stays exact)."""
-        c = self.context
-        if not c.pending:
-            return
-        s = c.body
+    def _coasted(self, c: ContactContext) -> tuple[rb.RigidBodyState, list[float]]:
+        """The payload after the intervals it coasted through (``c.pending``, from ``c.body``) and the wrench about
+        its CoM over the last of them: each piece of constant arm wrench in RK4 steps of at most
+        :data:`COAST_STEP`, its wrench referred to the CoM's mean over the piece
+        (:func:`dynamics.rigid_body.wrench_about_mean_com`: the angular impulse about Wo stays exact). ``c`` is not
+        changed."""
+        s, F = c.body, c.F_last_T
         for n_ns, F_arm in c.pending:
             hp = n_ns * 1e-9
-            c.F_last_T = rb.wrench_about_mean_com(F_arm, s, self.model_T.mass, hp, rb.cw_floats(self.orbit, s))
-            s = rb.step(self.model_T, s, c.F_last_T, hp, self.orbit, substeps=max(1, math.ceil(hp / COAST_STEP)))
-        c.body = s
+            F = rb.wrench_about_mean_com(F_arm, s, self.model_T.mass, hp, rb.cw_floats(self.orbit, s))
+            s = rb.step(self.model_T, s, F, hp, self.orbit, substeps=max(1, math.ceil(hp / COAST_STEP)))
+        return s, F
+
+    def _catch_up(self, c: ContactContext) -> None:
+        """Integrate the intervals the payload coasted through into ``c`` (:meth:`_coasted`)."""
+        if not c.pending:
+            return
+        c.body, c.F_last_T = self._coasted(c)
         c.pending = []
 
-    def _coast_bound(self, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t1: int,
-                     h_ns: int) -> _Coast | None:
+    def _coast_bound(self, c: ContactContext, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
+                     t1: int, h_ns: int) -> _Coast | None:
         """The no-contact bound at the evaluated instant ``t1`` (module docstring, the adaptive step), or None if
         the payload may not coast through the next step.
 
@@ -1373,7 +1376,6 @@ class ContactModel:
         orbiter's prediction error. The evaluated contact leads by ``h/2``: a step ending at ``t`` is covered if
         ``t − t1 + h`` is within that time. Without surfaces the latches' position check is the bound (B's
         distance from the berthed position beyond ``[contact.latch] position``)."""
-        c = self.context
         mode = self.berthing.coasting  # type: ignore[attr-defined]
         h = h_ns * 1e-9
         orb = c.orb_sample
@@ -1432,13 +1434,11 @@ class ContactModel:
         if span < h:
             return None
         return _Coast(t1, t1 + int(span * 1e9) - 1, f_max, tau_max, (p_T[0], p_T[1], p_T[2]), a_O_max, wd_O_max,
-                      orb.h_ns)
+                      orb.h_ns, c.body)
 
-    @property
-    def orbiter_at_now(self) -> rb.RigidBodyState:
+    def orbiter_at_now(self, c: ContactContext) -> rb.RigidBodyState:
         """The orbiter at the current instant of the step being finished (after queued impulses)."""
-        c = self.context
-        return self.orbiter_at(c.orb_sample, c.t_now + 1)
+        return self.orbiter_at(c, c.orb_sample, c.t_now + 1)
 
 
 COAST_DRIFT = 0.01
@@ -1495,17 +1495,18 @@ class ImpulsiveCapture:
     def __init__(self, v: Mapping[str, Any]) -> None:
         pass
 
-    def close(self, svc: ContactModel, grasp: Grasp, t_ns: int, h_ns: int) -> tuple[Array, float, Array]:
+    def close(self, svc: ContactModel, c: ContactContext, grasp: Grasp, t_ns: int,
+              h_ns: int) -> tuple[Array, float, Array]:
         if not grasp.brakes:
             return np.zeros(6), 0.0, grasp.V_pre
-        c, orb, p_E = svc.context, grasp.orb, grasp.p_E
+        orb, p_E = grasp.orb, grasp.p_E
         lock = dc.plastic_lock(svc.model_O.mass, rb.inertia_W(svc.model_O, orb), p_E - orb.p_WoBo_W, grasp.V_O_E,
                                svc.model_T.mass, rb.inertia_W(svc.model_T, c.body), p_E - c.body.p_WoBo_W,
                                grasp.V_T_E)
-        P_Wo = svc._impulse_on_payload(-lock.impulse_O, p_E, t_ns, h_ns)
-        return P_Wo, lock.energy_loss, svc._twist_at(c.body, p_E) - svc._twist_at(svc.orbiter_at_now, p_E)
+        P_Wo = svc._impulse_on_payload(c, -lock.impulse_O, p_E, t_ns, h_ns)
+        return P_Wo, lock.energy_loss, svc._twist_at(c, c.body, p_E) - svc._twist_at(c, svc.orbiter_at_now(c), p_E)
 
-    def snare_wrench(self, svc: ContactModel) -> list[float] | None:
+    def snare_wrench(self, svc: ContactModel, c: ContactContext) -> list[float] | None:
         return None
 
     def couplings(self, v: Mapping[str, Any]) -> list[StiffCoupling]:
@@ -1514,25 +1515,25 @@ class ImpulsiveCapture:
 
 class CompliantCapture:
     """``capture = "compliant"``: the snare a spring–damper (``[contact.snare]``) pulling G onto E, E held at its
-    capture pose in O (``context.X_OE``; the arm holds or is braked while the snare closes); the massless arm
+    capture pose in O (``c.X_OE``; the arm holds or is braked while the snare closes); the massless arm
     passes the reaction to the orbiter, which receives it through ``contact/wrench``. Declares that spring."""
 
     def __init__(self, v: Mapping[str, Any]) -> None:
         self.spring: dict[str, float] = v["snare"]
 
-    def close(self, svc: ContactModel, grasp: Grasp, t_ns: int, h_ns: int) -> tuple[Array, float, Array]:
-        svc.context.X_OE = pose_inverse(grasp.X_WO) @ grasp.X_WE
+    def close(self, svc: ContactModel, c: ContactContext, grasp: Grasp, t_ns: int,
+              h_ns: int) -> tuple[Array, float, Array]:
+        c.X_OE = pose_inverse(grasp.X_WO) @ grasp.X_WE
         return np.zeros(6), 0.0, grasp.V_pre
 
-    def snare_wrench(self, svc: ContactModel) -> list[float] | None:
-        c = svc.context
+    def snare_wrench(self, svc: ContactModel, c: ContactContext) -> list[float] | None:
         if c.X_OE is None:
             return None
-        orb = svc.orbiter_at_now
-        X_WE = pose(svc._rot(orb)[0], orb.p_WoBo_W) @ c.X_OE
-        X_WG = svc._X_WT() @ svc.X_TG
+        orb = svc.orbiter_at_now(c)
+        X_WE = pose(svc._rot(c, orb)[0], orb.p_WoBo_W) @ c.X_OE
+        X_WG = svc._X_WT(c) @ svc.X_TG
         p_G = X_WG[:3, 3]
-        F_G = dc.latch_wrench(X_WE, svc._twist_at(orb, p_G), X_WG, svc._twist_at(c.body, p_G), np.eye(4),
+        F_G = dc.latch_wrench(X_WE, svc._twist_at(c, orb, p_G), X_WG, svc._twist_at(c, c.body, p_G), np.eye(4),
                               **self.spring)
         return rb.wrench_about_origin(F_G, p_G).tolist()
 
@@ -1582,8 +1583,8 @@ class CompliantContact:
         kern.guides_wrench(far, far, (0.0, 0.0, 0.0, *eye), 0.0, self._tables[0], BOUND_MARGIN, (0.0, 0.0, 0.0, -1.0),
                            *self._tables[2:])
 
-    def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
-                h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
+    def contact(self, svc: ContactModel, c: ContactContext, kT: _Kin, kO: _Kin, p_L: list[float],
+                R_WL: tuple[float, ...], t_ns: int, h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
         if self._tables is not None:
             law, near, pts, spheres, surf, first = self._tables
             active, power, Fk = _guides_kernel().guides_wrench(
@@ -1624,9 +1625,8 @@ class ImpulsiveContact:
         self.law = v["law"]
         self.impulse: ImpulsiveLaw = IMPULSIVE_LAWS[v["params"].impulsive_law]
 
-    def contact(self, svc: ContactModel, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...], t_ns: int,
-                h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
-        c = svc.context
+    def contact(self, svc: ContactModel, c: ContactContext, kT: _Kin, kO: _Kin, p_L: list[float],
+                R_WL: tuple[float, ...], t_ns: int, h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
         active = False
         lead = 0.0
         for g, P, x0, x1, x2 in svc.near_guides(kT, p_L, R_WL):  # an impulse moves no point: P stays
@@ -1646,11 +1646,12 @@ class ImpulsiveContact:
                 active = True
                 if delta_dot > 0.0:
                     p_P = np.array(P)
-                    imp = self.impulse(svc, svc.orbiter_at_now, p_P, np.array(sp.mat_vec_rows(R_WL, nx, ny, nz)))
+                    imp = self.impulse(svc, c, svc.orbiter_at_now(c), p_P,
+                                       np.array(sp.mat_vec_rows(R_WL, nx, ny, nz)))
                     if imp is not None:
-                        c.episode_impulse += svc._impulse_on_payload(np.concatenate([np.zeros(3), imp]), p_P,
+                        c.episode_impulse += svc._impulse_on_payload(c, np.concatenate([np.zeros(3), imp]), p_P,
                                                                         t_ns, h_ns)
-                        kT, kO = _Kin(c.body), _Kin(svc.orbiter_at_now)
+                        kT, kO = _Kin(c.body), _Kin(svc.orbiter_at_now(c))
                         u = None
         return [0.0] * 6, 0.0, active, kT, kO
 
@@ -1658,18 +1659,18 @@ class ImpulsiveContact:
         return []
 
 
-def _restitution(svc: ContactModel, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
+def _restitution(svc: ContactModel, c: ContactContext, orb: rb.RigidBodyState, p_C: Array,
+                 n_W: Array) -> Array | None:
     """``impulsive_law = "restitution"``: Newton restitution and Coulomb friction
     (:func:`dynamics.impact.point_impact`; ``[contact] restitution``, ``mu``)."""
-    r = im.point_impact(svc.model_T, svc.context.body, svc.model_O, orb, p_C, n_W, svc.params.restitution,
-                        svc.params.mu)
+    r = im.point_impact(svc.model_T, c.body, svc.model_O, orb, p_C, n_W, svc.params.restitution, svc.params.mu)
     return r.P_W
 
 
-def _cyril(svc: ContactModel, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
+def _cyril(svc: ContactModel, c: ContactContext, orb: rb.RigidBodyState, p_C: Array, n_W: Array) -> Array | None:
     """``impulsive_law = "cyril"``: Cyril's ``r_E``, ``r_f`` with the orbiter as the chaser
     (:func:`dynamics.impact.nonplastic_impact_payload`); None where it has no solution."""
-    body = svc.context.body
+    body = c.body
     M, J = dc.orbiter_chaser(svc.model_O.mass, rb.inertia_W(svc.model_O, orb), p_C - orb.p_WoBo_W)
     psid = np.concatenate([orb.R_WB @ orb.w_WB_B, orb.v_WBo_W])
     try:
@@ -1688,7 +1689,7 @@ class LatchSpring:
     def __init__(self, v: Mapping[str, Any]) -> None:
         self.spring: dict[str, float] = v["latch_spring"]
 
-    def wrench(self, svc: ContactModel, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
+    def wrench(self, svc: ContactModel, c: ContactContext, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
                R_WB: tuple[float, ...], p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float],
                R_WL: tuple[float, ...], v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
         return dc.latch_wrench_rows(p_B, R_WB, [*kT.w, *kT.velocity_at(p_B)], p_WR, R_WR, V_R, **self.spring)
@@ -1702,7 +1703,7 @@ class LatchConstraint:
     (:func:`dynamics.contact.latch_constraint_wrench_rows`): the payload's accelerations under every other
     wrench and the orbit made those of the set point — the orbiter's latch frame carried by its sample's
     accelerations, plus the stroke's own — with Baumgarte's correction (``latch.baumgarte``, α = β). Keeps the
-    weld's pose error in ``context.latch_error``. Declares Baumgarte's spring and damper (``k = m β²``,
+    weld's pose error in ``c.latch_error``. Declares Baumgarte's spring and damper (``k = m β²``,
     ``c = 2 β m`` on the payload's side) with the orbiter's acceleration fed forward
     (:attr:`protocol.stability.StiffCoupling.feedforward`): an algebraic loop of gain m_payload / m_orbiter at
     the latch."""
@@ -1711,10 +1712,9 @@ class LatchConstraint:
         self.gain: float = v["latch_baumgarte"]
         self._I_T_rows = tuple(np.asarray(v["model_T"].I_Bcm_B, dtype=np.float64).ravel().tolist())
 
-    def wrench(self, svc: ContactModel, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
+    def wrench(self, svc: ContactModel, c: ContactContext, t_drive: float, kT: _Kin, kO: _Kin, p_B: list[float],
                R_WB: tuple[float, ...], p_WR: list[float], R_WR: tuple[float, ...], V_R: list[float],
                R_WL: tuple[float, ...], v_R: list[float], w_R: list[float], F_other_Wo: list[float]) -> list[float]:
-        c = svc.context
         # the set point's classical acceleration at Bo: the orbiter's latch frame (its sample's accelerations,
         # held over the coupling interval) plus the stroke's own, with the Coriolis term of the stroke's rate
         s = c.orb_floats[1]

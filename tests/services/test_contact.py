@@ -35,8 +35,8 @@ from dynamics import rigid_body as rb
 from dynamics.spatial import pose, pose_from_vector, quat_to_rotation, rotation_to_quat, shift_twist
 from protocol.codec import decode
 from protocol.config import check_table
-from protocol.scheduler import simulate
-from protocol.service import Port, Sample
+from protocol.scheduler import Scheduler, simulate
+from protocol.service import BoundModel, Port, Sample
 from protocol.stepping import StepInputs
 from services import contact as sc
 from services import orbiter as so
@@ -194,12 +194,13 @@ def build(config: dict[str, Any], name: str, period_ns: int) -> Any:
 # ---------------------------------------------------------------- in-process lockstep driver
 
 
-def run_lockstep(models: list[Any], t_end_ns: int, on_sample=None, coupling=None) -> None:
+def run_lockstep(models: list[Any], t_end_ns: int, on_sample=None, coupling=None) -> Scheduler:
     """Step ``models`` from 0 to ``t_end_ns`` with the runtime's own scheduler (one process, no bus):
     the coupling rule and the lockstep input rule as in a real run, every body checked by the codec.
 
     ``on_sample(topic, sample)`` sees every published sample; ``coupling``: per service, coupling
     periods [ns] (default: from the consumers' periods, :func:`protocol.coupling.coupling_periods`).
+    Returns the scheduler after the run (its members hold the models' contexts).
     """
     def frame(f: bytes) -> None:
         if on_sample is not None:
@@ -207,7 +208,12 @@ def run_lockstep(models: list[Any], t_end_ns: int, on_sample=None, coupling=None
             topic = f[:i].decode()
             on_sample(topic, decode(topic, f[i + 1:]))
 
-    simulate(models, t_end_ns, coupling=coupling, on_frame=frame)
+    return simulate(models, t_end_ns, coupling=coupling, on_frame=frame)
+
+
+def context_of(sched: Scheduler, name: str) -> Any:
+    """The context the run's member ``name`` holds (its model's state)."""
+    return next(m.ctx for m in sched.members if m.name == name)
 
 
 class Trace:
@@ -264,7 +270,7 @@ def real_arm_scenario() -> dict[str, Any]:
     augmented rates while grappled, release."""
     from services import arm as sa
 
-    X_WE = np.asarray(sa.build({"arm": {}}, "arm", H_A).initial(0)["arm/state"]["X_WE"])
+    X_WE = np.asarray(BoundModel(sa.build({"arm": {}}, "arm", H_A)).initial(0)["arm/state"]["X_WE"])
     X_TG = pose_from_vector([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     X_WG = X_WE.copy()
     X_WG[:3, 3] += X_WE[:3, :3] @ np.array([0.05, 0.01, 0.0])
@@ -394,12 +400,12 @@ def test_compliant_contact_energy_loss_matches_integrated_damping_power():
         cfg = _drop_scenario(mu_s=0.0, mu_k=0.0, alpha=5.0, k=1.0e6)  # e ≈ 1 − α v_in = 0.75
         tr = Trace()
         ms = [so.build(cfg, "orbiter", 10 * h), sc.build(cfg, "contact", h)]
-        run_lockstep(ms, 300_000_000, tr)
+        sched = run_lockstep(ms, 300_000_000, tr)
         assert "first_contact" in tr.kinds() and "rebound" in tr.kinds()
         times = sorted(set(tr.orb) & set(tr.pay))
         loss = total_energy(cfg, tr.orb[0], tr.pay[0]) - total_energy(cfg, tr.orb[times[-1]], tr.pay[times[-1]])
         assert loss > 0.1 * total_energy(cfg, tr.orb[0], tr.pay[0])
-        errs.append(abs(ms[1].dissipated - loss) / loss)
+        errs.append(abs(context_of(sched, "contact").dissipated - loss) / loss)
         # the rebound event's impulse is the payload's momentum change over the contact
         fc, rb_ev = tr.event("first_contact"), tr.event("rebound")
         dP = 12000.0 * (tr.pay[rb_ev["t_ns"]].v_WBo_W - tr.pay[fc["t_ns"]].v_WBo_W)
@@ -562,14 +568,15 @@ def test_guide_bounding_spheres_skip_only_points_no_surface_can_reach():
                 m._all_reach2 = math.inf
                 for g in m._guides:
                     g.reach2 = math.inf
-            m.initial(0)
-            out.append(m.step(0, H_C, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))["contact/wrench"])
+            ctx = m.new_context()
+            m.initial(0, ctx)
+            out.append(m.step(0, H_C, ctx, StepInputs(0, H_C, {"orbiter/state": orb}, {}, {}))["contact/wrench"])
         assert np.array_equal(out[0]["F_Lo_W"], out[1]["F_Lo_W"]) and out[0]["active"] == out[1]["active"]
         active += out[0]["active"]
     assert 5 < active < 55 and 20 < skipped < 200, (active, skipped)  # both kinds of pose were drawn
 
 
-def _hil_inputs(model: sc.ContactModel, body: dict[str, Any] | None, t_s: int) -> Any:
+def _hil_inputs(model: BoundModel, body: dict[str, Any] | None, t_s: int) -> Any:
     orb = Sample(0, H_O, "orbiter", 0, {"p_WoOo_W": np.zeros(3), "quat_WO": np.array([1.0, 0, 0, 0]),
                                         "w_WO_O": np.zeros(3), "v_WOo_W": np.zeros(3), "a_WOo_W": np.zeros(3),
                                         "wdot_WO_O": np.zeros(3)})
@@ -591,14 +598,14 @@ def _hil_inputs(model: sc.ContactModel, body: dict[str, Any] | None, t_s: int) -
 def test_bad_hil_feedback_is_refused_with_fallback_to_model_and_reported(body, why):
     cfg = _drop_scenario(source="hil")
     cfg["payload"]["X_WT"] = [0.0, 0.0, 2.995, 0.0, 0.0, 0.0]  # already 5 mm into the plates
-    m = sc.build(cfg, "contact", H_C)
+    m = BoundModel(sc.build(cfg, "contact", H_C))
     m.initial(0)
     out = m.step(0, H_C, _hil_inputs(m, body, 0))
     evs = out["contact/event"]["events"]
     assert [e["kind"] for e in evs[:2]] == ["hil_fallback", "first_contact"] and why in evs[0]["reason"]
     cfg_ref = _drop_scenario()
     cfg_ref["payload"]["X_WT"] = cfg["payload"]["X_WT"]
-    ref = sc.build(cfg_ref, "contact", H_C)  # the model's own wrench
+    ref = BoundModel(sc.build(cfg_ref, "contact", H_C))  # the model's own wrench
     ref.initial(0)
     out_ref = ref.step(0, H_C, _hil_inputs(ref, None, 0))
     np.testing.assert_allclose(out["contact/wrench"]["F_Lo_W"], out_ref["contact/wrench"]["F_Lo_W"])
@@ -610,21 +617,21 @@ def test_bad_hil_feedback_is_refused_with_fallback_to_model_and_reported(body, w
     good = {"F_Bo_B": np.array([0.0, 0.0, 0.0, 0.0, 0.0, 500.0]), "legs": np.zeros(6), "delay_s": 0.0, "valid": True}
     out = m.step(2 * H_C, H_C, _hil_inputs(m, good, 2 * H_C))
     assert [e["kind"] for e in out["contact/event"]["events"]] == ["hil_restored"]
-    R_WB = quat_to_rotation(m.state.quat_WB)  # X_TB has no rotation
+    R_WB = quat_to_rotation(m.ctx.body.quat_WB)  # X_TB has no rotation
     np.testing.assert_allclose(out["contact/wrench"]["F_Lo_W"][3:], -R_WB @ [0.0, 0.0, 500.0], atol=1e-9)
-    assert m.hil_refused == 2
+    assert m.ctx.hil_refused == 2
 
 
 def test_good_hil_feedback_replaces_the_model_wrench_rotated_into_W():
     cfg = _drop_scenario(source="hil")
     cfg["payload"]["X_WT"] = [0.0, 0.0, 3.5, 0.0, 0.0, 0.3]  # far from the plates, yawed 0.3 rad
-    m = sc.build(cfg, "contact", H_C)
+    m = BoundModel(sc.build(cfg, "contact", H_C))
     m.initial(0)
     F_B = np.array([0.0, 0.0, 5.0, 100.0, 0.0, 40.0])
     body = {"F_Bo_B": F_B, "legs": np.zeros(6), "delay_s": 0.001, "valid": True}
     out = m.step(0, H_C, _hil_inputs(m, body, 0))
-    R = quat_to_rotation(m.state.quat_WB)
-    p_B = m.state.p_WoBo_W + R @ np.array([0.0, 0.0, -1.0])
+    R = quat_to_rotation(m.ctx.body.quat_WB)
+    p_B = m.ctx.body.p_WoBo_W + R @ np.array([0.0, 0.0, -1.0])
     F_O = out["contact/wrench"]
     f_expected = -(R @ F_B[3:])
     np.testing.assert_allclose(F_O["F_Lo_W"][3:], f_expected, atol=1e-9)
@@ -641,13 +648,13 @@ def test_free_payload_follows_clohessy_wiltshire_with_orbital_terms_on():
     cfg["orbiter"]["orbit_altitude"] = 400e3
     p0, v0 = np.array([5.0, -3.0, 2.0]), np.array([0.02, 0.01, -0.01])
     cfg["payload"].update({"X_WT": [*p0, 0.0, 0.0, 0.0], "v_WTo_W": list(v0), "w_WT_T": [0.0, 0.0, 0.0]})
-    m = sc.build(cfg, "contact", H_C)
+    m = BoundModel(sc.build(cfg, "contact", H_C))
     m.initial(0)
     for k in range(500):
         m.step(k * H_C, H_C, StepInputs(k * H_C, H_C, {}, {}, {}))  # no orbiter producer: a free payload
     p, v = cw_solution(CircularOrbit.from_altitude(400e3).n, p0, v0, 0.5)
-    np.testing.assert_allclose(m.state.p_WoBo_W, p, atol=1e-10)
-    np.testing.assert_allclose(m.state.v_WBo_W, v, atol=1e-12)
+    np.testing.assert_allclose(m.ctx.body.p_WoBo_W, p, atol=1e-10)
+    np.testing.assert_allclose(m.ctx.body.v_WBo_W, v, atol=1e-12)
     assert np.linalg.norm(p - (p0 + 0.5 * v0)) > 1e-6  # the orbital terms did act (7.7 µm ≫ 1e-10 m)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from dynamics import contact as dc
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import contact as sc
 
@@ -83,24 +83,27 @@ def _approach_config(adaptive: bool, z0: float, vz: float) -> dict[str, Any]:
     }
 
 
-def _run(cfg: dict[str, Any], steps: int) -> tuple[sc.ContactModel, list[dict[str, Any]], int]:
-    """Step the model ``steps`` ms with a constant arm wrench and an orbiter at rest; its outputs, and the
-    steps it coasted through."""
+def _inputs(t: int) -> StepInputs:
+    """The inputs of the step from ``t`` [ns]: a constant arm wrench and an orbiter at rest, both coupled at H."""
     z = np.zeros(3)
-    orb = Sample(0, H, "orbiter", 0, {"p_WoOo_W": z, "quat_WO": np.array([1.0, 0.0, 0.0, 0.0]), "w_WO_O": z,
-                                      "v_WOo_W": z, "a_WOo_W": z, "wdot_WO_O": z})
     F = np.array([3.0, -2.0, 1.0, 20.0, -10.0, 5.0])
-    m = sc.build(cfg, "contact", H_C)
+    arm = Sample(t - t % H, H, "arm", 0, {"F_Eo_W": F, "p_WoEo_W": np.array([0.5, 0.2, 4.0]), "F_So_W": -F,
+                                           "p_WoSo_W": z, "grappled": True})
+    o = Sample(t - t % H, H, "orbiter", 0, {"p_WoOo_W": z, "quat_WO": np.array([1.0, 0.0, 0.0, 0.0]), "w_WO_O": z,
+                                            "v_WOo_W": z, "a_WOo_W": z, "wdot_WO_O": z})
+    return StepInputs(t, H_C, {"orbiter/state": o}, {"arm/wrench": [(arm, H_C)]}, {})
+
+
+def _run(cfg: dict[str, Any], steps: int) -> tuple[BoundModel, list[dict[str, Any]], int]:
+    """Step the model ``steps`` ms with a constant arm wrench and an orbiter at rest (:func:`_inputs`): the model
+    with its context, its outputs, and the steps it coasted through."""
+    m = BoundModel(sc.build(cfg, "contact", H_C))
     m.set_coupling(PERIODS)
     m.initial(0)
     outs, coasted = [], 0
     for k in range(steps):
-        t = k * H_C
-        arm = Sample(t - t % H, H, "arm", 0, {"F_Eo_W": F, "p_WoEo_W": np.array([0.5, 0.2, 4.0]), "F_So_W": -F,
-                                               "p_WoSo_W": z, "grappled": True})
-        o = Sample(t - t % H, H, "orbiter", 0, orb.body)
-        outs.append(m.step(t, H_C, StepInputs(t, H_C, {"orbiter/state": o}, {"arm/wrench": [(arm, H_C)]}, {})))
-        coasted += bool(m.context.pending)
+        outs.append(m.step(k * H_C, H_C, _inputs(k * H_C)))
+        coasted += bool(m.ctx.pending)
     return m, outs, coasted
 
 
@@ -110,7 +113,7 @@ def test_free_flight_at_the_coupling_step_matches_the_fixed_step() -> None:
     fixed, outs_f, n_f = _run(_approach_config(False, 10.0, 0.01), 500)
     adapt, outs_a, n_a = _run(_approach_config(True, 10.0, 0.01), 500)
     assert n_f == 0 and n_a >= 0.85 * 500
-    sf, sa = fixed.state, adapt.state
+    sf, sa = fixed.payload(fixed.ctx), adapt.payload(adapt.ctx)
     np.testing.assert_allclose(sa.p_WoBo_W, sf.p_WoBo_W, rtol=0, atol=1e-12)
     np.testing.assert_allclose(sa.v_WBo_W, sf.v_WBo_W, rtol=0, atol=1e-13)
     np.testing.assert_allclose(sa.w_WB_B, sf.w_WB_B, rtol=0, atol=1e-13)
@@ -145,6 +148,32 @@ def test_the_switch_to_the_fine_step_comes_before_the_first_contact() -> None:
         assert [e["kind"] for e in oa["contact/event"]["events"]] == [e["kind"] for e in of["contact/event"]["events"]]
 
 
+def test_a_payload_state_set_while_it_coasts_is_stepped_from_at_once() -> None:
+    """The payload's state set in its context mid-coast (what a sweep's body change does): the next step drops the
+    intervals coasted through and the bound and is evaluated from the new state, as from a context holding that
+    state with nothing coasted (the reference: those fields set by hand), output for output to the coupling
+    instant; without the drop it would coast on and integrate the old intervals from the new state."""
+    import copy
+
+    from dynamics import rigid_body as rb
+
+    m, _, _ = _run(_approach_config(True, 10.0, 0.01), 14)  # the steps ending at 11 to 14 ms coasted
+    assert m.ctx.pending and m.ctx.coast is not None
+    new = rb.state_from_pose([0.02, -0.01, 9.9, 0.01, 0.0, -0.02], [0.003, 0.0, -0.01], [0.0, 0.002, 0.0])
+    ref = BoundModel(m.obj, copy.deepcopy(m.ctx))
+    ref.ctx.body, ref.ctx.pending, ref.ctx.coast = new, [], None
+    m.ctx.body = new
+    for k in range(14, 20):
+        out, out_ref = m.step(k * H_C, H_C, _inputs(k * H_C)), ref.step(k * H_C, H_C, _inputs(k * H_C))
+        assert out.keys() == out_ref.keys(), k
+        for topic, body in out_ref.items():
+            for key, value in body.items():
+                assert np.array_equal(out[topic][key], value), (k, topic, key)
+    assert "payload/state" in out  # the coupling instant (20 ms)
+    for a, b in zip(m.payload(m.ctx).floats, ref.payload(ref.ctx).floats, strict=True):
+        assert a == b
+
+
 def test_adaptive_false_never_coasts_and_hil_never_coasts() -> None:
     cfg = _approach_config(True, 10.0, 0.0)
     assert sc.build(cfg, "contact", H_C).adaptive
@@ -172,9 +201,9 @@ def _scenario(adaptive: bool) -> dict[str, Any]:
     seen: dict[str, Any] = {"events": {}, "peak_N": 0.0, "peak_Nm": 0.0, "coasted": 0}
     step = m.step
 
-    def watched(t_ns: int, h_ns: int, u: Any) -> dict[str, Any]:
-        out = step(t_ns, h_ns, u)
-        seen["coasted"] += bool(m.context.pending)
+    def watched(t_ns: int, h_ns: int, c: Any, u: Any) -> dict[str, Any]:
+        out = step(t_ns, h_ns, c, u)
+        seen["coasted"] += bool(c.pending)
         F = out["contact/wrench"]["F_Lo_W"]
         seen["peak_N"] = max(seen["peak_N"], float(np.linalg.norm(F[3:])))
         seen["peak_Nm"] = max(seen["peak_Nm"], float(np.linalg.norm(F[:3])))
@@ -183,8 +212,8 @@ def _scenario(adaptive: bool) -> dict[str, Any]:
         return out
 
     m.step = watched  # type: ignore[method-assign]
-    simulate(models, 45_000_000_000, coupling=coupling)
-    seen["final"] = m.state
+    sched = simulate(models, 45_000_000_000, coupling=coupling)
+    seen["final"] = m.payload(next(x.ctx for x in sched.members if x.name == "contact"))
     return seen
 
 

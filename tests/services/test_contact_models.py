@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from errors import ConfigError
-from protocol.service import Sample
+from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import contact as sc
 
@@ -119,7 +119,7 @@ def test_the_docs_example_registers_a_linear_contact_that_rebounds_as_the_linear
     assert sc.validate(cfg, "contact") == []
     bad = sc.validate(_config(berthing="linear", linear={"k": -1.0}), "contact")
     assert any("contact.linear.k" in p and "-1.0" in p for p in bad), bad
-    m = sc.build(cfg, "contact", H_C)
+    m = BoundModel(sc.build(cfg, "contact", H_C))
     assert isinstance(m.berthing, sc.CompliantContact)
     orb = _orbiter_at_rest()
     m.initial(0)
@@ -137,7 +137,7 @@ def test_the_docs_example_registers_a_linear_contact_that_rebounds_as_the_linear
     (first, t0), (rebound, t1) = kinds
     assert (first, rebound) == ("first_contact", "rebound")
     assert t1 - t0 == pytest.approx(math.pi / w_d, abs=3e-3)  # 0.42 s, to the step
-    v = m.state.v_WBo_W
+    v = m.ctx.body.v_WBo_W
     assert v[2] == pytest.approx(0.02 * e, rel=0.02)  # 0.0055 m/s: ζ = 0.41
-    assert abs(v[0]) < 1e-12 and abs(v[1]) < 1e-12 and np.max(np.abs(m.state.w_WB_B)) < 1e-12
-    assert m.dissipated == pytest.approx(0.5 * m_T * 0.02**2 * (1.0 - e * e), rel=0.02)
+    assert abs(v[0]) < 1e-12 and abs(v[1]) < 1e-12 and np.max(np.abs(m.ctx.body.w_WB_B)) < 1e-12
+    assert m.ctx.dissipated == pytest.approx(0.5 * m_T * 0.02**2 * (1.0 - e * e), rel=0.02)
