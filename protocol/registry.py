@@ -42,10 +42,10 @@ learn the others from here, and two kinds that declare one topic differently are
 Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's services:
 ``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
 priority of its host and parks on a stop), ``stateful`` (its state pickles — its context, or
-everything it holds for a model without one: a lockstep snapshot may include it), ``from_log`` (it runs only the project's code,
-so a tool may rebuild it from a log's configuration), ``playback_control`` (it may send the
-launcher playback requests: a viewer), ``plays_back`` (it follows them: a replay), ``records``
-(it writes the run's log: the logger).
+everything it holds for a model without one: a lockstep snapshot may include it), ``from_log``
+(it runs only the project's code, so a tool may rebuild it from a log's configuration),
+``playback_control`` (it may send the launcher playback requests: a viewer), ``plays_back``
+(it follows them: a replay), ``records`` (it writes the run's log: the logger).
 """
 
 from __future__ import annotations

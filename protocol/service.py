@@ -298,35 +298,6 @@ class Source(Protocol):
         ...
 
 
-class ContextField:
-    """A field of a model's context read, and if ``writable`` written, through the model (for tests and tools).
-
-    ``theta = ContextField("Joint angles (6,). [rad]", writable=True)`` on a model class makes
-    ``model.theta`` read ``model.context.theta``; ``field`` names a context field of another
-    name. A read-only one raises AttributeError on assignment, naming the context field to set.
-    """
-
-    def __init__(self, doc: str, *, field: str | None = None, writable: bool = False) -> None:
-        self.__doc__ = doc
-        self.field = field
-        self.writable = writable
-        self.name = field or ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-        self.field = self.field or name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        return getattr(obj.context, self.field)  # type: ignore[arg-type]
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        if not self.writable:
-            raise AttributeError(f"{type(obj).__name__}.{self.name} is read-only: set context.{self.field}")
-        setattr(obj.context, self.field, value)  # type: ignore[arg-type]
-
-
 def role_of(obj: Any) -> str:
     """``"model"``, ``"sink"`` or ``"source"``.
 

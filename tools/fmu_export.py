@@ -265,7 +265,7 @@ class ServiceSlave:
     def _get_fmu_state(self) -> dict[str, Any]:
         """The model's state: its context, or (a model without one) the model itself."""
         m = self.model
-        state = m.ctx if m.ctx is not None else m.obj.context if hasattr(m.obj, "context") else m.obj
+        state = m.ctx if m.ctx is not None else m.obj
         blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         return {"model": base64.b64encode(blob).decode(), "values": dict(self.values), "t_ns": self.t_ns}
 
@@ -274,8 +274,6 @@ class ServiceSlave:
         m = self.model
         if m.ctx is not None:
             m.ctx = saved
-        elif hasattr(m.obj, "context"):
-            m.obj.context = saved
         else:
             m.obj = saved
         self.values = dict(state["values"])

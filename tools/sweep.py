@@ -690,14 +690,11 @@ def transplant(sched: Scheduler, base: Mapping[str, Any], run: Mapping[str, Any]
     for r in fresh_run:
         member, b = members[r.name], fresh[r.name]
         obj = member.obj
-        legacy = hasattr(obj, "context") and hasattr(r, "context")
-        if member.ctx is not None or legacy:
+        if member.ctx is not None:
             tables = getattr(service_module(base["services"][r.name]["kind"]), "TABLES", ())
             changed = [k for t in tables for k in _changed_keys(base.get(t), run.get(t), t)]
             if changed:
                 sched.replace_model(r.name, r)  # the member's context stays
-                if legacy:
-                    r.context = obj.context
                 done += [f"{r.name}: {k}" for k in changed]
             continue
         bf = _fields(b)

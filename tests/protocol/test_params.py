@@ -1,8 +1,8 @@
 """Declared parameters (protocol/params.py): a kind's frozen dataclass, units per field, built once from its
 checked table (tables of free keys as plain copies, unions by the value's type); every shipped kind but the test toys
 declares its table's keys, sub-tables included (the values each holds: here for the orbiter,
-tests/services/test_params_kinds.py and test_arm_params.py for the others); a context field read through the model
-(protocol.service.ContextField)."""
+tests/services/test_params_kinds.py and test_arm_params.py for the others); a model stepped on its context
+(protocol.service.BoundModel)."""
 
 from __future__ import annotations
 
@@ -176,26 +176,50 @@ def test_the_orbiter_holds_the_configured_values_in_its_parameters():
     assert OrbiterModel({}, "orbiter", 10_000_000).params.quat_ref is None
 
 
-def test_a_context_field_reads_and_writes_through_the_models_context_and_refuses_a_read_only_write():
-    from protocol.service import ContextField
+def test_a_bound_model_steps_either_form_on_its_context():
+    """BoundModel: a model with a context is stepped on the bound one (a fresh one, or one given), a model without
+    one as it is; other attributes read through."""
+    from protocol.service import BoundModel
 
     @dataclass
     class Ctx:
-        theta: float
-        body: str
+        x: float = 0.0
 
-    class Model:
-        theta = ContextField("angle [rad]", writable=True)
-        state = ContextField("the body", field="body")
+    class WithContext:
+        name, gain = "w", 2.0
+
+        def new_context(self) -> Ctx:
+            return Ctx()
+
+        def initial(self, t0_ns, c):
+            c.x = 1.0
+            return {"x": c.x}
+
+        def step(self, t_ns, h_ns, c, u):
+            c.x *= self.gain
+            return {"x": c.x}
+
+    class Plain:
+        name = "p"
 
         def __init__(self) -> None:
-            self.context = Ctx(0.5, "B")
+            self.x = 0.0
 
-    m = Model()
-    assert (m.theta, m.state) == (0.5, "B") and Model.theta.__doc__ == "angle [rad]"
-    m.theta = 0.25
-    assert m.context.theta == 0.25
-    m.context = Ctx(1.0, "C")  # a new context: the fields follow it
-    assert (m.theta, m.state) == (1.0, "C")
-    with pytest.raises(AttributeError, match=r"Model\.state is read-only: set context\.body"):
-        m.state = "D"
+        def initial(self, t0_ns):
+            self.x = 1.0
+            return {"x": self.x}
+
+        def step(self, t_ns, h_ns, u):
+            self.x += 1.0
+            return {"x": self.x}
+
+    a, b = BoundModel(WithContext()), BoundModel(WithContext())
+    assert a.ctx is not b.ctx and a.gain == 2.0 and a.name == "w"
+    assert a.initial(0) == {"x": 1.0} and a.step(0, 1, None) == {"x": 2.0} and b.ctx.x == 0.0
+    given = Ctx(5.0)
+    c = BoundModel(a.obj, given)
+    assert c.step(0, 1, None) == {"x": 10.0} and given.x == 10.0 and a.ctx.x == 2.0
+    p = BoundModel(Plain())
+    assert p.ctx is None and p.initial(0) == {"x": 1.0} and p.step(0, 1, None) == {"x": 2.0} and p.obj.x == 2.0
+    with pytest.raises(AttributeError):
+        p.missing  # noqa: B018 - the read is the test
