@@ -746,6 +746,9 @@ def perturb(models: Iterable[Any], plan: SweepPlan, values: Sequence[float], con
         assert p.axis is not None  # set with the body (_parameter)
         topic = BODIES[p.body][0]
         bound = next((m for m in models if topic in {o.topic for o in getattr(m, "outputs", ())}), None)
+        if bound is not None and not hasattr(bound, "ctx") and callable(getattr(bound, "new_context", None)):
+            raise LifecycleError(f"parameter {p.name!r}: {bound.name}'s state is its context: pass the run's "
+                                 "members or the models bound to their contexts (protocol.service.BoundModel)")
         ctx = getattr(bound, "ctx", None)
         owner, field = (ctx, "body") if ctx is not None else (getattr(bound, "obj", bound), "state")
         st = getattr(owner, field, None)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from errors import ConfigError
+from errors import ConfigError, LifecycleError
 from protocol.config import load
 from protocol.logfile import decode_bodies
 from protocol.scheduler import advance, restore, simulate, snapshot, start
@@ -495,3 +495,6 @@ def test_a_body_change_of_the_orbiter_moves_its_context_as_the_changed_scenario_
     assert np.allclose(got.v_WBo_W, ref.v_WBo_W, atol=1e-15) and np.allclose(got.p_WoBo_W, ref.p_WoBo_W, atol=1e-12)
     assert np.allclose(got.quat_WB, ref.quat_WB, atol=1e-15) and np.array_equal(got.w_WB_B, ref.w_WB_B)
     assert not np.allclose(got.v_WBo_W, next(b for b in bound if b.name == "orbiter").new_context().body.v_WBo_W)
+    with pytest.raises(LifecycleError, match=r"orbiter's state is its context: pass the run's members or the models "
+                                             r"bound to their contexts"):
+        sw.perturb(sw.build_models(plan.base), plan, [0.03, -0.05], plan.base)  # bare models: no context to set

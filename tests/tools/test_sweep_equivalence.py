@@ -68,7 +68,7 @@ def _plain(plan: sw.SweepPlan, k: int) -> tuple[str, dict]:
     cfg = sw.run_config(plan, values, seed)
     sched = start(sw.build_models(cfg), coupling=plan.coupling)
     advance(sched, plan.start_ns)
-    sw.perturb([m.obj for m in sched.models], plan, values, cfg)
+    sw.perturb(sched.models, plan, values, cfg)
     frames: list[bytes] = []
     advance(sched, plan.end_ns, frames.append)
     by_topic: dict[str, list[bytes]] = {}
