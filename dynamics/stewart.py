@@ -27,6 +27,7 @@ import binascii
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -43,6 +44,7 @@ from dynamics.spatial import (
     rotation_rows,
     rotation_to_quat,
     rotation_vector,
+    rotation_vector_rows,
 )
 from errors import ConfigError, NoSolutionError, ShapeError
 
@@ -60,6 +62,29 @@ __all__ = [
 ]
 
 Array = NDArray[np.float64]
+
+LAST_FEASIBLE_TOL = 1e-10
+"""The default ``tol`` of :func:`last_feasible` (the clamp's search). [-]"""
+LAST_FEASIBLE_MAX_ITER = 60
+"""The default ``max_iter`` of :func:`last_feasible`."""
+_NO_REF = np.zeros((6, 6))
+"""The kernels' reference Jacobian argument before any singular values were computed (not read)."""
+
+
+_KERNELS: list[ModuleType] = []
+"""The compiled kernels' module once imported (:func:`_kernels`)."""
+
+
+def _kernels() -> ModuleType:
+    """The compiled kernels (:mod:`dynamics.stewart_kernels`), imported on first use: importing numba takes
+    ~0.5 s, which a configuration check (it builds rigs, it steps none) should not pay. (Kept once imported: an
+    import statement's own lookup costs more than the kernels' calls here.)"""
+    if not _KERNELS:
+        from dynamics import stewart_kernels
+
+        _KERNELS.append(stewart_kernels)
+    return _KERNELS[0]
+
 
 def _solve(A: Array, B: Array) -> Array:
     """``np.linalg.solve(A, B)`` for float64 ``A`` (n, n) and ``B`` (n, k): LAPACK's ``dgesv``
@@ -209,10 +234,13 @@ class StewartRig:
     p_P: Array = field(init=False, repr=False)
     u0: Array = field(init=False, repr=False)
     _rows: list = field(init=False, repr=False, compare=False)
+    _rows_array: Array = field(init=False, repr=False, compare=False)
     _cone_scale: float = field(init=False, repr=False, compare=False)
     _cos_base: float = field(init=False, repr=False, compare=False)
     _cos_platform: float = field(init=False, repr=False, compare=False)
     _cond_ref: tuple | None = field(init=False, repr=False, compare=False, default=None)
+    _compiled: bool = field(init=False, repr=False, compare=False, default=False)
+    _kargs: tuple = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         problems = []
@@ -244,6 +272,7 @@ class StewartRig:
         object.__setattr__(self, "_rows", [(*p, *b, *u, lo, hi) for p, b, u, lo, hi in zip(
             self.p_P[:, :2].tolist(), self.b_R.tolist(), self.u0.tolist(), self.limits.lo.tolist(),
             self.limits.hi.tolist(), strict=True)])
+        object.__setattr__(self, "_rows_array", np.array(self._rows, dtype=np.float64))  # the kernels' copy
         object.__setattr__(self, "_cone_scale", float(np.mean(np.linalg.norm(legs0, axis=1))))
         for name in ("base", "platform"):
             cone = getattr(self, f"joint_cone_{name}")
@@ -476,25 +505,96 @@ class StewartRig:
         rows = [(ry * z - rz * y, rz * x - rx * z, rx * y - ry * x, x, y, z) for _, x, y, z, rx, ry, rz in legs]
         ref = self._cond_ref
         if ref is not None:
-            rows0, s_max, s_min = ref
+            J0, s_max, s_min = ref
             d2 = 0.0
-            for (a0, a1, a2, a3, a4, a5), (b0, b1, b2, b3, b4, b5) in zip(rows, rows0, strict=True):
+            for (a0, a1, a2, a3, a4, a5), (b0, b1, b2, b3, b4, b5) in zip(rows, J0.tolist(), strict=True):
                 d2 += ((a0 - b0) * (a0 - b0) + (a1 - b1) * (a1 - b1) + (a2 - b2) * (a2 - b2)
                        + (a3 - b3) * (a3 - b3) + (a4 - b4) * (a4 - b4) + (a5 - b5) * (a5 - b5))
             d = math.sqrt(d2)
             if d < s_min and s_max + d <= self.cond_max * (s_min - d):
                 return True
-        sv = np.linalg.svd(np.array(rows), compute_uv=False)
-        object.__setattr__(self, "_cond_ref", (rows, float(sv[0]), float(sv[-1])))
+        return self._singular_check(np.array(rows))
+
+    def _singular_check(self, J: Array) -> bool:
+        """``cond J ≤ cond_max`` from the singular values of the inverse Jacobian ``J`` (6, 6); ``J`` and its
+        extreme singular values become the reference of the bound (:meth:`_conditioned`)."""
+        sv = np.linalg.svd(J, compute_uv=False)
+        object.__setattr__(self, "_cond_ref", (J, float(sv[0]), float(sv[-1])))
+        object.__setattr__(self, "_kargs", ())  # (the kernels' arguments hold the reference: made anew)
         return bool(sv[0] <= self.cond_max * sv[-1])
+
+    def load_kernels(self) -> None:
+        """From now on, :meth:`assess` and the search of :meth:`PoseMap.to_rig` run the compiled kernels
+        (:mod:`dynamics.stewart_kernels`: bit for bit :meth:`_margin`, :meth:`_conditioned`'s bound and
+        :func:`last_feasible` on :class:`GeodesicPath`, the readable references, which run until then); their
+        machine code is loaded now (compiled if numba's cache has none), so that no step pays for it.
+
+        A model that steps the rig calls it when it is built (the ``hil`` bridge); a configuration check builds
+        rigs but steps none, so it imports no numba.
+        """
+        kern = _kernels()
+        X = np.ascontiguousarray(self.neutral)
+        rows, L0, cb, cp, *ref = self._kernel_args()
+        kern.assess(X, rows, L0, cb, cp, *ref)
+        kern.clamp_search(X, X, 0.0, 0.0, 0.0, rows, L0, cb, cp, 0.0, -1.0, LAST_FEASIBLE_TOL, LAST_FEASIBLE_MAX_ITER,
+                          *ref)
+        object.__setattr__(self, "_compiled", True)
+
+    @property
+    def compiled(self) -> bool:
+        """True once :meth:`load_kernels` ran: the workspace check and the clamp run compiled."""
+        return self._compiled
+
+    def _kernel_args(self) -> tuple:
+        """The kernels' constants (rows, ``L0``, the cone cosines) and the bound's reference
+        (``has_ref, J0, s_max, s_min, cond_max``; :func:`dynamics.stewart_kernels.assess`); made once per
+        reference."""
+        if not self._kargs:
+            ref = self._cond_ref
+            J0, s_max, s_min = (_NO_REF, 0.0, 0.0) if ref is None else ref
+            object.__setattr__(self, "_kargs", (self._rows_array, self._cone_scale, self._cos_base,
+                                                self._cos_platform, ref is not None, J0, s_max, s_min,
+                                                float(self.cond_max)))
+        return self._kargs
+
+    def _inside(self, verdict: int, J: Array) -> bool:
+        """A kernel's verdict (:mod:`dynamics.stewart_kernels`) as :meth:`assess`'s ``inside``: the singular
+        values of ``J`` where the bound did not decide."""
+        kern = _kernels()
+        return verdict == kern.CONDITIONED or (verdict == kern.UNDECIDED and self._singular_check(J))
+
+    def _clamp_search(self, X_a: Array, X_b: Array, g0: float, g1: float) -> tuple[float, tuple | None]:
+        """:meth:`PoseMap.to_rig`'s search on the compiled kernel: the edge ``s`` of ``g ≥ 0`` on the geodesic from
+        ``X_a`` to ``X_b`` (margins ``g0``, ``g1`` at its ends; :func:`last_feasible` on :meth:`_margin` at
+        :meth:`GeodesicPath.floats`), and ``(X, lengths, inside)`` there, or None where the margin was not
+        evaluated at ``s`` (0 or 1)."""
+        kern = _kernels()
+        tx, ty, tz = _geodesic_theta(X_a, X_b)
+        X_a = np.ascontiguousarray(X_a, dtype=np.float64)
+        X_b = np.ascontiguousarray(X_b, dtype=np.float64)
+        rows, L0, cb, cp, *ref = self._kernel_args()
+        s, verdict, X, _, lengths, J = kern.clamp_search(X_a, X_b, tx, ty, tz, rows, L0, cb, cp, float(g0),
+                                                         float(g1), LAST_FEASIBLE_TOL, LAST_FEASIBLE_MAX_ITER, *ref)
+        if verdict == kern.NOT_FINITE:
+            return s, None
+        return s, (X, lengths, self._inside(verdict, J))
 
     def assess(self, X_RP: ArrayLike) -> tuple[Array, float, bool]:
         """Leg lengths (6,) [m] of ``X_RP``, its stroke and joint margin (see :meth:`_margin`)
         and whether it is inside the workspace (stroke, joint cones, conditioning).
 
         The stroke and joint margins come first (plain floats); the singular values of the
-        6×6 inverse Jacobian are computed only for a pose that passes them.
+        6×6 inverse Jacobian are computed only for a pose that passes them. Once
+        :meth:`load_kernels` ran, the compiled :func:`dynamics.stewart_kernels.assess` (the same
+        arithmetic).
         """
+        if self._compiled:
+            X = np.ascontiguousarray(X_RP, dtype=np.float64)
+            if X.shape == (4, 4):
+                kern = _kernels()
+                verdict, m, lengths, J = kern.assess(X, *self._kernel_args())
+                if verdict != kern.NOT_FINITE:  # (else the reference raises, naming the field)
+                    return lengths, m, self._inside(verdict, J)
         X = _as_pose(X_RP, "X_RP")
         m, legs = self._margin(X[:3, :3].tolist(), X[:3, 3].tolist())
         return np.array([leg[0] for leg in legs]), m, bool(m >= 0.0 and self._conditioned(legs))
@@ -718,6 +818,12 @@ class PoseMap:
         if problems:
             raise ConfigError("; ".join(problems), problems)
 
+    def load_kernels(self) -> None:
+        """The rig's compiled workspace check and clamp, loaded now (:meth:`StewartRig.load_kernels`; a
+        :class:`ServoRig` has none)."""
+        if isinstance(self.rig, StewartRig):
+            self.rig.load_kernels()
+
     def rig_pose(self, X_LB: ArrayLike) -> Array:
         """Unclamped rig pose ``X_RP`` (4, 4) of the relative pose ``X_LB``."""
         X = _as_pose(X_LB, "X_LB")
@@ -755,30 +861,37 @@ class PoseMap:
         axes, margin, inside = self.rig.assess(target)
         if inside:
             return ClampResult(target, axes, 1.0, target, self.rig)
-        path = GeodesicPath(self.X_RP0, target)
-        between = path.pose
         rig = self.rig
-        if isinstance(rig, StewartRig):  # the margin's legs at each s tried, for the one kept
+        path: GeodesicPath | None = None
+        at_s = None  # (X, axes, inside) at the s found, where the search evaluated the margin there
+        if isinstance(rig, StewartRig) and rig.compiled:  # the search below, compiled (the same arithmetic)
+            s, at_s = rig._clamp_search(self.X_RP0, target, self._margin0, margin)
+        elif isinstance(rig, StewartRig):  # the margin's legs at each s tried, for the one kept
+            path = geodesic = GeodesicPath(self.X_RP0, target)
             seen: dict[float, tuple[list[list[float]], list[float], float, list[tuple[float, ...]]]] = {}
 
             def g(s: float) -> float:
-                R, p = path.floats(s)
+                R, p = geodesic.floats(s)
                 m, legs = rig._margin(R, p)
                 seen[s] = (R, p, m, legs)
                 return m
 
             s = last_feasible(g, g0=self._margin0, g1=margin)
+            if s in seen:  # rig.assess(between(s)) without redoing the margin
+                R, p, m, legs = seen[s]
+                at_s = (_pose_array(R, p), np.array([leg[0] for leg in legs]),
+                        bool(m >= 0.0 and rig._conditioned(legs)))
         else:
+            path = GeodesicPath(self.X_RP0, target)
             s = last_feasible(rig.path_margin(path), g0=self._margin0, g1=margin)
-            seen = {}
-        if s in seen and isinstance(rig, StewartRig):  # rig.assess(between(s)) without redoing the margin
-            R, p, m, legs = seen[s]
-            X = _pose_array(R, p)
-            axes, inside = np.array([leg[0] for leg in legs]), bool(m >= 0.0 and rig._conditioned(legs))
+        if at_s is not None:
+            X, axes, inside = at_s
         else:
-            X = between(s)
+            path = path or GeodesicPath(self.X_RP0, target)
+            X = path.pose(s)
             axes, _, inside = rig.assess(X)
         if not inside:  # the conditioning bound comes first on this path
+            between = (path or GeodesicPath(self.X_RP0, target)).pose
             lo, hi = 0.0, s
             for _ in range(24):
                 mid = 0.5 * (lo + hi)
@@ -802,7 +915,7 @@ class GeodesicPath:
 
     def __init__(self, X_a: Array, X_b: Array) -> None:
         R_a = X_a[:3, :3]
-        tx, ty, tz = rotation_vector(R_a.T @ X_b[:3, :3]).tolist()
+        tx, ty, tz = _geodesic_theta(X_a, X_b)
         self.phi = phi = math.sqrt(tx * tx + ty * ty + tz * tz)
         kx, ky, kz = (tx / phi, ty / phi, tz / phi) if phi > 0 else (0.0, 0.0, 0.0)
         Ra = R_a.tolist()
@@ -828,13 +941,20 @@ class GeodesicPath:
         return _pose_array(*self.floats(s))
 
 
+def _geodesic_theta(X_a: Array, X_b: Array) -> list[float]:
+    """The rotation vector θ of ``R_aᵀ R_b`` (3 floats): the geodesic's axis and angle. [rad]"""
+    R = X_a[:3, :3].T @ X_b[:3, :3]
+    th = rotation_vector_rows(*R.ravel().tolist())  # (rotation_vector's arithmetic, without its array round trip)
+    return th if th is not None else rotation_vector(R).tolist()
+
+
 def _pose_array(R: list[list[float]], p: list[float]) -> Array:
     """Pose (4, 4) from rotation rows (3 × 3 nested lists) and position (3 floats)."""
     return np.array([R[0] + [p[0]], R[1] + [p[1]], R[2] + [p[2]], [0.0, 0.0, 0.0, 1.0]])
 
 
-def last_feasible(g: Callable[[float], float], *, tol: float = 1e-10, max_iter: int = 60,
-                  g0: float | None = None, g1: float | None = None) -> float:
+def last_feasible(g: Callable[[float], float], *, tol: float = LAST_FEASIBLE_TOL,
+                  max_iter: int = LAST_FEASIBLE_MAX_ITER, g0: float | None = None, g1: float | None = None) -> float:
     """The edge of ``g ≥ 0`` on [0, 1] (``g(0) ≥ 0``), from the feasible side.
 
     Regula falsi with the Illinois modification (Dowell & Jarratt, BIT 11, 1971): it keeps

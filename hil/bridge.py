@@ -66,7 +66,7 @@ Service module contract (``kind = "hil.bridge"``): ``TABLES``, ``OPTIONS``,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -162,7 +162,9 @@ def relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], X_OL: Arra
     ShapeError
         If a field does not have its number of components.
     """
-    return _relative_motion(orbiter, payload, _frame_rows(X_OL), _frame_rows(X_TB))[:2]
+    o = [_floats(orbiter[k], n, k) for k, n in zip(_ORBITER[:4], (3, 4, 3, 3), strict=True)]
+    t = [_floats(payload[k], n, k) for k, n in zip(_PAYLOAD[:4], (3, 4, 3, 3), strict=True)]
+    return _relative_motion(o, t, _frame_rows(X_OL), _frame_rows(X_TB))[:2]
 
 
 def _frame_rows(X: Array) -> tuple[list[float], tuple[float, ...]]:
@@ -170,24 +172,28 @@ def _frame_rows(X: Array) -> tuple[list[float], tuple[float, ...]]:
     return X[:3, 3].tolist(), tuple(X[:3, :3].ravel().tolist())
 
 
-def _relative_motion(orbiter: dict[str, Any], payload: dict[str, Any], L: tuple[list[float], tuple[float, ...]],
+_Body = Sequence[Sequence[float]]
+"""A body's state as floats: position (3), quaternion (4), velocity (3), body rate (3) (:data:`_ORBITER`'s order)."""
+
+
+def _relative_motion(orbiter: _Body, payload: _Body, L: tuple[list[float], tuple[float, ...]],
                      B: tuple[list[float], tuple[float, ...]]) -> tuple[Array, Array, bool]:
-    """:func:`relative_motion` with ``X_OL``, ``X_TB`` given as :func:`_frame_rows`; also whether
-    every number of the result is finite."""
-    R_WO = rotation_rows(*_floats(orbiter["quat_WO"], 4, "quat_WO"))  # plain floats: a dozen tiny
-    R_WT = rotation_rows(*_floats(payload["quat_WT"], 4, "quat_WT"))  # numpy products cost more
+    """:func:`relative_motion` on the bodies' states as floats (checked: :func:`_floats`), ``X_OL``, ``X_TB``
+    given as :func:`_frame_rows`; also whether every number of the result is finite."""
+    pO, qO, vO, w_O = orbiter
+    pT, qT, vT, w_T = payload
+    R_WO = rotation_rows(*qO)  # plain floats: a dozen tiny
+    R_WT = rotation_rows(*qT)  # numpy products cost more
     (p_OL, R_OL), (p_TB, R_TB) = L, B
     r_OL = mat_vec_rows(R_WO, *p_OL)  # p_OoLo in W
     r_TB = mat_vec_rows(R_WT, *p_TB)
     R_WL = mat_mat_rows(R_WO, R_OL)
-    pT, pO = _floats(payload["p_WoTo_W"], 3, "p_WoTo_W"), _floats(orbiter["p_WoOo_W"], 3, "p_WoOo_W")
     d = [pT[0] + r_TB[0] - pO[0] - r_OL[0], pT[1] + r_TB[1] - pO[1] - r_OL[1],
          pT[2] + r_TB[2] - pO[2] - r_OL[2]]  # p_LoBo in W
     R_LB = mat_mat_rows(R_WL[0::3] + R_WL[1::3] + R_WL[2::3], mat_mat_rows(R_WT, R_TB))  # R_WLᵀ R_WT R_TB
     p_LB = mat_t_vec_rows(R_WL, *d)
-    wO = mat_vec_rows(R_WO, *_floats(orbiter["w_WO_O"], 3, "w_WO_O"))
-    wT = mat_vec_rows(R_WT, *_floats(payload["w_WT_T"], 3, "w_WT_T"))
-    vO, vT = _floats(orbiter["v_WOo_W"], 3, "v_WOo_W"), _floats(payload["v_WTo_W"], 3, "v_WTo_W")
+    wO = mat_vec_rows(R_WO, *w_O)
+    wT = mat_vec_rows(R_WT, *w_T)
     a, b, c = cross_rows(*wO, *r_OL), cross_rows(*wT, *r_TB), cross_rows(*wO, *d)
     dv = [(vT[0] + b[0]) - (vO[0] + a[0]) - c[0], (vT[1] + b[1]) - (vO[1] + a[1]) - c[1],
           (vT[2] + b[2]) - (vO[2] + a[2]) - c[2]]
@@ -201,17 +207,44 @@ _ORBITER = ("p_WoOo_W", "quat_WO", "v_WOo_W", "w_WO_O", "a_WOo_W", "wdot_WO_O")
 _PAYLOAD = ("p_WoTo_W", "quat_WT", "v_WTo_W", "w_WT_T", "a_WTo_W", "wdot_WT_T")
 
 
-def _predicted(sample: Any, t_ns: int, names: tuple[str, ...]) -> dict[str, Any]:
-    """A body's state sample predicted to ``t_ns`` with its accelerations (:func:`dynamics.rigid_body.predict_rows`):
-    the fields :func:`relative_motion` reads. The sample itself when it is stamped ``t_ns``."""
-    dt = (t_ns - sample.t_ns) * 1e-9
-    b = sample.body
-    if dt <= 0.0:
-        return b
-    p, q, v, w, a, wd = names
-    P, Q, V, W = predict_rows(_floats(b[p], 3, p), _floats(b[q], 4, q), _floats(b[v], 3, v), _floats(b[w], 3, w),
-                              _floats(b[a], 3, a), _floats(b[wd], 3, wd), dt)
-    return {p: P, q: Q, v: V, w: W}
+class _BodyInput:
+    """A body input (``orbiter/state`` or ``payload/state``, fields ``names`` as :data:`_ORBITER`) as floats,
+    checked (:func:`_floats`) once per sample: a sample holds over several bridge steps (its coupling period),
+    and samples are immutable (:class:`protocol.service.Sample`)."""
+
+    __slots__ = ("names", "sample", "state", "accel")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.sample: Any = None  # the sample converted last, held (so that the identity test is sound)
+        self.state: tuple[list[float], list[float], list[float], list[float]] = ([], [], [], [])  # its p, q, v, w
+        self.accel: tuple[list[float], list[float]] | None = None  # its accelerations, once a step predicted
+
+    def at(self, sample: Any, t_ns: int) -> _Body:
+        """The body's state (p, q, v, w as floats) predicted from ``sample`` to ``t_ns`` with its accelerations
+        (:func:`dynamics.rigid_body.predict_rows`); the sample's own when it is stamped ``t_ns`` (its accelerations
+        then not read).
+
+        Raises
+        ------
+        ShapeError
+            If a field does not have its number of components.
+        KeyError
+            If a field is missing.
+        """
+        p, q, v, w, a, wd = self.names
+        b = sample.body
+        if sample is not self.sample:
+            self.state = (_floats(b[p], 3, p), _floats(b[q], 4, q), _floats(b[v], 3, v), _floats(b[w], 3, w))
+            self.accel = None
+            self.sample = sample
+        dt = (t_ns - sample.t_ns) * 1e-9
+        if dt <= 0.0:
+            return self.state
+        if self.accel is None:
+            self.accel = (_floats(b[a], 3, a), _floats(b[wd], 3, wd))
+        (P, Q, V, W), (A, Wd) = self.state, self.accel
+        return predict_rows(P, Q, V, W, A, Wd, dt)
 
 
 def _floats(x: Any, n: int, name: str) -> list[float]:
@@ -404,6 +437,7 @@ class HilBridge:
         # the rig's wire format (hil.rigproto): what it carries decides what the bridge can do
         self.caps = protocol_class(p.format).capabilities
         self.neutral_axes = cfg.rig.inverse(cfg.pose_map.X_RP0)
+        cfg.pose_map.load_kernels()  # the compiled workspace check and clamp, loaded now: no step pays for it
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
                                        bad_frames_max=p.bad_frames_max, watchdog_s=p.watchdog,
                                        clamp_fault_after=p.clamp_fault_after)
@@ -458,6 +492,7 @@ class HilBridge:
         self.loop_delay_s = math.nan
         self._pipeline = p.pipeline and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
+        self._orbiter_in, self._payload_in = _BodyInput(_ORBITER), _BodyInput(_PAYLOAD)
         self._sim_t = 0.0
         self._axes = self.neutral_axes.copy()
         self._F_P = np.zeros(6)
@@ -564,7 +599,7 @@ class HilBridge:
         self._sim_t = t_ns * 1e-9
         orb, pay = u.state("orbiter/state"), u.state("payload/state")
         try:  # both bodies predicted from their coupling instants to t (their ports: between = "predict")
-            X_LB, V_LB_L, finite = _relative_motion(_predicted(orb, t_ns, _ORBITER), _predicted(pay, t_ns, _PAYLOAD),
+            X_LB, V_LB_L, finite = _relative_motion(self._orbiter_in.at(orb, t_ns), self._payload_in.at(pay, t_ns),
                                                     self._L, self._B)
         except (ShapeError, ValueError):  # a malformed input: the NaN guard below faults
             X_LB, V_LB_L, finite = np.full((4, 4), np.nan), np.full(6, np.nan), False
