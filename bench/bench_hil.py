@@ -13,18 +13,27 @@ CPU figures are process CPU time (user + system, ``time.process_time`` for the b
 its reader thread, ``/proc/PID/stat`` for the emulator) over the run divided by the steps:
 on a shared machine they are less noisy than wall-clock figures, but a loaded machine still
 inflates them; ``reference_loop_ms`` (CPU time of a fixed pure-Python loop) and the load
-average are printed to compare runs.
+average are printed to compare runs. The lockstep cases also give the bridge's function calls
+per step (``cProfile``'s count over further steps), which the load does not change: the
+bridge's own calls, and the link's and framing's (the read and write of the pty) apart.
+
+``--lockstep-only`` prints the lockstep CPU figures alone (three cases: the pose clamped, inside
+the workspace, and inside with the bodies' samples held over 2.5 bridge steps and predicted to
+each, as the default scenario's 100 Hz couplings give the 250 Hz bridge).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import sys
 import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 import numpy as np
 
@@ -91,9 +100,9 @@ def throughput(baud: int, seconds: float, tmp: Path) -> dict:
 class _Inputs:
     def __init__(self, t_ns: int, h_ns: int, z: float) -> None:
         o = {"p_WoOo_W": np.zeros(3), "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": np.zeros(3),
-             "v_WOo_W": np.zeros(3)}
+             "v_WOo_W": np.zeros(3), "a_WOo_W": np.zeros(3), "wdot_WO_O": np.zeros(3)}
         p = {"p_WoTo_W": np.array([0.0, 0.0, z]), "quat_WT": np.array([1.0, 0, 0, 0]), "w_WT_T": np.zeros(3),
-             "v_WTo_W": np.zeros(3)}
+             "v_WTo_W": np.zeros(3), "a_WTo_W": np.zeros(3), "wdot_WT_T": np.zeros(3)}
         self.s = {"orbiter/state": Sample(t_ns, h_ns, "orbiter", 0, o),
                   "payload/state": Sample(t_ns, h_ns, "payload", 0, p)}
 
@@ -122,11 +131,36 @@ def reference_loop_ms() -> float:
     return round((time.process_time() - t) / 5 * 1e3, 2)
 
 
-def lockstep_cpu(steps: int, far: bool) -> dict:
+_LINK_MODULES = ("hil/link.py", "hil/framing.py", "hil/rigproto.py", "hil/delay.py")
+"""The modules of the bridge's link (its reads and writes of the pty, the frames' encoding, the round trip's
+estimate), whose calls :func:`lockstep_cpu` counts apart from the bridge's own."""
+
+
+def calls_per_step(step: Any, k0: int, steps: int) -> dict:
+    """Function calls per call of ``step(k)`` for ``k`` in ``k0 .. k0 + steps`` (``cProfile``'s count: every
+    Python function and builtin called): all of them, and those of :data:`_LINK_MODULES` apart."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for k in range(k0, k0 + steps):
+        step(k)
+    prof.disable()
+    total = link = 0
+    for (path, _, _), (_, ncalls, *_rest) in pstats.Stats(prof).stats.items():  # type: ignore[attr-defined]
+        total += ncalls
+        if path.replace(os.sep, "/").endswith(_LINK_MODULES):
+            link += ncalls
+    return {"all": round(total / steps, 1), "link_framing_delay": round(link / steps, 1),
+            "other": round((total - link) / steps, 1)}
+
+
+def lockstep_cpu(steps: int, far: bool, held: bool = False) -> dict:
     """Bridge and emulator in lockstep over the pty (as in the main job), CPU per step.
 
     ``far``: the simulated pose is 3 m beyond the rig's reach, so that every command is
-    clamped (the main job's approach); else it moves a few mm about neutral.
+    clamped (the main job's approach); else it moves a few mm about neutral. ``held``: the
+    bodies' samples come at 100 Hz (the default scenario's couplings), each held over 2.5
+    bridge steps and predicted to each with its velocity and acceleration; else a fresh sample
+    stamped at each step. Also the function calls per step (:func:`calls_per_step`).
     """
     import tomllib
 
@@ -135,18 +169,32 @@ def lockstep_cpu(steps: int, far: bool) -> dict:
     config = {"sim": {"mode": "lockstep"}, "services": {"hil": {"kind": "hil.bridge", "rate_hz": 250}},
               "hil": tomllib.loads((ROOT / "configs" / "srms_berthing.toml").read_text())["hil"]}
     h_ns = 4_000_000
+    coupling_ns = 10_000_000 if held else h_ns
     bridge = build(config, "hil", h_ns)
     emu_pid = bridge.emulator.proc.pid
     X_OL, X_TB = bridge.cfg.X_OL, bridge.cfg.X_TB
+    samples: dict[int, _Inputs] = {}
+
+    def inputs(k: int) -> _Inputs:
+        t_ns = k * h_ns // coupling_ns * coupling_ns  # the latest coupling instant
+        if t_ns not in samples:
+            samples.clear()
+            i = t_ns // coupling_ns
+            z = 3.0 if far else 0.005 * np.sin(0.01 * i)
+            u = samples[t_ns] = _Inputs(t_ns, coupling_ns, 0.0)
+            body = u.s["payload/state"].body
+            body["p_WoTo_W"] = X_OL[:3, 3] - X_TB[:3, 3] + np.array([0.002 * np.sin(0.02 * i), 0.0, z])
+            if held:  # a drift and a slow turn, predicted between the samples
+                body["v_WTo_W"] = np.array([0.004 * np.cos(0.02 * i), 0.001, 0.0])
+                body["a_WTo_W"] = np.array([-1e-4 * np.sin(0.02 * i), 0.0, 0.0])
+                body["w_WT_T"] = np.array([0.0, 0.0, 0.002])
+        return samples[t_ns]
+
     try:
         bridge.initial(0)
 
         def step(k: int) -> dict:
-            z = 3.0 if far else 0.005 * np.sin(0.01 * k)
-            u = _Inputs(k * h_ns, h_ns, 0.0)
-            u.s["payload/state"].body["p_WoTo_W"] = X_OL[:3, 3] - X_TB[:3, 3] + np.array([0.002 * np.sin(0.02 * k),
-                                                                                          0.0, z])
-            return bridge.step(k * h_ns, h_ns, u)
+            return bridge.step(k * h_ns, h_ns, inputs(k))
 
         for k in range(50):  # arm, engage
             step(k)
@@ -154,12 +202,13 @@ def lockstep_cpu(steps: int, far: bool) -> dict:
         for k in range(50, 50 + steps):
             out = step(k)
         c1, e1 = time.process_time(), _cpu_s(emu_pid)
+        calls = calls_per_step(step, 50 + steps, 500)
     finally:
         bridge.close()
-    return {"pose": "clamped (3 m out)" if far else "inside the workspace", "steps": steps,
-            "state": out["hil/status"]["state"], "clamped": out["hil/status"]["link"]["clamped"],
+    return {"pose": ("clamped (3 m out)" if far else "inside the workspace") + (", held inputs" if held else ""),
+            "steps": steps, "state": out["hil/status"]["state"], "clamped": out["hil/status"]["link"]["clamped"],
             "bridge_cpu_ms_per_step": round((c1 - c0) / steps * 1e3, 4),
-            "emulator_cpu_ms_per_step": round((e1 - e0) / steps * 1e3, 4)}
+            "emulator_cpu_ms_per_step": round((e1 - e0) / steps * 1e3, 4), "calls_per_step": calls}
 
 
 def lossy_lockstep(steps: int, errors: dict) -> dict:
@@ -259,9 +308,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--steps", type=int, default=2000, help="lockstep steps for the CPU figures")
+    ap.add_argument("--lockstep-only", action="store_true", help="the lockstep CPU figures alone")
     a = ap.parse_args()
     out: dict = {"load_average": os.getloadavg(), "reference_loop_ms": reference_loop_ms()}
-    out["lockstep_cpu"] = [lockstep_cpu(a.steps, far) for far in (True, False)]
+    out["lockstep_cpu"] = [lockstep_cpu(a.steps, far, held) for far, held in ((True, False), (False, False),
+                                                                               (False, True))]
+    if a.lockstep_only:
+        out["load_average_end"] = os.getloadavg()
+        print(json.dumps(out, indent=2))
+        return 0
     lossy = {"bit_error": 0.001, "drop": 0.001}
     out["lossy_lockstep"] = [lossy_lockstep(a.steps, e) for e in ({}, lossy, {}, lossy)]  # A B A B
     with TemporaryDirectory() as d:
