@@ -7,7 +7,8 @@ berthing move, grappled and flying its auto sequence, with the scenario's [arm],
 and payload, also with flexible booms), then the massless, the multibody and the multibody arm with
 flexible booms, free and grappled (a heavy payload drifting at 1 cm/s), alone and with the msgpack
 encoding of its two output messages (the bus I/O of the shell is not included). The CPU fraction is
-the cost times 500 Hz. ``--process``: the arm's whole process in a lockstep run of the default scenario,
+the cost times 500 Hz. ``kernels``: per call, each compiled kernel of the step (:mod:`dynamics.arm_kernels`) and its
+Python-float reference. ``--process``: the arm's whole process in a lockstep run of the default scenario,
 CPU-s per simulated second (the budget with flexible booms: 0.25).
 On a shared machine the figures vary with its load; ``load_avg_1min`` is printed with them.
 Run from the repository root: ``python bench/bench_arm.py``.
@@ -29,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dynamics import flexibility as fx  # noqa: E402
 from dynamics import loads as ld  # noqa: E402
+from dynamics import rigid_body as rb  # noqa: E402
 from dynamics import rms  # noqa: E402
+from dynamics import servo as sv  # noqa: E402
 from dynamics import spatial as sp  # noqa: E402
 from protocol.codec import encode
 from protocol.coupling import complete  # noqa: E402
@@ -151,6 +154,52 @@ def routine_costs(n: int) -> dict[str, float]:
         ld.static_loads(pts, pose.X_OB[:, :3, :3], F)
     t_ld = (time.process_time() - t0) / n
     return {**out, "RMSFLX_us": t_flx * 1e6, "RMLOAD_us": t_ld * 1e6}
+
+
+def kernel_costs(n: int) -> dict[str, dict[str, float]]:
+    """CPU microseconds per call of each compiled kernel of the arm's step (:mod:`dynamics.arm_kernels`, through
+    the wrapper the step calls) and of its Python-float reference, at the default arm's start (the servos loaded
+    by its 3-7 springs, the kinematics with J⁻¹, the auto step on a slew): the kernels' share of the per-step
+    cost, A/B."""
+    m = arm.build({"arm": {}}, "arm", H_NS)
+    c = m.new_context()
+    p, s, geom, h = m.servo_p, c.servo, c.geom, H_NS * 1e-9
+    k, d = m.k_servo(c), m.c_servo(c)
+    cmd, th, thd = np.full(6, 0.01), c.theta, np.full(6, 1e-3)
+    brakes = np.zeros(6, dtype=bool)
+    loaded = (k.tolist(), d.tolist(), th.tolist(), thd.tolist())
+    R_m, p_m = c.rows[0][rms.N_JOINTS], c.rows[1][rms.N_JOINTS]
+    seg = np.concatenate([p_m + 0.01, [0.5, 0.0, 0.1], R_m, [0.0, 0.01, 0.02]])
+    sl = seg.tolist()
+    lim = np.array([c.geom.qd_max, c.geom.q_lower + 0.0017, c.geom.q_upper - 0.0017])
+    qd = np.array([0.01, -0.05, 0.02, 0.0, 0.3, -0.01])
+    z3, q1 = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+    pairs = {
+        "servo_step": (lambda: sv.servo_step_arrays(p, s, cmd, brakes, h, 2, (k, d, th, thd), None),
+                       lambda: sv.servo_step_rows(p, s.theta_m.tolist(), s.omega.tolist(), s.integ.tolist(),
+                                                  cmd.tolist(), [False] * 6, h, 2, loaded, None)),
+        "rms_kinematics": (lambda: rms.rms_kinematics_arrays(geom, th, True),
+                           lambda: (lambda r: rms.regular_inverse(np.array(rms.rms_jacobian_rows(r[1], r[2], r[3]))))(
+                               rms.rms_kinematics_rows(geom, th.tolist()))),
+        "limit_joint_rates": (lambda: rms.limit_joint_rates(qd, th, lim, 2.0),
+                              lambda: rms.limit_joint_rates_rows(qd.tolist(), th.tolist(), *lim.tolist(), 2.0)),
+        "auto_rates": (lambda: rms.auto_rates(seg, 0.3, 0.3001, h, p_m, R_m, 0.05, 0.06, 0.0087),
+                       lambda: rms.auto_rates_rows(sl[0:3], sl[3:6], sl[6:15], sl[15:18], 0.3, 0.3001, h,
+                                                   p_m.tolist(), R_m.tolist(), 0.05, 0.06, 0.0087)),
+        "predict_state": (lambda: rms.predict_state_arrays(p_m, q1, z3, thd[:3], z3, z3, 0.004),
+                          lambda: rb.predict_rows(p_m.tolist(), q1.tolist(), [0.0] * 3, thd[:3].tolist(), [0.0] * 3,
+                                                  [0.0] * 3, 0.004)),
+    }
+    out = {}
+    for name, (kernel, reference) in pairs.items():
+        row = {}
+        for key, f in (("compiled_us", kernel), ("reference_us", reference)):
+            t0 = time.process_time()
+            for _ in range(n):
+                f()
+            row[key] = round((time.process_time() - t0) / n * 1e6, 2)
+        out[name] = row
+    return out
 
 
 REALTIME_CFG = """
@@ -285,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                         "step_and_encode_us": round(cc * 1e6, 1), "cpu_fraction_with_encode": round(cc * 500, 3)}
     out["arm_step"] = cpu
     out["routines"] = {k: round(v, 1) for k, v in routine_costs(a.calls).items()}
+    out["kernels"] = kernel_costs(a.calls)
     if a.realtime:
         out["realtime_process"] = {model: realtime_cpu(model) for model in ("massless", "multibody")}
     if a.process:

@@ -33,8 +33,10 @@ No I/O, clock or globals. Shapes are checked (:class:`errors.ShapeError`).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -53,6 +55,11 @@ __all__ = [
     "rms_geometry",
     "rms_kinematics",
     "rms_kinematics_rows",
+    "rms_kinematics_arrays",
+    "limit_joint_rates_rows",
+    "limit_joint_rates",
+    "predict_state_arrays",
+    "load_kernels",
     "rms_pose_from_rows",
     "rms_jacobian",
     "rms_jacobian_rows",
@@ -73,6 +80,8 @@ __all__ = [
     "scale_link_masses",
     "AutoProfile",
     "auto_profile",
+    "auto_rates_rows",
+    "auto_rates",
 ]
 
 Array = NDArray[np.float64]
@@ -114,6 +123,7 @@ class RmsGeometry:
     qd_max: Array
     tau_max: Array
     fixed: tuple = field(init=False, repr=False)
+    kernel_rows: Array = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # for rms_kinematics_rows, as Python floats: R_OS, p_OS, the point of resolution, then per joint
@@ -130,6 +140,14 @@ class RmsGeometry:
                            tuple(X[:3, 3].tolist()), tuple(a.tolist())))
         object.__setattr__(self, "fixed", (tuple(self.X_OS[:3, :3].ravel().tolist()), tuple(self.X_OS[:3, 3].tolist()),
                                            tuple(self.p_B6oEo_B6.tolist()), tuple(joints)))
+        # the same numbers as one array for the compiled kernel (dynamics.arm_kernels.GEOMETRY_COLUMNS)
+        G = np.zeros((N_JOINTS + 1, 35))
+        G[0, :9], G[0, 9:12], G[0, 12:15] = self.fixed[0], self.fixed[1], self.fixed[2]
+        for g, (kind, R_PJ, RK, RK2, p_PJ, a) in zip(G[1:], joints, strict=True):
+            g[0], g[1] = kind, R_PJ is not None
+            g[2:11] = R_PJ if R_PJ is not None else (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+            g[11:20], g[20:29], g[29:32], g[32:35] = RK, RK2, p_PJ, a
+        object.__setattr__(self, "kernel_rows", G)
 
 
 @dataclass(frozen=True)
@@ -196,7 +214,8 @@ def rms_kinematics_rows(geom: RmsGeometry, theta: list[float]) -> tuple[list[tup
                                                                          list[tuple[float, float, float]],
                                                                          list[tuple[float, float, float]],
                                                                          tuple[float, float, float]]:
-    """:func:`rms_kinematics` on Python floats (its kernel; no shape check), for the arm's step loop.
+    """:func:`rms_kinematics` on Python floats (its kernel; no shape check): the readable reference of the compiled
+    :func:`rms_kinematics_arrays`, which the arm's step loop runs.
 
     Parameters
     ----------
@@ -267,6 +286,181 @@ def rms_kinematics_rows(geom: RmsGeometry, theta: list[float]) -> tuple[list[tup
     ex, ey, ez = geom.fixed[2]
     return Rs, ps, us, (px + a0 * ex + a1 * ey + a2 * ez, py + a3 * ex + a4 * ey + a5 * ez,
                         pz + a6 * ex + a7 * ey + a8 * ez)
+
+
+def _kernels() -> ModuleType:
+    """The compiled kernels (:mod:`dynamics.arm_kernels`), imported on first use: importing numba takes ~0.5 s,
+    which a configuration check should not pay (a built arm has them loaded: :func:`load_kernels`). Looked up in
+    ``sys.modules`` once imported (an import statement costs more than the kernel's dispatch)."""
+    mod = sys.modules.get("dynamics.arm_kernels")
+    if mod is not None:
+        return mod
+    from dynamics import arm_kernels
+    return arm_kernels
+
+
+def load_kernels() -> None:
+    """Import the compiled kernels of :func:`rms_kinematics_arrays`, :func:`limit_joint_rates`, :func:`auto_rates`
+    and :func:`predict_state_arrays` and load their machine code now (compile it if numba's cache has none), for
+    the argument types the arm passes; otherwise their first call pays for it (numba's import and the load, a few
+    tenths of a second; the compile, seconds). The arm calls it when it is built."""
+    _kernels().rms_kinematics(np.zeros((N_JOINTS + 1, 35)), np.zeros(N_JOINTS), np.empty((N_JOINTS + 1, 9)),
+                              np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, N_JOINTS)), True,
+                              np.empty((N_JOINTS, 6), order="F"))
+    limit_joint_rates(np.zeros(N_JOINTS), np.zeros(N_JOINTS), np.ones((3, N_JOINTS)), 1.0)
+    eye = np.eye(3).ravel()
+    auto_rates(np.concatenate([np.zeros(6), eye, np.zeros(3)]), 0.0, 0.0, 1.0, np.zeros(3), eye, 1.0, 1.0, 1.0)
+    z, q = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+    predict_state_arrays(z, q, z, z, z, z, 1.0)
+    z, q = z.copy(), q.copy()                   # as the bus decodes them (protocol.codec: views of the frame)
+    z.flags.writeable = q.flags.writeable = False
+    predict_state_arrays(z, q, z, z, z, z, 1.0)
+
+
+def rms_kinematics_arrays(geom: RmsGeometry, theta: Array, invert: bool = False
+                          ) -> tuple[Array, Array, Array, Array, Array | None]:
+    """:func:`rms_kinematics_rows` and :func:`rms_jacobian_rows` at once as arrays, and ``invert``: the Jacobian's
+    inverse (:func:`regular_inverse`), for the arm's step loop: the compiled kernel
+    :func:`dynamics.arm_kernels.rms_kinematics`, bit for bit those (the same operations on Python floats, the same
+    LAPACK routines; the tests hold them equal). No shape check. New arrays.
+
+    Parameters
+    ----------
+    geom : RmsGeometry
+    theta : ndarray, shape (6,)
+        Joint angles, float64. [rad]
+    invert : bool
+        Whether to invert J.
+
+    Returns
+    -------
+    R_OB : ndarray, shape (7, 9)
+        Link rotations in O, row-major (row 0 the shoulder S).
+    p : ndarray, shape (7, 3)
+        Joint points 1..6, then the point of resolution, in O. [m]
+    u_O : ndarray, shape (6, 3)
+        Unit joint axes in O.
+    J : ndarray, shape (6, 6)
+        The Jacobian (:func:`rms_jacobian`).
+    J_inv : ndarray, shape (6, 6), or None
+        ``regular_inverse(J)`` (in its Fortran order) if ``invert`` and it is not None; else None (then
+        ``regular_inverse`` tells: J singular, or not finite).
+    """
+    R_OB, p, u, J = np.empty((N_JOINTS + 1, 9)), np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, 6))
+    J_inv = np.empty((6, 6), order="F")          # as regular_inverse's (LAPACK's): J_inv @ x the same sums
+    ok = _kernels().rms_kinematics(geom.kernel_rows, theta, R_OB, p, u, J, invert, J_inv)
+    return R_OB, p, u, J, J_inv if invert and ok else None
+
+
+def limit_joint_rates_rows(qd: Sequence[float], theta: Sequence[float], qd_max: Sequence[float],
+                           stop_lower: Sequence[float], stop_upper: Sequence[float], gain: float
+                           ) -> tuple[list[float], list[float], float, int, int]:
+    """Commanded joint rates into their rate limits and away from their angle limits, on floats (no checks).
+
+    Every rate is scaled by ``r = max_i |θ̇_i| / θ̇max_i`` when ``r > 1 + 1e-12`` (the direction of the
+    motion kept); then a rate toward an angle limit is at most ``gain`` times the distance to its stop
+    (zero at the stop and beyond): ``θ̇_i ∈ [min(gain (stop_lower_i − θ_i), 0), max(gain (stop_upper_i − θ_i), 0)]``.
+    The readable reference of the compiled :func:`limit_joint_rates`, which the arm runs.
+
+    Parameters
+    ----------
+    qd : sequence of 6 float
+        Commanded joint rates. [rad/s]
+    theta : sequence of 6 float
+        Joint angles. [rad]
+    qd_max : sequence of 6 float
+        Rate limits (> 0). [rad/s]
+    stop_lower, stop_upper : sequence of 6 float
+        Where the rate toward a limit reaches zero. [rad]
+    gain : float
+        [1/s]
+
+    Returns
+    -------
+    scaled : list of 6 float
+        The rates after the scaling (as given when not scaled). [rad/s]
+    limited : list of 6 float
+        Then within the angle limits: the rates to command. [rad/s]
+    r_max : float
+        The largest ``|θ̇_i| / θ̇max_i``.
+    j : int
+        The joint of ``r_max`` (the first) if the rates were scaled, else -1.
+    clipped : int
+        Bit i set where ``|limited_i − scaled_i| > 1e-12`` (joint i stopped by an angle limit).
+    """
+    ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
+    r_max = max(ratio)
+    j = -1
+    scaled = list(qd)
+    if r_max > 1.0 + 1e-12:
+        j = ratio.index(r_max)
+        scaled = [x / r_max for x in scaled]
+    limited = [min(max(x, min(gain * (lo - t), 0.0)), max(gain * (hi - t), 0.0))
+               for x, t, lo, hi in zip(scaled, theta, stop_lower, stop_upper, strict=True)]
+    clipped = sum(1 << i for i, (lim, x) in enumerate(zip(limited, scaled, strict=True)) if abs(lim - x) > 1e-12)
+    return scaled, limited, r_max, j, clipped
+
+
+def limit_joint_rates(qd: Array, theta: Array, limits: Array, gain: float) -> tuple[Array, Array, float, int, int]:
+    """:func:`limit_joint_rates_rows` on arrays for the arm's step loop: the compiled kernel
+    :func:`dynamics.arm_kernels.limit_joint_rates`, bit for bit the reference (the tests hold them equal). No
+    shape check.
+
+    Parameters
+    ----------
+    qd, theta : ndarray, shape (6,)
+        [rad/s, rad]
+    limits : ndarray, shape (3, 6)
+        Rows ``qd_max``, ``stop_lower``, ``stop_upper``. [rad/s, rad, rad]
+    gain : float
+        [1/s]
+
+    Returns
+    -------
+    scaled, limited : ndarray, shape (6,)
+        New arrays (rows of one). [rad/s]
+    r_max, j, clipped
+        As :func:`limit_joint_rates_rows`.
+    """
+    out = np.empty((2, N_JOINTS))
+    r_max, j, clipped = _kernels().limit_joint_rates(qd, theta, limits, gain, out)
+    return out[0], out[1], r_max, j, clipped
+
+
+def predict_state_arrays(p: Array, quat: Array, v: Array, w: Array, a: Array, wdot: Array, dt: float) -> Array | None:
+    """:func:`dynamics.rigid_body.predict_rows` (a rigid body's state ``dt`` ahead of a sample, its accelerations
+    held) for the arm's predicted inputs: the compiled kernel :func:`dynamics.arm_kernels.predict_state`, bit for
+    bit the reference (the tests hold them equal).
+
+    Parameters
+    ----------
+    p, v, a : ndarray, shape (3,)
+        CoM position, velocity, acceleration in W. [m, m/s, m/s²]
+    quat : ndarray, shape (4,)
+        Attitude [w, x, y, z].
+    w, wdot : ndarray, shape (3,)
+        Body rate and its derivative, in B. [rad/s, rad/s²]
+    dt : float
+        > 0. [s]
+
+    Returns
+    -------
+    ndarray, shape (13,) or None
+        ``[p, quat, v, w]`` at ``t + dt`` (a new array), or None where the kernel does not follow the reference
+        (a field not an ndarray or of another size, the quaternion not finite): the caller runs the reference,
+        which refuses what is to be refused. The bus's arrays (read-only) and the services' own (writable) are
+        loaded (:func:`load_kernels`); another layout is compiled at its first use.
+    """
+    nd = np.ndarray
+    if not (type(p) is nd and type(quat) is nd and type(v) is nd and type(w) is nd and type(a) is nd
+            and type(wdot) is nd):
+        return None
+    out = np.empty(13)
+    try:
+        ok = _kernels().predict_state(p, quat, v, w, a, wdot, float(dt), out)
+    except Exception:           # numba's typing of an array it cannot index so (another number of dimensions)
+        return None
+    return out if ok else None
 
 
 def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],
@@ -901,6 +1095,93 @@ class AutoProfile:
         if t <= self.duration - Ta:
             return r * (t - 0.5 * Ta)
         return 1.0 - self.sigma(self.duration - t)
+
+
+def auto_rates_rows(p0: Sequence[float], dp: Sequence[float], R0: Sequence[float], rot: Sequence[float], s0: float,
+                    s1: float, h: float, p_m: Sequence[float], R_m: Sequence[float], gain: float, v_lim: float,
+                    w_lim: float) -> tuple[float, float, list[float]]:
+    """One step of an auto-sequence segment (:class:`AutoProfile`) on floats: the error of a pose on the segment's
+    reference and the point-of-resolution rates that fly it.
+
+    The reference at σ: ``p(σ) = p0 + σ dp`` and ``R(σ) = exp(σ [rot×]) R0`` (a straight line and a slew about a
+    fixed axis, in O). The rates are the reference's mean rate over the step, ``(s1 − s0)/h`` times ``(rot, dp)``,
+    plus ``gain`` times the error at ``s0``, each part clipped to its limit (its direction kept). The readable
+    reference of the compiled :func:`auto_rates`, which the arm runs.
+
+    Parameters
+    ----------
+    p0, dp : sequence of 3 float
+        The segment's start and its displacement, in O. [m]
+    R0 : sequence of 9 float
+        The start attitude ``R_OE``, row-major.
+    rot : sequence of 3 float
+        The slew as a rotation vector, in O. [rad]
+    s0, s1 : float
+        σ at the step's start and end.
+    h : float
+        The step. [s]
+    p_m, R_m : sequence of 3 and 9 float
+        The pose flown (the arm's motor-side E), in O. [m]
+    gain : float
+        [1/s]
+    v_lim, w_lim : float
+        Speed and angular-rate limits. [m/s, rad/s]
+
+    Returns
+    -------
+    e_p, e_r : float
+        The position and attitude errors' norms at ``s0``. [m, rad]
+    V : list of 6 float
+        ``[ω; v]`` to command, in O. [rad/s, m/s]
+
+    Raises
+    ------
+    ShapeError
+        If the reference's attitude is not finite.
+    """
+    e_p = [a + s0 * d - pm for a, d, pm in zip(p0, dp, p_m, strict=True)]
+    q_ref = sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), rot[0], rot[1], rot[2], s0)
+    R_ref = sp.mat_mat_rows(sp.rotation_rows(*q_ref), R0)
+    e_r = sp.rotation_error_rows(R_m, R_ref)
+    ds = (s1 - s0) / h
+    v = [ds * d + gain * e for d, e in zip(dp, e_p, strict=True)]
+    w = [ds * d + gain * e for d, e in zip(rot, e_r, strict=True)]
+    nv, nw = sp.norm3(v), sp.norm3(w)
+    if nv > v_lim:
+        v = [x * (v_lim / nv) for x in v]
+    if nw > w_lim:
+        w = [x * (w_lim / nw) for x in w]
+    return sp.norm3(e_p), sp.norm3(e_r), w + v
+
+
+def auto_rates(seg: Array, s0: float, s1: float, h: float, p_m: Array, R_m: Array, gain: float, v_lim: float,
+               w_lim: float) -> tuple[float, float, list[float]]:
+    """:func:`auto_rates_rows` for the arm's step loop: the compiled kernel :func:`dynamics.arm_kernels.auto_rates`,
+    bit for bit the reference (the tests hold them equal), which runs instead where the kernel cannot follow it
+    (an attitude error within 1e-3 of π, where the reference goes through numpy; a reference attitude not finite,
+    which it refuses). No shape check.
+
+    Parameters
+    ----------
+    seg : ndarray, shape (18,)
+        ``p0``, ``dp``, ``R0`` (row-major), ``rot`` of :func:`auto_rates_rows`.
+    s0, s1, h, gain, v_lim, w_lim : float
+        As :func:`auto_rates_rows`.
+    p_m, R_m : ndarray, shape (3,) and (9,)
+        As :func:`auto_rates_rows`.
+
+    Returns
+    -------
+    e_p, e_r, V
+        As :func:`auto_rates_rows`.
+    """
+    V = np.empty(6)
+    code, e_p, e_r = _kernels().auto_rates(seg, s0, s1, h, p_m, R_m, gain, v_lim, w_lim, V)
+    if code == 0:
+        return e_p, e_r, V.tolist()
+    rows = seg.tolist()
+    return auto_rates_rows(rows[0:3], rows[3:6], rows[6:15], rows[15:18], s0, s1, h, p_m.tolist(), R_m.tolist(),
+                           gain, v_lim, w_lim)
 
 
 def auto_profile(distance: float, angle: float, v_max: float, w_max: float, a_max: float,

@@ -33,8 +33,10 @@ No I/O, clock or globals.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -42,8 +44,8 @@ from numpy.typing import ArrayLike, NDArray
 from dynamics import spatial as sp
 from errors import ModelError, ShapeError
 
-__all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step", "servo_step_rows",
-           "hold_stiffness",
+__all__ = ["ServoParams", "ServoState", "srms_servo_params", "servo_initial", "servo_step", "servo_step_arrays",
+           "servo_step_rows", "load_kernels", "hold_stiffness",
            "ASSUMED_GEAR_RATIO", "ASSUMED_MOTOR_INERTIA", "ASSUMED_TORQUE_CONSTANT"]
 
 Array = NDArray[np.float64]
@@ -89,6 +91,7 @@ class ServoParams:
     reflected_inertia: Array = field(init=False)
     torque_limit: Array = field(init=False)
     per_joint: tuple[tuple[float, ...], ...] = field(init=False, repr=False)
+    kernel_rows: Array = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("gear_ratio", "torque_constant", "current_limit", "motor_inertia", "coulomb", "viscous",
@@ -108,6 +111,8 @@ class ServoParams:
             (self.gear_ratio * self.torque_constant).tolist(), self.reflected_inertia.tolist(),
             self.current_limit.tolist(), self.kp.tolist(), self.ki.tolist(), self.coulomb.tolist(),
             self.viscous.tolist(), self.slip_torque.tolist(), strict=True)))
+        # the same per joint as rows of an array, for the compiled kernel (dynamics.arm_kernels.servo_step)
+        object.__setattr__(self, "kernel_rows", np.array(self.per_joint, dtype=np.float64))
 
 
 @dataclass
@@ -205,6 +210,9 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Seque
                direct: Sequence[float | None] | None = None) -> tuple[ServoState, Array, Array]:
     """Advance the six servos by ``h`` seconds.
 
+    The inputs are checked once; the substeps run in the compiled kernel (:func:`servo_step_arrays`), bit for bit
+    :func:`servo_step_rows`, the readable reference on Python floats.
+
     Parameters
     ----------
     p : ServoParams
@@ -236,22 +244,90 @@ def servo_step(p: ServoParams, s: ServoState, rate_cmd: ArrayLike, brakes: Seque
     tau_motor : ndarray, shape (6,)
         Motor torque through the gear ``N K_t i`` of the last substep. [N·m]
     """
-    cmd = sp.as_vector(rate_cmd, 6, "rate_cmd").tolist()
+    cmd = sp.as_vector(rate_cmd, 6, "rate_cmd")
     br = [bool(b) for b in brakes]
     if len(br) != 6:
         raise ShapeError(f"brakes: expected 6 flags, got {len(br)}")
     if k is not None:
         if theta is None or theta_dot is None:
             raise ShapeError("theta, theta_dot: required with k (the loaded joint's angle and rate)")
-        loaded = (sp.as_vector(k, 6, "k").tolist(), sp.as_vector(c if c is not None else np.zeros(6), 6, "c").tolist(),
-                  sp.as_vector(theta, 6, "theta").tolist(), sp.as_vector(theta_dot, 6, "theta_dot").tolist())
+        loaded = (sp.as_vector(k, 6, "k"), sp.as_vector(c if c is not None else np.zeros(6), 6, "c"),
+                  sp.as_vector(theta, 6, "theta"), sp.as_vector(theta_dot, 6, "theta_dot"))
     else:
         loaded = None
-    tm, w, integ, i, tau = servo_step_rows(p, s.theta_m.tolist(), s.omega.tolist(), s.integ.tolist(), cmd, br, h,
-                                           n_sub, loaded, direct)
-    i_arr = np.array(i)
-    return (ServoState(np.array(tm), np.array(w), np.array(integ), i_arr), np.array(tau),
-            (p.gear_ratio * p.torque_constant) * i_arr)
+    if direct is not None and len(direct) != 6:
+        raise ShapeError(f"direct: expected 6 entries, got {len(direct)}")
+    state, tau = servo_step_arrays(p, s, cmd, np.array(br), h, n_sub, loaded, direct)
+    return state, tau, (p.gear_ratio * p.torque_constant) * state.current
+
+
+# the kernel's inputs when unloaded or without direct drive; never written (and not read-only: numba compiles a
+# read-only array apart, and the arm's own arrays are writable)
+_ZEROS6 = np.zeros(6)
+_NO_DIRECT = np.zeros(6, dtype=np.bool_)
+
+
+def _kernels() -> ModuleType:
+    """The compiled kernels (:mod:`dynamics.arm_kernels`), imported on first use: importing numba takes ~0.5 s,
+    which a configuration check should not pay (a built arm has them loaded: :func:`load_kernels`). Looked up in
+    ``sys.modules`` once imported (an import statement costs more than the kernel's dispatch)."""
+    mod = sys.modules.get("dynamics.arm_kernels")
+    if mod is not None:
+        return mod
+    from dynamics import arm_kernels
+    return arm_kernels
+
+
+def load_kernels() -> None:
+    """Import the servo's compiled kernel and load its machine code now (compile it if numba's cache has none), for
+    the argument types the arm passes; otherwise the first :func:`servo_step_arrays` pays for it (numba's import
+    and the load, a few tenths of a second; the compile, seconds). The arm calls it when it is built."""
+    p = srms_servo_params(np.ones(6), np.ones(6))
+    s = servo_initial(np.zeros(6))
+    servo_step_arrays(p, s, np.zeros(6), _NO_DIRECT, 0.001, 1, (np.ones(6), np.ones(6), np.zeros(6), np.zeros(6)),
+                      [0.0, None, None, None, None, None])
+
+
+def servo_step_arrays(p: ServoParams, s: ServoState, rate_cmd: Array, brakes: NDArray[np.bool_], h: float,
+                      n_sub: int = 1, loaded: tuple[Array, Array, Array, Array] | None = None,
+                      direct: Sequence[float | None] | None = None) -> tuple[ServoState, Array]:
+    """:func:`servo_step` without its checks, for the arm's step loop: the compiled kernel
+    :func:`dynamics.arm_kernels.servo_step`, bit for bit :func:`servo_step_rows` (the same operations on Python
+    floats; the tests hold them equal).
+
+    Parameters
+    ----------
+    p : ServoParams
+    s : ServoState
+        Not modified.
+    rate_cmd : ndarray, shape (6,)
+        [rad/s]
+    brakes : ndarray of bool, shape (6,)
+    h : float
+        [s]
+    n_sub : int
+    loaded : tuple (k, c, theta, theta_dot) of ndarray, shape (6,), optional
+        The loaded case of :func:`servo_step`; None unloaded.
+    direct : sequence of (float or None), length 6, optional
+        As :func:`servo_step`.
+
+    Returns
+    -------
+    state : ServoState
+        After the step (new arrays: rows of one, with ``tau_load``).
+    tau_load : ndarray, shape (6,)
+        The mean load torque over the step (0 unloaded). [N·m]
+    """
+    if direct is None:
+        on, cur = _NO_DIRECT, _ZEROS6
+    else:
+        on = np.array([d is not None for d in direct])
+        cur = np.array([0.0 if d is None else float(d) for d in direct])
+    ka, ca, th, thd = (_ZEROS6, _ZEROS6, _ZEROS6, _ZEROS6) if loaded is None else loaded
+    out = np.empty((5, 6))
+    _kernels().servo_step(p.kernel_rows, float(p.friction_rate), s.theta_m, s.omega, s.integ, rate_cmd, brakes,
+                          float(h), int(n_sub), loaded is not None, ka, ca, th, thd, on, cur, out)
+    return ServoState(out[0], out[1], out[2], out[3]), out[4]
 
 
 def servo_step_rows(p: ServoParams, theta_m: list[float], omega: list[float], integ: list[float],
@@ -259,7 +335,9 @@ def servo_step_rows(p: ServoParams, theta_m: list[float], omega: list[float], in
                     loaded: tuple[list[float], list[float], list[float], list[float]] | None = None,
                     direct: Sequence[float | None] | None = None
                     ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
-    """:func:`servo_step` on Python floats (its kernel; no shape checks), for the arm's step loop.
+    """:func:`servo_step` on Python floats (no shape checks): the readable reference that the compiled kernel
+    :func:`dynamics.arm_kernels.servo_step` (what :func:`servo_step` and :func:`servo_step_arrays` run) is tested
+    equal to, bit for bit.
 
     Parameters
     ----------

@@ -109,7 +109,9 @@ terms, the warnings), over one :class:`ArmContext`. They hold parameters only, t
 the context, which the runtime asks the model for (:meth:`ArmModel.new_context`), holds, and passes to
 ``initial(t0, ctx)`` and ``step(t, h, ctx, u)`` (:mod:`protocol.service`, "State in a context"). They stay here rather
 than in :mod:`dynamics`: they read the bus's state bodies, keep the service's context and put warnings on
-``arm/state``; the physics they call is :mod:`dynamics`'.
+``arm/state``; the physics they call is :mod:`dynamics`'. The step's float arithmetic runs in compiled kernels
+(:mod:`dynamics.arm_kernels`, bit for bit their Python-float references: the servos, the kinematics and Jacobian,
+the rate limits, the auto sequence's step, the inputs' prediction), which :func:`build` loads.
 
 Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` and are
 **ASSUMED**)::
@@ -163,7 +165,7 @@ Config ``[arm]`` (all optional; values not published are in ``[arm.assumed]`` an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
@@ -307,18 +309,27 @@ INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "stat
           Port("operator/command", "event"), Port("contact/event", "event"))
 OUTPUTS = (Port(STATE, "state"), Port(WRENCH, "flow"))
 N_JOINTS = rms.N_JOINTS
+_BRAKES = (np.zeros(N_JOINTS, dtype=bool), np.ones(N_JOINTS, dtype=bool))
+"""The servos' brake flags (6,) with the brakes off and on (:func:`dynamics.servo.servo_step_arrays`), indexed by
+``context.brakes``; never written (not read-only: the compiled kernel is loaded for writable arrays)."""
 
 
 def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) -> tuple[dict[str, Any],
                                                                                           tuple[Any, ...]]:
     """A rigid-body state sample predicted from its coupling instant to t with its accelerations
-    (:func:`dynamics.rigid_body.predict_rows`): its body with the state fields replaced, and
-    ``(p, quat, w, v)`` as floats."""
+    (:func:`dynamics.rigid_body.predict_rows`, by its compiled kernel :func:`dynamics.rms.predict_state_arrays`): its
+    body with the state fields replaced, and ``(p, quat, w, v)`` as floats."""
     b = dict(smp.body)
-    pf, wf, vf = rb.as_floats(b[p]), rb.as_floats(b[w]), rb.as_floats(b[v])
-    qf: Any = rb.as_floats(b[q])
     dt = (t_ns - smp.t_ns) * 1e-9
     if dt > 0.0:
+        x = rms.predict_state_arrays(b[p], b[q], b[v], b[w], b[a], b[wd], dt)   # compiled, bit for bit predict_rows
+        if x is not None:
+            b[p], b[q], b[v], b[w] = x[0:3], x[3:7], x[7:10], x[10:13]
+            f = x.tolist()
+            return b, (f[0:3], tuple(f[3:7]), f[10:13], f[7:10])
+    pf, wf, vf = rb.as_floats(b[p]), rb.as_floats(b[w]), rb.as_floats(b[v])
+    qf: Any = rb.as_floats(b[q])
+    if dt > 0.0:                                    # the reference: it raises what the kernel refused
         pf, qf, vf, wf = rb.predict_rows(pf, qf, vf, wf, rb.as_floats(b[a]), rb.as_floats(b[wd]), dt)
         b[p], b[q], b[v], b[w] = np.array(pf), np.array(qf), np.array(vf), np.array(wf)
     return b, (pf, qf, wf, vf)
@@ -447,7 +458,8 @@ class ArmContext:
     waypoints : list of dict
         The auto sequence's waypoints still to reach.
     seg : dict or None
-        The auto segment being flown (start, leg, profile).
+        The auto segment being flown: its start ``t0`` [s], ``rows`` (its start, displacement, start attitude and
+        slew as :func:`dynamics.rms.auto_rates` takes them) and its profile ``prof``.
     rest_since : int or None
         Post-capture damping: since when the relative motion has been at rest. [ns]
     geom : dynamics.rms.RmsGeometry
@@ -469,7 +481,8 @@ class ArmContext:
     mb_wrench : tuple of ndarray or None
         Multibody arm: ``(F_Eo_W, F_So_W)`` of the last step; None before the first.
     rows, pose : tuple, dynamics.rms.RmsPose or None
-        The kinematics at θ as floats (:func:`dynamics.rms.rms_kinematics_rows`), and as an RmsPose once asked for.
+        The kinematics at θ, ``(R_OB (7, 9), p (7, 3), u_O (6, 3))`` (:func:`dynamics.rms.rms_kinematics_arrays`:
+        link rotations row-major, joint points then E, joint axes, in O), and as an RmsPose once asked for.
     J, J_inv : ndarray, shape (6, 6)
         The Jacobian at θ and its inverse (damped near a singularity).
     sigma, damped, J_svd : float, bool, ndarray or None
@@ -477,9 +490,8 @@ class ArmContext:
     flex_at, flex_pending : tuple, bool
         The configuration of the last RMSFLX tick ``(rows, J, J_inv or None)``, and whether its terms are still
         to be computed.
-    k_servo, c_servo, gamma_J, kc : ndarray or None, tuple
-        The 3-7 springs [N·m/rad] and dampers [N·m·s/rad], γ_J (6, 6), and (springs, dampers) as floats; None
-        before the first RMSFLX terms.
+    k_servo, c_servo, gamma_J : ndarray or None
+        The 3-7 springs [N·m/rad] and dampers [N·m·s/rad], γ_J (6, 6); None before the first RMSFLX terms.
     orb, orb_f, pay_f : dict, tuple, tuple
         The orbiter's state body predicted to the last step; the orbiter's and the payload's
         ``(p, quat, w, v)`` as floats then.
@@ -535,7 +547,6 @@ class ArmContext:
     k_servo: np.ndarray | None = None
     c_servo: np.ndarray | None = None
     gamma_J: np.ndarray | None = None
-    kc: tuple[list[float], list[float]] | None = None
     now: int = 0
     step_count: int = 0
     warnings: dict[str, int] = field(default_factory=dict)
@@ -574,23 +585,26 @@ class ArmKinematics:
         """Put a warning on arm/state for ``warn_hold`` seconds."""
         c.warnings[text] = c.now + round(self.p.warn_hold * 1e9)
 
-    def update(self, c: ArmContext, theta: list[float] | None = None) -> None:
-        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` as floats, default ``context.theta``):
+    def update(self, c: ArmContext, theta: np.ndarray | None = None) -> None:
+        """Kinematics, the Jacobian and its (damped) inverse at θ (``theta`` (6,), default ``context.theta``):
         once per step.
 
-        The kinematics stay as floats (``pose`` is built from them when asked for). The SVD is skipped
-        while the last one proves J far from singular: by Weyl's inequality
+        The kinematics, the Jacobian and its inverse by LU by the compiled kernel
+        (:func:`dynamics.rms.rms_kinematics_arrays`), kept as its arrays (``pose`` is built from them when asked
+        for). The SVD is skipped while the last one proves J far from singular: by Weyl's inequality
         ``σ_6(J) ≥ σ_6(J_svd) − ‖J − J_svd‖_F``, and while that bound stays above ``sigma_min``
         the exact inverse is the solution :func:`dynamics.rms.dls_solve` would give. ``sigma``
         (on arm/state) is that of the last SVD, refreshed at least every ``flex_every`` steps.
         """
-        c.rows = rows = rms.rms_kinematics_rows(c.geom, c.theta.tolist() if theta is None else theta)
+        regular = c.J_svd is not None and not c.damped      # J⁻¹ by LU, if Weyl's bound below allows it
+        R_OB, p, u, c.J, J_inv = rms.rms_kinematics_arrays(c.geom, c.theta if theta is None else theta, regular)
+        c.rows = (R_OB, p, u)
         c.pose = None
-        c.J = np.array(rms.rms_jacobian_rows(rows[1], rows[2], rows[3]))
-        if c.J_svd is not None and not c.damped:
+        if regular:
             dJ = (c.J - c.J_svd).ravel()
             if c.sigma - math.sqrt(dJ @ dJ) > self.p.sigma_min:
-                J_inv = rms.regular_inverse(c.J)
+                if J_inv is None:                          # the kernel could not: the reference says why
+                    J_inv = rms.regular_inverse(c.J)
                 if J_inv is not None:
                     c.J_inv = J_inv
                     return
@@ -600,13 +614,14 @@ class ArmKinematics:
     def pose(self, c: ArmContext) -> rms.RmsPose:
         """The kinematics at θ (:class:`dynamics.rms.RmsPose`), built from the step's floats when first asked for."""
         if c.pose is None:
-            c.pose = rms.rms_pose_from_rows(c.geom, *c.rows)
+            R_OB, p, u = c.rows
+            c.pose = rms.rms_pose_from_rows(c.geom, R_OB, p[:N_JOINTS], u, p[N_JOINTS])
         return c.pose
 
     def points(self, c: ArmContext) -> np.ndarray:
-        """Joint points 1..6 then the point of resolution, in O (7, 3). [m]"""
-        _, ps, _, pE = c.rows
-        return np.array([*ps, pE])
+        """Joint points 1..6 then the point of resolution, in O (7, 3), the context's array (not to be written). [m]"""
+        p: np.ndarray = c.rows[1]
+        return p
 
     def flex(self, c: ArmContext) -> None:
         """RMSFLX, every ``flex_every`` steps: γ (B-6), γ_J (3-4), the per-servo springs 1/γ_i^e (3-7).
@@ -623,9 +638,9 @@ class ArmKinematics:
     def flex_terms(self, c: ArmContext) -> None:
         """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
         c.flex_pending = False
-        (_, ps, us, pE), J, J_inv = c.flex_at
+        (_, p, u), J, J_inv = c.flex_at
         beams = () if self.p.flexibility == "joints" else self.beams
-        g = fx.arm_flexibility(np.array([*ps, pE]), np.array(us), beams, self.joint_stiffness)
+        g = fx.arm_flexibility(p, u, beams, self.joint_stiffness)
         try:
             if J_inv is not None:            # J regular (σ ≥ sigma_min), its inverse at hand: 3-4 as products
                 X = J_inv @ g @ J_inv.T
@@ -648,35 +663,28 @@ class ArmKinematics:
         # the 3-7 springs lump the whole arm's flexibility: their damper stands for its structural
         # damping, stiffness-proportional (Rayleigh β), ζ = β ω / 2 for a mode at ω
         c.c_servo = self.beta * c.k_servo
-        c.kc = (c.k_servo.tolist(), c.c_servo.tolist())
 
-    def springs(self, c: ArmContext) -> tuple[list[float], list[float]]:
-        """The 3-7 springs and dampers as floats, ``(k, c)``."""
+    def springs(self, c: ArmContext) -> tuple[np.ndarray, np.ndarray]:
+        """The 3-7 springs and dampers, ``(k, c)`` (6,) each."""
         if c.flex_pending:
             self.flex_terms(c)
-        kc = c.kc
-        assert kc is not None  # set by _flex_terms
-        return kc
+        k, d = c.k_servo, c.c_servo
+        assert k is not None and d is not None  # set by flex_terms
+        return k, d
 
     def k_servo(self, c: ArmContext) -> np.ndarray:
         """The 3-7 springs ``1/γ_i^e`` (6,) of the last RMSFLX. [N·m/rad]"""
-        self.springs(c)
-        x = c.k_servo
-        assert x is not None  # set by _flex_terms
-        return x
+        return self.springs(c)[0]
 
     def c_servo(self, c: ArmContext) -> np.ndarray:
         """Their dampers ``β/γ_i^e`` (6,). [N·m·s/rad]"""
-        self.springs(c)
-        x = c.c_servo
-        assert x is not None  # set by _flex_terms
-        return x
+        return self.springs(c)[1]
 
     def gamma_J(self, c: ArmContext) -> np.ndarray:
         """γ_J (6, 6) of the last RMSFLX (3-4). [rad/(N·m)]"""
         self.springs(c)
         x = c.gamma_J
-        assert x is not None  # set by _flex_terms
+        assert x is not None  # set by flex_terms
         return x
 
 
@@ -687,10 +695,10 @@ class ArmPlant(Protocol):
     def start(self, c: ArmContext) -> None:
         """Put the plant's own state (beyond the joints and servos) at rest in ``c``."""
 
-    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+    def step(self, c: ArmContext, qd_cmd: np.ndarray, direct: DirectDrive, orb: dict[str, Any],
              pay: dict[str, Any] | None, h: float) -> None:
-        """Advance ``c`` by ``h`` [s] under the commanded joint rates ``qd_cmd`` (6,) [rad/s] (also
-        ``c.qd_cmd``), the orbiter's (and the payload's) state bodies predicted to the step."""
+        """Advance ``c`` by ``h`` [s] under the commanded joint rates ``qd_cmd`` (6,) [rad/s] (``c.qd_cmd``), the
+        orbiter's (and the payload's) state bodies predicted to the step."""
 
     def end_step(self, c: ArmContext) -> None:
         """After the step: the wrench on the payload at Eo in O (``c.F_Eo_O``) where the plant gives it so."""
@@ -722,8 +730,8 @@ class ArmController(Protocol):
                 X_OE: Callable[[], np.ndarray]) -> None:
         """Apply one contact event (``capture``, ``rigidize``, ``release``)."""
 
-    def rates(self, c: ArmContext) -> list[float]:
-        """The commanded joint rates (6,) [rad/s] for the step."""
+    def rates(self, c: ArmContext) -> np.ndarray | Sequence[float]:
+        """The commanded joint rates (6,) [rad/s] for the step (a new array, or a sequence of floats)."""
         ...
 
     def direct_currents(self, c: ArmContext) -> list[float | None] | None:
@@ -751,46 +759,38 @@ class MasslessPlant:
     def start(self, c: ArmContext) -> None:
         """Nothing beyond the joints and servos."""
 
-    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+    def step(self, c: ArmContext, qd_cmd: np.ndarray, direct: DirectDrive, orb: dict[str, Any],
              pay: dict[str, Any] | None, h: float) -> None:
         """Free: the joints are the motors (servos against no load), no wrench. Grappled: the joint rates from
         the relative motion (2-10…2-12), the servos against the 3-7 springs, the torques they transmit (or the
         passive 3-6 torques with every brake on, ``flexibility = "passive"``)."""
         n_sub = self.p.servo_substeps
-        brakes = [c.brakes] * 6
-        sv0 = c.servo
+        brakes = _BRAKES[c.brakes]
         if not c.grappled:
-            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
-                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, None,
-                                                      direct(c))
-            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+            c.servo, _ = sv.servo_step_arrays(self.servo_p, c.servo, qd_cmd, brakes, h, n_sub, None, direct(c))
             c.theta_dot = c.servo.omega          # the arm angle is the motor's (arrays never written in place)
             c.theta = c.servo.theta_m
             c.tau = self._zeros6
-            self.kin.update(c, tm)
+            self.kin.update(c)
             c.V_R_O = c.J @ c.theta_dot
             return
         c.theta_dot = self._grappled_rates(c, pay)
         passive = self.p.flexibility == "passive" and c.brakes
-        th, thd = c.theta.tolist(), c.theta_dot.tolist()
+        th, thd = c.theta, c.theta_dot
         if not passive:
             k, damp = self.kin.springs(c)
-            tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv0.theta_m.tolist(), sv0.omega.tolist(),
-                                                      sv0.integ.tolist(), qd_cmd, brakes, h, n_sub, (k, damp, th, thd),
-                                                      direct(c))
-            c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
-        th = [a + h * b for a, b in zip(th, thd, strict=True)]
-        c.theta = np.array(th)
+            c.servo, _ = sv.servo_step_arrays(self.servo_p, c.servo, qd_cmd, brakes, h, n_sub, (k, damp, th, thd),
+                                              direct(c))
+        c.theta = th + h * thd
         # at the step end: 2-12 at the new configuration, then the torques the springs transmit
-        self.kin.update(c, th)
+        self.kin.update(c)
         c.theta_dot = c.J_inv @ c.V_R_O
         if passive:
             c.tau = self._passive_torques(c)
             # the locked motor/gear trains sit at the neutral angles (they slip with them)
             c.servo = sv.ServoState(c.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
         else:
-            c.tau = np.array([ki * (a - b) + ci * (x - y) for ki, a, b, ci, x, y
-                                 in zip(k, tm, th, damp, w, c.theta_dot.tolist(), strict=True)])
+            c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
 
     def _grappled_rates(self, c: ArmContext, pay: dict[str, Any] | None) -> np.ndarray:
         """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""
@@ -803,7 +803,7 @@ class MasslessPlant:
         R_WO = sp.rotation_rows(*qO)
         R_WT = sp.rotation_rows(*qT)
         # the point of resolution as seen from the orbiter through the (frozen) grasp
-        e = c.p_ToEo_T.tolist()
+        e = c.p_TE
         x0, x1, x2 = sp.mat_vec_rows(R_WT, e[0], e[1], e[2])
         p_OoEo_O = sp.mat_t_vec_rows(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
         c.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
@@ -912,13 +912,12 @@ class MultibodyPlant:
     def _chain_q(X_WS: np.ndarray, quat_WS: Any, theta: np.ndarray) -> np.ndarray:
         return np.concatenate([X_WS[:3, 3], quat_WS, theta])
 
-    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+    def step(self, c: ArmContext, qd_cmd: np.ndarray, direct: DirectDrive, orb: dict[str, Any],
              pay: dict[str, Any] | None, h: float) -> None:
         """Free: servo → gear spring → links on the moving orbiter (:func:`dynamics.rms.prescribed_base_affine`,
         held over the servo substeps), the shoulder reaction. Grappled: the joints as the massless arm's, both
         wrenches by :func:`dynamics.rms.grappled_inverse_dynamics`."""
         X_WS, quat_WS, V_S, A_S = self._base_motion(orb)
-        brakes = [c.brakes] * 6
         if c.grappled:
             thd_old = c.theta_dot.copy()
             self.massless.step(c, qd_cmd, direct, orb, pay, h)  # joint motion and servo torques as the massless arm
@@ -942,8 +941,8 @@ class MultibodyPlant:
         thdd = np.zeros(6)
         currents = direct(c)
         for _ in range(n_sub):
-            c.servo, tau, _ = sv.servo_step(self.servo_p, c.servo, c.qd_cmd, brakes, hs, k=k, c=damp,
-                                            theta=c.theta, theta_dot=c.theta_dot, direct=currents)
+            c.servo, tau = sv.servo_step_arrays(self.servo_p, c.servo, qd_cmd, _BRAKES[c.brakes], hs, 1,
+                                                (k, damp, c.theta, c.theta_dot), currents)
             thdd = A @ tau + b
             c.theta_dot = c.theta_dot + hs * thdd
             c.theta = c.theta + hs * c.theta_dot
@@ -1001,7 +1000,6 @@ class FlexiblePlant(MultibodyPlant):
         self._D_a[:N_JOINTS, :N_JOINTS] = np.diag(self._c_gear)
         self._K_a[N_JOINTS:, N_JOINTS:] = fi.K
         self._D_a[N_JOINTS:, N_JOINTS:] = fi.D
-        self._kl, self._cl = k.tolist(), self._c_gear.tolist()
 
     def start(self, c: ArmContext) -> None:
         """The booms at rest in the context."""
@@ -1014,7 +1012,7 @@ class FlexiblePlant(MultibodyPlant):
         c.J_eta = np.zeros((6, ne))               # E's twist per elastic rate (W), at the last hold
         c.hand_p = c.geom.p_B6oEo_B6.copy()       # the hand point on the last body, frozen at the grasp
 
-    def step(self, c: ArmContext, qd_cmd: list[float], direct: DirectDrive, orb: dict[str, Any],
+    def step(self, c: ArmContext, qd_cmd: np.ndarray, direct: DirectDrive, orb: dict[str, Any],
              pay: dict[str, Any] | None, h: float) -> None:
         """The multibody arm with beam booms between the orbiter and (grappled) the payload, both moving as their
         services integrate them: :mod:`dynamics.multirate`, its matrices held over ``dynamics_every`` steps.
@@ -1070,12 +1068,8 @@ class FlexiblePlant(MultibodyPlant):
         c.hand_was = held.J is not None
         # the servos over the step against the link angles and rates of its start (substepped, as the massless
         # arm's), then the links and booms over the step with the motors' drive of its end (Newmark)
-        sv_s = c.servo
-        tm, w, integ, cur, _ = sv.servo_step_rows(self.servo_p, sv_s.theta_m.tolist(), sv_s.omega.tolist(),
-                                                  sv_s.integ.tolist(), qd_cmd, [c.brakes] * 6, h, n_sub,
-                                                  (self._kl, self._cl, x[:N_JOINTS].tolist(), v[:N_JOINTS].tolist()),
-                                                  direct(c))
-        c.servo = sv.ServoState(np.array(tm), np.array(w), np.array(integ), np.array(cur))
+        c.servo, _ = sv.servo_step_arrays(self.servo_p, c.servo, qd_cmd, _BRAKES[c.brakes], h, n_sub,
+                                          (k, damp, x[:N_JOINTS], v[:N_JOINTS]), direct(c))
         Q = np.zeros(N_JOINTS + ne)                            # the motors' drive on the arm coordinates
         Q[:N_JOINTS] = k * c.servo.theta_m + damp * c.servo.omega
         v0 = v
@@ -1106,10 +1100,10 @@ class FlexiblePlant(MultibodyPlant):
 
     def X_OE(self, c: ArmContext) -> np.ndarray:
         """E's pose in O: the rigid kinematics at θ and the booms' deflection (first order)."""
-        Rs, _, _, pE = c.rows
+        R_OB, p, _ = c.rows
         X = np.eye(4)
-        X[:3, :3] = np.reshape(Rs[N_JOINTS], (3, 3))
-        X[:3, 3] = pE
+        X[:3, :3] = np.reshape(R_OB[N_JOINTS], (3, 3))
+        X[:3, 3] = p[N_JOINTS]
         dth, dp = self._deflection(c, sp.rotation_rows(*c.orb_f[1]))
         X[:3, :3] = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], np.array(dth), 1.0)) @ X[:3, :3]
         X[:3, 3] += dp
@@ -1134,11 +1128,8 @@ class AutoSequence:
         # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
         # the arm angles also carry the structure's elastic motion; feeding it back would drive
         # the flexible modes.
-        if c.grappled:
-            Rs, _, _, p_m = rms.rms_kinematics_rows(c.geom, c.servo.theta_m.tolist())
-            R_m = Rs[N_JOINTS]
-        else:
-            R_m, p_m = c.rows[0][N_JOINTS], c.rows[3]
+        R_OB, p = (rms.rms_kinematics_arrays(c.geom, c.servo.theta_m) if c.grappled else c.rows)[:2]
+        R_m, p_m = R_OB[N_JOINTS], p[N_JOINTS]
         t = c.now * 1e-9
         tol_p, tol_r = self.p.auto_tol
         while c.waypoints:
@@ -1146,36 +1137,26 @@ class AutoSequence:
             lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
             seg = c.seg
             if seg is None:                      # a new segment from where the motors are now
-                dp = [float(a) - b for a, b in zip(wp["p"], p_m, strict=True)]
+                p0, R0 = p_m.tolist(), R_m.tolist()
+                dp = [float(a) - b for a, b in zip(wp["p"], p0, strict=True)]
                 # the slew as a rotation vector in O: R_ref(σ) = exp(σ [rot×]) R_OE0
-                rot = (sp.rotation_error_rows(R_m, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
+                rot = (sp.rotation_error_rows(R0, sp.rotation_rows(*rb.as_floats(wp["quat"]))) if "quat" in wp
                        else [0.0, 0.0, 0.0])
                 a, alpha = self.p.auto_accel_loaded if c.grappled else self.p.auto_accel
                 prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
-                seg = c.seg = {"t0": t, "p0": p_m, "dp": dp, "R0": R_m, "rot": rot, "prof": prof}
+                # the segment as rms.auto_rates takes it: p0, dp, R0, rot
+                seg = c.seg = {"t0": t, "rows": np.array([*p0, *dp, *R0, *rot]), "prof": prof}
             prof = seg["prof"]
             s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
-            # the reference at t and its mean rate over the step (rotation about a fixed axis in O)
-            dp, rot = seg["dp"], seg["rot"]
-            e_p = [p0 + s0 * d - pm for p0, d, pm in zip(seg["p0"], dp, p_m, strict=True)]
-            q_ref = sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), rot[0], rot[1], rot[2], s0)
-            R_ref = sp.mat_mat_rows(sp.rotation_rows(*q_ref), seg["R0"])
-            e_r = sp.rotation_error_rows(R_m, R_ref)
-            if s0 >= 1.0 and sp.norm3(e_p) <= tol_p and sp.norm3(e_r) <= tol_r:
+            # the motor-side error on the reference at t, and the reference's mean rate over the step with a
+            # correction of that error (rotation about a fixed axis in O)
+            e_p, e_r, V = rms.auto_rates(seg["rows"], s0, s1, self.h, p_m, R_m, self.p.auto_gain, lv, lw)
+            if s0 >= 1.0 and e_p <= tol_p and e_r <= tol_r:
                 c.waypoints.pop(0)
                 c.seg = None
                 self.kin.warn(c, f"auto: waypoint reached, {len(c.waypoints)} left")
                 continue
-            k = self.p.auto_gain
-            ds = (s1 - s0) / self.h
-            v = [ds * d + k * e for d, e in zip(dp, e_p, strict=True)]
-            w = [ds * d + k * e for d, e in zip(rot, e_r, strict=True)]
-            nv, nw = sp.norm3(v), sp.norm3(w)
-            if nv > lv:
-                v = [x * (lv / nv) for x in v]
-            if nw > lw:
-                w = [x * (lw / nw) for x in w]
-            return w + v
+            return V
         return [0.0] * 6
 
 
@@ -1190,7 +1171,7 @@ class CaptureDamper:
         self.m_T, self.I_T = m_T, I_T
         self.drive_stiffness = drive_stiffness
 
-    def rates(self, c: ArmContext) -> list[float]:
+    def rates(self, c: ArmContext) -> np.ndarray:
         """Post-capture damping (module docstring): ``θ̇ + λ K⁻¹ (τ_d − τ)``, ``τ_d = −Jᵀ (M_E / T) V_R``;
         the brakes once the relative rates have stayed below ``damp_rest`` for ``damp_time``."""
         V = c.V_R_O                                    # relative twist of E, in O, at the last step's end
@@ -1204,14 +1185,14 @@ class CaptureDamper:
                 c.mode, c.brakes = "brakes", True
                 c.theta_n = c.theta.copy()
                 self.kin.warn(c, "damp: relative motion at rest, brakes on")
-                return [0.0] * 6
+                return np.zeros(N_JOINTS)
         else:
             c.rest_since = None
         F_d = -(self.payload_inertia_E(c) @ V) / T        # the damper's wrench on the payload at Eo, in O
         tau_d = c.J.T @ F_d                            # 2-3 the other way
         lam = self.p.damp_bandwidth
         k = self.drive_stiffness(c)  # the springs the motors drive through
-        return (c.theta_dot + lam * (tau_d - c.tau) / k).tolist()
+        return c.theta_dot + lam * (tau_d - c.tau) / k
 
     def payload_inertia_E(self, c: ArmContext) -> np.ndarray:
         """The payload's spatial inertia about Eo, in O, [ω; v] order (6, 6), from ``[payload]`` and the grasp."""
@@ -1244,8 +1225,8 @@ class ModeController:
         self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
         self._qd_max = geom.qd_max.tolist()
         m = params.limit_margin
-        self._stop_lower = [x + m for x in self._q_lower]     # where the rate toward a limit reaches zero
-        self._stop_upper = [x - m for x in self._q_upper]
+        # the rate limits and where the rate toward an angle limit reaches zero (rms.limit_joint_rates)
+        self._limits = np.array([self._qd_max, [x + m for x in self._q_lower], [x - m for x in self._q_upper]])
 
     def command(self, c: ArmContext, ev: dict[str, Any]) -> None:
         """Apply one operator command, or refuse it with a reason on arm/state."""
@@ -1365,25 +1346,25 @@ class ModeController:
         out[j] = drive * float(self.servo_p.current_limit[j])
         return out
 
-    def rates(self, c: ArmContext) -> list[float]:
-        """The joint rates the mode commands [rad/s], within the rate and angle limits (each clip warned)."""
+    def rates(self, c: ArmContext) -> np.ndarray:
+        """The joint rates the mode commands (6,) [rad/s], within the rate and angle limits (each clip warned)."""
         if c.brakes or c.mode in ("brakes", "hold", "direct"):
-            return [0.0] * 6
+            return np.zeros(N_JOINTS)
         vmax = self.p.v_max_loaded if c.grappled else self.p.v_max
         wmax = self.p.w_max_loaded if c.grappled else self.p.w_max
         if c.mode == "damp":
             qd = self.damper.rates(c)
             if c.brakes:                              # at rest: braked
-                return [0.0] * 6
+                return np.zeros(N_JOINTS)
         elif c.mode == "single":
             j, r = c.single
-            qd = [0.0] * 6
+            qd = np.zeros(N_JOINTS)
             qd[j] = r
         else:
             if c.mode == "manual":
                 V = c.rate_cmd_frame.tolist()
                 if c.frame == "end_effector":
-                    R = c.rows[0][N_JOINTS]
+                    R = c.rows[0][N_JOINTS].tolist()
                     V = [*sp.mat_vec_rows(R, V[0], V[1], V[2]), *sp.mat_vec_rows(R, V[3], V[4], V[5])]
             else:
                 V = self.auto.rates(c, vmax, wmax)
@@ -1395,28 +1376,20 @@ class ModeController:
             if nw > wmax * (1 + 1e-12):
                 self.kin.warn(c, f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
                 V[:3] = [x * (wmax / nw) for x in V[:3]]
-            qd = (c.J_inv @ np.array(V)).tolist()
+            qd = c.J_inv @ np.array(V)
             if c.damped:
                 self.kin.warn(c, f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
                           f"< {self.p.sigma_min:.3g})")
-        qd_max = self._qd_max
-        ratio = [abs(x) / m for x, m in zip(qd, qd_max, strict=True)]
-        r_max = max(ratio)
-        if r_max > 1.0 + 1e-12:
-            j = ratio.index(r_max)
+        # scaled into the rate limits; then the rate toward an angle limit ramps down to zero at limit_margin from it
+        _, out, r_max, j, clipped = rms.limit_joint_rates(qd, c.theta, self._limits, self.p.limit_gain)
+        if j >= 0:
             self.kin.warn(c, f"clipped: joint rates scaled by {1.0 / r_max:.4g} ({JOINT_NAMES[j]} "
-                      f"{qd[j]:.4g} rad/s beyond {qd_max[j]:.4g} rad/s)")
-            qd = [x / r_max for x in qd]
-        # angle limits: the rate toward a limit ramps down to zero at limit_margin from it
-        k = self.p.limit_gain
-        th = c.theta.tolist()
-        out = [min(max(x, min(k * (lo - t), 0.0)), max(k * (hi - t), 0.0))
-               for x, t, lo, hi in zip(qd, th, self._stop_lower, self._stop_upper, strict=True)]
-        if out != qd:
-            for i, (lim, x) in enumerate(zip(out, qd, strict=True)):
-                if abs(lim - x) > 1e-12:
-                    self.kin.warn(c, f"clipped: {JOINT_NAMES[i]} stopped at its angle limit "
-                              f"({th[i]:.4f} rad, range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
+                      f"{qd[j]:.4g} rad/s beyond {self._qd_max[j]:.4g} rad/s)")
+        if clipped:
+            for i in range(N_JOINTS):
+                if clipped >> i & 1:
+                    self.kin.warn(c, f"clipped: {JOINT_NAMES[i]} stopped at its angle limit ({c.theta[i]:.4f} rad, "
+                                  f"range [{self._q_lower[i]:.4f}, {self._q_upper[i]:.4f}])")
         return out
 
 
@@ -1581,8 +1554,8 @@ class ArmModel:
         then (``arm/state`` whole only at its coupling instants)."""
         (o0, o1, o2), q, _, _ = orb_f
         R = sp.rotation_rows(*q)
-        Rs, _, _, pE = c.rows
-        R_OE = Rs[N_JOINTS]
+        R_OB, p, _ = c.rows
+        R_OE, pE = R_OB[N_JOINTS].tolist(), p[N_JOINTS].tolist()
         d = self.plant.deflection_O(c, R)
         if d is not None:                                            # E with the booms' deflection
             dp = d[1]
@@ -1641,9 +1614,8 @@ class ArmModel:
                 self.controller.command(c, dict(ev))
         if c.step_count % self.params.flex_every == 0:
             self.kin.flex(c)
-        qd_cmd = self.controller.rates(c)
-        c.qd_cmd = np.array(qd_cmd)
-        self.plant.step(c, qd_cmd, self.controller.direct_currents, orb, pay, h)
+        c.qd_cmd = np.asarray(self.controller.rates(c), dtype=np.float64)   # (a controller may give a list)
+        self.plant.step(c, c.qd_cmd, self.controller.direct_currents, orb, pay, h)
         c.now = t_ns + h_ns
         for i, (th, lo, hi) in enumerate(zip(c.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
             if not lo <= th <= hi:   # only the payload's motion can do this (grappled)
@@ -1659,7 +1631,11 @@ class ArmModel:
 
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:
-    """The arm model of service ``name``."""
+    """The arm model of service ``name``, the compiled kernels of its step loaded (:func:`dynamics.rms.load_kernels`,
+    :func:`dynamics.servo.load_kernels`): no step pays for numba's import or load (nor, on a machine's first run,
+    the compile). A configuration check builds no model (:func:`stiff_couplings` makes one, but steps it not)."""
+    rms.load_kernels()
+    sv.load_kernels()
     return ArmModel(config, name, period_ns)
 
 
@@ -1684,12 +1660,15 @@ def stiff_couplings(config: dict[str, Any], name: str) -> list[StiffCoupling]:
     if (table.get("model", "massless") != "massless" and not flexible) or "payload" not in config:
         return []
     arm = ArmModel(config, name, 1_000_000)
-    c = arm.new_context()                                   # at q0
-    (_, ps, us, pE) = c.rows
+    geom = arm.geometry
+    q0 = [float(x) for x in arm.params.q0]
+    # the kinematics at q0 by the float reference, not the compiled kernel of the step: a configuration check
+    # (protocol.stability) imports no numba
+    _, ps, us, pE = rms.rms_kinematics_rows(geom, q0)
     if flexible:
-        X_OS = c.geom.X_OS
-        q = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), c.theta, c.eta])
-        J = ch.frame_jacobian(arm.chain, arm.chain_data, q, arm.chain.nb - 1, c.geom.p_B6oEo_B6)[:, 6:]
+        X_OS = geom.X_OS
+        q = np.concatenate([X_OS[:3, 3], sp.rotation_to_quat(X_OS[:3, :3]), q0, np.zeros(arm._flexible_plant().ne)])
+        J = ch.frame_jacobian(arm.chain, arm.chain_data, q, arm.chain.nb - 1, geom.p_B6oEo_B6)[:, 6:]
         K = arm._K_a.copy()
         k_j = arm.joint_stiffness
         K[:N_JOINTS, :N_JOINTS] = np.diag(1.0 / (1.0 / k_j + 1.0 / sv.hold_stiffness(arm.servo_p)))

@@ -1,0 +1,381 @@
+"""The arm's compiled kernels (dynamics.arm_kernels) against their Python-float references, bit for bit.
+
+Each kernel is written with its reference's operations in its order; compiled without fast-math
+(no reassociation, no fused multiply-add) and with the C library's ``sin``, ``cos``, ``acos``,
+``tanh``, it must return the very same floats (``==``, not a tolerance) over many random inputs
+that go through every branch: the servo braked (holding, slipping, gripping again), in direct
+drive (within and beyond the current limit), saturated (with and without the anti-windup),
+loaded and not, substepped; the kinematics with joints about the frame axes and about any axis,
+with and without a fixed rotation; the rate limits scaling and clipping; the auto-sequence step
+on both sides of the log map's small-angle branch, with its limits active or not, and where it
+must hand over to the reference; the state prediction. Then: the arm's build loads every kernel
+for the argument types its step passes (a step never compiles), and a configuration check
+imports no numba.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynamics import arm_kernels as ak
+from dynamics import rigid_body as rb
+from dynamics import rms
+from dynamics import servo as sv
+from dynamics import spatial as sp
+from dynamics.cases import reference_path
+from dynamics.urdf import chain_from_urdf
+from errors import ShapeError
+from protocol.service import BoundModel, Sample
+from protocol.stepping import StepInputs
+from services import arm
+
+ROOT = Path(__file__).resolve().parents[2]
+TAU_MAX = np.array([1570.0, 1570.0, 1074.0, 470.0, 470.0, 470.0])
+RATE = np.array([0.03997, 0.03997, 0.0560, 0.0831, 0.0831, 0.0831])
+
+
+# ---------------------------------------------------------------- the servos
+
+
+def _pick(rng: np.random.Generator, values: list[float], n: int = 6) -> np.ndarray:
+    return np.array([values[i] for i in rng.integers(0, len(values), n)], dtype=float)
+
+
+def _servo_case(rng: np.random.Generator) -> tuple:
+    """Random servo parameters, state and inputs, scaled to reach every branch of the substep."""
+    p = sv.srms_servo_params(TAU_MAX * rng.uniform(0.5, 2.0, 6), RATE * rng.uniform(0.5, 2.0, 6),
+                             bandwidth=float(rng.uniform(10.0, 100.0)),
+                             coulomb_fraction=float(rng.choice([0.0, 0.02, 0.1])),
+                             viscous_fraction=float(rng.choice([0.0, 0.05])),
+                             slip_fraction=float(rng.uniform(0.5, 2.0)))
+    tm = rng.uniform(-1.0, 1.0, 6)
+    # rates at rest (exactly, within and beyond the brake's 1e-9), slow and fast, signed zeros
+    w = _pick(rng, [0.0, -0.0, 1e-12, -1e-12, 2e-9, -2e-9]) * rng.integers(0, 2, 6) + \
+        _pick(rng, [0.0, 1.0]) * rng.normal(0.0, 0.05, 6)
+    integ = rng.normal(0.0, 1.0, 6) * _pick(rng, [0.0, 1e-5, 1e-3, 1e-2])    # 1e-3 rad saturates the current
+    cmd = rng.normal(0.0, 1.0, 6) * p.rate_limit * rng.choice([0.1, 1.0, 3.0])
+    brakes = rng.random(6) < 0.3
+    h = float(rng.choice([1e-3, 2e-3, 1e-2]))
+    n_sub = int(rng.integers(1, 5))
+    loaded = None
+    if rng.random() < 0.7:
+        k = rng.uniform(1e4, 3e5, 6)
+        c = k * rng.choice([0.0, 0.02, 0.2])
+        # spring torques within and beyond the slip torque
+        theta = tm + rng.normal(0.0, 1.0, 6) * _pick(rng, [0.0, 1e-4, 3e-3, 3e-2])
+        theta_dot = rng.normal(0.0, 0.01, 6) * rng.integers(0, 2, 6)
+        loaded = (k, c, theta, theta_dot)
+    direct = None
+    if rng.random() < 0.3:
+        i_max = p.current_limit
+        direct = [float(x) if use else None for x, use in
+                  zip(rng.normal(0.0, 1.0, 6) * i_max * rng.choice([0.5, 2.0]), rng.random(6) < 0.5, strict=True)]
+        if rng.random() < 0.2:       # Python's min/max of a NaN, of an infinity: the kernel's helpers the same
+            direct[int(rng.integers(0, 6))] = float(rng.choice([math.nan, math.inf, -math.inf]))
+    return p, sv.ServoState(tm, w, integ, np.zeros(6)), cmd, brakes, h, n_sub, loaded, direct
+
+
+def _servo_ref(p, s, cmd, brakes, h, n_sub, loaded, direct):
+    lists = None if loaded is None else tuple(a.tolist() for a in loaded)
+    return sv.servo_step_rows(p, s.theta_m.tolist(), s.omega.tolist(), s.integ.tolist(), cmd.tolist(),
+                              brakes.tolist(), h, n_sub, lists, direct)
+
+
+def test_servo_kernel_equals_the_reference_bit_for_bit_over_every_branch():
+    rng = np.random.default_rng(20261128)
+    seen = {"held": 0, "slipping": 0, "gripped": 0, "direct": 0, "direct_clipped": 0, "saturated": 0,
+            "windup_stopped": 0, "rate_loop": 0}
+    for _ in range(3000):
+        p, s, cmd, brakes, h, n_sub, loaded, direct = _servo_case(rng)
+        ref = _servo_ref(p, s, cmd, brakes, h, n_sub, loaded, direct)
+        got, tau = sv.servo_step_arrays(p, s, cmd, brakes, h, n_sub, loaded, direct)
+        assert [got.theta_m.tolist(), got.omega.tolist(), got.integ.tolist(), got.current.tolist(),
+                tau.tolist()] == list(ref), (p, s, cmd, brakes, h, n_sub, loaded, direct)
+        # which branch each joint took (its result says, independently of the kernel)
+        tm, w, integ, cur, _ = ref
+        for j in range(6):
+            i_max = float(p.current_limit[j])
+            if brakes[j]:
+                if w[j] == 0.0 and abs(s.omega[j]) < 1e-9:
+                    seen["held"] += 1
+                elif w[j] == 0.0:
+                    seen["gripped"] += 1
+                else:
+                    seen["slipping"] += 1
+            elif direct is not None and direct[j] is not None:
+                seen["direct"] += 1
+                seen["direct_clipped"] += abs(cur[j]) == i_max
+            elif abs(cur[j]) == i_max:
+                seen["saturated"] += 1
+                seen["windup_stopped"] += integ[j] == s.integ[j]
+            else:
+                seen["rate_loop"] += 1
+    assert min(seen.values()) >= 20, seen
+
+
+def test_servo_step_runs_the_kernel_and_checks_its_inputs():
+    """The public ``servo_step`` takes the kernel's path (a reverted dispatch would leave the test above comparing
+    the reference with itself) and gives the reference's numbers, the motor torque ``N K_t i`` with them."""
+    rng = np.random.default_rng(3)
+    p, s, cmd, brakes, h, n_sub, loaded, _ = _servo_case(rng)
+    k, c, theta, theta_dot = loaded if loaded is not None else (None, None, None, None)
+    direct = [None, 0.5 * float(p.current_limit[1]), None, None, None, None]
+    got, tau, tau_m = sv.servo_step(p, s, cmd, list(brakes), h, k=k, c=c, theta=theta, theta_dot=theta_dot,
+                                    n_sub=n_sub, direct=direct)
+    assert ak.servo_step.signatures, "servo_step never ran the compiled kernel"
+    ref = _servo_ref(p, s, cmd, brakes, h, n_sub, loaded, direct)
+    assert [got.theta_m.tolist(), got.omega.tolist(), got.integ.tolist(), got.current.tolist(),
+            tau.tolist()] == list(ref)
+    assert tau_m.tolist() == [g * i for g, i in zip((p.gear_ratio * p.torque_constant).tolist(), ref[3], strict=True)]
+    with pytest.raises(ShapeError, match="brakes"):
+        sv.servo_step(p, s, cmd, [False] * 5, h)
+    with pytest.raises(ShapeError, match="direct"):
+        sv.servo_step(p, s, cmd, brakes, h, direct=[None] * 5)
+
+
+# ---------------------------------------------------------------- the kinematics and the Jacobian
+
+
+def _rotation(rng: np.random.Generator) -> np.ndarray:
+    return sp.quat_to_rotation(sp.quat_normalize(rng.normal(size=4)))
+
+
+def _random_geometry(rng: np.random.Generator) -> rms.RmsGeometry:
+    """Six joints about a frame axis, its opposite or any axis, with or without a fixed rotation in the parent."""
+    a = rng.normal(size=3)
+    axes = [np.eye(3)[0], np.eye(3)[1], np.eye(3)[2], -np.eye(3)[1], a / np.linalg.norm(a)]
+    X_PJ = np.array([sp.pose(np.eye(3) if rng.random() < 0.5 else _rotation(rng), rng.normal(0.0, 2.0, 3))
+                     for _ in range(6)])
+    z = np.zeros(6)
+    return rms.RmsGeometry(X_OS=sp.pose(_rotation(rng), rng.normal(0.0, 5.0, 3)), X_PJ=X_PJ,
+                           axis_J=np.array([axes[i] for i in rng.integers(0, len(axes), 6)]),
+                           p_B6oEo_B6=rng.normal(0.0, 1.0, 3), q_lower=z - 3.0, q_upper=z + 3.0, qd_max=z + 1.0,
+                           tau_max=z + 1.0)
+
+
+def test_kinematics_kernel_equals_the_reference_bit_for_bit():
+    rng = np.random.default_rng(11)
+    srms = rms.rms_geometry(chain_from_urdf(reference_path("SRMS_Canadarm.urdf"), floating_base=False),
+                            sp.pose(_rotation(rng), [10.7, -2.74, -1.70]))
+    kinds: set[tuple[int, bool]] = set()
+    for g in range(60):
+        geom = srms if g == 0 else _random_geometry(rng)
+        kinds |= {(kind, R_PJ is None) for kind, R_PJ, *_ in geom.fixed[3]}
+        for n in range(40):
+            theta = rng.uniform(-4.0, 4.0, 6) * rng.choice([0.0, 1e-9, 1.0])
+            R_OB, p, u, J, J_inv = rms.rms_kinematics_arrays(geom, theta, invert=n % 2 == 0)
+            Rs, ps, us, pE = rms.rms_kinematics_rows(geom, theta.tolist())
+            assert R_OB.tolist() == [list(r) for r in Rs]
+            assert p.tolist() == [*(list(x) for x in ps), list(pE)]
+            assert u.tolist() == [list(x) for x in us]
+            assert J.tolist() == rms.rms_jacobian_rows(ps, us, pE)
+            if n % 2:
+                assert J_inv is None
+            else:        # LU by the same LAPACK routines: the same numbers, in the same memory order (matmul's sums)
+                ref = rms.regular_inverse(J)
+                assert (J_inv is None and ref is None) or (J_inv is not None and ref is not None
+                                                            and J_inv.tolist() == ref.tolist()
+                                                            and J_inv.flags.f_contiguous == ref.flags.f_contiguous)
+    assert {k for k, _ in kinds} == {-1, 0, 1, 2} and {identity for _, identity in kinds} == {True, False}
+
+
+def test_kinematics_kernel_leaves_a_singular_jacobian_to_the_reference():
+    """Six joints about one axis through one point: J's columns are equal, LU meets an exactly zero pivot, the
+    reference returns None, and the kernel gives no inverse (the arm then runs the reference, then the SVD)."""
+    geom = _random_geometry(np.random.default_rng(2))
+    geom = rms.RmsGeometry(X_OS=geom.X_OS, X_PJ=np.tile(np.eye(4), (6, 1, 1)), axis_J=np.tile(np.eye(3)[2], (6, 1)),
+                           p_B6oEo_B6=geom.p_B6oEo_B6, q_lower=geom.q_lower, q_upper=geom.q_upper,
+                           qd_max=geom.qd_max, tau_max=geom.tau_max)
+    R_OB, p, u, J, J_inv = rms.rms_kinematics_arrays(geom, np.zeros(6), invert=True)
+    assert rms.regular_inverse(J) is None and J_inv is None
+
+
+# ---------------------------------------------------------------- the rate limits
+
+
+def test_rate_limit_kernel_equals_the_reference_bit_for_bit():
+    rng = np.random.default_rng(5)
+    scaled = clipped = tied = 0
+    for _ in range(3000):
+        qd_max = RATE * rng.uniform(0.5, 2.0, 6)
+        lower, upper = rng.uniform(-3.0, -1.0, 6), rng.uniform(1.0, 3.0, 6)
+        # rates within and beyond their limits, zeros of both signs
+        qd = rng.normal(0.0, 1.0, 6) * qd_max * rng.choice([0.3, 1.0, 3.0]) * rng.integers(0, 2, 6)
+        qd[rng.random(6) < 0.1] = -0.0
+        if rng.random() < 0.2:                 # two joints at the same ratio: the first one is named
+            a, b = rng.choice(6, 2, replace=False)
+            qd[b] = -qd[a] * qd_max[b] / qd_max[a]
+            tied += 1
+        # angles well inside, near a stop and beyond it
+        theta = np.where(rng.random(6) < 0.5, rng.uniform(-0.5, 0.5, 6),
+                         np.where(rng.random(6) < 0.5, lower, upper) + rng.normal(0.0, 0.01, 6))
+        gain = float(rng.choice([0.5, 2.0]))
+        ref = rms.limit_joint_rates_rows(qd.tolist(), theta.tolist(), qd_max.tolist(), lower.tolist(),
+                                         upper.tolist(), gain)
+        s, lim, r_max, j, bits = rms.limit_joint_rates(qd, theta, np.array([qd_max, lower, upper]), gain)
+        assert (s.tolist(), lim.tolist(), r_max, j, bits) == ref, (qd, theta, qd_max, lower, upper, gain)
+        scaled += j >= 0
+        clipped += bits != 0
+    assert scaled > 300 and clipped > 300 and tied > 300
+
+
+# ---------------------------------------------------------------- the auto sequence's step
+
+
+def _rotvec(rng: np.random.Generator, scale: float) -> np.ndarray:
+    return rng.normal(size=3) * scale
+
+
+def _auto_case(rng: np.random.Generator, error: float) -> tuple:
+    p0, dp = rng.normal(0.0, 3.0, 3), rng.normal(0.0, 1.0, 3) * rng.integers(0, 2)
+    R0 = _rotation(rng)
+    rot = _rotvec(rng, float(rng.choice([0.0, 1e-13, 1e-3, 0.5, 2.0])))
+    s0 = float(rng.choice([0.0, rng.random(), 1.0]))
+    s1 = min(1.0, s0 + float(rng.choice([0.0, 1e-4, 1e-2])))
+    R_ref = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], rot, s0)) @ R0
+    # the pose flown: on the reference, off it a little, or far (the log map's branches)
+    axis = rng.normal(size=3)
+    R_m = sp.quat_to_rotation(sp.quat_integrate([1.0, 0.0, 0.0, 0.0], axis / np.linalg.norm(axis), error)) @ R_ref
+    p_m = p0 + s0 * dp + rng.normal(0.0, 1.0, 3) * rng.choice([0.0, 1e-3, 1.0])
+    lims = [float(x) for x in rng.choice([1e-3, 0.05, 10.0], 2)]
+    return p0, dp, R0.ravel(), rot, s0, s1, float(rng.choice([1e-3, 2e-3])), p_m, R_m.ravel(), \
+        float(rng.choice([0.0, 0.05, 1.0])), *lims
+
+
+def test_auto_step_kernel_equals_the_reference_bit_for_bit():
+    rng = np.random.default_rng(29)
+    limited = 0
+    for n in range(3000):
+        # attitude errors φ = 0 and < 1e-6 (the log map's first order), larger, and within 1e-3 of π (where the
+        # reference goes through numpy: the kernel hands over, the wrapper runs the reference)
+        error = [0.0, 1e-8, 1e-4, 0.3, 3.0, math.pi - 1e-4][n % 6]
+        p0, dp, R0, rot, s0, s1, h, p_m, R_m, gain, v_lim, w_lim = _auto_case(rng, error)
+        seg = np.concatenate([p0, dp, R0, rot])
+        ref = rms.auto_rates_rows(p0.tolist(), dp.tolist(), R0.tolist(), rot.tolist(), s0, s1, h, p_m.tolist(),
+                                  R_m.tolist(), gain, v_lim, w_lim)
+        V = np.empty(6)
+        code, e_p, e_r = ak.auto_rates(seg, s0, s1, h, p_m, R_m, gain, v_lim, w_lim, V)
+        assert code == (error > 3.0)
+        if code == 0:
+            assert (e_p, e_r, V.tolist()) == ref
+        assert rms.auto_rates(seg, s0, s1, h, p_m, R_m, gain, v_lim, w_lim) == ref
+        nv, nw = sp.norm3(ref[2][3:]), sp.norm3(ref[2][:3])
+        limited += abs(nv - v_lim) <= 1e-12 * v_lim or abs(nw - w_lim) <= 1e-12 * w_lim
+    assert limited > 300
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_auto_step_refuses_what_the_reference_refuses(bad):
+    """A slew that is not finite: the reference raises (ShapeError, or ValueError from math.sin(inf)); the kernel
+    says so and the wrapper raises the same."""
+    seg = np.concatenate([np.zeros(6), np.eye(3).ravel(), [bad, 0.0, 0.0]])
+    eye = np.eye(3).ravel()
+    with pytest.raises((ShapeError, ValueError)) as err:
+        rms.auto_rates_rows([0.0] * 3, [0.0] * 3, eye.tolist(), [bad, 0.0, 0.0], 0.5, 0.5, 1e-3, [0.0] * 3,
+                            eye.tolist(), 1.0, 1.0, 1.0)
+    assert ak.auto_rates(seg, 0.5, 0.5, 1e-3, np.zeros(3), eye, 1.0, 1.0, 1.0, np.empty(6))[0] == 1
+    with pytest.raises(err.type) as got:
+        rms.auto_rates(seg, 0.5, 0.5, 1e-3, np.zeros(3), eye, 1.0, 1.0, 1.0)
+    assert str(got.value) == str(err.value)
+
+
+# ---------------------------------------------------------------- the state prediction
+
+
+def test_prediction_kernel_equals_the_reference_bit_for_bit():
+    rng = np.random.default_rng(13)
+    for _ in range(3000):
+        p, v, a = rng.normal(0.0, 100.0, 3), rng.normal(0.0, 1.0, 3), rng.normal(0.0, 1e-2, 3) * rng.integers(0, 2)
+        q = sp.quat_normalize(rng.normal(size=4))
+        # body rates from zero (the quaternion exponential's first-order branch) to fast
+        w = rng.normal(size=3) * rng.choice([0.0, 1e-14, 1e-3, 1.0])
+        wdot = rng.normal(size=3) * rng.choice([0.0, 1e-3])
+        dt = float(rng.choice([1e-4, 2e-3, 0.02, 1.0]))
+        rp, rq, rv, rw = rb.predict_rows(p.tolist(), q.tolist(), v.tolist(), w.tolist(), a.tolist(), wdot.tolist(), dt)
+        x = rms.predict_state_arrays(p, q, v, w, a, wdot, dt)
+        assert x is not None and x.tolist() == [*rp, *rq, *rv, *rw]
+        ro = [f.copy() for f in (p, q, v, w, a, wdot)]        # read-only, as the bus decodes them
+        for f in ro:
+            f.flags.writeable = False
+        assert rms.predict_state_arrays(*ro, dt).tolist() == x.tolist()
+
+
+def test_prediction_hands_over_to_the_reference_what_it_does_not_follow():
+    """Not arrays, another size or number of dimensions, a quaternion not finite: None (the arm's ``_held`` then
+    runs the reference, which raises what it raises)."""
+    z, q = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+    assert rms.predict_state_arrays(z, q.tolist(), z, z, z, z, 0.1) is None
+    assert rms.predict_state_arrays(z, np.array([math.nan, 0.0, 0.0, 0.0]), z, z, z, z, 0.1) is None
+    assert rms.predict_state_arrays(np.zeros(2), q, z, z, z, z, 0.1) is None
+    assert rms.predict_state_arrays(z, q.reshape(2, 2), z, z, z, z, 0.1) is None
+
+
+# ---------------------------------------------------------------- loading
+
+
+KERNELS = ("servo_step", "rms_kinematics", "limit_joint_rates", "auto_rates", "predict_state")
+
+
+def _step(m: BoundModel, k: int, state: dict, ev: dict | None = None) -> None:
+    m.step(k * 2_000_000, 2_000_000, StepInputs(k * 2_000_000, 2_000_000, state, {}, ev or {}))
+
+
+def _events(*evs: dict) -> list[Sample]:
+    return [Sample(0, 2_000_000, "x", 0, {"events": list(evs)})]
+
+
+@pytest.mark.parametrize("model,decoded", [("massless", False), ("massless", True), ("multibody", False)])
+def test_the_build_loads_every_kernel_the_step_runs(model, decoded):
+    """After ``build`` a step of any mode compiles nothing: the loaders ran each kernel for the argument types the
+    step passes (a new signature would be compiled, seconds, in a realtime step), with its inputs' arrays the
+    producers' own (a run in one process) or read-only (as the bus decodes them)."""
+    m = BoundModel(arm.build({"arm": {"model": model}}, "arm", 2_000_000))
+    before = {k: len(getattr(ak, k).signatures) for k in KERNELS}
+    assert min(before.values()) >= 1, before
+    def z() -> np.ndarray:
+        return np.zeros(3)
+
+    orb = Sample(0, 10_000_000, "orbiter", 0, {"p_WoOo_W": z(), "quat_WO": np.array([1.0, 0, 0, 0]), "w_WO_O": z(),
+                                                "v_WOo_W": z(), "a_WOo_W": z(), "wdot_WO_O": z()})
+    pay = Sample(0, 10_000_000, "contact", 0, {
+        "p_WoTo_W": np.array([27.0, -2.74, -0.44]), "quat_WT": np.array([1.0, 0, 0, 0]), "w_WT_T": z(),
+        "v_WTo_W": np.array([0.01, 0.0, 0.0]), "a_WTo_W": z(), "wdot_WT_T": z(), "grappled": False,
+        "berthed": False})
+    if decoded:
+        for smp in (orb, pay):
+            for x in smp.body.values():
+                if isinstance(x, np.ndarray):
+                    x.flags.writeable = False
+    free, held = {"orbiter/state": orb}, {"orbiter/state": orb, "payload/state": pay}
+    m.initial(0)
+    k = 0
+    for state, cmds, contact in (
+            (free, [{"kind": "mode", "mode": "manual"}, {"kind": "rate", "v": [0.05, 0.0, 0.0]}], None),
+            (free, [{"kind": "joint", "joint": "elbow_pitch", "rate": 0.01}], None),
+            (free, [{"kind": "direct", "joint": "wrist_roll", "drive": 0.5}], None),
+            (free, [{"kind": "auto", "waypoints": [{"p": [20.0, -2.0, 1.0]}]}], None),
+            (held, [], [{"kind": "capture"}]),
+            (held, [{"kind": "auto", "waypoints": [{"p": [20.0, -2.0, 1.0]}]}], None),
+            (held, [{"kind": "brakes", "on": True}], None)):
+        ev = {"operator/command": _events(*cmds)} if cmds else {}
+        if contact:
+            ev["contact/event"] = _events(*contact)
+        for n in range(30):
+            _step(m, k, state, ev if n == 0 else None)
+            k += 1
+    assert {k: len(getattr(ak, k).signatures) for k in KERNELS} == before
+
+
+def test_a_configuration_check_imports_no_numba():
+    code = ("import runpy, sys\nsys.argv = ['launch.py', 'check', 'configs/srms_berthing.toml']\n"
+            "try:\n    runpy.run_path('launch.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('numba', 'dynamics.arm_kernels') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
