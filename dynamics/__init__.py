@@ -49,6 +49,7 @@ imports none).
 from __future__ import annotations
 
 import importlib
+import sys
 import warnings
 from types import ModuleType
 
@@ -85,6 +86,20 @@ def __getattr__(name: str) -> ModuleType:
     if name in __all__ and name != "__version__":
         return importlib.import_module(f"dynamics.{name}")
     raise AttributeError(f"module 'dynamics' has no attribute {name!r}")
+
+
+def kernel_module(name: str) -> ModuleType:
+    """The compiled-kernel module ``dynamics.<name>`` (numba), imported on first use and then looked up in
+    ``sys.modules``: importing numba takes ~0.5 s, which a process that never steps the kernel's model (a
+    configuration check) should not pay, and an import statement's own lookup costs more than a kernel's call.
+
+    Raises
+    ------
+    ImportError
+        If there is no such module (or numba is missing).
+    """
+    mod = sys.modules.get(f"dynamics.{name}")
+    return mod if mod is not None else importlib.import_module(f"dynamics.{name}")
 
 
 def _deprecated(old: str, new: str) -> None:

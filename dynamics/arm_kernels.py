@@ -44,6 +44,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from dynamics.rigid_body_kernels import _quat_integrate  # the rigid body's own quaternion step
+
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
            "auto_rates", "predict_state"]
 
@@ -294,30 +296,6 @@ def limit_joint_rates(qd: Array, theta: Array, limits: Array, gain: float, out: 
         if abs(lim - x) > 1e-12:
             clipped |= 1 << i
     return r_max, j, clipped
-
-
-@njit(cache=True)
-def _quat_integrate(w1: float, x1: float, y1: float, z1: float, wx: float, wy: float, wz: float,
-                    h: float) -> tuple[bool, float, float, float, float]:
-    """:func:`dynamics.spatial.quat_integrate_rows` (same operations): ``(ok, w, x, y, z)``, ``ok`` False where
-    the reference raises."""
-    norm_w = math.sqrt(wx * wx + wy * wy + wz * wz)
-    angle = norm_w * h
-    if angle < 1e-12:
-        w2, x2, y2, z2 = 1.0, 0.5 * h * wx, 0.5 * h * wy, 0.5 * h * wz
-    else:
-        s = math.sin(0.5 * angle)
-        w2, x2, y2, z2 = math.cos(0.5 * angle), s * (wx / norm_w), s * (wy / norm_w), s * (wz / norm_w)
-    rw = w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2
-    rx = w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2
-    ry = w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2
-    rz = w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2
-    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
-    if not math.isfinite(n) or n < 1e-12:
-        return False, rw, rx, ry, rz
-    if rw < 0.0:
-        n = -n
-    return True, rw / n, rx / n, ry / n, rz / n
 
 
 @njit(cache=True)

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dynamics import kernel_module
 from dynamics.orbit import CircularOrbit, cw_acceleration_rows, gravity_gradient_rows
 from dynamics.spatial import (
     as_vector,
@@ -407,11 +408,9 @@ def derivative(
 
 
 def _kernels() -> ModuleType:
-    """The compiled kernel (:mod:`dynamics.rigid_body_kernels`), imported on first use: importing numba takes
-    ~0.5 s, which processes that never step a rigid body should not pay."""
-    from dynamics import rigid_body_kernels
-
-    return rigid_body_kernels
+    """The compiled kernel (:mod:`dynamics.rigid_body_kernels`), imported on first use
+    (:func:`dynamics.kernel_module`): processes that never step a rigid body do not pay for numba."""
+    return kernel_module("rigid_body_kernels")
 
 
 def load_kernels() -> None:

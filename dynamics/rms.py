@@ -33,7 +33,6 @@ No I/O, clock or globals. Shapes are checked (:class:`errors.ShapeError`).
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -43,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg.lapack import dgetrf, dgetri
 
 from dynamics import chain as ch
+from dynamics import kernel_module
 from dynamics import spatial as sp
 from dynamics.multirate import own_base_wrench
 from errors import ModelError, ShapeError
@@ -289,14 +289,9 @@ def rms_kinematics_rows(geom: RmsGeometry, theta: list[float]) -> tuple[list[tup
 
 
 def _kernels() -> ModuleType:
-    """The compiled kernels (:mod:`dynamics.arm_kernels`), imported on first use: importing numba takes ~0.5 s,
-    which a configuration check should not pay (a built arm has them loaded: :func:`load_kernels`). Looked up in
-    ``sys.modules`` once imported (an import statement costs more than the kernel's dispatch)."""
-    mod = sys.modules.get("dynamics.arm_kernels")
-    if mod is not None:
-        return mod
-    from dynamics import arm_kernels
-    return arm_kernels
+    """The compiled kernels (:mod:`dynamics.arm_kernels`), imported on first use (:func:`dynamics.kernel_module`;
+    a built arm has them loaded: :func:`load_kernels`)."""
+    return kernel_module("arm_kernels")
 
 
 def load_kernels() -> None:

@@ -33,7 +33,6 @@ No I/O, clock or globals.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -41,6 +40,7 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dynamics import kernel_module
 from dynamics import spatial as sp
 from errors import ModelError, ShapeError
 
@@ -268,14 +268,9 @@ _NO_DIRECT = np.zeros(6, dtype=np.bool_)
 
 
 def _kernels() -> ModuleType:
-    """The compiled kernels (:mod:`dynamics.arm_kernels`), imported on first use: importing numba takes ~0.5 s,
-    which a configuration check should not pay (a built arm has them loaded: :func:`load_kernels`). Looked up in
-    ``sys.modules`` once imported (an import statement costs more than the kernel's dispatch)."""
-    mod = sys.modules.get("dynamics.arm_kernels")
-    if mod is not None:
-        return mod
-    from dynamics import arm_kernels
-    return arm_kernels
+    """The compiled kernels (:mod:`dynamics.arm_kernels`), imported on first use (:func:`dynamics.kernel_module`;
+    a built arm has them loaded: :func:`load_kernels`)."""
+    return kernel_module("arm_kernels")
 
 
 def load_kernels() -> None:

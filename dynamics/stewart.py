@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg.lapack import dgesv as _dgesv
 
+from dynamics import kernel_module
 from dynamics.spatial import (
     as_vector,
     mat_t_vec_rows,
@@ -71,19 +72,10 @@ _NO_REF = np.zeros((6, 6))
 """The kernels' reference Jacobian argument before any singular values were computed (not read)."""
 
 
-_KERNELS: list[ModuleType] = []
-"""The compiled kernels' module once imported (:func:`_kernels`)."""
-
-
 def _kernels() -> ModuleType:
-    """The compiled kernels (:mod:`dynamics.stewart_kernels`), imported on first use: importing numba takes
-    ~0.5 s, which a configuration check (it builds rigs, it steps none) should not pay. (Kept once imported: an
-    import statement's own lookup costs more than the kernels' calls here.)"""
-    if not _KERNELS:
-        from dynamics import stewart_kernels
-
-        _KERNELS.append(stewart_kernels)
-    return _KERNELS[0]
+    """The compiled kernels (:mod:`dynamics.stewart_kernels`), imported on first use
+    (:func:`dynamics.kernel_module`): a configuration check builds rigs and steps none."""
+    return kernel_module("stewart_kernels")
 
 
 def _solve(A: Array, B: Array) -> Array:
