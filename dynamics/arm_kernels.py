@@ -44,7 +44,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from dynamics.rigid_body_kernels import _quat_integrate  # the rigid body's own quaternion step
+from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid body's own quaternion kernels
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
            "auto_rates", "predict_state"]
@@ -329,9 +329,7 @@ def auto_rates(seg: Array, s0: float, s1: float, h: float, p_m: Array, R_m: Arra
     if not ok:
         return 1, 0.0, 0.0
     # rotation_rows(q_ref), then R_ref = that R0 (mat_mat_rows)
-    a00, a01, a02 = 1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)
-    a10, a11, a12 = 2 * (qx * qy + qw * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qw * qx)
-    a20, a21, a22 = 2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = _rotation(qw, qx, qy, qz)
     b00, b01, b02, b10, b11, b12, b20, b21, b22 = seg[6], seg[7], seg[8], seg[9], seg[10], seg[11], seg[12], \
         seg[13], seg[14]
     f00 = a00 * b00 + a01 * b10 + a02 * b20
