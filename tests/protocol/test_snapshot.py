@@ -120,3 +120,10 @@ def test_a_model_replaced_by_one_given_its_state_goes_on_bit_identically_and_a_m
         sched.replace_model("a", ChainMass(CHAIN, "b", PERIODS["b"]))
     with pytest.raises(LifecycleError, match=r"replace_model: no model 'zz' in this process"):
         sched.replace_model("zz", fresh)
+
+    class WithContext(_Told):  # the same ports and period, but its state in a context: the run holds none for it
+        def new_context(self) -> dict:
+            return {}
+
+    with pytest.raises(LifecycleError, match=r"replace_model: 'a': one of the two models has a context"):
+        sched.replace_model("a", WithContext(CHAIN, "a", PERIODS["a"]))
