@@ -213,8 +213,9 @@ def test_shipped_two_host_realtime_config_runs_with_the_rig_on_host_b(tmp_path, 
     assert abs(latch - latch_ref) <= 0.05, (latch, latch_ref)
     assert abs(fig["interface_peak"]["force_N"] / fig_ref["interface_peak"]["force_N"] - 1) <= 0.05
     assert fig["rig"]["seq_lost"] == 0 and fig["rig"]["replies_missed"] == 0, fig["rig"]
-    # the follower's table shows its services' overruns (the master's figures, sent at the stop)
-    assert re.search(r"overruns\s+orbiter \d+ of \d+ steps", b.out)
+    # the follower's table shows its services' overruns (the master's figures, sent at the stop; without
+    # them the row is "—"); "of N steps" follows a count only when it is not 0
+    assert re.search(r"overruns\s+(?:\S.*, )?orbiter \d+(?: of \d+ steps)?(?:,|$)", b.out, re.M), b.out[-3000:]
     hosts = _summary(a)["hosts"]
     assert hosts["b"]["clock"]["sync_samples"] > 100 and "admission" in hosts["b"]
 
