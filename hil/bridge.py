@@ -93,7 +93,7 @@ from hil.safety import SafetySupervisor, watchdog_timeout
 from protocol.config import sim_values, table_values
 from protocol.coupling import Schedule
 from protocol.messages import BOOL, INT, MAP, STR, TopicSchema, f8
-from protocol.realtime import RIG_PRIORITY
+from protocol.realtime import RIG_PRIORITY, EmbeddedRig
 from protocol.service import Inputs, Port, ServicePorts
 from protocol.stability import StiffCoupling, critical_delay
 
@@ -505,6 +505,7 @@ class HilBridge:
         self.freeze_park_after = 2.0  # s a frozen run's rig holds before it parks (build: sim.freeze_park_after)
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self.emulator: Any = None  # the emulator process build() started (url = "emulator"), else None
+        self.embedded_rig: EmbeddedRig | None = None  # calibration_model(): the rig's firmware run in this thread
 
     @property
     def link(self) -> SerialLink | None:
@@ -886,14 +887,22 @@ class HilBridge:
 def calibration_model(config: dict[str, Any], name: str, period_ns: int) -> HilBridge:
     """The bridge for a calibration run (:func:`protocol.realtime.calibrate`): the rig emulator's core
     in this process, in lockstep, instead of the serial link (no process, no port): the bridge's
-    own work per step, with the frames encoded and decoded."""
+    own work per step, with the frames encoded and decoded.
+
+    The emulated firmware's work (the port's :attr:`hil.emulator.LockstepPort.cpu_ns`) is the rig's, not the
+    bridge's: the bridge carries it as its ``embedded_rig`` (:class:`protocol.realtime.EmbeddedRig`), which the
+    calibration subtracts from its steps and admits as the rig emulator's process where ``[hil] url`` is
+    ``"emulator"`` (a real rig's firmware runs on the rig)."""
     from hil.emulator import LockstepPort, LockstepRig
 
     problems = validate(config, name)
     if problems:
         raise ConfigError("; ".join(problems), problems)
     cfg = parse(hil_table(config))
-    return HilBridge(cfg, name, period_ns, RigDevice(SerialLink(LockstepPort(LockstepRig(cfg))), cfg))
+    port = LockstepPort(LockstepRig(cfg))
+    bridge = HilBridge(cfg, name, period_ns, RigDevice(SerialLink(port), cfg))
+    bridge.embedded_rig = EmbeddedRig(lambda: port.cpu_ns, on_host=cfg.params.url == "emulator")
+    return bridge
 
 
 def ports(config: dict[str, Any], name: str) -> ServicePorts:

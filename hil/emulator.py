@@ -269,15 +269,28 @@ class LockstepRig:
 
 
 class LockstepPort:
-    """An in-process port (read/write/close/timeout) in front of a :class:`LockstepRig`."""
+    """An in-process port (read/write/close/timeout) in front of a :class:`LockstepRig`.
+
+    Attributes
+    ----------
+    cpu_ns : int
+        The calling thread's CPU time spent in the rig's :meth:`LockstepRig.exchange` so far
+        (``time.thread_time_ns``) [ns]: the emulated firmware's work, which in a run is the rig's (the
+        emulator's own process, or a real rig's hardware), not its host's. The realtime calibration
+        (:func:`protocol.realtime.calibrate`) charges it to the rig emulator instead of the bridge.
+    """
 
     def __init__(self, rig: LockstepRig) -> None:
         self.rig = rig
         self.timeout: float | None = 0.0
         self._rx = bytearray()
+        self.cpu_ns = 0
 
     def write(self, data: bytes) -> int:
-        self._rx += self.rig.exchange(bytes(data))
+        c = time.thread_time_ns()
+        reply = self.rig.exchange(bytes(data))
+        self.cpu_ns += time.thread_time_ns() - c
+        self._rx += reply
         return len(data)
 
     @property

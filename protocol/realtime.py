@@ -39,6 +39,23 @@ processes to the cores (first fit, largest utilization first; ``cpus`` pins resp
 and checks each core with the hyperbolic bound of Bini et al. (2003), ``Π (1 + U_i) ≤ 2``
 for rate-monotonic scheduling, less pessimistic than Liu–Layland's ``n (2^(1/n) − 1)``
 (both are printed). A process's utilization is the sum of its services' ``C_p99 / T``.
+
+The emulated rig is charged to the rig, not to the bridge. A calibration model may run in-process
+a stand-in for work that, in a run, another process does: the hil bridge's
+(:func:`hil.bridge.calibration_model`) answers its frames with the rig emulator's core in its own
+thread, so that it steps on real replies, and the emulated firmware's work (decoding the frames,
+the rig's steps, its telemetry) would otherwise be timed as the bridge's. Such a model carries an
+:class:`EmbeddedRig` (attribute ``embedded_rig``): the thread CPU time spent in the stand-in,
+which :class:`TimedModel` subtracts from the model's step and keeps apart. Where the run's rig is
+the emulator (``[hil] url = "emulator"``) that work is a realtime process on this host, at
+:data:`RIG_PRIORITY`, so its load stays in the admission: its own row, service
+``<bridge>`` + :data:`RIG_KEY` in process ``<bridge>-emulator``, its cost per bridge period (one
+exchange per frame; its realtime loop also wakes at the rig core's rate between frames, which this
+does not count). It runs above every service, not at its rate-monotonic rank, so on its core it is
+counted at the shortest period there (``C / T_min``: a task of that period at the top of the
+rate-monotonic order interferes with every other at least as much as it does), and the bound holds
+for it too. A real rig (any other ``url``) runs its firmware on its own hardware: its cost is
+neither the bridge's nor this host's and is left out.
 """
 
 from __future__ import annotations
@@ -49,7 +66,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +79,7 @@ __all__ = [
     "set_normal",
     "pin_cpus", "lock_memory", "io_context", "rate_monotonic", "Task", "admission", "calibrate",
     "hyperbolic_ok", "liu_layland_bound", "priorities", "realtime_plan", "PRIORITY_BAND", "LAZY_IMPORTS", "preload",
-    "TimedModel",
+    "TimedModel", "EmbeddedRig", "RIG_KEY",
 ]
 
 SERVICE_PRIORITY_LOW = 10
@@ -73,6 +90,8 @@ RIG_PRIORITY = 80
 """The rig emulator (a rig's firmware): above the services."""
 SUPERVISOR_PRIORITY = 90
 """The launcher: above everything, and asleep almost all the time."""
+RIG_KEY = "/rig"
+"""A calibration's cost of a model's in-process rig emulation is keyed ``<service>/rig`` (:func:`calibrate`)."""
 
 # prctl(2) options (linux/prctl.h)
 PR_SET_PDEATHSIG = 1
@@ -339,6 +358,9 @@ class Task:
     priority : int
     costs : dict
         Service -> (period [ns], step p50 [µs], step p99 [µs]).
+    top : bool
+        It runs above every rate-monotonic task whatever its period (the rig emulator): on its core it is
+        counted at the core's shortest period (:func:`admission`).
     """
 
     name: str
@@ -348,6 +370,15 @@ class Task:
     cpus: tuple[int, ...] = ()
     priority: int = 0
     costs: dict[str, tuple[int, float, float]] = field(default_factory=dict)
+    top: bool = False
+
+
+def _core_utilizations(tasks: Sequence[Task]) -> list[float]:
+    """The utilizations the bound takes for ``tasks`` on one core: each its own, but a task above the
+    rate-monotonic order (:attr:`Task.top`) at the core's shortest period, ``C / T_min`` (module docstring)."""
+    shortest = min((t.period_ns for t in tasks), default=0)
+    return [t.utilization * t.period_ns / shortest if t.top and 0 < shortest < t.period_ns else t.utilization
+            for t in tasks]
 
 
 def admission(tasks: Sequence[Task], cores: int) -> tuple[bool, list[str], dict[str, int]]:
@@ -367,7 +398,7 @@ def admission(tasks: Sequence[Task], cores: int) -> tuple[bool, list[str], dict[
     core_of: dict[str, int] = {}
     for t in sorted(tasks, key=lambda x: -x.utilization):
         allowed = [c for c in (t.cpus or range(len(load))) if 0 <= c < len(load)] or list(range(len(load)))
-        fits = [c for c in allowed if hyperbolic_ok([x.utilization for x in on[c]] + [t.utilization])]
+        fits = [c for c in allowed if hyperbolic_ok(_core_utilizations([*on[c], t]))]
         c = min(fits or allowed, key=lambda k: load[k])
         on[c].append(t)
         load[c] += t.utilization
@@ -381,7 +412,7 @@ def admission(tasks: Sequence[Task], cores: int) -> tuple[bool, list[str], dict[
                          f"{p99 * 1e3 / period:>7.3f} {t.priority:>5} {core_of[t.name]:>5}")
     ok = True
     for c, ts in enumerate(on):
-        us = [t.utilization for t in ts]
+        us = _core_utilizations(ts)
         prod = 1.0
         for u in us:
             prod *= 1.0 + u
@@ -390,6 +421,10 @@ def admission(tasks: Sequence[Task], cores: int) -> tuple[bool, list[str], dict[
         lines.append(f"core {c}: U = {sum(us):.3f} ({len(us)} processes), Π(1+U) = {prod:.3f} (bound 2), "
                      f"Liu–Layland bound {liu_layland_bound(len(us)):.3f}: "
                      f"{'schedulable' if good else 'NOT schedulable'}")
+        for t, u in zip(ts, us, strict=True):
+            if u != t.utilization:
+                lines.append(f"  {t.name}: above the services (priority {t.priority}), counted at core {c}'s "
+                             f"shortest period: U = {u:.3f}")
     lines.append("admitted: every core is schedulable" if ok else
                  "refused: the services' measured steps do not fit this host's cores at these rates")
     return ok, lines, core_of
@@ -405,7 +440,9 @@ def calibrate(config: Mapping[str, Any], services: Mapping[str, Any],
     :func:`protocol.scheduler.simulate` for ``seconds`` of simulated time, with the run's
     coupling; every step is timed in this thread's CPU time (``time.thread_time_ns``: what the step
 demands of a core, not the time other load on this host took it away; the first 20 % left out
-as warm-up).
+as warm-up). A model's in-process rig emulation (:class:`EmbeddedRig`) is not its step's: its time is
+subtracted, and, where it stands for the rig emulator's process on this host, returned under
+``<service>/rig`` (:data:`RIG_KEY`).
 
     Parameters
     ----------
@@ -444,9 +481,33 @@ as warm-up).
                 closer()
     out = {}
     for m in models:
-        ts = sorted(m.step_s[len(m.step_s) // 5:]) or [0.0]
-        out[m.model.name] = (ts[len(ts) // 2] * 1e6, ts[min(len(ts) - 1, int(0.99 * len(ts)))] * 1e6)
+        out[m.model.name] = _percentiles(m.step_s)
+        if m.rig is not None and m.rig.on_host:
+            out[m.model.name + RIG_KEY] = _percentiles(m.rig_s)
     return out
+
+
+def _percentiles(step_s: Sequence[float]) -> tuple[float, float]:
+    """(p50, p99) [µs] of step times [s], the first 20 % left out as warm-up."""
+    ts = sorted(step_s[len(step_s) // 5:]) or [0.0]
+    return ts[len(ts) // 2] * 1e6, ts[min(len(ts) - 1, int(0.99 * len(ts)))] * 1e6
+
+
+@dataclass(frozen=True)
+class EmbeddedRig:
+    """A calibration model's in-process stand-in for the rig's firmware (its attribute ``embedded_rig``).
+
+    Attributes
+    ----------
+    cpu_ns : callable
+        The calibrating thread's CPU time spent in the emulated firmware so far [ns] (cumulative).
+    on_host : bool
+        In a run the firmware is the rig emulator's process on this host (``[hil] url = "emulator"``),
+        at :data:`RIG_PRIORITY`: admitted on its own row. False: a real rig's own hardware, not this host's.
+    """
+
+    cpu_ns: Callable[[], int]
+    on_host: bool
 
 
 class TimedModel:
@@ -458,12 +519,19 @@ class TimedModel:
     model : ServiceModel
         The model timed.
     step_s : list of float
-        CPU time of each step so far, in order. [s]
+        CPU time of each step so far, in order, less its in-process rig emulation's. [s]
+    rig : EmbeddedRig or None
+        The model's in-process rig emulation (its ``embedded_rig``), if any.
+    rig_s : list of float
+        CPU time of that emulation in each step. [s]
     """
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.step_s: list[float] = []
+        rig = getattr(model, "embedded_rig", None)
+        self.rig: EmbeddedRig | None = rig if isinstance(rig, EmbeddedRig) else None
+        self.rig_s: list[float] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
@@ -474,9 +542,18 @@ class TimedModel:
 
     def step(self, *args: Any) -> Any:
         """The model's ``step`` (``(t, h, u)``, or ``(t, h, ctx, u)`` for a model with a context), timed."""
+        if self.rig is None:
+            c = time.thread_time_ns()
+            out = self.model.step(*args)
+            self.step_s.append((time.thread_time_ns() - c) * 1e-9)
+            return out
+        r = self.rig.cpu_ns()
         c = time.thread_time_ns()
         out = self.model.step(*args)
-        self.step_s.append((time.thread_time_ns() - c) * 1e-9)
+        c = time.thread_time_ns() - c
+        r = self.rig.cpu_ns() - r
+        self.step_s.append((c - r) * 1e-9)
+        self.rig_s.append(r * 1e-9)
         return out
 
 
@@ -583,6 +660,12 @@ def _plan_on(plan: Any, costs: Mapping[str, tuple[float, float]], cores: int | N
         t_costs = {n: (plan.services[n].period_ns, costs[n][0], costs[n][1]) for n in steppers}
         u = sum(c99 * 1e3 / per for per, _, c99 in t_costs.values())
         tasks.append(Task(p, tuple(steppers), period, u, cpus, prio.get(p, 0), t_costs))
+    for key, (c50, c99) in costs.items():  # the rig emulators of the local bridges (module docstring)
+        svc = key[:-len(RIG_KEY)] if key.endswith(RIG_KEY) else ""
+        if svc in here and svc in plan.services:
+            per = plan.services[svc].period_ns
+            tasks.append(Task(f"{svc}-emulator", (key,), per, c99 * 1e3 / per, (), RIG_PRIORITY,
+                              {key: (per, c50, c99)}, top=True))
     ok, table, _ = admission(tasks, cores or os.cpu_count() or 1)
     head = [(f"realtime plan: {cores or os.cpu_count()} cores; SCHED_FIFO priorities rate-monotonic from "
              f"sim.rt_priority = {plan.sim.get('rt_priority', 0)} (hil: the fastest), launcher "
