@@ -14,6 +14,8 @@
   (an attitude error near π) or raises, it says so and the caller runs the reference.
 - :func:`predict_state` is :func:`dynamics.rigid_body.predict_rows`: a rigid body's state a little
   ahead of its sample (the arm's predicted inputs, the orbiter's and the payload's states).
+- :func:`static_loads` is :func:`dynamics.loads.static_loads_rows` (RMLOAD): the nine station loads from the
+  end-effector wrench.
 
 Each is written with the same operations in the same order as its reference. Numba compiles
 without fast-math (no reassociation, no fused multiply-add), ``sin``, ``cos``, ``acos`` and ``tanh``
@@ -47,7 +49,13 @@ from numpy.typing import NDArray
 from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid body's own quaternion kernels
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
-           "auto_rates", "predict_state"]
+           "auto_rates", "predict_state", "static_loads"]
+
+_STATION_POINT = (1, 1, 2, 2, 3, 3, 4, 4, 6)
+_STATION_LINK = (1, 2, 2, 3, 3, 4, 4, 5, 5)
+_STATION_SIGN = (-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0)
+""":data:`dynamics.loads.STATION_POINT`, ``STATION_LINK`` and ``STATION_SIGN`` (copied: this module imports no
+other of the project's but the rigid body's kernels; the tests hold them equal)."""
 
 Array = NDArray[np.float64]
 
@@ -412,3 +420,34 @@ def predict_state(p: Array, q: Array, v: Array, w: Array, a: Array, wdot: Array,
     ok, out[3], out[4], out[5], out[6] = _quat_integrate(q[0], q[1], q[2], q[3], w0 + 0.5 * d0 * dt,
                                                          w1 + 0.5 * d1 * dt, w2 + 0.5 * d2 * dt, dt)
     return ok
+
+
+@njit(cache=True)
+def static_loads(pts: Array, Rs: Array, F: Array, out: Array) -> None:
+    """:func:`dynamics.loads.static_loads_rows`, compiled (same operations, same order: each sum from a zero start).
+
+    Parameters
+    ----------
+    pts : ndarray, shape (7, 3)
+        Joint points 1..6 then Eo, in O. [m]
+    Rs : ndarray, shape (7, 9)
+        Link rotations in O, row-major.
+    F : ndarray, shape (6,)
+        ``[M_e; F_e]`` at Eo, in O. [N·m, N]
+    out : ndarray, shape (9, 6)
+        Written: the station loads ``[M_k; V_k]``. [N·m, N]
+    """
+    m0, m1, m2, f0, f1, f2 = F[0], F[1], F[2], F[3], F[4], F[5]
+    e0, e1, e2 = pts[6, 0], pts[6, 1], pts[6, 2]
+    for k in range(9):
+        j = _STATION_POINT[k]
+        r0, r1, r2 = e0 - pts[j, 0], e1 - pts[j, 1], e2 - pts[j, 2]
+        M0, M1, M2 = m0 + (r1 * f2 - r2 * f1), m1 + (r2 * f0 - r0 * f2), m2 + (r0 * f1 - r1 * f0)
+        t = Rs[_STATION_LINK[k]]
+        s = _STATION_SIGN[k]
+        out[k, 0] = s * (((0.0 + t[0] * M0) + t[3] * M1) + t[6] * M2)
+        out[k, 1] = s * (((0.0 + t[1] * M0) + t[4] * M1) + t[7] * M2)
+        out[k, 2] = s * (((0.0 + t[2] * M0) + t[5] * M1) + t[8] * M2)
+        out[k, 3] = s * (((0.0 + f0 * t[0]) + f1 * t[3]) + f2 * t[6])
+        out[k, 4] = s * (((0.0 + f0 * t[1]) + f1 * t[4]) + f2 * t[7])
+        out[k, 5] = s * (((0.0 + f0 * t[2]) + f1 * t[5]) + f2 * t[8])

@@ -22,18 +22,26 @@ from O to the station frame (link numbering of :mod:`dynamics.rms`: B1 after sho
 yaw … B5 after wrist yaw). Each member (2–3, 4–5, 6–7, 8–9) is in equilibrium; each
 joint pair (1–2, 3–4, 5–6, 7–8) is action and reaction.
 
+:func:`static_loads` is the checked function on arrays; :func:`static_loads_rows` the same numbers on Python
+floats (its readable reference, the sums in numpy's order), and :func:`static_loads_arrays` its compiled kernel
+(:func:`dynamics.arm_kernels.static_loads`), which the arm's step runs.
+
 No I/O, clock or globals.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dynamics import kernel_module
 from dynamics import spatial as sp
 from errors import ShapeError
 
-__all__ = ["N_STATIONS", "STATION_NAMES", "STATION_POINT", "STATION_LINK", "STATION_SIGN", "static_loads"]
+__all__ = ["N_STATIONS", "STATION_NAMES", "STATION_POINT", "STATION_LINK", "STATION_SIGN", "static_loads",
+           "static_loads_rows", "static_loads_arrays", "load_kernels"]
 
 Array = NDArray[np.float64]
 
@@ -88,4 +96,70 @@ def static_loads(points_O: ArrayLike, R_links_O: ArrayLike, F_Eo_O: ArrayLike) -
     T = R[_LINK]                                                # (9, 3, 3) R_O<station>
     out[:, :3] = _SIGN[:, None] * np.einsum("kji,kj->ki", T, M_O)     # T_kᵀ M
     out[:, 3:] = _SIGN[:, None] * (Fe @ T)                            # T_kᵀ F_e
+    return out
+
+
+def static_loads_rows(points_O: Sequence[Sequence[float]], R_links_O: Sequence[Sequence[float]],
+                      F_Eo_O: Sequence[float]) -> list[list[float]]:
+    """:func:`static_loads` on Python floats, to the bit (no checks): the moment about each station
+    ``M_e + r × F_e`` component by component, then each row of ``T_kᵀ M`` and ``T_kᵀ F_e`` summed from zero in
+    the order of the rotation's rows, as numpy's ``einsum`` and ``matmul`` sum them there (the zero start gives
+    a zero sum's sign as theirs), times the station's sign.
+
+    Parameters
+    ----------
+    points_O : sequence of 7 sequences of 3 float
+        Joint points 1..6 then Eo, in O. [m]
+    R_links_O : sequence of 7 sequences of 9 float
+        Link rotations in O, row-major (:func:`dynamics.rms.rms_kinematics_arrays`' ``R_OB``).
+    F_Eo_O : sequence of 6 float
+        ``[M_e; F_e]`` at Eo, in O. [N·m, N]
+
+    Returns
+    -------
+    list of 9 lists of 6 float
+        As :func:`static_loads`. [N·m, N]
+    """
+    m0, m1, m2, f0, f1, f2 = F_Eo_O
+    e0, e1, e2 = points_O[6]
+    out = []
+    for k in range(N_STATIONS):
+        p0, p1, p2 = points_O[STATION_POINT[k]]
+        r0, r1, r2 = e0 - p0, e1 - p1, e2 - p2                    # station → Eo
+        M0, M1, M2 = m0 + (r1 * f2 - r2 * f1), m1 + (r2 * f0 - r0 * f2), m2 + (r0 * f1 - r1 * f0)
+        t0, t1, t2, t3, t4, t5, t6, t7, t8 = R_links_O[STATION_LINK[k]]
+        s = STATION_SIGN[k]
+        out.append([s * (((0.0 + t0 * M0) + t3 * M1) + t6 * M2), s * (((0.0 + t1 * M0) + t4 * M1) + t7 * M2),
+                    s * (((0.0 + t2 * M0) + t5 * M1) + t8 * M2), s * (((0.0 + f0 * t0) + f1 * t3) + f2 * t6),
+                    s * (((0.0 + f0 * t1) + f1 * t4) + f2 * t7), s * (((0.0 + f0 * t2) + f1 * t5) + f2 * t8)])
+    return out
+
+
+def load_kernels() -> None:
+    """Import :func:`static_loads_arrays`' compiled kernel and load its machine code now (compile it if numba's
+    cache has none); otherwise its first call pays for it. The arm calls it when it is built."""
+    static_loads_arrays(np.zeros((7, 3)), np.zeros((7, 9)), np.zeros(6))
+
+
+def static_loads_arrays(points_O: Array, R_links_O: Array, F_Eo_O: Array) -> Array:
+    """:func:`static_loads_rows` for the arm's step: the compiled kernel :func:`dynamics.arm_kernels.static_loads`,
+    bit for bit the reference (the tests hold them equal, and the reference equal to :func:`static_loads`). No
+    checks.
+
+    Parameters
+    ----------
+    points_O : ndarray, shape (7, 3)
+        float64, C-contiguous. [m]
+    R_links_O : ndarray, shape (7, 9)
+        Link rotations in O, row-major, float64, C-contiguous.
+    F_Eo_O : ndarray, shape (6,)
+        float64. [N·m, N]
+
+    Returns
+    -------
+    ndarray, shape (9, 6)
+        A new array. [N·m, N]
+    """
+    out = np.empty((N_STATIONS, 6))
+    kernel_module("arm_kernels").static_loads(points_O, R_links_O, F_Eo_O, out)
     return out

@@ -65,6 +65,7 @@ __all__ = [
     "rms_jacobian_rows",
     "dls_solve",
     "jacobian_inverse",
+    "jacobian_inverse_arrays",
     "regular_inverse",
     "tip_wrench",
     "relative_twist",
@@ -85,6 +86,12 @@ __all__ = [
 ]
 
 Array = NDArray[np.float64]
+
+try:    # the routine numpy.linalg.svd runs for a real matrix with U and Vᵀ (LAPACK dgesdd, jobz 'A')
+    from numpy.linalg import _umath_linalg
+    _SVD_GUFUNC = getattr(_umath_linalg, "svd_f", None)
+except ImportError:                                     # pragma: no cover - another numpy's layout
+    _SVD_GUFUNC = None
 
 N_JOINTS = 6
 JOINT_NAMES = ("shoulder_yaw", "shoulder_pitch", "elbow_pitch", "wrist_pitch", "wrist_yaw", "wrist_roll")
@@ -616,6 +623,50 @@ def jacobian_inverse(J: ArrayLike, sigma_min: float, damping_max: float,
     smin = float(s[-1])
     lam2 = 0.0 if smin >= sigma_min else damping_max ** 2 * (1.0 - (smin / sigma_min) ** 2)
     return (Vt.T * (s / (s * s + lam2))) @ U.T, smin, lam2 > 0.0
+
+
+def jacobian_inverse_arrays(J: Array, sigma_min: float, damping_max: float) -> tuple[Array, float, bool]:
+    """:func:`jacobian_inverse` for the arm's step loop, the same results to the bit: the SVD by the routine
+    ``numpy.linalg.svd`` runs (its gufunc, LAPACK's dgesdd of numpy's library) without that wrapper's checks and
+    error state, the finiteness checked on the sum of J first, the damping's scale on Python floats (the same
+    IEEE operations as the ufuncs'). Each of those steps of numpy's costs microseconds more in the arm's step,
+    which runs this every ``flex_every`` steps, than in a loop of its own (its code then out of the caches).
+
+    Parameters
+    ----------
+    J : ndarray, shape (6, 6)
+        float64, not checked.
+    sigma_min, damping_max : float
+        As :func:`dls_solve`.
+
+    Returns
+    -------
+    J_inv, sigma, damped
+        As :func:`jacobian_inverse`.
+
+    Raises
+    ------
+    ShapeError
+        If J is not finite.
+    numpy.linalg.LinAlgError
+        If the SVD does not converge (numpy's own call then raises it, after the gufunc's warning).
+    """
+    if not math.isfinite(sum(J.ravel().tolist())):      # a non-finite entry (or a sum that overflowed)
+        if not np.all(np.isfinite(J)):
+            raise ShapeError(f"J: expected a finite (6, 6) matrix, got shape {J.shape}")
+    if _SVD_GUFUNC is None:                             # pragma: no cover - another numpy's layout
+        return jacobian_inverse(J, sigma_min, damping_max)
+    U, s, Vt = _SVD_GUFUNC(J, signature="d->ddd")
+    sl = s.tolist()
+    smin = sl[-1]
+    if smin != smin:                                    # dgesdd did not converge (NaN): numpy's call raises
+        np.linalg.svd(J)
+    lam2 = 0.0 if smin >= sigma_min else damping_max ** 2 * (1.0 - (smin / sigma_min) ** 2)
+    try:
+        d = np.array([x / (x * x + lam2) for x in sl])
+    except ZeroDivisionError:                           # σ² + λ² zero: numpy's inf or NaN, as jacobian_inverse's
+        d = s / (s * s + lam2)
+    return (Vt.T * d) @ U.T, smin, lam2 > 0.0
 
 
 def regular_inverse(A: ArrayLike) -> Array | None:

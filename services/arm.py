@@ -608,7 +608,7 @@ class ArmKinematics:
                 if J_inv is not None:
                     c.J_inv = J_inv
                     return
-        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse(c.J, self.p.sigma_min, self.p.damping_max)
+        c.J_inv, c.sigma, c.damped = rms.jacobian_inverse_arrays(c.J, self.p.sigma_min, self.p.damping_max)
         c.J_svd = c.J
 
     def pose(self, c: ArmContext) -> rms.RmsPose:
@@ -1595,7 +1595,7 @@ class ArmModel:
     def initial(self, t0_ns: int, c: ArmContext) -> dict[str, dict[str, Any]]:
         """Outputs at t0 of ``c`` (a fresh one: the arm at rest at ``q0``, no wrench)."""
         c.now = t0_ns
-        c.loads = ld.static_loads(self.kin.points(c), self.kin.pose(c).X_OB[:, :3, :3], c.F_Eo_O)
+        c.loads = ld.static_loads_arrays(c.rows[1], c.rows[0], c.F_Eo_O)
         return self._outputs(c, c.orb_f, t0_ns)
 
     def step(self, t_ns: int, h_ns: int, c: ArmContext, u: Any) -> dict[str, dict[str, Any]]:
@@ -1623,7 +1623,7 @@ class ArmModel:
         self.plant.end_step(c)
         c.step_count += 1
         if c.step_count % self.params.loads_every == 0:
-            c.loads = ld.static_loads(self.kin.points(c), self.kin.pose(c).X_OB[:, :3, :3], c.F_Eo_O)
+            c.loads = ld.static_loads_arrays(c.rows[1], c.rows[0], c.F_Eo_O)
         # the outputs are stamped at the step end: the orbiter propagated by h
         p, q, w, v = c.orb_f
         return self._outputs(c, ([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
@@ -1632,10 +1632,12 @@ class ArmModel:
 
 def build(config: dict[str, Any], name: str, period_ns: int) -> ArmModel:
     """The arm model of service ``name``, the compiled kernels of its step loaded (:func:`dynamics.rms.load_kernels`,
-    :func:`dynamics.servo.load_kernels`): no step pays for numba's import or load (nor, on a machine's first run,
-    the compile). A configuration check builds no model (:func:`stiff_couplings` makes one, but steps it not)."""
+    :func:`dynamics.servo.load_kernels`, :func:`dynamics.loads.load_kernels`): no step pays for numba's import or
+    load (nor, on a machine's first run, the compile). A configuration check builds no model (:func:`stiff_couplings`
+    makes one, but steps it not)."""
     rms.load_kernels()
     sv.load_kernels()
+    ld.load_kernels()
     return ArmModel(config, name, period_ns)
 
 

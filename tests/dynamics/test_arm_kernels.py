@@ -8,9 +8,10 @@ drive (within and beyond the current limit), saturated (with and without the ant
 loaded and not, substepped; the kinematics with joints about the frame axes and about any axis,
 with and without a fixed rotation; the rate limits scaling and clipping; the auto-sequence step
 on both sides of the log map's small-angle branch, with its limits active or not, and where it
-must hand over to the reference; the state prediction. Then: the arm's build loads every kernel
-for the argument types its step passes (a step never compiles), and a configuration check
-imports no numba.
+must hand over to the reference; the state prediction; the station loads (and their reference against the
+array function, signed zeros included). The SVD inverse of the step against the checked one. Then: the arm's
+build loads every kernel for the argument types its step passes (a step never compiles), and a configuration
+check imports no numba.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 
 from dynamics import arm_kernels as ak
+from dynamics import loads as ld
 from dynamics import rigid_body as rb
 from dynamics import rms
 from dynamics import servo as sv
@@ -316,10 +318,84 @@ def test_prediction_hands_over_to_the_reference_what_it_does_not_follow():
     assert rms.predict_state_arrays(z, q.reshape(2, 2), z, z, z, z, 0.1) is None
 
 
+# ---------------------------------------------------------------- the station loads (RMLOAD)
+
+
+def _loads_case(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random points, link rotations and wrench; a third of the wrenches zero (a free arm's) or of signed zeros, and
+    some rotations with zero entries (the sums' zero signs)."""
+    pts = rng.normal(0.0, 5.0, (7, 3))
+    R = np.array([_rotation(rng) for _ in range(7)])
+    F = rng.normal(0.0, 100.0, 6)
+    kind = rng.integers(0, 4)
+    if kind == 1:
+        F = np.zeros(6)
+    elif kind == 2:
+        F = np.zeros(6) * rng.choice([1.0, -1.0], 6)             # signed zeros
+    elif kind == 3:
+        F[rng.random(6) < 0.5] = 0.0
+        R = np.where(rng.random((7, 3, 3)) < 0.3, 0.0, R) * rng.choice([1.0, -1.0])
+    return pts, R, F
+
+
+def test_station_loads_reference_equals_the_array_function_bit_for_bit():
+    """The float reference sums as numpy's einsum and matmul do (from a zero start: a zero sum's sign as theirs)."""
+    rng = np.random.default_rng(17)
+    for _ in range(3000):
+        pts, R, F = _loads_case(rng)
+        ref = ld.static_loads_rows(pts.tolist(), R.reshape(7, 9).tolist(), F.tolist())
+        assert np.array(ref).tobytes() == ld.static_loads(pts, R, F).tobytes()
+
+
+def test_station_loads_kernel_equals_the_reference_bit_for_bit():
+    assert (ak._STATION_POINT, ak._STATION_LINK, ak._STATION_SIGN) == (
+        ld.STATION_POINT, ld.STATION_LINK, ld.STATION_SIGN)
+    rng = np.random.default_rng(19)
+    for _ in range(3000):
+        pts, R, F = _loads_case(rng)
+        ref = ld.static_loads_rows(pts.tolist(), R.reshape(7, 9).tolist(), F.tolist())
+        assert ld.static_loads_arrays(pts, R.reshape(7, 9), F).tobytes() == np.array(ref).tobytes()
+
+
+# ---------------------------------------------------------------- the Jacobian's SVD inverse
+
+
+def test_svd_inverse_of_the_step_equals_the_checked_one_bit_for_bit():
+    """``jacobian_inverse_arrays`` (numpy's SVD gufunc, the damping's scale on floats) is ``jacobian_inverse``:
+    regular, damped near a singularity, exactly singular without damping (its infinities and NaN), and it refuses a
+    matrix that is not finite."""
+    rng = np.random.default_rng(23)
+    for n in range(2000):
+        J = rng.normal(size=(6, 6))
+        if n % 3 == 1:                                   # near a singularity: σ_6 below sigma_min
+            U, s, Vt = np.linalg.svd(J)
+            s[-1] = float(rng.choice([0.0, 1e-9, 1e-3, 0.04]))
+            J = (U * s) @ Vt
+        damping = float(rng.choice([0.0, 0.05])) if n % 3 == 2 else 0.05
+        expected = rms.jacobian_inverse(J, 0.05, damping)
+        got = rms.jacobian_inverse_arrays(J, 0.05, damping)
+        assert got[0].tobytes() == expected[0].tobytes() and got[1:] == expected[1:]
+    J = np.zeros((6, 6))
+    J[:5, :5] = np.eye(5)                                # σ_6 exactly 0, no damping: 1/0 as numpy gives it
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = rms.jacobian_inverse(J, 0.05, 0.0)
+        got = rms.jacobian_inverse_arrays(J, 0.05, 0.0)
+    assert got[0].tobytes() == expected[0].tobytes() and got[1:] == expected[1:]
+    for bad in (math.nan, math.inf):
+        J = np.eye(6)
+        J[2, 3] = bad
+        with pytest.raises(ShapeError, match="finite"):
+            rms.jacobian_inverse_arrays(J, 0.05, 0.05)
+    J = np.full((6, 6), 1e308)                           # finite, its sum overflows: still inverted
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = rms.jacobian_inverse(J, 0.05, 0.05)
+    assert rms.jacobian_inverse_arrays(J, 0.05, 0.05)[0].tobytes() == expected[0].tobytes()
+
+
 # ---------------------------------------------------------------- loading
 
 
-KERNELS = ("servo_step", "rms_kinematics", "limit_joint_rates", "auto_rates", "predict_state")
+KERNELS = ("servo_step", "rms_kinematics", "limit_joint_rates", "auto_rates", "predict_state", "static_loads")
 
 
 def _step(m: BoundModel, k: int, state: dict, ev: dict | None = None) -> None:
