@@ -441,6 +441,7 @@ class HilBridge:
         self.safety = SafetySupervisor(cfg.limits, self.neutral_axes, self.h, cfg.fingerprint,
                                        bad_frames_max=p.bad_frames_max, watchdog_s=p.watchdog,
                                        clamp_fault_after=p.clamp_fault_after)
+        self.safety.load_kernels()  # its compiled soft limits, loaded now: no step pays for it
         comp = p.compensation
         self.passivity = PassivityController(self.h, comp.restitution_max, comp.length, enabled=comp.passivity,
                                              lag=comp.lag)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -329,6 +330,9 @@ class SafetySupervisor:
     fault_t: float | None = None
     fault_reason: str = ""
     _t: float = 0.0  # the last tick's time
+    _follow: Any = None  # the compiled engaged step (load_kernels), else None: rate_limit_rows
+    _prev: Array | None = None  # the last command, as an array (the compiled step's)
+    _consts: tuple[RigLimits, float, Array] | None = None  # (limits, period, their constants (n, 10))
 
     def __post_init__(self) -> None:
         self.neutral = np.asarray(self.neutral, dtype=np.float64)
@@ -343,6 +347,32 @@ class SafetySupervisor:
         self.x = self.neutral.copy()
         self.v = np.zeros_like(self.x)
         self.a = np.zeros_like(self.x)
+
+    def load_kernels(self) -> None:
+        """From now on, :meth:`tick`'s engaged step runs compiled (:func:`dynamics.safety_kernels.follow`: bit for
+        bit the finiteness check, the command's speed and :func:`rate_limit_rows`, the readable reference, which
+        runs until then); its machine code is loaded now (compiled if numba's cache has none), so that no step
+        pays for it. The bridge calls it when it is built; a configuration check does not (no numba)."""
+        from dynamics import kernel_module
+
+        follow = kernel_module("safety_kernels").follow
+        c = self._constants()
+        follow(self.neutral, self.neutral, False, self.neutral, np.zeros_like(self.neutral), c, self.period_s)
+        self._follow = follow
+        self._prev = None if self._cmd_prev is None else np.array(self._cmd_prev, dtype=np.float64)
+
+    @property
+    def compiled(self) -> bool:
+        """True once :meth:`load_kernels` ran."""
+        return self._follow is not None
+
+    def _constants(self) -> Array:
+        """:func:`_rate_constants` of the limits and the period, as an array (n, 10) (kept while they are)."""
+        kept = self._consts
+        if kept is None or kept[0] is not self.limits or kept[1] != self.period_s:
+            kept = self._consts = (self.limits, self.period_s,
+                                   np.array(_rate_constants(self.limits, self.period_s), dtype=np.float64))
+        return kept[2]
 
     # ------------------------------------------------------------------ events
     def request_arm(self) -> None:
@@ -367,6 +397,7 @@ class SafetySupervisor:
         self.state = transition(self.state, "engage")
         self.x, self.v, self.a = self.neutral.copy(), np.zeros_like(self.x), np.zeros_like(self.x)
         self._cmd_prev = None
+        self._prev = None
         self._clamp_run = 0
 
     def park(self) -> None:
@@ -443,6 +474,10 @@ class SafetySupervisor:
                 self.fault(Fault.HOST, "no command from the simulation" if command is None or command_t is None else
                            f"the simulation's command is {t - command_t:.3f} s old, older than the bridge's "
                            f"watchdog {self.watchdog_s:.3f} s (its inputs come too seldom, or a producer stopped)")
+            elif self._follow is not None:  # (compiled: the branch below, bit for bit)
+                setpoint = self._follow_compiled(command, clamped)
+                if setpoint is not None:
+                    return setpoint
             else:
                 cmd = np.asarray(command, dtype=np.float64)
                 xc = cmd.tolist() if cmd.shape == self.x.shape else []
@@ -467,6 +502,30 @@ class SafetySupervisor:
                 return self.x.copy()
             self.x, self.v, self.a = ramp_step(self.x, self.v, self.a, self.neutral, self.limits, self.period_s)
             return self.x.copy()
+        return None
+
+    def _follow_compiled(self, command: ArrayLike, clamped: bool) -> Array | None:
+        """:meth:`tick`'s engaged step with a command, compiled (:meth:`load_kernels`): the same checks, faults
+        and numbers as the reference's branch; the setpoint, or None after a fault."""
+        cmd = np.asarray(command, dtype=np.float64)
+        if cmd.shape != self.x.shape:
+            self.fault(Fault.NAN, "a command that is not finite")
+            return None
+        if not cmd.flags.c_contiguous:
+            cmd = np.ascontiguousarray(cmd)
+        prev = self._prev
+        finite, x, v, a, hit = self._follow(cmd, cmd if prev is None else prev, prev is not None, self.x, self.v,
+                                            self._constants(), self.period_s)
+        if not finite:
+            self.fault(Fault.NAN, "a command that is not finite")
+        elif self._count_clamp(clamped):
+            self.fault(Fault.LIMIT, f"{self._clamp_run} commands in a row outside the rig's workspace "
+                                    f"(clamp_fault_after {self.clamp_fault_after})")
+        else:
+            self._prev = cmd.copy()
+            self.x, self.v, self.a = x, v, a
+            self.limit_hits += int(hit)
+            return x.copy()
         return None
 
     def _count_clamp(self, clamped: bool) -> bool:
