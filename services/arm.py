@@ -168,6 +168,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from operator import le
 from typing import Any, Protocol
 
 import numpy as np
@@ -1085,8 +1086,8 @@ class FlexiblePlant(MultibodyPlant):
         self.kin.update(c)
         R_WO = sp.rotation_rows(*c.orb_f[1])
         dV = c.J_eta @ c.eta_dot                            # the booms' share of E's twist, W
-        c.V_R_O = c.J @ c.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dV[:3].tolist()),
-                                                           *sp.mat_t_vec_rows(R_WO, *dV[3:].tolist())])
+        dv = dV.tolist()
+        c.V_R_O = c.J @ c.theta_dot + np.array([*sp.mat_t_vec_rows(R_WO, *dv[:3]), *sp.mat_t_vec_rows(R_WO, *dv[3:])])
 
     def deflection_O(self, c: ArmContext, R_WO: Any) -> Deflection | None:
         return self._deflection(c, R_WO)
@@ -1577,8 +1578,7 @@ class ArmModel:
         w = sp.mat_mat_rows(R, R_OE)
         X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
         # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
-        V_WE_W = rms.end_effector_twist(np.reshape(R, (3, 3)), orb_f[2], orb_f[3], orb_f[0], wrench["p_WoEo_W"],
-                                        c.V_R_O)
+        V_WE_W = np.array(rms.end_effector_twist_rows(R, orb_f[2], orb_f[3], orb_f[0], (e0, e1, e2), c.V_R_O.tolist()))
         if c.warnings:
             warnings = [w for w, t_end in c.warnings.items() if t_end >= c.now]
             c.warnings = {w: t for w, t in c.warnings.items() if t >= c.now}
@@ -1605,10 +1605,9 @@ class ArmModel:
         h = h_ns * 1e-9
         orb = self._orbiter(c, u, t_ns)
         pay = self._payload(c, u, t_ns)
-        X_OE = partial(self.plant.X_OE, c)
         for smp in u.events("contact/event"):
             for ev in smp.body.get("events", []):
-                self.controller.contact(c, ev, orb, pay, X_OE)
+                self.controller.contact(c, ev, orb, pay, partial(self.plant.X_OE, c))
         for smp in u.events("operator/command"):
             for ev in smp.body.get("events", []):
                 self.controller.command(c, dict(ev))
@@ -1617,9 +1616,12 @@ class ArmModel:
         c.qd_cmd = np.asarray(self.controller.rates(c), dtype=np.float64)   # (a controller may give a list)
         self.plant.step(c, c.qd_cmd, self.controller.direct_currents, orb, pay, h)
         c.now = t_ns + h_ns
-        for i, (th, lo, hi) in enumerate(zip(c.theta.tolist(), self._q_lower, self._q_upper, strict=True)):
-            if not lo <= th <= hi:   # only the payload's motion can do this (grappled)
-                self.kin.warn(c, f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range [{lo:.4f}, {hi:.4f}]")
+        theta = c.theta.tolist()
+        if not (all(map(le, self._q_lower, theta)) and all(map(le, theta, self._q_upper))):
+            for i, (th, lo, hi) in enumerate(zip(theta, self._q_lower, self._q_upper, strict=True)):
+                if not lo <= th <= hi:   # only the payload's motion can do this (grappled)
+                    self.kin.warn(c, f"limit: {JOINT_NAMES[i]} at {th:.4f} rad is beyond its range "
+                                     f"[{lo:.4f}, {hi:.4f}]")
         self.plant.end_step(c)
         c.step_count += 1
         if c.step_count % self.params.loads_every == 0:
