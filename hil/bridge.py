@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dynamics import kernel_module
 from dynamics.mockup import ForceTorqueSensor, mockup_load
 from dynamics.rigid_body import predict_rows
 from dynamics.spatial import (
@@ -212,13 +213,16 @@ class _BodyInput:
     checked (:func:`_floats`) once per sample: a sample holds over several bridge steps (its coupling period),
     and samples are immutable (:class:`protocol.service.Sample`)."""
 
-    __slots__ = ("names", "sample", "state", "accel")
+    __slots__ = ("names", "sample", "state", "accel", "row", "row_sample", "row_accel")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.sample: Any = None  # the sample converted last, held (so that the identity test is sound)
         self.state: tuple[list[float], list[float], list[float], list[float]] = ([], [], [], [])  # its p, q, v, w
         self.accel: tuple[list[float], list[float]] | None = None  # its accelerations, once a step predicted
+        self.row_sample: Any = None  # the sample in ``row`` (array_at), held
+        self.row = np.zeros(19)  # that sample as the compiled kernel takes it (its accelerations once read)
+        self.row_accel = False
 
     def at(self, sample: Any, t_ns: int) -> _Body:
         """The body's state (p, q, v, w as floats) predicted from ``sample`` to ``t_ns`` with its accelerations
@@ -245,6 +249,35 @@ class _BodyInput:
             self.accel = (_floats(b[a], 3, a), _floats(b[wd], 3, wd))
         (P, Q, V, W), (A, Wd) = self.state, self.accel
         return predict_rows(P, Q, V, W, A, Wd, dt)
+
+    def array_at(self, sample: Any, t_ns: int) -> tuple[Array, float]:
+        """The sample as the compiled kernel takes it (:data:`dynamics.relative_motion_kernels.BODY_SIZE`,: p, q,
+        v, w, then its accelerations, read, as by :meth:`at`, only when it is to be predicted) and its age at
+        ``t_ns`` [s]. The array is this input's own, reused.
+
+        Raises
+        ------
+        ShapeError
+            If a field does not have its number of components.
+        KeyError
+            If a field is missing.
+        """
+        p, q, v, w, a, wd = self.names
+        b = sample.body
+        row = self.row
+        if sample is not self.row_sample:
+            row[0:3] = _floats(b[p], 3, p)
+            row[3:7] = _floats(b[q], 4, q)
+            row[7:10] = _floats(b[v], 3, v)
+            row[10:13] = _floats(b[w], 3, w)
+            self.row_accel = False
+            self.row_sample = sample
+        dt = (t_ns - sample.t_ns) * 1e-9
+        if dt > 0.0 and not self.row_accel:
+            row[13:16] = _floats(b[a], 3, a)
+            row[16:19] = _floats(b[wd], 3, wd)
+            self.row_accel = True
+        return row, dt
 
 
 def _floats(x: Any, n: int, name: str) -> list[float]:
@@ -493,6 +526,12 @@ class HilBridge:
         self.loop_delay_s = math.nan
         self._pipeline = p.pipeline and not realtime
         self._L, self._B = _frame_rows(cfg.X_OL), _frame_rows(cfg.X_TB)  # constants of every step, as floats
+        # the relative motion compiled (dynamics.relative_motion_kernels: bit for bit _BodyInput.at and
+        # _relative_motion, the references), loaded now: no step pays for it
+        self._L_row = np.array([*self._L[0], *self._L[1]], dtype=np.float64)
+        self._B_row = np.array([*self._B[0], *self._B[1]], dtype=np.float64)
+        self._relative_kernel = kernel_module("relative_motion_kernels").relative_motion
+        self._relative_kernel(np.zeros(19), 0.0, np.zeros(19), 0.0, self._L_row, self._B_row)
         self._orbiter_in, self._payload_in = _BodyInput(_ORBITER), _BodyInput(_PAYLOAD)
         self._sim_t = 0.0
         self._axes = self.neutral_axes.copy()
@@ -601,8 +640,12 @@ class HilBridge:
         self._sim_t = t_ns * 1e-9
         orb, pay = u.state("orbiter/state"), u.state("payload/state")
         try:  # both bodies predicted from their coupling instants to t (their ports: between = "predict")
-            X_LB, V_LB_L, finite = _relative_motion(self._orbiter_in.at(orb, t_ns), self._payload_in.at(pay, t_ns),
-                                                    self._L, self._B)
+            (o, dt_o), (b, dt_b) = self._orbiter_in.array_at(orb, t_ns), self._payload_in.array_at(pay, t_ns)
+            status, X_LB, V_LB_L = self._relative_kernel(o, dt_o, b, dt_b, self._L_row, self._B_row)
+            finite = status == 1
+            if status < 0:  # a quaternion the prediction cannot integrate: the references raise the error
+                X_LB, V_LB_L, finite = _relative_motion(self._orbiter_in.at(orb, t_ns),
+                                                        self._payload_in.at(pay, t_ns), self._L, self._B)
         except (ShapeError, ValueError):  # a malformed input: the NaN guard below faults
             X_LB, V_LB_L, finite = np.full((4, 4), np.nan), np.full(6, np.nan), False
         if self.realtime or self._pipeline:  # lockstep, pipelined: the reply to the previous step's frame
