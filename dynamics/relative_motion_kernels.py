@@ -87,8 +87,8 @@ def _predict(s: Array, dt: float) -> tuple[bool, tuple[float, float, float], tup
 
 
 @njit(cache=True)
-def relative_motion(orbiter: Array, dt_o: float, payload: Array, dt_t: float, L: Array,
-                    B: Array) -> tuple[int, Array, Array]:
+def relative_motion(orbiter: Array, dt_o: float, payload: Array, dt_t: float, L: Array, B: Array, X: Array,
+                    V: Array) -> int:
     """The pose ``X_LB`` (4, 4) and twist ``V_LB_L`` (6,) of B relative to L, the bodies predicted ahead.
 
     Parameters
@@ -101,21 +101,19 @@ def relative_motion(orbiter: Array, dt_o: float, payload: Array, dt_t: float, L:
     L, B : ndarray, shape (12,)
         The latch L in the orbiter body and the interface B in the payload body: position (3), rotation
         row-major (9).
+    X, V : ndarray, shape (4, 4) and (6,)
+        Filled with ``X_LB`` and ``V_LB_L`` ([ω_LB; d/dt p_LoBo] in L [rad/s, m/s]): the caller's arrays (a new
+        array numba made would cost its return more than the arithmetic).
 
     Returns
     -------
-    status : int
-        1: every number of the result finite; 0: not; :data:`NO_QUATERNION` (the result is not set).
-    X_LB : ndarray, shape (4, 4)
-    V_LB_L : ndarray, shape (6,)
-        [ω_LB; d/dt p_LoBo] in L. [rad/s, m/s]
+    int
+        1: every number of the result finite; 0: not; :data:`NO_QUATERNION` (``X`` and ``V`` not set).
     """
-    X = np.zeros((4, 4))
-    V = np.zeros(6)
     ok_o, pO, qO, vO, w_O = _predict(orbiter, dt_o)
     ok_t, pT, qT, vT, w_T = _predict(payload, dt_t)
     if not (ok_o and ok_t):
-        return NO_QUATERNION, X, V
+        return NO_QUATERNION
     o00, o01, o02, o10, o11, o12, o20, o21, o22 = _rotation(qO[0], qO[1], qO[2], qO[3])  # R_WO
     t00, t01, t02, t10, t11, t12, t20, t21, t22 = _rotation(qT[0], qT[1], qT[2], qT[3])  # R_WT
     # r_OL = R_WO p_OL, r_TB = R_WT p_TB
@@ -185,7 +183,7 @@ def relative_motion(orbiter: Array, dt_o: float, payload: Array, dt_t: float, L:
             X[i, j] = R[3 * i + j]
             finite = finite and math.isfinite(R[3 * i + j])
     X[0, 3], X[1, 3], X[2, 3] = p0, p1, p2
-    X[3, 3] = 1.0
+    X[3, 0], X[3, 1], X[3, 2], X[3, 3] = 0.0, 0.0, 0.0, 1.0
     for i in range(6):
         finite = finite and math.isfinite(V[i])
-    return (1 if finite and math.isfinite(p0) and math.isfinite(p1) and math.isfinite(p2) else 0), X, V
+    return 1 if finite and math.isfinite(p0) and math.isfinite(p1) and math.isfinite(p2) else 0

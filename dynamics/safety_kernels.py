@@ -30,15 +30,16 @@ Array = NDArray[np.float64]
 
 
 @njit(cache=True)
-def rate_limit(x_cmd: Array, x: Array, v: Array, c: Array, dt: float,
-               v_cmd: Array) -> tuple[Array, Array, Array, bool]:
+def rate_limit(x_cmd: Array, x: Array, v: Array, c: Array, dt: float, v_cmd: Array, out: Array) -> bool:
     """:func:`hil.safety.rate_limit_rows` (same operations) on arrays (n,): ``c`` (n, 10) the limits' constants
     per axis (:func:`hil.safety._rate_constants`: ``lo, hi, v_max, a_max, a_max dt, (a_max dt)², 8 a_max,
-    2 v_max dt, k, k²``). Returns the limited command's ``x, v, a`` (n,) and whether a limit made it differ."""
+    2 v_max dt, k, k²``). The limited command's ``x, v, a`` into the rows of ``out`` (3, n) (the caller's: a
+    new array numba made would cost its return more than the arithmetic); returns whether a limit made it
+    differ. ``out`` may be ``x`` and ``v``'s own storage (each axis is read before it is written)."""
     n = x.shape[0]
-    xo = np.empty(n)
-    vo = np.empty(n)
-    ao = np.empty(n)
+    xo = out[0]
+    vo = out[1]
+    ao = out[2]
     hit = False
     for i in range(n):
         xi, vi, xc, vc = x[i], v[i], x_cmd[i], v_cmd[i]
@@ -88,24 +89,22 @@ def rate_limit(x_cmd: Array, x: Array, v: Array, c: Array, dt: float,
         xo[i] = xn
         vo[i] = vn
         ao[i] = ai
-    return xo, vo, ao, hit
+    return hit
 
 
 @njit(cache=True)
-def follow(x_cmd: Array, prev: Array, has_prev: bool, x: Array, v: Array, c: Array,
-           h: float) -> tuple[bool, Array, Array, Array, bool]:
+def follow(x_cmd: Array, prev: Array, has_prev: bool, x: Array, v: Array, c: Array, h: float,
+           out: Array) -> tuple[bool, bool]:
     """The engaged step of :meth:`hil.safety.SafetySupervisor.tick` on the command ``x_cmd`` (n,): whether it is
-    finite (if not, nothing else is computed: the outputs are empty), then :func:`rate_limit` with the command's
-    speed ``(x_cmd − prev) / h`` (0 without a previous command, ``has_prev`` False). Returns
-    ``(finite, x, v, a, hit)``."""
+    finite (if not, nothing else is computed and ``out`` is left as it is), then :func:`rate_limit` into ``out``
+    (3, n) with the command's speed ``(x_cmd − prev) / h`` (0 without a previous command, ``has_prev`` False).
+    Returns ``(finite, hit)``."""
     n = x_cmd.shape[0]
     for i in range(n):
         if not math.isfinite(x_cmd[i]):
-            e = np.empty(0)
-            return False, e, e, e, False
+            return False, False
     v_cmd = np.zeros(n)
     if has_prev:
         for i in range(n):
             v_cmd[i] = (x_cmd[i] - prev[i]) / h
-    xo, vo, ao, hit = rate_limit(x_cmd, x, v, c, h, v_cmd)
-    return True, xo, vo, ao, hit
+    return True, rate_limit(x_cmd, x, v, c, h, v_cmd, out)

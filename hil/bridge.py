@@ -531,7 +531,8 @@ class HilBridge:
         self._L_row = np.array([*self._L[0], *self._L[1]], dtype=np.float64)
         self._B_row = np.array([*self._B[0], *self._B[1]], dtype=np.float64)
         self._relative_kernel = kernel_module("relative_motion_kernels").relative_motion
-        self._relative_kernel(np.zeros(19), 0.0, np.zeros(19), 0.0, self._L_row, self._B_row)
+        self._relative_kernel(np.zeros(19), 0.0, np.zeros(19), 0.0, self._L_row, self._B_row, np.empty((4, 4)),
+                              np.empty(6))
         self._orbiter_in, self._payload_in = _BodyInput(_ORBITER), _BodyInput(_PAYLOAD)
         self._sim_t = 0.0
         self._axes = self.neutral_axes.copy()
@@ -641,7 +642,8 @@ class HilBridge:
         orb, pay = u.state("orbiter/state"), u.state("payload/state")
         try:  # both bodies predicted from their coupling instants to t (their ports: between = "predict")
             (o, dt_o), (b, dt_b) = self._orbiter_in.array_at(orb, t_ns), self._payload_in.array_at(pay, t_ns)
-            status, X_LB, V_LB_L = self._relative_kernel(o, dt_o, b, dt_b, self._L_row, self._B_row)
+            X_LB, V_LB_L = np.empty((4, 4)), np.empty(6)
+            status = self._relative_kernel(o, dt_o, b, dt_b, self._L_row, self._B_row, X_LB, V_LB_L)
             finite = status == 1
             if status < 0:  # a quaternion the prediction cannot integrate: the references raise the error
                 X_LB, V_LB_L, finite = _relative_motion(self._orbiter_in.at(orb, t_ns),

@@ -357,7 +357,8 @@ class SafetySupervisor:
 
         follow = kernel_module("safety_kernels").follow
         c = self._constants()
-        follow(self.neutral, self.neutral, False, self.neutral, np.zeros_like(self.neutral), c, self.period_s)
+        follow(self.neutral, self.neutral, False, self.neutral, np.zeros_like(self.neutral), c, self.period_s,
+               np.empty((3, self.neutral.size)))
         self._follow = follow
         self._prev = None if self._cmd_prev is None else np.array(self._cmd_prev, dtype=np.float64)
 
@@ -514,8 +515,9 @@ class SafetySupervisor:
         if not cmd.flags.c_contiguous:
             cmd = np.ascontiguousarray(cmd)
         prev = self._prev
-        finite, x, v, a, hit = self._follow(cmd, cmd if prev is None else prev, prev is not None, self.x, self.v,
-                                            self._constants(), self.period_s)
+        out = np.empty((3, cmd.size))
+        finite, hit = self._follow(cmd, cmd if prev is None else prev, prev is not None, self.x, self.v,
+                                   self._constants(), self.period_s, out)
         if not finite:
             self.fault(Fault.NAN, "a command that is not finite")
         elif self._count_clamp(clamped):
@@ -523,9 +525,9 @@ class SafetySupervisor:
                                     f"(clamp_fault_after {self.clamp_fault_after})")
         else:
             self._prev = cmd.copy()
-            self.x, self.v, self.a = x, v, a
+            self.x, self.v, self.a = out
             self.limit_hits += int(hit)
-            return x.copy()
+            return out[0].copy()
         return None
 
     def _count_clamp(self, clamped: bool) -> bool:

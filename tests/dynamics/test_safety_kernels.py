@@ -94,9 +94,15 @@ def test_rate_limit_kernel_is_the_reference_bit_for_bit_on_every_branch():
         v_cmd = lim.v_max * rng.uniform(-2.0, 2.0, n) * rng.choice([0.0, 0.3, 1.0])
         ref = rate_limit_rows(x_cmd.tolist(), x.tolist(), v.tolist(), lim, dt, v_cmd.tolist())
         c = np.array(_rate_constants(lim, dt))
-        got = sk.rate_limit(x_cmd, x, v, c, dt, v_cmd)
-        assert all(_same(r, g) for r, g in zip(ref[:3], got[:3], strict=True)), (trial, ref, got)
-        assert ref[3] == got[3]
+        got = np.full((3, n), np.nan)
+        hit = sk.rate_limit(x_cmd, x, v, c, dt, v_cmd, got)
+        assert all(_same(r, g) for r, g in zip(ref[:3], got, strict=True)), (trial, ref, got)
+        assert ref[3] == hit
+        if trial % 5 == 0:  # into x and v's own storage (as the supervisor may): the same numbers
+            xs, vs = x.copy(), v.copy()
+            same = np.stack([xs, vs, np.zeros(n)])
+            assert sk.rate_limit(x_cmd, same[0], same[1], c, dt, v_cmd, same) == hit and _same(ref[0], same[0])
+            assert _same(ref[1], same[1]) and _same(ref[2], same[2])
         rows = _rate_constants(lim, dt)
         for i in range(n):
             seen |= _branches(float(x_cmd[i]), float(x[i]), float(v[i]), float(v_cmd[i]), rows[i], dt)
@@ -112,8 +118,9 @@ def test_rate_limit_kernel_is_the_reference_bit_for_bit_on_every_branch():
         x, v = np.array([xi]), np.array([vm if up else -vm])
         x_cmd, v_cmd = np.array([hi if up else lo]), np.zeros(1)
         ref = rate_limit_rows(x_cmd.tolist(), x.tolist(), v.tolist(), lim, DT, v_cmd.tolist())
-        got = sk.rate_limit(x_cmd, x, v, np.array(_rate_constants(lim, DT)), DT, v_cmd)
-        assert all(_same(r, g) for r, g in zip(ref[:3], got[:3], strict=True)) and ref[3] == got[3]
+        got = np.empty((3, 1))
+        hit = sk.rate_limit(x_cmd, x, v, np.array(_rate_constants(lim, DT)), DT, v_cmd, got)
+        assert all(_same(r, g) for r, g in zip(ref[:3], got, strict=True)) and ref[3] == hit
         seen |= _branches(hi if up else lo, xi, vm if up else -vm, 0.0, _rate_constants(lim, DT)[0], DT)
     every = {"vc<-vm", "vc>vm", "e>0", "e<0", "e=0", "stop<step", "step<=stop", "vdes clipped", "end skipped",
              "end clips", "end taken", "a clipped", "x<lo", "x>hi"}
@@ -129,7 +136,9 @@ def test_follow_checks_finiteness_and_takes_the_commands_difference_quotient():
         cmd = x + rng.normal(size=6) * rng.choice([1e-5, 1e-3, 0.1])
         prev = x + rng.normal(size=6) * 1e-3
         has_prev = bool(k % 3)
-        finite, xo, vo, ao, hit = sk.follow(cmd, prev, has_prev, x, v, c, DT)
+        out = np.empty((3, 6))
+        finite, hit = sk.follow(cmd, prev, has_prev, x, v, c, DT, out)
+        xo, vo, ao = out
         v_cmd = [(a - b) / DT for a, b in zip(cmd.tolist(), prev.tolist(), strict=True)] if has_prev else [0.0] * 6
         ref = rate_limit_rows(cmd.tolist(), x.tolist(), v.tolist(), lim, DT, v_cmd)
         assert finite and all(_same(r, g) for r, g in zip(ref[:3], (xo, vo, ao), strict=True)) and hit == ref[3]
@@ -137,7 +146,8 @@ def test_follow_checks_finiteness_and_takes_the_commands_difference_quotient():
     for bad in (math.nan, math.inf, -math.inf):
         cmd = x.copy()
         cmd[int(rng.integers(0, 6))] = bad
-        assert not sk.follow(cmd, x, True, x, v, c, DT)[0]
+        out = np.zeros((3, 6))
+        assert sk.follow(cmd, x, True, x, v, c, DT, out) == (False, False) and not out.any()
 
 
 def _supervisor(lim: RigLimits, neutral: np.ndarray, compiled: bool) -> SafetySupervisor:
