@@ -88,7 +88,7 @@ class Member:
 
     __slots__ = ("obj", "ctx", "role", "name", "period_ns", "inputs", "outputs", "buf", "outs", "t_ns", "state", "done",
                  "stopped", "steps", "overruns", "received", "invalid", "dropped", "jitter", "age", "win", "ctl",
-                 "stats_seq", "produced")
+                 "stats_seq", "produced", "grid")
 
     def __init__(self, obj: Any, ctx: Any = None) -> None:
         self.obj = obj
@@ -115,6 +115,7 @@ class Member:
         self.win = 0
         self.ctl: Any = None    # its control client (the shell's)
         self.stats_seq = 0
+        self.grid: tuple[tuple[int, int], ...] = ()  # a model that strides: where its ports publish (_stride_grid)
 
     def hello(self, pid: int) -> dict[str, Any]:
         """The control-plane ``hello`` of this service."""
@@ -188,6 +189,7 @@ class Scheduler:
                         out.local = [c for c in by_topic.get(p.topic, ()) if c is not m]
                         outs.append(out)
             m.outs = tuple(outs)
+            m.grid = _stride_grid(m)
             setter = getattr(m.obj, "set_coupling", None)
             if m.role == "model" and callable(setter):
                 setter({o.topic: (h if m.name in full else o.coupler.H) for o in outs})
@@ -218,6 +220,7 @@ class Scheduler:
         if callable(setter):
             setter({o.topic: (m.period_ns if name in full else o.coupler.H) for o in m.outs})
         old, m.obj = m.obj, obj
+        m.grid = _stride_grid(m)
         return old
 
     def gate_sinks(self, sinks: Iterable[Member]) -> None:
@@ -357,7 +360,17 @@ class Scheduler:
                 if u is None:
                     continue
                 self.current = m
-                outs = m.obj.step(t, h, u) if m.ctx is None else m.obj.step(t, h, m.ctx, u)
+                if m.grid and may_step is None and (k := m.obj.stride(t, h, m.ctx, u)) > 1:
+                    end = self._stride_end(m, t, h, t + k * h, t_end_ns, u)
+                    if end > t + h:
+                        outs = m.obj.step(t, end - t, m.ctx, u)
+                        self._hold_outputs(m, outs, t + h, end, h)
+                        m.steps += (end - t) // h - 1
+                        t = end - h  # the stride's last period is published below, as a step's
+                    else:
+                        outs = m.obj.step(t, h, m.ctx, u)
+                else:
+                    outs = m.obj.step(t, h, u) if m.ctx is None else m.obj.step(t, h, m.ctx, u)
                 t += h
                 m.t_ns = t
                 publish(m, outs, t, wall_ns())
@@ -374,7 +387,47 @@ class Scheduler:
         return n
 
 
+    @staticmethod
+    def _stride_end(m: Member, t: int, h: int, end: int, t_end_ns: int, u: Any) -> int:
+        """Where a stride of ``m`` from ``t`` asked to reach ``end`` may end: at the run's end, at the next
+        coupling instant of its output ports, and where its inputs stop holding
+        (:meth:`protocol.stepping.InputBuffer.hold`)."""
+        if t_end_ns and t_end_ns < end:
+            end = t_end_ns
+        for H, off in m.grid:
+            nxt = (t - off) // H * H + H + off  # the next end of a step whose port publishes
+            if nxt < end:
+                end = nxt
+        return m.buf.hold(t, h, end, u) if end > t + h else end
+
+    @staticmethod
+    def _hold_outputs(m: Member, outs: Mapping[str, Any], t_ns: int, end_ns: int, h: int) -> None:
+        """The couplers of ``m``'s ports take ``outs`` as the bodies of its steps ending ``t_ns``, ``t_ns + h``,
+        … before ``end_ns`` (none of them a coupling instant: nothing is published)."""
+        get = outs.get
+        for o in m.outs:
+            body = get(o.topic)
+            step = o.coupler.step
+            for tj in range(t_ns, end_ns, h):
+                if step(tj, body):
+                    raise LifecycleError(f"{m.name}: a stride published {o.topic!r} at t={tj} ns, inside it")
+
+
 _by_time = attrgetter("t_ns")  # a member's sort key: its time
+
+
+def _stride_grid(m: Member) -> tuple[tuple[int, int], ...]:
+    """Where ``m``'s output ports publish, if it may stride (a model with a context whose class declares ``stride``,
+    every output port coupled over more than one step, none at full rate), else ``()`` (:mod:`protocol.service`,
+    "Strides"): per coupling period ``H``, the offset of the ends of the steps that publish (``t mod H``): 0 for a
+    state or event port, ``H − h`` for a flow, whose interval's mean goes out after the step that computes its last
+    value (:mod:`protocol.coupling`). The class, not the object: a wrapper that times each step (the realtime
+    calibration's) passes attributes through, and must step the model period by period."""
+    if m.ctx is None or not callable(getattr(type(m.obj), "stride", None)) or not m.outs:
+        return ()
+    if any(o.coupler.n < 2 or o.full_prefix is not None for o in m.outs):
+        return ()
+    return tuple(sorted({(o.coupler.H, o.coupler.H - o.coupler.h if o.kind == "flow" else 0) for o in m.outs}))
 
 
 def ports_of(members: Iterable[Member]) -> dict[str, dict[str, Any]]:

@@ -62,6 +62,22 @@ from a snapshot). A model without ``new_context`` (an FMU host, a device, a toy)
 ``initial(t0)`` and ``step(t, h, u)`` and its attributes are its state.
 
 :class:`BoundModel` is a model with its context, for tools and tests that step one directly.
+
+Strides: a step over several periods where nothing happens
+-----------------------------------------------------------
+A model with a context may also declare ``stride(t, h, ctx, u) -> k`` (:class:`StridingModel`):
+asked with the inputs ``u`` of its next step ``t → t + h``, the number ``k >= 1`` of its periods
+from ``t`` it can take as one step ``step(t, k·h, ctx, u)`` with a result equal, bit for bit, to
+``k`` steps of ``h`` (the same ``ctx`` after them, and the same output bodies at the end of each:
+what the step returns) — provided every one of those steps would see the inputs ``u`` and no
+event. The contact service's free flight between the berthing guides is one
+(:mod:`services.contact`, the adaptive step). The scheduler in lockstep
+(:meth:`protocol.scheduler.Scheduler.run_lockstep`) makes sure of the proviso
+(:meth:`protocol.stepping.InputBuffer.hold`), ends a stride at the run's end and at the next
+coupling instant of any of the model's output ports, and hands the returned bodies to the
+ports' couplers once per period, so that what is published is what ``k`` steps publish. It
+takes no stride for a model with an output port published every step (a coupling period of
+one step, or ``log_full_rate``), in realtime, or when the run is paced (``speed > 0``).
 """
 
 from __future__ import annotations
@@ -205,6 +221,16 @@ class ContextModel(Protocol):
 
     def step(self, t_ns: int, h_ns: int, ctx: Any, u: Inputs) -> dict[str, dict[str, Any]]:
         """Advance ``ctx`` from ``t_ns`` to ``t_ns + h_ns``; return output bodies stamped ``t_ns + h_ns``."""
+        ...
+
+
+@runtime_checkable
+class StridingModel(ContextModel, Protocol):
+    """A model that can take several of its periods as one step (the module docstring's "Strides")."""
+
+    def stride(self, t_ns: int, h_ns: int, ctx: Any, u: Inputs) -> int:
+        """The number ``k >= 1`` of periods ``h_ns`` from ``t_ns`` that ``step(t_ns, k·h_ns, ctx, u)`` takes as
+        ``k`` steps would, given the inputs ``u`` of the step ``t → t + h`` and no event over the others."""
         ...
 
 

@@ -488,6 +488,41 @@ class InputBuffer:
         self._picked = {}  # taken: another take of this step selects afresh
         return StepInputs(t_ns, h_ns, state, flow, events)
 
+    def hold(self, t_ns: int, h_ns: int, end_ns: int, u: StepInputs) -> int:
+        """How far, up to ``end_ns``, every step of ``h_ns`` from ``t_ns`` sees the inputs ``u`` (this
+        buffer's selection for ``t → t + h``) and no event: the latest ``t + k·h <= end_ns`` (``k >= 1``)
+        such that, for each of the steps ``t + i·h → t + (i+1)·h`` with ``i < k``, the rule selects the same
+        state sample as ``u``, the one flow sample that covers ``u``'s step (a flow of ``u`` in more than one
+        part holds for no further step), and no event sample (none in ``(t − h, t + (k−1)·h]``, each event
+        topic's progress bound beyond ``t + (k−1)·h``). ``t + h`` if ``u``'s own step has an event sample.
+
+        What a model's stride is bounded by (:meth:`protocol.scheduler.Scheduler.run_lockstep`,
+        :class:`protocol.service.StridingModel`).
+        """
+        end = end_ns
+        for topic, kind, times, _samples, _ in self._live:
+            if kind == "state":
+                s = u._state[topic]
+                j = bisect_right(times, t_ns)
+                until = min(s.t_ns + s.h_ns, times[j]) if j < len(times) else s.t_ns + s.h_ns
+                lim = t_ns + (until - t_ns + h_ns - 1) // h_ns * h_ns  # the last step starts before ``until``
+            elif kind == "flow":
+                parts = u._flow[topic]
+                if len(parts) != 1:
+                    return t_ns + h_ns
+                s = parts[0][0]
+                lim = t_ns + (s.t_ns + s.h_ns - t_ns) // h_ns * h_ns  # the sample covers every step
+            else:
+                i = bisect_right(times, t_ns - h_ns)
+                first = times[i] if i < len(times) else _NO_END
+                if first <= t_ns:
+                    return t_ns + h_ns
+                bound = min(first, self._hi.get(topic, _NO_BOUND))  # the last step's window ends before both
+                lim = t_ns + (bound + h_ns - 1 - t_ns) // h_ns * h_ns
+            if lim < end:
+                end = lim
+        return max(end, t_ns + h_ns)
+
     def missing(self, t_ns: int, h_ns: int) -> list[str]:
         """Input topics not yet ready for the step ``t → t + h`` (diagnostics)."""
         return [e[0] for e in self._live if self._pick(e, t_ns, h_ns) is None]

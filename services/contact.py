@@ -134,6 +134,14 @@ always evaluated); :meth:`ContactModel.payload` integrates them without changing
 replaced (``_Coast.body``), so the next step drops the intervals not yet integrated and the bound, and is evaluated
 from the new body.
 
+The runtime takes the coasting steps as strides (:mod:`protocol.service`, "Strides"): once a step has coasted,
+:meth:`ContactModel.stride` offers the following steps that coast with the same inputs — the same ``orbiter/state``
+and ``arm/wrench`` samples, no operator command — up to the bound, the step before ``payload/state`` is due and
+the one whose next step ends a ``contact/wrench`` coupling interval (which sets the wrench's point), and the
+scheduler takes them as one step: one interval of coasting, the same sums as step by step. In the default scenario
+a 10 ms interval of free flight is then three calls instead of ten (the stride of 8 ms, the step that sets the
+point, the evaluated step).
+
 Strategies
 ----------
 The capture, the berthing contact and the latches are small strategy objects behind narrow interfaces
@@ -1294,6 +1302,35 @@ class ContactModel:
         return out
 
     # ------------------------------------------------------------ the adaptive step
+    def stride(self, t_ns: int, h_ns: int, c: ContactContext, u: Inputs) -> int:
+        """How many of its steps from ``t_ns`` the payload coasts through as the last one did (:mod:`protocol.service`,
+        "Strides"; the module docstring's adaptive step): 1 unless the last step coasted and ``u`` holds the
+        ``orbiter/state`` and ``arm/wrench`` samples it checked and no operator command; else the steps from ``t_ns``
+        that end within the bound, before ``payload/state`` is due and before the step whose next one ends a
+        ``contact/wrench`` coupling interval (:meth:`_coast` sets the wrench's point there). ``step(t_ns, k·h_ns, c,
+        u)`` then coasts through them at once, as ``k`` steps would."""
+        b, last = c.coast, c.coast_arm
+        if b is None or b.body is not c.body or last is None or c.coast_orb is None:
+            return 1
+        try:
+            if u.state("orbiter/state") is not c.coast_orb:
+                return 1
+        except KeyError:
+            return 1
+        parts = u.flow("arm/wrench")
+        if len(parts) != 1 or parts[0][0] is not last[0] or parts[0][1] != last[1]:
+            return 1
+        for smp in u.events("operator/command"):
+            if smp.body.get("events"):
+                return 1
+        due = self.schedule.due
+        k = 0
+        t1 = t_ns + h_ns
+        while t1 <= b.until_ns and not due("payload/state", t1) and not due("contact/wrench", t1 + h_ns):
+            k += 1
+            t1 += h_ns
+        return max(k, 1)
+
     def _coast(self, c: ContactContext, b: _Coast, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]] | None:
         """The outputs of a step the payload coasts through (the bound ``b`` covers it), or None if the step must
         be evaluated: ``payload/state`` is due at its end, an operator command came, the bound ends, or the arm's
@@ -1333,7 +1370,7 @@ class ContactModel:
         else:
             c.pending.append((h_ns, F_arm))
         c.F_imp_O_Wo = [0.0] * 6
-        if self.schedule.due("contact/wrench", t1 + h_ns):  # the coupling interval's last value: its point exact
+        if self.schedule.due("contact/wrench", t1 + self.period_ns):  # the interval's last value: its point exact
             c.orb_sample = orb_sample
             c.t_now = t1
             kO = _Kin(self.orbiter_at_now(c))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import testkit.toys  # noqa: F401  (registers the toy topics)
@@ -68,3 +69,118 @@ def test_an_uncoupled_event_port_without_consumers_sends_only_the_steps_that_car
 def test_a_state_port_without_a_body_at_its_coupling_instant_is_refused_naming_it():
     with pytest.raises(LifecycleError, match=r"c: step returned no body for output 'toy/state6' at t=6000000 ns"):
         _published(_Counter(skip_at=(6,)), 9 * MS, {"c": {"toy/state6": 3 * MS}})
+
+
+# ---------------------------------------------------------------- strides
+class _Pulse:
+    """A producer of period 2 ms: ``x`` = the step's end in ms mod 40 on ``toy/state3`` (coupled 6 ms), a flow
+    ``F`` that changes every step on ``toy/spring3`` (coupled 4 ms), one event at the steps ending at ``events_at``
+    [ms] on ``toy/event3``."""
+
+    def __init__(self, events_at: tuple[int, ...]) -> None:
+        self.name = "p"
+        self.period_ns = 2 * MS
+        self.inputs: tuple[Port, ...] = ()
+        self.outputs = (Port("toy/state3", "state"), Port("toy/spring3", "flow"), Port("toy/event3", "event"))
+        self.events_at = events_at
+
+    def _out(self, t_end: int) -> dict:
+        ms = t_end // MS
+        out = {"toy/state3": {"x": float(ms % 40), "v": 0.0},
+               "toy/spring3": {"F": 1.0 + 1e-3 * ms, "x": np.array([float(ms)])}}
+        if ms in self.events_at:
+            out["toy/event3"] = {"events": [{"kind": "tick", "t": ms * 1e-3}]}
+        return out
+
+    def initial(self, t0_ns: int) -> dict:
+        return self._out(t0_ns)
+
+    def step(self, t_ns: int, h_ns: int, u: object) -> dict:
+        return self._out(t_ns + h_ns)
+
+
+class _CoastCtx:
+    def __init__(self) -> None:
+        self.y = 0.0
+        self.pending = 0
+        self.seen = 0
+        self.strides: list[tuple[int, int]] = []
+
+
+class _Coaster:
+    """A model with a context, period 1 ms, that coasts (only counts the time) while the producer's ``x`` is below
+    20 and no event comes, and otherwise integrates ``y' = F + x`` over what it coasted and the step: the stride's
+    promise holds (the same context and the same outputs as step by step)."""
+
+    def __init__(self) -> None:
+        self.name = "k"
+        self.period_ns = MS
+        self.inputs = (Port("toy/state3", "state"), Port("toy/spring3", "flow"), Port("toy/event3", "event"))
+        self.outputs = (Port("toy/state4", "state"), Port("toy/spring4", "flow"))
+
+    def new_context(self) -> _CoastCtx:
+        return _CoastCtx()
+
+    def _out(self, c: _CoastCtx, F: float) -> dict:
+        return {"toy/state4": {"x": c.y, "v": F}, "toy/spring4": {"F": F, "x": np.array([c.y])}}
+
+    def initial(self, t0_ns: int, c: _CoastCtx) -> dict:
+        return self._out(c, 0.0)
+
+    @staticmethod
+    def _quiet(u) -> bool:
+        return u.state("toy/state3").body["x"] < 20.0 and not any(s.body["events"] for s in u.events("toy/event3"))
+
+    def stride(self, t_ns: int, h_ns: int, c: _CoastCtx, u) -> int:
+        return 1000 if self._quiet(u) else 1
+
+    def step(self, t_ns: int, h_ns: int, c: _CoastCtx, u) -> dict:
+        if h_ns != self.period_ns:
+            c.strides.append((t_ns, t_ns + h_ns))
+        c.seen += sum(len(s.body["events"]) for s in u.events("toy/event3"))
+        if self._quiet(u):
+            c.pending += h_ns
+            return self._out(c, 0.0)
+        F = u.mean("toy/spring3", "F")
+        c.y += (c.pending + h_ns) * 1e-9 * (F + u.state("toy/state3").body["x"])
+        c.pending = 0
+        return self._out(c, F)
+
+
+class _CoasterStepByStep(_Coaster):
+    stride = None  # type: ignore[assignment]
+
+
+def _by_topic(frames: list[bytes]) -> dict[bytes, list[bytes]]:
+    out: dict[bytes, list[bytes]] = {}
+    for f in frames:
+        topic, payload = f.split(b"\0", 1)
+        out.setdefault(topic, []).append(payload)
+    return out
+
+
+def test_a_model_that_strides_publishes_what_it_publishes_step_by_step():
+    """Strides change no frame (per topic, byte for byte) and no context; none crosses an output's coupling
+    instant, an input sample's end, an event or the end of an ``advance``; and they happen."""
+    from protocol.scheduler import advance, start
+
+    events = (24, 26, 62, 102)
+    coupling = {"p": {"toy/state3": 6 * MS, "toy/spring3": 4 * MS, "toy/event3": 12 * MS}, "k": {"*": 10 * MS}}
+    runs = {}
+    for cls in (_Coaster, _CoasterStepByStep):
+        frames: list[bytes] = []
+        sched = start([_Pulse(events), cls()], coupling=coupling)
+        for t_end in (46 * MS, 120 * MS):  # two calls: a stride stops at the first one's end
+            advance(sched, t_end, frames.append)
+        k = next(m for m in sched.models if m.name == "k")
+        runs[cls] = (_by_topic(frames), k.ctx, k.steps)
+    (fa, ca, na), (fb, cb, nb) = runs[_Coaster], runs[_CoasterStepByStep]
+    assert fa == fb and na == nb == 120
+    assert (ca.y, ca.pending, ca.seen) == (cb.y, cb.pending, cb.seen) and ca.seen == len(events)
+    assert cb.strides == [] and len(ca.strides) >= 10
+    for a, b in ca.strides:
+        assert b - a > MS
+        assert (a // (10 * MS)) == ((b - 1) // (10 * MS))          # within one coupling interval of its outputs
+        assert (a // (6 * MS)) == ((b - 1) // (6 * MS))            # within one state sample of its input
+        assert not (a < 46 * MS < b)                               # not across the end of an advance
+        assert not any(a < e * MS <= b - MS for e in events)       # no event in a later step's window

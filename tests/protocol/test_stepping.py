@@ -382,3 +382,55 @@ def test_oldest_wall_ns_is_the_earliest_send_time_of_the_held_states_and_the_las
     only_events = InputBuffer([Port("e", "event")])
     only_events.add("e", Sample(0, MS, "p", 0, {}, 9))
     assert only_events.latest(0, MS).oldest_wall_ns() is None
+
+
+def _held_by_rule(buf, t, h, end, u):
+    """How far the steps of ``h`` from ``t`` see ``u``'s samples and no event, by asking the rule step by step
+    (the reference for ``InputBuffer.hold``)."""
+    if any(u.events(topic) for topic in ("e",)):
+        return t + h
+    k = 1
+    while t + (k + 1) * h <= end:
+        s = t + k * h
+        if not buf.ready(s, h):
+            break
+        v = buf.select(s, h)
+        if v.state("s") is not u.state("s") or v.events("e"):
+            break
+        fu, fv = u.flow("f"), v.flow("f")
+        if len(fu) != 1 or len(fv) != 1 or fv[0][0] is not fu[0][0]:
+            break
+        k += 1
+    return t + k * h
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hold_is_how_far_the_rule_selects_the_same_samples_and_no_event(seed):
+    """hold() against the rule itself asked step by step: states of random coupling periods that end early, a flow
+    in pieces of random lengths, events at random instants and their progress bound from the state (a witness)."""
+    rng = np.random.default_rng(seed)
+    h = MS
+    checked = strided = 0
+    for _ in range(60):
+        buf = InputBuffer([Port("s", "state"), Port("f", "flow"), Port("e", "event")])
+        Hs, He = int(rng.integers(1, 12)) * MS, int(rng.integers(1, 6)) * MS
+        buf.set_producers({"s": Hs, "f": MS, "e": He}, {"e": (("s",), False)})  # s witnesses e's progress
+        for k in range(0, int(rng.integers(30, 60)) * MS, Hs):
+            buf.add("s", S(k, Hs, v=0.0))
+        t = 0
+        while t < 60 * MS:
+            n = int(rng.integers(1, 15)) * MS
+            buf.add("f", S(t, n, F=1.0))
+            t += n
+        for k in sorted(rng.choice(30, size=int(rng.integers(0, 4)), replace=False)):
+            buf.add("e", S(int(k) * He, He, events=[{"kind": "x"}]))
+        for t in range(0, 40 * MS, MS):
+            if not buf.ready(t, h):
+                continue
+            u = buf.select(t, h)
+            end = t + int(rng.integers(1, 20)) * h
+            got = buf.hold(t, h, end, u)
+            assert got == _held_by_rule(buf, t, h, end, u), (t, end)
+            checked += 1
+            strided += got > t + h
+    assert checked > 1000 and strided > 300

@@ -203,7 +203,7 @@ def _scenario(adaptive: bool) -> dict[str, Any]:
 
     def watched(t_ns: int, h_ns: int, c: Any, u: Any) -> dict[str, Any]:
         out = step(t_ns, h_ns, c, u)
-        seen["coasted"] += bool(c.pending)
+        seen["coasted"] += bool(c.pending) * (h_ns // m.period_ns)  # a stride: that many steps coasted
         F = out["contact/wrench"]["F_Lo_W"]
         seen["peak_N"] = max(seen["peak_N"], float(np.linalg.norm(F[3:])))
         seen["peak_Nm"] = max(seen["peak_Nm"], float(np.linalg.norm(F[:3])))
@@ -235,3 +235,42 @@ def test_default_scenario_figures_within_tolerance(scenario_runs) -> None:
     assert fixed["coasted"] == 0
     assert adapt["coasted"] > 0.8 * 0.9 * fixed["events"]["first_contact"] / 1_000_000
     np.testing.assert_allclose(adapt["final"].p_WoBo_W, fixed["final"].p_WoBo_W, rtol=0, atol=1e-6)
+
+
+def test_the_default_scenarios_strides_change_no_frame(monkeypatch) -> None:
+    """The default scenario's models (no rig, no logger) over 3 s in one process: the contact's coasting steps
+    taken as strides (:meth:`services.contact.ContactModel.stride`) publish every topic byte for byte as step by
+    step, the contact's context ends the same, and the strides cover most of the free flight."""
+    from protocol.config import load, validate
+    from protocol.scheduler import advance, start
+    from tools.sweep import build_models
+
+    cfg = load(ROOT / "configs" / "srms_berthing.toml")
+    plan = validate(cfg)
+    names = [(n, s.kind, s.period_ns) for n, s in plan.services.items() if s.kind not in ("logger", "hil.bridge")]
+    coupling = {n: s.coupling_ns for n, s in plan.services.items()}
+    runs = []
+    for strides in (True, False):
+        if not strides:
+            monkeypatch.setattr(sc.ContactModel, "stride", None)
+        frames: list[bytes] = []
+        sched = start(build_models(cfg, names), coupling=coupling)
+        c = next(m for m in sched.models if m.name == "contact")
+        calls = [0]
+        step = c.obj.step
+
+        def counted(*a: Any, _step: Any = step, calls: list[int] = calls) -> Any:
+            calls[0] += 1
+            return _step(*a)
+
+        c.obj.step = counted
+        advance(sched, 3 * 10**9, frames.append)
+        by_topic: dict[bytes, list[bytes]] = {}
+        for f in frames:
+            topic, body = f.split(b"\0", 1)
+            by_topic.setdefault(topic, []).append(body)
+        runs.append((by_topic, c.ctx, c.steps, calls[0]))
+    (fa, ca, na, ka), (fb, cb, nb, kb) = runs
+    assert fa == fb and na == nb == 3000 and kb == 3000
+    assert ka < 0.5 * kb  # strides: 4 calls per 10 ms of free flight instead of 10
+    assert ca.body.p_WoBo_W.tolist() == cb.body.p_WoBo_W.tolist() and ca.pending == cb.pending
