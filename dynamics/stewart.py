@@ -233,6 +233,7 @@ class StewartRig:
     _cond_ref: tuple | None = field(init=False, repr=False, compare=False, default=None)
     _compiled: bool = field(init=False, repr=False, compare=False, default=False)
     _kargs: tuple = field(init=False, repr=False, compare=False, default=())
+    _J: Array = field(init=False, repr=False, compare=False, default_factory=lambda: np.empty((6, 6)))
 
     def __post_init__(self) -> None:
         problems = []
@@ -527,9 +528,11 @@ class StewartRig:
         kern = _kernels()
         X = np.ascontiguousarray(self.neutral)
         rows, L0, cb, cp, *ref = self._kernel_args()
-        kern.assess(X, rows, L0, cb, cp, *ref)
+        J = np.empty((6, 6))
+        kern.assess(X, rows, L0, cb, cp, *ref, np.empty(6), J)
         kern.clamp_search(X, X, 0.0, 0.0, 0.0, rows, L0, cb, cp, 0.0, -1.0, LAST_FEASIBLE_TOL, LAST_FEASIBLE_MAX_ITER,
-                          *ref)
+                          *ref, np.empty((4, 4)), np.empty(6), J)
+        object.__setattr__(self, "_J", J)  # the kernels' Jacobian, reused (copied where it becomes the reference)
         object.__setattr__(self, "_compiled", True)
 
     @property
@@ -551,9 +554,9 @@ class StewartRig:
 
     def _inside(self, verdict: int, J: Array) -> bool:
         """A kernel's verdict (:mod:`dynamics.stewart_kernels`) as :meth:`assess`'s ``inside``: the singular
-        values of ``J`` where the bound did not decide."""
+        values of ``J`` (a copy: the kernels reuse theirs) where the bound did not decide."""
         kern = _kernels()
-        return verdict == kern.CONDITIONED or (verdict == kern.UNDECIDED and self._singular_check(J))
+        return verdict == kern.CONDITIONED or (verdict == kern.UNDECIDED and self._singular_check(J.copy()))
 
     def _clamp_search(self, X_a: Array, X_b: Array, g0: float, g1: float) -> tuple[float, tuple | None]:
         """:meth:`PoseMap.to_rig`'s search on the compiled kernel: the edge ``s`` of ``g ≥ 0`` on the geodesic from
@@ -565,11 +568,12 @@ class StewartRig:
         X_a = np.ascontiguousarray(X_a, dtype=np.float64)
         X_b = np.ascontiguousarray(X_b, dtype=np.float64)
         rows, L0, cb, cp, *ref = self._kernel_args()
-        s, verdict, X, _, lengths, J = kern.clamp_search(X_a, X_b, tx, ty, tz, rows, L0, cb, cp, float(g0),
-                                                         float(g1), LAST_FEASIBLE_TOL, LAST_FEASIBLE_MAX_ITER, *ref)
+        X, lengths = np.empty((4, 4)), np.empty(6)
+        s, verdict, _ = kern.clamp_search(X_a, X_b, tx, ty, tz, rows, L0, cb, cp, float(g0), float(g1),
+                                          LAST_FEASIBLE_TOL, LAST_FEASIBLE_MAX_ITER, *ref, X, lengths, self._J)
         if verdict == kern.NOT_FINITE:
             return s, None
-        return s, (X, lengths, self._inside(verdict, J))
+        return s, (X, lengths, self._inside(verdict, self._J))
 
     def assess(self, X_RP: ArrayLike) -> tuple[Array, float, bool]:
         """Leg lengths (6,) [m] of ``X_RP``, its stroke and joint margin (see :meth:`_margin`)
@@ -584,7 +588,8 @@ class StewartRig:
             X = np.ascontiguousarray(X_RP, dtype=np.float64)
             if X.shape == (4, 4):
                 kern = _kernels()
-                verdict, m, lengths, J = kern.assess(X, *self._kernel_args())
+                lengths, J = np.empty(6), self._J
+                verdict, m = kern.assess(X, *self._kargs or self._kernel_args(), lengths, J)
                 if verdict != kern.NOT_FINITE:  # (else the reference raises, naming the field)
                     return lengths, m, self._inside(verdict, J)
         X = _as_pose(X_RP, "X_RP")
@@ -793,11 +798,13 @@ class PoseMap:
     M: Array = field(default_factory=lambda: np.eye(3))
     _plain: bool = field(init=False, repr=False, compare=False)
     _margin0: float = field(init=False, repr=False, compare=False)
+    _fast: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
         # the identity map (no axis swap, no scale) is one matrix product in rig_pose
         plain = self.scale == 1.0 and self.rot_scale == 1.0 and bool(np.array_equal(self.M, np.eye(3)))
         object.__setattr__(self, "_plain", plain)
+        self._set_fast()
         object.__setattr__(self, "_margin0", self.rig.assess(_as_pose(self.X_RP0, "X_RP0"))[1])
         problems = []
         for name in ("scale", "rot_scale"):
@@ -815,6 +822,12 @@ class PoseMap:
         :class:`ServoRig` has none)."""
         if isinstance(self.rig, StewartRig):
             self.rig.load_kernels()
+        self._set_fast()
+
+    def _set_fast(self) -> None:
+        """:meth:`to_rig`'s short way (a plain map on a compiled Stewart rig: the map's product and the kernel's
+        check, without the checks and conversions on the way) where it applies."""
+        object.__setattr__(self, "_fast", self._plain and isinstance(self.rig, StewartRig) and self.rig.compiled)
 
     def rig_pose(self, X_LB: ArrayLike) -> Array:
         """Unclamped rig pose ``X_RP`` (4, 4) of the relative pose ``X_LB``."""
@@ -839,8 +852,9 @@ class PoseMap:
             return F.copy()
         return np.concatenate([self.M.T @ F[:3] / self.scale, self.M.T @ F[3:]])
 
-    def to_rig(self, X_LB: ArrayLike) -> ClampResult:
-        """Rig pose and axes for ``X_LB``, clamped toward neutral if outside the workspace.
+    def to_rig(self, X_LB: ArrayLike, finite: bool = False) -> ClampResult:
+        """Rig pose and axes for ``X_LB``, clamped toward neutral if outside the workspace; ``finite``: the caller
+        knows ``X_LB`` to be finite (not checked again; one that is not still raises the error below).
 
         Clamping searches the fraction s of the way from ``X_RP0`` toward the requested
         pose (:func:`geodesic`: translation linear, rotation along the geodesic) for the
@@ -849,11 +863,26 @@ class PoseMap:
         ill-conditioned, by bisection (24 halvings, 6e-8 of the way) on the full check. The
         requested pose is never returned when it is infeasible.
         """
-        target = self.rig_pose(X_LB)
-        axes, margin, inside = self.rig.assess(target)
-        if inside:
-            return ClampResult(target, axes, 1.0, target, self.rig)
         rig = self.rig
+        found = False
+        if self._fast and type(X_LB) is np.ndarray and X_LB.dtype == np.float64 and X_LB.shape == (4, 4) \
+                and (finite or all(map(math.isfinite, X_LB.ravel().tolist()))):
+            # rig_pose and rig.assess as they run on a plain map and a compiled rig, without their checks and
+            # conversions (should X_LB not be finite after all, neither is the pose's last row: the kernel says
+            # so, and the reference way below raises the error naming X_LB)
+            assert isinstance(rig, StewartRig)
+            target = self.X_RP0 @ X_LB
+            kern = _kernels()
+            axes, J = np.empty(6), rig._J
+            verdict, margin = kern.assess(target, *rig._kargs or rig._kernel_args(), axes, J)
+            if verdict != kern.NOT_FINITE:
+                inside = verdict == kern.CONDITIONED or rig._inside(verdict, J)
+                found = True
+        if not found:
+            target = self.rig_pose(X_LB)
+            axes, margin, inside = rig.assess(target)
+        if inside:
+            return ClampResult(target, axes, 1.0, target, rig)
         path: GeodesicPath | None = None
         at_s = None  # (X, axes, inside) at the s found, where the search evaluated the margin there
         if isinstance(rig, StewartRig) and rig.compiled:  # the search below, compiled (the same arithmetic)

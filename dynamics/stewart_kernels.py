@@ -109,7 +109,7 @@ def _verdict(m: float, J: Array, has_ref: bool, J0: Array, s_max: float, s_min: 
 
 @njit(cache=True)
 def assess(X: Array, rows: Array, L0: float, cb: float, cp: float, has_ref: bool, J0: Array, s_max: float,
-           s_min: float, cond_max: float) -> tuple[int, float, Array, Array]:
+           s_min: float, cond_max: float, lengths: Array, J: Array) -> tuple[int, float]:
     """The workspace check of the pose ``X`` (4, 4) up to the singular values.
 
     Parameters
@@ -123,6 +123,10 @@ def assess(X: Array, rows: Array, L0: float, cb: float, cp: float, has_ref: bool
     has_ref, J0, s_max, s_min : bool, ndarray (6, 6), float, float
         The last Jacobian whose singular values were computed, and those (``has_ref`` False: none yet).
     cond_max : float
+    lengths : ndarray, shape (6,)
+        Out: the leg lengths [m] (untouched for :data:`NOT_FINITE`).
+    J : ndarray, shape (6, 6)
+        Out: the inverse Jacobian (untouched for :data:`NOT_FINITE`); not ``J0``.
 
     Returns
     -------
@@ -130,26 +134,23 @@ def assess(X: Array, rows: Array, L0: float, cb: float, cp: float, has_ref: bool
         :data:`NOT_FINITE` (nothing else meaningful), :data:`OUTSIDE`, :data:`CONDITIONED` or :data:`UNDECIDED`.
     m : float
         The stroke and joint-cone margin (:meth:`dynamics.stewart.StewartRig._margin`). [m]
-    lengths : ndarray, shape (6,)
-        Leg lengths. [m]
-    J : ndarray, shape (6, 6)
-        Inverse Jacobian.
+
+    The outputs are the caller's arrays, not new ones: numba makes each array it returns a new numpy object,
+    which costs more than the arithmetic here.
     """
-    lengths = np.empty(6)
-    J = np.empty((6, 6))
     for i in range(4):
         for j in range(4):
             if not math.isfinite(X[i, j]):
-                return NOT_FINITE, math.nan, lengths, J
+                return NOT_FINITE, math.nan
     m = _margin(X[0, 0], X[0, 1], X[0, 2], X[1, 0], X[1, 1], X[1, 2], X[2, 0], X[2, 1], X[2, 2],
                 X[0, 3], X[1, 3], X[2, 3], rows, L0, cb, cp, lengths, J)
-    return _verdict(m, J, has_ref, J0, s_max, s_min, cond_max), m, lengths, J
+    return _verdict(m, J, has_ref, J0, s_max, s_min, cond_max), m
 
 
 @njit(cache=True)
 def clamp_search(X_a: Array, X_b: Array, tx: float, ty: float, tz: float, rows: Array, L0: float, cb: float,
                  cp: float, g0: float, g1: float, tol: float, max_iter: int, has_ref: bool, J0: Array, s_max: float,
-                 s_min: float, cond_max: float) -> tuple[float, int, Array, float, Array, Array]:
+                 s_min: float, cond_max: float, X: Array, best_len: Array, best_J: Array) -> tuple[float, int, float]:
     """The edge of the workspace's stroke and joint cones on the geodesic from ``X_a`` (s = 0) to ``X_b`` (s = 1):
     :func:`dynamics.stewart.last_feasible` (same operations) on ``g(s)``, the margin at
     :meth:`dynamics.stewart.GeodesicPath.floats` ``(s)``.
@@ -166,17 +167,22 @@ def clamp_search(X_a: Array, X_b: Array, tx: float, ty: float, tz: float, rows: 
     tol, max_iter : float, int
         :func:`dynamics.stewart.last_feasible`'s.
     has_ref, J0, s_max, s_min, cond_max : as :func:`assess`
+    X : ndarray, shape (4, 4)
+        Out: the pose at ``s``, where evaluated (its last row is set to ``[0, 0, 0, 1]`` in any case).
+    best_len : ndarray, shape (6,)
+        Out: the leg lengths there.
+    best_J : ndarray, shape (6, 6)
+        Out: the inverse Jacobian there; not ``J0``.
 
     Returns
     -------
     s : float
         The edge (feasible side; 1.0 if ``g1 ≥ 0``).
     verdict : int
-        :func:`assess`'s at ``s`` if the margin was evaluated there, else :data:`NOT_FINITE` (s is 0 or 1).
-    X : ndarray, shape (4, 4)
-        The pose at ``s`` (where evaluated).
-    m, lengths, J :
-        The margin, leg lengths and inverse Jacobian there.
+        :func:`assess`'s at ``s`` if the margin was evaluated there, else :data:`NOT_FINITE` (s is 0 or 1; the
+        outputs other than ``X``'s last row then untouched).
+    m : float
+        The margin there.
     """
     # GeodesicPath.__init__: R(s) row by row = a cos φ + b sin φ + e (1 − cos φ), φ = s |θ|
     phi = math.sqrt(tx * tx + ty * ty + tz * tz)
@@ -195,16 +201,14 @@ def clamp_search(X_a: Array, X_b: Array, tx: float, ty: float, tz: float, rows: 
     d0, d1, d2 = X_b[0, 3] - X_a[0, 3], X_b[1, 3] - X_a[1, 3], X_b[2, 3] - X_a[2, 3]
     r = np.empty(9)
     lengths, J = np.empty(6), np.empty((6, 6))
-    X = np.zeros((4, 4))
-    X[3, 3] = 1.0
-    best_len, best_J = np.empty(6), np.empty((6, 6))
+    X[3, 0], X[3, 1], X[3, 2], X[3, 3] = 0.0, 0.0, 0.0, 1.0
     best_m = math.nan
     found = False
     # last_feasible
     a, b = 0.0, 1.0
     ga, gb = g0, g1
     if gb >= 0.0:
-        return 1.0, NOT_FINITE, X, best_m, best_len, best_J
+        return 1.0, NOT_FINITE, best_m
     side, margin = 0, ga
     for _ in range(max_iter):
         if b - a < tol or margin < tol:
@@ -237,5 +241,5 @@ def clamp_search(X_a: Array, X_b: Array, tx: float, ty: float, tz: float, rows: 
                 ga *= 0.5
             side = -1
     if not found:
-        return a, NOT_FINITE, X, best_m, best_len, best_J
-    return a, _verdict(best_m, best_J, has_ref, J0, s_max, s_min, cond_max), X, best_m, best_len, best_J
+        return a, NOT_FINITE, best_m
+    return a, _verdict(best_m, best_J, has_ref, J0, s_max, s_min, cond_max), best_m

@@ -667,7 +667,7 @@ class HilBridge:
         if self._tare is not None and finite:  # taring: the rig holds still at neutral, out of contact
             cmd_axes = self.neutral_axes
         elif finite:
-            res = self.cfg.pose_map.to_rig(X_cmd)
+            res = self.cfg.pose_map.to_rig(X_cmd, finite=X_cmd is X_LB)  # (X_LB: the kernel found it finite)
             clamped = res.clamped
             self._clamped += int(clamped)
             cmd_axes, X_RP = res.axes, res.X_RP

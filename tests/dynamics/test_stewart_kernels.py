@@ -110,8 +110,9 @@ def test_the_margin_and_jacobian_equal_the_references(kind):
     for X_LB in _stream(rng, 400):
         X = np.ascontiguousarray(ref.neutral @ X_LB)
         m_ref, legs = ref._margin(X[:3, :3].tolist(), X[:3, 3].tolist())
-        verdict, m, lengths, J = sk.assess(X, fast._rows_array, fast._cone_scale, fast._cos_base, fast._cos_platform,
-                                           False, J0, s_max, s_min, float(fast.cond_max))
+        lengths, J = np.full(6, np.nan), np.full((6, 6), np.nan)
+        verdict, m = sk.assess(X, fast._rows_array, fast._cone_scale, fast._cos_base, fast._cos_platform, False, J0,
+                               s_max, s_min, float(fast.cond_max), lengths, J)
         assert m == m_ref and lengths.tolist() == [leg[0] for leg in legs]
         assert J.tolist() == ref._jacobian_of(legs).tolist()
         assert verdict == (sk.UNDECIDED if m >= 0.0 else sk.OUTSIDE)
@@ -138,10 +139,11 @@ def test_the_clamp_search_equals_last_feasible_on_the_geodesic(kind):
 
         s_ref = last_feasible(g, g0=g0, g1=g1)
         tx, ty, tz = _geodesic_theta(X_a, X_b)  # (numpy's product and rotation_vector: the path's own)
-        s, verdict, X, m, lengths, J = sk.clamp_search(
+        X, lengths, J = np.full((4, 4), np.nan), np.full(6, np.nan), np.full((6, 6), np.nan)
+        s, verdict, m = sk.clamp_search(
             X_a, np.ascontiguousarray(X_b), tx, ty, tz, fast._rows_array, fast._cone_scale, fast._cos_base,
             fast._cos_platform, g0, g1, LAST_FEASIBLE_TOL, LAST_FEASIBLE_MAX_ITER, False, np.zeros((6, 6)), 0.0, 0.0,
-            float(fast.cond_max))
+            float(fast.cond_max), X, lengths, J)
         assert s == s_ref
         assert (verdict != sk.NOT_FINITE) == (s in seen)
         if s in seen:
@@ -171,8 +173,9 @@ def test_to_rig_equals_the_reference_bit_for_bit(kind, mapping, monkeypatch):
     monkeypatch.setattr(StewartRig, "in_workspace", counting)
     rng = np.random.default_rng(20261129)
     clamped = 0
-    for X_LB in _stream(rng, 1200):
-        a, b = pm_ref.to_rig(X_LB), pm.to_rig(X_LB)
+    assert pm._fast == (not mapping.startswith("axis")) and not pm_ref._fast  # (the short way on a plain map)
+    for i, X_LB in enumerate(_stream(rng, 1200)):
+        a, b = pm_ref.to_rig(X_LB), pm.to_rig(X_LB, finite=i % 2 == 0)
         assert b.X_RP.tolist() == a.X_RP.tolist() and b.axes.tolist() == a.axes.tolist(), X_LB.tolist()
         assert b.fraction == a.fraction and b.requested.tolist() == a.requested.tolist()
         clamped += a.clamped
@@ -197,6 +200,12 @@ def test_a_pose_that_is_not_finite_is_refused_as_by_the_reference():
     with pytest.raises(ShapeError) as got:
         PoseMap(fast, fast.neutral).to_rig(X_LB)
     assert str(got.value) == str(want.value)
+    for i in range(16):  # told it is finite, the short way still finds it is not, wherever the number is
+        X_LB = np.eye(4)
+        X_LB.flat[i] = math.nan if i % 2 else -math.inf
+        with pytest.raises(ShapeError) as got, np.errstate(invalid="ignore"):
+            PoseMap(fast, fast.neutral).to_rig(X_LB, finite=True)
+        assert str(got.value) == str(want.value)
 
 
 def test_to_rig_runs_the_compiled_kernels(monkeypatch):
