@@ -14,6 +14,9 @@ Contents
 - :func:`point_plane` — a payload point against a bounded plane on the orbiter: force,
   penetration, rates and the power dissipated (damping + friction); :func:`guides_wrench_rows` —
   the berthing guides' wrench from it (compiled: :func:`dynamics.contact_kernels.guides_wrench`);
+- :func:`surface_slack`, :func:`reach_time` — where and for how long a point cannot touch a wall;
+  :func:`coast_bound_rows` — the contact service's no-contact bound from them (compiled:
+  :func:`dynamics.contact_kernels.coast_bound`);
 - :class:`CaptureEnvelope`, :func:`capture_check` — end effector vs grapple fixture;
 - :func:`plastic_lock` — impulsive 6-DOF plastic capture of two rigid bodies at a point
   (Yoshida seed 000 eqs. 26–28 with the orbiter's mobility as G*, i.e. mu = I);
@@ -70,6 +73,7 @@ __all__ = [
     "LockResult",
     "PointContact",
     "capture_check",
+    "coast_bound_rows",
     "friction_coefficient",
     "guides_wrench_rows",
     "hunt_crossley",
@@ -462,6 +466,115 @@ def reach_time(speed: float, accel: float, slack: float) -> float:
         return slack / speed if speed > 0.0 else math.inf
     # the root written without cancellation: 2 s / (v + sqrt(v² + 2 a s))
     return 2.0 * slack / (speed + math.sqrt(speed * speed + 2.0 * accel * slack))
+
+
+def coast_bound_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float], F_T: Sequence[float],
+                     a_T: Sequence[float], a_O: Sequence[float], wd_O: Sequence[float], scalars: Sequence[float],
+                     mode: int,
+                     points: Sequence[tuple[Sequence[float], Sequence[float], float, Sequence[Sequence[float]]]]
+                     ) -> tuple[int, float, float, float, float, float]:
+    """The contact service's no-contact bound (:mod:`services.contact`, the adaptive step) on Python floats: the
+    reference of the compiled :func:`dynamics.contact_kernels.coast_bound` (equal bit for bit).
+
+    The arm's and the orbiter's limits a coasting step is checked against (twice today's wrench about the CoM and
+    the orbiter sample's accelerations, plus a floor), then for each payload point its slack (how far it may move
+    with every wall still unable to act: :func:`surface_slack` with ``mode`` 0, its distance beyond ``margin`` in
+    front of each wall with ``mode`` 1, or outside its ball, the larger; with ``mode`` 2 outside its ball only),
+    its speed relative to the orbiter's coincident point and a bound ``A`` on that speed's rate (the payload's and
+    the orbiter's accelerations at the point, their centripetal and Coriolis terms, plus ``accel_floor``): no
+    point reaches a wall within :func:`reach_time` of the speed, ``A`` and the slack less ``pos_floor`` and the
+    orbiter's prediction error over a sample. The evaluated contact leads by ``h/2``: the span is that time less
+    ``h``, at most ``coast_max``.
+
+    Parameters
+    ----------
+    T, O : sequence of 18 float
+        The payload's and the orbiter's CoM position (3), ``R_WB`` row-major (9), CoM velocity (3) and angular
+        velocity in W (3). [m, -, m/s, rad/s]
+    L : sequence of 12 float
+        L's origin in W (3) and ``R_WL`` row-major (9). [m, -]
+    F_T : sequence of 6 float
+        The wrench on the payload about its CoM over the last step, ``[τ; f]`` in W (the arm's alone). [N·m, N]
+    a_T : sequence of 3 float
+        The payload's CoM acceleration under it (:func:`dynamics.rigid_body.accelerations_rows`). [m/s²]
+    a_O, wd_O : sequence of 3 float
+        The orbiter sample's CoM acceleration in W and ``ẇ_WO_O``. [m/s², rad/s²]
+    scalars : sequence of 10 float
+        ``(H_O, h, mass, I_min, I_max, coast_max, drift, accel_floor, pos_floor, margin)``: the orbiter's coupling
+        period and the step [s], the payload's mass [kg] and smallest and largest principal moments [kg·m²], the
+        longest coasting span [s], how far the payload's CoM may move over it [m], the floors of the acceleration
+        [m/s²] and displacement [m] bounds, and the margin in front of a wall (``mode`` 1) [m].
+    mode : int
+        0 footprint (:func:`surface_slack`), 1 front, 2 the ball only (no walls).
+    points : sequence of (p_ToPo_T, center_L, radius, walls)
+        Each payload point in T [m], its ball in L (centre [m], radius [m]; the slack is outside it) and its walls,
+        each ``(sx, sy, sz, nx, ny, nz, radius, depth)`` in L (:func:`point_plane_rows`'s).
+
+    Returns
+    -------
+    code : int
+        0 the payload may coast ``span``; 1 it may not (too fast, or the span is shorter than ``h``).
+    span, f_max, tau_max, a_O_max, wd_O_max : float
+        The span [s] (0 with code 1), the arm's force [N] and moment about the CoM [N·m] a coasting step allows,
+        and the orbiter sample's acceleration [m/s²] and angular acceleration [rad/s²] it allows.
+
+    Raises
+    ------
+    ValueError
+        If a point's speed or acceleration bound is not finite (:func:`reach_time`).
+    """
+    from dynamics.rigid_body import velocity_at_rows  # (rigid_body does not import this module)
+    from dynamics.spatial import pose_apply_inverse_rows, pose_apply_rows
+
+    H_O, h, mass, I_min, I_max, coast_max, drift, accel_floor, pos_floor, margin = scalars
+    pT, RT, vT, wT_W = T[0:3], T[3:12], T[12:15], T[15:18]
+    pO, vO, wO_W = O[0:3], O[12:15], O[15:18]
+    p_L, R_WL = L[0:3], L[3:12]
+    a_O_max = 2.0 * _norm3(a_O) + 1.0e-4
+    wd_O_max = 2.0 * _norm3(wd_O) + 1.0e-6
+    f, tau = _norm3(F_T[3:]), _norm3(F_T[:3])
+    f_max, tau_max = 2.0 * f + 1.0, 2.0 * tau + 1.0
+    if _norm3(vT) * coast_max > drift:
+        return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
+    a_T_max = _norm3(a_T) + (f + f_max) / mass
+    wT, wO = _norm3(wT_W), _norm3(wO_W)
+    wd_T_max = (tau_max + I_max * wT * wT) / I_min
+    wT_max, wO_max = wT + wd_T_max * coast_max, wO + wd_O_max * coast_max
+    tau_c = math.inf
+    for p_ToPo_T, ctr, radius_ball, walls in points:
+        P = pose_apply_rows(pT, RT, p_ToPo_T)
+        x0, x1, x2 = pose_apply_inverse_rows(p_L, R_WL, P)
+        slack = math.dist((x0, x1, x2), ctr) - radius_ball  # outside the ball
+        if mode != 2:
+            near = math.inf
+            for sx, sy, sz, nx, ny, nz, radius, depth in walls:
+                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+                if mode == 0:
+                    near = min(near, surface_slack(dx, dy, dz, nx, ny, nz, radius, depth))
+                else:
+                    near = min(near, dx * nx + dy * ny + dz * nz - margin)
+            slack = max(slack, near)
+        vP, vS = velocity_at_rows(pT, vT, wT_W, P), velocity_at_rows(pO, vO, wO_W, P)
+        speed = math.sqrt((vP[0] - vS[0]) ** 2 + (vP[1] - vS[1]) ** 2 + (vP[2] - vS[2]) ** 2)
+        rho = _norm3(p_ToPo_T)
+        r_O = math.dist(P, pO) + 1.0  # the point stays within 1 m of here (speed below 10 m/s)
+        if speed * coast_max > 1.0:
+            return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
+        A = (a_T_max + wd_T_max * rho + wT_max * wT_max * rho
+             + a_O_max + wd_O_max * r_O + wO_max * wO_max * r_O + 2.0 * wO_max * (speed + 1.0)
+             + accel_floor)
+        # the orbiter seen through its samples' predictions: a new sample moves L by at most this
+        jump = (a_O_max + wd_O_max * r_O) * (H_O * H_O + 2.0 * H_O * coast_max)
+        tau_c = min(tau_c, reach_time(speed, A, slack - pos_floor - jump))
+    span = min(tau_c - h, coast_max)
+    if span < h:
+        return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
+    return 0, span, f_max, tau_max, a_O_max, wd_O_max
+
+
+def _norm3(x: Sequence[float]) -> float:
+    """Euclidean norm of three floats (``sqrt(x0² + x1² + x2²)``, products summed left to right)."""
+    return math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
 
 
 # ---------------------------------------------------------------- capture

@@ -1,4 +1,5 @@
-"""Compiled kernel of the berthing guides' compliant wrench (numba): :func:`guides_wrench`.
+"""Compiled kernels of the berthing guides (numba): the compliant wrench, :func:`guides_wrench`, and the adaptive
+step's no-contact bound, :func:`coast_bound`.
 
 The contact service's compliant berthing contact, per evaluated step, finds the payload points
 inside their guide's bounding sphere and runs :func:`dynamics.contact.point_plane_rows` (the
@@ -21,6 +22,19 @@ the payload frame T, ``spheres`` (ng, 4) its bounding sphere in L (centre, squar
 ``surf`` (ns, 8) the walls ``(sx, sy, sz, nx, ny, nz, radius, depth)`` in L, the walls of guide
 ``g`` being ``surf[first[g]:first[g + 1]]``.
 
+The no-contact bound
+--------------------
+The contact service's evaluated steps in free flight end with its no-contact bound (:mod:`services.contact`, the
+adaptive step): per payload point a pose, a distance to its guide's ball, a slack to each wall
+(:func:`dynamics.contact.surface_slack`), two velocities, a speed and an acceleration bound, then
+:func:`dynamics.contact.reach_time`: on Python floats a few hundred small operations and calls per step.
+:func:`coast_bound` is the same in one compiled call; :func:`dynamics.contact.coast_bound_rows` is its readable
+reference, and the tests hold them equal bit for bit. Two functions are written out to stay so: ``math.dist``
+(CPython's correctly scaled, compensated norm, :func:`dist3`, not ``sqrt`` of the sum of squares, which differs
+in the last bit now and then) and the reference's ``d ** 2`` (the C library's ``pow``), which the kernel calls
+with the exponent ``two`` given at run time (LLVM would turn a constant square into a product, not always the same
+double). The walls and balls are :func:`bound_tables`.
+
 Compiled on first use and cached on disk (``cache=True``, numba's ``__pycache__`` next to this
 file, or ``NUMBA_CACHE_DIR``). No I/O, clock or globals.
 """
@@ -34,7 +48,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["guide_tables", "guides_wrench", "GuideTables"]
+__all__ = ["bound_tables", "coast_bound", "dist3", "guide_tables", "guides_wrench", "GuideTables"]
 
 Array = NDArray[np.float64]
 GuideTables = tuple[Array, Array, Array, NDArray[np.int64]]
@@ -172,3 +186,203 @@ def guides_wrench(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ..
             F0, F1, F2 = F0 + (P1 * w2 - P2 * w1), F1 + (P2 * w0 - P0 * w2), F2 + (P0 * w1 - P1 * w0)
             F3, F4, F5 = F3 + w0, F4 + w1, F5 + w2
     return active, power, (F0, F1, F2, F3, F4, F5)
+
+
+def bound_tables(points: Sequence[tuple[Sequence[float], Sequence[float], float, Sequence[Sequence[float]]]]
+                 ) -> GuideTables:
+    """:func:`coast_bound`'s arrays from :func:`dynamics.contact.coast_bound_rows`'s points: ``pts`` (n, 3) each
+    payload point in T, ``balls`` (n, 4) its ball in L (centre, radius), ``surf`` (ns, 8) the walls in L, the walls
+    of point ``g`` being ``surf[first[g]:first[g + 1]]``. [m]"""
+    pts = np.array([list(g[0]) for g in points], dtype=np.float64).reshape(-1, 3)
+    balls = np.array([[*g[1], g[2]] for g in points], dtype=np.float64).reshape(-1, 4)
+    surf = np.array([list(s) for g in points for s in g[3]], dtype=np.float64).reshape(-1, 8)
+    first = np.zeros(len(points) + 1, dtype=np.int64)
+    first[1:] = np.cumsum([len(g[3]) for g in points])
+    return pts, balls, surf, first
+
+
+T27 = 134217729.0
+"""2²⁷ + 1: Veltkamp's splitting constant (:func:`dist3`)."""
+
+
+@njit(cache=True)
+def dist3(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> float:
+    """``math.dist((a0, a1, a2), (b0, b1, b2))`` bit for bit: CPython's ``vector_norm`` (Modules/mathmodule.c,
+    3.11) for three coordinates: the differences scaled by the largest one's power of two, their squares summed
+    exactly in parts (Veltkamp's split, compensated sums), the root corrected once; below 2⁻¹⁰²⁴ (where that power
+    of two overflows) the differences divided by the largest instead, as CPython 3.11 does. [m]"""
+    x0, x1, x2 = abs(a0 - b0), abs(a1 - b1), abs(a2 - b2)
+    mx = 0.0  # the largest, NaN aside (CPython's order: an infinity wins over a NaN)
+    if x0 > mx:
+        mx = x0
+    if x1 > mx:
+        mx = x1
+    if x2 > mx:
+        mx = x2
+    if math.isinf(mx):
+        return mx
+    if math.isnan(x0) or math.isnan(x1) or math.isnan(x2):
+        return math.nan
+    if mx == 0.0:
+        return mx
+    _, e = math.frexp(mx)
+    if e < -1023:  # 2 ** -e would overflow: CPython divides by the largest instead
+        csum = 1.0
+        f1 = 0.0
+        for x in (x0, x1, x2):
+            x /= mx
+            x = x * x
+            old = csum
+            csum += x
+            f1 += (old - csum) + x
+        return mx * math.sqrt(csum - 1.0 + f1)
+    scale = math.ldexp(1.0, -e)
+    csum = 1.0
+    f1 = f2 = f3 = 0.0
+    for x in (x0, x1, x2):
+        x *= scale
+        t = x * T27
+        hi = t - (t - x)
+        lo = x - hi
+        x = hi * hi
+        old = csum
+        csum += x
+        f1 += (old - csum) + x
+        x = 2.0 * hi * lo
+        old = csum
+        csum += x
+        f2 += (old - csum) + x
+        f3 += lo * lo
+    hn = math.sqrt(csum - 1.0 + (f1 + f2 + f3))
+    t = hn * T27
+    hi = t - (t - hn)
+    lo = hn - hi
+    x = -hi * hi
+    old = csum
+    csum += x
+    f1 += (old - csum) + x
+    x = -2.0 * hi * lo
+    old = csum
+    csum += x
+    f2 += (old - csum) + x
+    x = -lo * lo
+    old = csum
+    csum += x
+    f3 += (old - csum) + x
+    x = csum - 1.0 + (f1 + f2 + f3)
+    return (hn + x / (2.0 * hn)) / scale
+
+
+@njit(cache=True)
+def _norm3(x0: float, x1: float, x2: float) -> float:
+    return math.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+
+
+@njit(cache=True)
+def coast_bound(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ...], F_T: tuple[float, ...],
+                a_T: tuple[float, ...], a_O: tuple[float, ...], wd_O: tuple[float, ...], scalars: tuple[float, ...],
+                mode: int, pts: Array, balls: Array, surf: Array, first: NDArray[np.int64], two: float
+                ) -> tuple[int, float, float, float, float, float]:
+    """The adaptive step's no-contact bound (:func:`dynamics.contact.coast_bound_rows`, bit for bit).
+
+    Parameters
+    ----------
+    T, O, L, F_T, a_T, a_O, wd_O, scalars, mode
+        As :func:`dynamics.contact.coast_bound_rows` (tuples of floats; ``mode`` 0 footprint, 1 front, 2 balls).
+    pts, balls, surf, first : ndarray
+        The points, their balls and walls (:func:`bound_tables`).
+    two : float
+        2.0 (module docstring: the reference's squares by the C library's ``pow``).
+
+    Returns
+    -------
+    code : int
+        0 coast ``span``; 1 not; 2 a speed or acceleration bound is not finite (the reference raises the error).
+    span, f_max, tau_max, a_O_max, wd_O_max : float
+        As the reference's.
+    """
+    H_O, h, mass, I_min, I_max = scalars[0], scalars[1], scalars[2], scalars[3], scalars[4]
+    coast_max, drift, accel_floor, pos_floor, margin = scalars[5], scalars[6], scalars[7], scalars[8], scalars[9]
+    tp0, tp1, tp2 = T[0], T[1], T[2]
+    tR = T[3:12]
+    tv0, tv1, tv2, tw0, tw1, tw2 = T[12], T[13], T[14], T[15], T[16], T[17]
+    op0, op1, op2 = O[0], O[1], O[2]
+    ov0, ov1, ov2, ow0, ow1, ow2 = O[12], O[13], O[14], O[15], O[16], O[17]
+    l0, l1, l2 = L[0], L[1], L[2]
+    R = L[3:12]
+    a_O_max = 2.0 * _norm3(a_O[0], a_O[1], a_O[2]) + 1.0e-4
+    wd_O_max = 2.0 * _norm3(wd_O[0], wd_O[1], wd_O[2]) + 1.0e-6
+    f, tau = _norm3(F_T[3], F_T[4], F_T[5]), _norm3(F_T[0], F_T[1], F_T[2])
+    f_max, tau_max = 2.0 * f + 1.0, 2.0 * tau + 1.0
+    if _norm3(tv0, tv1, tv2) * coast_max > drift:
+        return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
+    a_T_max = _norm3(a_T[0], a_T[1], a_T[2]) + (f + f_max) / mass
+    wT, wO = _norm3(tw0, tw1, tw2), _norm3(ow0, ow1, ow2)
+    wd_T_max = (tau_max + I_max * wT * wT) / I_min
+    wT_max, wO_max = wT + wd_T_max * coast_max, wO + wd_O_max * coast_max
+    tau_c = math.inf
+    for g in range(pts.shape[0]):
+        q0, q1, q2 = pts[g, 0], pts[g, 1], pts[g, 2]
+        # the point in W (pose_apply_rows) and in L (pose_apply_inverse_rows)
+        P0 = tp0 + (tR[0] * q0 + tR[1] * q1 + tR[2] * q2)
+        P1 = tp1 + (tR[3] * q0 + tR[4] * q1 + tR[5] * q2)
+        P2 = tp2 + (tR[6] * q0 + tR[7] * q1 + tR[8] * q2)
+        a0, a1, a2 = P0 - l0, P1 - l1, P2 - l2
+        x0 = R[0] * a0 + R[3] * a1 + R[6] * a2
+        x1 = R[1] * a0 + R[4] * a1 + R[7] * a2
+        x2 = R[2] * a0 + R[5] * a1 + R[8] * a2
+        slack = dist3(x0, x1, x2, balls[g, 0], balls[g, 1], balls[g, 2]) - balls[g, 3]
+        if mode != 2:
+            near = math.inf
+            for j in range(first[g], first[g + 1]):
+                sx, sy, sz, nx, ny, nz, radius, depth = (surf[j, 0], surf[j, 1], surf[j, 2], surf[j, 3], surf[j, 4],
+                                                         surf[j, 5], surf[j, 6], surf[j, 7])
+                dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
+                if mode == 0:  # surface_slack: max(dn, -dn - depth, |lateral| - radius)
+                    dn = dx * nx + dy * ny + dz * nz
+                    lx, ly, lz = dx - dn * nx, dy - dn * ny, dz - dn * nz
+                    s = dn
+                    b = -dn - depth
+                    if b > s:
+                        s = b
+                    b = math.sqrt(lx * lx + ly * ly + lz * lz) - radius
+                    if b > s:
+                        s = b
+                else:
+                    s = dx * nx + dy * ny + dz * nz - margin
+                if s < near:  # min(near, s)
+                    near = s
+            if near > slack:  # max(slack, near)
+                slack = near
+        # the point's velocity on the payload and on the orbiter (velocity_at_rows)
+        r0, r1, r2 = P0 - tp0, P1 - tp1, P2 - tp2
+        vP0, vP1, vP2 = tv0 + (tw1 * r2 - tw2 * r1), tv1 + (tw2 * r0 - tw0 * r2), tv2 + (tw0 * r1 - tw1 * r0)
+        r0, r1, r2 = P0 - op0, P1 - op1, P2 - op2
+        vS0, vS1, vS2 = ov0 + (ow1 * r2 - ow2 * r1), ov1 + (ow2 * r0 - ow0 * r2), ov2 + (ow0 * r1 - ow1 * r0)
+        speed = math.sqrt((vP0 - vS0) ** two + (vP1 - vS1) ** two + (vP2 - vS2) ** two)
+        rho = _norm3(q0, q1, q2)
+        r_O = dist3(P0, P1, P2, op0, op1, op2) + 1.0
+        if speed * coast_max > 1.0:
+            return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
+        A = (a_T_max + wd_T_max * rho + wT_max * wT_max * rho
+             + a_O_max + wd_O_max * r_O + wO_max * wO_max * r_O + 2.0 * wO_max * (speed + 1.0)
+             + accel_floor)
+        jump = (a_O_max + wd_O_max * r_O) * (H_O * H_O + 2.0 * H_O * coast_max)
+        # reach_time(speed, A, slack - pos_floor - jump)
+        if not (math.isfinite(speed) and speed >= 0.0 and math.isfinite(A) and A >= 0.0):
+            return 2, 0.0, f_max, tau_max, a_O_max, wd_O_max
+        sl = slack - pos_floor - jump
+        if sl <= 0.0:
+            t_reach = 0.0
+        elif A == 0.0:
+            t_reach = sl / speed if speed > 0.0 else math.inf
+        else:
+            t_reach = 2.0 * sl / (speed + math.sqrt(speed * speed + 2.0 * A * sl))
+        if t_reach < tau_c:  # min(tau_c, t_reach)
+            tau_c = t_reach
+    span = tau_c - h
+    if coast_max < span:  # min(tau_c - h, coast_max)
+        span = coast_max
+    if span < h:
+        return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
+    return 0, span, f_max, tau_max, a_O_max, wd_O_max

@@ -250,6 +250,7 @@ from numpy.typing import NDArray
 
 from dynamics import contact as dc
 from dynamics import impact as im
+from dynamics import kernel_module
 from dynamics import rigid_body as rb
 from dynamics import spatial as sp
 from dynamics.cases import PAYLOAD_MASS
@@ -700,7 +701,7 @@ class _Kin:
     """One body's pose and motion at an instant as floats: ``p`` CoM [m], ``R`` (R_WB rows),
     ``v`` CoM velocity [m/s], ``w`` angular velocity in W [rad/s]."""
 
-    __slots__ = ("R", "p", "v", "w")
+    __slots__ = ("R", "_rows", "p", "v", "w")
 
     def __init__(self, st: rb.RigidBodyState) -> None:
         x = st.floats
@@ -708,6 +709,26 @@ class _Kin:
         self.R = st.R_rows
         self.v = x[7:10]
         self.w = sp.mat_vec_rows(self.R, x[10], x[11], x[12])
+        self._rows: tuple[float, ...] | None = None
+
+    @classmethod
+    def of_floats(cls, x: tuple[float, ...]) -> _Kin:
+        """From a state's thirteen floats (:attr:`dynamics.rigid_body.RigidBodyState.floats`: the quaternion unit,
+        scalar ≥ 0): the same as of the state they make, without making it."""
+        self = object.__new__(cls)
+        self.p = x[0:3]
+        self.R = sp.rotation_rows(x[3], x[4], x[5], x[6])
+        self.v = x[7:10]
+        self.w = sp.mat_vec_rows(self.R, x[10], x[11], x[12])
+        self._rows = None
+        return self
+
+    @property
+    def rows(self) -> tuple[float, ...]:
+        """``(p, R, v, w)`` as eighteen floats (the compiled kernels' body; made once)."""
+        if self._rows is None:
+            self._rows = (*self.p, *self.R, *self.v, *self.w)
+        return self._rows
 
     def velocity_at(self, x: list[float]) -> list[float]:
         """Velocity of the body's material point at ``x`` (W) (:func:`dynamics.rigid_body.velocity_at`). [m/s]"""
@@ -756,6 +777,16 @@ COAST_ACCEL_FLOOR = 1.0e-3
 """m/s²: added to every acceleration bound of the no-contact bound."""
 COAST_POS_FLOOR = 1.0e-6
 """m: added to every displacement bound of the no-contact bound."""
+
+
+def _orb_floats(c: ContactContext, sample: Any) -> list[list[float]]:
+    """The ``orbiter/state`` sample's fields as floats, kept in ``c.orb_floats`` (made once per sample):
+    ``p_WoOo_W``, ``v_WOo_W``, ``a_WOo_W``, ``w_WO_O``, ``wdot_WO_O``, ``quat_WO``."""
+    if c.orb_floats[0] is not sample:
+        b = sample.body
+        c.orb_floats = (sample, [rb.as_floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
+                                                             "wdot_WO_O", "quat_WO")])
+    return c.orb_floats[1]
 
 
 class _Coast(NamedTuple):
@@ -854,6 +885,9 @@ class ContactContext:
     coast_arm : tuple or None
         The last coasting step's one ``arm/wrench`` sample, its overlap [ns] and its wrench about Wo, checked
         against the bound (the next step with the same sample reuses it).
+    accel : tuple or None
+        ``(body, F_last_T, a, wdot)``: the payload's accelerations [m/s², rad/s²] last computed, for those two
+        objects (:meth:`ContactModel._accelerations`).
     """
 
     body: rb.RigidBodyState
@@ -889,6 +923,7 @@ class ContactContext:
     coast_orb: Any = None
     coast_p_L: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     coast_arm: tuple[Any, int, list[float]] | None = None
+    accel: tuple[Any, Any, list[float], list[float]] | None = None
 
 
 class ContactModel:
@@ -963,6 +998,24 @@ class ContactModel:
         self.schedule = Schedule()  # the outputs' coupling (set_coupling); every step until told
         self._payload0 = tuple(tuple(float(x) for x in pay[k]) for k in ("X_WT", "v_WTo_W", "w_WT_T"))
         rb.load_kernels()  # the compiled step loaded at build: no step pays for it
+        # the no-contact bound's points (dynamics.contact.coast_bound_rows): each guide's, or B for the latches
+        if self.surfaces:
+            self._bound_points: list[tuple[Any, Any, float, Any]] = [
+                (g.p_ToPo_T, g.center_L, math.sqrt(g.reach2), g.surfaces) for g in self._guides]
+            self._bound_mode = 0 if getattr(self.berthing, "coasting", None) == "footprint" else 1
+        else:  # the latches close on the interface's position alone
+            self._bound_points = [(self._p_TB, self._p_LB_berthed, float(self.criteria.position), [])]
+            self._bound_mode = 2
+        self._bound_const = (float(self.model_T.mass), self._I_min, self._I_max, COAST_MAX, COAST_DRIFT,
+                             COAST_ACCEL_FLOOR, COAST_POS_FLOOR, BOUND_MARGIN)
+        self._bound_kernel: Any = None
+        if self.adaptive:  # its compiled form (dynamics.contact_kernels.coast_bound) loaded now, not in a step
+            kern = kernel_module("contact_kernels")
+            self._bound_kernel = (kern.coast_bound, self._bound_mode, *kern.bound_tables(self._bound_points))
+            z3, eye = (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+            rest = (*z3, *eye, *z3, *z3)
+            kern.coast_bound(rest, rest, (*z3, *eye), (0.0,) * 6, z3, z3, z3, (0.01, 0.001, *self._bound_const),
+                             *self._bound_kernel[1:], 2.0)
 
     def initial_body(self) -> rb.RigidBodyState:
         """The payload's state at the start, from ``[payload]`` (``X_WT``, ``v_WTo_W``, ``w_WT_T``)."""
@@ -986,10 +1039,7 @@ class ContactModel:
             return c.orb_cache[1]
         b = sample.body
         dt = (t_ns - sample.t_ns) * 1e-9
-        if c.orb_floats[0] is not sample:  # the sample's fields as floats, once per sample
-            c.orb_floats = (sample, [rb.as_floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
-                                                                 "wdot_WO_O", "quat_WO")])
-        p0, v0, a0, w0, d0, q0 = c.orb_floats[1]
+        p0, v0, a0, w0, d0, q0 = _orb_floats(c, sample)
         if dt > 0:
             p, q, v, w = rb.predict_rows(p0, q0, v0, w0, a0, d0, dt)
             state = rb.RigidBodyState.from_floats(p, q, v, w)
@@ -1002,6 +1052,21 @@ class ContactModel:
                     state = rb.apply_impulse(self.model_O, state, sp.shift_wrench(P, state.p_WoBo_W))
         c.orb_cache = ((sample.t_ns, sample.seq, t_ns, len(c.inflight)), state)
         return state
+
+    def _orbiter_kin(self, c: ContactContext) -> _Kin:
+        """The orbiter's kinematics at the current instant of the step being finished: those of
+        :meth:`orbiter_at_now`, from the prediction's floats without making its state (with impulses in flight, at
+        the sample's instant or with a prediction not finite, from the state, which raises the error)."""
+        sample, t_ns = c.orb_sample, c.t_now + 1
+        dt = (t_ns - sample.t_ns) * 1e-9
+        if c.inflight or not dt > 0:
+            return _Kin(self.orbiter_at(c, sample, t_ns))
+        p0, v0, a0, w0, d0, q0 = _orb_floats(c, sample)
+        p, q, v, w = rb.predict_rows(p0, q0, v0, w0, a0, d0, dt)
+        x = (*p, *q, *v, *w)
+        if not all(map(math.isfinite, x)):
+            return _Kin(self.orbiter_at(c, sample, t_ns))
+        return _Kin.of_floats(x)
 
     # ------------------------------------------------------------ helpers
     def _X_WT(self, c: ContactContext) -> Array:
@@ -1176,11 +1241,22 @@ class ContactModel:
         }
         if self.schedule.due("payload/state", t_ns):
             s = c.body
-            a, wdot = rb.accelerations_rows(self.model_T, s, c.F_last_T, self.orbit)
+            a, wdot = self._accelerations(c)
             out["payload/state"] = {"p_WoTo_W": s.p_WoBo_W, "quat_WT": s.quat_WB, "w_WT_T": s.w_WB_B,
                                     "v_WTo_W": s.v_WBo_W, "a_WTo_W": np.array(a), "wdot_WT_T": np.array(wdot),
                                     "grappled": c.grappled, "berthed": c.berthed}
         return out
+
+    def _accelerations(self, c: ContactContext) -> tuple[list[float], list[float]]:
+        """The payload's accelerations at ``c.body`` under ``c.F_last_T``
+        (:func:`dynamics.rigid_body.accelerations_rows`), kept in ``c.accel`` for the same two objects
+        (``payload/state`` and the no-contact bound of a step both need them)."""
+        acc = c.accel
+        if acc is not None and acc[0] is c.body and acc[1] is c.F_last_T:
+            return acc[2], acc[3]
+        a, wdot = rb.accelerations_rows(self.model_T, c.body, c.F_last_T, self.orbit)
+        c.accel = (c.body, c.F_last_T, a, wdot)
+        return a, wdot
 
     def initial(self, t0_ns: int, c: ContactContext) -> dict[str, dict[str, Any]]:
         """Outputs at t0: the initial payload; no contact wrench (the orbiter is not known yet)."""
@@ -1227,14 +1303,12 @@ class ContactModel:
             return out
         c.orb_sample = orb_sample
         c.t_now = t1
-        orb = self.orbiter_at_now(c)
-        # 2. operator commands of this step
+        # 2. operator commands of this step (the orbiter's state made where it is needed: orbiter_at_now)
         for smp in u.events("operator/command"):
             for ev in smp.body.get("events", []):
                 cmd = ev.get("cmd", ev.get("kind"))
                 if cmd == "capture":
-                    self._capture(c, t1, h_ns, orb, u, events)
-                    orb = self.orbiter_at_now(c)
+                    self._capture(c, t1, h_ns, self.orbiter_at_now(c), u, events)
                 elif cmd == "release" and c.grappled:
                     c.grappled = c.rigidized = False
                     c.captured_ns = None
@@ -1243,6 +1317,7 @@ class ContactModel:
         if (c.grappled and not c.rigidized and c.captured_ns is not None
                 and t1 >= c.captured_ns + self.rigidize_delay_ns):
             c.rigidized = True
+            orb = self.orbiter_at_now(c)
             X_WO = pose(self._rot(c, orb)[0], orb.p_WoBo_W)
             try:
                 X_WE = X_WO @ np.asarray(u.state("arm/state").body["X_OE"])
@@ -1251,7 +1326,7 @@ class ContactModel:
             X_EG = pose_inverse(X_WE) @ self._X_WT(c) @ self.X_TG
             events.append(_event("rigidize", t1, X_EG=X_EG))
         # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
-        kT, kO = _Kin(c.body), _Kin(orb)
+        kT, kO = _Kin(c.body), self._orbiter_kin(c)
         p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
         R_WL = sp.mat_mat_rows(kO.R, self._R_OL)
         p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
@@ -1373,7 +1448,7 @@ class ContactModel:
         if self.schedule.due("contact/wrench", t1 + self.period_ns):  # the interval's last value: its point exact
             c.orb_sample = orb_sample
             c.t_now = t1
-            kO = _Kin(self.orbiter_at_now(c))
+            kO = self._orbiter_kin(c)
             c.coast_p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
         return {"contact/wrench": {"F_Lo_W": np.zeros(6), "p_WoLo_W": np.array(c.coast_p_L), "active": False},
                 "contact/event": {"events": []}}
@@ -1401,7 +1476,9 @@ class ContactModel:
     def _coast_bound(self, c: ContactContext, kT: _Kin, kO: _Kin, p_L: list[float], R_WL: tuple[float, ...],
                      t1: int, h_ns: int) -> _Coast | None:
         """The no-contact bound at the evaluated instant ``t1`` (module docstring, the adaptive step), or None if
-        the payload may not coast through the next step.
+        the payload may not coast through the next step: :func:`dynamics.contact.coast_bound_rows` (compiled,
+        :func:`dynamics.contact_kernels.coast_bound`, loaded at build) with this step's kinematics, the orbiter
+        sample's accelerations and the wrench of the last step.
 
         For each payload point with guide surfaces: its slack (how far it may move with every surface still
         unable to act: :func:`dynamics.contact.surface_slack` for a contact with point_plane's footprint, else
@@ -1413,64 +1490,24 @@ class ContactModel:
         orbiter's prediction error. The evaluated contact leads by ``h/2``: a step ending at ``t`` is covered if
         ``t − t1 + h`` is within that time. Without surfaces the latches' position check is the bound (B's
         distance from the berthed position beyond ``[contact.latch] position``)."""
-        mode = self.berthing.coasting  # type: ignore[attr-defined]
-        h = h_ns * 1e-9
         orb = c.orb_sample
         if orb is None or c.orb_floats[0] is not orb:
             return None
         _, _, a0, _, d0, _ = c.orb_floats[1]
-        a_O_max = 2.0 * _norm(a0) + 1.0e-4
-        wd_O_max = 2.0 * _norm(d0) + 1.0e-6
-        H_O = orb.h_ns * 1e-9
         F = c.F_last_T  # about the CoM, the last step's (the arm's alone: no contact acts)
-        f, tau = _norm(F[3:]), _norm(F[:3])
-        f_max, tau_max = 2.0 * f + 1.0, 2.0 * tau + 1.0
-        if _norm(kT.v) * COAST_MAX > COAST_DRIFT:
+        a_T = self._accelerations(c)[0]
+        T, O, L = kT.rows, kO.rows, (*p_L, *R_WL)
+        scalars = (orb.h_ns * 1e-9, h_ns * 1e-9, *self._bound_const)
+        kern = self._bound_kernel
+        if kern is not None:
+            code, span, f_max, tau_max, a_O_max, wd_O_max = kern[0](T, O, L, tuple(F), tuple(a_T), tuple(a0),
+                                                                    tuple(d0), scalars, *kern[1:], 2.0)
+        if kern is None or code == 2:  # the reference (a speed bound not finite: it raises the error)
+            code, span, f_max, tau_max, a_O_max, wd_O_max = dc.coast_bound_rows(
+                T, O, L, F, a_T, a0, d0, scalars, self._bound_mode, self._bound_points)
+        if code:
             return None
-        a_T, _ = rb.accelerations_rows(self.model_T, c.body, F, self.orbit)
-        a_T_max = _norm(a_T) + (f + f_max) / self.model_T.mass
-        wT, wO = _norm(kT.w), _norm(kO.w)
-        wd_T_max = (tau_max + self._I_max * wT * wT) / self._I_min
-        wT_max, wO_max = wT + wd_T_max * COAST_MAX, wO + wd_O_max * COAST_MAX
-        R_T, p_T = kT.R, kT.p
-        points: list[tuple[list[float], _Guide | None]]
-        if self.surfaces:
-            points = [(g.p_ToPo_T, g) for g in self._guides]
-        else:  # the latches close on the interface's position alone
-            points = [(self._p_TB, None)]
-        tau_c = math.inf
-        for p_ToPo_T, g in points:
-            P = sp.pose_apply_rows(p_T, R_T, p_ToPo_T)
-            x0, x1, x2 = sp.pose_apply_inverse_rows(p_L, R_WL, P)
-            if g is None:
-                slack = math.dist((x0, x1, x2), self._p_LB_berthed) - self.criteria.position
-            else:
-                ctr = g.center_L
-                slack = math.dist((x0, x1, x2), ctr) - math.sqrt(g.reach2)  # outside the guide's sphere
-                near = math.inf
-                for sx, sy, sz, nx, ny, nz, radius, depth in g.surfaces:
-                    dx, dy, dz = x0 - sx, x1 - sy, x2 - sz
-                    if mode == "footprint":
-                        near = min(near, dc.surface_slack(dx, dy, dz, nx, ny, nz, radius, depth))
-                    else:
-                        near = min(near, dx * nx + dy * ny + dz * nz - BOUND_MARGIN)
-                slack = max(slack, near)
-            vP, vS = kT.velocity_at(P), kO.velocity_at(P)
-            speed = math.sqrt((vP[0] - vS[0]) ** 2 + (vP[1] - vS[1]) ** 2 + (vP[2] - vS[2]) ** 2)
-            rho = _norm(p_ToPo_T)
-            r_O = math.dist(P, kO.p) + 1.0  # the point stays within 1 m of here (speed below 10 m/s)
-            if speed * COAST_MAX > 1.0:
-                return None
-            A = (a_T_max + wd_T_max * rho + wT_max * wT_max * rho
-                 + a_O_max + wd_O_max * r_O + wO_max * wO_max * r_O + 2.0 * wO_max * (speed + 1.0)
-                 + COAST_ACCEL_FLOOR)
-            # the orbiter seen through its samples' predictions: a new sample moves L by at most this
-            jump = (a_O_max + wd_O_max * r_O) * (H_O * H_O + 2.0 * H_O * COAST_MAX)
-            tau_c = min(tau_c, dc.reach_time(speed, A, slack - COAST_POS_FLOOR - jump))
-        span = min(tau_c - h, COAST_MAX)
-        if span < h:
-            return None
-        return _Coast(t1, t1 + int(span * 1e9) - 1, f_max, tau_max, (p_T[0], p_T[1], p_T[2]), a_O_max, wd_O_max,
+        return _Coast(t1, t1 + int(span * 1e9) - 1, f_max, tau_max, (kT.p[0], kT.p[1], kT.p[2]), a_O_max, wd_O_max,
                       orb.h_ns, c.body)
 
     def orbiter_at_now(self, c: ContactContext) -> rb.RigidBodyState:
@@ -1625,7 +1662,7 @@ class CompliantContact:
         if self._tables is not None:
             law, near, pts, spheres, surf, first = self._tables
             active, power, Fk = _guides_kernel().guides_wrench(
-                (*kT.p, *kT.R, *kT.v, *kT.w), (*kO.p, *kO.R, *kO.v, *kO.w), (*p_L, *R_WL), 0.5 * h_ns * 1e-9, law,
+                kT.rows, kO.rows, (*p_L, *R_WL), 0.5 * h_ns * 1e-9, law,
                 BOUND_MARGIN, near, pts, spheres, surf, first)
             return list(Fk), power, active, kT, kO
         guides = [(g.p_ToPo_T, g.center_L, g.reach2, g.surfaces) for g in svc._guides]  # a registered point law
