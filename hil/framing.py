@@ -65,6 +65,10 @@ NO_ECHO = 0xFFFFFFFF
 HEADER_SIZE = 8
 CRC_SIZE = 2
 _HEADER = struct.Struct("<BBHI")
+_HEADER_FROM = _HEADER.unpack_from
+_CRC = struct.Struct(">H")  # the CRC's bytes, big-endian
+_crc_hqx = binascii.crc_hqx
+_cobs_encode, _cobs_decode = cobs.encode, cobs.decode  # (the per-frame path looks up no module attributes)
 #: Longest raw frame (header + largest payload + CRC); longer chunks are garbage.
 MAX_RAW_SIZE = HEADER_SIZE + 2 + 4 + 4 + 1 + 2 + 1 + 4 * MAX_AXES + 24 + CRC_SIZE
 
@@ -452,11 +456,10 @@ def encode_frame(msg: Message, seq: int = 0, time_us: int = 0, version: int = PR
         If a field does not fit its wire type or is not finite.
     """
     try:
-        raw = _HEADER.pack(version, int(msg.TYPE), seq & 0xFFFF, time_us & 0xFFFFFFFF) + msg.pack()
+        raw = _HEADER.pack(version, msg.TYPE, seq & 0xFFFF, time_us & 0xFFFFFFFF) + msg.pack()
     except struct.error as err:
         raise FrameError(f"{type(msg).__name__}: field out of range: {err}") from err
-    raw += crc16(raw).to_bytes(2, "big")
-    return cobs.encode(raw) + b"\x00"
+    return _cobs_encode(raw + _CRC.pack(_crc_hqx(raw, 0xFFFF))) + b"\x00"
 
 
 def decode_frame(encoded: bytes, version: int = PROTOCOL_VERSION) -> Frame:
@@ -469,15 +472,15 @@ def decode_frame(encoded: bytes, version: int = PROTOCOL_VERSION) -> Frame:
         ``type``, ``payload``.
     """
     try:
-        raw = cobs.decode(encoded)
+        raw = _cobs_decode(encoded)
     except cobs.DecodeError as err:
         raise FrameError(f"cobs: invalid encoding of {len(encoded)} bytes: {err}") from err
     if not HEADER_SIZE + CRC_SIZE <= len(raw) <= MAX_RAW_SIZE:
         raise FrameError(f"length: frame of {len(raw)} bytes outside {HEADER_SIZE + CRC_SIZE}..{MAX_RAW_SIZE}")
-    if crc16(raw) != 0:
+    if _crc_hqx(raw, 0xFFFF):  # (crc16: the CRC over the frame and its CRC is 0)
         got = int.from_bytes(raw[-2:], "big")
         raise FrameError(f"crc: frame CRC 0x{got:04X} != computed 0x{crc16(raw[:-2]):04X}")
-    ver, typ, seq, t_us = _HEADER.unpack_from(raw)
+    ver, typ, seq, t_us = _HEADER_FROM(raw)
     if ver != version:
         raise FrameError(f"version: frame version {ver} != expected {version}")
     cls = _BY_TYPE.get(typ)
@@ -487,7 +490,7 @@ def decode_frame(encoded: bytes, version: int = PROTOCOL_VERSION) -> Frame:
         msg = cls.unpack(raw[HEADER_SIZE:-CRC_SIZE])
     except FrameError as err:
         raise FrameError(f"payload: {err}") from err
-    return Frame(seq=seq, time_us=t_us, msg=msg, version=ver)
+    return Frame(seq, t_us, msg, ver)
 
 
 def rejection_kind(err: FrameError) -> str:
@@ -525,7 +528,9 @@ class SeqTracker:
         if self.last is None:
             self.last = seq
             return "ok"
-        d = seq_delta(seq, self.last)
+        d = (seq - self.last) & 0xFFFF  # seq_delta(seq, self.last)
+        if d >= 0x8000:
+            d -= 0x10000
         if d == 1:
             self.last = seq
             return "ok"
@@ -569,14 +574,16 @@ class FrameDecoder:
     counts: dict[str, int] = field(default_factory=dict)
     errors: deque = field(default_factory=lambda: deque(maxlen=32))
     _buf: bytearray = field(default_factory=bytearray)
+    _bad: int = field(default=0, repr=False)  # the sum of counts, kept (read every step)
 
     @property
     def bad(self) -> int:
         """Total rejected chunks."""
-        return sum(self.counts.values())
+        return self._bad
 
     def _reject(self, kind: str, err: FrameError) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
+        self._bad += 1
         self.errors.append(err)
 
     def feed(self, chunk: bytes) -> list[Frame]:
@@ -585,7 +592,31 @@ class FrameDecoder:
         Rejected chunks are counted, never raised: one bad frame must not stop the link.
         An empty chunk between two delimiters is ignored (idle line).
         """
-        return [x for x in self.feed_all(chunk) if isinstance(x, Frame)]
+        if self._buf:
+            self._buf += chunk
+            chunk = bytes(self._buf)
+        *parts, rest = bytes(chunk).split(b"\x00")
+        self._buf = bytearray(rest)
+        out: list[Frame] = []
+        version = self.version
+        for part in parts:  # (feed_all's loop, the frames alone)
+            if part:
+                try:
+                    out.append(decode_frame(part, version))
+                except FrameError as err:
+                    self._reject(rejection_kind(err), err)
+                    continue
+                self.frames += 1
+        if len(self._buf) > 2 * MAX_RAW_SIZE:
+            self._overflow()
+        return out
+
+    def _overflow(self) -> FrameError:
+        """Garbage without a delimiter: dropped, counted (``overflow``); the rejection."""
+        overflow = FrameError(f"overflow: {len(self._buf)} bytes without a delimiter")
+        self._reject("overflow", overflow)
+        self._buf.clear()
+        return overflow
 
     def feed_all(self, chunk: bytes) -> list[Frame | FrameError]:
         """:meth:`feed`, with each rejected chunk in its place as the :class:`errors.FrameError`
@@ -607,8 +638,5 @@ class FrameDecoder:
                 continue
             self.frames += 1
         if len(self._buf) > 2 * MAX_RAW_SIZE:  # garbage without a delimiter: drop it
-            overflow = FrameError(f"overflow: {len(self._buf)} bytes without a delimiter")
-            self._reject("overflow", overflow)
-            out.append(overflow)
-            self._buf.clear()
+            out.append(self._overflow())
         return out

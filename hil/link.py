@@ -197,6 +197,7 @@ class SerialLink:
         self._counts_waiting = hasattr(port, "in_waiting") and not hasattr(port, "_socket")
         # a device or pty: read and write its descriptor directly
         self._fd: int | None = port.fileno() if isinstance(port, serial.serialposix.Serial) else None
+        self._nonblocking = self._fd is not None and not os.get_blocking(self._fd)
         self.decoder = FrameDecoder()
         self.rx_seq = SeqTracker()
         self.stats = LinkStats()
@@ -236,16 +237,23 @@ class SerialLink:
         frame = encode_frame(msg, self._seq, self.now_us() if time_us is None else time_us)
         if guard:
             frame += b"\x00"
+        fd = self._fd
         try:
-            if self._fd is None:
+            if fd is None:
                 self.port.write(frame)
             else:
-                self._write_fd(self._fd, frame)
+                try:
+                    n = os.write(fd, frame)  # (all of it, as a rule)
+                except BlockingIOError:
+                    n = 0
+                if n < len(frame):  # the line's buffer is full: the rest as it drains
+                    self._write_fd(fd, frame[n:])
         except (serial.SerialException, OSError) as err:
             raise RigFault(f"hil link: write failed: {err}") from err
         self._seq = (self._seq + 1) & 0xFFFF
-        self.stats.tx_frames += 1
-        self.stats.tx_bytes += len(frame)
+        stats = self.stats
+        stats.tx_frames += 1
+        stats.tx_bytes += len(frame)
         return frame
 
     def write_raw(self, data: bytes) -> bytes:
@@ -336,7 +344,17 @@ class SerialLink:
 
     def _read_fd(self, fd: int, max_bytes: int, timeout: float | None) -> bytes:
         """select + read on the port's descriptor (what pyserial's read does, minus its
-        per-call bookkeeping, which dominated the bridge's step)."""
+        per-call bookkeeping, which dominated the bridge's step). A non-blocking descriptor (pyserial
+        opens its ports so) is read first: what has arrived already (a pipelined step's reply) costs
+        no select; nothing read (no byte yet, or the other end gone: a tty in raw mode tells them
+        apart only through select) goes the select's way."""
+        if self._nonblocking:
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                data = b""
+            if data:
+                return data
         if not select.select([fd], [], [], self.port.timeout if timeout is None else timeout)[0]:
             return b""
         try:
@@ -372,21 +390,24 @@ class SerialLink:
             raise RigFault(f"hil link: read failed: {err}") from err
         if not data:
             return []
-        self.stats.rx_bytes += len(data)
+        stats = self.stats
+        stats.rx_bytes += len(data)
         out = []
         now_us = self.now_us()
+        check, clock = self.rx_seq.check, self.clock
         for f in self.decoder.feed(data):
-            if self.rx_seq.check(f.seq) in ("stale", "dup"):
+            if check(f.seq) in ("stale", "dup"):
                 continue
             out.append(f)
-            self.stats.rx_frames += 1
-            self.stats.rx_times.append(self.clock())
-            if isinstance(f.msg, Telemetry):
-                if f.msg.hold_us != NO_ECHO:
-                    self.delay.update(now_us, f.msg.echo_time_us, f.msg.hold_us)
-            elif isinstance(f.msg, Nak):
-                self.stats.naks += 1
-                self.stats.rig_rejected = f.msg.rejected
+            stats.rx_frames += 1
+            stats.rx_times.append(clock())
+            msg = f.msg
+            if isinstance(msg, Telemetry):
+                if msg.hold_us != NO_ECHO:
+                    self.delay.update(now_us, msg.echo_time_us, msg.hold_us)
+            elif isinstance(msg, Nak):
+                stats.naks += 1
+                stats.rig_rejected = msg.rejected
         return out
 
     def status(self) -> dict[str, float | int]:
