@@ -36,6 +36,15 @@ walls, one evaluation: the contact service's (:meth:`services.contact.CompliantC
 and the compiled :func:`dynamics.contact_kernels.guides_wrench` with its arguments built from the same kinematics
 (what the service would pass it), and says whether their results are equal (bit for bit).
 
+``--evaluated N`` runs the realtime calibration (:func:`protocol.realtime.calibrate` of
+``configs/srms_berthing_realtime.toml``, 2 s of simulated time: every model timed per step in its thread's CPU time,
+the contact stepped period by period) N times and splits the contact's steps into evaluated ones (the payload
+integrated, the contact and the no-contact bound evaluated: the adaptive step, :mod:`services.contact`) and coasting
+ones (a step after which intervals are pending), the first 20 % left out as the calibration does: the contact's p50
+and p99 (what the admission charges), the evaluated steps' median and mean [µs], and, in one more run, the Python
+calls (functions and built-ins, counted by a profile hook, so that run's times are not reported) per evaluated step,
+with the host's load.
+
 ``--compile`` prints the wall time of the rigid body's compiled step (:mod:`dynamics.rigid_body_kernels`) on its
 first use in a fresh process that imported :mod:`dynamics.rigid_body` (:func:`dynamics.rigid_body.load_kernels`:
 numba's import and the kernel's load), with an empty numba cache (the compile, paid once per machine and cache
@@ -341,6 +350,73 @@ def guides_case(number: int, repeat: int) -> dict[str, Any]:
     return row
 
 
+REALTIME = Path(__file__).resolve().parents[1] / "configs" / "srms_berthing_realtime.toml"
+
+
+def evaluated_runs(n: int, seconds: float = 2.0) -> dict[str, Any]:
+    """The contact's evaluated and coasting steps in the realtime calibration (module docstring, ``--evaluated``)."""
+    from protocol import realtime
+    from protocol.config import load, validate
+
+    plan = validate(load(REALTIME), path=REALTIME)
+    step = sc.ContactModel.step
+    kinds: list[bool] = []  # per contact step: evaluated
+    calls: list[int] = []
+    counting = [False, 0]
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event in ("call", "c_call"):
+            counting[1] += 1
+
+    def classified(self: sc.ContactModel, t_ns: int, h_ns: int, c: sc.ContactContext, u: Any) -> Any:
+        if counting[0]:
+            counting[1] = 0
+            sys.setprofile(hook)
+            out = step(self, t_ns, h_ns, c, u)
+            sys.setprofile(None)
+            calls.append(counting[1])
+        else:
+            out = step(self, t_ns, h_ns, c, u)
+        kinds.append(not c.pending)
+        return out
+
+    timed: list[Any] = []
+    init = realtime.TimedModel.__init__
+
+    def keep(self: Any, model: Any) -> None:
+        init(self, model)
+        timed.append(self)
+
+    runs = []
+    sc.ContactModel.step = classified  # type: ignore[method-assign]
+    realtime.TimedModel.__init__ = keep  # type: ignore[method-assign]
+    try:
+        for k in range(n + 1):
+            kinds.clear()
+            timed.clear()
+            counting[0] = k == n
+            load0 = os.getloadavg()[0]
+            costs = realtime.calibrate(plan.config, plan.services, seconds=seconds)
+            st = next(m for m in timed if m.model.name == "contact").step_s
+            n0 = len(st) // 5
+            if counting[0]:
+                ev_calls = [c for c, e in zip(calls[n0:], kinds[n0:], strict=True) if e]
+                break
+            ev = [x * 1e6 for x, e in zip(st[n0:], kinds[n0:], strict=True) if e]
+            co = [x * 1e6 for x, e in zip(st[n0:], kinds[n0:], strict=True) if not e]
+            runs.append({"contact_p50_us": round(costs["contact"][0], 1),
+                         "contact_p99_us": round(costs["contact"][1], 1), "evaluated_steps": len(ev),
+                         "evaluated_median_us": round(float(np.median(ev)), 1),
+                         "evaluated_mean_us": round(float(np.mean(ev)), 1),
+                         "coasting_median_us": round(float(np.median(co)), 1),
+                         "load_average_1min": [round(load0, 2), round(os.getloadavg()[0], 2)]})
+    finally:
+        sc.ContactModel.step = step  # type: ignore[method-assign]
+        realtime.TimedModel.__init__ = init  # type: ignore[method-assign]
+    return {"runs": runs, "median_evaluated_us": float(np.median([r["evaluated_median_us"] for r in runs])),
+            "calls_per_evaluated_step": int(np.median(ev_calls)) if ev_calls else None}
+
+
 _FIRST_CALL = """
 import time
 from dynamics import rigid_body
@@ -368,12 +444,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="the default scenario as configured, N runs: the contact model's CPU per simulated second")
     ap.add_argument("--guides", action="store_true",
                     help="the scenario's seated trunnions: the service's compliant contact vs the compiled kernel")
+    ap.add_argument("--evaluated", type=int, default=0,
+                    help="the realtime calibration N times: the contact's evaluated and coasting steps apart")
     ap.add_argument("--compile", action="store_true",
                     help="the rigid body kernel's first use in a fresh process, empty and filled numba cache")
     a = ap.parse_args(argv)
-    if a.scenario > 0 or a.compile or a.guides:
+    if a.scenario > 0 or a.compile or a.guides or a.evaluated > 0:
         load0 = os.getloadavg()[0]
-        if a.guides:
+        if a.evaluated > 0:
+            res = evaluated_runs(a.evaluated)
+        elif a.guides:
             res = guides_case(max(a.steps, 2000), a.repeat)
         else:
             res = scenario_runs(a.scenario) if a.scenario > 0 else {"first_call": bench_compile()}

@@ -1053,6 +1053,12 @@ class ContactModel:
         c.orb_cache = ((sample.t_ns, sample.seq, t_ns, len(c.inflight)), state)
         return state
 
+    def _v_rel_B(self, kT: _Kin, kO: _Kin) -> list[float]:
+        """The payload's twist less the orbiter's at Bo, ``[ω; v]`` in W (six floats). [rad/s, m/s]"""
+        p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
+        vT, vO = kT.velocity_at(p_B), kO.velocity_at(p_B)
+        return [kT.w[0] - kO.w[0], kT.w[1] - kO.w[1], kT.w[2] - kO.w[2], vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
+
     def _orbiter_kin(self, c: ContactContext) -> _Kin:
         """The orbiter's kinematics at the current instant of the step being finished: those of
         :meth:`orbiter_at_now`, from the prediction's floats without making its state (with impulses in flight, at
@@ -1329,12 +1335,11 @@ class ContactModel:
         kT, kO = _Kin(c.body), self._orbiter_kin(c)
         p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
         R_WL = sp.mat_mat_rows(kO.R, self._R_OL)
-        p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
-        vT, vO = kT.velocity_at(p_B), kO.velocity_at(p_B)
-        V_rel_B = [kT.w[0] - kO.w[0], kT.w[1] - kO.w[1], kT.w[2] - kO.w[2],  # payload − orbiter at Bo
-                   vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
+        kT0, kO0 = kT, kO  # the relative twist at Bo is of these (before any impulse), made where an event needs it
+        V_rel_B: list[float] | None = None
         F_hil = None
         if self.params.source == "hil":
+            p_B = sp.pose_apply_rows(kT.p, kT.R, self._p_TB)
             F_hil = self._hil_wrench(c, u, t1, sp.pose_from_rows(p_B, sp.mat_mat_rows(kT.R, self._R_TB)), events)
         if F_hil is None:  # the model (also the fall-back of a refused HIL sample)
             F_T_Wo, power, active, kT, kO = self.berthing.contact(self, c, kT, kO, p_L, R_WL, t1, h_ns)
@@ -1345,12 +1350,14 @@ class ContactModel:
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_snare, strict=True)]
         # contact episodes
         if active and not c.in_contact:
+            V_rel_B = self._v_rel_B(kT0, kO0)
             c.in_contact = True
             c.episode_V_pre = V_rel_B
             c.episode_impulse = c.episode_impulse if self.berthing.impulsive else np.zeros(6)
             events.append(_event("first_contact", t1, V_rel_B, V_rel_B))
         elif not active and c.in_contact and not c.berthed:
             c.in_contact = False
+            V_rel_B = self._v_rel_B(kT0, kO0)
             events.append(_event("rebound", t1, c.episode_V_pre, V_rel_B, c.episode_impulse))
             c.episode_impulse = np.zeros(6)
         if not c.berthed and (active or not self.surfaces):  # latches close on seated trunnions
@@ -1358,9 +1365,11 @@ class ContactModel:
             if math.dist(p_LB, self._p_LB_berthed) <= self.criteria.position:
                 R_LW = np.reshape(R_WL, (3, 3)).T
                 X_LB = sp.pose_from_rows(p_LB, R_LB)
+                V_rel_B = V_rel_B or self._v_rel_B(kT0, kO0)
                 if dc.latch_check(X_LB, rotate_spatial(R_LW, V_rel_B), self.X_LB_berthed, self.criteria)[0]:
                     self._latch_start(c, t1, X_LB, V_rel_B, events)
         if c.berthed:
+            V_rel_B = V_rel_B or self._v_rel_B(kT0, kO0)
             F_latch = self._latch_wrench(c, t1, kT, kO, p_L, R_WL, V_rel_B, events,
                                          [a + b for a, b in zip(c.F_arm_Wo, F_T_Wo, strict=True)])
             F_T_Wo = [a + b for a, b in zip(F_T_Wo, F_latch, strict=True)]
@@ -1639,6 +1648,7 @@ class CompliantContact:
         # distance in front of a surface beyond BOUND_MARGIN (the skip below) or outside its guide's sphere
         self.coasting = "footprint" if point_law is dc.point_plane_rows else "front"
         self._tables: tuple[Any, ...] | None = None
+        self._wrench: Any = None  # the compiled guides_wrench, set at bind
 
     def bind(self, svc: ContactModel) -> None:
         """Told its service's guides at build: with the shipped law (:func:`dynamics.contact.point_plane_rows`)
@@ -1652,6 +1662,7 @@ class CompliantContact:
         self._tables = (tuple(float(x) for x in (law.k, law.exponent, law.alpha, law.mu_s, law.mu_k, law.v_stick)),
                         (*(float(x) for x in svc._all_center_L), float(svc._all_reach2)),
                         *kern.guide_tables([(x.p_ToPo_T, x.center_L, x.reach2, x.surfaces) for x in g]))
+        self._wrench = kern.guides_wrench
         eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
         far = (1e9, 1e9, 1e9, *eye, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # the call compiles or loads the kernel
         kern.guides_wrench(far, far, (0.0, 0.0, 0.0, *eye), 0.0, self._tables[0], BOUND_MARGIN, (0.0, 0.0, 0.0, -1.0),
@@ -1661,7 +1672,7 @@ class CompliantContact:
                 R_WL: tuple[float, ...], t_ns: int, h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
         if self._tables is not None:
             law, near, pts, spheres, surf, first = self._tables
-            active, power, Fk = _guides_kernel().guides_wrench(
+            active, power, Fk = self._wrench(
                 kT.rows, kO.rows, (*p_L, *R_WL), 0.5 * h_ns * 1e-9, law,
                 BOUND_MARGIN, near, pts, spheres, surf, first)
             return list(Fk), power, active, kT, kO
@@ -1676,10 +1687,9 @@ class CompliantContact:
 
 
 def _guides_kernel() -> Any:
-    """:mod:`dynamics.contact_kernels` (numba), imported on first use: a configuration check does not load it."""
-    from dynamics import contact_kernels
-
-    return contact_kernels
+    """:mod:`dynamics.contact_kernels` (numba), imported on first use (:func:`dynamics.kernel_module`): a
+    configuration check does not load it."""
+    return kernel_module("contact_kernels")
 
 
 def _hunt_crossley(v: Mapping[str, Any]) -> CompliantContact:
