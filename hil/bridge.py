@@ -266,18 +266,36 @@ class _BodyInput:
         b = sample.body
         row = self.row
         if sample is not self.row_sample:
-            row[0:3] = _floats(b[p], 3, p)
-            row[3:7] = _floats(b[q], 4, q)
-            row[7:10] = _floats(b[v], 3, v)
-            row[10:13] = _floats(b[w], 3, w)
+            _fill(row, 0, b[p], 3, p)
+            _fill(row, 3, b[q], 4, q)
+            _fill(row, 7, b[v], 3, v)
+            _fill(row, 10, b[w], 3, w)
             self.row_accel = False
             self.row_sample = sample
         dt = (t_ns - sample.t_ns) * 1e-9
         if dt > 0.0 and not self.row_accel:
-            row[13:16] = _floats(b[a], 3, a)
-            row[16:19] = _floats(b[wd], 3, wd)
+            _fill(row, 13, b[a], 3, a)
+            _fill(row, 16, b[wd], 3, wd)
             self.row_accel = True
         return row, dt
+
+
+_F8 = np.dtype(np.float64)
+
+
+def _fill(row: Array, i: int, x: Any, n: int, name: str) -> None:
+    """``row[i:i + n]`` = the message field ``x`` (:func:`_floats`: the same numbers; a float array of its shape
+    copied as it is, without the round trip through Python floats).
+
+    Raises
+    ------
+    ShapeError
+        If it does not have ``n`` components.
+    """
+    if type(x) is np.ndarray and x.dtype == _F8 and x.shape == (n,):
+        row[i:i + n] = x
+    else:
+        row[i:i + n] = _floats(x, n, name)
 
 
 def _floats(x: Any, n: int, name: str) -> list[float]:
@@ -716,7 +734,7 @@ class HilBridge:
         R_BL = X_LB[:3, :3].T if finite else np.eye(3)
         V_B = np.concatenate([R_BL @ V_LB_L[:3], R_BL @ V_LB_L[3:]]) if finite else np.zeros(6)
         F_out = self.passivity.step(F_B, V_B)
-        self.impacts.update(self._sim_t + self.h, F_B, V_B)
+        self.impacts.update(self._sim_t + self.h, F_B, V_B, checked=True)  # (the passivity step checked them)
         return self._outputs(X_cmd, V_LB_L if finite else np.zeros(6), F_out, valid, t_ns + h_ns,
                              finite=finite and X_cmd is X_LB)
 

@@ -29,6 +29,7 @@ import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -344,7 +345,7 @@ class ImpactMonitor:
     _peak: Array | None = None
     _peak_norm: float = 0.0  # |_peak|, kept with it
 
-    def update(self, t: float, F: ArrayLike, V: ArrayLike) -> Impact | None:
+    def update(self, t: float, F: ArrayLike, V: ArrayLike, checked: bool = False) -> Impact | None:
         """Feed one sample; returns the impact that ended with it, else None.
 
         Parameters
@@ -355,14 +356,25 @@ class ImpactMonitor:
             Contact wrench on the body [τ; f]. [N·m, N]
         V : array_like, shape (6,)
             Body twist [ω; v]. [rad/s, m/s]
+        checked : bool
+            ``F`` and ``V`` are finite float arrays of shape (6,) already (the caller checked them,
+            :func:`dynamics.spatial.as_vector`): not checked again.
+
+        Raises
+        ------
+        ShapeError
+            If ``F`` or ``V`` (not ``checked``) is not six finite numbers.
         """
-        f = as_vector(F, 6, "F")[3:]
-        v = as_vector(V, 6, "V")[3:]
+        if checked:
+            f, v = cast(Array, F)[3:], cast(Array, V)[3:]
+        else:
+            f = as_vector(F, 6, "F")[3:]
+            v = as_vector(V, 6, "V")[3:]
         if self._start is None and self.threshold >= 0.0 and not any(f.tolist()):  # no contact, none going on
             self._prev_v = v.copy()
             return None
         done = None
-        f_norm = float(np.linalg.norm(f))  # (once per sample: the peak's is kept with it)
+        f_norm = math.sqrt(f.dot(f))  # |f| (np.linalg.norm's arithmetic; once per sample: the peak's is kept with it)
         touching = f_norm > self.threshold
         if touching and self._start is None:
             self._start = (t, self._prev_v if self._prev_v is not None else v)

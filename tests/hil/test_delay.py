@@ -165,3 +165,21 @@ def test_critical_delay_is_where_the_delayed_contact_loop_starts_to_grow(m, k, c
     assert _delayed_loop_grows(m, k, c, 0.97 * tau_c) < 1.0 < _delayed_loop_grows(m, k, c, 1.03 * tau_c)
     assert critical_delay(m, k, 0.0)[0] == 0.0
     assert critical_delay(m, k, 1e-3 * k)[0] == pytest.approx(1e-3, rel=0.02)  # light damping: c / k
+
+
+def test_impact_monitor_told_its_inputs_are_checked_finds_the_same_impacts():
+    """``update(checked=True)`` (the bridge's, after the passivity step checked the same arrays) finds the impacts the
+    checking call finds, number for number, and the peak force is ``np.linalg.norm``'s."""
+    rng = np.random.default_rng(11)
+    a, b = ImpactMonitor(threshold=1.0), ImpactMonitor(threshold=1.0)
+    peaks = []
+    for k in range(4000):
+        touching = (k // 50) % 3 == 1
+        F = rng.normal(size=6) * (40.0 if touching else 0.3) if k % 4 else np.zeros(6)
+        V = rng.normal(size=6) * 0.01
+        a.update(k * 4e-3, F, V)
+        b.update(k * 4e-3, F, V, checked=True)
+        if b._peak is not None:
+            peaks.append((b._peak_norm, float(np.linalg.norm(b._peak))))
+    assert len(a.impacts) > 20 and a.impacts == b.impacts
+    assert peaks and all(x == y for x, y in peaks)
