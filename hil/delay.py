@@ -144,16 +144,17 @@ def predict_pose(X_LB: ArrayLike, V_LB_L: ArrayLike, horizon_s: float) -> Array:
     V = as_vector(V_LB_L, 6, "V_LB_L")
     if not horizon_s > 0:
         return X.copy()
-    wx, wy, wz, vx, vy, vz = [v * horizon_s for v in V.tolist()]  # (the products numpy's V * τ makes)
+    Vt = V * horizon_s
+    wx, wy, wz = Vt[:3].tolist()
+    out = X.copy()
     th = math.sqrt(wx * wx + wy * wy + wz * wz)
     if th > 0.0:  # R turned by exp([ω τ]×) in L (the rate is constant in L): the unit quaternion's rotation
         s = math.sin(0.5 * th) / th
         E = np.array(rotation_rows(math.cos(0.5 * th), s * wx, s * wy, s * wz)).reshape(3, 3)
-        r0, r1, r2 = (E @ X[:3, :3]).tolist()  # (the product stays numpy's)
-    else:
-        r0, r1, r2 = X[:3, :3].tolist()
-    px, py, pz = X[:3, 3].tolist()
-    return np.array([[*r0, px + vx], [*r1, py + vy], [*r2, pz + vz], [0.0, 0.0, 0.0, 1.0]])
+        out[:3, :3] = E @ X[:3, :3]
+    out[3, :] = (0.0, 0.0, 0.0, 1.0)
+    out[:3, 3] += Vt[3:]
+    return out
 
 
 @dataclass

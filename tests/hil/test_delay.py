@@ -36,9 +36,9 @@ def test_predict_pose_exact_for_constant_twist():
 
 
 def test_predict_pose_is_the_array_formulation_bit_for_bit():
-    """The prediction on floats (the bridge's step makes one per step) is, bit for bit, the same arithmetic on
-    arrays: ``p + V[3:] τ``, ``R ← E R`` with E the rotation of the quaternion of ``ω τ``, the last row reset —
-    signed zeros, a rotation rate of zero and a horizon that is not positive included."""
+    """The prediction (the bridge's step makes one per step) is, bit for bit, this arithmetic on arrays:
+    ``p + V[3:] τ``, ``R ← E R`` with E the rotation of the quaternion of ``ω τ``, the last row reset — signed
+    zeros, a rotation rate of zero and a horizon that is not positive included."""
     from dynamics.spatial import pose_from_vector, rotation_rows
 
     def reference(X, V, tau):
