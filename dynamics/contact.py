@@ -873,7 +873,7 @@ def latch_wrench_rows(p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: li
 
 
 def latch_constraint_wrench_rows(mass: float, I_T_T: tuple[float, ...], p_WoTo_W: Sequence[float],
-                                 R_WT: tuple[float, ...], w_WT_W: list[float], a_free_W: list[float],
+                                 R_WT: tuple[float, ...], w_WT_W: Sequence[float], a_free_W: list[float],
                                  wdot_free_W: list[float],
                                  p_WoBo_W: list[float], R_WB: tuple[float, ...], V_WB_W: list[float],
                                  p_WoRo_W: list[float], R_WR: tuple[float, ...], V_WR_W: list[float],

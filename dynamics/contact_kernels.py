@@ -1,5 +1,5 @@
-"""Compiled kernels of the berthing guides (numba): the compliant wrench, :func:`guides_wrench`, and the adaptive
-step's no-contact bound, :func:`coast_bound`.
+"""Compiled kernels of the berthing contact (numba): the guides' compliant wrench, :func:`guides_wrench`, the adaptive
+step's no-contact bound, :func:`coast_bound`, and the orbiter's kinematics at a step, :func:`orbiter_kinematics`.
 
 The contact service's compliant berthing contact, per evaluated step, finds the payload points
 inside their guide's bounding sphere and runs :func:`dynamics.contact.point_plane_rows` (the
@@ -35,6 +35,14 @@ in the last bit now and then) and the reference's ``d ** 2`` (the C library's ``
 with the exponent ``two`` given at run time (LLVM would turn a constant square into a product, not always the same
 double). The walls and balls are :func:`bound_tables`.
 
+The orbiter at a step
+---------------------
+Each evaluated step predicts the orbiter from its ``orbiter/state`` sample
+(:func:`dynamics.rigid_body.predict_rows`) and takes its rotation, its angular velocity in W and the latch frame
+L's pose from it (:func:`dynamics.spatial.rotation_rows`, ``mat_vec_rows``, ``pose_apply_rows``,
+``mat_mat_rows``): :func:`orbiter_kinematics` is the same in one call, with the prediction of
+:mod:`dynamics.relative_motion_kernels` (the hil bridge's, the same operations as ``predict_rows``).
+
 Compiled on first use and cached on disk (``cache=True``, numba's ``__pycache__`` next to this
 file, or ``NUMBA_CACHE_DIR``). No I/O, clock or globals.
 """
@@ -48,7 +56,10 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["bound_tables", "coast_bound", "dist3", "guide_tables", "guides_wrench", "GuideTables"]
+from dynamics.relative_motion_kernels import _predict, _rotation
+
+__all__ = ["bound_tables", "coast_bound", "dist3", "guide_tables", "guides_wrench", "orbiter_kinematics",
+           "GuideTables"]
 
 Array = NDArray[np.float64]
 GuideTables = tuple[Array, Array, Array, NDArray[np.int64]]
@@ -386,3 +397,50 @@ def coast_bound(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ...]
     if span < h:
         return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
     return 0, span, f_max, tau_max, a_O_max, wd_O_max
+
+
+@njit(cache=True)
+def orbiter_kinematics(s: Array, dt: float, p_OL: tuple[float, ...], R_OL: tuple[float, ...]
+                       ) -> tuple[bool, tuple[float, ...], tuple[float, ...]]:
+    """The orbiter ``dt`` > 0 after its sample and its latch frame L then (module docstring), bit for bit the
+    float references.
+
+    Parameters
+    ----------
+    s : ndarray, shape (19,)
+        The sample: ``p_WoOo_W`` (3), ``quat_WO`` (4), ``v_WOo_W`` (3), ``w_WO_O`` (3), ``a_WOo_W`` (3),
+        ``wdot_WO_O`` (3) (:data:`dynamics.relative_motion_kernels.BODY_SIZE`). [m, -, m/s, rad/s, m/s², rad/s²]
+    dt : float
+        [s]
+    p_OL, R_OL : tuple of 3 and 9 float
+        L in O: its origin [m] and ``R_OL`` row-major.
+
+    Returns
+    -------
+    ok : bool
+        False if the prediction is not finite or its quaternion could not be integrated (the references raise).
+    O : tuple of 18 float
+        CoM position (3), ``R_WO`` row-major (9), CoM velocity (3) and angular velocity in W (3).
+        [m, -, m/s, rad/s]
+    L : tuple of 12 float
+        L's origin in W (3) and ``R_WL`` row-major (9). [m, -]
+    """
+    good, p, q, v, w = _predict(s, dt)
+    ok = good
+    for x in (p[0], p[1], p[2], q[0], q[1], q[2], q[3], v[0], v[1], v[2], w[0], w[1], w[2]):
+        if not math.isfinite(x):
+            ok = False
+    R = _rotation(q[0], q[1], q[2], q[3])
+    w0, w1, w2 = w
+    wW = (R[0] * w0 + R[1] * w1 + R[2] * w2, R[3] * w0 + R[4] * w1 + R[5] * w2, R[6] * w0 + R[7] * w1 + R[8] * w2)
+    c0, c1, c2 = p_OL[0], p_OL[1], p_OL[2]
+    pL = (p[0] + (R[0] * c0 + R[1] * c1 + R[2] * c2), p[1] + (R[3] * c0 + R[4] * c1 + R[5] * c2),
+          p[2] + (R[6] * c0 + R[7] * c1 + R[8] * c2))
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = R
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = R_OL
+    O = (p[0], p[1], p[2], *R, v[0], v[1], v[2], wW[0], wW[1], wW[2])
+    L = (pL[0], pL[1], pL[2],
+         a00 * b00 + a01 * b10 + a02 * b20, a00 * b01 + a01 * b11 + a02 * b21, a00 * b02 + a01 * b12 + a02 * b22,
+         a10 * b00 + a11 * b10 + a12 * b20, a10 * b01 + a11 * b11 + a12 * b21, a10 * b02 + a11 * b12 + a12 * b22,
+         a20 * b00 + a21 * b10 + a22 * b20, a20 * b01 + a21 * b11 + a22 * b21, a20 * b02 + a21 * b12 + a22 * b22)
+    return ok, O, L

@@ -241,7 +241,7 @@ Config (poses as ``[x, y, z, θx, θy, θz]``, m and rotation vector rad)::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, Protocol
 
@@ -702,6 +702,10 @@ class _Kin:
     ``v`` CoM velocity [m/s], ``w`` angular velocity in W [rad/s]."""
 
     __slots__ = ("R", "_rows", "p", "v", "w")
+    p: Sequence[float]
+    R: tuple[float, ...]
+    v: Sequence[float]
+    w: Sequence[float]
 
     def __init__(self, st: rb.RigidBodyState) -> None:
         x = st.floats
@@ -721,6 +725,13 @@ class _Kin:
         self.v = x[7:10]
         self.w = sp.mat_vec_rows(self.R, x[10], x[11], x[12])
         self._rows = None
+        return self
+
+    @classmethod
+    def of_rows(cls, O: tuple[float, ...]) -> _Kin:
+        """From its eighteen floats (:attr:`rows`)."""
+        self = object.__new__(cls)
+        self.p, self.R, self.v, self.w, self._rows = O[0:3], O[3:12], O[12:15], O[15:18], O
         return self
 
     @property
@@ -781,12 +792,24 @@ COAST_POS_FLOOR = 1.0e-6
 
 def _orb_floats(c: ContactContext, sample: Any) -> list[list[float]]:
     """The ``orbiter/state`` sample's fields as floats, kept in ``c.orb_floats`` (made once per sample):
-    ``p_WoOo_W``, ``v_WOo_W``, ``a_WOo_W``, ``w_WO_O``, ``wdot_WO_O``, ``quat_WO``."""
+    ``p_WoOo_W``, ``v_WOo_W``, ``a_WOo_W``, ``w_WO_O``, ``wdot_WO_O``, ``quat_WO``; with them the sample as
+    :func:`dynamics.contact_kernels.orbiter_kinematics` takes it (an array of 19, made when first asked for)."""
     if c.orb_floats[0] is not sample:
         b = sample.body
         c.orb_floats = (sample, [rb.as_floats(b[k]) for k in ("p_WoOo_W", "v_WOo_W", "a_WOo_W", "w_WO_O",
-                                                             "wdot_WO_O", "quat_WO")])
+                                                             "wdot_WO_O", "quat_WO")], None)
     return c.orb_floats[1]
+
+
+def _orb_array(c: ContactContext, sample: Any) -> Array:
+    """The ``orbiter/state`` sample as :func:`dynamics.contact_kernels.orbiter_kinematics` takes it: position,
+    quaternion, velocity, body rate, acceleration and its derivative (19 floats), kept with ``c.orb_floats``."""
+    p0, v0, a0, w0, d0, q0 = _orb_floats(c, sample)
+    arr = c.orb_floats[2]
+    if arr is None:
+        arr = np.array([*p0, *q0, *v0, *w0, *a0, *d0], dtype=np.float64)
+        c.orb_floats = (sample, c.orb_floats[1], arr)
+    return arr
 
 
 class _Coast(NamedTuple):
@@ -916,7 +939,7 @@ class ContactContext:
     orb_sample: Any = None
     t_now: int = 0
     orb_cache: tuple[Any, rb.RigidBodyState] | None = None
-    orb_floats: tuple[Any, list[list[float]]] = field(default_factory=lambda: (None, []))
+    orb_floats: tuple[Any, list[list[float]], Any] = field(default_factory=lambda: (None, [], None))
     rot_cache: list[tuple[rb.RigidBodyState, Array, Array]] = field(default_factory=list)
     coast: _Coast | None = None
     pending: list[tuple[int, list[float]]] = field(default_factory=list)
@@ -1009,6 +1032,13 @@ class ContactModel:
         self._bound_const = (float(self.model_T.mass), self._I_min, self._I_max, COAST_MAX, COAST_DRIFT,
                              COAST_ACCEL_FLOOR, COAST_POS_FLOOR, BOUND_MARGIN)
         self._bound_kernel: Any = None
+        # the orbiter's kinematics of a step compiled (dynamics.contact_kernels.orbiter_kinematics), loaded now
+        kern = kernel_module("contact_kernels")
+        self._orbiter_kernel: Any = kern.orbiter_kinematics
+        self._p_OL_t = tuple(self._p_OL)
+        body = np.zeros(19)
+        body[3] = 1.0
+        kern.orbiter_kinematics(body, 1e-3, self._p_OL_t, self._R_OL)
         if self.adaptive:  # its compiled form (dynamics.contact_kernels.coast_bound) loaded now, not in a step
             kern = kernel_module("contact_kernels")
             self._bound_kernel = (kern.coast_bound, self._bound_mode, *kern.bound_tables(self._bound_points))
@@ -1059,20 +1089,20 @@ class ContactModel:
         vT, vO = kT.velocity_at(p_B), kO.velocity_at(p_B)
         return [kT.w[0] - kO.w[0], kT.w[1] - kO.w[1], kT.w[2] - kO.w[2], vT[0] - vO[0], vT[1] - vO[1], vT[2] - vO[2]]
 
-    def _orbiter_kin(self, c: ContactContext) -> _Kin:
-        """The orbiter's kinematics at the current instant of the step being finished: those of
-        :meth:`orbiter_at_now`, from the prediction's floats without making its state (with impulses in flight, at
-        the sample's instant or with a prediction not finite, from the state, which raises the error)."""
+    def _orbiter_kin(self, c: ContactContext) -> tuple[_Kin, list[float], tuple[float, ...]]:
+        """The orbiter's kinematics at the current instant of the step being finished, those of
+        :meth:`orbiter_at_now`, and L's origin and ``R_WL`` then: with the kernel loaded at build
+        (:func:`dynamics.contact_kernels.orbiter_kinematics`, the same floats), without making the orbiter's state;
+        from the state with impulses in flight, at the sample's instant, without the kernel or with a prediction
+        not finite (the state then raises the error)."""
         sample, t_ns = c.orb_sample, c.t_now + 1
         dt = (t_ns - sample.t_ns) * 1e-9
-        if c.inflight or not dt > 0:
-            return _Kin(self.orbiter_at(c, sample, t_ns))
-        p0, v0, a0, w0, d0, q0 = _orb_floats(c, sample)
-        p, q, v, w = rb.predict_rows(p0, q0, v0, w0, a0, d0, dt)
-        x = (*p, *q, *v, *w)
-        if not all(map(math.isfinite, x)):
-            return _Kin(self.orbiter_at(c, sample, t_ns))
-        return _Kin.of_floats(x)
+        if self._orbiter_kernel is not None and not c.inflight and dt > 0:
+            ok, O, L = self._orbiter_kernel(_orb_array(c, sample), dt, self._p_OL_t, self._R_OL)
+            if ok:
+                return _Kin.of_rows(O), list(L[:3]), L[3:]
+        kO = _Kin(self.orbiter_at(c, sample, t_ns))
+        return kO, sp.pose_apply_rows(kO.p, kO.R, self._p_OL), sp.mat_mat_rows(kO.R, self._R_OL)
 
     # ------------------------------------------------------------ helpers
     def _X_WT(self, c: ContactContext) -> Array:
@@ -1332,9 +1362,8 @@ class ContactModel:
             X_EG = pose_inverse(X_WE) @ self._X_WT(c) @ self.X_TG
             events.append(_event("rigidize", t1, X_EG=X_EG))
         # 3. berthing contact and latches at t + h (floats: kT, kO the bodies' kinematics)
-        kT, kO = _Kin(c.body), self._orbiter_kin(c)
-        p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
-        R_WL = sp.mat_mat_rows(kO.R, self._R_OL)
+        kT = _Kin(c.body)
+        kO, p_L, R_WL = self._orbiter_kin(c)
         kT0, kO0 = kT, kO  # the relative twist at Bo is of these (before any impulse), made where an event needs it
         V_rel_B: list[float] | None = None
         F_hil = None
@@ -1457,8 +1486,7 @@ class ContactModel:
         if self.schedule.due("contact/wrench", t1 + self.period_ns):  # the interval's last value: its point exact
             c.orb_sample = orb_sample
             c.t_now = t1
-            kO = self._orbiter_kin(c)
-            c.coast_p_L = sp.pose_apply_rows(kO.p, kO.R, self._p_OL)
+            c.coast_p_L = self._orbiter_kin(c)[1]
         return {"contact/wrench": {"F_Lo_W": np.zeros(6), "p_WoLo_W": np.array(c.coast_p_L), "active": False},
                 "contact/event": {"events": []}}
 
