@@ -198,6 +198,8 @@ class SerialLink:
         # a device or pty: read and write its descriptor directly
         self._fd: int | None = port.fileno() if isinstance(port, serial.serialposix.Serial) else None
         self._nonblocking = self._fd is not None and not os.get_blocking(self._fd)
+        self._reads = 0  # reads of the descriptor (_read_fd)
+        self._first_hits = 8  # how well reading before the select has done lately (0..8; 0: seldom finds bytes)
         self.decoder = FrameDecoder()
         self.rx_seq = SeqTracker()
         self.stats = LinkStats()
@@ -345,16 +347,21 @@ class SerialLink:
     def _read_fd(self, fd: int, max_bytes: int, timeout: float | None) -> bytes:
         """select + read on the port's descriptor (what pyserial's read does, minus its
         per-call bookkeeping, which dominated the bridge's step). A non-blocking descriptor (pyserial
-        opens its ports so) is read first: what has arrived already (a pipelined step's reply) costs
-        no select; nothing read (no byte yet, or the other end gone: a tty in raw mode tells them
-        apart only through select) goes the select's way."""
-        if self._nonblocking:
+        opens its ports so) is read first while that finds bytes there as a rule (a pipelined step's
+        reply, while the other services stepped): they then cost no select. Nothing read (no byte yet,
+        or the other end gone: a tty in raw mode tells them apart only through select) goes the
+        select's way; where the first read finds nothing as a rule (steps back to back), it is tried
+        on every eighth call only."""
+        self._reads += 1
+        if self._nonblocking and (self._first_hits > 0 or not self._reads & 7):
             try:
                 data = os.read(fd, max_bytes)
             except BlockingIOError:
                 data = b""
             if data:
+                self._first_hits = min(self._first_hits + 1, 8)
                 return data
+            self._first_hits = max(self._first_hits - 2, 0)
         if not select.select([fd], [], [], self.port.timeout if timeout is None else timeout)[0]:
             return b""
         try:

@@ -122,3 +122,54 @@ def test_link_contract_over_every_transport(transport):
             b.close()
         for c in cleanup:
             c()
+
+
+def test_a_pty_link_reads_what_is_there_without_a_select_and_still_waits_and_sees_the_end(monkeypatch):
+    """A link on a pty (read by its descriptor) reads what has already arrived without a select; where nothing has,
+    it waits up to the timeout as before; where reading first finds nothing as a rule, it is tried on every eighth
+    read only; the far end gone is still reported (a RigFault), not taken for an empty line."""
+    import hil.link as link_module
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    host = open_port(os.ttyname(slave), 921600, timeout=0.01)
+    link, far = SerialLink(host), SerialLink(FdPort(master, timeout=0.01))
+    selects, reads = [0], [0]
+    real_select, real_read = link_module.select.select, os.read
+
+    class Select:
+        @staticmethod
+        def select(*args):
+            selects[0] += 1
+            return real_select(*args)
+
+    def read(fd, n):
+        reads[0] += fd == host.fileno()
+        return real_read(fd, n)
+
+    monkeypatch.setattr(link_module, "select", Select)
+    monkeypatch.setattr(link_module.os, "read", read)
+    try:
+        assert link._nonblocking
+        tel = Telemetry(0, 1, 0, RigState.ENGAGED, Fault.NONE, (0.5,) * 6, (0.0,) * 6)
+        for k in range(5):  # the reply there before the read: one read, no select
+            far.send(tel)
+            time.sleep(0.02)
+            selects[0] = reads[0] = 0
+            assert [f.msg for f in link.receive(timeout=1.0)] == [tel]
+            assert (selects[0], reads[0]) == (0, 1), k
+        t0 = time.monotonic()
+        assert link.receive(timeout=0.05) == [] and time.monotonic() - t0 >= 0.045  # nothing: waits, as before
+        for _ in range(20):  # reading first finds nothing, again and again
+            link.receive(timeout=0.0)
+        reads[0] = selects[0] = 0
+        for _ in range(64):
+            link.receive(timeout=0.0)
+        assert selects[0] == 64 and reads[0] == 8  # tried on every eighth read only
+    finally:
+        far.close()
+    os.close(slave)
+    with pytest.raises(RigFault):
+        for _ in range(10):
+            link.receive(timeout=0.05)
+    link.close()
