@@ -74,6 +74,7 @@ __all__ = [
     "PointContact",
     "capture_check",
     "coast_bound_rows",
+    "dist3",
     "friction_coefficient",
     "guides_wrench_rows",
     "hunt_crossley",
@@ -404,6 +405,82 @@ def guides_wrench_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float
     return active, power, F
 
 
+T27 = 134217729.0
+"""2²⁷ + 1: Veltkamp's splitting constant (:func:`dist3`)."""
+
+
+def dist3(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> float:
+    """The distance between two points [m] as CPython 3.11's ``math.dist`` computes it, bit for bit: its
+    ``vector_norm`` (Modules/mathmodule.c) for three coordinates — the differences scaled by the largest one's
+    power of two, their squares summed exactly in parts (Veltkamp's split, compensated sums), the root corrected
+    once; below 2⁻¹⁰²⁴ (where that power of two overflows) the differences divided by the largest instead.
+
+    The no-contact bound's distances (:func:`coast_bound_rows`, compiled in :mod:`dynamics.contact_kernels`):
+    written out so that the kernel equals its reference on every Python (from 3.12 ``math.dist`` takes another
+    route, python/cpython#102734) and the bound is the one ``math.dist`` gave on 3.11."""
+    x0, x1, x2 = abs(a0 - b0), abs(a1 - b1), abs(a2 - b2)
+    mx = 0.0  # the largest, NaN aside (CPython's order: an infinity wins over a NaN)
+    if x0 > mx:
+        mx = x0
+    if x1 > mx:
+        mx = x1
+    if x2 > mx:
+        mx = x2
+    if math.isinf(mx):
+        return mx
+    if math.isnan(x0) or math.isnan(x1) or math.isnan(x2):
+        return math.nan
+    if mx == 0.0:
+        return mx
+    _, e = math.frexp(mx)
+    if e < -1023:  # 2 ** -e would overflow: CPython divides by the largest instead
+        csum = 1.0
+        f1 = 0.0
+        for x in (x0, x1, x2):
+            x /= mx
+            x = x * x
+            old = csum
+            csum += x
+            f1 += (old - csum) + x
+        return mx * math.sqrt(csum - 1.0 + f1)
+    scale = math.ldexp(1.0, -e)
+    csum = 1.0
+    f1 = f2 = f3 = 0.0
+    for x in (x0, x1, x2):
+        x *= scale
+        t = x * T27
+        hi = t - (t - x)
+        lo = x - hi
+        x = hi * hi
+        old = csum
+        csum += x
+        f1 += (old - csum) + x
+        x = 2.0 * hi * lo
+        old = csum
+        csum += x
+        f2 += (old - csum) + x
+        f3 += lo * lo
+    hn = math.sqrt(csum - 1.0 + (f1 + f2 + f3))
+    t = hn * T27
+    hi = t - (t - hn)
+    lo = hn - hi
+    x = -hi * hi
+    old = csum
+    csum += x
+    f1 += (old - csum) + x
+    x = -2.0 * hi * lo
+    old = csum
+    csum += x
+    f2 += (old - csum) + x
+    x = -lo * lo
+    old = csum
+    csum += x
+    f3 += (old - csum) + x
+    x = csum - 1.0 + (f1 + f2 + f3)
+    return (hn + x / (2.0 * hn)) / scale
+
+
+
 def surface_slack(dx: float, dy: float, dz: float, nx: float, ny: float, nz: float, radius: float = math.inf,
                   depth: float = math.inf) -> float:
     """How far a point may move, in any direction, while :func:`point_plane_rows` stays inactive on it.
@@ -544,7 +621,7 @@ def coast_bound_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float],
     for p_ToPo_T, ctr, radius_ball, walls in points:
         P = pose_apply_rows(pT, RT, p_ToPo_T)
         x0, x1, x2 = pose_apply_inverse_rows(p_L, R_WL, P)
-        slack = math.dist((x0, x1, x2), ctr) - radius_ball  # outside the ball
+        slack = dist3(x0, x1, x2, ctr[0], ctr[1], ctr[2]) - radius_ball  # outside the ball
         if mode != 2:
             near = math.inf
             for sx, sy, sz, nx, ny, nz, radius, depth in walls:
@@ -557,7 +634,7 @@ def coast_bound_rows(T: Sequence[float], O: Sequence[float], L: Sequence[float],
         vP, vS = velocity_at_rows(pT, vT, wT_W, P), velocity_at_rows(pO, vO, wO_W, P)
         speed = math.sqrt((vP[0] - vS[0]) ** 2 + (vP[1] - vS[1]) ** 2 + (vP[2] - vS[2]) ** 2)
         rho = _norm3(p_ToPo_T)
-        r_O = math.dist(P, pO) + 1.0  # the point stays within 1 m of here (speed below 10 m/s)
+        r_O = dist3(P[0], P[1], P[2], pO[0], pO[1], pO[2]) + 1.0  # within 1 m of here (speed below 10 m/s)
         if speed * coast_max > 1.0:
             return 1, 0.0, f_max, tau_max, a_O_max, wd_O_max
         A = (a_T_max + wd_T_max * rho + wT_max * wT_max * rho

@@ -29,10 +29,11 @@ adaptive step): per payload point a pose, a distance to its guide's ball, a slac
 (:func:`dynamics.contact.surface_slack`), two velocities, a speed and an acceleration bound, then
 :func:`dynamics.contact.reach_time`: on Python floats a few hundred small operations and calls per step.
 :func:`coast_bound` is the same in one compiled call; :func:`dynamics.contact.coast_bound_rows` is its readable
-reference, and the tests hold them equal bit for bit. Two functions are written out to stay so: ``math.dist``
-(CPython's correctly scaled, compensated norm, :func:`dist3`, not ``sqrt`` of the sum of squares, which differs
-in the last bit now and then) and the reference's ``d ** 2`` (the C library's ``pow``), which the kernel calls
-with the exponent ``two`` given at run time (LLVM would turn a constant square into a product, not always the same
+reference, and the tests hold them equal bit for bit. Two functions are written out to stay so: the distances
+(:func:`dynamics.contact.dist3`, CPython 3.11's correctly scaled, compensated ``math.dist``, not ``sqrt`` of the
+sum of squares, which differs in the last bit now and then; the reference calls the same function) and the
+reference's ``d ** 2`` (the C library's ``pow``), which the kernel calls with the exponent ``two`` given at run time
+(LLVM would turn a constant square into a product, not always the same
 double). The walls and balls are :func:`bound_tables`.
 
 The orbiter at a step
@@ -56,6 +57,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from dynamics import contact as _dc
 from dynamics.relative_motion_kernels import _predict, _rotation
 
 __all__ = ["bound_tables", "coast_bound", "dist3", "guide_tables", "guides_wrench", "orbiter_kinematics",
@@ -212,76 +214,8 @@ def bound_tables(points: Sequence[tuple[Sequence[float], Sequence[float], float,
     return pts, balls, surf, first
 
 
-T27 = 134217729.0
-"""2²⁷ + 1: Veltkamp's splitting constant (:func:`dist3`)."""
-
-
-@njit(cache=True)
-def dist3(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float) -> float:
-    """``math.dist((a0, a1, a2), (b0, b1, b2))`` bit for bit: CPython's ``vector_norm`` (Modules/mathmodule.c,
-    3.11) for three coordinates: the differences scaled by the largest one's power of two, their squares summed
-    exactly in parts (Veltkamp's split, compensated sums), the root corrected once; below 2⁻¹⁰²⁴ (where that power
-    of two overflows) the differences divided by the largest instead, as CPython 3.11 does. [m]"""
-    x0, x1, x2 = abs(a0 - b0), abs(a1 - b1), abs(a2 - b2)
-    mx = 0.0  # the largest, NaN aside (CPython's order: an infinity wins over a NaN)
-    if x0 > mx:
-        mx = x0
-    if x1 > mx:
-        mx = x1
-    if x2 > mx:
-        mx = x2
-    if math.isinf(mx):
-        return mx
-    if math.isnan(x0) or math.isnan(x1) or math.isnan(x2):
-        return math.nan
-    if mx == 0.0:
-        return mx
-    _, e = math.frexp(mx)
-    if e < -1023:  # 2 ** -e would overflow: CPython divides by the largest instead
-        csum = 1.0
-        f1 = 0.0
-        for x in (x0, x1, x2):
-            x /= mx
-            x = x * x
-            old = csum
-            csum += x
-            f1 += (old - csum) + x
-        return mx * math.sqrt(csum - 1.0 + f1)
-    scale = math.ldexp(1.0, -e)
-    csum = 1.0
-    f1 = f2 = f3 = 0.0
-    for x in (x0, x1, x2):
-        x *= scale
-        t = x * T27
-        hi = t - (t - x)
-        lo = x - hi
-        x = hi * hi
-        old = csum
-        csum += x
-        f1 += (old - csum) + x
-        x = 2.0 * hi * lo
-        old = csum
-        csum += x
-        f2 += (old - csum) + x
-        f3 += lo * lo
-    hn = math.sqrt(csum - 1.0 + (f1 + f2 + f3))
-    t = hn * T27
-    hi = t - (t - hn)
-    lo = hn - hi
-    x = -hi * hi
-    old = csum
-    csum += x
-    f1 += (old - csum) + x
-    x = -2.0 * hi * lo
-    old = csum
-    csum += x
-    f2 += (old - csum) + x
-    x = -lo * lo
-    old = csum
-    csum += x
-    f3 += (old - csum) + x
-    x = csum - 1.0 + (f1 + f2 + f3)
-    return (hn + x / (2.0 * hn)) / scale
+dist3 = njit(cache=True)(_dc.dist3)
+"""The compiled :func:`dynamics.contact.dist3` (``math.dist`` of CPython 3.11, bit for bit)."""
 
 
 @njit(cache=True)
