@@ -883,8 +883,9 @@ class HilBridge:
         legs = np.zeros(6)
         n = min(6, self._axes.size)
         legs[:n] = self._axes[:n]
-        one_way = self.link.delay.one_way_s if self.link is not None else math.nan
-        link: dict[str, float | int | str] = {**self.link.status()} if self.link is not None else {}
+        lk = self.link
+        one_way = lk.delay.one_way_s if lk is not None else math.nan
+        link: dict[str, float | int | str] = {**lk.status()} if lk is not None else {}
         last = self.impacts.impacts[-1].restitution if self.impacts.impacts else -1.0
         link["resent"] = self.resent
         link["reply_timeouts"] = self.reply_timeouts

@@ -525,7 +525,7 @@ class SafetySupervisor:
                                     f"(clamp_fault_after {self.clamp_fault_after})")
         else:
             self._prev = cmd.copy()
-            self.x, self.v, self.a = out
+            self.x, self.v, self.a = out[0], out[1], out[2]  # (row views: unpacking iterates, slower)
             self.limit_hits += int(hit)
             return out[0].copy()
         return None
