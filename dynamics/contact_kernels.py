@@ -58,7 +58,8 @@ from numba import njit
 from numpy.typing import NDArray
 
 from dynamics import contact as _dc
-from dynamics.relative_motion_kernels import _predict, _rotation
+from dynamics.relative_motion_kernels import _predict
+from dynamics.rigid_body_kernels import _rotation
 
 __all__ = ["bound_tables", "coast_bound", "dist3", "guide_tables", "guides_wrench", "orbiter_kinematics",
            "GuideTables"]

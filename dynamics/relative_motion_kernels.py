@@ -27,6 +27,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from dynamics.rigid_body_kernels import _quat_integrate, _rotation
+
 __all__ = ["BODY_SIZE", "NO_QUATERNION", "relative_motion"]
 
 Array = NDArray[np.float64]
@@ -37,15 +39,6 @@ acceleration (3), body rate's derivative (3)."""
 NO_QUATERNION = -1
 """Returned by :func:`relative_motion` when a body's predicted quaternion is not finite or of zero norm (the
 reference raises)."""
-
-
-@njit(cache=True)
-def _rotation(w: float, x: float, y: float, z: float) -> tuple[float, float, float, float, float, float, float,
-                                                            float, float]:
-    """:func:`dynamics.spatial.rotation_rows` (same operations)."""
-    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
 
 
 @njit(cache=True)
@@ -64,26 +57,10 @@ def _predict(s: Array, dt: float) -> tuple[bool, tuple[float, float, float], tup
     p = (p0 + v0 * dt + 0.5 * a0 * dt * dt, p1 + v1 * dt + 0.5 * a1 * dt * dt, p2 + v2 * dt + 0.5 * a2 * dt * dt)
     v = (v0 + a0 * dt, v1 + a1 * dt, v2 + a2 * dt)
     w = (w0 + d0 * dt, w1 + d1 * dt, w2 + d2 * dt)
-    # quat_integrate_rows(q, ω + ω̇ dt/2, dt)
-    wx, wy, wz, h = w0 + 0.5 * d0 * dt, w1 + 0.5 * d1 * dt, w2 + 0.5 * d2 * dt, dt
-    qw, qx, qy, qz = s[3], s[4], s[5], s[6]
-    norm_w = math.sqrt(wx * wx + wy * wy + wz * wz)
-    angle = norm_w * h
-    if angle < 1e-12:
-        ew, ex, ey, ez = 1.0, 0.5 * h * wx, 0.5 * h * wy, 0.5 * h * wz
-    else:
-        sn = math.sin(0.5 * angle)
-        ew, ex, ey, ez = math.cos(0.5 * angle), sn * (wx / norm_w), sn * (wy / norm_w), sn * (wz / norm_w)
-    rw = qw * ew - qx * ex - qy * ey - qz * ez
-    rx = qw * ex + qx * ew + qy * ez - qz * ey
-    ry = qw * ey - qx * ez + qy * ew + qz * ex
-    rz = qw * ez + qx * ey - qy * ex + qz * ew
-    n = math.sqrt(rw * rw + rx * rx + ry * ry + rz * rz)
-    if not math.isfinite(n) or n < 1e-12:
-        return False, p, (rw, rx, ry, rz), v, w
-    if rw < 0.0:
-        n = -n
-    return True, p, (rw / n, rx / n, ry / n, rz / n), v, w
+    # quat_integrate_rows(q, ω + ω̇ dt/2, dt): the rigid body's compiled step (the same operations)
+    ok, rw, rx, ry, rz = _quat_integrate(s[3], s[4], s[5], s[6], w0 + 0.5 * d0 * dt, w1 + 0.5 * d1 * dt,
+                                         w2 + 0.5 * d2 * dt, dt)
+    return ok, p, (rw, rx, ry, rz), v, w
 
 
 @njit(cache=True)
