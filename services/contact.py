@@ -1031,21 +1031,21 @@ class ContactModel:
             self._bound_mode = 2
         self._bound_const = (float(self.model_T.mass), self._I_min, self._I_max, COAST_MAX, COAST_DRIFT,
                              COAST_ACCEL_FLOOR, COAST_POS_FLOOR, BOUND_MARGIN)
-        self._bound_kernel: Any = None
-        # the orbiter's kinematics of a step compiled (dynamics.contact_kernels.orbiter_kinematics), loaded now
-        kern = kernel_module("contact_kernels")
-        self._orbiter_kernel: Any = kern.orbiter_kinematics
+        self._bound_tables: tuple[Any, ...] | None = None
+        # the orbiter's kinematics of a step compiled (dynamics.contact_kernels.orbiter_kinematics), loaded now; the
+        # kernels are looked up when called (_kernels), never held: a model is pickled with a run's snapshot, and
+        # compared attribute by attribute with one built elsewhere (tools.sweep's window proof)
+        kern = _kernels()
         self._p_OL_t = tuple(self._p_OL)
         body = np.zeros(19)
         body[3] = 1.0
         kern.orbiter_kinematics(body, 1e-3, self._p_OL_t, self._R_OL)
         if self.adaptive:  # its compiled form (dynamics.contact_kernels.coast_bound) loaded now, not in a step
-            kern = kernel_module("contact_kernels")
-            self._bound_kernel = (kern.coast_bound, self._bound_mode, *kern.bound_tables(self._bound_points))
+            self._bound_tables = (self._bound_mode, *kern.bound_tables(self._bound_points))
             z3, eye = (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
             rest = (*z3, *eye, *z3, *z3)
             kern.coast_bound(rest, rest, (*z3, *eye), (0.0,) * 6, z3, z3, z3, (0.01, 0.001, *self._bound_const),
-                             *self._bound_kernel[1:], 2.0)
+                             *self._bound_tables, 2.0)
 
     def initial_body(self) -> rb.RigidBodyState:
         """The payload's state at the start, from ``[payload]`` (``X_WT``, ``v_WTo_W``, ``w_WT_T``)."""
@@ -1097,8 +1097,8 @@ class ContactModel:
         not finite (the state then raises the error)."""
         sample, t_ns = c.orb_sample, c.t_now + 1
         dt = (t_ns - sample.t_ns) * 1e-9
-        if self._orbiter_kernel is not None and not c.inflight and dt > 0:
-            ok, O, L = self._orbiter_kernel(_orb_array(c, sample), dt, self._p_OL_t, self._R_OL)
+        if not c.inflight and dt > 0:
+            ok, O, L = _kernels().orbiter_kinematics(_orb_array(c, sample), dt, self._p_OL_t, self._R_OL)
             if ok:
                 return _Kin.of_rows(O), list(L[:3]), L[3:]
         kO = _Kin(self.orbiter_at(c, sample, t_ns))
@@ -1535,11 +1535,11 @@ class ContactModel:
         a_T = self._accelerations(c)[0]
         T, O, L = kT.rows, kO.rows, (*p_L, *R_WL)
         scalars = (orb.h_ns * 1e-9, h_ns * 1e-9, *self._bound_const)
-        kern = self._bound_kernel
-        if kern is not None:
-            code, span, f_max, tau_max, a_O_max, wd_O_max = kern[0](T, O, L, tuple(F), tuple(a_T), tuple(a0),
-                                                                    tuple(d0), scalars, *kern[1:], 2.0)
-        if kern is None or code == 2:  # the reference (a speed bound not finite: it raises the error)
+        tables = self._bound_tables
+        if tables is not None:
+            code, span, f_max, tau_max, a_O_max, wd_O_max = _kernels().coast_bound(
+                T, O, L, tuple(F), tuple(a_T), tuple(a0), tuple(d0), scalars, *tables, 2.0)
+        if tables is None or code == 2:  # the reference (a speed bound not finite: it raises the error)
             code, span, f_max, tau_max, a_O_max, wd_O_max = dc.coast_bound_rows(
                 T, O, L, F, a_T, a0, d0, scalars, self._bound_mode, self._bound_points)
         if code:
@@ -1676,7 +1676,6 @@ class CompliantContact:
         # distance in front of a surface beyond BOUND_MARGIN (the skip below) or outside its guide's sphere
         self.coasting = "footprint" if point_law is dc.point_plane_rows else "front"
         self._tables: tuple[Any, ...] | None = None
-        self._wrench: Any = None  # the compiled guides_wrench, set at bind
 
     def bind(self, svc: ContactModel) -> None:
         """Told its service's guides at build: with the shipped law (:func:`dynamics.contact.point_plane_rows`)
@@ -1684,13 +1683,12 @@ class CompliantContact:
         to the loop below), its kernel loaded now so that no step pays for numba's import or load."""
         if self.point_law is not dc.point_plane_rows:
             return
-        kern = _guides_kernel()
+        kern = _kernels()
         g = svc._guides
         law = self.law
         self._tables = (tuple(float(x) for x in (law.k, law.exponent, law.alpha, law.mu_s, law.mu_k, law.v_stick)),
                         (*(float(x) for x in svc._all_center_L), float(svc._all_reach2)),
                         *kern.guide_tables([(x.p_ToPo_T, x.center_L, x.reach2, x.surfaces) for x in g]))
-        self._wrench = kern.guides_wrench
         eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
         far = (1e9, 1e9, 1e9, *eye, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # the call compiles or loads the kernel
         kern.guides_wrench(far, far, (0.0, 0.0, 0.0, *eye), 0.0, self._tables[0], BOUND_MARGIN, (0.0, 0.0, 0.0, -1.0),
@@ -1700,7 +1698,7 @@ class CompliantContact:
                 R_WL: tuple[float, ...], t_ns: int, h_ns: int) -> tuple[list[float], float, bool, _Kin, _Kin]:
         if self._tables is not None:
             law, near, pts, spheres, surf, first = self._tables
-            active, power, Fk = self._wrench(
+            active, power, Fk = _kernels().guides_wrench(
                 kT.rows, kO.rows, (*p_L, *R_WL), 0.5 * h_ns * 1e-9, law,
                 BOUND_MARGIN, near, pts, spheres, surf, first)
             return list(Fk), power, active, kT, kO
@@ -1714,7 +1712,7 @@ class CompliantContact:
         return []
 
 
-def _guides_kernel() -> Any:
+def _kernels() -> Any:
     """:mod:`dynamics.contact_kernels` (numba), imported on first use (:func:`dynamics.kernel_module`): a
     configuration check does not load it."""
     return kernel_module("contact_kernels")
