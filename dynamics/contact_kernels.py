@@ -82,6 +82,20 @@ def guide_tables(guides: Sequence[tuple[Sequence[float], Sequence[float], float,
 
 
 @njit(cache=True)
+def _point_in_W_and_L(T: tuple[float, ...], L: tuple[float, ...], q0: float, q1: float,
+                      q2: float) -> tuple[float, float, float, float, float, float]:
+    """A payload point ``q`` (in T) in W (:func:`dynamics.spatial.pose_apply_rows`, same operations) and in L
+    (``pose_apply_inverse_rows``): ``(P_W, x_L)``, with T's pose the first 12 of ``T`` and L's the 12 of ``L``. [m]"""
+    tR, R = T[3:12], L[3:12]
+    P0 = T[0] + (tR[0] * q0 + tR[1] * q1 + tR[2] * q2)
+    P1 = T[1] + (tR[3] * q0 + tR[4] * q1 + tR[5] * q2)
+    P2 = T[2] + (tR[6] * q0 + tR[7] * q1 + tR[8] * q2)
+    a0, a1, a2 = P0 - L[0], P1 - L[1], P2 - L[2]
+    return (P0, P1, P2, R[0] * a0 + R[3] * a1 + R[6] * a2, R[1] * a0 + R[4] * a1 + R[7] * a2,
+            R[2] * a0 + R[5] * a1 + R[8] * a2)
+
+
+@njit(cache=True)
 def guides_wrench(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ...], lead: float,
                   law: tuple[float, ...], margin: float, near: tuple[float, ...], pts: Array, spheres: Array,
                   surf: Array, first: NDArray[np.int64]) -> tuple[bool, float, tuple[float, ...]]:
@@ -116,7 +130,6 @@ def guides_wrench(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ..
         [τ about W's origin; f] on the payload, in W. [N·m, N]
     """
     tp0, tp1, tp2 = T[0], T[1], T[2]
-    tR = T[3:12]
     tv0, tv1, tv2, tw0, tw1, tw2 = T[12], T[13], T[14], T[15], T[16], T[17]
     op0, op1, op2 = O[0], O[1], O[2]
     ov0, ov1, ov2, ow0, ow1, ow2 = O[12], O[13], O[14], O[15], O[16], O[17]
@@ -136,14 +149,7 @@ def guides_wrench(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ..
     k, expo, alpha, mu_s, mu_k, vs = law[0], law[1], law[2], law[3], law[4], law[5]
     for g in range(pts.shape[0]):
         q0, q1, q2 = pts[g, 0], pts[g, 1], pts[g, 2]
-        # the point in W (pose_apply_rows) and in L
-        P0 = tp0 + (tR[0] * q0 + tR[1] * q1 + tR[2] * q2)
-        P1 = tp1 + (tR[3] * q0 + tR[4] * q1 + tR[5] * q2)
-        P2 = tp2 + (tR[6] * q0 + tR[7] * q1 + tR[8] * q2)
-        a0, a1, a2 = P0 - l0, P1 - l1, P2 - l2
-        x0 = R[0] * a0 + R[3] * a1 + R[6] * a2
-        x1 = R[1] * a0 + R[4] * a1 + R[7] * a2
-        x2 = R[2] * a0 + R[5] * a1 + R[8] * a2
+        P0, P1, P2, x0, x1, x2 = _point_in_W_and_L(T, L, q0, q1, q2)
         d0, d1, d2 = x0 - spheres[g, 0], x1 - spheres[g, 1], x2 - spheres[g, 2]
         if not d0 * d0 + d1 * d1 + d2 * d2 <= spheres[g, 3]:
             continue
@@ -250,12 +256,9 @@ def coast_bound(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ...]
     H_O, h, mass, I_min, I_max = scalars[0], scalars[1], scalars[2], scalars[3], scalars[4]
     coast_max, drift, accel_floor, pos_floor, margin = scalars[5], scalars[6], scalars[7], scalars[8], scalars[9]
     tp0, tp1, tp2 = T[0], T[1], T[2]
-    tR = T[3:12]
     tv0, tv1, tv2, tw0, tw1, tw2 = T[12], T[13], T[14], T[15], T[16], T[17]
     op0, op1, op2 = O[0], O[1], O[2]
     ov0, ov1, ov2, ow0, ow1, ow2 = O[12], O[13], O[14], O[15], O[16], O[17]
-    l0, l1, l2 = L[0], L[1], L[2]
-    R = L[3:12]
     a_O_max = 2.0 * _norm3(a_O[0], a_O[1], a_O[2]) + 1.0e-4
     wd_O_max = 2.0 * _norm3(wd_O[0], wd_O[1], wd_O[2]) + 1.0e-6
     f, tau = _norm3(F_T[3], F_T[4], F_T[5]), _norm3(F_T[0], F_T[1], F_T[2])
@@ -269,14 +272,7 @@ def coast_bound(T: tuple[float, ...], O: tuple[float, ...], L: tuple[float, ...]
     tau_c = math.inf
     for g in range(pts.shape[0]):
         q0, q1, q2 = pts[g, 0], pts[g, 1], pts[g, 2]
-        # the point in W (pose_apply_rows) and in L (pose_apply_inverse_rows)
-        P0 = tp0 + (tR[0] * q0 + tR[1] * q1 + tR[2] * q2)
-        P1 = tp1 + (tR[3] * q0 + tR[4] * q1 + tR[5] * q2)
-        P2 = tp2 + (tR[6] * q0 + tR[7] * q1 + tR[8] * q2)
-        a0, a1, a2 = P0 - l0, P1 - l1, P2 - l2
-        x0 = R[0] * a0 + R[3] * a1 + R[6] * a2
-        x1 = R[1] * a0 + R[4] * a1 + R[7] * a2
-        x2 = R[2] * a0 + R[5] * a1 + R[8] * a2
+        P0, P1, P2, x0, x1, x2 = _point_in_W_and_L(T, L, q0, q1, q2)
         slack = dist3(x0, x1, x2, balls[g, 0], balls[g, 1], balls[g, 2]) - balls[g, 3]
         if mode != 2:
             near = math.inf
