@@ -386,11 +386,10 @@ class Scheduler:
                 break  # none is ready
         return n
 
-
     @staticmethod
     def _stride_end(m: Member, t: int, h: int, end: int, t_end_ns: int, u: Any) -> int:
-        """Where a stride of ``m`` from ``t`` asked to reach ``end`` may end: at the run's end, at the next
-        coupling instant of its output ports, and where its inputs stop holding
+        """Where a stride of ``m`` from ``t`` asked to reach ``end`` may end: at the run's end, at the next step
+        whose end one of its ports publishes at (:func:`_stride_grid`), and where its inputs stop holding
         (:meth:`protocol.stepping.InputBuffer.hold`)."""
         if t_end_ns and t_end_ns < end:
             end = t_end_ns
