@@ -28,7 +28,7 @@ import websockets
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from tests.services.test_export_foxglove import T_LATE, f8, raw_messages
-from tests.services.test_viewer import _free_port, _start
+from tests.services.test_viewer import _free_port, _start, resubscribe, subscribe
 from tests.test_main_job import late_start_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -54,6 +54,7 @@ async def _take(port: int, deadline_s: float) -> tuple[dict[str, dict[str, Any]]
                 raise
             await asyncio.sleep(0.05)
     advertised: dict[str, dict[str, Any]] = {}
+    by_channel: dict[int, int] = {}  # channel id -> subscription id
     got: dict[str, list[tuple[int, bytes]]] = {c: [] for c in wanted}
     async with ws:
         while time.monotonic() < end:
@@ -65,12 +66,12 @@ async def _take(port: int, deadline_s: float) -> tuple[dict[str, dict[str, Any]]
                 break
             if isinstance(msg, str):
                 m = json.loads(msg)
+                await resubscribe(ws, m, by_channel)
                 for c in m.get("channels", []) if m["op"] == "advertise" else []:
                     advertised[c["topic"]] = c
                     if c["topic"] in wanted:
-                        sid = wanted.index(c["topic"]) + 1
-                        sub = {"op": "subscribe", "subscriptions": [{"id": sid, "channelId": c["id"]}]}
-                        await ws.send(json.dumps(sub))
+                        by_channel[c["id"]] = wanted.index(c["topic"]) + 1
+                        await subscribe(ws, by_channel[c["id"]], c["id"])
             elif msg[0] == 0x01:  # messageData: opcode, subscription id u32, log time u64, payload
                 sid, t = struct.unpack_from("<IQ", msg, 1)
                 got[wanted[sid - 1]].append((t, bytes(msg[13:])))

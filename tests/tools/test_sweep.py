@@ -328,23 +328,34 @@ def test_seeded_sweeps_give_identical_tables_resume_and_rerun_one_run_with_its_l
 
 @pytest.mark.slow
 def test_a_sweep_with_a_worker_killed_finishes_and_reports_the_run(tmp_path):
-    """The first time a row arrives, the worker that is running a run is killed (SIGKILL): that run is a
+    """The first time a row arrives, the worker that has just begun a run is killed (SIGKILL): that run is a
     ``died`` row, every other run has its result, and resuming runs the died one again."""
     from distributed import Client
-    plan = sw.load_sweep(_capture_sweep(tmp_path, runs=6, end=8.0))
+    plan = sw.load_sweep(_capture_sweep(tmp_path, runs=6, end=9.0))
     cluster = sw.local_cluster(2)
     client = Client(cluster)
     pids = client.run(os.getpid)
     killed: list[int] = []
 
+    def running() -> dict[str, list[int]]:
+        return {w: sorted(int(str(k).rsplit("-", 1)[1]) for k in keys if str(k).startswith("berthsim-run-"))
+                for w, keys in client.processing().items() if w in pids}
+
     def on_result(row):
         if killed:
             return
-        busy = {w: [k for k in keys if str(k).startswith("berthsim-run-")] for w, keys in client.processing().items()}
-        victim = next((w for w, keys in busy.items() if keys and w in pids), None)
+        # the run submitted after this row may not have reached the scheduler yet; the other worker's run
+        # began with the first one and may be ending now (its result already on its way), so the victim
+        # is the worker whose run began last: the highest run number in flight, seconds from its end
+        deadline = time.monotonic() + 10.0
+        busy = running()
+        while sum(1 for keys in busy.values() if keys) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            busy = running()
+        victim = max((w for w, keys in busy.items() if keys), key=lambda w: busy[w][0], default=None)
         if victim is not None:
             os.kill(pids[victim], signal.SIGKILL)
-            killed.extend(int(str(k).rsplit("-", 1)[1]) for k in busy[victim])
+            killed.extend(busy[victim])
 
     try:
         res = sw.run_sweep(plan, tmp_path / "out", client=client, on_result=on_result)
