@@ -291,7 +291,8 @@ class TopicCodec:
             if self.arrays:
                 for name, shape, enc in self.array_encoders:
                     v = fields[name]
-                    if type(v) is np.ndarray and v.dtype is _F8 and v.shape == shape:
+                    # `is` first (numpy's own arrays); an array numba made carries an equal dtype of its own
+                    if type(v) is np.ndarray and (v.dtype is _F8 or v.dtype == _F8) and v.shape == shape:
                         b = v.tobytes()
                     else:  # lists, other dtypes: converted and checked one by one
                         b = enc(topic, name, v)
