@@ -101,7 +101,9 @@ from protocol.stability import StiffCoupling, critical_delay
 __all__ = ["PARAMS", "TABLES", "TABLE_KEYS", "TOPICS", "OPTIONS", "OUTPUTS", "validate", "ports", "build",
            "calibration_model", "HilBridge", "relative_motion", "stiff_couplings"]
 
-TABLES = ("hil",)
+TABLES = ("hil", "orbiter", "payload", "contact")
+"""The tables the bridge reads: ``[hil]``, and the frames, guides, payload mass and contact source it takes from
+the others (:func:`hil.config.hil_table`, :func:`loop_stability`)."""
 TABLE_KEYS = {"hil": HIL_KEYS}
 OPTIONS: dict[str, Any] = {}
 PARAMS = HilParams
