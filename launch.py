@@ -477,7 +477,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
     from protocol.bus import ControlClient
     from protocol.config import peers_of, read_plan, register_schemas
     from protocol.realtime import io_context, lock_memory, pin_cpus, preload
-    from protocol.registry import kind_module
+    from protocol.registry import BuildFailed, build_members
     from protocol.shell import run_process
     try:
         plan = read_plan(a.plan)  # the launcher's validated plan, as it runs it: nothing loaded or validated again
@@ -488,17 +488,16 @@ def cmd_worker(a: argparse.Namespace) -> int:
     sec = plan.security if plan.sim.get("transport") == "tcp" else None
     members = plan.processes.get(a.name, (a.name,))
     register_schemas(config)  # every topic of the run decodable here (a kind's config-made topics too)
-    objs = []
-    for name in members:
-        try:
-            objs.append(kind_module(plan.services[name].kind).build(config, name, plan.services[name].period_ns))
-        except Exception as err:  # noqa: BLE001 - reported to the launcher, then exit non-zero
-            for n in members:
-                with ControlClient(a.bus, n, security=sec) as c:
-                    c.send({"op": "error", "reason": f"build of {name!r} failed: {type(err).__name__}: {err}"})
-            time.sleep(0.1)
-            print(f"[{name}] build failed: {type(err).__name__}: {err}", file=sys.stderr)
-            return 1
+    services = plan.services
+    try:
+        objs = build_members(config, [(n, services[n].kind, services[n].period_ns) for n in members])
+    except BuildFailed as err:  # reported to the launcher, then exit non-zero
+        for n in members:
+            with ControlClient(a.bus, n, security=sec) as c:
+                c.send({"op": "error", "reason": str(err)})
+        time.sleep(0.1)
+        print(f"[{err.service}] build failed: {type(err.error).__name__}: {err.error}", file=sys.stderr)
+        return 1
     sim = config.get("sim", {})
     ctx = None
     if sim.get("mode") == "realtime":

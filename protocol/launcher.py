@@ -108,7 +108,7 @@ from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, with_overrides, write_plan
 from protocol.coupling import coupling_periods
 from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
-from protocol.registry import capabilities, kind_module
+from protocol.registry import BuildFailed, build_members, capabilities
 from protocol.service import Sample
 from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
@@ -452,18 +452,16 @@ class Launcher:
                     rec.proc = popen
 
     def _thread_main(self, proc: str, members: tuple[str, ...], result: list[int]) -> None:
-        objs = []
-        for name in members:
-            spec = self.plan.services[name]
-            try:
-                objs.append(kind_module(spec.kind).build(self.plan.config, name, spec.period_ns))
-            except Exception as e:  # noqa: BLE001 - reported to the launcher like a process death
-                for n in members:
-                    with ControlClient(self.url, n, context=self.ctx) as c:
-                        c.send({"op": "error", "reason": f"build of {name!r} failed: {type(e).__name__}: {e}"})
-                time.sleep(0.05)
-                result.append(1)
-                return
+        services = self.plan.services
+        try:
+            objs = build_members(self.plan.config, [(n, services[n].kind, services[n].period_ns) for n in members])
+        except BuildFailed as e:  # reported to the launcher like a process death
+            for n in members:
+                with ControlClient(self.url, n, context=self.ctx) as c:
+                    c.send({"op": "error", "reason": str(e)})
+            time.sleep(0.05)
+            result.append(1)
+            return
         result.append(run_process(objs, self.url, self.peers, name=proc, context=self.ctx,
                                   rt_priority=max(self._prio.values(), default=0)))
 

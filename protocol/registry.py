@@ -51,7 +51,8 @@ everything it holds for a model without one: a lockstep snapshot may include it)
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -63,9 +64,9 @@ from protocol.messages import _TABLE as _REGISTERED_SCHEMAS
 from protocol.messages import TopicSchema, register_schema, set_producer_loader
 from protocol.params import is_params
 
-__all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "Kind", "KindModule", "OPTIONAL_HOOKS", "capabilities",
-           "has_capability", "kind_module", "kinds", "load_topic_schemas", "params", "producer",
-           "table_keys"]
+__all__ = ["BUILTIN", "CAPABILITY", "ENTRY_POINT_GROUP", "BuildFailed", "Kind", "KindModule", "OPTIONAL_HOOKS",
+           "build_members", "capabilities", "has_capability", "kind_module", "kinds", "load_topic_schemas", "params",
+           "producer", "table_keys"]
 
 ENTRY_POINT_GROUP = "berthsim.kinds"
 """The entry-point group through which an installed distribution adds service kinds."""
@@ -299,6 +300,70 @@ def capabilities(kind: str) -> frozenset[str]:
     if k.origin == "builtin":
         return k.capabilities
     return frozenset(getattr(kind_module(kind), "CAPABILITIES", ())) - {"from_log"}
+
+
+class BuildFailed(Exception):
+    """A member's ``build`` raised: ``service`` names it, ``error`` is what it raised."""
+
+    def __init__(self, service: str, error: BaseException) -> None:
+        super().__init__(f"build of {service!r} failed: {type(error).__name__}: {error}")
+        self.service = service
+        self.error = error
+
+
+def build_members(config: Mapping[str, Any], members: Sequence[tuple[str, str, int]]) -> list[Any]:
+    """Build one process's members: ``build(config, name, period_ns)`` of each ``(name, kind, period_ns)``, the
+    objects in the order given.
+
+    A ``device`` kind's build waits on its link (the rig emulator's start-up: a Python process importing numpy,
+    about half a second): with models to build as well, it runs in a thread of its own, begun first, and the
+    models build meanwhile. Each kind's module is imported here first, so that the thread imports nothing the
+    models' builds import at the same time.
+
+    Raises
+    ------
+    BuildFailed
+        For the first member in the order given whose build raised (the device's thread joined, no model built
+        after a failure, and every object built closed).
+    """
+    mods = [kind_module(kind) for _, kind, _ in members]
+    devices = [i for i, (_, kind, _) in enumerate(members) if "device" in capabilities(kind)]
+    built: dict[int, Any] = {}
+    failed: dict[int, BaseException] = {}
+
+    def build(i: int) -> None:
+        name, _, period_ns = members[i]
+        try:
+            built[i] = mods[i].build(config, name, period_ns)
+        except Exception as err:  # noqa: BLE001 - raised below as BuildFailed, naming the member
+            failed[i] = err
+
+    thread = None
+    if devices and len(devices) < len(members):
+        def build_devices() -> None:
+            for i in devices:
+                build(i)
+
+        thread = threading.Thread(target=build_devices, name="build-devices", daemon=True)
+        thread.start()
+    try:
+        for i in range(len(members)):
+            if (thread is None or i not in devices) and not failed:
+                build(i)
+    finally:
+        if thread is not None:
+            thread.join()
+    if failed:
+        for obj in built.values():  # what was built is not run: a device's link and emulator are let go now
+            close = getattr(obj, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # noqa: BLE001, S110 - the build's own error is the one reported
+                    pass
+        i = min(failed)
+        raise BuildFailed(members[i][0], failed[i])
+    return [built[i] for i in range(len(members))]
 
 
 def table_keys(table: str, config: Mapping[str, Any] | None = None) -> tuple[str, Mapping[str, tuple[Any, Any]]]:

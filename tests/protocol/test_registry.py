@@ -169,6 +169,51 @@ def test_capabilities_of_a_plugin_come_from_its_module_and_from_log_is_never_gra
     assert "device" not in registry.capabilities("contact")
 
 
+_SHARED = textwrap.dedent("""
+    import threading
+    ready = threading.Event()   # set by the model's build, waited for by the device's
+    closed = []
+""")
+
+
+def test_a_device_builds_while_the_models_build_and_the_objects_keep_the_members_order(plugin_path):
+    """The device's build (first in the order) waits for something only a model's build does: built one after
+    the other, it would time out."""
+    _module(plugin_path, "zz_shared", _SHARED)
+    _module(plugin_path, "zz_dev", _MINIMAL.replace("return None", "from zz.zz_shared import ready\n"
+                                                    "    if not ready.wait(5.0):\n"
+                                                    "        raise TimeoutError('the model was not built meanwhile')\n"
+                                                    "    return ('device', name)")
+            + "CAPABILITIES = {'device'}\n")
+    _module(plugin_path, "zz_model", _MINIMAL.replace("return None", "from zz.zz_shared import ready\n"
+                                                      "    ready.set()\n"
+                                                      "    return ('model', name, period_ns)"))
+    got = registry.build_members({}, [("rig", "zz.zz_dev", 1), ("a", "zz.zz_model", 5), ("b", "zz.zz_model", 7)])
+    assert got == [("device", "rig"), ("model", "a", 5), ("model", "b", 7)]
+
+
+def test_a_failed_build_names_its_member_builds_no_model_after_it_and_closes_what_was_built(plugin_path):
+    _module(plugin_path, "zz_shared", _SHARED)
+    closing = textwrap.dedent("""
+        class Built:
+            def __init__(self, name):
+                self.name = name
+            def close(self):
+                from zz.zz_shared import closed
+                closed.append(self.name)
+    """)
+    _module(plugin_path, "zz_ok", _MINIMAL.replace("return None", "return Built(name)") + closing)
+    _module(plugin_path, "zz_dev", _MINIMAL.replace("return None", "return Built(name)") + closing
+            + "CAPABILITIES = {'device'}\n")
+    _module(plugin_path, "zz_bad", _MINIMAL.replace("return None", "raise ValueError('mass: -1 kg')"))
+    with pytest.raises(registry.BuildFailed, match=r"build of 'b' failed: ValueError: mass: -1 kg") as err:
+        registry.build_members({}, [("a", "zz.zz_ok", 1), ("b", "zz.zz_bad", 1), ("rig", "zz.zz_dev", 1),
+                                    ("c", "zz.zz_ok", 1)])
+    assert err.value.service == "b" and isinstance(err.value.error, ValueError)
+    from zz.zz_shared import closed  # type: ignore[import-not-found]
+    assert sorted(closed) == ["a", "rig"]  # "c" never built
+
+
 def test_an_installed_entry_point_adds_a_kind_by_name(plugin_path):
     (plugin_path / "zz_sensor.py").write_text(_MINIMAL)
     dist = plugin_path / "zz_sensor-1.0.dist-info"
