@@ -41,7 +41,8 @@ learn the others from here, and two kinds that declare one topic differently are
 
 Capabilities (:data:`CAPABILITY`) say what the runtime may do with a kind's services:
 ``device`` (it holds I/O of its own, a serial link to a rig: it takes the highest realtime
-priority of its host and parks on a stop), ``stateful`` (its state pickles — its context, or
+priority of its host, parks on a stop, and builds in a thread of its own while the models of
+its process build: :func:`build_members`), ``stateful`` (its state pickles — its context, or
 everything it holds for a model without one: a lockstep snapshot may include it), ``from_log``
 (it runs only the project's code, so a tool may rebuild it from a log's configuration),
 ``playback_control`` (it may send the launcher playback requests: a viewer), ``plays_back``
