@@ -318,8 +318,8 @@ def build_members(config: Mapping[str, Any], members: Sequence[tuple[str, str, i
 
     A ``device`` kind's build waits on its link (the rig emulator's start-up: a Python process importing numpy,
     about half a second): with models to build as well, it runs in a thread of its own, begun first, and the
-    models build meanwhile. Each kind's module is imported here first, so that the thread imports nothing the
-    models' builds import at the same time.
+    models build meanwhile. Each kind's module is imported here, before the thread begins (what a build imports
+    lazily, Python's import locks keep whole).
 
     Raises
     ------
@@ -327,8 +327,14 @@ def build_members(config: Mapping[str, Any], members: Sequence[tuple[str, str, i
         For the first member in the order given whose build raised (the device's thread joined, no model built
         after a failure, and every object built closed).
     """
-    mods = [kind_module(kind) for _, kind, _ in members]
-    devices = [i for i, (_, kind, _) in enumerate(members) if "device" in capabilities(kind)]
+    mods, devices = [], []
+    for i, (name, kind, _) in enumerate(members):
+        try:
+            mods.append(kind_module(kind))
+            if "device" in capabilities(kind):
+                devices.append(i)
+        except Exception as err:  # noqa: BLE001 - a kind that does not load fails its member's build
+            raise BuildFailed(name, err) from err
     built: dict[int, Any] = {}
     failed: dict[int, BaseException] = {}
 
