@@ -328,8 +328,9 @@ def test_seeded_sweeps_give_identical_tables_resume_and_rerun_one_run_with_its_l
 
 @pytest.mark.slow
 def test_a_sweep_with_a_worker_killed_finishes_and_reports_the_run(tmp_path):
-    """The first time a row arrives, the worker that has just begun a run is killed (SIGKILL): that run is a
-    ``died`` row, every other run has its result, and resuming runs the died one again."""
+    """The first time a row arrives, the worker that has just begun the run submitted after it is killed
+    (SIGKILL): that run is a ``died`` row, every other run has its result, and resuming runs the died one
+    again."""
     from distributed import Client
     plan = sw.load_sweep(_capture_sweep(tmp_path, runs=6, end=9.0))
     cluster = sw.local_cluster(2)
@@ -337,25 +338,26 @@ def test_a_sweep_with_a_worker_killed_finishes_and_reports_the_run(tmp_path):
     pids = client.run(os.getpid)
     killed: list[int] = []
 
-    def running() -> dict[str, list[int]]:
-        return {w: sorted(int(str(k).rsplit("-", 1)[1]) for k in keys if str(k).startswith("berthsim-run-"))
-                for w, keys in client.processing().items() if w in pids}
+    def run_number(key: object) -> int | None:
+        k = str(key)
+        return int(k.rsplit("-", 1)[1]) if k.startswith("berthsim-run-") else None
 
     def on_result(row):
         if killed:
             return
-        # the run submitted after this row may not have reached the scheduler yet; the other worker's run
-        # began with the first one and may be ending now (its result already on its way), so the victim
-        # is the worker whose run began last: the highest run number in flight, seconds from its end
-        deadline = time.monotonic() + 10.0
-        busy = running()
-        while sum(1 for keys in busy.values() if keys) < 2 and time.monotonic() < deadline:
+        # the victim is the worker of the run submitted just before this row: it has just begun, seconds from its
+        # end (the other worker's run began with the first one and may be ending, its result already on its way).
+        # That run may not have reached the scheduler yet: wait until a worker holds it (the sweep waits meanwhile)
+        newest = max(n for k in client.futures if (n := run_number(k)) is not None)
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            held = {w: {run_number(k) for k in keys} - {None} for w, keys in client.processing().items() if w in pids}
+            victim = next((w for w, runs in held.items() if newest in runs), None)
+            if victim is not None:
+                os.kill(pids[victim], signal.SIGKILL)
+                killed.extend(held[victim])
+                return
             time.sleep(0.01)
-            busy = running()
-        victim = max((w for w, keys in busy.items() if keys), key=lambda w: busy[w][0], default=None)
-        if victim is not None:
-            os.kill(pids[victim], signal.SIGKILL)
-            killed.extend(busy[victim])
 
     try:
         res = sw.run_sweep(plan, tmp_path / "out", client=client, on_result=on_result)
