@@ -316,8 +316,8 @@ def build_members(config: Mapping[str, Any], members: Sequence[tuple[str, str, i
     """Build one process's members: ``build(config, name, period_ns)`` of each ``(name, kind, period_ns)``, the
     objects in the order given.
 
-    A ``device`` kind's build waits on its link (the rig emulator's start-up: a Python process importing numpy,
-    about half a second): with models to build as well, it runs in a thread of its own, begun first, and the
+    A ``device`` kind's build waits on its link (the rig emulator's start-up: a Python process importing numpy
+    and scipy, 0.6–1 s): with models to build as well, it runs in a thread of its own, begun first, and the
     models build meanwhile. Each kind's module is imported here, before the thread begins (what a build imports
     lazily, Python's import locks keep whole).
 

@@ -52,8 +52,8 @@ async def subscribe(ws: Any, sid: int, channel_id: int) -> None:
     await ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": sid, "channelId": channel_id}]}))
 
 
-async def resubscribe(ws: Any, status: dict[str, Any], subscribed: dict[int, int]) -> bool:
-    """Send again a subscription the server refused with "Unknown channel ID: N"; whether it was one.
+async def resubscribe(ws: Any, status: dict[str, Any], subscribed: dict[int, int]) -> None:
+    """Send again a subscription the server refused with "Unknown channel ID: N" (any other message: nothing).
 
     foxglove-sdk's server advertises a channel created while a client is connected a moment
     before it takes subscriptions to it: a client that subscribes as soon as it sees the
@@ -62,11 +62,9 @@ async def resubscribe(ws: Any, status: dict[str, Any], subscribed: dict[int, int
     that asks again a little later gets it. ``subscribed`` maps channel id to subscription id.
     """
     found = UNKNOWN_CHANNEL.search(status.get("message", "")) if status.get("op") == "status" else None
-    if found is None or int(found[1]) not in subscribed:
-        return False
-    await asyncio.sleep(0.05)
-    await subscribe(ws, subscribed[int(found[1])], int(found[1]))
-    return True
+    if found is not None and int(found[1]) in subscribed:
+        await asyncio.sleep(0.05)
+        await subscribe(ws, subscribed[int(found[1])], int(found[1]))
 
 
 def _free_port() -> int:
