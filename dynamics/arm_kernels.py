@@ -16,6 +16,10 @@
   ahead of its sample (the arm's predicted inputs, the orbiter's and the payload's states).
 - :func:`static_loads` is :func:`dynamics.loads.static_loads_rows` (RMLOAD): the nine station loads from the
   end-effector wrench.
+- :func:`grappled_twist` is :func:`dynamics.rms.grappled_twist_rows`: E's relative twist while grappled, from the
+  orbiter's and the payload's states.
+- :func:`massless_wrench` is :func:`dynamics.rms.massless_wrench_rows`: the massless arm's outputs in W at a step's
+  end (the orbiter propagated, E and So in W, the tip wrench and the shoulder's reaction).
 
 Each is written with the same operations in the same order as its reference. Numba compiles
 without fast-math (no reassociation, no fused multiply-add), ``sin``, ``cos``, ``acos`` and ``tanh``
@@ -49,7 +53,7 @@ from numpy.typing import NDArray
 from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid body's own quaternion kernels
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
-           "auto_rates", "predict_state", "static_loads"]
+           "auto_rates", "predict_state", "static_loads", "grappled_twist", "massless_wrench"]
 
 _STATION_POINT = (1, 1, 2, 2, 3, 3, 4, 4, 6)
 _STATION_LINK = (1, 2, 2, 3, 3, 4, 4, 5, 5)
@@ -451,3 +455,98 @@ def static_loads(pts: Array, Rs: Array, F: Array, out: Array) -> None:
         out[k, 3] = s * (((0.0 + f0 * t[0]) + f1 * t[3]) + f2 * t[6])
         out[k, 4] = s * (((0.0 + f0 * t[1]) + f1 * t[4]) + f2 * t[7])
         out[k, 5] = s * (((0.0 + f0 * t[2]) + f1 * t[5]) + f2 * t[8])
+
+
+@njit(cache=True)
+def grappled_twist(orb: Array, pay: Array, e: Array, out: Array) -> None:
+    """:func:`dynamics.rms.grappled_twist_rows`, compiled (same operations, same order, with
+    :func:`dynamics.spatial.rotation_rows`, ``mat_vec_rows``, ``mat_t_vec_rows`` and
+    :func:`dynamics.rms.relative_twist_rows` written out).
+
+    Parameters
+    ----------
+    orb, pay : ndarray, shape (13,)
+        ``[p, quat, v, w]`` of the orbiter and the payload (the reference's). [m, -, m/s, rad/s]
+    e : ndarray, shape (3,)
+        ``p_ToEo_T``. [m]
+    out : ndarray, shape (6,)
+        Written: ``V_R_O = [ω_R; v_R]`` in O. [rad/s, m/s]
+    """
+    o0, o1, o2, o3, o4, o5, o6, o7, o8 = _rotation(orb[3], orb[4], orb[5], orb[6])
+    t0, t1, t2, t3, t4, t5, t6, t7, t8 = _rotation(pay[3], pay[4], pay[5], pay[6])
+    pt0, pt1, pt2 = e[0], e[1], e[2]
+    x0, x1, x2 = t0 * pt0 + t1 * pt1 + t2 * pt2, t3 * pt0 + t4 * pt1 + t5 * pt2, t6 * pt0 + t7 * pt1 + t8 * pt2
+    d0, d1, d2 = pay[0] + x0 - orb[0], pay[1] + x1 - orb[1], pay[2] + x2 - orb[2]
+    po0, po1, po2 = o0 * d0 + o3 * d1 + o6 * d2, o1 * d0 + o4 * d1 + o7 * d2, o2 * d0 + o5 * d1 + o8 * d2
+    wo0, wo1, wo2 = orb[10], orb[11], orb[12]
+    wt0, wt1, wt2 = pay[10], pay[11], pay[12]
+    a0, a1, a2 = t0 * wt0 + t1 * wt1 + t2 * wt2, t3 * wt0 + t4 * wt1 + t5 * wt2, t6 * wt0 + t7 * wt1 + t8 * wt2
+    c0, c1, c2 = wt1 * pt2 - wt2 * pt1, wt2 * pt0 - wt0 * pt2, wt0 * pt1 - wt1 * pt0
+    b0 = pay[7] + (t0 * c0 + t1 * c1 + t2 * c2) - orb[7]
+    b1 = pay[8] + (t3 * c0 + t4 * c1 + t5 * c2) - orb[8]
+    b2 = pay[9] + (t6 * c0 + t7 * c1 + t8 * c2) - orb[9]
+    out[0] = o0 * a0 + o3 * a1 + o6 * a2 - wo0
+    out[1] = o1 * a0 + o4 * a1 + o7 * a2 - wo1
+    out[2] = o2 * a0 + o5 * a1 + o8 * a2 - wo2
+    out[3] = o0 * b0 + o3 * b1 + o6 * b2 - (wo1 * po2 - wo2 * po1)
+    out[4] = o1 * b0 + o4 * b1 + o7 * b2 - (wo2 * po0 - wo0 * po2)
+    out[5] = o2 * b0 + o5 * b1 + o8 * b2 - (wo0 * po1 - wo1 * po0)
+
+
+@njit(cache=True)
+def massless_wrench(orb: Array, h: float, propagate: bool, pE: Array, pS: Array, F: Array, out: Array) -> bool:
+    """:func:`dynamics.rms.massless_wrench_rows`, compiled (same operations, same order, with
+    :func:`dynamics.spatial.quat_integrate_rows`, ``rotation_rows``, ``mat_vec_rows`` and
+    :func:`dynamics.rms.shoulder_reaction_rows` written out).
+
+    Parameters
+    ----------
+    orb : ndarray, shape (13,)
+        ``[p_WoOo_W, quat_WO, v_WOo_W, w_WO_O]``. [m, -, m/s, rad/s]
+    h : float
+        [s]
+    propagate : bool
+    pE, pS : ndarray, shape (3,)
+        ``p_OoEo_O``, ``p_OoSo_O``. [m]
+    F : ndarray, shape (6,)
+        ``F_Eo_O``. [N·m, N]
+    out : ndarray, shape (34,)
+        Written: the reference's 34 floats.
+
+    Returns
+    -------
+    bool
+        False where the reference returns None (``out`` meaningless then).
+    """
+    p0, p1, p2 = orb[0], orb[1], orb[2]
+    qw, qx, qy, qz = orb[3], orb[4], orb[5], orb[6]
+    if propagate:
+        p0, p1, p2 = p0 + orb[7] * h, p1 + orb[8] * h, p2 + orb[9] * h
+        ok, qw, qx, qy, qz = _quat_integrate(qw, qx, qy, qz, orb[10], orb[11], orb[12], h)
+        if not ok:
+            return False
+    r0, r1, r2, r3, r4, r5, r6, r7, r8 = _rotation(qw, qx, qy, qz)
+    x0, x1, x2 = pE[0], pE[1], pE[2]
+    e0 = (r0 * x0 + r1 * x1 + r2 * x2) + p0
+    e1 = (r3 * x0 + r4 * x1 + r5 * x2) + p1
+    e2 = (r6 * x0 + r7 * x1 + r8 * x2) + p2
+    x0, x1, x2 = pS[0], pS[1], pS[2]
+    s0 = (r0 * x0 + r1 * x1 + r2 * x2) + p0
+    s1 = (r3 * x0 + r4 * x1 + r5 * x2) + p1
+    s2 = (r6 * x0 + r7 * x1 + r8 * x2) + p2
+    x0, x1, x2 = F[0], F[1], F[2]
+    m0, m1, m2 = r0 * x0 + r1 * x1 + r2 * x2, r3 * x0 + r4 * x1 + r5 * x2, r6 * x0 + r7 * x1 + r8 * x2
+    x0, x1, x2 = F[3], F[4], F[5]
+    f0, f1, f2 = r0 * x0 + r1 * x1 + r2 * x2, r3 * x0 + r4 * x1 + r5 * x2, r6 * x0 + r7 * x1 + r8 * x2
+    out[0], out[1], out[2], out[3], out[4], out[5] = e0, e1, e2, s0, s1, s2
+    out[6], out[7], out[8], out[9], out[10], out[11] = m0, m1, m2, f0, f1, f2
+    # shoulder_reaction_rows: −F_E referred from Eo to So, the lever −(So − Eo)
+    d0, d1, d2 = -(s0 - e0), -(s1 - e1), -(s2 - e2)
+    n0, n1, n2 = -f0, -f1, -f2
+    out[12] = -m0 + (d1 * n2 - d2 * n1)
+    out[13] = -m1 + (d2 * n0 - d0 * n2)
+    out[14] = -m2 + (d0 * n1 - d1 * n0)
+    out[15], out[16], out[17] = n0, n1, n2
+    out[18], out[19], out[20], out[21], out[22], out[23], out[24], out[25], out[26] = r0, r1, r2, r3, r4, r5, r6, r7, r8
+    out[27], out[28], out[29], out[30], out[31], out[32], out[33] = p0, p1, p2, qw, qx, qy, qz
+    return True

@@ -59,6 +59,10 @@ __all__ = [
     "limit_joint_rates_rows",
     "limit_joint_rates",
     "predict_state_arrays",
+    "grappled_twist_rows",
+    "grappled_twist_arrays",
+    "massless_wrench_rows",
+    "massless_wrench_arrays",
     "load_kernels",
     "rms_pose_from_rows",
     "rms_jacobian",
@@ -302,10 +306,11 @@ def _kernels() -> ModuleType:
 
 
 def load_kernels() -> None:
-    """Import the compiled kernels of :func:`rms_kinematics_arrays`, :func:`limit_joint_rates`, :func:`auto_rates`
-    and :func:`predict_state_arrays` and load their machine code now (compile it if numba's cache has none), for
-    the argument types the arm passes; otherwise their first call pays for it (numba's import and the load, a few
-    tenths of a second; the compile, seconds). The arm calls it when it is built."""
+    """Import the compiled kernels of :func:`rms_kinematics_arrays`, :func:`limit_joint_rates`, :func:`auto_rates`,
+    :func:`predict_state_arrays`, :func:`grappled_twist_arrays` and :func:`massless_wrench_arrays` and load their
+    machine code now (compile it if numba's cache has none), for the argument types the arm passes; otherwise their
+    first call pays for it (numba's import and the load, a few tenths of a second; the compile, seconds). The arm
+    calls it when it is built."""
     _kernels().rms_kinematics(np.zeros((N_JOINTS + 1, 35)), np.zeros(N_JOINTS), np.empty((N_JOINTS + 1, 9)),
                               np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, N_JOINTS)), True,
                               np.empty((N_JOINTS, 6), order="F"))
@@ -317,6 +322,9 @@ def load_kernels() -> None:
     z, q = z.copy(), q.copy()                   # as the bus decodes them (protocol.codec: views of the frame)
     z.flags.writeable = q.flags.writeable = False
     predict_state_arrays(z, q, z, z, z, z, 1.0)
+    x = np.concatenate([np.zeros(3), [1.0, 0.0, 0.0, 0.0], np.zeros(6)])    # the arm's own arrays (writable)
+    grappled_twist_arrays(x, x, np.zeros(3))
+    massless_wrench_arrays(x, 1.0, True, np.zeros(3), np.zeros(3), np.zeros(6))
 
 
 def rms_kinematics_arrays(geom: RmsGeometry, theta: Array, invert: bool = False
@@ -463,6 +471,26 @@ def predict_state_arrays(p: Array, quat: Array, v: Array, w: Array, a: Array, wd
     except Exception:           # numba's typing of an array it cannot index so (another number of dimensions)
         return None
     return out if ok else None
+
+
+
+def grappled_twist_arrays(orb: Array, pay: Array, p_ToEo_T: Array) -> Array:
+    """:func:`grappled_twist_rows` for the arm's step: the compiled kernel :func:`dynamics.arm_kernels.grappled_twist`,
+    bit for bit the reference (the tests hold them equal). Arguments float64, C-contiguous, of their shapes (13,),
+    (13,), (3,) (not checked). A new array (6,)."""
+    out = np.empty(6)
+    _kernels().grappled_twist(orb, pay, p_ToEo_T, out)
+    return out
+
+
+def massless_wrench_arrays(orb: Array, h: float, propagate: bool, p_OoEo_O: Array, p_OoSo_O: Array,
+                           F_Eo_O: Array) -> Array | None:
+    """:func:`massless_wrench_rows` for the arm's step: the compiled kernel
+    :func:`dynamics.arm_kernels.massless_wrench`, bit for bit the reference (the tests hold them equal). Arguments
+    float64, C-contiguous, of their shapes (13,), (3,), (3,), (6,) (not checked). A new array (34,), or None where
+    the reference returns None."""
+    out = np.empty(34)
+    return out if _kernels().massless_wrench(orb, float(h), propagate, p_OoEo_O, p_OoSo_O, F_Eo_O, out) else None
 
 
 def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],
@@ -929,6 +957,75 @@ def shoulder_reaction_rows(F_Eo_W: Sequence[float], p_WoEo_W: Sequence[float], p
     r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
     # −F_E referred from Eo to So (lever p_SoEo = −r; (−r) × (−f) is r × f to the bit)
     return sp.refer_wrench_rows([-m0, -m1, -m2, -f0, -f1, -f2], [-r0, -r1, -r2])
+
+
+
+def grappled_twist_rows(orb: Sequence[float], pay: Sequence[float], p_ToEo_T: Sequence[float]) -> list[float]:
+    """E's relative twist while grappled (2-10, 2-11) from the two bodies' states, on Python floats (no checks):
+    the point of resolution frozen in the payload at ``p_ToEo_T``, seen from the orbiter, then
+    :func:`relative_twist_rows`.
+
+    Parameters
+    ----------
+    orb, pay : sequence of 13 float
+        The orbiter's and the payload's ``[p_Wo·o_W (3), quat_W· (4), v_W·o_W (3), w_W·_· (3)]`` (the layout of
+        :func:`predict_state_arrays`). [m, -, m/s, rad/s]
+    p_ToEo_T : sequence of 3 float
+        Eo in the payload, frozen at the grasp. [m]
+
+    Returns
+    -------
+    V_R_O : list of 6 float
+        ``[ω_R; v_R]`` in O. [rad/s, m/s]
+    """
+    R_WO = sp.rotation_rows(orb[3], orb[4], orb[5], orb[6])
+    R_WT = sp.rotation_rows(pay[3], pay[4], pay[5], pay[6])
+    e0, e1, e2 = p_ToEo_T[0], p_ToEo_T[1], p_ToEo_T[2]
+    x0, x1, x2 = sp.mat_vec_rows(R_WT, e0, e1, e2)
+    p_OoEo_O = sp.mat_t_vec_rows(R_WO, pay[0] + x0 - orb[0], pay[1] + x1 - orb[1], pay[2] + x2 - orb[2])
+    return relative_twist_rows(R_WO, orb[10:13], orb[7:10], p_OoEo_O, R_WT, pay[10:13], pay[7:10], (e0, e1, e2))
+
+
+def massless_wrench_rows(orb: Sequence[float], h: float, propagate: bool, p_OoEo_O: Sequence[float],
+                         p_OoSo_O: Sequence[float], F_Eo_O: Sequence[float]) -> list[float] | None:
+    """The massless arm's outputs in W (2-4…2-9) at the end of a step, on Python floats (no checks): the orbiter
+    propagated by ``h`` (its velocity and body rate held; ``propagate`` False: as given), E and the shoulder So in
+    W, the tip wrench to W and its opposite on the orbiter at So (:func:`shoulder_reaction_rows`).
+
+    Parameters
+    ----------
+    orb : sequence of 13 float
+        The orbiter's ``[p_WoOo_W, quat_WO, v_WOo_W, w_WO_O]`` at the step's start. [m, -, m/s, rad/s]
+    h : float
+        The step. [s]
+    propagate : bool
+    p_OoEo_O, p_OoSo_O : sequence of 3 float
+        E and So in O. [m]
+    F_Eo_O : sequence of 6 float
+        ``[τ; f]`` the arm applies to the payload about Eo, in O. [N·m, N]
+
+    Returns
+    -------
+    list of 34 float, or None
+        ``p_WoEo_W (3), p_WoSo_W (3), F_Eo_W (6), F_So_W (6), R_WO (9, row-major), p_WoOo_W (3), quat_WO (4)``, the
+        last two the propagated orbiter's; None where the propagated quaternion is not finite
+        (:func:`dynamics.spatial.quat_integrate_rows` raises).
+    """
+    p0, p1, p2 = orb[0], orb[1], orb[2]
+    q = (orb[3], orb[4], orb[5], orb[6])
+    if propagate:
+        p0, p1, p2 = p0 + orb[7] * h, p1 + orb[8] * h, p2 + orb[9] * h
+        try:
+            q = sp.quat_integrate_rows(q, orb[10], orb[11], orb[12], h)
+        except ShapeError:
+            return None
+    R = sp.rotation_rows(*q)
+    c0, c1, c2 = sp.mat_vec_rows(R, p_OoEo_O[0], p_OoEo_O[1], p_OoEo_O[2])
+    e = [c0 + p0, c1 + p1, c2 + p2]
+    s0, s1, s2 = sp.mat_vec_rows(R, p_OoSo_O[0], p_OoSo_O[1], p_OoSo_O[2])
+    s = [s0 + p0, s1 + p1, s2 + p2]
+    F_W = [*sp.mat_vec_rows(R, F_Eo_O[0], F_Eo_O[1], F_Eo_O[2]), *sp.mat_vec_rows(R, F_Eo_O[3], F_Eo_O[4], F_Eo_O[5])]
+    return [*e, *s, *F_W, *shoulder_reaction_rows(F_W, e, s), *R, p0, p1, p2, *q]
 
 
 def scale_link_masses(model: ch.ChainModel, scale: float) -> ch.ChainModel:

@@ -310,16 +310,19 @@ INPUTS = (Port("orbiter/state", "state", "predict"), Port("payload/state", "stat
           Port("operator/command", "event"), Port("contact/event", "event"))
 OUTPUTS = (Port(STATE, "state"), Port(WRENCH, "flow"))
 N_JOINTS = rms.N_JOINTS
+_AT_REST = np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+"""A body at rest at the origin, ``[p, quat, v, w]`` (:attr:`ArmContext.orb_x`); never written."""
 _BRAKES = (np.zeros(N_JOINTS, dtype=bool), np.ones(N_JOINTS, dtype=bool))
 """The servos' brake flags (6,) with the brakes off and on (:func:`dynamics.servo.servo_step_arrays`), indexed by
 ``context.brakes``; never written (not read-only: the compiled kernel is loaded for writable arrays)."""
 
 
 def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) -> tuple[dict[str, Any],
-                                                                                          tuple[Any, ...]]:
+                                                                                          tuple[Any, ...], np.ndarray]:
     """A rigid-body state sample predicted from its coupling instant to t with its accelerations
     (:func:`dynamics.rigid_body.predict_rows`, by its compiled kernel :func:`dynamics.rms.predict_state_arrays`): its
-    body with the state fields replaced, and ``(p, quat, w, v)`` as floats."""
+    body with the state fields replaced, ``(p, quat, w, v)`` as floats, and the same as one array
+    ``[p, quat, v, w]`` (13,) (the compiled kernels' layout)."""
     b = dict(smp.body)
     dt = (t_ns - smp.t_ns) * 1e-9
     if dt > 0.0:
@@ -327,13 +330,13 @@ def _held(smp: Any, t_ns: int, p: str, q: str, w: str, v: str, a: str, wd: str) 
         if x is not None:
             b[p], b[q], b[v], b[w] = x[0:3], x[3:7], x[7:10], x[10:13]
             f = x.tolist()
-            return b, (f[0:3], tuple(f[3:7]), f[10:13], f[7:10])
+            return b, (f[0:3], tuple(f[3:7]), f[10:13], f[7:10]), x
     pf, wf, vf = rb.as_floats(b[p]), rb.as_floats(b[w]), rb.as_floats(b[v])
     qf: Any = rb.as_floats(b[q])
     if dt > 0.0:                                    # the reference: it raises what the kernel refused
         pf, qf, vf, wf = rb.predict_rows(pf, qf, vf, wf, rb.as_floats(b[a]), rb.as_floats(b[wd]), dt)
         b[p], b[q], b[v], b[w] = np.array(pf), np.array(qf), np.array(vf), np.array(wf)
-    return b, (pf, qf, wf, vf)
+    return b, (pf, qf, wf, vf), np.array([*pf, *qf, *vf, *wf])
 
 
 def _fixed_chain() -> ch.ChainModel:
@@ -496,6 +499,9 @@ class ArmContext:
     orb, orb_f, pay_f : dict, tuple, tuple
         The orbiter's state body predicted to the last step; the orbiter's and the payload's
         ``(p, quat, w, v)`` as floats then.
+    orb_x, pay_x : ndarray, shape (13,)
+        The same states as arrays ``[p, quat, v, w]`` (the compiled kernels' layout:
+        :func:`dynamics.rms.grappled_twist_arrays`, :func:`dynamics.rms.massless_wrench_arrays`).
     now, step_count : int
         The instant of the step [ns] (warnings expire from it) and the steps taken.
     warnings : dict of str to int
@@ -533,6 +539,8 @@ class ArmContext:
     orb: dict[str, Any]
     orb_f: tuple[Any, ...]
     pay_f: tuple[Any, ...]
+    orb_x: np.ndarray
+    pay_x: np.ndarray
     seg: dict[str, Any] | None = None
     rest_since: int | None = None
     mb_wrench: tuple[np.ndarray, np.ndarray] | None = None
@@ -799,15 +807,8 @@ class MasslessPlant:
             self.kin.warn(c, "grappled without payload/state: joint rates held at zero")
             c.V_R_O = np.zeros(6)
             return np.zeros(6)
-        pO, qO, wO, vO = c.orb_f
-        pT, qT, wT, vT = c.pay_f
-        R_WO = sp.rotation_rows(*qO)
-        R_WT = sp.rotation_rows(*qT)
         # the point of resolution as seen from the orbiter through the (frozen) grasp
-        e = c.p_TE
-        x0, x1, x2 = sp.mat_vec_rows(R_WT, e[0], e[1], e[2])
-        p_OoEo_O = sp.mat_t_vec_rows(R_WO, pT[0] + x0 - pO[0], pT[1] + x1 - pO[1], pT[2] + x2 - pO[2])
-        c.V_R_O = np.array(rms.relative_twist_rows(R_WO, wO, vO, p_OoEo_O, R_WT, wT, vT, e))
+        c.V_R_O = rms.grappled_twist_arrays(c.orb_x, c.pay_x, c.p_ToEo_T)   # compiled, bit for bit the reference
         if c.damped:
             self.kin.warn(c, f"singular: joint rates from relative motion damped (sigma {c.sigma:.3g})")
         return c.J_inv @ c.V_R_O
@@ -1450,6 +1451,8 @@ class ArmModel:
         # the limits and the shoulder position as floats for the step loop
         self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
         self._p_OS = geom.X_OS[:3, 3].tolist()
+        self._p_OS_a = np.array(self._p_OS)
+        self._massless = isinstance(self.plant, MasslessPlant)
         self.geometry = geom
         """The geometry as configured (:class:`dynamics.rms.RmsGeometry`); a context's ``geom`` starts as it (the
         ``por`` command moves the point of resolution in the context)."""
@@ -1465,7 +1468,7 @@ class ArmModel:
             geom=self.geometry, p_ToEo_T=np.zeros(3), p_TE=[0.0, 0.0, 0.0], R_TE=np.eye(3), theta_n=theta.copy(),
             qd_cmd=np.zeros(6), tau=np.zeros(6), F_Eo_O=np.zeros(6), F_Eo_W=np.zeros(6), F_So_W=np.zeros(6),
             V_R_O=np.zeros(6), loads=np.zeros((ld.N_STATIONS, 6)), orb=self._default_orbiter(), orb_f=orb_f,
-            pay_f=orb_f)
+            pay_f=orb_f, orb_x=_AT_REST, pay_x=_AT_REST)
         self.plant.start(c)
         self.kin.update(c)
         self.kin.flex(c)
@@ -1530,7 +1533,8 @@ class ArmModel:
             smp = u.state("orbiter/state")
         except KeyError:
             return c.orb
-        c.orb, c.orb_f = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W", "a_WOo_W", "wdot_WO_O")
+        c.orb, c.orb_f, c.orb_x = _held(smp, t_ns, "p_WoOo_W", "quat_WO", "w_WO_O", "v_WOo_W", "a_WOo_W",
+                                        "wdot_WO_O")
         c.orb["t_ns"] = t_ns
         return c.orb
 
@@ -1539,7 +1543,7 @@ class ArmModel:
             smp = u.state("payload/state")
         except KeyError:
             return None
-        b, c.pay_f = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W", "a_WTo_W", "wdot_WT_T")
+        b, c.pay_f, c.pay_x = _held(smp, t_ns, "p_WoTo_W", "quat_WT", "w_WT_T", "v_WTo_W", "a_WTo_W", "wdot_WT_T")
         return b
 
     # ------------------------------------------------------------------ outputs
@@ -1549,35 +1553,51 @@ class ArmModel:
         flow, every step."""
         self.schedule = Schedule(periods)
 
-    def _outputs(self, c: ArmContext, orb_f: tuple[list[float], Any, list[float], list[float]],
-                 t_ns: int) -> dict[str, dict[str, Any]]:
+    def _outputs(self, c: ArmContext, orb_f: tuple[list[float], Any, list[float], list[float]] | None,
+                 t_ns: int, k: np.ndarray | None = None) -> dict[str, dict[str, Any]]:
         """Both messages of ``c`` at ``t_ns``, with the orbiter's ``(p_WoOo_W, quat_WO, w_WO_O, v_WOo_W)`` as floats
-        then (``arm/state`` whole only at its coupling instants)."""
-        (o0, o1, o2), q, _, _ = orb_f
-        R = sp.rotation_rows(*q)
+        then (``arm/state`` whole only at its coupling instants); or, for the massless arm, with ``k`` the
+        orbiter's and the wrenches' floats then (:func:`dynamics.rms.massless_wrench_arrays`, the same numbers)."""
         R_OB, p, _ = c.rows
-        R_OE, pE = R_OB[N_JOINTS].tolist(), p[N_JOINTS].tolist()
-        d = self.plant.deflection_O(c, R)
-        if d is not None:                                            # E with the booms' deflection
-            dp = d[1]
-            pE = (pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2])
-        c0, c1, c2 = sp.mat_vec_rows(R, *pE)
-        e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                       # p_WoEo_W
-        s0, s1, s2 = sp.mat_vec_rows(R, *self._p_OS)
-        s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                       # p_WoSo_W
-        self.plant.wrenches(c, R, (e0, e1, e2), (s0, s1, s2))
+        R_OE = R_OB[N_JOINTS].tolist()
+        d = None
+        if k is not None:                                            # the massless arm's, compiled
+            c.F_Eo_W, c.F_So_W = k[6:12], k[12:18]
+            p_WoEo_W, p_WoSo_W = k[0:3], k[3:6]
+        else:
+            assert orb_f is not None
+            (o0, o1, o2), q, _, _ = orb_f
+            R = sp.rotation_rows(*q)
+            pE = p[N_JOINTS].tolist()
+            d = self.plant.deflection_O(c, R)
+            if d is not None:                                        # E with the booms' deflection
+                dp = d[1]
+                pE = [pE[0] + dp[0], pE[1] + dp[1], pE[2] + dp[2]]
+            c0, c1, c2 = sp.mat_vec_rows(R, *pE)
+            e0, e1, e2 = c0 + o0, c1 + o1, c2 + o2                   # p_WoEo_W
+            s0, s1, s2 = sp.mat_vec_rows(R, *self._p_OS)
+            s0, s1, s2 = s0 + o0, s1 + o1, s2 + o2                   # p_WoSo_W
+            self.plant.wrenches(c, R, (e0, e1, e2), (s0, s1, s2))
+            p_WoEo_W, p_WoSo_W = np.array((e0, e1, e2)), np.array((s0, s1, s2))
         # θ, θ̇, τ, the loads, the commanded rates and the wrenches are new arrays whenever they change
         # (never written in place): published without copies
-        wrench: dict[str, Any] = {"F_Eo_W": c.F_Eo_W, "p_WoEo_W": np.array((e0, e1, e2)), "F_So_W": c.F_So_W,
-                                  "p_WoSo_W": np.array((s0, s1, s2)), "grappled": bool(c.grappled)}
+        wrench: dict[str, Any] = {"F_Eo_W": c.F_Eo_W, "p_WoEo_W": p_WoEo_W, "F_So_W": c.F_So_W,
+                                  "p_WoSo_W": p_WoSo_W, "grappled": bool(c.grappled)}
         if not self.schedule.due(STATE, t_ns):
             return {STATE: {"tau": c.tau}, WRENCH: wrench}  # tau: its interval peak (tau_peak)
+        if k is not None:
+            x = k.tolist()
+            e0, e1, e2 = x[0:3]
+            R, pE = x[18:27], p[N_JOINTS].tolist()
+            _, _, w, v = c.orb_f
+            orb_f = (x[27:30], x[30:34], w, v)
         if d is not None:
             R_OE = sp.mat_mat_rows(sp.rotation_rows(*sp.quat_integrate_rows((1.0, 0.0, 0.0, 0.0), *d[0], 1.0)), R_OE)
         X_OE = np.array([[*R_OE[0:3], pE[0]], [*R_OE[3:6], pE[1]], [*R_OE[6:9], pE[2]], [0.0, 0.0, 0.0, 1.0]])
         w = sp.mat_mat_rows(R, R_OE)
         X_WE = np.array([[w[0], w[1], w[2], e0], [w[3], w[4], w[5], e1], [w[6], w[7], w[8], e2], [0.0, 0.0, 0.0, 1.0]])
         # E's spatial velocity in W: the orbiter's carried to Eo plus the relative one (both in O, to W)
+        assert orb_f is not None
         V_WE_W = np.array(rms.end_effector_twist_rows(R, orb_f[2], orb_f[3], orb_f[0], (e0, e1, e2), c.V_R_O.tolist()))
         if c.warnings:
             warnings = [w for w, t_end in c.warnings.items() if t_end >= c.now]
@@ -1627,6 +1647,10 @@ class ArmModel:
         if c.step_count % self.params.loads_every == 0:
             c.loads = ld.static_loads_arrays(c.rows[1], c.rows[0], c.F_Eo_O)
         # the outputs are stamped at the step end: the orbiter propagated by h
+        if self._massless:                  # compiled, bit for bit the reference (None: it raises)
+            k = rms.massless_wrench_arrays(c.orb_x, h, True, c.rows[1][N_JOINTS], self._p_OS_a, c.F_Eo_O)
+            if k is not None:
+                return self._outputs(c, None, t_ns + h_ns, k)
         p, q, w, v = c.orb_f
         return self._outputs(c, ([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
                               sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v), t_ns + h_ns)

@@ -364,6 +364,87 @@ def test_station_loads_kernel_equals_the_reference_bit_for_bit():
         assert ld.static_loads_arrays(pts, R.reshape(7, 9), F).tobytes() == np.array(ref).tobytes()
 
 
+
+# ---------------------------------------------------------------- the grappled twist and the massless arm's wrenches
+
+
+def _body(rng: np.random.Generator) -> np.ndarray:
+    """A rigid body's ``[p, quat, v, w]`` (13,): body rates from zero (the quaternion step's first-order branch),
+    signed zeros and tiny to fast."""
+    w = rng.normal(size=3) * rng.choice([0.0, -0.0, 1e-14, 1e-3, 1.0])
+    return np.array([*rng.normal(0.0, 20.0, 3), *sp.quat_normalize(rng.normal(size=4)), *rng.normal(0.0, 0.1, 3), *w])
+
+
+def test_grappled_twist_kernel_equals_the_reference_bit_for_bit():
+    rng = np.random.default_rng(23)
+    for _ in range(3000):
+        orb, pay, e = _body(rng), _body(rng), rng.normal(0.0, 3.0, 3) * rng.choice([0.0, 1.0])
+        ref = rms.grappled_twist_rows(orb.tolist(), pay.tolist(), e.tolist())
+        assert rms.grappled_twist_arrays(orb, pay, e).tobytes() == np.array(ref).tobytes()
+
+
+def test_grappled_twist_reference_is_the_relative_twist_of_the_frozen_grasp():
+    """The reference against the checked array function (:func:`dynamics.rms.relative_twist`) with Eo's position in O
+    composed from the poses: the same twist to round-off."""
+    rng = np.random.default_rng(29)
+    for _ in range(200):
+        orb, pay, e = _body(rng), _body(rng), rng.normal(0.0, 3.0, 3)
+        R_WO, R_WT = sp.quat_to_rotation(orb[3:7]), sp.quat_to_rotation(pay[3:7])
+        p_OoEo_O = R_WO.T @ (pay[0:3] + R_WT @ e - orb[0:3])
+        V = rms.relative_twist(R_WO, orb[10:13], orb[7:10], p_OoEo_O, R_WT, pay[10:13], pay[7:10], e)
+        np.testing.assert_allclose(rms.grappled_twist_rows(orb.tolist(), pay.tolist(), e.tolist()), V,
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_massless_wrench_kernel_equals_the_reference_bit_for_bit():
+    rng = np.random.default_rng(31)
+    for _ in range(3000):
+        orb = _body(rng)
+        pE, pS, F = rng.normal(0.0, 10.0, 3), rng.normal(0.0, 10.0, 3), rng.normal(0.0, 1e3, 6)
+        if rng.random() < 0.2:
+            F = np.zeros(6) * rng.choice([1.0, -1.0], 6)             # a free arm's (signed zeros)
+        h, propagate = float(rng.choice([0.0, 2e-3, 0.1])), bool(rng.random() < 0.8)
+        ref = rms.massless_wrench_rows(orb.tolist(), h, propagate, pE.tolist(), pS.tolist(), F.tolist())
+        k = rms.massless_wrench_arrays(orb, h, propagate, pE, pS, F)
+        assert ref is not None and k is not None and k.tobytes() == np.array(ref).tobytes()
+    bad = _body(rng)
+    bad[12] = np.nan                                                 # the reference's quat_integrate_rows raises
+    assert rms.massless_wrench_rows(bad.tolist(), 2e-3, True, [0.0] * 3, [0.0] * 3, [0.0] * 6) is None
+    assert rms.massless_wrench_arrays(bad, 2e-3, True, np.zeros(3), np.zeros(3), np.zeros(6)) is None
+
+
+def test_the_massless_arms_compiled_outputs_are_its_general_ones():
+    """A massless arm's step publishes, through the compiled kernel, what its general path (any plant's: the
+    orbiter propagated by its quaternion step, the plant's wrenches) gives: the same messages bit for bit, at
+    coupling instants and between them, grappled and free."""
+    m = arm.build({"arm": {"model": "massless"}, "sim": {}}, "arm", 2_000_000)
+    m.set_coupling({arm.STATE: 10_000_000})
+    c = m.new_context()
+    rng = np.random.default_rng(37)
+    h = 2e-3
+    for i in range(40):
+        c.orb_x = _body(rng)
+        x = c.orb_x.tolist()
+        c.orb_f = (x[0:3], tuple(x[3:7]), x[10:13], x[7:10])
+        c.F_Eo_O = rng.normal(0.0, 100.0, 6) if i % 3 else np.zeros(6)
+        c.grappled = bool(i % 2)
+        t = i * 2_000_000
+        k = rms.massless_wrench_arrays(c.orb_x, h, True, c.rows[1][arm.N_JOINTS], m._p_OS_a, c.F_Eo_O)
+        fast = m._outputs(c, None, t, k)
+        p, q, w, v = c.orb_f
+        slow = m._outputs(c, ([p[0] + v[0] * h, p[1] + v[1] * h, p[2] + v[2] * h],
+                              sp.quat_integrate_rows(q, w[0], w[1], w[2], h), w, v), t)
+        assert fast.keys() == slow.keys()
+        for topic in fast:
+            assert fast[topic].keys() == slow[topic].keys()
+            for key, a in fast[topic].items():
+                b = slow[topic][key]
+                if isinstance(a, np.ndarray):
+                    assert a.tobytes() == b.tobytes() and a.shape == b.shape, (topic, key)
+                else:
+                    assert a == b, (topic, key)
+
+
 # ---------------------------------------------------------------- the Jacobian's SVD inverse
 
 
@@ -402,7 +483,8 @@ def test_svd_inverse_of_the_step_equals_the_checked_one_bit_for_bit():
 # ---------------------------------------------------------------- loading
 
 
-KERNELS = ("servo_step", "rms_kinematics", "limit_joint_rates", "auto_rates", "predict_state", "static_loads")
+KERNELS = ("servo_step", "rms_kinematics", "limit_joint_rates", "auto_rates", "predict_state", "static_loads",
+           "grappled_twist", "massless_wrench")
 
 
 def _step(m: BoundModel, k: int, state: dict, ev: dict | None = None) -> None:
