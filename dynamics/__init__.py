@@ -93,13 +93,20 @@ def kernel_module(name: str) -> ModuleType:
     ``sys.modules``: importing numba takes ~0.5 s, which a process that never steps the kernel's model (a
     configuration check) should not pay, and an import statement's own lookup costs more than a kernel's call.
 
+    A module another thread is still importing (in ``sys.modules`` but not yet whole: a device's build runs in a
+    thread while the models build, :func:`protocol.registry.build_members`, and one kernel module imports another)
+    is waited for, as an import statement waits: through :func:`importlib.import_module`, which takes the module's
+    import lock.
+
     Raises
     ------
     ImportError
         If there is no such module (or numba is missing).
     """
     mod = sys.modules.get(f"dynamics.{name}")
-    return mod if mod is not None else importlib.import_module(f"dynamics.{name}")
+    if mod is None or getattr(getattr(mod, "__spec__", None), "_initializing", False):
+        return importlib.import_module(f"dynamics.{name}")
+    return mod
 
 
 def _deprecated(old: str, new: str) -> None:

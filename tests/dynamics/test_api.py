@@ -81,3 +81,28 @@ def _two_link(tmp_path):
   <joint name="j" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/></joint>
 </robot>""")
     return p
+
+
+def test_kernel_module_waits_for_a_module_another_thread_is_importing(tmp_path, monkeypatch):
+    """A kernel module another thread is still importing (in ``sys.modules``, not yet whole) is waited for: a
+    device's build in its thread and a model's build may load kernel modules that import one another
+    (protocol.registry.build_members). The lookup's fast path alone hands out the half-made module."""
+    import sys
+    import threading
+    import time
+
+    (tmp_path / "probe_slow_kernels.py").write_text("import time\ntime.sleep(0.5)\nVALUE = 1\n")
+    monkeypatch.setattr(dynamics, "__path__", [*dynamics.__path__, str(tmp_path)])
+    name = "dynamics.probe_slow_kernels"
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    t = threading.Thread(target=importlib.import_module, args=(name,))
+    t.start()
+    try:
+        end = time.monotonic() + 5.0
+        while name not in sys.modules and time.monotonic() < end:
+            time.sleep(0.001)
+        assert name in sys.modules, "the other thread's import never began"
+        assert dynamics.kernel_module("probe_slow_kernels").VALUE == 1
+    finally:
+        t.join()
+        sys.modules.pop(name, None)
