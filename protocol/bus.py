@@ -85,6 +85,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
@@ -551,6 +552,39 @@ class ZmqBus(_Closing):
             self.pub.close(linger=linger_ms)
             self.sub.close(linger=0)
             _release_ipc(self._ipc_path)
+
+    def wait_refused(self, endpoints: Iterable[str], timeout_s: float) -> list[str]:
+        """Wait until the subscriber has tried to connect to each of ``endpoints`` and found nothing listening (a
+        connection refused: whoever was there is gone), at most ``timeout_s``; the endpoints not yet seen refused.
+
+        What this is for: libzmq (4.3.5) aborts the process (``zap_client.cpp:50``) when a connecting CURVE server,
+        as this subscriber is, is closed while a reconnected publisher's handshake reaches its ZAP request (the
+        session's pipe to the ZAP handler, made at its first handshake, is already being torn down). A publisher
+        whose key is refused is reconnected to every ``reconnect_ivl``, so its handshakes never stop while it
+        listens; once its endpoint refuses connections none can be under way, and the subscriber may be closed.
+        """
+        from zmq.utils.monitor import recv_monitor_message
+
+        left = set(endpoints)
+        mon = self.sub.get_monitor_socket(zmq.EVENT_CONNECT_DELAYED | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
+        try:
+            attempt: dict[str, bool] = {}
+            end = time.monotonic() + timeout_s
+            while left and (wait := end - time.monotonic()) > 0.0:
+                if not mon.poll(max(1, int(wait * 1000))):
+                    continue
+                ev = recv_monitor_message(mon)
+                where = ev["endpoint"].decode()
+                if ev["event"] == zmq.EVENT_CONNECT_DELAYED:
+                    attempt[where] = True
+                elif ev["event"] == zmq.EVENT_CONNECTED:
+                    attempt[where] = False
+                elif ev["event"] == zmq.EVENT_CONNECT_RETRIED and attempt.get(where):  # tried, never connected
+                    left.discard(where)
+        finally:
+            self.sub.disable_monitor()
+            mon.close(linger=0)
+        return sorted(left)
 
     def wait_delivered(self, timeout_s: float) -> None:
         """After :meth:`close` with a linger: terminate the context, which returns once what closed
