@@ -20,6 +20,8 @@
   orbiter's and the payload's states.
 - :func:`massless_wrench` is :func:`dynamics.rms.massless_wrench_rows`: the massless arm's outputs in W at a step's
   end (the orbiter propagated, E and So in W, the tip wrench and the shoulder's reaction).
+- :func:`grappled_step` is the grappled massless arm's step made of the kernels above (the twist, the servos, the
+  kinematics) and its few products, in one call.
 
 Each is written with the same operations in the same order as its reference. Numba compiles
 without fast-math (no reassociation, no fused multiply-add), ``sin``, ``cos``, ``acos`` and ``tanh``
@@ -53,7 +55,8 @@ from numpy.typing import NDArray
 from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid body's own quaternion kernels
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
-           "auto_rates", "predict_state", "static_loads", "grappled_twist", "massless_wrench"]
+           "auto_rates", "predict_state", "static_loads", "grappled_twist", "massless_wrench",
+           "grappled_step"]
 
 _STATION_POINT = (1, 1, 2, 2, 3, 3, 4, 4, 6)
 _STATION_LINK = (1, 2, 2, 3, 3, 4, 4, 5, 5)
@@ -550,3 +553,67 @@ def massless_wrench(orb: Array, h: float, propagate: bool, pE: Array, pS: Array,
     out[18], out[19], out[20], out[21], out[22], out[23], out[24], out[25], out[26] = r0, r1, r2, r3, r4, r5, r6, r7, r8
     out[27], out[28], out[29], out[30], out[31], out[32], out[33] = p0, p1, p2, qw, qx, qy, qz
     return True
+
+
+@njit(cache=True)
+def grappled_step(orb: Array, pay: Array, e: Array, J_inv: Array, P: Array, friction_rate: float, theta_m: Array,
+                  omega: Array, integ: Array, rate_cmd: Array, brakes: NDArray[np.bool_], h: float, n_sub: int,
+                  k: Array, c: Array, theta: Array, direct_on: NDArray[np.bool_], direct_i: Array, G: Array,
+                  regular: bool, J_svd: Array, sigma: float, sigma_min: float, V: Array, servo: Array,
+                  theta_new: Array, Rs: Array, ps: Array, us: Array, J: Array, J_inv_new: Array,
+                  theta_dot: Array, tau: Array) -> tuple[int, bool]:
+    """One step of the grappled massless arm (:meth:`services.arm.MasslessPlant.step`, the servos on the 3-7
+    springs): :func:`grappled_twist`, the joint rates ``J⁻¹ V_R`` (2-12), :func:`servo_step` loaded, the joints
+    advanced, :func:`rms_kinematics` at the new angles with Weyl's test of the last SVD
+    (:meth:`services.arm.ArmKinematics.update`), the new rates and the torques the springs transmit; the same
+    operations in the same order as those steps.
+
+    The products ``J⁻¹ V_R`` and ``ΔJ·ΔJ`` are numba's ``numpy.dot``, which calls BLAS (``dgemv``, ``ddot``) as
+    numpy's ``@`` does; the tests hold the step equal to the one made of the separate kernels and numpy.
+
+    Parameters
+    ----------
+    orb, pay, e
+        As :func:`grappled_twist`.
+    J_inv : ndarray, shape (6, 6)
+        The inverse (or damped inverse) of the last kinematics.
+    P, friction_rate, theta_m, omega, integ, rate_cmd, brakes, h, n_sub, k, c, direct_on, direct_i
+        As :func:`servo_step` (loaded, on the springs ``k`` and dampers ``c``).
+    theta : ndarray, shape (6,)
+        The joint angles at the step's start. [rad]
+    G : ndarray, shape (7, 35)
+        The geometry.
+    regular : bool
+        Whether the last SVD's J is at hand and its inverse undamped (``J_svd``, ``sigma``; ``J_svd`` any (6, 6) if
+        not).
+    sigma_min : float
+    V, servo, theta_new, Rs, ps, us, J, J_inv_new, theta_dot, tau
+        Written: the twist (6,); the servos' ``theta_m, omega, integ, current, tau_load`` (5, 6); the new angles;
+        the kinematics and Jacobian as :func:`rms_kinematics`; its inverse (Fortran order); the new joint rates and
+        torques (6,) each (the last three only if the status is 0).
+
+    Returns
+    -------
+    status : int
+        0 done; 1 the inverse is the caller's to make (no SVD at hand, Weyl's test failed, or LU could not): the
+        caller goes on from the kinematics as :meth:`services.arm.ArmKinematics.update` does.
+    inverted : bool
+        Whether ``J_inv_new`` holds the LU inverse.
+    """
+    grappled_twist(orb, pay, e, V)
+    thd = np.dot(J_inv, V)
+    servo_step(P, friction_rate, theta_m, omega, integ, rate_cmd, brakes, h, n_sub, True, k, c, theta, thd,
+               direct_on, direct_i, servo)
+    for i in range(6):
+        theta_new[i] = theta[i] + h * thd[i]
+    ok = rms_kinematics(G, theta_new, Rs, ps, us, J, regular, J_inv_new)
+    if not regular:
+        return 1, False
+    d = (J - J_svd).ravel()
+    if not sigma - math.sqrt(np.dot(d, d)) > sigma_min or not ok:
+        return 1, ok
+    thd2 = np.dot(J_inv_new, V)
+    for i in range(6):
+        theta_dot[i] = thd2[i]
+        tau[i] = k[i] * (servo[0, i] - theta_new[i]) + c[i] * (servo[1, i] - thd2[i])
+    return 0, True

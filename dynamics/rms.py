@@ -63,6 +63,7 @@ __all__ = [
     "grappled_twist_arrays",
     "massless_wrench_rows",
     "massless_wrench_arrays",
+    "grappled_step_arrays",
     "load_kernels",
     "rms_pose_from_rows",
     "rms_jacobian",
@@ -307,10 +308,10 @@ def _kernels() -> ModuleType:
 
 def load_kernels() -> None:
     """Import the compiled kernels of :func:`rms_kinematics_arrays`, :func:`limit_joint_rates`, :func:`auto_rates`,
-    :func:`predict_state_arrays`, :func:`grappled_twist_arrays` and :func:`massless_wrench_arrays` and load their
-    machine code now (compile it if numba's cache has none), for the argument types the arm passes; otherwise their
-    first call pays for it (numba's import and the load, a few tenths of a second; the compile, seconds). The arm
-    calls it when it is built."""
+    :func:`predict_state_arrays`, :func:`grappled_twist_arrays`, :func:`massless_wrench_arrays` and
+    :func:`grappled_step_arrays` and load their machine code now (compile it if numba's cache has none), for the
+    argument types the arm passes; otherwise their first call pays for it (numba's import and the load, a few
+    tenths of a second; the compile, seconds). The arm calls it when it is built."""
     _kernels().rms_kinematics(np.zeros((N_JOINTS + 1, 35)), np.zeros(N_JOINTS), np.empty((N_JOINTS + 1, 9)),
                               np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, N_JOINTS)), True,
                               np.empty((N_JOINTS, 6), order="F"))
@@ -325,6 +326,10 @@ def load_kernels() -> None:
     x = np.concatenate([np.zeros(3), [1.0, 0.0, 0.0, 0.0], np.zeros(6)])    # the arm's own arrays (writable)
     grappled_twist_arrays(x, x, np.zeros(3))
     massless_wrench_arrays(x, 1.0, True, np.zeros(3), np.zeros(3), np.zeros(6))
+    G, P, z6 = np.zeros((N_JOINTS + 1, 35)), np.ones((N_JOINTS, 8)), np.zeros(6)
+    for J_inv in (np.eye(6), np.asfortranarray(np.eye(6))):   # the SVD's inverse (C order) and LU's (Fortran)
+        grappled_step_arrays(x, x, np.zeros(3), J_inv, P, 1.0, z6, z6, z6, z6, np.zeros(6, dtype=np.bool_), 1e-3, 1,
+                             z6, z6, z6, None, G, True, np.eye(6), 0.0, 1.0)
 
 
 def rms_kinematics_arrays(geom: RmsGeometry, theta: Array, invert: bool = False
@@ -491,6 +496,72 @@ def massless_wrench_arrays(orb: Array, h: float, propagate: bool, p_OoEo_O: Arra
     the reference returns None."""
     out = np.empty(34)
     return out if _kernels().massless_wrench(orb, float(h), propagate, p_OoEo_O, p_OoSo_O, F_Eo_O, out) else None
+
+
+
+_NO_DIRECT = np.zeros(N_JOINTS, dtype=np.bool_)
+_NO_CURRENT = np.zeros(N_JOINTS)
+
+
+def grappled_step_arrays(orb: Array, pay: Array, p_ToEo_T: Array, J_inv: Array, servo_rows: Array,
+                         friction_rate: float, theta_m: Array, omega: Array, integ: Array, rate_cmd: Array,
+                         brakes: NDArray[np.bool_], h: float, n_sub: int, k: Array, c: Array, theta: Array,
+                         direct: Sequence[float | None] | None, G: Array, regular: bool, J_svd: Array | None,
+                         sigma: float, sigma_min: float) -> tuple[int, Array, Array, Array, Array, Array, Array,
+                                                                   Array, Array | None, Array, Array]:
+    """One grappled step of the massless arm with its servos on the 3-7 springs, in one compiled call
+    (:func:`dynamics.arm_kernels.grappled_step`): bit for bit the same step made of :func:`grappled_twist_arrays`,
+    ``J_inv @ V_R``, :func:`dynamics.servo.servo_step_arrays` loaded, :func:`rms_kinematics_arrays` and Weyl's test
+    (the tests hold them equal). No checks; new arrays.
+
+    Parameters
+    ----------
+    orb, pay : ndarray, shape (13,)
+        The orbiter's and the payload's ``[p, quat, v, w]`` at the step's start.
+    p_ToEo_T : ndarray, shape (3,)
+    J_inv : ndarray, shape (6, 6)
+        The last kinematics' inverse.
+    servo_rows, friction_rate : ndarray (6, 8), float
+        :attr:`dynamics.servo.ServoParams.kernel_rows`, ``friction_rate``.
+    theta_m, omega, integ : ndarray, shape (6,)
+        The servos' state.
+    rate_cmd : ndarray, shape (6,)
+    brakes : ndarray of bool, shape (6,)
+    h : float
+    n_sub : int
+    k, c : ndarray, shape (6,)
+        The springs and dampers (3-7).
+    theta : ndarray, shape (6,)
+    direct : sequence of (float or None), or None
+        As :func:`dynamics.servo.servo_step`.
+    G : ndarray, shape (7, 35)
+        :attr:`RmsGeometry.kernel_rows`.
+    regular, J_svd, sigma, sigma_min
+        The last SVD (``J_svd`` None: none at hand; ``regular`` False then).
+
+    Returns
+    -------
+    status : int
+        0: done; 1: the new inverse, the rates and the torques are the caller's to make
+        (:meth:`services.arm.ArmKinematics.invert` with ``J_inv_new`` if it holds LU's inverse, else None).
+    V_R_O, servo, theta, R_OB, p, u_O, J, J_inv_new, theta_dot, tau
+        The twist (6,); the servos' rows ``theta_m, omega, integ, current, tau_load`` (5, 6); the new angles (6,);
+        the kinematics as :func:`rms_kinematics_arrays`; ``J_inv_new`` (6, 6) LU's inverse or None; the new rates and
+        torques (6,) (meaningless unless the status is 0).
+    """
+    if direct is None:
+        on, cur = _NO_DIRECT, _NO_CURRENT
+    else:
+        on = np.array([d is not None for d in direct])
+        cur = np.array([0.0 if d is None else float(d) for d in direct])
+    V, servo, theta_new, thd, tau = np.empty(6), np.empty((5, N_JOINTS)), np.empty(6), np.empty(6), np.empty(6)
+    R_OB, p, u, J = np.empty((N_JOINTS + 1, 9)), np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, 6))
+    J_inv_new = np.empty((6, 6), order="F")
+    status, inverted = _kernels().grappled_step(
+        orb, pay, p_ToEo_T, J_inv, servo_rows, float(friction_rate), theta_m, omega, integ, rate_cmd, brakes,
+        float(h), int(n_sub), k, c, theta, on, cur, G, regular, J if J_svd is None else J_svd, float(sigma),
+        float(sigma_min), V, servo, theta_new, R_OB, p, u, J, J_inv_new, thd, tau)
+    return status, V, servo, theta_new, R_OB, p, u, J, (J_inv_new if inverted else None), thd, tau
 
 
 def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],

@@ -609,7 +609,13 @@ class ArmKinematics:
         R_OB, p, u, c.J, J_inv = rms.rms_kinematics_arrays(c.geom, c.theta if theta is None else theta, regular)
         c.rows = (R_OB, p, u)
         c.pose = None
+        self.invert(c, regular, J_inv)
+
+    def invert(self, c: ArmContext, regular: bool, J_inv: np.ndarray | None) -> None:
+        """The rest of :meth:`update` once ``c.J`` is the new Jacobian: its inverse ``J_inv`` by LU (None: not made)
+        if Weyl's bound lets it stand (``regular``: the last SVD's J at hand, its inverse undamped), else the SVD's."""
         if regular:
+            assert c.J_svd is not None
             dJ = (c.J - c.J_svd).ravel()
             if c.sigma - math.sqrt(dJ @ dJ) > self.p.sigma_min:
                 if J_inv is None:                          # the kernel could not: the reference says why
@@ -764,6 +770,9 @@ class MasslessPlant:
         self.kin = kin
         self.servo_p = servo_p
         self._zeros6 = np.zeros(6)                          # published as is: never written in place
+        self.fused = True
+        """Whether a grappled step with the servos on the springs is one compiled call (:meth:`_grappled_step`); False:
+        the separate kernels and numpy, its reference (the tests compare them)."""
 
     def start(self, c: ArmContext) -> None:
         """Nothing beyond the joints and servos."""
@@ -783,8 +792,11 @@ class MasslessPlant:
             self.kin.update(c)
             c.V_R_O = c.J @ c.theta_dot
             return
-        c.theta_dot = self._grappled_rates(c, pay)
         passive = self.p.flexibility == "passive" and c.brakes
+        if pay is not None and not passive and self.fused:
+            self._grappled_step(c, qd_cmd, direct, brakes, h)
+            return
+        c.theta_dot = self._grappled_rates(c, pay)
         th, thd = c.theta, c.theta_dot
         if not passive:
             k, damp = self.kin.springs(c)
@@ -800,6 +812,29 @@ class MasslessPlant:
             c.servo = sv.ServoState(c.theta_n.copy(), np.zeros(6), np.zeros(6), np.zeros(6))
         else:
             c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
+
+    def _grappled_step(self, c: ArmContext, qd_cmd: np.ndarray, direct: DirectDrive, brakes: np.ndarray,
+                       h: float) -> None:
+        """The grappled step below (the servos on the springs) in one compiled call,
+        :func:`dynamics.rms.grappled_step_arrays`: the same numbers, warnings and order."""
+        if c.damped:
+            self.kin.warn(c, f"singular: joint rates from relative motion damped (sigma {c.sigma:.3g})")
+        k, damp = self.kin.springs(c)
+        regular = c.J_svd is not None and not c.damped
+        status, V, servo, c.theta, R_OB, p, u, c.J, J_inv, thd, tau = rms.grappled_step_arrays(
+            c.orb_x, c.pay_x, c.p_ToEo_T, c.J_inv, self.servo_p.kernel_rows, self.servo_p.friction_rate,
+            c.servo.theta_m, c.servo.omega, c.servo.integ, qd_cmd, brakes, h, self.p.servo_substeps, k, damp, c.theta,
+            direct(c), c.geom.kernel_rows, regular, c.J_svd, c.sigma, self.p.sigma_min)
+        c.V_R_O = V
+        c.servo = sv.ServoState(servo[0], servo[1], servo[2], servo[3])
+        c.rows = (R_OB, p, u)
+        c.pose = None
+        if status == 0:
+            c.J_inv, c.theta_dot, c.tau = J_inv, thd, tau
+            return
+        self.kin.invert(c, regular, J_inv)
+        c.theta_dot = c.J_inv @ c.V_R_O
+        c.tau = k * (c.servo.theta_m - c.theta) + damp * (c.servo.omega - c.theta_dot)
 
     def _grappled_rates(self, c: ArmContext, pay: dict[str, Any] | None) -> np.ndarray:
         """2-10…2-12: joint rates from the relative motion (E frozen in the payload)."""

@@ -445,6 +445,70 @@ def test_the_massless_arms_compiled_outputs_are_its_general_ones():
                     assert a == b, (topic, key)
 
 
+
+def _same(a: object, b: object) -> bool:
+    """Equal to the bit: arrays by bytes, shape and layout; containers and dataclasses field by field."""
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
+                and a.tobytes(order="A") == b.tobytes(order="A") and a.flags.f_contiguous == b.flags.f_contiguous)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dataclass_fields__"):
+        return type(a) is type(b) and all(_same(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or (a != a and b != b)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("table", [{}, {"sigma_min": 2.0}, {"servo_substeps": 3}],
+                         ids=["default", "damped", "substeps"])
+def test_the_fused_grappled_step_equals_the_separate_kernels_bit_for_bit(table):
+    """The grappled massless arm's one-call step (:func:`dynamics.arm_kernels.grappled_step`) against the same step
+    made of the separate kernels and numpy (``plant.fused = False``): the whole context and every message equal to
+    the bit after each step, with the bodies moving and turning (predicted between their samples), the auto
+    sequence, direct drive and the brakes; ``sigma_min`` above the arm's smallest singular value keeps every step
+    damped (the SVD's inverse, the caller's to make), the default mostly Weyl's LU."""
+    rng = np.random.default_rng(41)
+    models = [BoundModel(arm.build({"arm": table}, "arm", 2_000_000)) for _ in range(2)]
+    models[1].obj.plant.fused = False
+    X_OE = models[0].obj.pose(models[0].ctx).X_OE
+    p_T = X_OE[:3, 3] + X_OE[:3, :3] @ [3.0, 0.0, 0.0]
+    w_T, v_T = rng.normal(0.0, 2e-3, 3), rng.normal(0.0, 5e-3, 3)
+    w_O, v_O = rng.normal(0.0, 5e-4, 3), rng.normal(0.0, 1e-3, 3)
+    away = (X_OE[:3, 3] + [0.3, 0.1, -0.2]).tolist()
+    cmds = {0: [{"kind": "capture"}], 150: [{"kind": "auto", "waypoints": [{"p": away}]}],
+            400: [{"kind": "direct", "joint": "wrist_pitch", "drive": 0.3}], 450: [{"kind": "brakes", "on": True}],
+            480: [{"kind": "brakes", "on": False}], 500: [{"kind": "auto", "waypoints": [{"p": X_OE[:3, 3].tolist()}]}]}
+    for m in models:
+        m.initial(0)
+    steps = 0
+    for k in range(700):
+        t = k * 2_000_000
+        ts = t - t % 10_000_000                                      # samples at 100 Hz, predicted to each step
+        a_O, a_T = rng.normal(0.0, 1e-5, 3), rng.normal(0.0, 1e-4, 3)
+        orb = Sample(ts, 10_000_000, "orbiter", 0, {
+            "p_WoOo_W": v_O * ts * 1e-9, "quat_WO": sp.quat_normalize([1.0, *(w_O * ts * 5e-10)]), "w_WO_O": w_O,
+            "v_WOo_W": v_O, "a_WOo_W": a_O, "wdot_WO_O": np.zeros(3)})
+        pay = Sample(ts, 10_000_000, "contact", 0, {
+            "p_WoTo_W": p_T + v_T * ts * 1e-9, "quat_WT": sp.quat_normalize([1.0, *(w_T * ts * 5e-10)]),
+            "w_WT_T": w_T, "v_WTo_W": v_T, "a_WTo_W": a_T, "wdot_WT_T": rng.normal(0.0, 1e-5, 3), "grappled": True,
+            "berthed": False})
+        ev = {}
+        if k in cmds:
+            key = "contact/event" if cmds[k][0]["kind"] == "capture" else "operator/command"
+            ev[key] = [Sample(t, 2_000_000, "x", 0, {"events": cmds[k]})]
+        outs = [m.step(t, 2_000_000, StepInputs(t, 2_000_000, {"orbiter/state": orb, "payload/state": pay}, {}, ev))
+                for m in models]
+        assert _same(outs[0], outs[1]), k
+        assert _same(models[0].ctx, models[1].ctx), k
+        steps += models[0].ctx.grappled
+    assert steps > 600 and models[0].ctx.grappled
+    if "sigma_min" in table:
+        assert models[0].ctx.damped
+
+
 # ---------------------------------------------------------------- the Jacobian's SVD inverse
 
 
