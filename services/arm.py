@@ -469,7 +469,7 @@ class ArmContext:
     geom : dynamics.rms.RmsGeometry
         The geometry with the point of resolution in force (the ``por`` command moves it).
     p_ToEo_T : ndarray, shape (3,)
-        E in the payload, frozen at the grasp [m]; ``p_TE`` the same as floats.
+        E in the payload, frozen at the grasp. [m]
     R_TE : ndarray, shape (3, 3)
         E's attitude in T, frozen at the grasp.
     theta_n : ndarray, shape (6,)
@@ -526,7 +526,6 @@ class ArmContext:
     waypoints: list[dict[str, Any]]
     geom: rms.RmsGeometry
     p_ToEo_T: np.ndarray
-    p_TE: list[float]
     R_TE: np.ndarray
     theta_n: np.ndarray
     qd_cmd: np.ndarray
@@ -1072,7 +1071,7 @@ class FlexiblePlant(MultibodyPlant):
             pT, qT, wT, vT = c.pay_f
             R = sp.rotation_rows(*qT)                             # R_WT
             _, V_G, A_G = rb.point_motion(np.reshape(R, (3, 3)), wT, vT, pay["a_WTo_W"], pay["wdot_WT_T"],
-                                          c.p_TE)             # the grasp point's twist and acceleration, W
+                                          c.p_ToEo_T)         # the grasp point's twist and acceleration, W
         held = c.held
         want_hand = grappled
         if (held is None or (held.J is not None) != want_hand
@@ -1328,7 +1327,6 @@ class ModeController:
             p_new = np.asarray(ev["p"], float)
             if c.grappled:   # the grasp is unchanged: carry the frozen point along with it
                 c.p_ToEo_T = c.p_ToEo_T + c.R_TE @ (p_new - c.geom.p_B6oEo_B6)
-                c.p_TE = c.p_ToEo_T.tolist()
             c.geom = replace(c.geom, p_B6oEo_B6=p_new)
             self.kin.update(c)
             self.kin.flex(c)
@@ -1349,7 +1347,6 @@ class ModeController:
             X_WT = sp.pose(sp.quat_to_rotation(pay["quat_WT"]), pay["p_WoTo_W"])
             X_TE = sp.pose_inverse(X_WT) @ X_WO @ X_OE()
             c.p_ToEo_T, c.R_TE = X_TE[:3, 3].copy(), X_TE[:3, :3].copy()
-            c.p_TE = c.p_ToEo_T.tolist()
             if not c.grappled:
                 c.theta_n = c.theta.copy()
                 c.servo = sv.ServoState(c.theta.copy(), c.theta_dot.copy(), c.servo.integ.copy(),
@@ -1500,7 +1497,7 @@ class ArmModel:
         c = ArmContext(
             theta=theta, theta_dot=np.zeros(6), servo=sv.servo_initial(theta), mode="hold", frame="orbiter",
             brakes=False, grappled=False, rate_cmd_frame=np.zeros(6), single=(0, 0.0), direct=(0, 0.0), waypoints=[],
-            geom=self.geometry, p_ToEo_T=np.zeros(3), p_TE=[0.0, 0.0, 0.0], R_TE=np.eye(3), theta_n=theta.copy(),
+            geom=self.geometry, p_ToEo_T=np.zeros(3), R_TE=np.eye(3), theta_n=theta.copy(),
             qd_cmd=np.zeros(6), tau=np.zeros(6), F_Eo_O=np.zeros(6), F_Eo_W=np.zeros(6), F_So_W=np.zeros(6),
             V_R_O=np.zeros(6), loads=np.zeros((ld.N_STATIONS, 6)), orb=self._default_orbiter(), orb_f=orb_f,
             pay_f=orb_f, orb_x=_AT_REST, pay_x=_AT_REST)
@@ -1594,7 +1591,7 @@ class ArmModel:
         then (``arm/state`` whole only at its coupling instants); or, for the massless arm, with ``k`` the
         orbiter's and the wrenches' floats then (:func:`dynamics.rms.massless_wrench_arrays`, the same numbers)."""
         R_OB, p, _ = c.rows
-        R_OE = R_OB[N_JOINTS].tolist()
+        R_OE, pE = R_OB[N_JOINTS].tolist(), p[N_JOINTS].tolist()
         d = None
         if k is not None:                                            # the massless arm's, compiled
             c.F_Eo_W, c.F_So_W = k[6:12], k[12:18]
@@ -1603,7 +1600,6 @@ class ArmModel:
             assert orb_f is not None
             (o0, o1, o2), q, _, _ = orb_f
             R = sp.rotation_rows(*q)
-            pE = p[N_JOINTS].tolist()
             d = self.plant.deflection_O(c, R)
             if d is not None:                                        # E with the booms' deflection
                 dp = d[1]
@@ -1623,7 +1619,7 @@ class ArmModel:
         if k is not None:
             x = k.tolist()
             e0, e1, e2 = x[0:3]
-            R, pE = x[18:27], p[N_JOINTS].tolist()
+            R = x[18:27]
             _, _, w, v = c.orb_f
             orb_f = (x[27:30], x[30:34], w, v)
         if d is not None:
