@@ -21,7 +21,8 @@
 - :func:`massless_wrench` is :func:`dynamics.rms.massless_wrench_rows`: the massless arm's outputs in W at a step's
   end (the orbiter propagated, E and So in W, the tip wrench and the shoulder's reaction).
 - :func:`grappled_step` is the grappled massless arm's step made of the kernels above (the twist, the servos, the
-  kinematics) and its few products, in one call.
+  kinematics) and its few products, in one call; :func:`auto_command` the same for the auto sequence's joint-rate
+  command (E's pose, the segment's rates, the clip, ``J⁻¹ V``, the joint limits).
 
 Each is written with the same operations in the same order as its reference. Numba compiles
 without fast-math (no reassociation, no fused multiply-add), ``sin``, ``cos``, ``acos`` and ``tanh``
@@ -56,7 +57,7 @@ from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid 
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
            "auto_rates", "predict_state", "static_loads", "grappled_twist", "massless_wrench",
-           "grappled_step"]
+           "grappled_step", "auto_command"]
 
 _STATION_POINT = (1, 1, 2, 2, 3, 3, 4, 4, 6)
 _STATION_LINK = (1, 2, 2, 3, 3, 4, 4, 5, 5)
@@ -617,3 +618,76 @@ def grappled_step(orb: Array, pay: Array, e: Array, J_inv: Array, P: Array, fric
         theta_dot[i] = thd2[i]
         tau[i] = k[i] * (servo[0, i] - theta_new[i]) + c[i] * (servo[1, i] - thd2[i])
     return 0, True
+
+
+@njit(cache=True)
+def auto_command(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: Array, seg: Array, s0: float, s1: float,
+                 h: float, gain: float, v_lim: float, w_lim: float, tol_p: float, tol_r: float, v_max: float,
+                 w_max: float, J_inv: Array, theta: Array, limits: Array, limit_gain: float,
+                 out: Array) -> tuple[int, float, float, float, float, float, int, int]:
+    """One step of the auto sequence's joint-rate command (:meth:`services.arm.ModeController.rates` in ``auto``
+    mode with a segment under way): the end effector's pose the servos command (:func:`rms_kinematics` at the motor
+    angles, grappled), :func:`auto_rates`, the point of resolution's speed and rate clipped, ``J⁻¹ V`` (numba's
+    ``numpy.dot``: BLAS's ``dgemv``, as numpy's ``@``) and :func:`limit_joint_rates`; the same operations in the
+    same order.
+
+    Parameters
+    ----------
+    G : ndarray, shape (7, 35)
+        The geometry.
+    theta_m : ndarray, shape (6,)
+        The motor-side angles (read if ``motor``). [rad]
+    motor : bool
+        Whether E's pose is that of the motor angles (grappled), else ``R_E``, ``p_E``.
+    R_E, p_E : ndarray, shape (9,) and (3,)
+        E's rotation (row-major) and position in O at the joint angles.
+    seg, s0, s1, h, gain, v_lim, w_lim
+        As :func:`auto_rates`.
+    tol_p, tol_r : float
+        The waypoint's tolerances. [m, rad]
+    v_max, w_max : float
+        The speed and rate limits of the point of resolution. [m/s, rad/s]
+    J_inv : ndarray, shape (6, 6)
+    theta : ndarray, shape (6,)
+    limits, limit_gain
+        As :func:`limit_joint_rates`.
+    out : ndarray, shape (4, 6)
+        Written (code 0): ``V`` clipped, ``qd = J⁻¹ V``, then :func:`limit_joint_rates`'s two rows.
+
+    Returns
+    -------
+    code : int
+        0 done; 1 :func:`auto_rates` hands over to its reference; 2 the waypoint is reached (the caller goes on
+        with the next). The rest only with code 0 (``e_p``, ``e_r`` also with code 2).
+    e_p, e_r : float
+        The motor-side error on the reference. [m, rad]
+    nv, nw : float
+        The speed and rate ``V`` asked for before the clip. [m/s, rad/s]
+    r_max, j, clipped
+        As :func:`limit_joint_rates`.
+    """
+    if motor:
+        Rs, ps = np.empty((7, 9)), np.empty((7, 3))
+        rms_kinematics(G, theta_m, Rs, ps, np.empty((6, 3)), np.empty((6, 6)), False, np.empty((6, 6)))
+        R_m, p_m = Rs[6], ps[6]
+    else:
+        R_m, p_m = R_E, p_E
+    V = out[0]
+    code, e_p, e_r = auto_rates(seg, s0, s1, h, p_m, R_m, gain, v_lim, w_lim, V)
+    if code != 0:
+        return 1, 0.0, 0.0, 0.0, 0.0, 0.0, -1, 0
+    if s0 >= 1.0 and e_p <= tol_p and e_r <= tol_r:
+        return 2, e_p, e_r, 0.0, 0.0, 0.0, -1, 0
+    nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
+    nw = math.sqrt(V[0] * V[0] + V[1] * V[1] + V[2] * V[2])
+    if nv > v_max * (1 + 1e-12):
+        for i in range(3, 6):
+            V[i] = V[i] * (v_max / nv)
+    if nw > w_max * (1 + 1e-12):
+        for i in range(3):
+            V[i] = V[i] * (w_max / nw)
+    qd = np.dot(J_inv, V)
+    for i in range(6):
+        out[1, i] = qd[i]
+    r_max, j, clipped = limit_joint_rates(out[1], theta, limits, limit_gain, out[2:4])
+    return 0, e_p, e_r, nv, nw, r_max, j, clipped

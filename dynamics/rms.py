@@ -64,6 +64,7 @@ __all__ = [
     "massless_wrench_rows",
     "massless_wrench_arrays",
     "grappled_step_arrays",
+    "auto_command_arrays",
     "load_kernels",
     "rms_pose_from_rows",
     "rms_jacobian",
@@ -308,10 +309,10 @@ def _kernels() -> ModuleType:
 
 def load_kernels() -> None:
     """Import the compiled kernels of :func:`rms_kinematics_arrays`, :func:`limit_joint_rates`, :func:`auto_rates`,
-    :func:`predict_state_arrays`, :func:`grappled_twist_arrays`, :func:`massless_wrench_arrays` and
-    :func:`grappled_step_arrays` and load their machine code now (compile it if numba's cache has none), for the
-    argument types the arm passes; otherwise their first call pays for it (numba's import and the load, a few
-    tenths of a second; the compile, seconds). The arm calls it when it is built."""
+    :func:`predict_state_arrays`, :func:`grappled_twist_arrays`, :func:`massless_wrench_arrays`,
+    :func:`grappled_step_arrays` and :func:`auto_command_arrays` and load their machine code now (compile it if
+    numba's cache has none), for the argument types the arm passes; otherwise their first call pays for it (numba's
+    import and the load, a few tenths of a second; the compile, seconds). The arm calls it when it is built."""
     _kernels().rms_kinematics(np.zeros((N_JOINTS + 1, 35)), np.zeros(N_JOINTS), np.empty((N_JOINTS + 1, 9)),
                               np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, N_JOINTS)), True,
                               np.empty((N_JOINTS, 6), order="F"))
@@ -330,6 +331,9 @@ def load_kernels() -> None:
     for J_inv in (np.eye(6), np.asfortranarray(np.eye(6))):   # the SVD's inverse (C order) and LU's (Fortran)
         grappled_step_arrays(x, x, np.zeros(3), J_inv, P, 1.0, z6, z6, z6, z6, np.zeros(6, dtype=np.bool_), 1e-3, 1,
                              z6, z6, z6, None, G, True, np.eye(6), 0.0, 1.0)
+        auto_command_arrays(G, z6, True, eye, np.zeros(3), np.concatenate([np.zeros(6), eye, np.zeros(3)]), 0.0, 0.0,
+                            1e-3, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, J_inv, z6, np.ones((3, N_JOINTS)), 1.0,
+                            np.empty((4, N_JOINTS)))
 
 
 def rms_kinematics_arrays(geom: RmsGeometry, theta: Array, invert: bool = False
@@ -562,6 +566,21 @@ def grappled_step_arrays(orb: Array, pay: Array, p_ToEo_T: Array, J_inv: Array, 
         float(h), int(n_sub), k, c, theta, on, cur, G, regular, J if J_svd is None else J_svd, float(sigma),
         float(sigma_min), V, servo, theta_new, R_OB, p, u, J, J_inv_new, thd, tau)
     return status, V, servo, theta_new, R_OB, p, u, J, (J_inv_new if inverted else None), thd, tau
+
+
+
+def auto_command_arrays(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: Array, seg: Array, s0: float,
+                        s1: float, h: float, gain: float, v_lim: float, w_lim: float, tol_p: float, tol_r: float,
+                        v_max: float, w_max: float, J_inv: Array, theta: Array, limits: Array, limit_gain: float,
+                        out: Array) -> tuple[int, float, float, float, float, float, int, int]:
+    """An auto segment's step of the joint-rate command in one compiled call
+    (:func:`dynamics.arm_kernels.auto_command`, whose docstring gives the arguments and results): bit for bit E's
+    pose at the motor angles (:func:`rms_kinematics_arrays`), :func:`auto_rates`, the clip of the point of
+    resolution's speed and rate, ``J_inv @ V`` and :func:`limit_joint_rates` (the tests hold them equal). No checks;
+    ``out`` (4, 6) is written."""
+    return _kernels().auto_command(G, theta_m, motor, R_E, p_E, seg, float(s0), float(s1), float(h), float(gain),
+                                   float(v_lim), float(w_lim), float(tol_p), float(tol_r), float(v_max),
+                                   float(w_max), J_inv, theta, limits, float(limit_gain), out)
 
 
 def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],

@@ -1159,6 +1159,29 @@ class AutoSequence:
         self.kin = kin
         self.h = h
 
+    def command(self, c: ArmContext, vmax: float, wmax: float, limits: np.ndarray, limit_gain: float
+                ) -> tuple[np.ndarray, tuple[float, float, float, int, int]] | None:
+        """:meth:`rates` and what :meth:`ModeController.rates` makes of them (the clip, ``J⁻¹ V``, the joint limits)
+        in one compiled call (:func:`dynamics.arm_kernels.auto_command`), for a step of a segment under way: the
+        rows ``V, qd, scaled, limited`` (4, 6) and ``(nv, nw, r_max, j, clipped)``; None where the step is not
+        that (no segment yet, a waypoint reached, the kernel handing over to the reference): the caller then runs
+        :meth:`rates`, which does the same from the start."""
+        seg = c.seg
+        if seg is None or not c.waypoints:
+            return None
+        wp = c.waypoints[0]
+        lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
+        t = c.now * 1e-9
+        prof = seg["prof"]
+        s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
+        tol_p, tol_r = self.p.auto_tol
+        R_OB, p, _ = c.rows
+        out = np.empty((4, N_JOINTS))
+        code, _, _, nv, nw, r_max, j, clipped = rms.auto_command_arrays(
+            c.geom.kernel_rows, c.servo.theta_m, c.grappled, R_OB[N_JOINTS], p[N_JOINTS], seg["rows"], s0, s1,
+            self.h, self.p.auto_gain, lv, lw, tol_p, tol_r, vmax, wmax, c.J_inv, c.theta, limits, limit_gain, out)
+        return None if code else (out, (nv, nw, r_max, j, clipped))
+
     def rates(self, c: ArmContext, vmax: float, wmax: float) -> list[float]:
         """Auto sequence: the segment profile's rate fed forward plus a small correction of the motor-side error."""
         # Feedback from the motor-side (servo) angles: the pose the servos command. While grappled
@@ -1257,6 +1280,9 @@ class ModeController:
         self.servo_p = servo_p
         self.auto = auto
         self.damper = damper
+        self.fused = True
+        """Whether a step of an auto segment under way is one compiled call (:meth:`AutoSequence.command`); False:
+        :meth:`AutoSequence.rates` and the steps after it, its reference (the tests compare them)."""
         # the limits as floats for the step loop
         self._q_lower, self._q_upper = geom.q_lower.tolist(), geom.q_upper.tolist()
         self._qd_max = geom.qd_max.tolist()
@@ -1401,21 +1427,39 @@ class ModeController:
                     R = c.rows[0][N_JOINTS].tolist()
                     V = [*sp.mat_vec_rows(R, V[0], V[1], V[2]), *sp.mat_vec_rows(R, V[3], V[4], V[5])]
             else:
+                fast = self.auto.command(c, vmax, wmax, self._limits, self.p.limit_gain) if self.fused else None
+                if fast is not None:                # compiled, bit for bit the steps below
+                    rows, (nv, nw, r_max, j, clipped) = fast
+                    self._clip_warnings(c, nv, nw, vmax, wmax)
+                    return self._limit_warnings(c, rows[1], rows[3], r_max, j, clipped)
                 V = self.auto.rates(c, vmax, wmax)
             nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
             nw = math.sqrt(V[0] * V[0] + V[1] * V[1] + V[2] * V[2])
             if nv > vmax * (1 + 1e-12):
-                self.kin.warn(c, f"clipped: point-of-resolution speed {nv:.4g} m/s to {vmax:.4g} m/s")
                 V[3:] = [x * (vmax / nv) for x in V[3:]]
             if nw > wmax * (1 + 1e-12):
-                self.kin.warn(c, f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
                 V[:3] = [x * (wmax / nw) for x in V[:3]]
+            self._clip_warnings(c, nv, nw, vmax, wmax)
             qd = c.J_inv @ np.array(V)
-            if c.damped:
-                self.kin.warn(c, f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
-                          f"< {self.p.sigma_min:.3g})")
         # scaled into the rate limits; then the rate toward an angle limit ramps down to zero at limit_margin from it
         _, out, r_max, j, clipped = rms.limit_joint_rates(qd, c.theta, self._limits, self.p.limit_gain)
+        return self._limit_warnings(c, qd, out, r_max, j, clipped)
+
+    def _clip_warnings(self, c: ArmContext, nv: float, nw: float, vmax: float, wmax: float) -> None:
+        """The warnings of the point of resolution's speed ``nv`` and rate ``nw`` clipped to ``vmax``, ``wmax``, and
+        of the damped inverse that turns them into joint rates."""
+        if nv > vmax * (1 + 1e-12):
+            self.kin.warn(c, f"clipped: point-of-resolution speed {nv:.4g} m/s to {vmax:.4g} m/s")
+        if nw > wmax * (1 + 1e-12):
+            self.kin.warn(c, f"clipped: point-of-resolution rate {nw:.4g} rad/s to {wmax:.4g} rad/s")
+        if c.damped:
+            self.kin.warn(c, f"singular: damped least squares (smallest singular value {c.sigma:.3g} "
+                      f"< {self.p.sigma_min:.3g})")
+
+    def _limit_warnings(self, c: ArmContext, qd: np.ndarray, out: np.ndarray, r_max: float, j: int,
+                        clipped: int) -> np.ndarray:
+        """``out``, the rates ``qd`` within the joint limits (:func:`dynamics.rms.limit_joint_rates`), with the
+        warnings of each clip."""
         if j >= 0:
             self.kin.warn(c, f"clipped: joint rates scaled by {1.0 / r_max:.4g} ({JOINT_NAMES[j]} "
                       f"{qd[j]:.4g} rad/s beyond {self._qd_max[j]:.4g} rad/s)")

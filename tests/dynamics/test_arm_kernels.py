@@ -16,6 +16,7 @@ check imports no numba.
 
 from __future__ import annotations
 
+import collections
 import math
 import subprocess
 import sys
@@ -272,6 +273,67 @@ def test_auto_step_kernel_equals_the_reference_bit_for_bit():
     assert limited > 300
 
 
+def test_auto_command_kernel_equals_its_steps_bit_for_bit():
+    """:func:`dynamics.arm_kernels.auto_command` against what the arm's controller does step by step: the auto step
+    (:func:`dynamics.rms.auto_rates`) at E's pose (the motor angles' kinematics, or the pose given), the waypoint's
+    tolerances, the point of resolution's speed and rate clipped (limits below the segment's too, which the arm
+    never sets, so that the clip is reached), ``J_inv @ V`` (C and Fortran order) and the joint limits (scaled,
+    stopped at an angle limit)."""
+    rng = np.random.default_rng(43)
+    geom = rms.rms_geometry(chain_from_urdf(reference_path("SRMS_Canadarm.urdf"), floating_base=False),
+                            sp.pose(np.eye(3), [10.0, -2.0, -1.0]))
+    limits = np.array([RATE, geom.q_lower + 0.1, geom.q_upper - 0.1])
+    seen: collections.Counter = collections.Counter()
+    for n in range(3000):
+        error = [0.0, 1e-4, 0.3, math.pi - 1e-4][n % 4]
+        p0, dp, R0, rot, s0, s1, h, p_m, R_m, gain, v_lim, w_lim = _auto_case(rng, error)
+        seg = np.concatenate([p0, dp, R0, rot])
+        theta_m = rng.uniform(geom.q_lower, geom.q_upper)
+        motor = bool(rng.random() < 0.5)
+        if motor:                                   # E at the motor angles, the reference's way
+            R_OB, p, _, _, _ = rms.rms_kinematics_arrays(geom, theta_m)
+            R_E, p_E = R_OB[rms.N_JOINTS], p[rms.N_JOINTS]
+        else:
+            R_E, p_E = R_m, p_m
+        tol_p, tol_r = float(rng.choice([1e-6, 1e3])), float(rng.choice([1e-6, 1e3]))
+        v_max, w_max = v_lim * float(rng.choice([0.5, 1.0, 2.0])), w_lim * float(rng.choice([0.5, 1.0, 2.0]))
+        J_inv = rng.normal(0.0, 1.0, (6, 6)) * float(rng.choice([1e-3, 1.0, 30.0]))
+        if rng.random() < 0.5:
+            J_inv = np.asfortranarray(J_inv)
+        theta = rng.uniform(geom.q_lower, geom.q_upper)
+        out = np.empty((4, 6))
+        code, e_p, e_r, nv, nw, r_max, j, clipped = rms.auto_command_arrays(
+            geom.kernel_rows, theta_m, motor, R_m, p_m, seg, s0, s1, h, gain, v_lim, w_lim, tol_p, tol_r, v_max,
+            w_max, J_inv, theta, limits, 2.0, out)
+        seen[code] += 1
+        Vk = np.empty(6)
+        if ak.auto_rates(seg, s0, s1, h, p_E, R_E, gain, v_lim, w_lim, Vk)[0]:    # the step's kernel hands over
+            assert code == 1
+            continue
+        k = rms.auto_rates(seg, s0, s1, h, p_E, R_E, gain, v_lim, w_lim)
+        assert (e_p, e_r) == k[:2]
+        if s0 >= 1.0 and e_p <= tol_p and e_r <= tol_r:
+            assert code == 2
+            continue
+        assert code == 0
+        V = k[2]
+        ref_nv = math.sqrt(V[3] * V[3] + V[4] * V[4] + V[5] * V[5])
+        ref_nw = math.sqrt(V[0] * V[0] + V[1] * V[1] + V[2] * V[2])
+        if ref_nv > v_max * (1 + 1e-12):
+            V[3:] = [x * (v_max / ref_nv) for x in V[3:]]
+            seen["v clipped"] += 1
+        if ref_nw > w_max * (1 + 1e-12):
+            V[:3] = [x * (w_max / ref_nw) for x in V[:3]]
+            seen["w clipped"] += 1
+        qd = J_inv @ np.array(V)
+        scaled, limited, ref_r, ref_j, ref_clipped = rms.limit_joint_rates(qd, theta, limits, 2.0)
+        assert (nv, nw, r_max, j, clipped) == (ref_nv, ref_nw, ref_r, ref_j, ref_clipped)
+        assert out.tobytes() == np.array([V, qd, scaled, limited]).tobytes()
+        seen["scaled"] += j >= 0
+        seen["stopped"] += clipped != 0
+    assert min(seen[k] for k in (0, 1, 2, "v clipped", "w clipped", "scaled", "stopped")) > 20, seen
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_auto_step_refuses_what_the_reference_refuses(bad):
     """A slew that is not finite: the reference raises (ShapeError, or ValueError from math.sin(inf)); the kernel
@@ -464,27 +526,49 @@ def _same(a: object, b: object) -> bool:
 
 @pytest.mark.parametrize("table", [{}, {"sigma_min": 2.0}, {"servo_substeps": 3}],
                          ids=["default", "damped", "substeps"])
-def test_the_fused_grappled_step_equals_the_separate_kernels_bit_for_bit(table):
-    """The grappled massless arm's one-call step (:func:`dynamics.arm_kernels.grappled_step`) against the same step
-    made of the separate kernels and numpy (``plant.fused = False``): the whole context and every message equal to
-    the bit after each step, with the bodies moving and turning (predicted between their samples), the auto
-    sequence, direct drive and the brakes; ``sigma_min`` above the arm's smallest singular value keeps every step
-    damped (the SVD's inverse, the caller's to make), the default mostly Weyl's LU."""
+def test_the_fused_arm_steps_equal_the_separate_kernels_bit_for_bit(table, monkeypatch):
+    """The massless arm's one-call steps, grappled (:func:`dynamics.arm_kernels.grappled_step`) and of an auto
+    segment (:func:`dynamics.arm_kernels.auto_command`), against the same steps made of the separate kernels and
+    numpy (``plant.fused = controller.fused = False``): the whole context and every message equal to the bit after
+    each step. The arm flies auto segments free and grappled (waypoints reached, the next begun), the bodies move
+    and turn (predicted between their samples), direct drive and the brakes; ``sigma_min`` above the arm's smallest
+    singular value keeps every step damped (the SVD's inverse, the caller's to make), the default mostly Weyl's LU.
+    Every outcome of both kernels is reached."""
+    codes: dict[str, collections.Counter] = {"step": collections.Counter(), "auto": collections.Counter()}
+    step, auto = rms.grappled_step_arrays, rms.auto_command_arrays
+
+    def counted_step(*a):
+        r = step(*a)
+        codes["step"][r[0], r[8] is not None] += 1
+        return r
+
+    def counted_auto(*a):
+        r = auto(*a)
+        codes["auto"][r[0]] += 1
+        return r
+
+    monkeypatch.setattr(rms, "grappled_step_arrays", counted_step)
+    monkeypatch.setattr(rms, "auto_command_arrays", counted_auto)
     rng = np.random.default_rng(41)
     models = [BoundModel(arm.build({"arm": table}, "arm", 2_000_000)) for _ in range(2)]
-    models[1].obj.plant.fused = False
+    models[1].obj.plant.fused = models[1].obj.controller.fused = False
     X_OE = models[0].obj.pose(models[0].ctx).X_OE
-    p_T = X_OE[:3, 3] + X_OE[:3, :3] @ [3.0, 0.0, 0.0]
+    p_E = X_OE[:3, 3]
+    p_T = p_E + X_OE[:3, :3] @ [3.0, 0.0, 0.0]
     w_T, v_T = rng.normal(0.0, 2e-3, 3), rng.normal(0.0, 5e-3, 3)
     w_O, v_O = rng.normal(0.0, 5e-4, 3), rng.normal(0.0, 1e-3, 3)
-    away = (X_OE[:3, 3] + [0.3, 0.1, -0.2]).tolist()
-    cmds = {0: [{"kind": "capture"}], 150: [{"kind": "auto", "waypoints": [{"p": away}]}],
-            400: [{"kind": "direct", "joint": "wrist_pitch", "drive": 0.3}], 450: [{"kind": "brakes", "on": True}],
-            480: [{"kind": "brakes", "on": False}], 500: [{"kind": "auto", "waypoints": [{"p": X_OE[:3, 3].tolist()}]}]}
+
+    def fly(*offsets: list[float]) -> list[dict]:
+        return [{"kind": "auto", "waypoints": [{"p": (p_E + o).tolist(), "v": 0.05} for o in offsets]}]
+
+    cmds = {0: fly([0.002, 0.0, 0.0], [0.002, 0.003, 0.0]), 200: [{"kind": "capture"}],
+            220: fly([0.3, 0.1, -0.2]), 400: [{"kind": "direct", "joint": "wrist_pitch", "drive": 0.3}],
+            450: [{"kind": "brakes", "on": True}], 480: [{"kind": "brakes", "on": False}],
+            500: fly([0.0, 0.0, 0.001], [0.0, 0.0, 0.0])}
     for m in models:
         m.initial(0)
-    steps = 0
-    for k in range(700):
+    grappled = 0
+    for k in range(900):
         t = k * 2_000_000
         ts = t - t % 10_000_000                                      # samples at 100 Hz, predicted to each step
         a_O, a_T = rng.normal(0.0, 1e-5, 3), rng.normal(0.0, 1e-4, 3)
@@ -503,10 +587,13 @@ def test_the_fused_grappled_step_equals_the_separate_kernels_bit_for_bit(table):
                 for m in models]
         assert _same(outs[0], outs[1]), k
         assert _same(models[0].ctx, models[1].ctx), k
-        steps += models[0].ctx.grappled
-    assert steps > 600 and models[0].ctx.grappled
-    if "sigma_min" in table:
-        assert models[0].ctx.damped
+        grappled += models[0].ctx.grappled
+    assert grappled > 600 and models[0].ctx.grappled
+    assert codes["auto"][0] > 100 and codes["auto"][2] >= 1, codes         # a waypoint reached, the next begun
+    if "sigma_min" in table:                                                 # every step the SVD's: status 1
+        assert models[0].ctx.damped and codes["step"][1, False] > 600, codes
+    else:                                                                    # Weyl's LU, and the SVD's each tick
+        assert codes["step"][0, True] > 100 and codes["step"][1, False] > 10, codes
 
 
 # ---------------------------------------------------------------- the Jacobian's SVD inverse
