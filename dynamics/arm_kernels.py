@@ -23,6 +23,8 @@
 - :func:`grappled_step` is the grappled massless arm's step made of the kernels above (the twist, the servos, the
   kinematics) and its few products, in one call; :func:`auto_command` the same for the auto sequence's joint-rate
   command (E's pose, the segment's rates, the clip, ``J⁻¹ V``, the joint limits).
+- :func:`flex_terms` is RMSFLX's terms (the arm's flexibility, ``γ_J``, the 3-7 springs) at a regular
+  configuration, as the arm computes them from :func:`dynamics.flexibility.arm_flexibility` and numpy.
 
 Each is written with the same operations in the same order as its reference. Numba compiles
 without fast-math (no reassociation, no fused multiply-add), ``sin``, ``cos``, ``acos`` and ``tanh``
@@ -53,17 +55,18 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from dynamics.flexibility import beams_terms
 from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid body's own quaternion kernels
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
            "auto_rates", "predict_state", "static_loads", "grappled_twist", "massless_wrench",
-           "grappled_step", "auto_command"]
+           "grappled_step", "auto_command", "flex_terms"]
 
 _STATION_POINT = (1, 1, 2, 2, 3, 3, 4, 4, 6)
 _STATION_LINK = (1, 2, 2, 3, 3, 4, 4, 5, 5)
 _STATION_SIGN = (-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0)
-""":data:`dynamics.loads.STATION_POINT`, ``STATION_LINK`` and ``STATION_SIGN`` (copied: this module imports no
-other of the project's but the rigid body's kernels; the tests hold them equal)."""
+""":data:`dynamics.loads.STATION_POINT`, ``STATION_LINK`` and ``STATION_SIGN`` (copied, as numba's constants; the
+tests hold them equal)."""
 
 Array = NDArray[np.float64]
 
@@ -77,6 +80,14 @@ row-major (0:9), ``p_OS`` (9:12), the point of resolution ``p_B6oEo_B6`` (12:15)
 (:attr:`dynamics.rms.RmsGeometry.fixed`): the axis kind (0), whether ``R_PJ`` is not the identity (1: 1.0 or
 0.0), ``R_PJ`` (2:11, the identity when it is), ``R_PJ K`` (11:20), ``R_PJ K²`` (20:29), ``p_PJ`` (29:32), the
 axis (32:35)."""
+
+
+_beams_terms = njit(cache=True)(beams_terms)
+"""The compiled :func:`dynamics.flexibility.beams_terms` (the beams' part of γ, B-6/B-7): the reference's own code."""
+_GAMMA_INDEX = ((0, 1, 2, 6, 7, 8), (1, 3, 4, 9, 10, 11), (2, 4, 5, 12, 13, 14), (6, 9, 12, 15, 16, 17),
+                (7, 10, 13, 16, 18, 19), (8, 11, 14, 17, 19, 20))
+"""Where each entry of γ is among :func:`dynamics.flexibility.beams_terms`' 21 sums (as
+:func:`dynamics.flexibility.gamma_rows` places them)."""
 
 
 @njit(cache=True)
@@ -169,6 +180,19 @@ def servo_step(P: Array, friction_rate: float, theta_m: Array, omega: Array, int
 
 
 @njit(cache=True)
+def _jacobian_columns(ps: Array, us: Array, ex: float, ey: float, ez: float, J: Array) -> None:
+    """:func:`dynamics.rms.rms_jacobian_rows` (same operations): column i of ``J`` is ``[u_i; u_i × (p_E − p_i)]``, from
+    the joint points ``ps`` (rows 0..5), the axes ``us`` and ``p_E = (ex, ey, ez)``."""
+    for j in range(6):
+        ux, uy, uz = us[j, 0], us[j, 1], us[j, 2]
+        rx, ry, rz = ex - ps[j, 0], ey - ps[j, 1], ez - ps[j, 2]
+        J[0, j], J[1, j], J[2, j] = ux, uy, uz
+        J[3, j] = uy * rz - uz * ry
+        J[4, j] = uz * rx - ux * rz
+        J[5, j] = ux * ry - uy * rx
+
+
+@njit(cache=True)
 def rms_kinematics(G: Array, theta: Array, Rs: Array, ps: Array, us: Array, J: Array, invert: bool,
                    J_inv: Array) -> bool:
     """:func:`dynamics.rms.rms_kinematics_rows` and :func:`dynamics.rms.rms_jacobian_rows`, compiled, and the
@@ -251,14 +275,7 @@ def rms_kinematics(G: Array, theta: Array, Rs: Array, ps: Array, us: Array, J: A
     d0, d1, d2 = G[0, 12], G[0, 13], G[0, 14]                   # the point of resolution in the last link
     ex, ey, ez = px + a0 * d0 + a1 * d1 + a2 * d2, py + a3 * d0 + a4 * d1 + a5 * d2, pz + a6 * d0 + a7 * d1 + a8 * d2
     ps[6, 0], ps[6, 1], ps[6, 2] = ex, ey, ez
-    # the Jacobian (rms_jacobian_rows): column i is [u_i; u_i × (p_E − p_i)]
-    for j in range(6):
-        ux, uy, uz = us[j, 0], us[j, 1], us[j, 2]
-        rx, ry, rz = ex - ps[j, 0], ey - ps[j, 1], ez - ps[j, 2]
-        J[0, j], J[1, j], J[2, j] = ux, uy, uz
-        J[3, j] = uy * rz - uz * ry
-        J[4, j] = uz * rx - ux * rz
-        J[5, j] = ux * ry - uy * rx
+    _jacobian_columns(ps, us, ex, ey, ez, J)
     if invert:
         try:
             inv = np.linalg.inv(J)
@@ -691,3 +708,71 @@ def auto_command(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: Array, 
         out[1, i] = qd[i]
     r_max, j, clipped = limit_joint_rates(out[1], theta, limits, limit_gain, out[2:4])
     return 0, e_p, e_r, nv, nw, r_max, j, clipped
+
+
+@njit(cache=True)
+def flex_terms(pts: Array, us: Array, beams: Array, k_joint: Array, J_inv: Array, gamma_J: Array,
+               k_servo: Array) -> bool:
+    """RMSFLX's terms at a configuration with J regular (:meth:`services.arm.ArmKinematics.flex_terms`): the arm's
+    flexibility γ at the point of resolution (:func:`dynamics.flexibility.arm_flexibility`: the beams' closed form
+    of :func:`dynamics.flexibility.beams_flexibility_rows`, the joints' ``u uᵀ/k`` carried by the Jacobian's
+    columns, symmetrized), ``γ_J = J⁻¹ γ J⁻ᵀ`` symmetrized (3-4) and the 3-7 springs ``1/γ_i^e = [(γ_J)⁻¹]_ii``;
+    the same operations in the same order. The products are numba's ``numpy.dot`` (BLAS's ``dgemm``, as numpy's
+    ``@``), the inverse ``numpy.linalg.inv`` (LAPACK's getrf and getri, as :func:`dynamics.rms.regular_inverse`).
+
+    Parameters
+    ----------
+    pts : ndarray, shape (7, 3)
+        Joint points 1..6 then the point of resolution, in O. [m]
+    us : ndarray, shape (6, 3)
+        Joint axes in O.
+    beams : ndarray, shape (n, 4)
+        Per beam ``root, tip, EI, GJ`` (:class:`dynamics.flexibility.Beam`; n may be 0). [-, -, N·m², N·m²]
+    k_joint : ndarray, shape (6,)
+        The joints' stiffness. [N·m/rad]
+    J_inv : ndarray, shape (6, 6)
+        The Jacobian's (undamped) inverse at the configuration.
+    gamma_J, k_servo : ndarray, shape (6, 6) and (6,)
+        Written (True only): γ_J [rad/(N·m)] and the springs [N·m/rad].
+
+    Returns
+    -------
+    bool
+        False where the reference raises or keeps the last terms (a beam's or a joint's stiffness not positive
+        and finite, γ_J singular, a spring not positive and finite): the caller runs it.
+    """
+    nb = beams.shape[0]
+    for b in range(nb):
+        EI, GJ = beams[b, 2], beams[b, 3]
+        if not (EI > 0.0 and GJ > 0.0 and math.isfinite(EI) and math.isfinite(GJ)):
+            return False
+    t = _beams_terms(pts, beams)
+    gamma = np.empty((6, 6))
+    for i in range(6):
+        for j in range(6):
+            gamma[i, j] = t[_GAMMA_INDEX[i][j]]
+    kmin = k_joint[0]
+    for i in range(6):
+        if not math.isfinite(k_joint[i]):
+            return False
+        kmin = _min(kmin, k_joint[i])
+    if not kmin > 0.0:
+        return False
+    # the joints' compliance u uᵀ/k carried to the tip: the columns [u; u × (tip − p)] (rms_jacobian_rows)
+    Jc = np.empty((6, 6))
+    _jacobian_columns(pts, us, pts[6, 0], pts[6, 1], pts[6, 2], Jc)
+    gamma = gamma + np.dot(Jc / k_joint, Jc.T)
+    g = 0.5 * (gamma + gamma.T)
+    X = np.dot(np.dot(J_inv, g), J_inv.T)
+    G = 0.5 * (X + X.T)
+    try:
+        K = np.linalg.inv(G)
+    except Exception:       # numba's LinAlgError: γ_J singular (getrf's pivot exactly zero)
+        return False
+    for i in range(6):
+        ki = K[i, i]
+        if not (math.isfinite(ki) and ki > 0.0):
+            return False
+        k_servo[i] = ki
+    gamma_J[:, :] = G
+    return True

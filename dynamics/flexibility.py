@@ -269,22 +269,37 @@ def beams_flexibility_rows(points: list[list[float]], beams: Sequence[Beam]) -> 
         Symmetric; maps a tip load ``[M; F]`` in O about the point of resolution to the tip
         deflection ``[δψ; δ]`` in O. [rad/(N·m), rad/N, m/(N·m), m/N]
     """
-    tx, ty, tz = points[6]
+    return gamma_rows(beams_terms(points, [(bm.root, bm.tip, bm.EI, bm.GJ) for bm in beams]))
+
+
+def beams_terms(points: Sequence[Sequence[float]] | NDArray[np.float64],
+                beam_rows: Sequence[Sequence[float]] | NDArray[np.float64]) -> tuple[float, ...]:
+    """The beams' part of γ (:func:`beams_flexibility_rows`: B-6 with B-7, the closed form of :func:`arm_flexibility`'s
+    notes) as its 21 distinct sums, on floats: ``γ_rr`` (row-major entries 0, 1, 2, 4, 5, 8), ``γ_rt`` (all nine),
+    ``γ_tt`` (0, 1, 2, 4, 5, 8). [rad/(N·m), rad/N, m/N]
+
+    ``points``: joint points 1..6 then the point of resolution, in O [m] (seven rows of 3); ``beam_rows``: each beam's
+    ``root, tip, EI, GJ`` (:class:`Beam`). The same code compiled is the arm's RMSFLX kernel's
+    (:func:`dynamics.arm_kernels.flex_terms`), so the two are one sum.
+    """
+    tx, ty, tz = points[6][0], points[6][1], points[6][2]
     rr0 = rr1 = rr2 = rr4 = rr5 = rr8 = 0.0                       # γ_rr (symmetric), row-major indices
     rt0 = rt1 = rt2 = rt3 = rt4 = rt5 = rt6 = rt7 = rt8 = 0.0     # γ_rt
     tt0 = tt1 = tt2 = tt4 = tt5 = tt8 = 0.0                       # γ_tt (symmetric)
-    for bm in beams:
-        x0, x1, x2 = points[bm.root]
-        p0, p1, p2 = points[bm.tip]
+    for i in range(len(beam_rows)):
+        bm = beam_rows[i]
+        root, tip, EI, GJ = int(bm[0]), int(bm[1]), bm[2], bm[3]
+        x0, x1, x2 = points[root][0], points[root][1], points[root][2]
+        p0, p1, p2 = points[tip][0], points[tip][1], points[tip][2]
         d0, d1, d2 = p0 - x0, p1 - x1, p2 - x2
         L = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
         if L <= 1e-9:
             continue
         x0, x1, x2 = d0 / L, d1 / L, d2 / L
-        alpha = L / bm.EI
-        beta = L / bm.GJ - alpha
-        a = L * L / (2.0 * bm.EI)
-        b = L * L * L / (3.0 * bm.EI)
+        alpha = L / EI
+        beta = L / GJ - alpha
+        a = L * L / (2.0 * EI)
+        b = L * L * L / (3.0 * EI)
         r0, r1, r2 = tx - p0, ty - p1, tz - p2
         q0, q1, q2 = alpha * r0 + a * x0, alpha * r1 + a * x1, alpha * r2 + a * x2
         m0, m1, m2 = x1 * r2 - x2 * r1, x2 * r0 - x0 * r2, x0 * r1 - x1 * r0
@@ -317,9 +332,14 @@ def beams_flexibility_rows(points: list[list[float]], beams: Sequence[Beam]) -> 
         tt4 += s - ar1 * r1 - 2.0 * a * x1 * r1 + bm1 * m1 - bb1 * x1
         tt5 += -ar1 * r2 - a * (x1 * r2 + r1 * x2) + bm1 * m2 - bb1 * x2
         tt8 += s - ar2 * r2 - 2.0 * a * x2 * r2 + bm2 * m2 - bb2 * x2
+    return (rr0, rr1, rr2, rr4, rr5, rr8, rt0, rt1, rt2, rt3, rt4, rt5, rt6, rt7, rt8, tt0, tt1, tt2, tt4, tt5, tt8)
+
+
+def gamma_rows(t: Sequence[float]) -> list[list[float]]:
+    """The symmetric 6×6 γ (rows) from :func:`beams_terms`' 21 sums."""
+    rr0, rr1, rr2, rr4, rr5, rr8, rt0, rt1, rt2, rt3, rt4, rt5, rt6, rt7, rt8, tt0, tt1, tt2, tt4, tt5, tt8 = t
     return [[rr0, rr1, rr2, rt0, rt1, rt2], [rr1, rr4, rr5, rt3, rt4, rt5], [rr2, rr5, rr8, rt6, rt7, rt8],
             [rt0, rt3, rt6, tt0, tt1, tt2], [rt1, rt4, rt7, tt1, tt4, tt5], [rt2, rt5, rt8, tt2, tt5, tt8]]
-
 
 def joint_flexibility(J: ArrayLike, gamma: ArrayLike) -> Array:
     """Joint flexibility matrix ``γ_J = J^-1 γ J^-T`` (SVDS 3-4, 3-5).

@@ -65,6 +65,7 @@ __all__ = [
     "massless_wrench_arrays",
     "grappled_step_arrays",
     "auto_command_arrays",
+    "flex_terms_arrays",
     "load_kernels",
     "rms_pose_from_rows",
     "rms_jacobian",
@@ -310,9 +311,10 @@ def _kernels() -> ModuleType:
 def load_kernels() -> None:
     """Import the compiled kernels of :func:`rms_kinematics_arrays`, :func:`limit_joint_rates`, :func:`auto_rates`,
     :func:`predict_state_arrays`, :func:`grappled_twist_arrays`, :func:`massless_wrench_arrays`,
-    :func:`grappled_step_arrays` and :func:`auto_command_arrays` and load their machine code now (compile it if
-    numba's cache has none), for the argument types the arm passes; otherwise their first call pays for it (numba's
-    import and the load, a few tenths of a second; the compile, seconds). The arm calls it when it is built."""
+    :func:`grappled_step_arrays`, :func:`auto_command_arrays` and :func:`flex_terms_arrays` and load their machine
+    code now (compile it if numba's cache has none), for the argument types the arm passes; otherwise their first
+    call pays for it (numba's import and the load, a few tenths of a second; the compile, seconds). The arm calls it
+    when it is built."""
     _kernels().rms_kinematics(np.zeros((N_JOINTS + 1, 35)), np.zeros(N_JOINTS), np.empty((N_JOINTS + 1, 9)),
                               np.empty((N_JOINTS + 1, 3)), np.empty((N_JOINTS, 3)), np.empty((6, N_JOINTS)), True,
                               np.empty((N_JOINTS, 6), order="F"))
@@ -334,6 +336,8 @@ def load_kernels() -> None:
         auto_command_arrays(G, z6, True, eye, np.zeros(3), np.concatenate([np.zeros(6), eye, np.zeros(3)]), 0.0, 0.0,
                             1e-3, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, J_inv, z6, np.ones((3, N_JOINTS)), 1.0,
                             np.empty((4, N_JOINTS)))
+        _kernels().flex_terms(np.eye(7, 3), np.eye(6, 3), np.zeros((0, 4)), np.ones(6), J_inv, np.empty((6, 6)),
+                              np.empty(6))
 
 
 def rms_kinematics_arrays(geom: RmsGeometry, theta: Array, invert: bool = False
@@ -581,6 +585,22 @@ def auto_command_arrays(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: 
     return _kernels().auto_command(G, theta_m, motor, R_E, p_E, seg, float(s0), float(s1), float(h), float(gain),
                                    float(v_lim), float(w_lim), float(tol_p), float(tol_r), float(v_max),
                                    float(w_max), J_inv, theta, limits, float(limit_gain), out)
+
+
+
+def flex_terms_arrays(points_O: Array, u_O: Array, beam_rows: Array, joint_stiffness: Array, J_inv: Array
+                      ) -> tuple[Array, Array] | None:
+    """RMSFLX's terms at a configuration where J is regular, in one compiled call
+    (:func:`dynamics.arm_kernels.flex_terms`, whose docstring gives the arguments): bit for bit
+    :func:`dynamics.flexibility.arm_flexibility` of ``points_O``, ``u_O``, the beams (``beam_rows``: ``root, tip, EI,
+    GJ`` each) and ``joint_stiffness``, then ``X = J_inv @ γ @ J_inv.T``, ``γ_J = (X + Xᵀ)/2`` (3-4),
+    :func:`regular_inverse` and its diagonal (3-7), as the arm computes them (the tests hold them equal). No checks.
+    ``(γ_J, k)``, new arrays (6, 6) and (6,), or None where the reference raises or finds γ_J singular or a spring
+    not positive (the caller runs it, which says which).
+    """
+    gamma_J, k = np.empty((6, 6)), np.empty(6)
+    ok = _kernels().flex_terms(points_O, u_O, beam_rows, joint_stiffness, J_inv, gamma_J, k)
+    return (gamma_J, k) if ok else None
 
 
 def rms_pose_from_rows(geom: RmsGeometry, Rs: list[tuple[float, ...]], ps: list[tuple[float, float, float]],

@@ -588,6 +588,13 @@ class ArmKinematics:
         self.joint_stiffness = joint_stiffness
         self.beams = beams
         self.beta = beta
+        # the beams as the compiled RMSFLX takes them (none: the joints' flexibility alone)
+        self._beam_rows = (np.zeros((0, 4)) if params.flexibility == "joints"
+                           else np.array([[b.root, b.tip, b.EI, b.GJ] for b in beams], dtype=float).reshape(-1, 4))
+        self.fused = True
+        """Whether RMSFLX's terms at a regular configuration are one compiled call
+        (:func:`dynamics.rms.flex_terms_arrays`); False: :func:`dynamics.flexibility.arm_flexibility` and numpy, its
+        reference (the tests compare them)."""
 
     def warn(self, c: ArmContext, text: str) -> None:
         """Put a warning on arm/state for ``warn_hold`` seconds."""
@@ -653,6 +660,12 @@ class ArmKinematics:
         """γ, γ_J, 1/γ_i^e and their damping β/γ_i^e at the configuration of the last RMSFLX tick."""
         c.flex_pending = False
         (_, p, u), J, J_inv = c.flex_at
+        if self.fused and J_inv is not None:      # compiled, bit for bit the steps below (None: they say why)
+            terms = rms.flex_terms_arrays(p, u, self._beam_rows, self.joint_stiffness, J_inv)
+            if terms is not None:
+                c.gamma_J, c.k_servo = terms
+                c.c_servo = self.beta * c.k_servo
+                return
         beams = () if self.p.flexibility == "joints" else self.beams
         g = fx.arm_flexibility(p, u, beams, self.joint_stiffness)
         try:

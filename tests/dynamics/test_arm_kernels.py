@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from dynamics import arm_kernels as ak
+from dynamics import flexibility as fx
 from dynamics import loads as ld
 from dynamics import rigid_body as rb
 from dynamics import rms
@@ -33,7 +34,7 @@ from dynamics import servo as sv
 from dynamics import spatial as sp
 from dynamics.cases import reference_path
 from dynamics.urdf import chain_from_urdf
-from errors import ShapeError
+from errors import ModelError, ShapeError
 from protocol.service import BoundModel, Sample
 from protocol.stepping import StepInputs
 from services import arm
@@ -527,13 +528,14 @@ def _same(a: object, b: object) -> bool:
 @pytest.mark.parametrize("table", [{}, {"sigma_min": 2.0}, {"servo_substeps": 3}],
                          ids=["default", "damped", "substeps"])
 def test_the_fused_arm_steps_equal_the_separate_kernels_bit_for_bit(table, monkeypatch):
-    """The massless arm's one-call steps, grappled (:func:`dynamics.arm_kernels.grappled_step`) and of an auto
-    segment (:func:`dynamics.arm_kernels.auto_command`), against the same steps made of the separate kernels and
-    numpy (``plant.fused = controller.fused = False``): the whole context and every message equal to the bit after
-    each step. The arm flies auto segments free and grappled (waypoints reached, the next begun), the bodies move
-    and turn (predicted between their samples), direct drive and the brakes; ``sigma_min`` above the arm's smallest
-    singular value keeps every step damped (the SVD's inverse, the caller's to make), the default mostly Weyl's LU.
-    Every outcome of both kernels is reached."""
+    """The massless arm's one-call steps, grappled (:func:`dynamics.arm_kernels.grappled_step`), of an auto segment
+    (:func:`dynamics.arm_kernels.auto_command`) and RMSFLX's terms each tenth (:func:`dynamics.arm_kernels.flex_terms`),
+    against the same steps made of the separate kernels and numpy (``plant.fused = controller.fused = kin.fused =
+    False``): the whole context and every message equal to the bit after each step. The arm flies auto segments free
+    and grappled (waypoints reached, the next begun), the bodies move and turn (predicted between their samples),
+    direct drive and the brakes; ``sigma_min`` above the arm's smallest singular value keeps every step damped (the
+    SVD's inverse, the caller's to make), the default mostly Weyl's LU. Every outcome of both step kernels is
+    reached."""
     codes: dict[str, collections.Counter] = {"step": collections.Counter(), "auto": collections.Counter()}
     step, auto = rms.grappled_step_arrays, rms.auto_command_arrays
 
@@ -551,7 +553,7 @@ def test_the_fused_arm_steps_equal_the_separate_kernels_bit_for_bit(table, monke
     monkeypatch.setattr(rms, "auto_command_arrays", counted_auto)
     rng = np.random.default_rng(41)
     models = [BoundModel(arm.build({"arm": table}, "arm", 2_000_000)) for _ in range(2)]
-    models[1].obj.plant.fused = models[1].obj.controller.fused = False
+    models[1].obj.plant.fused = models[1].obj.controller.fused = models[1].obj.kin.fused = False
     X_OE = models[0].obj.pose(models[0].ctx).X_OE
     p_E = X_OE[:3, 3]
     p_T = p_E + X_OE[:3, :3] @ [3.0, 0.0, 0.0]
@@ -596,6 +598,47 @@ def test_the_fused_arm_steps_equal_the_separate_kernels_bit_for_bit(table, monke
         assert codes["step"][0, True] > 100 and codes["step"][1, False] > 10, codes
 
 
+
+@pytest.mark.parametrize("flexibility", ["active", "joints"])
+def test_flex_terms_kernel_equals_the_reference_bit_for_bit(flexibility):
+    """RMSFLX's compiled terms against :func:`dynamics.flexibility.arm_flexibility`, ``J⁻¹ γ J⁻ᵀ`` symmetrized,
+    :func:`dynamics.rms.regular_inverse` and its diagonal (:meth:`services.arm.ArmKinematics.flex_terms`'s steps), at
+    random configurations of the SRMS (the inverse in LU's Fortran order and in C order); where the reference finds
+    a spring not positive or γ_J singular, the kernel hands over (None)."""
+    m = arm.build({"arm": {"flexibility": flexibility}}, "arm", 2_000_000)
+    kin, geom = m.kin, m.geometry
+    beams = () if flexibility == "joints" else kin.beams
+    rng = np.random.default_rng(47)
+    agree = handed = 0
+    for n in range(1500):
+        theta = rng.uniform(geom.q_lower, geom.q_upper)
+        R_OB, p, u, J, J_inv = rms.rms_kinematics_arrays(geom, theta, True)
+        if J_inv is None:
+            continue
+        if n % 2:
+            J_inv = np.ascontiguousarray(J_inv)
+        k_joint = kin.joint_stiffness * (rng.choice([1.0, -1.0]) if n % 50 == 0 else 1.0)   # now and then refused
+        got = rms.flex_terms_arrays(p, u, kin._beam_rows, k_joint, J_inv)
+        try:
+            g = fx.arm_flexibility(p, u, beams, k_joint)
+        except ModelError:
+            assert got is None
+            handed += 1
+            continue
+        X = J_inv @ g @ J_inv.T
+        gamma_J = 0.5 * (X + X.T)
+        K = rms.regular_inverse(gamma_J)
+        k = None if K is None else np.diagonal(K).copy()
+        if k is None or not np.all(np.isfinite(k) & (k > 0.0)):
+            assert got is None
+            handed += 1
+            continue
+        assert got is not None
+        assert got[0].tobytes() == gamma_J.tobytes() and got[1].tobytes() == k.tobytes()
+        agree += 1
+    assert agree > 1000 and handed >= 10, (agree, handed)
+
+
 # ---------------------------------------------------------------- the Jacobian's SVD inverse
 
 
@@ -635,7 +678,7 @@ def test_svd_inverse_of_the_step_equals_the_checked_one_bit_for_bit():
 
 
 KERNELS = ("servo_step", "rms_kinematics", "limit_joint_rates", "auto_rates", "predict_state", "static_loads",
-           "grappled_twist", "massless_wrench")
+           "grappled_twist", "massless_wrench", "grappled_step", "auto_command", "flex_terms")
 
 
 def _step(m: BoundModel, k: int, state: dict, ev: dict | None = None) -> None:

@@ -492,8 +492,16 @@ def test_rmsflx_runs_at_its_integer_multiple_of_the_step(monkeypatch):
     """Grappled, RMSFLX runs on every ``flex_every``-th step; free, its terms (unused) wait for the
     capture and are then those of the configuration of the last tick."""
     calls = []
-    real = arm.fx.arm_flexibility
+    real, fused = arm.fx.arm_flexibility, arm.rms.flex_terms_arrays
+
+    def compiled(*a):                          # RMSFLX in one call (None: the reference then runs, and is counted)
+        out = fused(*a)
+        if out is not None:
+            calls.append(a[0].copy())
+        return out
+
     monkeypatch.setattr(arm.fx, "arm_flexibility", lambda *a, **k: calls.append(a[0].copy()) or real(*a, **k))
+    monkeypatch.setattr(arm.rms, "flex_terms_arrays", compiled)
     m, p_T = grappled_model(flex_every=7)     # step 0 (a tick) grapples: the terms of the build's tick
     assert len(calls) == 1
     m0 = make()
