@@ -722,14 +722,10 @@ def flex_terms(pts: Array, us: Array, beams: Array, k_joint: Array, J_inv: Array
 
     Parameters
     ----------
-    pts : ndarray, shape (7, 3)
-        Joint points 1..6 then the point of resolution, in O. [m]
-    us : ndarray, shape (6, 3)
-        Joint axes in O.
+    pts, us, k_joint : ndarray, shapes (7, 3), (6, 3), (6,)
+        :func:`dynamics.flexibility.arm_flexibility`'s ``points_O``, ``u_O`` and ``joint_stiffness``.
     beams : ndarray, shape (n, 4)
         Per beam ``root, tip, EI, GJ`` (:class:`dynamics.flexibility.Beam`; n may be 0). [-, -, N·m², N·m²]
-    k_joint : ndarray, shape (6,)
-        The joints' stiffness. [N·m/rad]
     J_inv : ndarray, shape (6, 6)
         The Jacobian's (undamped) inverse at the configuration.
     gamma_J, k_servo : ndarray, shape (6, 6) and (6,)
