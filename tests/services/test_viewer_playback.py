@@ -179,7 +179,10 @@ async def _drive(port: int, span: tuple[int, int]) -> dict[str, float]:
             await ws.send(request(0, 2.0, seek_ns=mid, rid="seek"))
             answer = await p.answer("seek")
             assert answer[4] and answer[2] == mid, answer
-            await p.until(lambda q: q.latest()[0] > sent + 0.5 and q.latest()[2] > mid)
+            # the playback state and the data travel apart: wait for the data shown from mid (what is measured),
+            # not only for the state's time to pass it (under load the state came first and no data yet)
+            await p.until(lambda q: q.latest()[0] > sent + 0.5 and q.latest()[2] > mid
+                          and any(w > sent and mid <= lt for w, lt in q.data))
             figures["seek_latency_s"] = next(w for w, lt in p.data if w > sent and mid <= lt) - sent
             after = [lt for w, lt in p.data if w > sent + figures["seek_latency_s"]]
             assert after and all(mid <= lt < mid + 3 * S for lt in after), (mid, after[:5], after[-5:])
