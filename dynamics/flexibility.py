@@ -46,6 +46,8 @@ __all__ = [
     "beam_frame",
     "arm_flexibility",
     "beams_flexibility_rows",
+    "beams_terms",
+    "gamma_rows",
     "joint_flexibility",
     "passive_torques",
     "servo_flexibility_terms",
