@@ -55,7 +55,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from dynamics.flexibility import beams_terms
+from dynamics.flexibility import beams_terms, gamma_rows
 from dynamics.rigid_body_kernels import _quat_integrate, _rotation  # the rigid body's own quaternion kernels
 
 __all__ = ["SERVO_COLUMNS", "GEOMETRY_COLUMNS", "servo_step", "rms_kinematics", "limit_joint_rates",
@@ -84,10 +84,8 @@ axis (32:35)."""
 
 _beams_terms = njit(cache=True)(beams_terms)
 """The compiled :func:`dynamics.flexibility.beams_terms` (the beams' part of γ, B-6/B-7): the reference's own code."""
-_GAMMA_INDEX = ((0, 1, 2, 6, 7, 8), (1, 3, 4, 9, 10, 11), (2, 4, 5, 12, 13, 14), (6, 9, 12, 15, 16, 17),
-                (7, 10, 13, 16, 18, 19), (8, 11, 14, 17, 19, 20))
-"""Where each entry of γ is among :func:`dynamics.flexibility.beams_terms`' 21 sums (as
-:func:`dynamics.flexibility.gamma_rows` places them)."""
+_gamma_rows = njit(cache=True)(gamma_rows)
+"""The compiled :func:`dynamics.flexibility.gamma_rows` (γ's 6×6 rows from those 21 sums)."""
 
 
 @njit(cache=True)
@@ -665,11 +663,14 @@ def auto_command(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: Array, 
     v_max, w_max : float
         The speed and rate limits of the point of resolution. [m/s, rad/s]
     J_inv : ndarray, shape (6, 6)
+        The Jacobian's (or damped) inverse at the joint angles (O, at the point of resolution).
     theta : ndarray, shape (6,)
+        Joint angles. [rad]
     limits, limit_gain
         As :func:`limit_joint_rates`.
     out : ndarray, shape (4, 6)
-        Written (code 0): ``V`` clipped, ``qd = J⁻¹ V``, then :func:`limit_joint_rates`'s two rows.
+        Written (code 0): ``V = [ω; v]`` clipped [rad/s, m/s], ``qd = J⁻¹ V`` [rad/s], then
+        :func:`limit_joint_rates`'s two rows [rad/s].
 
     Returns
     -------
@@ -743,10 +744,7 @@ def flex_terms(pts: Array, us: Array, beams: Array, k_joint: Array, J_inv: Array
         if not (EI > 0.0 and GJ > 0.0 and math.isfinite(EI) and math.isfinite(GJ)):
             return False
     t = _beams_terms(pts, beams)
-    gamma = np.empty((6, 6))
-    for i in range(6):
-        for j in range(6):
-            gamma[i, j] = t[_GAMMA_INDEX[i][j]]
+    gamma = np.array(_gamma_rows(t))
     kmin = k_joint[0]
     for i in range(6):
         if not math.isfinite(k_joint[i]):

@@ -527,19 +527,24 @@ def grappled_step_arrays(orb: Array, pay: Array, p_ToEo_T: Array, J_inv: Array, 
     orb, pay : ndarray, shape (13,)
         The orbiter's and the payload's ``[p, quat, v, w]`` at the step's start.
     p_ToEo_T : ndarray, shape (3,)
+        Eo in the payload, frozen at the grasp. [m]
     J_inv : ndarray, shape (6, 6)
-        The last kinematics' inverse.
+        The last kinematics' inverse (O, at the point of resolution).
     servo_rows, friction_rate : ndarray (6, 8), float
         :attr:`dynamics.servo.ServoParams.kernel_rows`, ``friction_rate``.
     theta_m, omega, integ : ndarray, shape (6,)
-        The servos' state.
+        The servos' state: motor-side angles [rad], rates [rad/s], rate-error integrals [rad].
     rate_cmd : ndarray, shape (6,)
+        Commanded joint rates. [rad/s]
     brakes : ndarray of bool, shape (6,)
     h : float
+        The step. [s]
     n_sub : int
+        Servo substeps.
     k, c : ndarray, shape (6,)
-        The springs and dampers (3-7).
+        The springs [N·m/rad] and dampers [N·m·s/rad] (3-7).
     theta : ndarray, shape (6,)
+        Joint angles at the step's start. [rad]
     direct : sequence of (float or None), or None
         As :func:`dynamics.servo.servo_step`.
     G : ndarray, shape (7, 35)

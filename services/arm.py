@@ -1172,6 +1172,17 @@ class AutoSequence:
         self.kin = kin
         self.h = h
 
+    @staticmethod
+    def _limits(wp: dict[str, Any], vmax: float, wmax: float) -> tuple[float, float]:
+        """The speed [m/s] and rate [rad/s] a waypoint's segment is flown at: its own, within the mode's."""
+        return min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
+
+    def _sigmas(self, seg: dict[str, Any], t: float) -> tuple[float, float]:
+        """The segment's path parameter σ at ``t`` and ``t + h`` (``t`` the run's time [s];
+        :meth:`dynamics.rms.AutoProfile.sigma`)."""
+        prof = seg["prof"]
+        return prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
+
     def command(self, c: ArmContext, vmax: float, wmax: float, limits: np.ndarray, limit_gain: float
                 ) -> tuple[np.ndarray, tuple[float, float, float, int, int]] | None:
         """:meth:`rates` and what :meth:`ModeController.rates` makes of them (the clip, ``J⁻¹ V``, the joint limits)
@@ -1182,11 +1193,8 @@ class AutoSequence:
         seg = c.seg
         if seg is None or not c.waypoints:
             return None
-        wp = c.waypoints[0]
-        lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
-        t = c.now * 1e-9
-        prof = seg["prof"]
-        s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
+        lv, lw = self._limits(c.waypoints[0], vmax, wmax)
+        s0, s1 = self._sigmas(seg, c.now * 1e-9)
         tol_p, tol_r = self.p.auto_tol
         R_OB, p, _ = c.rows
         out = np.empty((4, N_JOINTS))
@@ -1206,7 +1214,7 @@ class AutoSequence:
         tol_p, tol_r = self.p.auto_tol
         while c.waypoints:
             wp = c.waypoints[0]
-            lv, lw = min(wp.get("v", vmax), vmax), min(wp.get("w", wmax), wmax)
+            lv, lw = self._limits(wp, vmax, wmax)
             seg = c.seg
             if seg is None:                      # a new segment from where the motors are now
                 p0, R0 = p_m.tolist(), R_m.tolist()
@@ -1218,8 +1226,7 @@ class AutoSequence:
                 prof = rms.auto_profile(sp.norm3(dp), sp.norm3(rot), lv, lw, a, alpha)
                 # the segment as rms.auto_rates takes it: p0, dp, R0, rot
                 seg = c.seg = {"t0": t, "rows": np.array([*p0, *dp, *R0, *rot]), "prof": prof}
-            prof = seg["prof"]
-            s0, s1 = prof.sigma(t - seg["t0"]), prof.sigma(t + self.h - seg["t0"])
+            s0, s1 = self._sigmas(seg, t)
             # the motor-side error on the reference at t, and the reference's mean rate over the step with a
             # correction of that error (rotation about a fixed axis in O)
             e_p, e_r, V = rms.auto_rates(seg["rows"], s0, s1, self.h, p_m, R_m, self.p.auto_gain, lv, lw)
