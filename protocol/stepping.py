@@ -493,14 +493,15 @@ class InputBuffer:
         buffer's selection for ``t → t + h``) and no event: the latest ``t + k·h <= end_ns`` (``k >= 1``)
         such that, for each of the steps ``t + i·h → t + (i+1)·h`` with ``i < k``, the rule selects the same
         state sample as ``u``, the one flow sample that covers ``u``'s step (a flow of ``u`` in more than one
-        part holds for no further step), and no event sample (none in ``(t − h, t + (k−1)·h]``, each event
-        topic's progress bound beyond ``t + (k−1)·h``). ``t + h`` if ``u``'s own step has an event sample.
+        part holds for no further step), and no event (no event sample in ``(t − h, t + (k−1)·h]`` but those
+        whose ``events`` list is empty, each event topic's progress bound beyond ``t + (k−1)·h``). ``t + h`` if
+        ``u``'s own step has an event.
 
         What a model's stride is bounded by (:meth:`protocol.scheduler.Scheduler.run_lockstep`,
         :class:`protocol.service.StridingModel`).
         """
         end = end_ns
-        for topic, kind, times, _samples, _ in self._live:
+        for topic, kind, times, samples, _ in self._live:
             if kind == "state":
                 s = u._state[topic]
                 j = bisect_right(times, t_ns)
@@ -514,7 +515,10 @@ class InputBuffer:
                 lim = t_ns + (s.t_ns + s.h_ns - t_ns) // h_ns * h_ns  # the sample covers every step
             else:
                 i = bisect_right(times, t_ns - h_ns)
-                first = times[i] if i < len(times) else _NO_END
+                n = len(times)
+                while i < n and not samples[i].body.get("events", True):  # a sample carrying no event is none
+                    i += 1
+                first = times[i] if i < n else _NO_END
                 if first <= t_ns:
                     return t_ns + h_ns
                 bound = min(first, self._hi.get(topic, _NO_BOUND))  # the last step's window ends before both

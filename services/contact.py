@@ -126,21 +126,22 @@ contact then carries into the first steps of a contact at 1e-5 of its force. Wit
 (``coasting``: ``"footprint"`` for :func:`dynamics.contact.point_plane_rows`'s, ``"front"`` for the distance
 in front of each surface beyond :data:`BOUND_MARGIN`), or without a ``payload/state`` coupling longer than the
 step (a model stepped without a shell), every step is evaluated, as before. ``contact/wrench``'s point at a
-coasting step is L's origin of the coupling interval's last step (exact where the sample carries it), else
-held (the wrench is zero). ``context.body`` is the payload at the last evaluated step, ``context.pending`` the
+coasting step is L's origin at the end of the step that gives the coupling interval its last value (the point the
+published mean is referred to, exact), predicted once per interval from the orbiter sample that step sees (the
+wrench is zero). ``context.body`` is the payload at the last evaluated step, ``context.pending`` the
 intervals coasted through since (none after a step ending at a ``payload/state`` coupling instant: that step is
 always evaluated); :meth:`ContactModel.payload` integrates them without changing the context. A tool that sets
 ``context.body`` (a sweep's change of the payload's state) ends the coasting: the bound was computed for the body it
 replaced (``_Coast.body``), so the next step drops the intervals not yet integrated and the bound, and is evaluated
 from the new body.
 
-The runtime takes the coasting steps as strides (:mod:`protocol.service`, "Strides"): once a step has coasted,
-:meth:`ContactModel.stride` offers the following steps that coast with the same inputs — the same ``orbiter/state``
-and ``arm/wrench`` samples, no operator command — up to the bound, the step before ``payload/state`` is due and
-the one whose next step ends a ``contact/wrench`` coupling interval (which sets the wrench's point), and the
-scheduler takes them as one step: one interval of coasting, the same sums as step by step. In the default scenario
-a 10 ms interval of free flight is then three calls instead of ten (the stride of 8 ms, the step that sets the
-point, the evaluated step).
+The runtime takes the coasting steps as strides (:mod:`protocol.service`, "Strides"): while a bound holds,
+:meth:`ContactModel.stride` offers the steps from the next one that coast with its inputs — ``orbiter/state`` and
+``arm/wrench`` samples within the bound (checked once per sample), no operator command — up to the bound's end, the
+step before ``payload/state`` is due and the step that gives a ``contact/wrench`` coupling interval its last
+value, and the scheduler takes them as one step: one interval of coasting, the same sums as step by step. In the
+default scenario a 10 ms interval of free flight is then two calls instead of ten (a stride of 9 ms from the
+coupling instant, where the new samples come, and the evaluated step).
 
 Strategies
 ----------
@@ -903,8 +904,10 @@ class ContactContext:
         wrench on the payload about Wo held over it (six floats) [N·m, N]; ``body`` is the payload at their start.
     coast_orb : Sample or None
         The last ``orbiter/state`` sample the coasting steps checked against the bound.
-    coast_p_L : list of float
-        L's origin in W at the last coasting step that computed it (``contact/wrench``'s point). [m]
+    coast_p_L, coast_p_L_at : list of float, tuple or None
+        ``contact/wrench``'s point while the payload coasts: L's origin in W [m] at the end of the step that gives
+        the coupling interval's last value, and ``(that instant [ns], the orbiter/state sample it was predicted
+        from)`` (None: to be computed; every evaluated step drops it).
     coast_arm : tuple or None
         The last coasting step's one ``arm/wrench`` sample, its overlap [ns] and its wrench about Wo, checked
         against the bound (the next step with the same sample reuses it).
@@ -945,6 +948,7 @@ class ContactContext:
     pending: list[tuple[int, list[float]]] = field(default_factory=list)
     coast_orb: Any = None
     coast_p_L: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    coast_p_L_at: tuple[int, Any] | None = None
     coast_arm: tuple[Any, int, list[float]] | None = None
     accel: tuple[Any, Any, list[float], list[float]] | None = None
 
@@ -1315,6 +1319,7 @@ class ContactModel:
             else:
                 c.pending = []
             c.coast = None
+        c.coast_p_L_at = None
         self._catch_up(c)
         h = h_ns * 1e-9
         t1 = t_ns + h_ns
@@ -1416,44 +1421,36 @@ class ContactModel:
 
     # ------------------------------------------------------------ the adaptive step
     def stride(self, t_ns: int, h_ns: int, c: ContactContext, u: Inputs) -> int:
-        """How many of its steps from ``t_ns`` the payload coasts through as the last one did (:mod:`protocol.service`,
-        "Strides"; the module docstring's adaptive step): 1 unless the last step coasted and ``u`` holds the
-        ``orbiter/state`` and ``arm/wrench`` samples it checked and no operator command; else the steps from ``t_ns``
-        that end within the bound, before ``payload/state`` is due and before the step whose next one ends a
-        ``contact/wrench`` coupling interval (:meth:`_coast` sets the wrench's point there). ``step(t_ns, k·h_ns, c,
-        u)`` then coasts through them at once, as ``k`` steps would."""
-        b, last = c.coast, c.coast_arm
-        if b is None or b.body is not c.body or last is None or c.coast_orb is None:
-            return 1
-        try:
-            if u.state("orbiter/state") is not c.coast_orb:
-                return 1
-        except KeyError:
-            return 1
-        parts = u.flow("arm/wrench")
-        if len(parts) != 1 or parts[0][0] is not last[0] or parts[0][1] != last[1]:
+        """How many of its steps from ``t_ns`` the payload coasts through (:mod:`protocol.service`, "Strides"; the
+        module docstring's adaptive step): 1 unless a bound for ``c.body`` holds, ``u``'s ``orbiter/state`` and
+        ``arm/wrench`` samples are within it (:meth:`_coast_inputs`, which keeps what it checked for the step) and
+        no operator command came; else the steps from ``t_ns`` that end within the bound, before ``payload/state``
+        is due, up to the one that gives a ``contact/wrench`` coupling interval its last value (every coasting step
+        of the interval carries that value's point: :meth:`_coast`). ``step(t_ns, k·h_ns, c, u)`` then coasts
+        through them at once, as ``k`` steps would."""
+        b = c.coast
+        if b is None or b.body is not c.body:
             return 1
         for smp in u.events("operator/command"):
             if smp.body.get("events"):
                 return 1
+        if self._coast_inputs(c, b, u, h_ns) is None:
+            return 1
         due = self.schedule.due
         k = 0
         t1 = t_ns + h_ns
-        while t1 <= b.until_ns and not due("payload/state", t1) and not due("contact/wrench", t1 + h_ns):
+        while t1 <= b.until_ns and not due("payload/state", t1):
             k += 1
+            if due("contact/wrench", t1 + h_ns):  # this step gives the interval's last value
+                break
             t1 += h_ns
         return max(k, 1)
 
-    def _coast(self, c: ContactContext, b: _Coast, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]] | None:
-        """The outputs of a step the payload coasts through (the bound ``b`` covers it), or None if the step must
-        be evaluated: ``payload/state`` is due at its end, an operator command came, the bound ends, or the arm's
-        wrench or the orbiter's sample leaves the limits the bound assumed."""
-        t1 = t_ns + h_ns
-        if t1 > b.until_ns or self.schedule.due("payload/state", t1):
-            return None
-        for smp in u.events("operator/command"):
-            if smp.body.get("events"):
-                return None
+    def _coast_inputs(self, c: ContactContext, b: _Coast, u: Inputs, h_ns: int) -> list[float] | None:
+        """The arm's wrench about Wo over a step of ``h_ns`` the bound ``b`` lets the payload coast through with
+        the inputs ``u``, or None if the orbiter's sample or the arm's wrench leaves the limits the bound assumed
+        (or there is no orbiter sample). What passed is kept (``c.coast_orb``, ``c.coast_arm``: the same samples
+        are not checked again, and a stride over the steps they cover takes the wrench of its first step)."""
         try:
             orb_sample = u.state("orbiter/state")
         except KeyError:
@@ -1467,15 +1464,30 @@ class ContactModel:
         parts = u.flow("arm/wrench")
         last = c.coast_arm
         if len(parts) == 1 and last is not None and parts[0][0] is last[0] and parts[0][1] == last[1]:
-            F_arm = last[2]  # the same sample over the same length: the same wrench, already checked
-        else:
-            F_arm = rb.mean_wrench_Wo(parts, "F_Eo_W", "p_WoEo_W", h_ns)
-            t0, t1_, t2, f0, f1, f2 = F_arm
-            f = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
-            tau_c = sp.refer_wrench_rows([t0, t1_, t2, f0, f1, f2], [-x for x in b.p_T])  # about the CoM at b.t_ns
-            if f > b.f_max or _norm(tau_c[:3]) + COAST_DRIFT * f > b.tau_max:
+            return last[2]  # the same sample over the same length: the same wrench, already checked
+        F_arm = rb.mean_wrench_Wo(parts, "F_Eo_W", "p_WoEo_W", h_ns)
+        t0, t1_, t2, f0, f1, f2 = F_arm
+        f = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
+        tau_c = sp.refer_wrench_rows([t0, t1_, t2, f0, f1, f2], [-x for x in b.p_T])  # about the CoM at b.t_ns
+        if f > b.f_max or _norm(tau_c[:3]) + COAST_DRIFT * f > b.tau_max:
+            return None
+        c.coast_arm = (parts[0][0], parts[0][1], F_arm) if len(parts) == 1 else None
+        return F_arm
+
+    def _coast(self, c: ContactContext, b: _Coast, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]] | None:
+        """The outputs of a step the payload coasts through (the bound ``b`` covers it), or None if the step must
+        be evaluated: ``payload/state`` is due at its end, an operator command came, the bound ends, or the arm's
+        wrench or the orbiter's sample leaves the limits the bound assumed (:meth:`_coast_inputs`)."""
+        t1 = t_ns + h_ns
+        if t1 > b.until_ns or self.schedule.due("payload/state", t1):
+            return None
+        for smp in u.events("operator/command"):
+            if smp.body.get("events"):
                 return None
-            c.coast_arm = (parts[0][0], parts[0][1], F_arm) if len(parts) == 1 else None
+        F_arm = self._coast_inputs(c, b, u, h_ns)
+        if F_arm is None:
+            return None
+        orb_sample = c.coast_orb
         # coast: the interval joins the last one if the arm's wrench is the same
         c.F_arm_Wo = F_arm
         if c.pending and c.pending[-1][1] == F_arm:
@@ -1483,10 +1495,16 @@ class ContactModel:
         else:
             c.pending.append((h_ns, F_arm))
         c.F_imp_O_Wo = [0.0] * 6
-        if self.schedule.due("contact/wrench", t1 + self.period_ns):  # the interval's last value: its point exact
+        # the wrench's point: L's origin at the end of the step that gives the coupling interval's last value (the
+        # value published: the mean is referred to it), the same for every coasting step of the interval
+        H = self.schedule.periods.get("contact/wrench")
+        t_last = t1 if H is None else t1 // H * H + H - self.period_ns
+        at = c.coast_p_L_at
+        if at is None or at[0] != t_last or at[1] is not orb_sample:
             c.orb_sample = orb_sample
-            c.t_now = t1
+            c.t_now = t_last
             c.coast_p_L = self._orbiter_kin(c)[1]
+            c.coast_p_L_at = (t_last, orb_sample)
         return {"contact/wrench": {"F_Lo_W": np.zeros(6), "p_WoLo_W": np.array(c.coast_p_L), "active": False},
                 "contact/event": {"events": []}}
 
