@@ -338,10 +338,12 @@ def beams_terms(points: Sequence[Sequence[float]] | NDArray[np.float64],
 
 
 def gamma_rows(t: Sequence[float]) -> list[list[float]]:
-    """The symmetric 6×6 γ (rows) from :func:`beams_terms`' 21 sums."""
+    """The beams' symmetric 6×6 γ (rows; in O, a tip load ``[M; F]`` about the point of resolution to the deflection
+    ``[δψ; δ]``, B-6) from :func:`beams_terms`' 21 sums. [rad/(N·m), rad/N, m/(N·m), m/N]"""
     rr0, rr1, rr2, rr4, rr5, rr8, rt0, rt1, rt2, rt3, rt4, rt5, rt6, rt7, rt8, tt0, tt1, tt2, tt4, tt5, tt8 = t
     return [[rr0, rr1, rr2, rt0, rt1, rt2], [rr1, rr4, rr5, rt3, rt4, rt5], [rr2, rr5, rr8, rt6, rt7, rt8],
             [rt0, rt3, rt6, tt0, tt1, tt2], [rt1, rt4, rt7, tt1, tt4, tt5], [rt2, rt5, rt8, tt2, tt5, tt8]]
+
 
 def joint_flexibility(J: ArrayLike, gamma: ArrayLike) -> Array:
     """Joint flexibility matrix ``γ_J = J^-1 γ J^-T`` (SVDS 3-4, 3-5).

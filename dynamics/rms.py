@@ -486,7 +486,6 @@ def predict_state_arrays(p: Array, quat: Array, v: Array, w: Array, a: Array, wd
     return out if ok else None
 
 
-
 def grappled_twist_arrays(orb: Array, pay: Array, p_ToEo_T: Array) -> Array:
     """:func:`grappled_twist_rows` for the arm's step: the compiled kernel :func:`dynamics.arm_kernels.grappled_twist`,
     bit for bit the reference (the tests hold them equal). Arguments float64, C-contiguous, of their shapes (13,),
@@ -504,7 +503,6 @@ def massless_wrench_arrays(orb: Array, h: float, propagate: bool, p_OoEo_O: Arra
     the reference returns None."""
     out = np.empty(34)
     return out if _kernels().massless_wrench(orb, float(h), propagate, p_OoEo_O, p_OoSo_O, F_Eo_O, out) else None
-
 
 
 _NO_DIRECT = np.zeros(N_JOINTS, dtype=np.bool_)
@@ -577,7 +575,6 @@ def grappled_step_arrays(orb: Array, pay: Array, p_ToEo_T: Array, J_inv: Array, 
     return status, V, servo, theta_new, R_OB, p, u, J, (J_inv_new if inverted else None), thd, tau
 
 
-
 def auto_command_arrays(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: Array, seg: Array, s0: float,
                         s1: float, h: float, gain: float, v_lim: float, w_lim: float, tol_p: float, tol_r: float,
                         v_max: float, w_max: float, J_inv: Array, theta: Array, limits: Array, limit_gain: float,
@@ -590,7 +587,6 @@ def auto_command_arrays(G: Array, theta_m: Array, motor: bool, R_E: Array, p_E: 
     return _kernels().auto_command(G, theta_m, motor, R_E, p_E, seg, float(s0), float(s1), float(h), float(gain),
                                    float(v_lim), float(w_lim), float(tol_p), float(tol_r), float(v_max),
                                    float(w_max), J_inv, theta, limits, float(limit_gain), out)
-
 
 
 def flex_terms_arrays(points_O: Array, u_O: Array, beam_rows: Array, joint_stiffness: Array, J_inv: Array
@@ -1072,7 +1068,6 @@ def shoulder_reaction_rows(F_Eo_W: Sequence[float], p_WoEo_W: Sequence[float], p
     r0, r1, r2 = s0 - e0, s1 - e1, s2 - e2
     # −F_E referred from Eo to So (lever p_SoEo = −r; (−r) × (−f) is r × f to the bit)
     return sp.refer_wrench_rows([-m0, -m1, -m2, -f0, -f1, -f2], [-r0, -r1, -r2])
-
 
 
 def grappled_twist_rows(orb: Sequence[float], pay: Sequence[float], p_ToEo_T: Sequence[float]) -> list[float]:

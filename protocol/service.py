@@ -71,8 +71,8 @@ from ``t`` it can take as one step ``step(t, k·h, ctx, u)`` with a result equal
 ``k`` steps of ``h`` (the same ``ctx`` after them, and the same output bodies at the end of each:
 what the step returns) — provided every one of those steps would see the inputs ``u`` and no
 event (an event sample whose ``events`` list is empty carries none: a producer coupled on a grid
-sends one at each of its instants). The contact service's free flight between the berthing guides is one
-(:mod:`services.contact`, the adaptive step). The scheduler in lockstep
+sends one at each of its instants). The contact service's free flight between the berthing
+guides is one (:mod:`services.contact`, the adaptive step). The scheduler in lockstep
 (:meth:`protocol.scheduler.Scheduler.run_lockstep`) makes sure of the proviso
 (:meth:`protocol.stepping.InputBuffer.hold`), ends a stride at the run's end and at the next
 coupling instant of any of the model's output ports, and hands the returned bodies to the
