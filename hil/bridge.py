@@ -22,8 +22,9 @@ Lockstep determinism: frames carry the simulation time, the link's clock is the
 simulation time, and each step waits for the reply to its own frame (see
 :meth:`HilBridge._read`) — or, with ``[hil] pipeline = true``, for the reply to the previous
 step's frame, at the start of the step: the rig then works while the rest of the simulation
-steps, and its measurement reaches the simulation one link period later, as over a real
-line — so ``hil/feedback`` and ``hil/status`` depend on the simulation only. Their delay
+steps (the scheduler steps the other models of the process first while that reply is on its way:
+:meth:`HilBridge.waits_on_device`), and its measurement reaches the simulation one link period
+later, as over a real line — so ``hil/feedback`` and ``hil/status`` depend on the simulation only. Their delay
 figures (``delay_s``, ``rtt_p50_s``, ``rtt_p99_s``) and ``rx_fps`` are then simulated-time
 figures: the emulator's configured transport delay, rounded up to the bridge's steps.
 Prediction (``[hil.compensation] predict``) uses that simulated round trip in lockstep —
@@ -652,9 +653,24 @@ class HilBridge:
 
     # ------------------------------------------------------------------ model
     def initial(self, t0_ns: int) -> dict[str, dict[str, Any]]:
-        """Outputs at ``t0``: rest at neutral, motion-gated."""
+        """Outputs at ``t0``: rest at neutral, motion-gated. An emulator the device was opened on is waited for
+        here (:meth:`hil.device.RigDevice.wait_started`): it started while the run was being set up.
+
+        Raises
+        ------
+        RigFault
+            If the emulator does not serve within ``[hil] start_timeout`` or its process ends.
+        """
+        if self.device is not None:
+            self.device.wait_started()
         self._sim_t = t0_ns * 1e-9
         return self._outputs(np.eye(4), np.zeros(6), np.zeros(6), False, t0_ns)
+
+    def waits_on_device(self) -> bool:
+        """Whether the next step would wait for the rig: pipelined in lockstep, the reply to the last frame is not
+        there yet (:meth:`hil.device.RigDevice.reply_due`). The scheduler then steps the other models of the
+        process first (:mod:`protocol.service`, "A step that waits on a device"). Reads no clock."""
+        return self._pipeline and self.device is not None and self.device.reply_due()
 
     def step(self, t_ns: int, h_ns: int, u: Inputs) -> dict[str, dict[str, Any]]:
         """One bridge period (see the module docstring); outputs stamped ``t + h``."""

@@ -104,6 +104,7 @@ class RigDevice:
         if not realtime:
             link.clock = lambda: self._t
         self._awaiting: Sent = None  # (seq, time_us) of the frame whose reply is due
+        self._starting: tuple[Any, Any, float] | None = None  # an emulator's (port, process, timeout) not waited for
         self._bad_seen = 0
         self.resent = 0
         self.reply_timeouts = 0
@@ -115,7 +116,9 @@ class RigDevice:
         """A device on the pyserial URL ``url`` at ``[hil] baud``.
 
         ``emulator``: the emulator process serving the URL's pty (:func:`hil.emulator.spawn_emulator`), waited for
-        until it serves (:func:`wait_ready`, ``[hil] start_timeout``). Realtime: the link reads in a background
+        until it serves (:func:`wait_ready`, ``[hil] start_timeout``): in realtime here, in lockstep by
+        :meth:`wait_started` (the bridge's ``initial``, else the first frame), so that its start-up overlaps the
+        rest of the run's. Realtime: the link reads in a background
         thread (:meth:`hil.link.SerialLink.start_reader`, at ``reader_priority``), so that frames are time-stamped
         on arrival.
 
@@ -127,22 +130,47 @@ class RigDevice:
             If the port cannot be opened or the emulator does not serve within ``start_timeout``.
         """
         port = open_port(url, cfg.params.baud, timeout=0.0005)
-        if emulator is not None:
+        if emulator is not None and realtime:
             wait_ready(port, emulator, cfg.params.start_timeout, clock)
         link = SerialLink(port)
         if realtime:
             link.start_reader(priority=reader_priority)
-        return cls(link, cfg, realtime=realtime, clock=clock)
+        device = cls(link, cfg, realtime=realtime, clock=clock)
+        if emulator is not None and not realtime:
+            device._starting = (port, emulator, float(cfg.params.start_timeout))
+        return device
+
+    def wait_started(self) -> None:
+        """Wait until the emulator the device was opened on serves (:func:`wait_ready`), if it has not been waited
+        for yet; nothing for a rig. Every frame sent or read waits for it first.
+
+        Raises
+        ------
+        RigFault
+            If it does not serve within ``[hil] start_timeout`` or its process ends.
+        """
+        if self._starting is not None:
+            port, emulator, timeout = self._starting
+            self._starting = None
+            wait_ready(port, emulator, timeout, self.clock)
 
     # ------------------------------------------------------------------ sending
     def _stamp(self, t_s: float) -> int | None:
         """A frame's time stamp [µs] at simulation time ``t_s`` [s] (None in realtime: the link's clock)."""
+        if self._starting is not None:
+            self.wait_started()
         self._t = t_s
         return None if self.realtime else int(round(t_s * 1e6))
 
     def _sent(self, sent: Sent) -> None:
         if sent is not None:
             self._awaiting = sent
+
+    def reply_due(self) -> bool:
+        """Whether a frame's reply is awaited and nothing from the rig is there to read yet
+        (:meth:`hil.link.SerialLink.readable`): :meth:`receive` with ``wait`` would wait now. Reads nothing
+        and no clock."""
+        return self._awaiting is not None and not self.link.readable()
 
     def handshake(self, t_s: float, fingerprint: int, watchdog_ms: int) -> None:
         """ARM (the configuration's ``fingerprint`` u32, the host's watchdog [ms]) at ``t_s`` [s]; its reply awaited.
@@ -209,6 +237,8 @@ class RigDevice:
         """
         if not self.caps.has_replies:
             return []
+        if self._starting is not None:
+            self.wait_started()
         self._t = t_s
         proto = self.protocol
         out: list[Batch] = []
@@ -261,7 +291,10 @@ class RigDevice:
     def close(self, t_s: float, park: bool = False) -> None:
         """Close the link (safe to call twice); first, with ``park``, send a PARK stamped ``t_s`` [s], its reply
         not awaited, ignoring a failure (should it not arrive, the rig's watchdog trips and it ramps to neutral
-        anyway)."""
+        anyway). An emulator never waited for is not: it has had no frame to move the rig."""
+        if self._starting is not None:
+            self._starting = None
+            park = False
         if park:
             try:
                 self.protocol.park(self._stamp(t_s), awaited=False)

@@ -417,6 +417,22 @@ class SerialLink:
                 stats.rig_rejected = msg.rejected
         return out
 
+    def readable(self) -> bool:
+        """Whether something waits to be read now (bytes, or the far end's hang-up), found without reading or
+        waiting: the descriptor's select with no timeout, the port's ``in_waiting`` count, or the reader
+        thread's inbox. True where the port tells neither (``socket://``, whose count is 0 or 1): a read finds
+        out. Reads no clock and changes no statistics."""
+        if self._reader is not None:
+            return bool(self._inbox) or self._reader_error is not None
+        try:
+            if self._fd is not None:
+                return bool(select.select([self._fd], [], [], 0)[0])
+            if self._counts_waiting:
+                return self.port.in_waiting > 0  # type: ignore[attr-defined]
+        except (OSError, ValueError, serial.SerialException):
+            pass  # a closed or failed port: a read reports it
+        return True
+
     def status(self) -> dict[str, float | int]:
         """Link statistics as a flat map (see :meth:`LinkStats.as_map`)."""
         return self.stats.as_map(self.decoder, self.rx_seq, self.delay)

@@ -88,7 +88,7 @@ class Member:
 
     __slots__ = ("obj", "ctx", "role", "name", "period_ns", "inputs", "outputs", "buf", "outs", "t_ns", "state", "done",
                  "stopped", "steps", "overruns", "received", "invalid", "dropped", "jitter", "age", "win", "ctl",
-                 "stats_seq", "produced", "grid")
+                 "stats_seq", "produced", "grid", "waits")
 
     def __init__(self, obj: Any, ctx: Any = None) -> None:
         self.obj = obj
@@ -116,6 +116,7 @@ class Member:
         self.ctl: Any = None    # its control client (the shell's)
         self.stats_seq = 0
         self.grid: tuple[tuple[int, int], ...] = ()  # a model that strides: where its ports publish (_stride_grid)
+        self.waits = _waits_hook(obj)  # a model whose step may wait on a device: whether it would now
 
     def hello(self, pid: int) -> dict[str, Any]:
         """The control-plane ``hello`` of this service."""
@@ -221,6 +222,7 @@ class Scheduler:
             setter({o.topic: (m.period_ns if name in full else o.coupler.H) for o in m.outs})
         old, m.obj = m.obj, obj
         m.grid = _stride_grid(m)
+        m.waits = _waits_hook(obj)
         return old
 
     def gate_sinks(self, sinks: Iterable[Member]) -> None:
@@ -327,8 +329,11 @@ class Scheduler:
         """Step every model that is ready, in timestamp order, until none is (or ``limit`` steps).
 
         Whichever ready model is furthest behind steps next (ties in any order: the input rule makes
-        the results the same); its outputs reach the others here at once. A model at ``t_end_ns`` is done
-        (``t_end_ns`` 0: no end).
+        the results the same); its outputs reach the others here at once. A model whose step would now
+        wait on a device (``waits_on_device()``: a rig's reply still on its way) lets the ready models
+        that are behind its next step's end step first, and steps when none is: the device works
+        meanwhile, and the order changes no result. A model at ``t_end_ns`` is done (``t_end_ns`` 0: no
+        end).
 
         Parameters
         ----------
@@ -351,39 +356,48 @@ class Scheduler:
         while models and n < limit:
             if len(models) > 1:
                 models.sort(key=_by_time)  # nearly sorted already, so cheap; ties in any order (same results)
-            for m in models:
-                if may_step is not None and not may_step(m):
+            m = u = held = None
+            until = 0
+            for c in models:
+                if may_step is not None and not may_step(c):
                     continue
-                t, h = m.t_ns, m.period_ns
-                buf = m.buf
-                u = buf.take(t, h)
-                if u is None:
+                if held is not None and c.t_ns >= until:
+                    break  # not so far ahead that the device's model falls behind the others
+                if c.waits is not None and held is None and c.waits():
+                    held = c  # its step would wait on a device: a ready model behind its next step's end first
+                    until = c.t_ns + c.period_ns
                     continue
-                self.current = m
-                if m.grid and may_step is None and (k := m.obj.stride(t, h, m.ctx, u)) > 1:
-                    end = self._stride_end(m, t, h, t + k * h, t_end_ns, u)
-                    if end > t + h:
-                        outs = m.obj.step(t, end - t, m.ctx, u)
-                        self._hold_outputs(m, outs, t + h, end, h)
-                        m.steps += (end - t) // h - 1
-                        t = end - h  # the stride's last period is published below, as a step's
-                    else:
-                        outs = m.obj.step(t, h, m.ctx, u)
+                u = c.buf.take(c.t_ns, c.period_ns)
+                if u is not None:
+                    m = c
+                    break
+            if m is None:  # none is ready (before the end of the next step of a model waiting on its device)
+                if held is None or (u := held.buf.take(held.t_ns, held.period_ns)) is None:
+                    break
+                m = held
+            t, h = m.t_ns, m.period_ns
+            self.current = m
+            if m.grid and may_step is None and (k := m.obj.stride(t, h, m.ctx, u)) > 1:
+                end = self._stride_end(m, t, h, t + k * h, t_end_ns, u)
+                if end > t + h:
+                    outs = m.obj.step(t, end - t, m.ctx, u)
+                    self._hold_outputs(m, outs, t + h, end, h)
+                    m.steps += (end - t) // h - 1
+                    t = end - h  # the stride's last period is published below, as a step's
                 else:
-                    outs = m.obj.step(t, h, u) if m.ctx is None else m.obj.step(t, h, m.ctx, u)
-                t += h
-                m.t_ns = t
-                publish(m, outs, t, wall_ns())
-                self.current = None
-                buf.prune(t, h)
-                m.steps += 1
-                n += 1
-                if t_end_ns and t >= t_end_ns:
-                    m.done = True
-                    models.remove(m)
-                break  # the furthest behind goes next
+                    outs = m.obj.step(t, h, m.ctx, u)
             else:
-                break  # none is ready
+                outs = m.obj.step(t, h, u) if m.ctx is None else m.obj.step(t, h, m.ctx, u)
+            t += h
+            m.t_ns = t
+            publish(m, outs, t, wall_ns())
+            self.current = None
+            m.buf.prune(t, h)
+            m.steps += 1
+            n += 1
+            if t_end_ns and t >= t_end_ns:
+                m.done = True
+                models.remove(m)
         return n
 
     @staticmethod
@@ -413,6 +427,13 @@ class Scheduler:
 
 
 _by_time = attrgetter("t_ns")  # a member's sort key: its time
+
+
+def _waits_hook(obj: Any) -> Callable[[], bool] | None:
+    """``obj.waits_on_device`` if the model declares it (:mod:`protocol.service`, "A step that waits on a
+    device"), else None."""
+    hook = getattr(obj, "waits_on_device", None)
+    return hook if callable(hook) else None
 
 
 def _stride_grid(m: Member) -> tuple[tuple[int, int], ...]:

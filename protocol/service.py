@@ -79,6 +79,15 @@ coupling instant of any of the model's output ports, and hands the returned bodi
 ports' couplers once per period, so that what is published is what ``k`` steps publish. It
 takes no stride for a model with an output port published every step (a coupling period of
 one step, or ``log_full_rate``), in realtime, or when the run is paced (``speed > 0``).
+
+A step that waits on a device
+-----------------------------
+A model whose step waits for an outside device's answer to what an earlier step sent (the ``hil``
+bridge with ``[hil] pipeline = true``: the rig's reply to the previous step's frame) may declare
+``waits_on_device() -> bool``: whether its next step would wait now (the reply is still on its
+way). It must not read the clock or change the model. In lockstep the scheduler then steps the
+other models of its process that are ready first, and this one when none is: the device works while
+they step. The order changes nothing (the input rule); only the wall time.
 """
 
 from __future__ import annotations

@@ -9,14 +9,19 @@ the frames those the lockstep emulator (:class:`hil.emulator.LockstepRig`) recei
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+import tty
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import serial
 
 import hil.bridge
 import hil.device
-from errors import ConfigError
+from errors import ConfigError, RigFault
 from hil.bridge import HilBridge, build
 from hil.config import parse
 from hil.device import RigDevice
@@ -234,3 +239,30 @@ def test_build_injects_a_device_and_the_bridge_takes_one():
     assert HilBridge(cfg, "hil", 4_000_000, dev).device is dev
     with pytest.raises(ConfigError, match="lockstep"):
         HilBridge(cfg, "hil", 4_000_000, dev, realtime=True)
+
+
+def test_an_emulator_is_waited_for_at_the_runs_start_in_lockstep_and_when_opened_in_realtime():
+    """In lockstep the device opened on an emulator does not wait for it to serve: the bridge's ``initial`` does
+    (its start-up overlapped the rest of the run's set-up), and an emulator that ended without serving fails it.
+    A device closed before it waited parks nothing (no frame moved the rig). In realtime opening waits."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    emu = SimpleNamespace(proc=proc)
+    cfg = parse({})
+    try:
+        unused = RigDevice.open(os.ttyname(slave), cfg, emulator=emu)
+        unused.close(0.0, park=True)
+        with pytest.raises(BlockingIOError):
+            os.read(master, 1 << 16)  # no PARK
+        bridge = HilBridge(cfg, "hil", 4_000_000, RigDevice.open(os.ttyname(slave), cfg, emulator=emu))
+        with pytest.raises(RigFault, match="exited with code 3 before serving"):
+            bridge.initial(0)
+        bridge.close()
+        with pytest.raises(RigFault, match="exited with code 3 before serving"):
+            RigDevice.open(os.ttyname(slave), cfg, realtime=True, emulator=emu)
+    finally:
+        proc.wait()
+        os.close(master)
+        os.close(slave)

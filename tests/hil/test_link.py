@@ -173,3 +173,33 @@ def test_a_pty_link_reads_what_is_there_without_a_select_and_still_waits_and_see
         for _ in range(10):
             link.receive(timeout=0.05)
     link.close()
+
+
+def test_readable_tells_whether_the_rig_has_answered_without_reading_it():
+    """On a pty (the emulator's line): nothing there, then the rig's frame (asking again reads nothing), then
+    nothing once it is received; the rig hanging up is something to read too (a read reports it)."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    link = SerialLink(open_port(os.ttyname(slave), 921600, timeout=0.01))
+    os.close(slave)
+    try:
+        assert not link.readable()
+        SerialLink(FdPort(master, timeout=0.01)).send(Heartbeat())
+        deadline = time.monotonic() + 5.0
+        while not link.readable() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert link.readable() and link.readable()
+        got = []
+        while len(got) < 1 and time.monotonic() < deadline:
+            got += [f.msg for f in link.receive()]
+        assert got == [Heartbeat()]
+        assert not link.readable()
+        os.close(master)
+        master = -1
+        assert link.readable()
+        with pytest.raises(RigFault):
+            link.receive()
+    finally:
+        if master >= 0:
+            os.close(master)
+        link.close()

@@ -184,3 +184,72 @@ def test_a_model_that_strides_publishes_what_it_publishes_step_by_step():
         assert (a // (6 * MS)) == ((b - 1) // (6 * MS))            # within one state sample of its input
         assert not (a < 46 * MS < b)                               # not across the end of an advance
         assert not any(a < e * MS <= b - MS for e in events)       # no event in a later step's window
+
+
+# ---------------------------------------------------------------- a step that waits on a device
+class _Logged(_Pulse):
+    """:class:`_Pulse` that logs its steps' start times as ``("p", t)``."""
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        super().__init__(())
+        self.log = log
+
+    def step(self, t_ns: int, h_ns: int, u: object) -> dict:
+        self.log.append(("p", t_ns))
+        return super().step(t_ns, h_ns, u)
+
+
+class _Device:
+    """A model of period 4 ms that takes ``toy/state3`` and publishes it back as ``toy/state5``; after each step
+    its next one would wait on its device for the next ``busy`` questions (a reply on its way; -1: always)."""
+
+    def __init__(self, log: list[tuple[str, int]], busy: int) -> None:
+        self.name = "d"
+        self.period_ns = 4 * MS
+        self.inputs = (Port("toy/state3", "state"),)
+        self.outputs = (Port("toy/state5", "state"),)
+        self.log = log
+        self.busy = busy
+        self.left = 0
+        self.asked = 0
+
+    def waits_on_device(self) -> bool:
+        self.asked += 1
+        if self.left:
+            self.left -= 1
+            return True
+        return False
+
+    def initial(self, t0_ns: int) -> dict:
+        return {"toy/state5": {"x": -1.0, "v": 0.0}}
+
+    def step(self, t_ns: int, h_ns: int, u) -> dict:
+        self.log.append(("d", t_ns))
+        self.left = self.busy
+        return {"toy/state5": {"x": u.state("toy/state3").body["x"], "v": float(t_ns)}}
+
+
+def test_a_model_waiting_on_its_device_lets_the_others_step_first_and_changes_no_frame():
+    """While the device model's reply is on its way the others step, up to the end of its next step and no
+    further; with nothing else to step it steps anyway (its own wait then); per topic the frames are those of
+    a run where it never waits."""
+    coupling = {"p": {"toy/state3": 6 * MS, "toy/spring3": 4 * MS}}
+    runs = {}
+    for busy in (0, 1, -1):
+        log: list[tuple[str, int]] = []
+        frames: list[bytes] = []
+        device = _Device(log, busy)
+        sched = simulate([_Logged(log), device], 60 * MS, coupling=coupling, on_frame=frames.append)
+        assert {m.name: m.steps for m in sched.models} == {"p": 30, "d": 15}
+        assert device.asked > 0
+        runs[busy] = (_by_topic(frames), log)
+    for busy in (1, -1):
+        assert runs[busy][0] == runs[0][0]
+        assert runs[busy][1] != runs[0][1]  # another order
+    p_t = 0  # always waiting: p's time when d steps from t > 0 is d's step end t + 4 ms (no further)
+    for who, t in runs[-1][1]:
+        if who == "p":
+            p_t = t + 2 * MS
+        elif t > 0:
+            assert p_t == t + 4 * MS, (t, p_t)
+    assert p_t == 60 * MS
