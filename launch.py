@@ -152,6 +152,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     overrides = _overrides(a)
     # provenance for the logger (it records them; it does not read the process's command line)
     overrides.update(command_line=a.command_line, config_file=str(Path(a.config).resolve()))
+    if not a.inprocess and isinstance(services, dict):  # the workers' zygote imports while the config is checked
+        from protocol.registry import kind_modules
+        from protocol.zygote import start as start_zygote
+        start_zygote(kind_modules(s.get("kind") for s in services.values() if isinstance(s, dict)))
     try:
         plan = validate(config, path=a.config, only=only, overrides=overrides)
     except ConfigError as err:

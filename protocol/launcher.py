@@ -2,7 +2,8 @@
 
 The launcher is the DCP master. It binds the control ROUTER and its own PUB of the
 mesh (:mod:`protocol.bus`), starts one OS process per local service (or one thread each
-over ``inproc://`` with ``inprocess=True``), runs the ready handshake of
+over ``inproc://`` with ``inprocess=True``) — forked from the zygote (:mod:`protocol.zygote`), each running
+``launch.py _worker …`` (:func:`worker_command`) —, runs the ready handshake of
 :mod:`protocol.shell`, broadcasts start / freeze / resume / stop, pings every
 service, and stops everything when one fails.
 
@@ -78,7 +79,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -108,10 +108,12 @@ from protocol.codec import decode, encode
 from protocol.config import INPROCESS, RunPlan, peers_of, with_overrides, write_plan
 from protocol.coupling import coupling_periods
 from protocol.realtime import SUPERVISOR_PRIORITY, io_context, preload, realtime_plan, set_priority
-from protocol.registry import BuildFailed, build_members, capabilities
+from protocol.registry import BuildFailed, build_members, capabilities, kind_modules
 from protocol.service import Sample
 from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
+from protocol.zygote import ForkedWorker
+from protocol.zygote import start as start_zygote
 
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
 
@@ -162,7 +164,7 @@ class ServiceRecord:
     t_ns: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     live: dict[str, Any] = field(default_factory=dict)
-    proc: subprocess.Popen[bytes] | None = None
+    proc: ForkedWorker | None = None
     thread: threading.Thread | None = None
     result: list[int] = field(default_factory=list)
 
@@ -445,11 +447,13 @@ class Launcher:
                 if self._plan_file is None:  # written once; every worker reads it (no reload, no re-validation)
                     self._plan_dir = tempfile.mkdtemp(prefix="berthsim-plan-")
                     self._plan_file = str(write_plan(self.plan, self._plan_dir))
+                    # (launch.py run started it while validating; another caller here, importing now)
+                    start_zygote(kind_modules(spec.kind for spec in self.plan.services.values()))
                 cmd = worker_command(self.launch_py, self.plan.path, proc, self.url, self._plan_file,
                                      self._prio.get(proc, 0), self._clock)
-                popen = subprocess.Popen(cmd, start_new_session=True)
+                worker = ForkedWorker(cmd[1], cmd[2:])  # forked from the zygote: as the command line would run
                 for rec in recs:
-                    rec.proc = popen
+                    rec.proc = worker
 
     def _thread_main(self, proc: str, members: tuple[str, ...], result: list[int]) -> None:
         services = self.plan.services

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -167,6 +167,20 @@ def _lookup(kind: str) -> Kind:
         return Kind(kind, kind, frozenset(), "config")
     raise ConfigError(f"kind {kind!r}: not a service kind (shipped: {', '.join(BUILTIN)}; installed: "
                       f"{', '.join(_entry_points()) or 'none'}; or a dotted module path)")
+
+
+def kind_modules(kinds: Iterable[Any]) -> list[str]:
+    """The names of the modules of ``kinds`` (each as :func:`kind_module` would find it), imported by nothing
+    here: what a process that will import them may load ahead (:func:`protocol.zygote.start`). What is not a
+    kind is left out (the configuration's check reports it)."""
+    out = []
+    for kind in kinds:
+        if isinstance(kind, str):
+            try:
+                out.append(_lookup(kind).module)
+            except ConfigError:
+                continue
+    return out
 
 
 def kind_module(kind: str) -> ModuleType:

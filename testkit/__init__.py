@@ -9,6 +9,8 @@ Modules (one concept each):
   per service (``kind = "testkit.toys"``, ``configs/toy_*.toml``), with sink, source,
   malformed-message injector and sample-forger roles;
 - :mod:`testkit.ports` — fresh bus URLs: free tcp ports on the loopback, new ipc/inproc names;
+- :mod:`testkit.procs` — a run's processes as ``/proc`` shows them: command lines (a worker
+  forked from the zygote shows its own as a title) and parents;
 - :mod:`testkit.pin_oracle` — Pinocchio (the ``test`` extra) as an independent oracle for the
   chain dynamics: models from the same data, conversions between its conventions and ours.
 """

@@ -44,6 +44,7 @@ from protocol.codec import decode
 from protocol.config import processes_of
 from protocol.logfile import open_log
 from protocol.logrecover import recover
+from testkit.procs import argv_of, descends_from
 from tests.test_configs import approach, arm_geometry
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -275,11 +276,10 @@ def _workers(launcher_pid: int) -> dict[str, int]:
         if not d.name.isdigit():
             continue
         try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = argv_of(d.name)
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == launcher_pid and b"_worker" in argv:
+        if b"_worker" in argv and descends_from(d.name, launcher_pid):
             out[argv[argv.index(b"_worker") + 2].decode()] = int(d.name)
     return out
 

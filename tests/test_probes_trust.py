@@ -26,6 +26,7 @@ from protocol.bus import open_bus
 from protocol.codec import decode
 from protocol.logfile import open_log
 from testkit.ports import free_base_port
+from testkit.procs import argv_of
 from testkit.toys import FORGERY_KINDS
 from tests.compare_logs import differences
 from tests.test_probes import FORGER, LOGGER, launch, start, toys
@@ -75,7 +76,7 @@ def _worker_pid(config: Path, name: str, timeout: float = 30.0) -> int:
             if not d.name.isdigit():
                 continue
             try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
+                argv = argv_of(d.name)
             except OSError:
                 continue
             if b"_worker" in argv and name.encode() in argv and any(str(config.parent).encode() in a for a in argv):
@@ -159,7 +160,7 @@ def test_the_runs_ipc_directory_is_private_to_its_user(tmp_path):
     run = start("run", cfg)
     try:
         pid = _worker_pid(cfg, "a")
-        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        argv = argv_of(pid)
         bus = argv[argv.index(b"--bus") + 1].decode()
         assert bus.startswith("ipc://")
         st = Path(bus[6:]).parent.stat()

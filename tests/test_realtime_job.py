@@ -30,6 +30,7 @@ import tomli_w
 
 from protocol.logfile import open_log, read_topics
 from protocol.shell import BUSY_ENV
+from testkit.procs import argv_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -178,7 +179,7 @@ def _worker_pids(config: Path, proc: str) -> list[int]:
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                cmd = (d / "cmdline").read_bytes().split(b"\0")
+                cmd = argv_of(d.name)
             except OSError:
                 continue
             if b"_worker" in cmd and str(config).encode() in cmd and proc.encode() in cmd:

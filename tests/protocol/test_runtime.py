@@ -22,6 +22,7 @@ import pytest
 import testkit.toys  # noqa: F401  (registers the toy topics)
 from protocol.shell import BUSY_ENV
 from testkit.ports import free_base_port
+from testkit.procs import argv_of
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +72,7 @@ def workers(cfg: Path) -> list[int]:
         if not d.name.isdigit():
             continue
         try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            cmd = argv_of(d.name)
             state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
