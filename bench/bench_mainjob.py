@@ -51,6 +51,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from testkit.procs import argv_of  # noqa: E402  (the repository's root on the path first)
+
 SCENARIO = ROOT / "configs" / "srms_berthing.toml"
 REALTIME = ROOT / "configs" / "srms_berthing_realtime.toml"
 HZ = os.sysconf("SC_CLK_TCK")
@@ -73,11 +75,7 @@ def _proc_table() -> dict[int, tuple[int, float]]:
 
 
 def _label(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            words = [w.decode(errors="replace") for w in f.read().split(b"\0") if w]
-    except OSError:
-        return None
+    words = [w.decode(errors="replace") for w in argv_of(pid)]  # (a worker forked from the zygote: its title)
     if not words:
         return None
     if "_worker" in words:

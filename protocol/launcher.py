@@ -114,6 +114,7 @@ from protocol.shell import SINK_DRAIN_LIMIT_NS, run_process
 from protocol.timebase import align_up
 from protocol.zygote import ForkedWorker
 from protocol.zygote import start as start_zygote
+from protocol.zygote import stop as stop_zygote
 
 __all__ = ["Launcher", "ServiceRecord", "worker_command"]
 
@@ -381,6 +382,8 @@ class Launcher:
             for folder in (self._tmpdir, self._plan_dir):
                 if folder:
                     shutil.rmtree(folder, ignore_errors=True)
+            if not self.inprocess:
+                stop_zygote()  # its workers have ended: waited for, it and they count in this process's children
             for signum, handler in old.items():
                 signal.signal(signum, handler)
 

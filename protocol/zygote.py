@@ -35,7 +35,7 @@ from typing import Any
 
 from setproctitle import setproctitle
 
-__all__ = ["RUNTIME", "ForkedWorker", "start"]
+__all__ = ["RUNTIME", "ForkedWorker", "start", "stop"]
 
 RUNTIME: tuple[str, ...] = ("numpy", "scipy.linalg", "numba", "msgpack", "protocol.bus", "protocol.config",
                             "protocol.registry", "protocol.shell", "protocol.realtime")
@@ -72,6 +72,15 @@ def _stop_left(grace_s: float = 1.0) -> None:
         time.sleep(0.01)
     for w in left:
         w.kill()
+
+
+def stop() -> None:
+    """End the zygote, if it runs, and wait for it (after a run, its workers ended): its CPU time and its workers'
+    then count in this process's children's, as a started worker's did (``getrusage``, ``time``). A worker still
+    running gets its parent's death signal (:func:`protocol.realtime.die_with_parent`)."""
+    server: Any = getattr(forkserver, "_forkserver", None)
+    if server is not None and getattr(server, "_forkserver_pid", None) is not None:
+        server._stop()  # (multiprocessing's own: closes its pipe to the server and waits for it)
 
 
 def _worker_main(launch_py: str, argv: list[str]) -> None:

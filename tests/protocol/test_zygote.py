@@ -101,3 +101,23 @@ def test_a_worker_left_running_when_its_launcher_exits_is_stopped_not_waited_for
     while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
         time.sleep(0.02)
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_stopping_the_zygote_after_a_run_counts_its_workers_cpu_in_the_launchers_children(tmp_path):
+    """After ``stop`` the zygote was waited for: a worker's CPU time is in the launcher's children's
+    (``getrusage``), as a started worker's was: benches and ``time`` see it."""
+    burner = tmp_path / "launch.py"
+    burner.write_text("import time\n\ndef main(argv):\n    end = time.process_time() + float(argv[0])\n"
+                      "    while time.process_time() < end:\n        pass\n    return 0\n")
+    script = "\n".join([
+        "import resource, sys",
+        f"sys.path[:0] = {sys.path!r}",
+        "from protocol.zygote import ForkedWorker, stop",
+        f"w = ForkedWorker({str(burner)!r}, ['0.4'])",
+        "assert w.wait(30.0) == 0",
+        "stop()",
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime)",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.split()[-1]) >= 0.4
