@@ -1,20 +1,23 @@
 """The worker zygote: the local worker processes of a run forked from one process that imported the runtime once.
 
-A run with one OS process per service (the default; not ``--inprocess``) used to start each worker as a fresh
-interpreter (``launch.py _worker ...``): each imported numpy, SciPy, numba, ZeroMQ, the runtime and the service
-kinds again, about a second of CPU per process, seven processes on two cores before the first step. The zygote
-is :mod:`multiprocessing`'s fork server (Python's own, ``forkserver`` start method): one process that imports
-:data:`RUNTIME` and the run's kind modules once (:func:`start`, given those by the caller, which has them from
-:func:`protocol.registry.kind_modules`), then forks a worker for each request; the worker runs the same
-``launch.py _worker`` command line (:class:`ForkedWorker`), so it builds, validates nothing again and runs as
-before. It holds no ZeroMQ context, no thread and no state of a run when it forks (the fork server imports
-modules and waits), so its children start clean: each makes its own context, as a new process did.
+A run with one OS process per service (the default; not ``--inprocess``) starts several workers on a machine
+of a few cores. As fresh interpreters (``launch.py _worker ...``) each would import numpy, SciPy, numba, ZeroMQ,
+the runtime and the service kinds again: about a second of CPU per process, seven processes on two cores before
+the first step. The zygote is :mod:`multiprocessing`'s fork server (Python's own ``forkserver`` start method):
+one process that imports :data:`RUNTIME` and the run's kind modules once (:func:`start`, given those by the
+caller, which has them from :func:`protocol.registry.kind_modules`), then forks a worker for each request. The
+worker runs the same ``launch.py _worker`` command line (:class:`ForkedWorker`) and shows it as its process
+title; it builds its services, validates nothing again and runs as a started worker did. The fork server holds
+no ZeroMQ context, no thread and nothing of a run when it forks (it imports modules and waits), so its children
+start clean: each makes its own context, as a new process does.
 
-Started while the launcher validates the configuration, it imports meanwhile; it runs no service and reads
-nothing of the configuration. It ends when the launcher does (the fork server's own rule), and a worker's parent
-is the zygote: :func:`protocol.realtime.die_with_parent` then ends the workers with it. Each worker is put in
-a session of its own (as ``start_new_session`` did), so that a terminal's Ctrl-C reaches the launcher only,
-which stops the run in order.
+``launch.py run`` starts it while the launcher validates the configuration: it imports meanwhile, runs no
+service and reads nothing of the configuration. After the run the launcher stops it and waits for it
+(:func:`stop`), so that its CPU time and its workers' count in the launcher's children, as started workers'
+did; it also ends when the launcher does (the fork server's own rule). A worker's parent is the zygote:
+:func:`protocol.realtime.die_with_parent` ends the workers with it, and a worker still running when the
+launcher exits gets SIGTERM, then SIGKILL. Each worker is put in a session of its own (as
+``start_new_session`` did), so that a terminal's Ctrl-C reaches the launcher only, which stops the run in order.
 """
 
 from __future__ import annotations
@@ -79,8 +82,9 @@ def stop() -> None:
     then count in this process's children's, as a started worker's did (``getrusage``, ``time``). A worker still
     running gets its parent's death signal (:func:`protocol.realtime.die_with_parent`)."""
     server: Any = getattr(forkserver, "_forkserver", None)
-    if server is not None and getattr(server, "_forkserver_pid", None) is not None:
-        server._stop()  # (multiprocessing's own: closes its pipe to the server and waits for it)
+    end = getattr(server, "_stop", None)  # multiprocessing's own (3.8 on): closes its pipe to it, waits for it
+    if callable(end) and getattr(server, "_forkserver_pid", None) is not None:
+        end()
 
 
 def _worker_main(launch_py: str, argv: list[str]) -> None:
