@@ -157,8 +157,7 @@ class RigDevice:
     # ------------------------------------------------------------------ sending
     def _stamp(self, t_s: float) -> int | None:
         """A frame's time stamp [µs] at simulation time ``t_s`` [s] (None in realtime: the link's clock)."""
-        if self._starting is not None:
-            self.wait_started()
+        self.wait_started()
         self._t = t_s
         return None if self.realtime else int(round(t_s * 1e6))
 
@@ -237,8 +236,7 @@ class RigDevice:
         """
         if not self.caps.has_replies:
             return []
-        if self._starting is not None:
-            self.wait_started()
+        self.wait_started()
         self._t = t_s
         proto = self.protocol
         out: list[Batch] = []

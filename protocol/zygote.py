@@ -77,6 +77,9 @@ def _stop_left(grace_s: float = 1.0) -> None:
         w.kill()
 
 
+atexit.register(_stop_left)  # after multiprocessing's own exit hook (imported above), so it runs first
+
+
 def stop() -> None:
     """End the zygote, if it runs, and wait for it (after a run, its workers ended): its CPU time and its workers'
     then count in this process's children's, as a started worker's did (``getrusage``, ``time``). A worker still
@@ -94,13 +97,11 @@ def _worker_main(launch_py: str, argv: list[str]) -> None:
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     setproctitle(shlex.join([sys.executable, launch_py, *argv]))
-    mod = sys.modules.get("launch")
-    if mod is None or getattr(mod, "__file__", None) != launch_py:
-        spec = importlib.util.spec_from_file_location("launch", launch_py)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["launch"] = mod
-        spec.loader.exec_module(mod)
+    spec = importlib.util.spec_from_file_location("launch", launch_py)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["launch"] = mod
+    spec.loader.exec_module(mod)
     sys.exit(mod.main(argv))
 
 
@@ -123,8 +124,6 @@ class ForkedWorker:
         self._p = _CONTEXT.Process(target=_worker_main, args=(str(launch_py), list(argv)), daemon=False)
         self._p.start()
         self.pid: int = int(self._p.pid)
-        if not _LIVE:
-            atexit.register(_stop_left)  # after multiprocessing's own exit hook, so it runs first
         _LIVE.add(self)
 
     @property
@@ -134,7 +133,7 @@ class ForkedWorker:
 
     def poll(self) -> int | None:
         """:attr:`returncode`, looked at now."""
-        return self._p.exitcode
+        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for it to end; its return code.
